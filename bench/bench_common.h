@@ -1,0 +1,57 @@
+/*
+ * bench_common.h - helpers shared by hora's benchmarks: size arguments with
+ * K/M/G suffixes, fp16/bf16 rounding, hora -> MPI type and op mapping, and a
+ * few process-level utilities.
+ *
+ * bench/ sees the runtime through its public header only (hora.h) plus MPI;
+ * nothing here may include a runtime/ internal header.
+ *
+ * Build: compiled into each hora-bench-* executable (bench/meson.build).
+ */
+#ifndef BENCH_COMMON_H
+#define BENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "hora.h"
+
+/* Parse a byte count: decimal digits with an optional binary suffix K, M or
+ * G (case-insensitive, 1K = 1024), optionally followed by "B" ("64M", "4KB",
+ * "1000"). Returns 0 and sets *bytes, or -1 when the text is not a size or
+ * overflows size_t. */
+int bench_size_parse(const char *text, size_t *bytes);
+
+/* Shortest exact label for a byte count: "512", "4K", "64M", "1G", "3000". */
+void bench_size_label(size_t bytes, char *buf, size_t len);
+
+/* Parse a decimal integer in [min, max], the whole string. Returns 0 or -1. */
+int bench_int_parse(const char *text, long min, long max, long *value);
+
+/* fp32 -> IEEE binary16 / bfloat16 bits, rounding to nearest even; NaN stays
+ * NaN, values past the largest finite become infinities. */
+uint16_t bench_f16_from_f32(float value);
+uint16_t bench_bf16_from_f32(float value);
+
+/* The MPI datatype of a hora dtype; MPI_DATATYPE_NULL for f16 and bf16, which
+ * MPI does not define. */
+MPI_Datatype bench_mpi_datatype(hora_dtype_t dtype);
+/* The MPI op closest to a hora op; AVG maps to MPI_SUM (MPI has no average:
+ * the division by the rank count is a local pass the baseline leaves out). */
+MPI_Op bench_mpi_op(hora_op_t op);
+
+/* busbw / algbw for an all-reduce over nranks: 2(n-1)/n, the fraction of the
+ * data each rank's link carries in a ring (0 for one rank). */
+double bench_allreduce_bus_factor(int nranks);
+
+/* This process's rank as the launcher announces it in the environment
+ * (Open MPI, MPICH/PMI, PMIx, Slurm), 0 when none does. Lets a benchmark
+ * print a usage error once rather than once per rank, before MPI is up. */
+int bench_launcher_rank(void);
+
+/* 1 if an executable called name lies on $PATH. */
+int bench_program_on_path(const char *name);
+
+#endif /* BENCH_COMMON_H */

@@ -1,0 +1,181 @@
+/*
+ * k_internal.h - private to kernels/cpu: the reduce-kernel table type, the
+ * scalar kernels (exported so SIMD paths can hand them their tails and the
+ * ops they do not vectorise), and inline bit-exact scalar conversions.
+ *
+ * Not installed, not included from outside kernels/cpu.
+ */
+#ifndef K_INTERNAL_H
+#define K_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "k_cpu.h"
+
+/* One kernel: dst[i] = a[i] op b[i], i < count; dst may be exactly a or b. */
+typedef void (*k_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
+
+/* Every ISA fills every slot (a SIMD path points at a scalar kernel for the
+ * combinations it does not vectorise), so dispatch never meets NULL. */
+typedef k_reduce_fn k_reduce_table_t[K_DTYPE_COUNT][K_OP_COUNT];
+
+extern const k_reduce_table_t k_reduce_table_scalar;
+#if defined(__x86_64__)
+extern const k_reduce_table_t k_reduce_table_avx2;
+extern const k_reduce_table_t k_reduce_table_avx512;
+#endif
+
+/* X-macro over every (dtype, op) pair; names match k_dtype_t / k_op_t. */
+#define K_REDUCE_LIST(X)                                                      \
+    X(f32, sum) X(f32, min) X(f32, max) X(f32, prod)                          \
+    X(f16, sum) X(f16, min) X(f16, max) X(f16, prod)                          \
+    X(bf16, sum) X(bf16, min) X(bf16, max) X(bf16, prod)                      \
+    X(f64, sum) X(f64, min) X(f64, max) X(f64, prod)                          \
+    X(i32, sum) X(i32, min) X(i32, max) X(i32, prod)                          \
+    X(i64, sum) X(i64, min) X(i64, max) X(i64, prod)                          \
+    X(u8, sum) X(u8, min) X(u8, max) X(u8, prod)
+
+#define K_DECLARE_SCALAR_REDUCE(type, op)                                     \
+    void k_reduce_scalar_##type##_##op(void *dst, const void *a, const void *b, size_t count);
+K_REDUCE_LIST(K_DECLARE_SCALAR_REDUCE)
+#undef K_DECLARE_SCALAR_REDUCE
+
+/* ---- bit casts (memcpy: the only aliasing-safe way in C) ---------------- */
+
+static inline uint32_t k_f32_bits(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof(bits));
+    return bits;
+}
+
+static inline float k_f32_from_bits(uint32_t bits)
+{
+    float x;
+    memcpy(&x, &bits, sizeof(x));
+    return x;
+}
+
+/* ---- f16 / bf16 <-> f32, bit-exact with F16C and with our bf16 SIMD code --
+ *
+ * NaN handling copies what vcvtph2ps / vcvtps2ph do, so a scalar tail gives
+ * the same bits as the vector body: widening sets the quiet bit, narrowing
+ * keeps the top payload bits and sets the quiet bit.
+ */
+
+static inline float k_f16_to_f32_inl(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1Fu;
+    uint32_t mant = h & 0x3FFu;
+
+    if (exp == 0x1F) /* inf, or NaN made quiet */
+        return k_f32_from_bits(sign | 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0));
+    if (exp == 0) {
+        /* zero or subnormal: mant * 2^-24, exact in fp32 */
+        float mag = (float)mant * 0x1p-24f;
+        return sign ? -mag : mag;
+    }
+    return k_f32_from_bits(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+static inline uint16_t k_f32_to_f16_inl(float x)
+{
+    uint32_t bits = k_f32_bits(x);
+    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
+    uint32_t mag = bits & 0x7FFFFFFFu;
+
+    if (mag > 0x7F800000u) /* NaN */
+        return (uint16_t)(sign | 0x7E00u | ((mag >> 13) & 0x3FFu));
+    if (mag >= 0x477FF000u) /* >= 65520 = max + half ulp: ties go to inf (even) */
+        return (uint16_t)(sign | 0x7C00u);
+    if (mag >= 0x38800000u) {
+        /* normal half: rebias the exponent (127 -> 15, i.e. -112 << 23,
+         * written as + 0xC8000000 mod 2^32) and round to nearest even by
+         * adding just under half an ulp plus the kept lsb; a carry out of
+         * the mantissa correctly bumps the exponent. */
+        uint32_t lsb = (mag >> 13) & 1u;
+        return (uint16_t)(sign | ((mag + 0xC8000FFFu + lsb) >> 13));
+    }
+    /* subnormal half: value / 2^-24 = m * 2^(e - 126); shift m right */
+    uint32_t e = mag >> 23;
+    if (e < 102) /* below 2^-25: rounds to zero (2^-25 itself ties to 0) */
+        return sign;
+    uint32_t m = (mag & 0x7FFFFFu) | 0x800000u;
+    uint32_t shift = 126u - e; /* 14 .. 24 */
+    uint32_t q = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (q & 1u)))
+        q++; /* may become 0x400, the smallest normal: still the right bits */
+    return (uint16_t)(sign | q);
+}
+
+static inline float k_bf16_to_f32_inl(uint16_t h)
+{
+    return k_f32_from_bits((uint32_t)h << 16);
+}
+
+static inline uint16_t k_f32_to_bf16_inl(float x)
+{
+    uint32_t bits = k_f32_bits(x);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: truncate, keep it quiet */
+        return (uint16_t)((bits >> 16) | 0x40u);
+    /* round to nearest even on the dropped 16 bits; cannot wrap because the
+     * largest non-NaN pattern (0xFF800000) plus 0x8000 stays below 2^32 */
+    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+/* ---- float -> integer: round to nearest (ties to even), saturate --------- */
+
+/* Independent of the FP rounding mode. x - floor(x) is exact for doubles. */
+static inline double k_round_half_even(double x)
+{
+    double lo = floor(x);
+    double frac = x - lo;
+    if (frac > 0.5 || (frac == 0.5 && fmod(lo, 2.0) != 0.0))
+        return lo + 1.0;
+    return lo;
+}
+
+/* NaN -> 0. The bounds are exact powers of two, so the comparisons are exact
+ * and the final conversion is always in range (no UB). */
+static inline int64_t k_double_to_i64_sat(double x)
+{
+    if (isnan(x))
+        return 0;
+    x = k_round_half_even(x);
+    if (x >= 0x1p63)
+        return INT64_MAX;
+    if (x < -0x1p63)
+        return INT64_MIN;
+    return (int64_t)x;
+}
+
+static inline int32_t k_double_to_i32_sat(double x)
+{
+    if (isnan(x))
+        return 0;
+    x = k_round_half_even(x);
+    if (x >= 0x1p31)
+        return INT32_MAX;
+    if (x < -0x1p31)
+        return INT32_MIN;
+    return (int32_t)x;
+}
+
+static inline uint8_t k_double_to_u8_sat(double x)
+{
+    if (isnan(x))
+        return 0;
+    x = k_round_half_even(x);
+    if (x >= 255.0)
+        return 255;
+    if (x <= 0.0)
+        return 0;
+    return (uint8_t)x;
+}
+
+#endif /* K_INTERNAL_H */

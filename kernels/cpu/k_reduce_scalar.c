@@ -1,0 +1,91 @@
+/*
+ * k_reduce_scalar.c - the scalar reduce kernels: the reference every SIMD
+ * path must match bit for bit, the tails of the SIMD loops, and the only
+ * path on non-x86 CPUs.
+ *
+ * Semantics (see k_cpu.h):
+ *  - f16/bf16 widen to fp32, combine, round back to nearest even;
+ *  - integer SUM/PROD wrap: computed on the unsigned type, never signed
+ *    overflow (the library also runs under -fsanitize=undefined);
+ *  - float MIN/MAX: a if a is NaN, else b if b is NaN, else the smaller /
+ *    larger, b on ties. That is exactly what x86 minps/maxps followed by
+ *    "blend a where a is NaN" produce, so vector body and tail agree.
+ */
+#include "k_internal.h"
+
+/* Defines k_reduce_scalar_<name>: loads p = a[i], q = b[i] of type `type`
+ * and stores `expr`. Both loads happen before the store, which is what makes
+ * dst == a or dst == b safe. */
+#define K_SCALAR_REDUCE(name, type, expr)                                     \
+    void k_reduce_scalar_##name(void *dst, const void *a, const void *b, size_t count) \
+    {                                                                         \
+        type *d = dst;                                                        \
+        const type *x = a;                                                    \
+        const type *y = b;                                                    \
+        for (size_t i = 0; i < count; i++) {                                  \
+            type p = x[i];                                                    \
+            type q = y[i];                                                    \
+            d[i] = (expr);                                                    \
+        }                                                                     \
+    }
+
+static inline float k_min_f32(float a, float b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline float k_max_f32(float a, float b) { return isnan(a) ? a : (a > b ? a : b); }
+static inline double k_min_f64(double a, double b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline double k_max_f64(double a, double b) { return isnan(a) ? a : (a > b ? a : b); }
+
+K_SCALAR_REDUCE(f32_sum, float, p + q)
+K_SCALAR_REDUCE(f32_min, float, k_min_f32(p, q))
+K_SCALAR_REDUCE(f32_max, float, k_max_f32(p, q))
+K_SCALAR_REDUCE(f32_prod, float, p * q)
+
+K_SCALAR_REDUCE(f64_sum, double, p + q)
+K_SCALAR_REDUCE(f64_min, double, k_min_f64(p, q))
+K_SCALAR_REDUCE(f64_max, double, k_max_f64(p, q))
+K_SCALAR_REDUCE(f64_prod, double, p * q)
+
+#define K_F16(expr_f32) k_f32_to_f16_inl(expr_f32)
+#define K_H(v) k_f16_to_f32_inl(v)
+K_SCALAR_REDUCE(f16_sum, uint16_t, K_F16(K_H(p) + K_H(q)))
+K_SCALAR_REDUCE(f16_min, uint16_t, K_F16(k_min_f32(K_H(p), K_H(q))))
+K_SCALAR_REDUCE(f16_max, uint16_t, K_F16(k_max_f32(K_H(p), K_H(q))))
+K_SCALAR_REDUCE(f16_prod, uint16_t, K_F16(K_H(p) * K_H(q)))
+#undef K_F16
+#undef K_H
+
+#define K_BF16(expr_f32) k_f32_to_bf16_inl(expr_f32)
+#define K_B(v) k_bf16_to_f32_inl(v)
+K_SCALAR_REDUCE(bf16_sum, uint16_t, K_BF16(K_B(p) + K_B(q)))
+K_SCALAR_REDUCE(bf16_min, uint16_t, K_BF16(k_min_f32(K_B(p), K_B(q))))
+K_SCALAR_REDUCE(bf16_max, uint16_t, K_BF16(k_max_f32(K_B(p), K_B(q))))
+K_SCALAR_REDUCE(bf16_prod, uint16_t, K_BF16(K_B(p) * K_B(q)))
+#undef K_BF16
+#undef K_B
+
+/* Wrapping ops read the signed data through the unsigned type of the same
+ * width (allowed aliasing); uint32_t/uint64_t do not promote to int. */
+K_SCALAR_REDUCE(i32_sum, uint32_t, p + q)
+K_SCALAR_REDUCE(i32_min, int32_t, p < q ? p : q)
+K_SCALAR_REDUCE(i32_max, int32_t, p > q ? p : q)
+K_SCALAR_REDUCE(i32_prod, uint32_t, p * q)
+
+K_SCALAR_REDUCE(i64_sum, uint64_t, p + q)
+K_SCALAR_REDUCE(i64_min, int64_t, p < q ? p : q)
+K_SCALAR_REDUCE(i64_max, int64_t, p > q ? p : q)
+K_SCALAR_REDUCE(i64_prod, uint64_t, p * q)
+
+/* uint8_t promotes to int; 255 * 255 fits, the cast wraps. */
+K_SCALAR_REDUCE(u8_sum, uint8_t, (uint8_t)(p + q))
+K_SCALAR_REDUCE(u8_min, uint8_t, p < q ? p : q)
+K_SCALAR_REDUCE(u8_max, uint8_t, p > q ? p : q)
+K_SCALAR_REDUCE(u8_prod, uint8_t, (uint8_t)(p * q))
+
+#define K_ROW(type)                                                           \
+    [K_OP_SUM] = k_reduce_scalar_##type##_sum, [K_OP_MIN] = k_reduce_scalar_##type##_min, \
+    [K_OP_MAX] = k_reduce_scalar_##type##_max, [K_OP_PROD] = k_reduce_scalar_##type##_prod
+
+const k_reduce_table_t k_reduce_table_scalar = {
+    [K_DTYPE_F32] = {K_ROW(f32)},   [K_DTYPE_F16] = {K_ROW(f16)}, [K_DTYPE_BF16] = {K_ROW(bf16)},
+    [K_DTYPE_F64] = {K_ROW(f64)},   [K_DTYPE_I32] = {K_ROW(i32)}, [K_DTYPE_I64] = {K_ROW(i64)},
+    [K_DTYPE_U8] = {K_ROW(u8)},
+};

@@ -1,0 +1,82 @@
+/*
+ * k_cpu.h - hora's CPU kernels: element-wise reductions, division (AVG),
+ * scaling and dtype casts, vectorised with AVX-512 / AVX2 / F16C where the
+ * CPU has them (chosen at run time) and a scalar path that is the reference.
+ *
+ * Layer rule: kernels/ includes nothing from runtime/ or trainer/.
+ * Build: kernels/meson.build -> static library hora_kernels.
+ */
+#ifndef K_CPU_H
+#define K_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Same numbering as hora_dtype_t (runtime checks it with static asserts). */
+typedef enum {
+    K_DTYPE_F32 = 0,
+    K_DTYPE_F16 = 1,
+    K_DTYPE_BF16 = 2,
+    K_DTYPE_F64 = 3,
+    K_DTYPE_I32 = 4,
+    K_DTYPE_I64 = 5,
+    K_DTYPE_U8 = 6,
+    K_DTYPE_COUNT = 7
+} k_dtype_t;
+
+/* Element-wise reduction ops (AVG is SUM then k_div, done by the runtime). */
+typedef enum { K_OP_SUM = 0, K_OP_MIN = 1, K_OP_MAX = 2, K_OP_PROD = 3, K_OP_COUNT = 4 } k_op_t;
+
+/* Instruction-set paths. */
+typedef enum { K_ISA_SCALAR = 0, K_ISA_AVX2 = 1, K_ISA_AVX512 = 2, K_ISA_COUNT = 3 } k_isa_t;
+
+size_t k_dtype_size(k_dtype_t dtype);
+
+/* Best path this CPU supports, the path in use, and forcing one (tests).
+ * k_isa_set returns 0 on success, -1 if the CPU lacks that ISA. */
+k_isa_t k_isa_best(void);
+k_isa_t k_isa_current(void);
+int k_isa_set(k_isa_t isa);
+const char *k_isa_name(k_isa_t isa);
+
+/*
+ * dst[i] = a[i] op b[i] for i < count.
+ * dst may be exactly a or exactly b (no partial overlap). No alignment needed.
+ * f16/bf16: both operands widened to fp32, combined, rounded back to nearest even.
+ * Integers: SUM and PROD wrap modulo 2^bits (no UB). Floats: MIN/MAX return NaN
+ * when either operand is NaN; min(-0, +0) may return either zero.
+ */
+void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t dtype, k_op_t op);
+
+/*
+ * dst[i] = src[i] / divisor (divisor >= 1). f32/f16/bf16 divide in fp32 (then
+ * round to the dtype), f64 in fp64, integers with C's truncating division.
+ * dst may be src.
+ */
+void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t divisor);
+
+/*
+ * dst[i] = src[i] * factor. Floats multiply in fp32 by (float)factor (f64 in
+ * fp64); integers compute in double, round to nearest (ties to even) and
+ * saturate to the type's range. dst may be src.
+ */
+void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
+
+/* Convert count elements between any two dtypes (floats round to nearest even,
+ * float -> integer rounds to nearest and saturates, NaN -> 0). */
+void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
+
+/* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
+uint16_t k_f32_to_f16(float x);
+float k_f16_to_f32(uint16_t h);
+uint16_t k_f32_to_bf16(float x);
+float k_bf16_to_f32(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* K_CPU_H */

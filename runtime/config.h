@@ -1,0 +1,50 @@
+/* config.h - every HORA_* setting, declared once in a table (config.c):
+ * name, type, default, bounds, doc. config_load() reads the environment and
+ * rejects a bad value with HORA_ERR_CONFIG naming the variable. */
+#ifndef HORA_CONFIG_H
+#define HORA_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "hora.h"
+
+struct config {
+    int log_level;          /* HORA_LOG_LEVEL: 0 error .. 3 debug */
+    int fake_nodes;         /* HORA_FAKE_NODES: 0 = real topology */
+    size_t chunk_bytes;     /* HORA_CHUNK_BYTES: pipeline chunk of the ring */
+    bool disable_shm;       /* HORA_DISABLE_SHM */
+    bool disable_mpi;       /* HORA_DISABLE_MPI */
+    size_t shm_pool_bytes;  /* HORA_SHM_POOL_BYTES: virtual size of each rank's pool */
+    double timeout_s;       /* HORA_TIMEOUT_S: longest wait for a peer */
+    long spin_count;        /* HORA_SPIN_COUNT: busy-wait iterations before sleeping; -1 auto */
+};
+
+enum config_type { CONFIG_TYPE_BOOL, CONFIG_TYPE_INT, CONFIG_TYPE_SIZE, CONFIG_TYPE_DOUBLE, CONFIG_TYPE_ENUM };
+
+struct config_entry {
+    const char *name;
+    enum config_type type;
+    const char *default_value;
+    double min, max;          /* bounds for INT, SIZE, DOUBLE */
+    const char *const *choices; /* ENUM: NULL-terminated, the value is the index */
+    size_t offset;            /* field in struct config */
+    const char *doc;
+};
+
+/* The table, terminated by an entry with name == NULL. */
+extern const struct config_entry config_table[];
+
+/* Fill cfg from defaults and the environment. HORA_OK or HORA_ERR_CONFIG (message
+ * names the variable, the bad value and what is accepted). Unknown HORA_*
+ * variables give a warning (a typo would otherwise be silently ignored). */
+hora_status_t config_load(struct config *cfg);
+
+/* Parse one value for one entry into cfg (used by config_load and the tests). */
+hora_status_t config_parse(const struct config_entry *entry, const char *text, struct config *cfg);
+
+/* Print every entry with the value in force (from cfg), its default and doc. */
+void config_print(const struct config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,152 @@
+/*
+ * hora.h - public API of libhora, hora's communication runtime.
+ *
+ * C11, opaque state, every call returns a hora_status_t (HORA_OK = 0,
+ * HORA_IN_PROGRESS = 1, negative values are errors). After a failed call,
+ * hora_last_error() returns a human-readable message for the calling thread.
+ *
+ * Build: part of the meson project (libhora); link with -lhora and MPI.
+ */
+#ifndef HORA_H
+#define HORA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    HORA_OK = 0,
+    HORA_IN_PROGRESS = 1,
+    HORA_ERR_INVALID_ARG = -1,     /* a bad argument (NULL buffer, bad dtype/op/root, ...) */
+    HORA_ERR_NO_MEMORY = -2,       /* malloc, shared-memory pool or /dev/shm exhausted */
+    HORA_ERR_NOT_INITIALIZED = -3, /* called before hora_init or after hora_shutdown */
+    HORA_ERR_UNSUPPORTED = -4,     /* an operation a transport/backend does not provide */
+    HORA_ERR_MPI = -5,             /* an MPI call failed */
+    HORA_ERR_TRANSPORT = -6,       /* a transport failed (peer died, connect failed) */
+    HORA_ERR_CONFIG = -7,          /* a HORA_* variable has a bad value */
+    HORA_ERR_SYSTEM = -8,          /* an OS call failed (shm_open, mmap, ...) */
+    HORA_ERR_MISMATCH = -9,        /* ranks called a collective with different arguments */
+    HORA_ERR_DUPLICATE = -10,      /* a request with the same name is already in flight */
+    HORA_ERR_SHUTDOWN = -11,       /* the runtime shut down before the request finished */
+    HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
+    HORA_ERR_ALREADY_INITIALIZED = -13,
+} hora_status_t;
+
+/* Element types. Values are stable (they travel between ranks). */
+typedef enum {
+    HORA_DTYPE_F32 = 0,
+    HORA_DTYPE_F16 = 1,  /* IEEE binary16, reduced with fp32 accumulation */
+    HORA_DTYPE_BF16 = 2, /* bfloat16, reduced with fp32 accumulation */
+    HORA_DTYPE_F64 = 3,
+    HORA_DTYPE_I32 = 4,
+    HORA_DTYPE_I64 = 5,
+    HORA_DTYPE_U8 = 6,
+    HORA_DTYPE_COUNT = 7
+} hora_dtype_t;
+
+/* Reduction operations. Integer SUM and PROD wrap modulo 2^bits; AVG is SUM
+ * followed by a division by the number of ranks (truncating for integers,
+ * in fp32 for f32/f16/bf16, in fp64 for f64). MIN and MAX propagate NaN. */
+typedef enum {
+    HORA_OP_SUM = 0,
+    HORA_OP_AVG = 1,
+    HORA_OP_MIN = 2,
+    HORA_OP_MAX = 3,
+    HORA_OP_PROD = 4,
+    HORA_OP_COUNT = 5
+} hora_op_t;
+
+/* Status, dtype and op names ("HORA_ERR_TIMEOUT", "f32", "sum"). */
+const char *hora_status_string(hora_status_t status);
+const char *hora_dtype_name(hora_dtype_t dtype);
+const char *hora_op_name(hora_op_t op);
+/* Bytes per element, 0 for an invalid dtype. */
+size_t hora_dtype_size(hora_dtype_t dtype);
+/* Parse "f32", "float", "half", ... / "sum", "avg", ...; -1 when unknown. */
+int hora_dtype_parse(const char *name);
+int hora_op_parse(const char *name);
+
+/* Message describing the last error returned to the calling thread ("" if none). */
+const char *hora_last_error(void);
+
+/*
+ * hora_init - start the runtime on every rank (collective over MPI_COMM_WORLD).
+ * Initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not; reads and
+ * validates every HORA_* variable (a bad value -> HORA_ERR_CONFIG naming it),
+ * finds the topology, maps the peers' shared-memory pools and connects the
+ * transports. hora_init after hora_shutdown works; MPI itself stays up until
+ * process exit when hora started it.
+ * Returns HORA_OK, HORA_ERR_ALREADY_INITIALIZED, HORA_ERR_CONFIG, HORA_ERR_MPI,
+ * HORA_ERR_SYSTEM, HORA_ERR_NO_MEMORY, HORA_ERR_TRANSPORT.
+ */
+hora_status_t hora_init(void);
+/* Collective. Releases every resource of the runtime; memory from
+ * hora_mem_alloc becomes invalid. Returns HORA_OK or HORA_ERR_NOT_INITIALIZED. */
+hora_status_t hora_shutdown(void);
+int hora_initialized(void);
+
+/* Topology. Undefined (-1) before hora_init. */
+int hora_rank(void);       /* rank in MPI_COMM_WORLD */
+int hora_size(void);       /* number of ranks */
+int hora_local_rank(void); /* rank inside this (possibly virtual, HORA_FAKE_NODES) node */
+int hora_local_size(void);
+int hora_node_rank(void); /* index of this node, 0 .. node_count-1 */
+int hora_node_count(void);
+
+/* Name of the transport the flat ring uses ("shm", "mpi"). */
+const char *hora_transport_name(void);
+
+/*
+ * Memory the transports can share without copies: on one host, peers map it
+ * and reduce straight from it. Ordinary malloc'd buffers work everywhere too,
+ * at the price of a copy through a staging buffer. Must be called between
+ * hora_init and hora_shutdown; 64-byte aligned (page aligned in practice).
+ * hora_mem_alloc returns HORA_OK, HORA_ERR_NO_MEMORY, HORA_ERR_INVALID_ARG,
+ * HORA_ERR_NOT_INITIALIZED; *ptr is set only on success.
+ */
+hora_status_t hora_mem_alloc(size_t bytes, void **ptr);
+hora_status_t hora_mem_free(void *ptr);
+/* 1 if ptr lies inside memory from hora_mem_alloc. */
+int hora_mem_is_shared(const void *ptr);
+
+/*
+ * Direct (non-negotiated) collectives over all ranks. Every rank calls them
+ * in the same order with the same count, dtype and op (a mismatch the
+ * transport can see gives HORA_ERR_MISMATCH). Blocking. send == recv means in
+ * place. Any count, including 0 and counts smaller than the number of ranks.
+ */
+
+/* recv[i] = op over ranks of send[i], i < count. */
+hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype,
+                             hora_op_t op);
+
+/* Rank r's shard of a vector of count elements: elements
+ * [offset, offset + shard_count); shards differ by at most one element, the
+ * first count % size shards are one longer. */
+void hora_shard(size_t count, int size, int rank, size_t *offset, size_t *shard_count);
+
+/* Reduce count elements across ranks and leave rank r's shard (hora_shard) in
+ * recv, which holds shard_count elements. recv must not overlap send. */
+hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, hora_dtype_t dtype,
+                                  hora_op_t op);
+
+/* Rank r contributes counts[r] elements from send; recv (sum of counts
+ * elements) receives every rank's block in rank order. counts[] must be the
+ * same on every rank. send may be recv + (sum of counts[0..r-1]) (in place). */
+hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts,
+                              hora_dtype_t dtype);
+
+/* buf on root is sent to buf on every rank. */
+hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
+
+/* Print every HORA_* setting: name, value in force, default and what it does. */
+void hora_config_print(FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HORA_H */

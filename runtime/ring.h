@@ -1,0 +1,49 @@
+/* ring.h - ring collectives over one transport (ring.c explains the steps). */
+#ifndef HORA_RING_H
+#define HORA_RING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hora.h"
+#include "k_cpu.h"
+#include "tp.h"
+
+enum ring_kind {
+    RING_KIND_ALLREDUCE = 1,
+    RING_KIND_REDUCE_SCATTER = 2,
+    RING_KIND_ALLGATHER = 3,
+    RING_KIND_BROADCAST = 4,
+};
+
+struct ring {
+    struct tp *tp;
+    int n, r;           /* ring size and this rank's place in it */
+    int left, right;    /* peers (world ranks) */
+    size_t chunk_bytes; /* pipeline chunk */
+    uint64_t op_seq;    /* operation number, identical on every member */
+};
+
+/* Reduction: elementwise op, then (divisor > 1) a division of the result (AVG). */
+struct ring_reduction {
+    k_dtype_t dtype;
+    k_op_t op;
+    hora_op_t user_op; /* for messages */
+    int64_t divisor;
+};
+
+/*
+ * Allreduce count elements: work[i] = reduction over ranks of send[i]. send
+ * may be work (in place). Peer-memory transports need both buffers in the
+ * pool (mem_local_offset). Reduce-scatter leaves this rank's shard
+ * (hora_shard) in out and uses work (count elements) for partial sums.
+ */
+hora_status_t ring_allreduce(struct ring *g, const void *send, void *work, size_t count,
+                             const struct ring_reduction *red);
+hora_status_t ring_reduce_scatter(struct ring *g, const void *send, void *work, void *out, size_t count,
+                                  const struct ring_reduction *red);
+/* recv holds every block (counts[], in rank order), this rank's already in place. */
+hora_status_t ring_allgatherv(struct ring *g, void *recv, const size_t *counts, k_dtype_t dtype);
+hora_status_t ring_broadcast(struct ring *g, void *buf, size_t count, k_dtype_t dtype, int root);
+
+#endif

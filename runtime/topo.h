@@ -1,0 +1,31 @@
+/* topo.h - who is where: hosts from MPI_Comm_split_type(SHARED), optionally cut
+ * into virtual nodes (HORA_FAKE_NODES) so multi-node paths run on one machine. */
+#ifndef HORA_TOPO_H
+#define HORA_TOPO_H
+
+#include <mpi.h>
+
+#include "hora.h"
+
+struct topo {
+    int rank, size;             /* in the world communicator */
+    int host_rank, host_size;   /* ranks sharing this machine's memory */
+    int host_index, host_count; /* this host among all hosts */
+    int local_rank, local_size; /* inside this (possibly virtual) node */
+    int node_rank, node_count;
+    int *host_of;       /* [size]: host index of every world rank */
+    int *host_rank_of;  /* [size]: its rank inside its host */
+    MPI_Comm host_comm; /* ranks on this host (shared memory reachable) */
+    MPI_Comm node_comm; /* ranks on this (virtual) node */
+};
+
+/* Virtual node of a host-local rank when the host's ranks are cut into k
+ * contiguous groups of (nearly) equal size. k must be in 1..host_size. */
+int topo_fake_node_of(int host_rank, int host_size, int k);
+
+/* Collective over world. HORA_OK, HORA_ERR_MPI or HORA_ERR_CONFIG (fake_nodes
+ * larger than the ranks of some host). */
+hora_status_t topo_init(struct topo *topo, MPI_Comm world, int fake_nodes);
+void topo_free(struct topo *topo);
+
+#endif

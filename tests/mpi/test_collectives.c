@@ -1,0 +1,378 @@
+/*
+ * test_collectives.c - every direct collective x dtype x op x {in place, out
+ * of place} x counts {0, 1, n-1, n+1, 1000003, 16 MiB} x {shared, malloc'd
+ * buffers}, checked exactly. Inputs are small integers derived from (rank,
+ * index), chosen so that every result is exactly representable in every
+ * dtype; the expected value is computed independently on every rank.
+ * The transport is whatever HORA_DISABLE_* leaves (meson runs it both ways).
+ *
+ * Run: mpirun -np N test_collectives [--quick]   (exit 0 = all passed)
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hora.h"
+#include "k_cpu.h"
+
+static int rank, size, failures, checks;
+
+#define TEST_MAX_REPORTS 20
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    failures++;
+    if (failures > TEST_MAX_REPORTS) return;
+    va_start(ap, fmt);
+    fprintf(stderr, "rank %d FAIL: ", rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+#define TEST_PERIOD 4099
+
+/* Input value of (rank, index) for an op, as an exact small integer. */
+static int64_t input_value(hora_dtype_t dtype, hora_op_t op, int r, size_t i)
+{
+    uint64_t h = (uint64_t)(i % TEST_PERIOD) * 2654435761u + (uint64_t)r * 40503u;
+    h ^= h >> 13;
+    int unsigned_type = dtype == HORA_DTYPE_U8;
+    switch (op) {
+    case HORA_OP_PROD:
+        return unsigned_type ? 1 + (int64_t)(h % 2) : (int64_t)(h % 3) - 1 == 0 ? 2 : (int64_t)(h % 3) - 1;
+    case HORA_OP_MIN:
+    case HORA_OP_MAX:
+        return unsigned_type ? (int64_t)(h % 200) : (int64_t)(h % 101) - 50;
+    default: {
+        int64_t v = unsigned_type ? (int64_t)(h % 11) : (int64_t)(h % 11) - 5;
+        /* High bits catch truncation of wide integers. */
+        if (dtype == HORA_DTYPE_I64) v += (int64_t)r << 40;
+        if (dtype == HORA_DTYPE_I32) v += (int64_t)r << 20;
+        return v;
+    }
+    }
+}
+
+static void store(void *buf, size_t i, hora_dtype_t dtype, double v)
+{
+    switch (dtype) {
+    case HORA_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
+    case HORA_DTYPE_F16: ((uint16_t *)buf)[i] = k_f32_to_f16((float)v); break;
+    case HORA_DTYPE_BF16: ((uint16_t *)buf)[i] = k_f32_to_bf16((float)v); break;
+    case HORA_DTYPE_F64: ((double *)buf)[i] = v; break;
+    case HORA_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
+    case HORA_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
+    case HORA_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    default: break;
+    }
+}
+
+static void store_int(void *buf, size_t i, hora_dtype_t dtype, int64_t v)
+{
+    if (dtype == HORA_DTYPE_I64)
+        ((int64_t *)buf)[i] = v;
+    else
+        store(buf, i, dtype, (double)v);
+}
+
+/* Inputs repeat with a prime period (in the global index), so large buffers
+ * are filled by copying the first period; a prime keeps misplaced segments
+ * from matching by accident. */
+static void tile(void *buf, size_t count, size_t es)
+{
+    size_t have = count < TEST_PERIOD ? count : TEST_PERIOD;
+    while (have < count) {
+        size_t n = have <= count - have ? have : count - have;
+        memcpy((char *)buf + have * es, buf, n * es);
+        have += n;
+    }
+}
+
+static void fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtype, hora_op_t op, int r)
+{
+    for (size_t i = 0; i < count && i < TEST_PERIOD; i++)
+        store_int(buf, i, dtype, input_value(dtype, op, r, offset + i));
+    tile(buf, count, hora_dtype_size(dtype));
+}
+
+/* Expected result at global index i, written in dtype into out[j]. */
+static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_op_t op)
+{
+    int64_t acc = input_value(dtype, op, 0, i);
+    for (int r = 1; r < size; r++) {
+        int64_t v = input_value(dtype, op, r, i);
+        switch (op) {
+        case HORA_OP_SUM:
+        case HORA_OP_AVG: acc += v; break;
+        case HORA_OP_PROD: acc *= v; break;
+        case HORA_OP_MIN: acc = v < acc ? v : acc; break;
+        case HORA_OP_MAX: acc = v > acc ? v : acc; break;
+        default: break;
+        }
+    }
+    if (op != HORA_OP_AVG) {
+        store_int(out, j, dtype, acc);
+        return;
+    }
+    switch (dtype) {
+    case HORA_DTYPE_F32:
+    case HORA_DTYPE_F16:
+    case HORA_DTYPE_BF16: store(out, j, dtype, (double)((float)acc / (float)size)); break;
+    case HORA_DTYPE_F64: store(out, j, dtype, (double)acc / (double)size); break;
+    default: store_int(out, j, dtype, acc / size); break; /* C truncation */
+    }
+}
+
+static size_t compare(const char *what, const void *got, const void *want, size_t count, hora_dtype_t dtype)
+{
+    size_t es = hora_dtype_size(dtype), wrong = 0;
+    checks++;
+    if (!memcmp(got, want, count * es)) return 0;
+    for (size_t i = 0; i < count; i++) {
+        if (memcmp((const char *)got + i * es, (const char *)want + i * es, es)) {
+            if (wrong == 0) {
+                uint64_t g = 0, w = 0;
+                memcpy(&g, (const char *)got + i * es, es);
+                memcpy(&w, (const char *)want + i * es, es);
+                fail("%s: element %zu of %zu is 0x%llx, expected 0x%llx", what, i, count, (unsigned long long)g,
+                     (unsigned long long)w);
+            }
+            wrong++;
+        }
+    }
+    if (wrong) fail("%s: %zu of %zu elements wrong", what, wrong, count);
+    return wrong;
+}
+
+struct buffers {
+    int shared;
+    void *a, *b, *want;
+    size_t bytes;
+};
+
+static void *buf_alloc(int shared, size_t bytes)
+{
+    void *p = NULL;
+    if (bytes == 0) bytes = 1;
+    if (shared) {
+        if (hora_mem_alloc(bytes, &p) != HORA_OK) {
+            fail("hora_mem_alloc(%zu): %s", bytes, hora_last_error());
+            exit(1);
+        }
+    } else {
+        p = malloc(bytes);
+        if (!p) exit(1);
+    }
+    return p;
+}
+
+static void buf_free(int shared, void *p)
+{
+    if (shared)
+        hora_mem_free(p);
+    else
+        free(p);
+}
+
+static void test_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int inplace, int shared)
+{
+    size_t es = hora_dtype_size(dtype), bytes = count * es;
+    char what[160];
+    void *send = buf_alloc(shared, bytes), *recv = inplace ? send : buf_alloc(shared, bytes);
+    void *want = malloc(bytes ? bytes : 1);
+    snprintf(what, sizeof(what), "allreduce count=%zu %s %s %s %s", count, hora_dtype_name(dtype), hora_op_name(op),
+             inplace ? "in-place" : "out-of-place", shared ? "shared" : "malloc");
+    fill_input(send, 0, count, dtype, op, rank);
+    if (!inplace) memset(recv, 0xA5, bytes);
+    hora_status_t st = hora_allreduce(send, recv, count, dtype, op);
+    if (st != HORA_OK) {
+        fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
+    } else {
+        for (size_t i = 0; i < count && i < TEST_PERIOD; i++) expected_at(want, i, i, dtype, op);
+        tile(want, count, es);
+        compare(what, recv, want, count, dtype);
+        if (!inplace) {
+            /* The input must be left untouched. */
+            fill_input(want, 0, count, dtype, op, rank);
+            compare("allreduce send buffer unchanged", send, want, count, dtype);
+        }
+    }
+    free(want);
+    if (!inplace) buf_free(shared, recv);
+    buf_free(shared, send);
+}
+
+static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, int shared)
+{
+    size_t es = hora_dtype_size(dtype), off, shard;
+    char what[160];
+    hora_shard(count, size, rank, &off, &shard);
+    void *send = buf_alloc(shared, count * es), *recv = buf_alloc(shared, shard * es + 64);
+    void *want = malloc(shard * es + 1);
+    snprintf(what, sizeof(what), "reduce_scatter count=%zu %s %s %s", count, hora_dtype_name(dtype),
+             hora_op_name(op), shared ? "shared" : "malloc");
+    fill_input(send, 0, count, dtype, op, rank);
+    memset(recv, 0xA5, shard * es + 64);
+    hora_status_t st = hora_reduce_scatter(send, recv, count, dtype, op);
+    if (st != HORA_OK) {
+        fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
+    } else {
+        for (size_t i = 0; i < shard && i < TEST_PERIOD; i++) expected_at(want, i, off + i, dtype, op);
+        tile(want, shard, es);
+        compare(what, recv, want, shard, dtype);
+        for (size_t i = 0; i < 64; i++)
+            if (((unsigned char *)recv)[shard * es + i] != 0xA5) {
+                fail("%s: wrote past its shard", what);
+                break;
+            }
+    }
+    free(want);
+    buf_free(shared, recv);
+    buf_free(shared, send);
+}
+
+/* Rank r contributes count + r - 1 (clamped at 0) elements: blocks differ. */
+static void test_allgatherv(size_t count, hora_dtype_t dtype, int inplace, int shared)
+{
+    size_t es = hora_dtype_size(dtype), total = 0, displ = 0;
+    size_t *counts = malloc(sizeof(size_t) * (size_t)size);
+    char what[160];
+    for (int r = 0; r < size; r++) {
+        counts[r] = (count + (size_t)r >= 1) ? count + (size_t)r - 1 : 0;
+        if (count == 0) counts[r] = 0;
+        if (r == rank) displ = total;
+        total += counts[r];
+    }
+    void *recv = buf_alloc(shared, total * es);
+    void *send = inplace ? (char *)recv + displ * es : buf_alloc(shared, counts[rank] * es);
+    void *want = malloc(total * es + 1);
+    snprintf(what, sizeof(what), "allgatherv count=%zu %s %s %s", count, hora_dtype_name(dtype),
+             inplace ? "in-place" : "out-of-place", shared ? "shared" : "malloc");
+    memset(recv, 0xA5, total * es);
+    fill_input(send, displ, counts[rank], dtype, HORA_OP_MIN, rank);
+    hora_status_t st = hora_allgatherv(send, recv, counts, dtype);
+    if (st != HORA_OK) {
+        fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
+    } else {
+        size_t at = 0;
+        for (int r = 0; r < size; r++) {
+            fill_input((char *)want + at * es, at, counts[r], dtype, HORA_OP_MIN, r);
+            at += counts[r];
+        }
+        compare(what, recv, want, total, dtype);
+    }
+    free(want);
+    if (!inplace) buf_free(shared, send);
+    buf_free(shared, recv);
+    free(counts);
+}
+
+static void test_broadcast(size_t count, hora_dtype_t dtype, int root, int shared)
+{
+    size_t es = hora_dtype_size(dtype);
+    char what[160];
+    void *buf = buf_alloc(shared, count * es), *want = malloc(count * es + 1);
+    snprintf(what, sizeof(what), "broadcast count=%zu %s root=%d %s", count, hora_dtype_name(dtype), root,
+             shared ? "shared" : "malloc");
+    if (rank == root)
+        fill_input(buf, 0, count, dtype, HORA_OP_MAX, root);
+    else
+        memset(buf, 0xA5, count * es);
+    hora_status_t st = hora_broadcast(buf, count, dtype, root);
+    if (st != HORA_OK) {
+        fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
+    } else {
+        fill_input(want, 0, count, dtype, HORA_OP_MAX, root);
+        compare(what, buf, want, count, dtype);
+    }
+    free(want);
+    buf_free(shared, buf);
+}
+
+static void test_errors(void)
+{
+    float x = 1;
+    checks++;
+    if (hora_allreduce(&x, &x, 1, (hora_dtype_t)99, HORA_OP_SUM) != HORA_ERR_INVALID_ARG)
+        fail("a bad dtype was not rejected");
+    if (hora_allreduce(&x, &x, 1, HORA_DTYPE_F32, (hora_op_t)99) != HORA_ERR_INVALID_ARG)
+        fail("a bad op was not rejected");
+    if (hora_broadcast(&x, 1, HORA_DTYPE_F32, size) != HORA_ERR_INVALID_ARG) fail("a bad root was not rejected");
+    if (!strstr(hora_last_error(), "root")) fail("bad-root message does not mention the root: %s", hora_last_error());
+    if (hora_allreduce(NULL, &x, 1, HORA_DTYPE_F32, HORA_OP_SUM) != HORA_ERR_INVALID_ARG)
+        fail("a NULL buffer was not rejected");
+    if (hora_mem_free(&x) != HORA_ERR_INVALID_ARG) fail("hora_mem_free of a stack address was not rejected");
+    if (hora_init() != HORA_ERR_ALREADY_INITIALIZED) fail("a second hora_init was not rejected");
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+
+    if (hora_allreduce(NULL, NULL, 0, HORA_DTYPE_F32, HORA_OP_SUM) != HORA_ERR_NOT_INITIALIZED) {
+        fprintf(stderr, "FAIL: a collective before hora_init did not return HORA_ERR_NOT_INITIALIZED\n");
+        return 1;
+    }
+    /* init -> shutdown -> init must work. */
+    for (int round = 0; round < 2; round++) {
+        hora_status_t st = hora_init();
+        if (st != HORA_OK) {
+            fprintf(stderr, "FAIL: hora_init: %s: %s\n", hora_status_string(st), hora_last_error());
+            return 1;
+        }
+        if (round == 0 && hora_shutdown() != HORA_OK) {
+            fprintf(stderr, "FAIL: hora_shutdown\n");
+            return 1;
+        }
+    }
+    rank = hora_rank();
+    size = hora_size();
+    if (rank == 0)
+        printf("test_collectives: %d ranks, transport %s, %d nodes%s\n", size, hora_transport_name(),
+               hora_node_count(), quick ? " (quick)" : "");
+
+    test_errors();
+    for (int dtype = 0; dtype < HORA_DTYPE_COUNT; dtype++) {
+        size_t es = hora_dtype_size((hora_dtype_t)dtype);
+        size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 1000003, ((size_t)16 << 20) / es};
+        int ncounts = quick ? 5 : 6;
+        for (int c = 0; c < ncounts; c++) {
+            size_t count = counts[c];
+            if (c == 2 && count == counts[0]) continue;
+            int big = count >= 1000003;
+            for (int shared = 1; shared >= 0; shared--) {
+                /* The biggest count runs every op on shared buffers; malloc'd
+                 * buffers go through the same ring after one staging copy. */
+                for (int op = 0; op < HORA_OP_COUNT; op++) {
+                    if (big && !shared && op != HORA_OP_SUM) continue;
+                    for (int inplace = 0; inplace < 2; inplace++)
+                        test_allreduce(count, (hora_dtype_t)dtype, (hora_op_t)op, inplace, shared);
+                    if (!(big && op != HORA_OP_SUM && op != HORA_OP_MAX))
+                        test_reduce_scatter(count, (hora_dtype_t)dtype, (hora_op_t)op, shared);
+                }
+                for (int inplace = 0; inplace < 2; inplace++)
+                    test_allgatherv(big ? count / (size_t)size : count, (hora_dtype_t)dtype, inplace, shared);
+                for (int root = 0; root < size; root++)
+                    if (!big || root == size - 1) test_broadcast(count, (hora_dtype_t)dtype, root, shared);
+            }
+        }
+    }
+
+    int local[2] = {failures, checks}, total[2];
+    hora_status_t st = hora_allreduce(local, total, 2, HORA_DTYPE_I32, HORA_OP_SUM);
+    if (st != HORA_OK) {
+        fprintf(stderr, "FAIL: final reduction: %s\n", hora_last_error());
+        total[0] = 1;
+    }
+    if (hora_shutdown() != HORA_OK) total[0]++;
+    if (rank == 0)
+        printf("test_collectives: %d checks on %d ranks, %d failures -> %s\n", total[1], size, total[0],
+               total[0] ? "FAIL" : "PASS");
+    return total[0] ? 1 : 0;
+}
