@@ -447,9 +447,9 @@ static void bench_row_run(const bench_options_t *options, const bench_pattern_t 
 
     *row = (bench_row_t){.bytes = bytes, .count = count, .dtype = dtype, .op = op, .ratio = NAN};
 
-    /* Timed buffers hold the check inputs; their values drift as the calls
-     * repeat (in place especially), which costs nothing on the CPU paths
-     * (no zeros become denormals: SUM grows, PROD has no zero factor). */
+    /* The timed calls run on the check inputs. In place, values drift as the
+     * calls repeat (SUM grows, up to inf in f16); none ever becomes
+     * subnormal, the one kind of value that slows CPU arithmetic down. */
     bench_pattern_fill(pattern, buffers->send, count);
     bench_pattern_fill(pattern, buffers->recv, count);
 
@@ -509,7 +509,8 @@ int main(int argc, char **argv)
 
     hora_status_t status = hora_init();
     if (status != HORA_OK) {
-        fprintf(stderr, BENCH_NAME ": hora_init failed: %s: %s\n", hora_status_string(status), hora_last_error());
+        fprintf(stderr, BENCH_NAME ": hora_init failed: %s: %s%s\n", hora_status_string(status), hora_last_error(),
+                status == HORA_ERR_CONFIG ? "\n  (fix or unset that HORA_* variable; --print-config lists them)" : "");
         return 1;
     }
     int rank = hora_rank();

@@ -5,6 +5,7 @@
  * Build: part of hora-bench-allreduce (bench/meson.build).
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +31,40 @@ enum {
     W_BLOCK = W_TIME + 2 * W_BW + W_WRONG,
 };
 
+/* The column headings are built in a line buffer and printed without the
+ * trailing blanks that right-aligned empty cells leave. */
+typedef struct {
+    char text[512];
+    size_t used;
+} report_line_t;
+
+__attribute__((format(printf, 2, 3))) static void report_line_add(report_line_t *line, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    int written = vsnprintf(line->text + line->used, sizeof(line->text) - line->used, format, args);
+    va_end(args);
+    if (written > 0)
+        line->used += (size_t)written < sizeof(line->text) - line->used ? (size_t)written
+                                                                         : sizeof(line->text) - line->used - 1;
+}
+
 /* label centred in width columns, with the columns' leading gap kept. */
-static void report_label_centered(const char *label, int width)
+static void report_line_add_centered(report_line_t *line, const char *label, int width)
 {
     int len = (int)strlen(label);
     int left = (width - len + 2) / 2;
-    printf("%*s%s%*s", left, "", label, width - len - left, "");
+    report_line_add(line, "%*s%s%*s", left, "", label, width - len - left, "");
+}
+
+static void report_line_print(report_line_t *line)
+{
+    while (line->used > 0 && line->text[line->used - 1] == ' ')
+        line->used--;
+    line->text[line->used] = '\0';
+    puts(line->text);
+    line->used = 0;
+    line->text[0] = '\0';
 }
 
 void bench_report_header(const bench_options_t *options, int rank, int nranks)
@@ -87,24 +116,25 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     }
     free(all);
 
-    printf("#%*s", W_SIZE + W_COUNT + W_TYPE + W_OP - 1, "");
-    report_label_centered("out-of-place", W_BLOCK);
-    report_label_centered("in-place", W_BLOCK);
+    report_line_t line = {.used = 0};
+    report_line_add(&line, "#%*s", W_SIZE + W_COUNT + W_TYPE + W_OP - 1, "");
+    report_line_add_centered(&line, "out-of-place", W_BLOCK);
+    report_line_add_centered(&line, "in-place", W_BLOCK);
     if (options->baseline_mpi)
-        report_label_centered("mpi baseline", W_MPI + W_RATIO);
-    printf("\n");
-    printf("#%*s%*s%*s%*s", W_SIZE - 1, "size", W_COUNT, "count", W_TYPE, "type", W_OP, "redop");
+        report_line_add_centered(&line, "mpi baseline", W_MPI + W_RATIO);
+    report_line_print(&line);
+    report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "size", W_COUNT, "count", W_TYPE, "type", W_OP, "redop");
     for (int i = 0; i < 2; i++)
-        printf("%*s%*s%*s%*s", W_TIME, "time", W_BW, "algbw", W_BW, "busbw", W_WRONG, "#wrong");
+        report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "time", W_BW, "algbw", W_BW, "busbw", W_WRONG, "#wrong");
     if (options->baseline_mpi)
-        printf("%*s%*s", W_MPI, "mpi_busbw", W_RATIO, "ratio");
-    printf("\n");
-    printf("#%*s%*s%*s%*s", W_SIZE - 1, "(B)", W_COUNT, "(elements)", W_TYPE, "", W_OP, "");
+        report_line_add(&line, "%*s%*s", W_MPI, "mpi_busbw", W_RATIO, "ratio");
+    report_line_print(&line);
+    report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "(B)", W_COUNT, "(elements)", W_TYPE, "", W_OP, "");
     for (int i = 0; i < 2; i++)
-        printf("%*s%*s%*s%*s", W_TIME, "(us)", W_BW, "(GB/s)", W_BW, "(GB/s)", W_WRONG, "");
+        report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "(us)", W_BW, "(GB/s)", W_BW, "(GB/s)", W_WRONG, "");
     if (options->baseline_mpi)
-        printf("%*s%*s", W_MPI, "(GB/s)", W_RATIO, "");
-    printf("\n");
+        report_line_add(&line, "%*s%*s", W_MPI, "(GB/s)", W_RATIO, "");
+    report_line_print(&line);
     fflush(stdout);
 }
 

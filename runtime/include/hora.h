@@ -143,6 +143,91 @@ hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts
 /* buf on root is sent to buf on every rank. */
 hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
 
+/* ------------------------------------------------------------------------
+ * Negotiated asynchronous operations (the coordinator).
+ *
+ * Any thread may enqueue requests, each under a name that must be unique
+ * among requests in flight on this rank. A background coordinator thread
+ * agrees with the other ranks which named requests are ready everywhere,
+ * fuses small allreduces into one buffer (HORA_FUSION_THRESHOLD), and runs
+ * them in the same order on every rank. Requests that disagree across ranks
+ * (dtype, shape, op, root, scales, memory kind) fail on every rank with a
+ * message naming both values; the runtime keeps serving the next ones.
+ * ------------------------------------------------------------------------ */
+
+typedef struct hora_request *hora_request_t;
+
+typedef enum {
+    HORA_COMPRESSION_NONE = 0,
+    HORA_COMPRESSION_FP16 = 1, /* f32 data travels as fp16 (reduced with fp32 accumulation) */
+    HORA_COMPRESSION_BF16 = 2,
+} hora_compression_t;
+
+typedef enum { HORA_MEMORY_HOST = 0, HORA_MEMORY_CUDA = 1 } hora_memory_t;
+
+#define HORA_MAX_DIMS 8
+
+/* Options of a negotiated request. Zero-initialise with HORA_OPTS_INIT. */
+typedef struct {
+    double prescale;  /* inputs multiplied by this before the reduction (1 = none) */
+    double postscale; /* results multiplied by this after it (1 = none) */
+    hora_compression_t compression;
+    hora_memory_t memory;
+    int ndim;                     /* 0: a 1-D tensor of count elements */
+    int64_t dims[HORA_MAX_DIMS];  /* shape; the product must equal count */
+} hora_opts_t;
+
+#define HORA_OPTS_INIT {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}}
+
+/*
+ * Enqueue an allreduce of count elements from send into recv (may be equal).
+ * opts may be NULL. On HORA_OK *req is set and must be released with
+ * hora_request_free after it completes. Returns HORA_ERR_DUPLICATE at once when
+ * a request with this name is in flight on this rank (that one still
+ * completes), HORA_ERR_INVALID_ARG, HORA_ERR_NOT_INITIALIZED, HORA_ERR_SHUTDOWN.
+ */
+hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
+                                   hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
+                                   hora_request_t *req);
+
+/* A group of allreduces negotiated and fused atomically: none of them runs
+ * before all are ready on every rank. reqs[i] is set for each member. */
+hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
+                                           void *const *recv, const size_t *counts, hora_dtype_t dtype,
+                                           hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
+
+/* Broadcast count elements of buf from root. */
+hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
+                                   const hora_opts_t *opts, hora_request_t *req);
+
+/* Allgather along the first dimension, which may differ per rank (all other
+ * dimensions must match). The runtime allocates the result; after completion
+ * hora_request_result gives it and each rank's count. */
+hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
+                                   const hora_opts_t *opts, hora_request_t *req);
+/* Result of a finished allgather: data (owned by req, valid until
+ * hora_request_free), total elements, and per-rank element counts (size
+ * entries, owned by req). */
+hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count,
+                                  const size_t **rank_counts);
+
+/*
+ * Blocking. This rank has no more data: until every rank has joined it
+ * contributes zeros to allreduces (and nothing to allgathers) that other ranks
+ * submit. Returns when all ranks have joined; *last_rank (may be NULL) is the
+ * rank that joined last.
+ */
+hora_status_t hora_join(int *last_rank);
+
+/* Block until req completes; returns its final status. */
+hora_status_t hora_wait(hora_request_t req);
+/* *done = 1 when req completed (its status is returned), else HORA_IN_PROGRESS. */
+hora_status_t hora_test(hora_request_t req, int *done);
+/* Human-readable message of a failed request ("" if it succeeded or is pending). */
+const char *hora_request_error(hora_request_t req);
+/* Release a request; waits for it first if it is still in flight. */
+void hora_request_free(hora_request_t req);
+
 /* Print every HORA_* setting: name, value in force, default and what it does. */
 void hora_config_print(FILE *out);
 

@@ -4,10 +4,12 @@
  * bad settings fail hora_init on every rank with a message naming them.
  * Run: mpirun -np N test_topo [expected_nodes]   (exit 0 = all passed)
  */
+#include <dirent.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hora.h"
 
@@ -40,6 +42,20 @@ static void expect_init_fails(const char *name, const char *value)
     }
 }
 
+/* The pool is unlinked as soon as every host peer mapped it, so while the
+ * runtime runs nothing of this process is left in /dev/shm to leak on a crash. */
+static void check_no_shm_names(void)
+{
+    char prefix[64];
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    if (!dir) return;
+    snprintf(prefix, sizeof(prefix), "hora-%d-", (int)getpid());
+    while ((e = readdir(dir)))
+        CHECK(strncmp(e->d_name, prefix, strlen(prefix)) != 0, "/dev/shm/%s still exists after hora_init", e->d_name);
+    closedir(dir);
+}
+
 int main(int argc, char **argv)
 {
     int expected_nodes = argc > 1 ? atoi(argv[1]) : 1;
@@ -61,6 +77,7 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     CHECK(hora_rank() == wrank && hora_size() == wsize, "rank/size differ from MPI");
+    check_no_shm_names();
     CHECK(hora_node_count() == expected_nodes, "node count %d, expected %d", hora_node_count(), expected_nodes);
     CHECK(hora_local_rank() >= 0 && hora_local_rank() < hora_local_size(), "local rank in range");
 
