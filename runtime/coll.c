@@ -6,6 +6,7 @@
 
 #include "hora.h"
 #include "k_cpu.h"
+#include "coll.h"
 #include "ring.h"
 #include "rt.h"
 #include "status.h"
@@ -54,28 +55,33 @@ static int coll_overlap(const void *a, size_t abytes, const void *b, size_t bbyt
     return x < y + bbytes && y < x + abytes;
 }
 
-static struct ring coll_ring(void)
+static struct ring coll_ring(int channel, const struct coll_hooks *hooks)
 {
-    struct ring g;
-    g.tp = hora_rt.ring_tp;
+    struct ring g = {0};
+    g.tp = hora_rt.ring_tp[channel];
     g.n = hora_rt.topo.size;
     g.r = hora_rt.topo.rank;
     g.left = (g.r + g.n - 1) % g.n;
     g.right = (g.r + 1) % g.n;
-    g.chunk_bytes = hora_rt.cfg.chunk_bytes;
-    g.op_seq = ++hora_rt.op_seq;
+    g.chunk_bytes = hooks && hooks->chunk_bytes ? hooks->chunk_bytes : hora_rt.cfg.chunk_bytes;
+    g.op_seq = ++hora_rt.op_seq[channel];
+    if (hooks) {
+        g.on_phase = hooks->on_phase;
+        g.phase_ctx = hooks->ctx;
+    }
     return g;
 }
 
-static int coll_peer_memory(void) { return (hora_rt.ring_tp->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
+static int coll_peer_memory(int channel) { return (hora_rt.ring_tp[channel]->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
 
-static int coll_shared(const void *p, size_t bytes)
+static int coll_shared(int channel, const void *p, size_t bytes)
 {
     uint64_t off;
-    return hora_rt.ring_tp->ops->mem_local_offset(hora_rt.ring_tp, p, bytes, &off);
+    return hora_rt.ring_tp[channel]->ops->mem_local_offset(hora_rt.ring_tp[channel], p, bytes, &off);
 }
 
-hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
+hora_status_t coll_allreduce(int channel, const void *send, void *recv, size_t count, hora_dtype_t dtype,
+                             hora_op_t op, const struct coll_hooks *hooks)
 {
     struct ring_reduction red;
     HORA_CHECK(coll_check("hora_allreduce", dtype));
@@ -85,23 +91,28 @@ hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dt
     if (!send || !recv) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: NULL buffer with count %zu", count);
     if (send != recv && coll_overlap(send, bytes, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: send and recv overlap without being equal");
-    struct ring g = coll_ring();
+    struct ring g = coll_ring(channel, hooks);
 
-    if (!coll_peer_memory() || hora_rt.topo.size == 1) return ring_allreduce(&g, send, recv, count, &red);
-    if (coll_shared(recv, bytes)) {
+    if (!coll_peer_memory(channel) || hora_rt.topo.size == 1) return ring_allreduce(&g, send, recv, count, &red);
+    if (coll_shared(channel, recv, bytes)) {
         /* Zero copy: neighbours read our buffers where they are. */
-        if (send != recv && !coll_shared(send, bytes)) {
+        if (send != recv && !coll_shared(channel, send, bytes)) {
             memcpy(recv, send, bytes);
             send = recv;
         }
         return ring_allreduce(&g, send, recv, count, &red);
     }
     void *stage;
-    HORA_CHECK(rt_scratch(bytes, &stage));
+    HORA_CHECK(rt_scratch(channel, bytes, &stage));
     memcpy(stage, send, bytes);
     HORA_CHECK(ring_allreduce(&g, stage, stage, count, &red));
     memcpy(recv, stage, bytes);
     return HORA_OK;
+}
+
+hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
+{
+    return coll_allreduce(RT_CHANNEL_USER, send, recv, count, dtype, op, NULL);
 }
 
 hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
@@ -118,19 +129,19 @@ hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, ho
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: NULL buffer with count %zu", count);
     if (shard && coll_overlap(send, bytes, recv, shard * esize))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: recv must not overlap send");
-    struct ring g = coll_ring();
+    struct ring g = coll_ring(RT_CHANNEL_USER, NULL);
     if (hora_rt.topo.size == 1) return ring_reduce_scatter(&g, send, NULL, recv, count, &red);
 
     /* Partial sums need a whole vector of room; peers read it in the pool. */
-    HORA_CHECK(rt_scratch(bytes, &work));
-    if (coll_peer_memory() && !coll_shared(send, bytes)) {
+    HORA_CHECK(rt_scratch(RT_CHANNEL_USER, bytes, &work));
+    if (coll_peer_memory(RT_CHANNEL_USER) && !coll_shared(RT_CHANNEL_USER, send, bytes)) {
         memcpy(work, send, bytes);
         send = work;
     }
     return ring_reduce_scatter(&g, send, work, recv, count, &red);
 }
 
-hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts, hora_dtype_t dtype)
+hora_status_t coll_allgatherv(int channel, const void *send, void *recv, const size_t *counts, hora_dtype_t dtype)
 {
     HORA_CHECK(coll_check("hora_allgatherv", dtype));
     if (!counts) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgatherv: counts is NULL");
@@ -149,12 +160,12 @@ hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts
     if (mine && send != own && coll_overlap(send, mine, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG,
                            "hora_allgatherv: send overlaps recv without being this rank's block of it");
-    struct ring g = coll_ring();
+    struct ring g = coll_ring(channel, NULL);
 
     uint8_t *dst = recv;
-    if (coll_peer_memory() && n > 1 && !coll_shared(recv, bytes)) {
+    if (coll_peer_memory(channel) && n > 1 && !coll_shared(channel, recv, bytes)) {
         void *stage;
-        HORA_CHECK(rt_scratch(bytes, &stage));
+        HORA_CHECK(rt_scratch(channel, bytes, &stage));
         dst = stage;
     }
     if (mine && send != dst + displ * esize) memcpy(dst + displ * esize, send, mine);
@@ -163,7 +174,12 @@ hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts
     return HORA_OK;
 }
 
-hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root)
+hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts, hora_dtype_t dtype)
+{
+    return coll_allgatherv(RT_CHANNEL_USER, send, recv, counts, dtype);
+}
+
+hora_status_t coll_broadcast(int channel, void *buf, size_t count, hora_dtype_t dtype, int root)
 {
     HORA_CHECK(coll_check("hora_broadcast", dtype));
     const int n = hora_rt.topo.size, r = hora_rt.topo.rank;
@@ -172,14 +188,19 @@ hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int ro
     if (count == 0) return HORA_OK;
     if (!buf) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: NULL buffer with count %zu", count);
     const size_t bytes = count * hora_dtype_size(dtype);
-    struct ring g = coll_ring();
+    struct ring g = coll_ring(channel, NULL);
 
-    if (!coll_peer_memory() || n == 1 || coll_shared(buf, bytes))
+    if (!coll_peer_memory(channel) || n == 1 || coll_shared(channel, buf, bytes))
         return ring_broadcast(&g, buf, count, (k_dtype_t)dtype, root);
     void *stage;
-    HORA_CHECK(rt_scratch(bytes, &stage));
+    HORA_CHECK(rt_scratch(channel, bytes, &stage));
     if (r == root) memcpy(stage, buf, bytes);
     HORA_CHECK(ring_broadcast(&g, stage, count, (k_dtype_t)dtype, root));
     if (r != root) memcpy(buf, stage, bytes);
     return HORA_OK;
+}
+
+hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root)
+{
+    return coll_broadcast(RT_CHANNEL_USER, buf, count, dtype, root);
 }

@@ -68,11 +68,14 @@ static hora_status_t hora_choose_ring_transport(void)
         int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, hora_rt.world);
         if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(transport choice)");
         if (!all) continue;
-        struct tp *tp = &hora_rt.transports[kind];
-        tp->rt = &hora_rt;
-        HORA_CHECK(ops->connect(tp, &hora_rt));
-        tp->ops = ops;
-        hora_rt.ring_tp = tp;
+        for (int channel = 0; channel < RT_CHANNEL_COUNT; channel++) {
+            struct tp *tp = &hora_rt.transports[channel][kind];
+            tp->rt = &hora_rt;
+            tp->channel = channel;
+            HORA_CHECK(ops->connect(tp, &hora_rt));
+            tp->ops = ops;
+            hora_rt.ring_tp[channel] = tp;
+        }
         log_info("flat ring over %d ranks uses the %s transport", n, ops->name);
         return HORA_OK;
     }
@@ -83,12 +86,14 @@ static hora_status_t hora_choose_ring_transport(void)
 
 static void hora_close_transports(void)
 {
-    for (int kind = 0; kind < TP_KIND_COUNT; kind++) {
-        struct tp *tp = &hora_rt.transports[kind];
-        if (tp->ops) tp->ops->close(tp);
-        memset(tp, 0, sizeof(*tp));
+    for (int channel = 0; channel < RT_CHANNEL_COUNT; channel++) {
+        for (int kind = 0; kind < TP_KIND_COUNT; kind++) {
+            struct tp *tp = &hora_rt.transports[channel][kind];
+            if (tp->ops) tp->ops->close(tp);
+            memset(tp, 0, sizeof(*tp));
+        }
+        hora_rt.ring_tp[channel] = NULL;
     }
-    hora_rt.ring_tp = NULL;
 }
 
 hora_status_t hora_init(void)
@@ -132,7 +137,7 @@ hora_status_t hora_init(void)
     hora_rt.initialized = 1;
     log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
              hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
-             hora_rt.topo.local_size, hora_rt.ring_tp->ops->name);
+             hora_rt.topo.local_size, hora_rt.ring_tp[RT_CHANNEL_USER]->ops->name);
     return HORA_OK;
 
 err_close:
@@ -157,8 +162,8 @@ hora_status_t hora_shutdown(void)
     topo_free(&hora_rt.topo);
     MPI_Comm_free(&hora_rt.world);
     hora_rt.initialized = 0;
-    hora_rt.scratch = NULL;
-    hora_rt.scratch_bytes = 0;
+    memset(hora_rt.scratch, 0, sizeof(hora_rt.scratch));
+    memset(hora_rt.scratch_bytes, 0, sizeof(hora_rt.scratch_bytes));
     return HORA_OK;
 }
 
@@ -175,7 +180,8 @@ HORA_TOPO_GETTER(node_count, node_count)
 
 const char *hora_transport_name(void)
 {
-    return hora_rt.initialized && hora_rt.ring_tp ? hora_rt.ring_tp->ops->name : "none";
+    return hora_rt.initialized && hora_rt.ring_tp[RT_CHANNEL_USER] ? hora_rt.ring_tp[RT_CHANNEL_USER]->ops->name
+                                                                   : "none";
 }
 
 hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
@@ -200,20 +206,20 @@ int hora_mem_is_shared(const void *ptr)
     return hora_rt.initialized && mem_pool_offset(&hora_rt.pool, ptr, 1, &off);
 }
 
-hora_status_t rt_scratch(size_t bytes, void **ptr)
+hora_status_t rt_scratch(int channel, size_t bytes, void **ptr)
 {
-    if (hora_rt.scratch_bytes < bytes) {
+    if (hora_rt.scratch_bytes[channel] < bytes) {
         void *p;
-        if (hora_rt.scratch) {
-            HORA_CHECK(mem_pool_release(&hora_rt.pool, hora_rt.scratch));
-            hora_rt.scratch = NULL;
-            hora_rt.scratch_bytes = 0;
+        if (hora_rt.scratch[channel]) {
+            HORA_CHECK(mem_pool_release(&hora_rt.pool, hora_rt.scratch[channel]));
+            hora_rt.scratch[channel] = NULL;
+            hora_rt.scratch_bytes[channel] = 0;
         }
         HORA_CHECK(mem_pool_alloc(&hora_rt.pool, bytes, &p));
-        hora_rt.scratch = p;
-        hora_rt.scratch_bytes = bytes;
+        hora_rt.scratch[channel] = p;
+        hora_rt.scratch_bytes[channel] = bytes;
     }
-    *ptr = hora_rt.scratch;
+    *ptr = hora_rt.scratch[channel];
     return HORA_OK;
 }
 

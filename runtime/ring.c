@@ -47,6 +47,11 @@ static uint64_t ring_position(uint64_t op, unsigned stage, uint64_t chunks_done)
     return (op << (RING_CHUNK_BITS + RING_STAGE_BITS)) | ((uint64_t)stage << RING_CHUNK_BITS) | chunks_done;
 }
 
+static void ring_phase(const struct ring *g, const char *phase, int begin)
+{
+    if (g->on_phase) g->on_phase(g->phase_ctx, phase, begin);
+}
+
 static int ring_mod(long v, int n) { return (int)(((v % n) + n) % n); }
 
 static size_t ring_min(size_t a, size_t b) { return a < b ? a : b; }
@@ -157,6 +162,7 @@ static hora_status_t ring_mem_reduce(struct ring *g, const uint8_t *send, uint8_
     const uint8_t *left_send = ops->mem_peer_ptr(g->tp, g->left, left.send_offset);
     const uint8_t *left_work = ops->mem_peer_ptr(g->tp, g->left, left.work_offset);
 
+    ring_phase(g, "REDUCE_SCATTER", 1);
     for (int s = 0; s < n - 1; s++) {
         const unsigned stage = 1 + (unsigned)s;
         const int last = s == n - 2;
@@ -172,8 +178,10 @@ static hora_status_t ring_mem_reduce(struct ring *g, const uint8_t *send, uint8_
             HORA_CHECK(ops->mem_post(g->tp, ring_position(op, stage, k + 1)));
         }
     }
+    ring_phase(g, "REDUCE_SCATTER", 0);
     if (out) return ring_mem_end(g, (unsigned)n);
 
+    ring_phase(g, "ALLGATHER", 1);
     for (int s = 0; s < n - 1; s++) {
         const unsigned stage = (unsigned)n + (unsigned)s;
         ring_segment(count, n, ring_mod(r - s - 1, n), &off, &len);
@@ -189,6 +197,7 @@ static hora_status_t ring_mem_reduce(struct ring *g, const uint8_t *send, uint8_
             HORA_CHECK(ops->mem_post(g->tp, ring_position(op, stage, k + 1)));
         }
     }
+    ring_phase(g, "ALLGATHER", 0);
     return ring_mem_end(g, 2 * (unsigned)n - 1);
 }
 
@@ -329,6 +338,7 @@ static hora_status_t ring_msg_reduce(struct ring *g, const uint8_t *send, uint8_
     const size_t chunk = ring_chunk_elems(g, max_seg, esize);
     tmp = malloc(2 * chunk * esize);
     if (!tmp) return status_fail(HORA_ERR_NO_MEMORY, "out of memory for the ring's receive buffers");
+    ring_phase(g, "REDUCE_SCATTER", 1);
 
     for (int s = 0; s < n - 1 && status == HORA_OK; s++) {
         const int last = s == n - 2;
@@ -363,8 +373,10 @@ static hora_status_t ring_msg_reduce(struct ring *g, const uint8_t *send, uint8_
         recvs.count = 0;
         if (status == HORA_OK) status = ring_reqs_wait(g, &sends, g->right);
     }
+    ring_phase(g, "REDUCE_SCATTER", 0);
     if (out || status < 0) goto out;
 
+    ring_phase(g, "ALLGATHER", 1);
     for (int s = 0; s < n - 1 && status == HORA_OK; s++) {
         ring_segment(count, n, ring_mod(r - s, n), &soff, &slen);
         ring_segment(count, n, ring_mod(r - s - 1, n), &roff, &rlen);
@@ -375,6 +387,7 @@ static hora_status_t ring_msg_reduce(struct ring *g, const uint8_t *send, uint8_
         if (status == HORA_OK) status = ring_reqs_wait(g, &recvs, g->left);
         if (status == HORA_OK) status = ring_reqs_wait(g, &sends, g->right);
     }
+    ring_phase(g, "ALLGATHER", 0);
 out:
     free(tmp);
     free(sends.req);

@@ -22,6 +22,8 @@ struct ring {
     int left, right;    /* peers (world ranks) */
     size_t chunk_bytes; /* pipeline chunk */
     uint64_t op_seq;    /* operation number, identical on every member */
+    void (*on_phase)(void *ctx, const char *phase, int begin); /* optional (timeline) */
+    void *phase_ctx;
 };
 
 /* Reduction: elementwise op, then (divisor > 1) a division of the result (AVG). */

@@ -67,6 +67,7 @@ struct tp {
     const struct tp_ops *ops;
     void *state;
     struct hora_rt *rt;
+    int channel; /* enum rt_channel */
 };
 
 extern const struct tp_ops tp_shm_ops;

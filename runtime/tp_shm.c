@@ -49,7 +49,8 @@ struct tp_shm_ctrl {
     alignas(64) int32_t pid;
 };
 
-_Static_assert(sizeof(struct tp_shm_ctrl) <= MEM_POOL_CTRL_BYTES, "control block must fit the reserved bytes");
+_Static_assert(RT_CHANNEL_COUNT * sizeof(struct tp_shm_ctrl) <= MEM_POOL_CTRL_BYTES,
+               "control blocks must fit the reserved bytes");
 
 struct tp_shm {
     struct mem_pool *pool;
@@ -58,10 +59,12 @@ struct tp_shm {
     double timeout_s;
 };
 
+/* One control block per channel at the start of every pool. */
 static struct tp_shm_ctrl *tp_shm_ctrl_of(struct tp *tp, int peer)
 {
     struct hora_rt *rt = tp->rt;
-    return mem_pool_peer(&rt->pool, rt->topo.host_rank_of[peer], 0);
+    struct tp_shm_ctrl *blocks = mem_pool_peer(&rt->pool, rt->topo.host_rank_of[peer], 0);
+    return &blocks[tp->channel];
 }
 
 static bool tp_shm_can_connect(const struct hora_rt *rt, int peer)
@@ -75,7 +78,7 @@ static hora_status_t tp_shm_connect(struct tp *tp, struct hora_rt *rt)
     struct tp_shm *s = calloc(1, sizeof(*s));
     if (!s) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting the shm transport");
     s->pool = &rt->pool;
-    s->self = mem_pool_peer(&rt->pool, rt->topo.host_rank, 0);
+    s->self = tp_shm_ctrl_of(tp, rt->topo.rank);
     s->spin_count = rt->spin_count;
     s->timeout_s = rt->cfg.timeout_s;
     s->self->pid = (int32_t)getpid();
