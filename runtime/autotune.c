@@ -6,8 +6,8 @@
  *      incumbent ("best so far") always has a score of its own;
  *   2. for each free parameter in turn (fusion, cycle, chunk), every value of
  *      its candidate list is measured with the other two held at the best so
- *      far; a candidate that beats the incumbent's score replaces it. A value
- *      equal to the incumbent's is skipped: that point is already measured.
+ *      far; a candidate that beats the incumbent's score replaces it. The
+ *      value the sweep starts from is skipped: that point is already measured.
  *   3. the best point wins; the tuner switches to it once and stops.
  * No second pass: at most 1 + 7 + 6 + 6 = 20 candidates, each costing
  * (warmup + samples) * steps work cycles (60 * 20 = 1200 with the defaults),
@@ -99,6 +99,11 @@ struct autotune {
      * enum autotune_param) and index into that axis's values. */
     int axis;
     int value_index;
+    /* The incumbent when this axis's sweep began: already measured, so a
+     * candidate that reproduces it is skipped. (Comparing with the current
+     * incumbent instead would re-measure the origin once a better value
+     * has taken its place.) */
+    struct autotune_params sweep_origin;
 
     /* The candidate being measured. */
     int warmup_left;  /* samples still to discard */
@@ -213,6 +218,7 @@ static bool autotune_advance(struct autotune *at)
     if (at->axis == AUTOTUNE_AXIS_BASELINE) {
         at->axis = 0;
         at->value_index = 0;
+        at->sweep_origin = at->best;
     } else {
         at->value_index++;
     }
@@ -221,10 +227,11 @@ static bool autotune_advance(struct autotune *at)
         if ((at->fixed & axis->fix_bit) || at->value_index >= axis->value_count) {
             at->axis++;
             at->value_index = 0;
+            at->sweep_origin = at->best;
             continue;
         }
         double value = axis->values[at->value_index];
-        if (autotune_values_equal(value, autotune_params_get(&at->best, at->axis))) {
+        if (autotune_values_equal(value, autotune_params_get(&at->sweep_origin, at->axis))) {
             at->value_index++;
             continue;
         }

@@ -42,6 +42,24 @@ const struct config_entry config_table[] = {
     {"HORA_SPIN_COUNT", CONFIG_TYPE_INT, "-1", -1, 1e9, NULL, CONFIG_FIELD(spin_count),
      "busy-wait iterations before a waiting rank sleeps (-1 = auto: spin only when "
      "every local rank has a core of its own)"},
+    {"HORA_CYCLE_TIME_MS", CONFIG_TYPE_DOUBLE, "1", 0.01, 10000, NULL, CONFIG_FIELD(cycle_time_ms),
+     "coordinator cycle: how often ranks agree which named requests are ready"},
+    {"HORA_FUSION_THRESHOLD", CONFIG_TYPE_SIZE, "128M", 0, 64 * GiB, NULL, CONFIG_FIELD(fusion_threshold),
+     "pack ready allreduces into buffers of up to this many bytes (0 = no fusion)"},
+    {"HORA_CACHE_CAPACITY", CONFIG_TYPE_INT, "1024", 0, 65536, NULL, CONFIG_FIELD(cache_capacity),
+     "response-cache entries: requests seen before are agreed by one bitwise allreduce (0 = off)"},
+    {"HORA_STALL_CHECK_S", CONFIG_TYPE_DOUBLE, "60", 0.01, 1e7, NULL, CONFIG_FIELD(stall_check_s),
+     "warn about requests some ranks have submitted and others not for this long"},
+    {"HORA_STALL_SHUTDOWN_S", CONFIG_TYPE_DOUBLE, "0", 0, 1e7, NULL, CONFIG_FIELD(stall_shutdown_s),
+     "shut the runtime down when a request stalls this long (0 = never)"},
+    {"HORA_TIMELINE", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(timeline),
+     "write a Chrome-trace timeline (Perfetto) of every request to this file (rank 0)"},
+    {"HORA_TIMELINE_MAX_MB", CONFIG_TYPE_INT, "1024", 0, 1e6, NULL, CONFIG_FIELD(timeline_max_mb),
+     "stop adding timeline events past this size (0 = unbounded)"},
+    {"HORA_AUTOTUNE", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(autotune),
+     "tune fusion threshold, cycle time and chunk size online (variables set explicitly stay fixed)"},
+    {"HORA_AUTOTUNE_LOG", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(autotune_log),
+     "CSV file of every autotune sample and the winner"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
@@ -54,6 +72,7 @@ static const char *config_type_hint(const struct config_entry *e, char *buf, siz
         snprintf(buf, len, "a size in bytes with optional K/M/G/T suffix, in [%.0f, %.0f]", e->min, e->max);
         return buf;
     case CONFIG_TYPE_DOUBLE: snprintf(buf, len, "a number in [%g, %g]", e->min, e->max); return buf;
+    case CONFIG_TYPE_STRING: return "a path of at most 511 bytes";
     case CONFIG_TYPE_ENUM: {
         size_t used = 0;
         buf[0] = '\0';
@@ -147,6 +166,10 @@ hora_status_t config_parse(const struct config_entry *e, const char *text, struc
                 return HORA_OK;
             }
         return config_bad(e, text);
+    case CONFIG_TYPE_STRING:
+        if (strlen(text) >= sizeof(cfg->timeline)) return config_bad(e, text);
+        snprintf(field, sizeof(cfg->timeline), "%s", text);
+        return HORA_OK;
     }
     return config_bad(e, text);
 }
@@ -177,6 +200,8 @@ hora_status_t config_load(struct config *cfg)
     return HORA_OK;
 }
 
+int config_is_set(const char *name) { return getenv(name) != NULL; }
+
 static void config_format(const struct config_entry *e, const struct config *cfg, char *buf, size_t len)
 {
     const char *field = (const char *)cfg + e->offset;
@@ -191,6 +216,7 @@ static void config_format(const struct config_entry *e, const struct config *cfg
     case CONFIG_TYPE_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
     case CONFIG_TYPE_DOUBLE: snprintf(buf, len, "%g", *(const double *)field); break;
     case CONFIG_TYPE_ENUM: snprintf(buf, len, "%s", e->choices[*(const int *)field]); break;
+    case CONFIG_TYPE_STRING: snprintf(buf, len, "%s", *field ? field : "\"\""); break;
     }
 }
 
@@ -200,7 +226,7 @@ void config_print(const struct config *cfg, FILE *out)
     for (const struct config_entry *e = config_table; e->name; e++) {
         char value[64];
         config_format(e, cfg, value, sizeof(value));
-        fprintf(out, "%-24s %-14s %-8s %s%s\n", e->name, value, e->default_value, e->doc,
+        fprintf(out, "%-24s %-14s %-8s %s%s\n", e->name, value, *e->default_value ? e->default_value : "\"\"", e->doc,
                 getenv(e->name) ? " [set]" : "");
     }
 }

@@ -19,9 +19,25 @@ struct config {
     size_t shm_pool_bytes;  /* HORA_SHM_POOL_BYTES: virtual size of each rank's pool */
     double timeout_s;       /* HORA_TIMEOUT_S: longest wait for a peer */
     long spin_count;        /* HORA_SPIN_COUNT: busy-wait iterations before sleeping; -1 auto */
+    double cycle_time_ms;   /* HORA_CYCLE_TIME_MS: coordinator cycle */
+    size_t fusion_threshold; /* HORA_FUSION_THRESHOLD: bytes per fused buffer, 0 = no fusion */
+    int cache_capacity;     /* HORA_CACHE_CAPACITY: response-cache entries, 0 = off */
+    double stall_check_s;   /* HORA_STALL_CHECK_S */
+    double stall_shutdown_s; /* HORA_STALL_SHUTDOWN_S: 0 = never */
+    char timeline[512];     /* HORA_TIMELINE: Chrome-trace file written by rank 0, "" = off */
+    int timeline_max_mb;    /* HORA_TIMELINE_MAX_MB */
+    bool autotune;          /* HORA_AUTOTUNE */
+    char autotune_log[512]; /* HORA_AUTOTUNE_LOG: CSV of every sample */
 };
 
-enum config_type { CONFIG_TYPE_BOOL, CONFIG_TYPE_INT, CONFIG_TYPE_SIZE, CONFIG_TYPE_DOUBLE, CONFIG_TYPE_ENUM };
+enum config_type {
+    CONFIG_TYPE_BOOL,
+    CONFIG_TYPE_INT,
+    CONFIG_TYPE_SIZE,
+    CONFIG_TYPE_DOUBLE,
+    CONFIG_TYPE_ENUM,
+    CONFIG_TYPE_STRING, /* char[512] field */
+};
 
 struct config_entry {
     const char *name;
@@ -43,6 +59,9 @@ hora_status_t config_load(struct config *cfg);
 
 /* Parse one value for one entry into cfg (used by config_load and the tests). */
 hora_status_t config_parse(const struct config_entry *entry, const char *text, struct config *cfg);
+
+/* 1 when the variable is set in the environment (autotune leaves those fixed). */
+int config_is_set(const char *name);
 
 /* Print every entry with the value in force (from cfg), its default and doc. */
 void config_print(const struct config *cfg, FILE *out);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coord.h"
 #include "hora.h"
 #include "log.h"
 #include "rt.h"
@@ -36,10 +37,11 @@ static hora_status_t hora_start_mpi(void)
     } else {
         MPI_Query_thread(&provided);
     }
-    if (provided < MPI_THREAD_SERIALIZED)
+    if (provided < MPI_THREAD_MULTIPLE)
         return status_fail(HORA_ERR_MPI,
-                           "hora_init: MPI provides thread level %d; hora needs at least MPI_THREAD_SERIALIZED "
-                           "(initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let hora_init do it)",
+                           "hora_init: MPI provides thread level %d; hora's coordinator thread needs "
+                           "MPI_THREAD_MULTIPLE (initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let "
+                           "hora_init do it)",
                            provided);
     return HORA_OK;
 }
@@ -135,6 +137,11 @@ hora_status_t hora_init(void)
         goto err_close;
     }
     hora_rt.initialized = 1;
+    status = coord_start();
+    if (status < 0) {
+        hora_rt.initialized = 0;
+        goto err_close;
+    }
     log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
              hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
              hora_rt.topo.local_size, hora_rt.ring_tp[RT_CHANNEL_USER]->ops->name);
@@ -155,7 +162,9 @@ hora_status_t hora_shutdown(void)
 {
     if (!hora_rt.initialized)
         return status_set(HORA_ERR_NOT_INITIALIZED, "hora_shutdown: the runtime is not initialized");
-    /* Peers may still be reading our pool until everyone is here. */
+    /* Every rank's coordinator stops in the same cycle; then peers may still be
+     * reading our pool until everyone is here. */
+    coord_stop();
     MPI_Barrier(hora_rt.world);
     hora_close_transports();
     mem_pool_free(&hora_rt.pool);

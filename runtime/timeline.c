@@ -361,8 +361,10 @@ static void timeline_event(struct timeline *tl, const char *tensor, const char *
     t->failed = 0;
     if (tl->event_count) timeline_text_puts(t, TIMELINE_SEP);
     if (created) {
-        snprintf(num, sizeof(num), "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":%d,\"args\":{\"name\":", row);
+        snprintf(num, sizeof(num), "%d", row);
+        timeline_text_puts(t, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":");
         timeline_text_puts(t, num);
+        timeline_text_puts(t, ",\"args\":{\"name\":");
         timeline_text_put_string(t, tensor);
         timeline_text_puts(t, "}}" TIMELINE_SEP);
         added++;
