@@ -1,7 +1,8 @@
 /*
- * k_internal.h - private to kernels/cpu: the reduce-kernel table type, the
- * scalar kernels (exported so SIMD paths can hand them their tails and the
- * ops they do not vectorise), and inline bit-exact scalar conversions.
+ * k_internal.h - private to kernels/cpu: the reduce and div/scale kernel
+ * table types, the scalar kernels (exported so SIMD paths can hand them
+ * their tails and the ops they do not vectorise), and inline bit-exact
+ * scalar conversions.
  *
  * Not installed, not included from outside kernels/cpu.
  */
@@ -41,6 +42,57 @@ extern const k_reduce_table_t k_reduce_table_avx512;
     void k_reduce_scalar_##type##_##op(void *dst, const void *a, const void *b, size_t count);
 K_REDUCE_LIST(K_DECLARE_SCALAR_REDUCE)
 #undef K_DECLARE_SCALAR_REDUCE
+
+/* ---- k_div / k_scale -------------------------------------------------------
+ *
+ * The entry points in k_scale.c turn the divisor or factor into these
+ * loop-invariant operands once per call; every ISA path reads the same
+ * record, which is what keeps them bit-identical.
+ *
+ * Integer division uses a multiply by a "magic" reciprocal instead of a
+ * hardware divide (Granlund & Montgomery, "Division by invariant integers
+ * using multiplication", 1994): for 0 <= n <= n_max and divisor d, pick
+ * shift = s with n_max * d <= 2^s and magic = ceil(2^s / d). Writing
+ * magic * d = 2^s + e (0 <= e < d) and n = q*d + r,
+ *   n * magic / 2^s = q + (r + n*e / 2^s) / d,
+ * and n*e < n_max * d <= 2^s makes the fraction < 1, so
+ * floor(n * magic / 2^s) = q exactly. Signed dividends divide |x| and put
+ * the sign back, which is C's truncating division.
+ */
+typedef struct {
+    float f32;  /* (float)divisor or (float)factor: f32, f16, bf16 */
+    double f64; /* (double)divisor or factor: f64, and integer k_scale */
+    /* k_div only, for the integer dtype being divided (divisor >= 2; the
+     * entry point copies for divisor 1): */
+    uint32_t i32_magic; /* |x| / d = (|x| * i32_magic) >> i32_shift, |x| <= 2^31; */
+    uint32_t i32_shift; /*   both 0 for d >= 2^32 (every quotient is 0) */
+    uint64_t i64_magic; /* |x| / d = (|x| * i64_magic) >> i64_shift in 128 bits, */
+    uint32_t i64_shift; /*   |x| <= 2^63 (unused without __int128) */
+    int64_t divisor;    /* the divisor itself, for the fallback without __int128 */
+    uint16_t u8_magic;  /* x / d = (x * u8_magic) >> 16 for x <= 255; 0 for d >= 256 */
+    /* k_scale only, u8: the result for each of the 256 inputs */
+    uint8_t u8_table[256];
+} k_unary_args_t;
+
+/* dst[i] = f(src[i], args), i < count; dst may be exactly src. */
+typedef void (*k_unary_fn)(void *dst, const void *src, size_t count, const k_unary_args_t *args);
+typedef k_unary_fn k_unary_table_t[K_DTYPE_COUNT];
+
+/* Per ISA, one table for k_div and one for k_scale; every slot filled. */
+extern const k_unary_table_t k_div_table_scalar, k_scale_table_scalar;
+#if defined(__x86_64__)
+extern const k_unary_table_t k_div_table_avx2, k_scale_table_avx2;
+extern const k_unary_table_t k_div_table_avx512, k_scale_table_avx512;
+#endif
+
+#define K_DTYPE_LIST(X) X(f32) X(f16) X(bf16) X(f64) X(i32) X(i64) X(u8)
+
+/* Scalar kernels: the reference, and the tails of the SIMD loops. */
+#define K_DECLARE_SCALAR_UNARY(type)                                          \
+    void k_div_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args); \
+    void k_scale_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args);
+K_DTYPE_LIST(K_DECLARE_SCALAR_UNARY)
+#undef K_DECLARE_SCALAR_UNARY
 
 /* ---- bit casts (memcpy: the only aliasing-safe way in C) ---------------- */
 

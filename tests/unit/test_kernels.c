@@ -8,7 +8,13 @@
  *  - k_reduce: every ISA this CPU has x every dtype x every op, counts
  *    0..300 and some large odd ones, unaligned offsets, dst == a and
  *    dst == b, poisoned guard bytes around dst to catch overruns;
- *  - k_div, k_scale, k_cast (all 49 pairs) on representative values.
+ *  - k_div, k_scale, k_cast (all 49 pairs) on representative values;
+ *  - k_div and k_scale on every ISA x dtype: random values (specials,
+ *    integer extremes, numerators next to multiples of the divisor),
+ *    divisors 1..9 up to INT64_MAX, every count to 200 and large odd ones,
+ *    unaligned, in place; equal to the reference and bit-identical to the
+ *    scalar path. Integer division also exhaustively for u8 and near the
+ *    largest multiples for i32.
  *
  * Results must be exact (a single rounded op per element is deterministic);
  * a NaN only passes where a NaN is expected.
@@ -881,6 +887,223 @@ static void test_div_scale(void)
     }
 }
 
+/* ---- k_div / k_scale on every ISA -------------------------------------------
+ * Random inputs (specials, integer extremes, and for k_div numerators next to
+ * multiples of the divisor, where a wrong reciprocal shows first), odd counts,
+ * unaligned offsets, in place and out of place. Every element must equal the
+ * reference above, and its bits must equal the scalar path's (NaN payloads
+ * included: the paths are meant to be interchangeable). */
+
+#define UNARY_MAX_COUNT 65537
+
+static const int64_t unary_divisors[] = {
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 25, 100, 127, 128, 255, 256, 257, 641,
+    1000, 65535, 65536, 65537, 1000003, 123456789, 0x7FFFFFFF, 0x80000000LL, 0x80000001LL,
+    0xFFFFFFFFLL, 0x100000000LL, 0x100000001LL, (1LL << 40) + 1, (1LL << 53) + 1,
+    (1LL << 62) - 1, 1LL << 62, (1LL << 62) + 1, INT64_MAX - 1, INT64_MAX,
+};
+#define N_UNARY_DIVISORS (sizeof(unary_divisors) / sizeof(unary_divisors[0]))
+
+static const double unary_factors[] = {
+    1.0, 0.5, 0.25, -1.0, -1.5, 1.0 / 3.0, 0.1, 3.0, 1e-3, 1e10, -1e10, 0.0, -0.0, 1e-30,
+    1e300, INFINITY, -INFINITY, NAN, 255.0 / 254.0, 0x1p-149, 4294967296.5,
+};
+#define N_UNARY_FACTORS (sizeof(unary_factors) / sizeof(unary_factors[0]))
+
+/* An integer of dtype at p next to a multiple of `divisor`, or an extreme. */
+static void div_edge_element(k_dtype_t dtype, int64_t divisor, void *p)
+{
+    int64_t lo = dtype == K_DTYPE_I32 ? INT32_MIN : dtype == K_DTYPE_U8 ? 0 : INT64_MIN;
+    int64_t hi = dtype == K_DTYPE_I32 ? INT32_MAX : dtype == K_DTYPE_U8 ? 255 : INT64_MAX;
+    int64_t v;
+    uint32_t kind = rng_below(10);
+    if (kind < 2) {
+        static const int64_t extremes[] = {0, 1, -1};
+        v = kind == 0 ? (rng_below(2) ? lo : lo + 1) : (rng_below(2) ? hi : extremes[rng_below(3)]);
+    } else {
+        /* k * divisor + delta with k * divisor inside [lo, hi] */
+        int64_t k_max = hi / divisor, k_min = lo / divisor;
+        uint64_t k_span = (uint64_t)k_max - (uint64_t)k_min + 1; /* 0: all of int64 */
+        uint64_t k_offset = k_span ? rng_u64() % k_span : rng_u64();
+        int64_t k = kind < 5   ? (rng_below(2) ? k_max : k_min)
+                    : kind < 7 ? (int64_t)rng_below(5) - 2
+                               : (int64_t)((uint64_t)k_min + k_offset);
+        k = k < k_min ? k_min : k > k_max ? k_max : k;
+        int64_t base = k * divisor;
+        int64_t delta = (int64_t)rng_below(3) - 1;
+        v = (delta < 0 && base == lo) || (delta > 0 && base == hi) ? base : base + delta;
+    }
+    value_t value = {1, 0, v};
+    store_value(dtype, p, value);
+}
+
+/* Runs k_div (is_div) or k_scale on `isa` and on the scalar path, checks
+ * every element and the guards. Returns the number of failed checks. */
+static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor, double factor,
+                       size_t count, size_t off, int in_place, uint8_t *src, uint8_t *buf,
+                       uint8_t *scalar_out, long *checks, long *printed)
+{
+    size_t size = k_dtype_size(dtype);
+    int is_int = !float_fmt(dtype);
+    long failures = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        if (is_div && is_int && rng_below(2))
+            div_edge_element(dtype, divisor, src + i * size);
+        else
+            random_element(dtype, src + i * size);
+    }
+
+    /* scalar path, out of place */
+    k_isa_set(K_ISA_SCALAR);
+    if (is_div)
+        k_div(scalar_out, src, count, dtype, divisor);
+    else
+        k_scale(scalar_out, src, count, dtype, factor);
+
+    size_t span = 2 * GUARD_BYTES + (MAX_OFFSET + count) * size;
+    memset(buf, POISON, span);
+    uint8_t *out = buf + GUARD_BYTES + off * size;
+    const uint8_t *in = src;
+    if (in_place) {
+        if (count)
+            memcpy(out, src, count * size);
+        in = out;
+    }
+    k_isa_set(isa);
+    if (is_div)
+        k_div(out, in, count, dtype, divisor);
+    else
+        k_scale(out, in, count, dtype, factor);
+
+    for (size_t i = 0; i < count; i++) {
+        value_t x = load_value(dtype, src + i * size);
+        uint8_t want[8];
+        store_value(dtype, want, ref_div_or_scale(dtype, x, is_div ? divisor : 0, factor));
+        const uint8_t *got = out + i * size;
+        *checks += 2;
+        int ok_ref = values_equal(dtype, got, want);
+        int ok_scalar = memcmp(got, scalar_out + i * size, size) == 0;
+        if (ok_ref && ok_scalar)
+            continue;
+        failures += !ok_ref + !ok_scalar;
+        if ((*printed)++ < MAX_PRINTED) {
+            printf("  %s %s count %zu off %zu%s elem %zu: x=", dtype_names[dtype],
+                   is_div ? "div" : "scale", count, off, in_place ? " in place" : "", i);
+            print_hex(src + i * size, size);
+            printf(" by %lld / %g: got ", (long long)divisor, factor);
+            print_hex(got, size);
+            printf(" want ");
+            print_hex(want, size);
+            printf(" scalar ");
+            print_hex(scalar_out + i * size, size);
+            printf("\n");
+        }
+    }
+    (*checks)++;
+    if (!guards_intact(buf + off * size, count * size)) {
+        failures++;
+        if ((*printed)++ < MAX_PRINTED)
+            printf("  %s count %zu: guard overwritten\n", dtype_names[dtype], count);
+    }
+    if (!in_place && count && memcmp(in, src, count * size) != 0)
+        failures++, printf("  %s count %zu: input modified\n", dtype_names[dtype], count);
+    return failures;
+}
+
+static void test_unary_isa(k_isa_t isa)
+{
+    uint8_t *src = malloc(UNARY_MAX_COUNT * 8);
+    uint8_t *scalar_out = malloc(UNARY_MAX_COUNT * 8);
+    uint8_t *buf = malloc(2 * GUARD_BYTES + (UNARY_MAX_COUNT + MAX_OFFSET) * 8);
+    if (!src || !scalar_out || !buf) {
+        printf("test_unary_isa: out of memory\n");
+        exit(1);
+    }
+    for (int is_div = 1; is_div >= 0; is_div--) {
+        size_t n_cases = is_div ? N_UNARY_DIVISORS : N_UNARY_FACTORS;
+        for (int dt = 0; dt < K_DTYPE_COUNT; dt++) {
+            k_dtype_t dtype = (k_dtype_t)dt;
+            long checks = 0, failures = 0, printed = 0;
+            for (size_t c = 0; c < n_cases; c++) {
+                int64_t divisor = is_div ? unary_divisors[c] : 0;
+                double factor = is_div ? 0 : unary_factors[c];
+                /* every count up to a few vectors (all tail lengths), for
+                 * divisors 1..9 and the first factors */
+                if (c < 10)
+                    for (size_t count = 0; count <= 200; count++)
+                        failures += unary_case(isa, is_div, dtype, divisor, factor, count,
+                                               count % (MAX_OFFSET + 1), (int)(count & 1), src,
+                                               buf, scalar_out, &checks, &printed);
+                for (int in_place = 0; in_place < 2; in_place++)
+                    failures += unary_case(isa, is_div, dtype, divisor, factor,
+                                           1021 + rng_below(64), rng_below(MAX_OFFSET + 1),
+                                           in_place, src, buf, scalar_out, &checks, &printed);
+            }
+            failures += unary_case(isa, is_div, dtype, is_div ? 3 : 0, is_div ? 0 : 1.0 / 3.0,
+                                   UNARY_MAX_COUNT, 3, 1, src, buf, scalar_out, &checks,
+                                   &printed);
+            char what[64];
+            snprintf(what, sizeof(what), "%s %-6s %s, random", is_div ? "div" : "scale",
+                     k_isa_name(isa), dtype_names[dt]);
+            report(what, checks, failures);
+        }
+    }
+    k_isa_set(isa);
+    free(buf);
+    free(scalar_out);
+    free(src);
+}
+
+/* Integer k_div against C's division: all 256 u8 by every divisor up to
+ * 1024; i32 numerators at the extremes and around the largest multiples of
+ * every divisor up to 4096 and of 2^k - 1, 2^k, 2^k + 1 up to 2^34. */
+static void test_div_int_exhaustive(k_isa_t isa)
+{
+    long checks = 0, failures = 0;
+    uint8_t u8_src[256], u8_out[256];
+    for (int x = 0; x < 256; x++)
+        u8_src[x] = (uint8_t)x;
+    for (int64_t d = 1; d <= 1024; d++) {
+        k_div(u8_out, u8_src, 256, K_DTYPE_U8, d);
+        for (int x = 0; x < 256; x++, checks++)
+            if (u8_out[x] != x / d && failures++ < MAX_PRINTED)
+                printf("  u8 %d / %lld: got %d\n", x, (long long)d, u8_out[x]);
+    }
+
+    int64_t divisors[4096 + 3 * 34];
+    size_t n_div = 0;
+    for (int64_t d = 1; d <= 4096; d++)
+        divisors[n_div++] = d;
+    for (int k = 1; k <= 34; k++) {
+        divisors[n_div++] = (1LL << k) - 1;
+        divisors[n_div++] = 1LL << k;
+        divisors[n_div++] = (1LL << k) + 1;
+    }
+    for (size_t j = 0; j < n_div; j++) {
+        int64_t d = divisors[j];
+        int64_t top = INT32_MAX / d * d, bottom = INT32_MIN / d * d; /* largest multiples */
+        const int64_t candidates[] = {INT32_MIN, INT32_MIN + 1, INT32_MAX, INT32_MAX - 1, 0, 1,
+                                      -1, d - 1, d, d + 1, 1 - d, -d, -d - 1, top, top - 1,
+                                      top + 1, bottom, bottom - 1, bottom + 1, 2 * d - 1,
+                                      1 - 2 * d};
+        int32_t src[32], out[32];
+        size_t n = 0;
+        for (size_t c = 0; c < sizeof(candidates) / sizeof(candidates[0]); c++)
+            if (candidates[c] >= INT32_MIN && candidates[c] <= INT32_MAX)
+                src[n++] = (int32_t)candidates[c];
+        while (n < 32) /* fill whole vectors so the SIMD body, not the tail, runs */
+            src[n++] = (int32_t)rng_u64();
+        k_div(out, src, n, K_DTYPE_I32, d);
+        for (size_t i = 0; i < n; i++, checks++)
+            if (out[i] != (int32_t)(src[i] / d) && failures++ < MAX_PRINTED)
+                printf("  i32 %d / %lld: got %d\n", src[i], (long long)d, out[i]);
+    }
+    char what[64];
+    snprintf(what, sizeof(what), "div %-6s u8 all, i32 near multiples", k_isa_name(isa));
+    report(what, checks, failures);
+}
+
 /* ---- API odds and ends ---------------------------------------------------- */
 
 static void test_api(void)
@@ -917,6 +1140,8 @@ int main(void)
         test_reduce_half_exhaustive(isa, K_DTYPE_F16);
         test_reduce_half_exhaustive(isa, K_DTYPE_BF16);
         test_reduce_isa(isa);
+        test_unary_isa(isa);
+        test_div_int_exhaustive(isa);
     }
     k_isa_set(k_isa_best());
 

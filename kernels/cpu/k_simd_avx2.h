@@ -1,0 +1,79 @@
+/*
+ * k_simd_avx2.h - private to kernels/cpu: the AVX2 + FMA + F16C target attribute
+ * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
+ * back bit-identically to k_internal.h), shared by the reduce kernels and
+ * the div / scale kernels. Included only from x86-64 builds.
+ */
+#ifndef K_SIMD_AVX2_H
+#define K_SIMD_AVX2_H
+
+#include <immintrin.h>
+
+#include "k_internal.h"
+
+#define K_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* ---- loads / stores, widening f16 and bf16 to fp32 ---------------------- */
+
+K_AVX2 static inline __m256 k_avx2_load_ps(const float *p) { return _mm256_loadu_ps(p); }
+K_AVX2 static inline void k_avx2_store_ps(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
+K_AVX2 static inline __m256d k_avx2_load_pd(const double *p) { return _mm256_loadu_pd(p); }
+K_AVX2 static inline void k_avx2_store_pd(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
+
+K_AVX2 static inline __m256i k_avx2_load_si(const void *p)
+{
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+K_AVX2 static inline void k_avx2_store_si(void *p, __m256i v)
+{
+    _mm256_storeu_si256((__m256i *)p, v);
+}
+
+K_AVX2 static inline __m256 k_avx2_load_f16(const uint16_t *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+K_AVX2 static inline void k_avx2_store_f16(uint16_t *p, __m256 v)
+{
+    /* imm 0: round to nearest even regardless of MXCSR */
+    _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, 0));
+}
+
+/* bf16 works on 16 elements (one 256-bit load) at a time. Interleaving
+ * zeros below each bf16 gives its fp32 bits directly. unpacklo/hi work
+ * within 128-bit lanes, so `lo` holds elements 0-3 and 8-11, `hi` 4-7 and
+ * 12-15; packus (also per lane) puts them back in order on the way out. */
+K_AVX2 static inline void k_avx2_load_bf16x16(const uint16_t *p, __m256 *lo, __m256 *hi)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
+    *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
+}
+
+/* Same rounding as k_f32_to_bf16_inl (integer add of 0x7FFF + lsb, NaN
+ * truncated and made quiet), result in the low 16 bits of each 32-bit lane.
+ * Not vcvtneps2bf16: AVX512-BF16 treats subnormal inputs as zero, which
+ * would break agreement with the scalar path. */
+K_AVX2 static inline __m256i k_avx2_round_bf16(__m256 v)
+{
+    __m256i bits = _mm256_castps_si256(v);
+    __m256i high = _mm256_srli_epi32(bits, 16);
+    __m256i bias = _mm256_add_epi32(_mm256_and_si256(high, _mm256_set1_epi32(1)),
+                                    _mm256_set1_epi32(0x7FFF));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
+    __m256i quiet_nan = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
+    __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
+}
+
+/* lo/hi as produced by k_avx2_load_bf16x16; values fit 16 bits, so the
+ * unsigned saturation of packus never triggers. */
+K_AVX2 static inline void k_avx2_store_bf16x16(uint16_t *p, __m256 lo, __m256 hi)
+{
+    __m256i packed = _mm256_packus_epi32(k_avx2_round_bf16(lo), k_avx2_round_bf16(hi));
+    _mm256_storeu_si256((__m256i *)p, packed);
+}
+
+#endif /* K_SIMD_AVX2_H */
