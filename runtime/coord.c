@@ -225,6 +225,25 @@ static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
     }
 }
 
+/* The cycle's one allreduce. Non-blocking plus short sleeps: a blocking
+ * MPI_Allreduce busy-polls, and on a machine whose cores also train, a
+ * coordinator spinning while it waits for a slower rank steals their time. */
+static int coord_allreduce_bits(struct coord *c)
+{
+    MPI_Request req;
+    int done = 0, err;
+    err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 3 * c->words + 2, MPI_UINT64_T, c->bit_op, c->comm, &req);
+    if (err != MPI_SUCCESS) return err;
+    for (int polls = 0;; polls++) {
+        err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS || done) return err;
+        if (polls >= 64) {
+            struct timespec nap = {0, 20 * 1000};
+            nanosleep(&nap, NULL);
+        }
+    }
+}
+
 static void coord_take_incoming(struct coord *c, int *stop)
 {
     pthread_mutex_lock(&c->lock);
@@ -428,10 +447,21 @@ static int coord_cycle(struct coord *c)
     }
     if (c->joined)
         for (int w = 0; w < W; w++) c->vec[w] = ~0ull;
-    c->vec[3 * W] = (c->uncached ? 0 : COORD_FLAG_NOTHING_UNCACHED) | (stop ? COORD_FLAG_STOP : 0);
+    int slow = c->uncached != NULL;
+    /* Rank 0 sees stalls only in the slow path: while names wait in its table,
+     * force one now and then even when nobody has anything new. */
+    if (c->rank == 0 && c->order_head) {
+        int64_t every = (int64_t)(hora_rt.cfg.stall_check_s * 0.25e6);
+        if (every > 1000000) every = 1000000;
+        if (start_us - c->last_inspect_us >= every) {
+            slow = 1;
+            c->last_inspect_us = start_us;
+        }
+    }
+    c->vec[3 * W] = (slow ? 0 : COORD_FLAG_NOTHING_UNCACHED) | (stop ? COORD_FLAG_STOP : 0);
     c->vec[3 * W + 1] = c->settings_changed ? COORD_FLAG_SETTINGS : 0;
 
-    err = MPI_Allreduce(MPI_IN_PLACE, c->vec, 3 * W + 2, MPI_UINT64_T, c->bit_op, c->comm);
+    err = coord_allreduce_bits(c);
     if (err != MPI_SUCCESS) {
         status = status_mpi(err, "coordinator MPI_Allreduce(cache bits)");
         coord_fail_everything(c, status, hora_last_error());

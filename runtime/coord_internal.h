@@ -100,6 +100,7 @@ struct coord {
     /* rank 0 only */
     struct coord_map table;
     struct coord_entry *order_head, *order_tail;
+    int64_t last_inspect_us; /* stall inspector: last forced slow path */
     uint8_t *joined_ranks;
     int joined_count;
     int last_joined;

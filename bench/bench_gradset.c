@@ -1,0 +1,747 @@
+/*
+ * bench_gradset.c - hora-bench-gradset: one training step's gradient traffic
+ * of ResNet-50 (161 tensors, 97.5 MiB in f32) through hora's negotiated API,
+ * the way a data-parallel trainer submits it, optionally against MPI.
+ *
+ *   mpirun -np 2 hora-bench-gradset --baseline mpi \
+ *       --fusion-threshold 0,4M,32M,128M --cycle-time 0.5,1,2,5 --json gs.json
+ *
+ * A step enqueues hora_allreduce_async(AVG, in place) for every gradient in
+ * backprop order (the reverse of registration order, resnet50_grads.h),
+ * named "grad/<name>", then waits for and frees every request. All gradients
+ * live in one arena from hora_mem_alloc, laid out in backprop order, each at
+ * a 64-byte aligned offset: the runtime's fusion can then run on the arena
+ * itself instead of packing copies.
+ *
+ * Settings are read at hora_init, so every swept value is its own
+ * hora_init -> measure -> hora_shutdown round with HORA_FUSION_THRESHOLD or
+ * HORA_CYCLE_TIME_MS set in the environment. The step time of a setting is
+ * each rank's mean over -n timed steps after -w warm-up steps, maximum over
+ * ranks. After the timed steps one more step runs on exactly checkable
+ * inputs (gradient t, element i of rank r holds ((i + t) % 5) + r) and every
+ * element is compared bitwise with (float)sum / (float)nranks.
+ *
+ * Build: meson (bench/meson.build) -> build/bench/hora-bench-gradset.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "bench_common.h"
+#include "hora.h"
+#include "resnet50_grads.h"
+
+#define BENCH_NAME "hora-bench-gradset"
+/* Offsets of the gradients in the arena are rounded up to this. */
+#define GRADSET_ALIGN_BYTES 64
+#define GRADSET_MAX_SWEEP 32
+#define GRADSET_MAX_MISMATCH_REPORTS 8
+#define GRADSET_NAME_BYTES 96
+#define GRADSET_ENV_FUSION "HORA_FUSION_THRESHOLD"
+#define GRADSET_ENV_CYCLE "HORA_CYCLE_TIME_MS"
+
+typedef struct {
+    long steps;
+    long warmup;
+    size_t fusion_values[GRADSET_MAX_SWEEP];
+    int fusion_count;
+    double cycle_values[GRADSET_MAX_SWEEP];
+    int cycle_count;
+    int baseline_mpi;
+    const char *json_path;
+    const char *plot_path;
+    int autotune;
+    const char *autotune_log;
+    long autotune_steps;
+} gradset_options_t;
+
+/* The gradient arena: gradient k in backprop order (registration index
+ * RESNET50_GRAD_COUNT - 1 - k) starts at offset_bytes[k]. */
+typedef struct {
+    unsigned char *base; /* (arena_bytes) from hora_mem_alloc */
+    size_t arena_bytes;  /* up to the end of the last gradient */
+    size_t payload_bytes; /* sum of the gradients' sizes, without padding */
+    size_t offset_bytes[RESNET50_GRAD_COUNT];
+    char names[RESNET50_GRAD_COUNT][GRADSET_NAME_BYTES];
+} gradset_arena_t;
+
+/* One measured setting. */
+typedef struct {
+    const char *variable; /* "default", "fusion_threshold" or "cycle_time_ms" */
+    size_t fusion_threshold; /* value in force (bytes) */
+    double cycle_time_ms;    /* value in force */
+    double step_ms;
+    double busbw_gbs;
+    size_t est_buffers;
+} gradset_row_t;
+
+static int gradset_rank;
+static int gradset_nranks;
+
+/* ------------------------------------------------------------------------ */
+/* Command line                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum {
+    OPT_FUSION = 256,
+    OPT_CYCLE,
+    OPT_BASELINE,
+    OPT_JSON,
+    OPT_PLOT,
+    OPT_AUTOTUNE,
+    OPT_AUTOTUNE_LOG,
+    OPT_AUTOTUNE_STEPS,
+};
+
+static const struct option gradset_long_options[] = {
+    {"iters", required_argument, NULL, 'n'},
+    {"warmup_iters", required_argument, NULL, 'w'},
+    {"fusion-threshold", required_argument, NULL, OPT_FUSION},
+    {"cycle-time", required_argument, NULL, OPT_CYCLE},
+    {"baseline", required_argument, NULL, OPT_BASELINE},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"plot", required_argument, NULL, OPT_PLOT},
+    {"autotune", no_argument, NULL, OPT_AUTOTUNE},
+    {"autotune-log", required_argument, NULL, OPT_AUTOTUNE_LOG},
+    {"autotune-steps", required_argument, NULL, OPT_AUTOTUNE_STEPS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static void gradset_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: mpirun -np N " BENCH_NAME " [flags]\n"
+            "Allreduce (avg) ResNet-50's 161 gradients per step through hora_allreduce_async,\n"
+            "in backprop order, from one arena laid out in that order.\n"
+            "  -n, --iters N             timed steps per setting (default 20)\n"
+            "  -w, --warmup_iters N      untimed steps before them (default 3)\n"
+            "      --fusion-threshold L  sweep HORA_FUSION_THRESHOLD over a comma-separated list\n"
+            "                            of sizes (0,1M,16M,128M)\n"
+            "      --cycle-time L        sweep HORA_CYCLE_TIME_MS over a comma-separated list (0.5,1,2)\n"
+            "      --baseline mpi        also time MPI_Allreduce per tensor and over the whole arena\n"
+            "      --json FILE           rank 0 writes the results as one JSON object\n"
+            "      --plot FILE.png       rank 0 plots step time against each swept setting (gnuplot)\n"
+            "      --autotune            one more round with HORA_AUTOTUNE=1; prints the winner row\n"
+            "      --autotune-log FILE   the autotune CSV (default: a file in /tmp)\n"
+            "      --autotune-steps N    steps of the autotune round (default 1500)\n"
+            "  -h, --help                this text\n"
+            "Exit status: 0 when every checked element is right, 1 when one is wrong or a\n"
+            "call fails, 2 on a bad flag.\n");
+}
+
+static int gradset_parse_sizes(const char *text, gradset_options_t *o)
+{
+    char *copy = strdup(text);
+    if (!copy) return -1;
+    int failed = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (o->fusion_count == GRADSET_MAX_SWEEP || bench_size_parse(tok, &o->fusion_values[o->fusion_count])) {
+            failed = 1;
+            break;
+        }
+        o->fusion_count++;
+    }
+    free(copy);
+    return failed || o->fusion_count == 0 ? -1 : 0;
+}
+
+static int gradset_parse_doubles(const char *text, gradset_options_t *o)
+{
+    char *copy = strdup(text);
+    if (!copy) return -1;
+    int failed = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *end = NULL;
+        double v = strtod(tok, &end);
+        if (o->cycle_count == GRADSET_MAX_SWEEP || end == tok || *end || !(v > 0) || !isfinite(v)) {
+            failed = 1;
+            break;
+        }
+        o->cycle_values[o->cycle_count++] = v;
+    }
+    free(copy);
+    return failed || o->cycle_count == 0 ? -1 : 0;
+}
+
+/* Returns 0 to run, 1 after -h, 2 on a bad flag (message printed by the
+ * launcher's rank 0 only). */
+static int gradset_parse(int argc, char **argv, gradset_options_t *o)
+{
+    int quiet = bench_launcher_rank() != 0;
+    *o = (gradset_options_t){.steps = 20, .warmup = 3, .autotune_steps = 1500};
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":n:w:h", gradset_long_options, NULL)) != -1) {
+        const char *bad = NULL;
+        switch (c) {
+        case 'n':
+            if (bench_int_parse(optarg, 1, 1000000, &o->steps)) bad = "-n wants an integer in 1..1000000";
+            break;
+        case 'w':
+            if (bench_int_parse(optarg, 0, 1000000, &o->warmup)) bad = "-w wants an integer in 0..1000000";
+            break;
+        case OPT_FUSION:
+            if (gradset_parse_sizes(optarg, o))
+                bad = "--fusion-threshold wants up to 32 comma-separated sizes (0,4M,32M,128M)";
+            break;
+        case OPT_CYCLE:
+            if (gradset_parse_doubles(optarg, o))
+                bad = "--cycle-time wants up to 32 comma-separated positive milliseconds (0.5,1,2)";
+            break;
+        case OPT_BASELINE:
+            if (strcmp(optarg, "mpi")) bad = "--baseline knows only 'mpi'";
+            o->baseline_mpi = 1;
+            break;
+        case OPT_JSON: o->json_path = optarg; break;
+        case OPT_PLOT: o->plot_path = optarg; break;
+        case OPT_AUTOTUNE: o->autotune = 1; break;
+        case OPT_AUTOTUNE_LOG: o->autotune_log = optarg; break;
+        case OPT_AUTOTUNE_STEPS:
+            if (bench_int_parse(optarg, 1, 100000000, &o->autotune_steps))
+                bad = "--autotune-steps wants a positive integer";
+            break;
+        case 'h':
+            if (!quiet) gradset_usage(stdout);
+            return 1;
+        case ':': bad = "a flag is missing its value"; break;
+        default: bad = "unknown flag"; break;
+        }
+        if (bad) {
+            if (!quiet) {
+                fprintf(stderr, BENCH_NAME ": %s (%s)\n", bad, argv[optind - 1]);
+                gradset_usage(stderr);
+            }
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        if (!quiet) fprintf(stderr, BENCH_NAME ": unexpected argument '%s' (see -h)\n", argv[optind]);
+        return 2;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Environment and the settings in force                                     */
+/* ------------------------------------------------------------------------ */
+
+/* The caller's own value of a variable, restored between rounds so that a
+ * sweep of one variable leaves the other as the user set it. */
+typedef struct {
+    char *fusion; /* NULL when unset */
+    char *cycle;
+} gradset_env_t;
+
+static char *gradset_env_dup(const char *name)
+{
+    const char *v = getenv(name);
+    return v ? strdup(v) : NULL;
+}
+
+static int gradset_env_set(const char *name, const char *value)
+{
+    return value ? setenv(name, value, 1) : unsetenv(name);
+}
+
+static int gradset_env_restore(const gradset_env_t *env)
+{
+    return gradset_env_set(GRADSET_ENV_FUSION, env->fusion) | gradset_env_set(GRADSET_ENV_CYCLE, env->cycle);
+}
+
+/* Read the values in force from hora_config_print, the public view of the
+ * settings table. Leaves a field as it is when its line is missing. */
+static void gradset_settings_in_force(size_t *fusion_threshold, double *cycle_time_ms)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (!mem) return;
+    hora_config_print(mem);
+    fclose(mem);
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char name[64], value[64];
+        if (sscanf(line, "%63s %63s", name, value) != 2) continue;
+        if (!strcmp(name, GRADSET_ENV_FUSION)) {
+            size_t bytes;
+            if (!bench_size_parse(value, &bytes)) *fusion_threshold = bytes;
+        } else if (!strcmp(name, GRADSET_ENV_CYCLE)) {
+            *cycle_time_ms = strtod(value, NULL);
+        }
+    }
+    free(text);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The arena and the steps                                                   */
+/* ------------------------------------------------------------------------ */
+
+static size_t gradset_round_up(size_t bytes, size_t align) { return (bytes + align - 1) / align * align; }
+
+/* Registration index of the k-th gradient backprop produces. */
+static size_t gradset_backprop_index(size_t k) { return RESNET50_GRAD_COUNT - 1 - k; }
+
+static void gradset_arena_layout(gradset_arena_t *a)
+{
+    size_t end = 0;
+    a->payload_bytes = 0;
+    for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
+        const resnet50_grad_t *g = &resnet50_grads[gradset_backprop_index(k)];
+        a->offset_bytes[k] = gradset_round_up(end, GRADSET_ALIGN_BYTES);
+        end = a->offset_bytes[k] + g->count * sizeof(float);
+        a->payload_bytes += g->count * sizeof(float);
+        snprintf(a->names[k], sizeof(a->names[k]), "grad/%s", g->name);
+    }
+    a->arena_bytes = end;
+}
+
+static float *gradset_grad(const gradset_arena_t *a, size_t k) { return (float *)(a->base + a->offset_bytes[k]); }
+
+/* Rank r's input for element i of the gradient with registration index t:
+ * small integers, so the sum over ranks is exact in f32. */
+static float gradset_input(int rank, size_t t, size_t i) { return (float)((i + t) % 5 + (size_t)rank); }
+
+static float gradset_expected(int nranks, size_t t, size_t i)
+{
+    long sum = 0;
+    for (int r = 0; r < nranks; r++) sum += (long)((i + t) % 5) + r;
+    return (float)sum / (float)nranks;
+}
+
+static void gradset_arena_fill(const gradset_arena_t *a)
+{
+    for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
+        size_t t = gradset_backprop_index(k);
+        float *g = gradset_grad(a, k);
+        for (size_t i = 0; i < resnet50_grads[t].count; i++) g[i] = gradset_input(gradset_rank, t, i);
+    }
+}
+
+/* Elements that differ bitwise from the expected average; prints the first few. */
+static size_t gradset_arena_count_wrong(const gradset_arena_t *a, const char *setting)
+{
+    size_t wrong = 0;
+    for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
+        size_t t = gradset_backprop_index(k);
+        const float *g = gradset_grad(a, k);
+        for (size_t i = 0; i < resnet50_grads[t].count; i++) {
+            float want = gradset_expected(gradset_nranks, t, i);
+            if (memcmp(&g[i], &want, sizeof(float)) == 0) continue;
+            if (wrong++ < GRADSET_MAX_MISMATCH_REPORTS)
+                fprintf(stderr, BENCH_NAME ": rank %d, %s: %s[%zu] = %.9g, expected %.9g\n", gradset_rank, setting,
+                        a->names[k], i, (double)g[i], (double)want);
+        }
+    }
+    return wrong;
+}
+
+/* One step: every gradient in backprop order, then wait for all. Returns the
+ * first failing status (after waiting for and freeing every request). */
+static hora_status_t gradset_step(const gradset_arena_t *a)
+{
+    hora_request_t reqs[RESNET50_GRAD_COUNT];
+    hora_status_t first = HORA_OK;
+    size_t submitted = 0;
+    for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
+        float *g = gradset_grad(a, k);
+        size_t count = resnet50_grads[gradset_backprop_index(k)].count;
+        hora_status_t status = hora_allreduce_async(a->names[k], g, g, count, HORA_DTYPE_F32, HORA_OP_AVG, NULL,
+                                                    &reqs[submitted]);
+        if (status != HORA_OK) {
+            fprintf(stderr, BENCH_NAME ": rank %d: hora_allreduce_async(%s): %s: %s\n", gradset_rank, a->names[k],
+                    hora_status_string(status), hora_last_error());
+            first = status;
+            break;
+        }
+        submitted++;
+    }
+    for (size_t k = 0; k < submitted; k++) {
+        hora_status_t status = hora_wait(reqs[k]);
+        if (status != HORA_OK && first == HORA_OK) {
+            fprintf(stderr, BENCH_NAME ": rank %d: %s failed: %s: %s\n", gradset_rank, a->names[k],
+                    hora_status_string(status), hora_request_error(reqs[k]));
+            first = status;
+        }
+        hora_request_free(reqs[k]);
+    }
+    return first;
+}
+
+/* Mean seconds per step on this rank, maximum over ranks; < 0 on failure. */
+static double gradset_time_steps(const gradset_arena_t *a, long warmup, long steps)
+{
+    int failed = 0;
+    for (long s = 0; s < warmup && !failed; s++) failed = gradset_step(a) != HORA_OK;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    for (long s = 0; s < steps && !failed; s++) failed = gradset_step(a) != HORA_OK;
+    double mean = (MPI_Wtime() - t0) / (double)steps;
+    int any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    double slowest = 0;
+    MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return any_failed ? -1.0 : slowest;
+}
+
+/* The MPI baselines on the same arena: one MPI_Allreduce per gradient in
+ * backprop order, or one over the whole arena (padding included). AVG's
+ * division is a local pass MPI leaves to the caller; it is left out. The
+ * arena holds zeros so that repeated sums stay finite. */
+static double gradset_time_mpi(const gradset_arena_t *a, long warmup, long steps, int one_call)
+{
+    memset(a->base, 0, a->arena_bytes);
+    double mean = 0;
+    for (long s = -warmup; s < steps; s++) {
+        if (s == 0) {
+            MPI_Barrier(MPI_COMM_WORLD);
+            mean = MPI_Wtime();
+        }
+        if (one_call) {
+            MPI_Allreduce(MPI_IN_PLACE, a->base, (int)(a->arena_bytes / sizeof(float)), MPI_FLOAT, MPI_SUM,
+                          MPI_COMM_WORLD);
+            continue;
+        }
+        for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++)
+            MPI_Allreduce(MPI_IN_PLACE, gradset_grad(a, k), (int)resnet50_grads[gradset_backprop_index(k)].count,
+                          MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    mean = (MPI_Wtime() - mean) / (double)steps;
+    double slowest = 0;
+    MPI_Allreduce(&mean, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return slowest;
+}
+
+/* Fused buffers the runtime would use if every gradient were ready at once:
+ * ceil(arena / threshold), at most one per gradient. The public API does not
+ * show fusion, hence "est". */
+static size_t gradset_est_buffers(size_t arena_bytes, size_t threshold)
+{
+    if (threshold == 0) return RESNET50_GRAD_COUNT;
+    size_t n = (arena_bytes + threshold - 1) / threshold;
+    return n < RESNET50_GRAD_COUNT ? n : RESNET50_GRAD_COUNT;
+}
+
+typedef struct {
+    double hora_ms;
+    double mpi_per_tensor_ms; /* NAN without a baseline */
+    double mpi_one_call_ms;
+} gradset_default_t;
+
+/*
+ * One round: hora_init with the environment as it stands, layout, timed
+ * steps, one checked step, optionally the MPI baselines, hora_shutdown.
+ * Returns 0, or 1 on a wrong element or a failed call (reported).
+ */
+static int gradset_round(const gradset_options_t *o, const char *variable, long steps, gradset_row_t *row,
+                         gradset_default_t *baseline)
+{
+    hora_status_t status = hora_init();
+    if (status != HORA_OK) {
+        fprintf(stderr, BENCH_NAME ": rank %d: hora_init failed: %s: %s (check the HORA_* variables)\n",
+                gradset_rank, hora_status_string(status), hora_last_error());
+        return 1;
+    }
+    int result = 1;
+    gradset_arena_t *a = calloc(1, sizeof(*a));
+    if (!a) {
+        fprintf(stderr, BENCH_NAME ": out of memory\n");
+        goto out_shutdown;
+    }
+    gradset_arena_layout(a);
+    void *base = NULL;
+    status = hora_mem_alloc(a->arena_bytes, &base);
+    if (status != HORA_OK) {
+        fprintf(stderr, BENCH_NAME ": rank %d: hora_mem_alloc(%zu) failed: %s: %s\n", gradset_rank, a->arena_bytes,
+                hora_status_string(status), hora_last_error());
+        goto out_free_arena;
+    }
+    a->base = base;
+    memset(a->base, 0, a->arena_bytes);
+
+    *row = (gradset_row_t){.variable = variable, .fusion_threshold = 128u << 20, .cycle_time_ms = 1.0};
+    gradset_settings_in_force(&row->fusion_threshold, &row->cycle_time_ms);
+
+    gradset_arena_fill(a);
+    double seconds = gradset_time_steps(a, o->warmup, steps);
+    if (seconds < 0) goto out_free_mem;
+    row->step_ms = seconds * 1e3;
+    row->busbw_gbs = (double)a->arena_bytes / seconds * bench_allreduce_bus_factor(gradset_nranks) / 1e9;
+    row->est_buffers = gradset_est_buffers(a->arena_bytes, row->fusion_threshold);
+
+    /* The checked step: fresh inputs, one more step, every element compared. */
+    gradset_arena_fill(a);
+    int failed = gradset_step(a) != HORA_OK;
+    char setting[96];
+    snprintf(setting, sizeof(setting), "%s (fusion %zu B, cycle %g ms)", variable, row->fusion_threshold,
+             row->cycle_time_ms);
+    unsigned long long wrong = failed ? 0 : gradset_arena_count_wrong(a, setting), total_wrong = 0;
+    int any_failed = 0;
+    MPI_Allreduce(&wrong, &total_wrong, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_failed) goto out_free_mem;
+    if (total_wrong) {
+        if (gradset_rank == 0)
+            fprintf(stderr, BENCH_NAME ": %s: %llu wrong elements over all ranks\n", setting, total_wrong);
+        goto out_free_mem;
+    }
+
+    if (baseline) {
+        baseline->hora_ms = row->step_ms;
+        baseline->mpi_per_tensor_ms = NAN;
+        baseline->mpi_one_call_ms = NAN;
+        if (o->baseline_mpi) {
+            baseline->mpi_per_tensor_ms = gradset_time_mpi(a, o->warmup, o->steps, 0) * 1e3;
+            baseline->mpi_one_call_ms = gradset_time_mpi(a, o->warmup, o->steps, 1) * 1e3;
+        }
+    }
+    result = 0;
+
+out_free_mem:
+    hora_mem_free(a->base);
+out_free_arena:
+    free(a);
+out_shutdown:
+    hora_shutdown();
+    return result;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Output                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void gradset_print_row(const gradset_row_t *r)
+{
+    char fusion[32];
+    bench_size_label(r->fusion_threshold, fusion, sizeof(fusion));
+    printf("%-18s %10s %10g %10.3f %10.2f %11zu\n", r->variable, fusion, r->cycle_time_ms, r->step_ms, r->busbw_gbs,
+           r->est_buffers);
+}
+
+static void gradset_json_number(FILE *out, double v)
+{
+    if (isnan(v))
+        fputs("null", out);
+    else
+        fprintf(out, "%.6g", v);
+}
+
+static void gradset_write_json(const gradset_options_t *o, const gradset_arena_t *layout, const gradset_default_t *d,
+                               const gradset_row_t *rows, int row_count)
+{
+    FILE *out = fopen(o->json_path, "w");
+    if (!out) {
+        fprintf(stderr, BENCH_NAME ": warning: --json: cannot write %s\n", o->json_path);
+        return;
+    }
+    fprintf(out, "{\n  \"benchmark\": \"" BENCH_NAME "\",\n  \"model\": \"resnet50\",\n");
+    fprintf(out, "  \"ranks\": %d,\n  \"tensors\": %zu,\n  \"arena_bytes\": %zu,\n  \"payload_bytes\": %zu,\n",
+            gradset_nranks, (size_t)RESNET50_GRAD_COUNT, layout->arena_bytes, layout->payload_bytes);
+    fprintf(out, "  \"steps\": %ld,\n  \"warmup_steps\": %ld,\n  \"op\": \"avg\",\n", o->steps, o->warmup);
+    fprintf(out, "  \"hora_step_ms\": ");
+    gradset_json_number(out, d->hora_ms);
+    fprintf(out, ",\n  \"mpi_per_tensor_step_ms\": ");
+    gradset_json_number(out, d->mpi_per_tensor_ms);
+    fprintf(out, ",\n  \"mpi_one_call_step_ms\": ");
+    gradset_json_number(out, d->mpi_one_call_ms);
+    fprintf(out, ",\n  \"hora_over_mpi_per_tensor\": ");
+    gradset_json_number(out, d->hora_ms / d->mpi_per_tensor_ms);
+    fprintf(out, ",\n  \"sweep\": [");
+    for (int i = 0; i < row_count; i++) {
+        const gradset_row_t *r = &rows[i];
+        fprintf(out,
+                "%s\n    {\"variable\": \"%s\", \"fusion_threshold\": %zu, \"cycle_time_ms\": %g, \"step_ms\": %.6g, "
+                "\"busbw\": %.6g, \"responses_per_step\": %zu, \"responses_per_step_is_estimate\": true}",
+                i ? "," : "", r->variable, r->fusion_threshold, r->cycle_time_ms, r->step_ms, r->busbw_gbs,
+                r->est_buffers);
+    }
+    fprintf(out, "\n  ]\n}\n");
+    if (fclose(out)) fprintf(stderr, BENCH_NAME ": warning: --json: error writing %s\n", o->json_path);
+}
+
+/* One panel per swept variable: step ms against its value. */
+static void gradset_write_plot(const gradset_options_t *o, const gradset_row_t *rows, int row_count)
+{
+    if (!bench_program_on_path("gnuplot")) {
+        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot is not on PATH; %s was not written\n", o->plot_path);
+        return;
+    }
+    if (strchr(o->plot_path, '\'')) {
+        fprintf(stderr, BENCH_NAME ": warning: --plot: a path with ' is not supported\n");
+        return;
+    }
+    FILE *gp = popen("gnuplot", "w");
+    if (!gp) {
+        fprintf(stderr, BENCH_NAME ": warning: --plot: cannot start gnuplot\n");
+        return;
+    }
+    int panels = (o->fusion_count > 0) + (o->cycle_count > 0);
+    if (panels == 0) panels = 1;
+    fprintf(gp, "set terminal pngcairo size %d,480\nset output '%s'\n", 640 * panels, o->plot_path);
+    fprintf(gp, "set multiplot layout 1,%d title 'ResNet-50 gradients, %d ranks'\n", panels, gradset_nranks);
+    fprintf(gp, "set ylabel 'step time (ms)'\nset grid\nset key off\n");
+    if (o->fusion_count || !o->cycle_count) {
+        fprintf(gp, "set xlabel 'HORA_FUSION_THRESHOLD (MiB)'\n$fusion << EOD\n");
+        for (int i = 0; i < row_count; i++)
+            if (!strcmp(rows[i].variable, "fusion_threshold") || (!o->fusion_count && !o->cycle_count))
+                fprintf(gp, "%g %g\n", (double)rows[i].fusion_threshold / 1048576.0, rows[i].step_ms);
+        fprintf(gp, "EOD\nplot $fusion using 1:2 with linespoints pt 7\n");
+    }
+    if (o->cycle_count) {
+        fprintf(gp, "set xlabel 'HORA_CYCLE_TIME_MS'\n$cycle << EOD\n");
+        for (int i = 0; i < row_count; i++)
+            if (!strcmp(rows[i].variable, "cycle_time_ms"))
+                fprintf(gp, "%g %g\n", rows[i].cycle_time_ms, rows[i].step_ms);
+        fprintf(gp, "EOD\nplot $cycle using 1:2 with linespoints pt 7\n");
+    }
+    fprintf(gp, "unset multiplot\n");
+    int status = pclose(gp);
+    if (status != 0) fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot failed (status %d)\n", status);
+}
+
+/* Print the last "winner" row of the autotune CSV with its header. */
+static void gradset_print_autotune_winner(const char *path)
+{
+    FILE *in = fopen(path, "r");
+    if (!in) {
+        fprintf(stderr, BENCH_NAME ": warning: --autotune: cannot read %s\n", path);
+        return;
+    }
+    char line[512], header[512] = "", winner[512] = "";
+    while (fgets(line, sizeof(line), in)) {
+        if (!header[0]) snprintf(header, sizeof(header), "%s", line);
+        char *comma = strchr(line, ',');
+        if (comma && !strncmp(comma + 1, "winner,", 7)) snprintf(winner, sizeof(winner), "%s", line);
+    }
+    fclose(in);
+    printf("# autotune log  : %s\n", path);
+    if (!winner[0]) {
+        printf("# autotune      : no winner row yet (the search did not finish; raise --autotune-steps)\n");
+        return;
+    }
+    printf("# %s", header);
+    printf("  %s", winner);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(int argc, char **argv)
+{
+    gradset_options_t o;
+    int parsed = gradset_parse(argc, argv, &o);
+    if (parsed) return parsed == 1 ? 0 : 2;
+
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &gradset_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &gradset_nranks);
+
+    gradset_env_t env = {gradset_env_dup(GRADSET_ENV_FUSION), gradset_env_dup(GRADSET_ENV_CYCLE)};
+    static gradset_arena_t layout;
+    gradset_arena_layout(&layout);
+    int rows_max = 1 + o.fusion_count + o.cycle_count;
+    gradset_row_t *rows = calloc((size_t)rows_max, sizeof(*rows));
+    if (!rows) {
+        fprintf(stderr, BENCH_NAME ": out of memory\n");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    int row_count = 0, failed = 0;
+
+    if (gradset_rank == 0) {
+        printf("# " BENCH_NAME "\n");
+        printf("#  ranks        : %d\n", gradset_nranks);
+        printf("#  gradients    : %zu tensors of ResNet-50, f32, avg, in place, backprop order\n",
+               (size_t)RESNET50_GRAD_COUNT);
+        printf("#  arena        : %zu bytes (%zu of data, each gradient %d-byte aligned), hora_mem_alloc\n",
+               layout.arena_bytes, layout.payload_bytes, GRADSET_ALIGN_BYTES);
+        printf("#  steps        : %ld timed, %ld warm-up per setting; one checked step after them\n", o.steps,
+               o.warmup);
+        printf("#  step time    : mean per step on each rank, max over ranks\n");
+        printf("#  busbw        : arena bytes / step time * 2(n-1)/n = * %.4f\n",
+               bench_allreduce_bus_factor(gradset_nranks));
+        printf("#  est_buffers  : ceil(arena / fusion threshold), threshold 0 -> %zu (an estimate: the\n"
+               "#                 public API does not show fusion)\n#\n",
+               (size_t)RESNET50_GRAD_COUNT);
+        printf("#%-17s %10s %10s %10s %10s %11s\n", " setting", "fusion", "cycle", "step", "busbw", "est_buffers");
+        printf("#%-17s %10s %10s %10s %10s %11s\n", "", "(B)", "(ms)", "(ms)", "(GB/s)", "");
+        fflush(stdout);
+    }
+
+    gradset_default_t d = {NAN, NAN, NAN};
+    if (gradset_env_restore(&env)) failed = 1;
+    if (!failed) failed = gradset_round(&o, "default", o.steps, &rows[row_count], &d);
+    if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
+    row_count += !failed;
+
+    for (int i = 0; i < o.fusion_count && !failed; i++) {
+        char value[32];
+        snprintf(value, sizeof(value), "%zu", o.fusion_values[i]);
+        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_FUSION, value, 1);
+        if (!failed) failed = gradset_round(&o, "fusion_threshold", o.steps, &rows[row_count], NULL);
+        if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
+        if (gradset_rank == 0) fflush(stdout);
+        row_count += !failed;
+    }
+    for (int i = 0; i < o.cycle_count && !failed; i++) {
+        char value[32];
+        snprintf(value, sizeof(value), "%.17g", o.cycle_values[i]);
+        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_CYCLE, value, 1);
+        if (!failed) failed = gradset_round(&o, "cycle_time_ms", o.steps, &rows[row_count], NULL);
+        if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
+        if (gradset_rank == 0) fflush(stdout);
+        row_count += !failed;
+    }
+
+    if (!failed && gradset_rank == 0) {
+        printf("#\n# hora_step_ms            : %.3f (default settings)\n", d.hora_ms);
+        if (o.baseline_mpi) {
+            printf("# mpi_per_tensor_step_ms  : %.3f (%zu x MPI_Allreduce in place, sum, backprop order)\n",
+                   d.mpi_per_tensor_ms, (size_t)RESNET50_GRAD_COUNT);
+            printf("# mpi_one_call_step_ms    : %.3f (1 x MPI_Allreduce over the arena)\n", d.mpi_one_call_ms);
+            printf("# hora / mpi_per_tensor   : %.3f (target <= 0.5)\n", d.hora_ms / d.mpi_per_tensor_ms);
+            printf("# hora / mpi_one_call     : %.3f\n", d.hora_ms / d.mpi_one_call_ms);
+        }
+        fflush(stdout);
+    }
+
+    if (!failed && o.autotune) {
+        char path[256];
+        if (o.autotune_log)
+            snprintf(path, sizeof(path), "%s", o.autotune_log);
+        else {
+            /* Only rank 0's runtime writes the log; the name comes from it. */
+            int pid = (int)getpid();
+            MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            snprintf(path, sizeof(path), "/tmp/" BENCH_NAME "-autotune-%d.csv", pid);
+        }
+        failed = gradset_env_restore(&env) || setenv("HORA_AUTOTUNE", "1", 1) ||
+                 setenv("HORA_AUTOTUNE_LOG", path, 1);
+        gradset_row_t row;
+        if (!failed) failed = gradset_round(&o, "autotune", o.autotune_steps, &row, NULL);
+        if (!failed && gradset_rank == 0) {
+            printf("#\n# autotune      : %ld steps, mean step %.3f ms (over all of them, search included)\n",
+                   o.autotune_steps, row.step_ms);
+            gradset_print_autotune_winner(path);
+        }
+        unsetenv("HORA_AUTOTUNE");
+        unsetenv("HORA_AUTOTUNE_LOG");
+    }
+
+    if (!failed && gradset_rank == 0) {
+        if (o.json_path) gradset_write_json(&o, &layout, &d, rows, row_count);
+        if (o.plot_path) gradset_write_plot(&o, rows, row_count);
+    }
+
+    free(rows);
+    free(env.fusion);
+    free(env.cycle);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
