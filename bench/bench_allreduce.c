@@ -105,8 +105,8 @@ static void bench_usage(FILE *out)
             "                         ratio = hora in-place busbw / mpi_busbw\n"
             "      --json FILE        write one JSON object per row to FILE (rank 0)\n"
             "      --plot FILE.png    plot busbw against size with gnuplot (rank 0)\n"
-            "      --transport T      shm, mpi or auto (default): sets HORA_DISABLE_MPI=1 or\n"
-            "                         HORA_DISABLE_SHM=1 before hora_init\n"
+            "      --transport T      shm, ucx, mpi or auto (default): sets the other\n"
+            "                         transports' HORA_DISABLE_<NAME>=1 before hora_init\n"
             "      --print-config     print every HORA_* setting and exit\n"
             "  -h, --help             this text\n"
             "\n"
@@ -245,9 +245,11 @@ static bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t 
             *(c == OPT_JSON ? &o.json_path : &o.plot_path) = optarg;
             break;
         case OPT_TRANSPORT:
-            if (strcmp(optarg, "shm") != 0 && strcmp(optarg, "mpi") != 0 && strcmp(optarg, "auto") != 0) {
+            if (strcmp(optarg, "shm") != 0 && strcmp(optarg, "ucx") != 0 && strcmp(optarg, "mpi") != 0 &&
+                strcmp(optarg, "auto") != 0) {
                 if (err)
-                    fprintf(err, BENCH_NAME ": %s: unknown transport '%s' (shm, mpi or auto)\n", name, optarg);
+                    fprintf(err, BENCH_NAME ": %s: unknown transport '%s' (shm, ucx, mpi or auto)\n", name,
+                            optarg);
                 return BENCH_PARSE_ERROR;
             }
             o.transport = optarg;
@@ -302,13 +304,14 @@ static bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t 
 /* --transport: the runtime reads its kill switches at hora_init. */
 static int bench_transport_select(const char *transport)
 {
+    static const char *const names[] = {"shm", "ucx", "mpi"};
     int failed = 0;
-    if (strcmp(transport, "shm") == 0) {
-        failed |= setenv("HORA_DISABLE_MPI", "1", 1);
-        failed |= setenv("HORA_DISABLE_SHM", "0", 1);
-    } else if (strcmp(transport, "mpi") == 0) {
-        failed |= setenv("HORA_DISABLE_SHM", "1", 1);
-        failed |= setenv("HORA_DISABLE_MPI", "0", 1);
+    if (strcmp(transport, "auto") == 0) return 0;
+    /* Keep the chosen one, switch the others off. */
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char var[32];
+        snprintf(var, sizeof(var), "HORA_DISABLE_%c%c%c", names[i][0] - 32, names[i][1] - 32, names[i][2] - 32);
+        failed |= setenv(var, strcmp(transport, names[i]) == 0 ? "0" : "1", 1);
     }
     return failed ? -1 : 0;
 }

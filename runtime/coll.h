@@ -1,4 +1,4 @@
-/* coll.h - collectives on a channel (coll.c): what the public direct
+/* coll.h - collectives for a purpose (user or coordinator; coll.c): what the public direct
  * collectives and the coordinator's data path both call. */
 #ifndef HORA_COLL_H
 #define HORA_COLL_H
@@ -15,10 +15,10 @@ struct coll_hooks {
     void *ctx;
 };
 
-hora_status_t coll_allreduce(int channel, const void *send, void *recv, size_t count, hora_dtype_t dtype,
+hora_status_t coll_allreduce(int purpose, const void *send, void *recv, size_t count, hora_dtype_t dtype,
                              hora_op_t op, const struct coll_hooks *hooks);
-hora_status_t coll_allgatherv(int channel, const void *send, void *recv, const size_t *counts,
+hora_status_t coll_allgatherv(int purpose, const void *send, void *recv, const size_t *counts,
                               hora_dtype_t dtype);
-hora_status_t coll_broadcast(int channel, void *buf, size_t count, hora_dtype_t dtype, int root);
+hora_status_t coll_broadcast(int purpose, void *buf, size_t count, hora_dtype_t dtype, int root);
 
 #endif

@@ -17,6 +17,8 @@
 extern char **environ;
 
 static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const config_algorithms[] = {"auto", "ring", "oneshot", NULL};
+static const char *const config_auto_off_on[] = {"auto", "0", "1", NULL};
 
 #define CONFIG_FIELD(f) offsetof(struct config, f)
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -31,6 +33,8 @@ const struct config_entry config_table[] = {
      "ring pipeline chunk: moving chunk k+1 overlaps reducing chunk k; sized to stay in cache"},
     {"HORA_DISABLE_SHM", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_shm),
      "never use the shared-memory transport"},
+    {"HORA_DISABLE_UCX", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_ucx),
+     "never use the UCX transport (tagged messages over UCP; any peer, any host)"},
     {"HORA_DISABLE_MPI", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_mpi),
      "never use the MPI point-to-point transport (fallback)"},
     {"HORA_SHM_POOL_BYTES", CONFIG_TYPE_SIZE, "64G", 16.0 * 1024 * 1024, 16384 * GiB, NULL,
@@ -42,6 +46,12 @@ const struct config_entry config_table[] = {
     {"HORA_SPIN_COUNT", CONFIG_TYPE_INT, "-1", -1, 1e9, NULL, CONFIG_FIELD(spin_count),
      "busy-wait iterations before a waiting rank sleeps (-1 = auto: spin only when "
      "every local rank has a core of its own)"},
+    {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
+     "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
+     "rank reduces its shard from every peer and writes it to all), auto (oneshot on shm, else ring)"},
+    {"HORA_HIERARCHICAL", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(hierarchical),
+     "allreduce as node reduce-scatter + one cross-node ring per local rank + node allgather: auto (more "
+     "than one node and more than one rank per node), 0 or 1"},
     {"HORA_CYCLE_TIME_MS", CONFIG_TYPE_DOUBLE, "1", 0.01, 10000, NULL, CONFIG_FIELD(cycle_time_ms),
      "coordinator cycle: how often ranks agree which named requests are ready"},
     {"HORA_FUSION_THRESHOLD", CONFIG_TYPE_SIZE, "128M", 0, 64 * GiB, NULL, CONFIG_FIELD(fusion_threshold),

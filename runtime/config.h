@@ -15,10 +15,13 @@ struct config {
     int fake_nodes;         /* HORA_FAKE_NODES: 0 = real topology */
     size_t chunk_bytes;     /* HORA_CHUNK_BYTES: pipeline chunk of the ring */
     bool disable_shm;       /* HORA_DISABLE_SHM */
+    bool disable_ucx;       /* HORA_DISABLE_UCX */
     bool disable_mpi;       /* HORA_DISABLE_MPI */
     size_t shm_pool_bytes;  /* HORA_SHM_POOL_BYTES: virtual size of each rank's pool */
     double timeout_s;       /* HORA_TIMEOUT_S: longest wait for a peer */
     long spin_count;        /* HORA_SPIN_COUNT: busy-wait iterations before sleeping; -1 auto */
+    int algorithm;          /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
+    int hierarchical;       /* HORA_HIERARCHICAL: 0 auto, 1 off, 2 on */
     double cycle_time_ms;   /* HORA_CYCLE_TIME_MS: coordinator cycle */
     size_t fusion_threshold; /* HORA_FUSION_THRESHOLD: bytes per fused buffer, 0 = no fusion */
     int cache_capacity;     /* HORA_CACHE_CAPACITY: response-cache entries, 0 = off */

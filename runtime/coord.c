@@ -150,10 +150,18 @@ static int coord_meta_equal(const struct coord_meta *a, const struct coord_meta 
     return !memcmp(a, b, sizeof(*a));
 }
 
+/* FIFO: the order requests were submitted becomes the order rank 0 sees
+ * them, the response order, the cache-id order and the layout of a fused
+ * buffer - which then matches a gradient arena filled in the same order, so
+ * fusion runs without copies. */
 static void coord_uncached_push(struct coord *c, struct hora_request *req)
 {
-    req->next = c->uncached;
-    c->uncached = req;
+    req->next = NULL;
+    if (c->uncached_tail)
+        c->uncached_tail->next = req;
+    else
+        c->uncached = req;
+    c->uncached_tail = req;
 }
 
 /* Drop entry id; requests waiting on it go to the slow path instead. */
@@ -305,7 +313,7 @@ static hora_status_t coord_slow_path(struct coord *c, struct coord_responses *ou
 
     status = coord_encode_requests(c->uncached, &mine);
     if (status < 0) goto out;
-    c->uncached = NULL; /* submitted: they stay in pending until their response */
+    c->uncached = c->uncached_tail = NULL; /* submitted: they stay in pending until their response */
     int len = (int)mine.len;
     if (c->rank == 0) {
         lens = calloc((size_t)c->size, sizeof(int));
@@ -412,7 +420,7 @@ static void coord_fail_everything(struct coord *c, hora_status_t status, const c
         for (struct coord_map_node *n = c->pending.buckets[b]; n; n = n->next)
             coord_complete(n->value, status, why);
     c->cached_count = 0;
-    c->uncached = NULL;
+    c->uncached = c->uncached_tail = NULL;
     c->join_req = NULL;
 }
 

@@ -79,8 +79,10 @@ void coord_fuse(struct coord *c, struct coord_responses *list)
         struct coord_response *r = &list->items[i];
         if (out > 0 && threshold > 0) {
             struct coord_response *prev = &list->items[out - 1];
-            if (coord_fusable(&prev->metas[0], &r->metas[0]) && prev->kind == COORD_KIND_ALLREDUCE &&
-                r->kind == COORD_KIND_ALLREDUCE && (prev->cache_id < 0) == (r->cache_id < 0) &&
+            /* Kind first: join and shutdown responses carry no tensors. */
+            if (prev->kind == COORD_KIND_ALLREDUCE && r->kind == COORD_KIND_ALLREDUCE && prev->ntensors > 0 &&
+                r->ntensors > 0 && coord_fusable(&prev->metas[0], &r->metas[0]) &&
+                (prev->cache_id < 0) == (r->cache_id < 0) &&
                 coord_align(coord_response_bytes(prev)) + coord_response_bytes(r) <= threshold &&
                 coord_merge(prev, r) == 0) {
                 /* Cache entries are touched per tensor at execution. */
@@ -192,7 +194,7 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
         }
         coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 0, NULL);
     }
-    status = coll_allreduce(RT_CHANNEL_COORD, work, work, total_bytes / wes, wire, (hora_op_t)m->op, &hooks);
+    status = coll_allreduce(RT_PURPOSE_COORD, work, work, total_bytes / wes, wire, (hora_op_t)m->op, &hooks);
     if (status < 0) goto out;
     c->cycle_bytes += total_bytes;
     if (zero_copy) {
@@ -258,7 +260,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         }
         coord_timeline_span(c, r, "BROADCAST", 1, NULL);
         if (status == HORA_OK)
-            status = coll_broadcast(RT_CHANNEL_COORD, buf, m->count, (hora_dtype_t)m->dtype, m->root);
+            status = coll_broadcast(RT_PURPOSE_COORD, buf, m->count, (hora_dtype_t)m->dtype, m->root);
         coord_timeline_span(c, r, "BROADCAST", 0, NULL);
         break;
     }
@@ -280,7 +282,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
             break;
         }
         coord_timeline_span(c, r, "ALLGATHER", 1, NULL);
-        status = coll_allgatherv(RT_CHANNEL_COORD, reqs[0] ? reqs[0]->send : NULL, result, counts,
+        status = coll_allgatherv(RT_PURPOSE_COORD, reqs[0] ? reqs[0]->send : NULL, result, counts,
                                  (hora_dtype_t)m->dtype);
         coord_timeline_span(c, r, "ALLGATHER", 0, NULL);
         if (status == HORA_OK && reqs[0]) {

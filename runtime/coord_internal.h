@@ -78,7 +78,8 @@ struct coord {
     MPI_Op bit_op;
     int rank, size;
     struct coord_map pending;        /* name -> request taken from incoming */
-    struct hora_request *uncached;   /* to send to rank 0 at the next slow path */
+    struct hora_request *uncached;   /* to send to rank 0 at the next slow path, in */
+    struct hora_request *uncached_tail; /* submission order (fusion keeps that order) */
     struct hora_request **cached;    /* requests waiting on the cache path */
     int cached_count, cached_cap;
     struct coord_cache_entry *cache;

@@ -57,33 +57,79 @@ static long hora_resolve_spin(const struct config *cfg, const struct topo *topo)
     return cpus > 0 && topo->host_size <= cpus ? 20000 : 0;
 }
 
-/* The flat ring needs one transport that reaches both neighbours of every
- * rank; the first in registry order that all ranks can use wins. */
-static hora_status_t hora_choose_ring_transport(void)
+/* This rank's neighbours in a ring given by its members (world ranks). */
+static void hora_ring_neighbours(const int *members, int n, int *left, int *right)
 {
-    const int n = hora_rt.topo.size, r = hora_rt.topo.rank;
-    const int left = (r + n - 1) % n, right = (r + 1) % n;
+    int me = 0;
+    while (members[me] != hora_rt.topo.rank) me++;
+    *left = members[(me + n - 1) % n];
+    *right = members[(me + 1) % n];
+}
 
+/* Connect one channel: the first transport in registry order that reaches
+ * both ring neighbours of every rank wins (agreed over all ranks, so all
+ * rings of a scope use the same kind). Cross-node rings never use shm, even
+ * between virtual nodes of one host: that traffic is what they exist for. */
+static hora_status_t hora_connect_channel(int channel, const int *members, int n, int cross)
+{
+    int left, right;
+    hora_ring_neighbours(members, n, &left, &right);
     for (int kind = 0; kind < TP_KIND_COUNT; kind++) {
         const struct tp_ops *ops = tp_registry[kind];
-        int ok = ops->can_connect(&hora_rt, left) && ops->can_connect(&hora_rt, right), all = 0;
+        int ok = !(cross && kind == TP_KIND_SHM) && ops->can_connect(&hora_rt, left) &&
+                 ops->can_connect(&hora_rt, right),
+            all = 0;
         int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, hora_rt.world);
         if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(transport choice)");
         if (!all) continue;
-        for (int channel = 0; channel < RT_CHANNEL_COUNT; channel++) {
-            struct tp *tp = &hora_rt.transports[channel][kind];
-            tp->rt = &hora_rt;
-            tp->channel = channel;
-            HORA_CHECK(ops->connect(tp, &hora_rt));
-            tp->ops = ops;
-            hora_rt.ring_tp[channel] = tp;
-        }
-        log_info("flat ring over %d ranks uses the %s transport", n, ops->name);
+        struct tp *tp = &hora_rt.transports[channel][kind];
+        tp->rt = &hora_rt;
+        tp->channel = channel;
+        HORA_CHECK(ops->connect(tp, &hora_rt));
+        tp->ops = ops;
+        hora_rt.ring_tp[channel] = tp;
         return HORA_OK;
     }
     return status_fail(HORA_ERR_TRANSPORT,
                        "no transport can connect the ring (shm needs all ranks on one host; check "
-                       "HORA_DISABLE_SHM / HORA_DISABLE_MPI)");
+                       "HORA_DISABLE_SHM / HORA_DISABLE_UCX / HORA_DISABLE_MPI)");
+}
+
+static hora_status_t hora_connect_transports(void)
+{
+    const struct topo *t = &hora_rt.topo;
+    int *world = malloc(sizeof(int) * (size_t)t->size), max_local = 0, err;
+    if (!world) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting transports");
+    for (int r = 0; r < t->size; r++) world[r] = r;
+    err = MPI_Allreduce(&t->local_size, &max_local, 1, MPI_INT, MPI_MAX, hora_rt.world);
+    if (err != MPI_SUCCESS) {
+        free(world);
+        return status_mpi(err, "MPI_Allreduce(local sizes)");
+    }
+    /* Node and cross rings exist only where a hierarchy does. */
+    const int node_rings = max_local > 1 && t->node_count > 1, cross_rings = node_rings && t->homogeneous;
+    hora_status_t status = HORA_OK;
+    for (int purpose = 0; purpose < RT_PURPOSE_COUNT && status == HORA_OK; purpose++) {
+        status = hora_connect_channel(rt_channel(purpose, RT_SCOPE_FLAT), world, t->size, 0);
+        if (status == HORA_OK && node_rings)
+            status = hora_connect_channel(rt_channel(purpose, RT_SCOPE_NODE), t->node_members, t->local_size, 0);
+        if (status == HORA_OK && cross_rings)
+            status = hora_connect_channel(rt_channel(purpose, RT_SCOPE_CROSS), t->cross_members, t->node_count, 1);
+    }
+    free(world);
+    if (status < 0) return status;
+
+    /* HORA_HIERARCHICAL: auto = more than one node and more than one rank per node. */
+    int want = hora_rt.cfg.hierarchical == 0 ? node_rings : hora_rt.cfg.hierarchical == 2;
+    hora_rt.hierarchical = want && cross_rings;
+    if (want && !cross_rings && t->rank == 0)
+        log_warn("hierarchical all-reduce needs the same number of ranks on every node and more than one node; "
+                 "using the flat ring");
+    log_info("flat ring: %s; hierarchical: %s (node ring %s, cross-node ring %s)",
+             hora_rt.ring_tp[rt_channel(RT_PURPOSE_USER, RT_SCOPE_FLAT)]->ops->name, hora_rt.hierarchical ? "on" : "off",
+             node_rings ? hora_rt.ring_tp[rt_channel(RT_PURPOSE_USER, RT_SCOPE_NODE)]->ops->name : "-",
+             cross_rings ? hora_rt.ring_tp[rt_channel(RT_PURPOSE_USER, RT_SCOPE_CROSS)]->ops->name : "-");
+    return HORA_OK;
 }
 
 static void hora_close_transports(void)
@@ -128,7 +174,7 @@ hora_status_t hora_init(void)
     hora_rt.spin_count = hora_resolve_spin(&hora_rt.cfg, &hora_rt.topo);
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
-    status = hora_choose_ring_transport();
+    status = hora_connect_transports();
     if (status < 0) goto err_free_pool;
     /* Nobody may run a collective before every rank's control block is ready. */
     err = MPI_Barrier(hora_rt.world);
@@ -144,7 +190,7 @@ hora_status_t hora_init(void)
     }
     log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
              hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
-             hora_rt.topo.local_size, hora_rt.ring_tp[RT_CHANNEL_USER]->ops->name);
+             hora_rt.topo.local_size, hora_transport_name());
     return HORA_OK;
 
 err_close:
@@ -189,8 +235,8 @@ HORA_TOPO_GETTER(node_count, node_count)
 
 const char *hora_transport_name(void)
 {
-    return hora_rt.initialized && hora_rt.ring_tp[RT_CHANNEL_USER] ? hora_rt.ring_tp[RT_CHANNEL_USER]->ops->name
-                                                                   : "none";
+    const struct tp *tp = hora_rt.ring_tp[rt_channel(RT_PURPOSE_USER, RT_SCOPE_FLAT)];
+    return hora_rt.initialized && tp ? tp->ops->name : "none";
 }
 
 hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
@@ -215,20 +261,20 @@ int hora_mem_is_shared(const void *ptr)
     return hora_rt.initialized && mem_pool_offset(&hora_rt.pool, ptr, 1, &off);
 }
 
-hora_status_t rt_scratch(int channel, size_t bytes, void **ptr)
+hora_status_t rt_scratch(int purpose, size_t bytes, void **ptr)
 {
-    if (hora_rt.scratch_bytes[channel] < bytes) {
+    if (hora_rt.scratch_bytes[purpose] < bytes) {
         void *p;
-        if (hora_rt.scratch[channel]) {
-            HORA_CHECK(mem_pool_release(&hora_rt.pool, hora_rt.scratch[channel]));
-            hora_rt.scratch[channel] = NULL;
-            hora_rt.scratch_bytes[channel] = 0;
+        if (hora_rt.scratch[purpose]) {
+            HORA_CHECK(mem_pool_release(&hora_rt.pool, hora_rt.scratch[purpose]));
+            hora_rt.scratch[purpose] = NULL;
+            hora_rt.scratch_bytes[purpose] = 0;
         }
         HORA_CHECK(mem_pool_alloc(&hora_rt.pool, bytes, &p));
-        hora_rt.scratch[channel] = p;
-        hora_rt.scratch_bytes[channel] = bytes;
+        hora_rt.scratch[purpose] = p;
+        hora_rt.scratch_bytes[purpose] = bytes;
     }
-    *ptr = hora_rt.scratch[channel];
+    *ptr = hora_rt.scratch[purpose];
     return HORA_OK;
 }
 

@@ -42,12 +42,12 @@
 #define RING_MSG_MAX_BYTES ((size_t)1 << 30)
 
 /* Position (op, stage, chunks done): compares like the tuple. */
-static uint64_t ring_position(uint64_t op, unsigned stage, uint64_t chunks_done)
+uint64_t ring_position(uint64_t op, unsigned stage, uint64_t chunks_done)
 {
     return (op << (RING_CHUNK_BITS + RING_STAGE_BITS)) | ((uint64_t)stage << RING_CHUNK_BITS) | chunks_done;
 }
 
-static void ring_phase(const struct ring *g, const char *phase, int begin)
+void ring_phase(const struct ring *g, const char *phase, int begin)
 {
     if (g->on_phase) g->on_phase(g->phase_ctx, phase, begin);
 }
@@ -58,7 +58,7 @@ static size_t ring_min(size_t a, size_t b) { return a < b ? a : b; }
 
 /* Elements per chunk: from HORA_CHUNK_BYTES, grown so that no segment needs
  * more chunks than the position encoding holds. The same on every rank. */
-static size_t ring_chunk_elems(const struct ring *g, size_t max_segment, size_t esize)
+size_t ring_chunk_elems(const struct ring *g, size_t max_segment, size_t esize)
 {
     size_t elems = g->chunk_bytes / esize;
     if (elems == 0) elems = 1;
@@ -102,6 +102,14 @@ static hora_status_t ring_mem_begin(struct ring *g, const struct tp_mem_desc *mi
     HORA_CHECK(ops->mem_post(g->tp, start));
     HORA_CHECK(ops->mem_wait(g->tp, g->left, start));
     HORA_CHECK(ops->mem_desc(g->tp, g->left, left));
+    return ring_desc_check(g, mine, left, g->left);
+}
+
+/* Both ranks must be in the same call with the same arguments. */
+hora_status_t ring_desc_check(const struct ring *g, const struct tp_mem_desc *mine, const struct tp_mem_desc *other,
+                              int peer)
+{
+    const struct tp_mem_desc *left = other;
     if (left->op_seq != mine->op_seq || left->kind != mine->kind || left->dtype != mine->dtype ||
         left->op != mine->op || left->count != mine->count || left->root != mine->root ||
         left->chunk_elems != mine->chunk_elems)
@@ -112,7 +120,7 @@ static hora_status_t ring_mem_begin(struct ring *g, const struct tp_mem_desc *mi
                            g->tp->rt->topo.rank, ring_kind_name(mine->kind), (unsigned long long)mine->op_seq,
                            (unsigned long long)mine->count, hora_dtype_name((hora_dtype_t)mine->dtype),
                            hora_op_name((hora_op_t)mine->op), mine->root, (unsigned long long)mine->chunk_elems,
-                           g->left, ring_kind_name(left->kind), (unsigned long long)left->op_seq,
+                           peer, ring_kind_name(left->kind), (unsigned long long)left->op_seq,
                            (unsigned long long)left->count, hora_dtype_name((hora_dtype_t)left->dtype),
                            hora_op_name((hora_op_t)left->op), left->root, (unsigned long long)left->chunk_elems);
     return HORA_OK;
@@ -127,7 +135,7 @@ static hora_status_t ring_mem_end(struct ring *g, unsigned done_stage)
     return g->tp->ops->mem_wait(g->tp, g->right, done);
 }
 
-static hora_status_t ring_mem_offsets(struct ring *g, const void *a, const void *b, size_t bytes, uint64_t *oa,
+hora_status_t ring_mem_offsets(struct ring *g, const void *a, const void *b, size_t bytes, uint64_t *oa,
                                       uint64_t *ob)
 {
     if (!g->tp->ops->mem_local_offset(g->tp, a, bytes, oa) || !g->tp->ops->mem_local_offset(g->tp, b, bytes, ob))
@@ -260,7 +268,7 @@ static hora_status_t ring_mem_broadcast(struct ring *g, uint8_t *buf, size_t cou
     if (g->r != root) {
         const size_t chunk = mine.chunk_elems;
         const uint8_t *left_buf = ops->mem_peer_ptr(g->tp, g->left, left.work_offset);
-        const int left_is_root = g->left == root;
+        const int left_is_root = (g->r + g->n - 1) % g->n == root;
         uint64_t k = 0;
         for (size_t e = 0; e < count; e += chunk, k++) {
             size_t m = ring_min(chunk, count - e);
@@ -454,6 +462,8 @@ hora_status_t ring_allreduce(struct ring *g, const void *send, void *work, size_
         if (send != work) memcpy(work, send, count * k_dtype_size(red->dtype));
         return HORA_OK;
     }
+    if (ring_peer_memory(g) && g->algorithm == RING_ALGORITHM_ONESHOT)
+        return oneshot_reduce(g, send, work, NULL, count, red);
     if (ring_peer_memory(g)) return ring_mem_reduce(g, send, work, NULL, count, red, RING_KIND_ALLREDUCE);
     return ring_msg_reduce(g, send, work, NULL, count, red);
 }
@@ -465,6 +475,8 @@ hora_status_t ring_reduce_scatter(struct ring *g, const void *send, void *work, 
         memcpy(out, send, count * k_dtype_size(red->dtype));
         return HORA_OK;
     }
+    if (ring_peer_memory(g) && g->algorithm == RING_ALGORITHM_ONESHOT)
+        return oneshot_reduce(g, send, work, out, count, red);
     if (ring_peer_memory(g)) return ring_mem_reduce(g, send, work, out, count, red, RING_KIND_REDUCE_SCATTER);
     return ring_msg_reduce(g, send, work, out, count, red);
 }
@@ -474,6 +486,8 @@ hora_status_t ring_allgatherv(struct ring *g, void *recv, const size_t *counts, 
     size_t total = 0;
     for (int i = 0; i < g->n; i++) total += counts[i];
     if (g->n == 1 || total == 0) return HORA_OK;
+    if (ring_peer_memory(g) && g->algorithm == RING_ALGORITHM_ONESHOT)
+        return oneshot_allgatherv(g, recv, counts, dtype, total);
     if (ring_peer_memory(g)) return ring_mem_allgatherv(g, recv, counts, dtype, total);
     return ring_msg_allgatherv(g, recv, counts, dtype);
 }
@@ -481,6 +495,8 @@ hora_status_t ring_allgatherv(struct ring *g, void *recv, const size_t *counts, 
 hora_status_t ring_broadcast(struct ring *g, void *buf, size_t count, k_dtype_t dtype, int root)
 {
     if (g->n == 1 || count == 0) return HORA_OK;
+    if (ring_peer_memory(g) && g->algorithm == RING_ALGORITHM_ONESHOT)
+        return oneshot_broadcast(g, buf, count, dtype, root);
     if (ring_peer_memory(g)) return ring_mem_broadcast(g, buf, count, dtype, root);
     return ring_msg_broadcast(g, buf, count, dtype, root);
 }

@@ -44,6 +44,7 @@ hora_status_t topo_init(struct topo *topo, MPI_Comm world, int fake_nodes)
 
     topo->host_comm = topo->node_comm = MPI_COMM_NULL;
     topo->host_of = topo->host_rank_of = NULL;
+    topo->node_members = topo->cross_members = NULL;
     MPI_Comm_rank(world, &topo->rank);
     MPI_Comm_size(world, &topo->size);
     err = MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, topo->rank, MPI_INFO_NULL, &topo->host_comm);
@@ -106,12 +107,51 @@ hora_status_t topo_init(struct topo *topo, MPI_Comm world, int fake_nodes)
         topo->host_rank_of[r] = all[2 * r + 1];
     }
     free(all);
+
+    /* Rings inside a node and across nodes (hierarchical collectives). */
+    topo->node_members = malloc(sizeof(int) * (size_t)topo->local_size);
+    if (!topo->node_members) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory in topology discovery");
+        goto err_free_maps;
+    }
+    err = MPI_Allgather(&topo->rank, 1, MPI_INT, topo->node_members, 1, MPI_INT, topo->node_comm);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Allgather(node members)");
+        goto err_free_maps;
+    }
+    int sizes[2] = {topo->local_size, -topo->local_size}, extremes[2];
+    err = MPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, world);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Allreduce(node sizes)");
+        goto err_free_maps;
+    }
+    topo->homogeneous = extremes[0] == -extremes[1];
+    if (topo->homogeneous) {
+        MPI_Comm cross;
+        topo->cross_members = malloc(sizeof(int) * (size_t)topo->node_count);
+        if (!topo->cross_members) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "out of memory in topology discovery");
+            goto err_free_maps;
+        }
+        err = MPI_Comm_split(world, topo->local_rank, topo->node_rank, &cross);
+        if (err == MPI_SUCCESS) {
+            err = MPI_Allgather(&topo->rank, 1, MPI_INT, topo->cross_members, 1, MPI_INT, cross);
+            MPI_Comm_free(&cross);
+        }
+        if (err != MPI_SUCCESS) {
+            status = status_mpi(err, "MPI_Allgather(cross-node members)");
+            goto err_free_maps;
+        }
+    }
     return HORA_OK;
 
 err_free_maps:
     free(topo->host_of);
     free(topo->host_rank_of);
+    free(topo->node_members);
+    free(topo->cross_members);
     topo->host_of = topo->host_rank_of = NULL;
+    topo->node_members = topo->cross_members = NULL;
 
 err_free_node:
     MPI_Comm_free(&topo->node_comm);
@@ -124,7 +164,10 @@ void topo_free(struct topo *topo)
 {
     free(topo->host_of);
     free(topo->host_rank_of);
+    free(topo->node_members);
+    free(topo->cross_members);
     topo->host_of = topo->host_rank_of = NULL;
+    topo->node_members = topo->cross_members = NULL;
     if (topo->node_comm != MPI_COMM_NULL) MPI_Comm_free(&topo->node_comm);
     if (topo->host_comm != MPI_COMM_NULL) MPI_Comm_free(&topo->host_comm);
 }

@@ -15,6 +15,10 @@ struct topo {
     int node_rank, node_count;
     int *host_of;       /* [size]: host index of every world rank */
     int *host_rank_of;  /* [size]: its rank inside its host */
+    int *node_members;  /* [local_size]: world ranks of this node, in local-rank order */
+    int *cross_members; /* [node_count]: world ranks with this local rank, one per node,
+                         * in node order; NULL unless every node has local_size ranks */
+    int homogeneous;    /* every node has the same number of ranks */
     MPI_Comm host_comm; /* ranks on this host (shared memory reachable) */
     MPI_Comm node_comm; /* ranks on this (virtual) node */
 };

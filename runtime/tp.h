@@ -1,7 +1,7 @@
 /* tp.h - the transport ops table.
  *
  * Transports come in two flavours and say which through caps:
- *  - message transports (mpi, later ucx) move bytes: isend / irecv / wait;
+ *  - message transports (ucx, mpi) move bytes: isend / irecv / wait;
  *  - peer-memory transports (shm, later cudaipc) map the peers' buffers, so a
  *    rank reduces straight from a neighbour's memory; ranks agree on progress
  *    through monotonically increasing positions (mem_post / mem_wait) and
@@ -22,12 +22,13 @@
 struct hora_rt;
 struct tp;
 
-enum tp_kind { TP_KIND_SHM = 0, TP_KIND_MPI = 1, TP_KIND_COUNT = 2 };
+enum tp_kind { TP_KIND_SHM = 0, TP_KIND_UCX = 1, TP_KIND_MPI = 2, TP_KIND_COUNT = 3 };
 
 enum tp_caps { TP_CAP_MESSAGE = 1u << 0, TP_CAP_PEER_MEMORY = 1u << 1 };
 
 struct tp_req {
     MPI_Request mpi;
+    void *ucx; /* the UCP request, NULL once complete (tp_ucx.c) */
 };
 
 /* What a rank publishes about the operation it is running (peer-memory
@@ -71,6 +72,9 @@ struct tp {
 };
 
 extern const struct tp_ops tp_shm_ops;
+/* Without UCX (meson -Ducx=disabled, or libucx-dev missing) this is a stand-in
+ * that connects nobody, so the registry keeps its order. */
+extern const struct tp_ops tp_ucx_ops;
 extern const struct tp_ops tp_mpi_ops;
 
 /* Ordered: the first transport that can connect every ring neighbour wins. */
