@@ -391,10 +391,12 @@ static double gradset_time_steps(const gradset_arena_t *a, long warmup, long ste
     return any_failed ? -1.0 : slowest;
 }
 
-/* The MPI baselines on the same arena: one MPI_Allreduce per gradient in
- * backprop order, or one over the whole arena (padding included). AVG's
- * division is a local pass MPI leaves to the caller; it is left out. The
- * arena holds zeros so that repeated sums stay finite. */
+/* The MPI baselines on an arena of the same layout: one MPI_Allreduce per
+ * gradient in backprop order, or one over the whole arena (padding
+ * included). They run after hora_shutdown, so hora's coordinator thread does
+ * not share the cores or MPI's progress engine with them. AVG's division is a
+ * local pass MPI leaves to the caller; it is left out. The arena holds zeros
+ * so that repeated sums stay finite. */
 static double gradset_time_mpi(const gradset_arena_t *a, long warmup, long steps, int one_call)
 {
     memset(a->base, 0, a->arena_bytes);
@@ -453,7 +455,8 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
     gradset_arena_t *a = calloc(1, sizeof(*a));
     if (!a) {
         fprintf(stderr, BENCH_NAME ": out of memory\n");
-        goto out_shutdown;
+        hora_shutdown();
+        return 1;
     }
     gradset_arena_layout(a);
     void *base = NULL;
@@ -461,7 +464,7 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
     if (status != HORA_OK) {
         fprintf(stderr, BENCH_NAME ": rank %d: hora_mem_alloc(%zu) failed: %s: %s\n", gradset_rank, a->arena_bytes,
                 hora_status_string(status), hora_last_error());
-        goto out_free_arena;
+        goto out_shutdown;
     }
     a->base = base;
     memset(a->base, 0, a->arena_bytes);
@@ -493,23 +496,29 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
         goto out_free_mem;
     }
 
-    if (baseline) {
-        baseline->hora_ms = row->step_ms;
-        baseline->mpi_per_tensor_ms = NAN;
-        baseline->mpi_one_call_ms = NAN;
-        if (o->baseline_mpi) {
-            baseline->mpi_per_tensor_ms = gradset_time_mpi(a, o->warmup, o->steps, 0) * 1e3;
-            baseline->mpi_one_call_ms = gradset_time_mpi(a, o->warmup, o->steps, 1) * 1e3;
-        }
-    }
     result = 0;
 
 out_free_mem:
     hora_mem_free(a->base);
-out_free_arena:
-    free(a);
 out_shutdown:
     hora_shutdown();
+    if (result == 0 && baseline) {
+        baseline->hora_ms = row->step_ms;
+        baseline->mpi_per_tensor_ms = NAN;
+        baseline->mpi_one_call_ms = NAN;
+        if (o->baseline_mpi) {
+            a->base = aligned_alloc(4096, (a->arena_bytes + 4095) / 4096 * 4096);
+            if (!a->base) {
+                fprintf(stderr, BENCH_NAME ": out of memory for the MPI baseline\n");
+                result = 1;
+            } else {
+                baseline->mpi_per_tensor_ms = gradset_time_mpi(a, o->warmup, o->steps, 0) * 1e3;
+                baseline->mpi_one_call_ms = gradset_time_mpi(a, o->warmup, o->steps, 1) * 1e3;
+                free(a->base);
+            }
+        }
+    }
+    free(a);
     return result;
 }
 

@@ -123,6 +123,7 @@ hora_status_t coord_submit(struct hora_request **reqs, int n)
             c->incoming = reqs[i];
         c->incoming_tail = reqs[i];
     }
+    pthread_cond_signal(&c->work_cond);
     pthread_mutex_unlock(&c->lock);
     return HORA_OK;
 }
@@ -554,10 +555,21 @@ static int coord_cycle(struct coord *c)
             c->settings_changed = 1;
         }
     }
-    int64_t left_us = (int64_t)(c->settings.cycle_time_ms * 1000.0) - (end_us - start_us);
-    if (left_us > 0) {
-        struct timespec nap = {left_us / 1000000, (left_us % 1000000) * 1000};
-        while (nanosleep(&nap, &nap) && errno == EINTR) {}
+    /* Nap for the rest of the cycle, unless work arrives: a request that
+     * comes while we sleep should not wait for the timer. (Requests arriving
+     * together still meet in one cycle: the framework enqueues them faster
+     * than a cycle turns.) */
+    int64_t deadline_us = start_us + (int64_t)(c->settings.cycle_time_ms * 1000.0);
+    if (deadline_us > end_us) {
+        struct timespec now, until;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t ns = (int64_t)now.tv_nsec + (deadline_us - end_us) * 1000;
+        until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+        pthread_mutex_lock(&c->lock);
+        while (!c->incoming && !c->stop_requested)
+            if (pthread_cond_timedwait(&c->work_cond, &c->lock, &until) == ETIMEDOUT) break;
+        pthread_mutex_unlock(&c->lock);
     }
     return 0;
 }
@@ -581,6 +593,7 @@ hora_status_t coord_start(void)
     memset(c, 0, sizeof(*c));
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->done_cond, NULL);
+    pthread_cond_init(&c->work_cond, NULL);
     c->rank = hora_rt.topo.rank;
     c->size = hora_rt.topo.size;
     c->cache_capacity = cfg->cache_capacity;
@@ -656,6 +669,7 @@ void coord_stop(void)
     if (!c->thread_started) return;
     pthread_mutex_lock(&c->lock);
     c->stop_requested = 1;
+    pthread_cond_signal(&c->work_cond);
     pthread_mutex_unlock(&c->lock);
     pthread_join(c->thread, NULL);
     c->thread_started = 0;
@@ -678,5 +692,6 @@ void coord_stop(void)
     coord_map_free(&c->cache_index);
     coord_map_free(&c->table);
     pthread_cond_destroy(&c->done_cond);
+    pthread_cond_destroy(&c->work_cond);
     pthread_mutex_destroy(&c->lock);
 }

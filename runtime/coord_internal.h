@@ -66,6 +66,7 @@ struct coord {
     int thread_started;
     pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
     pthread_cond_t done_cond;
+    pthread_cond_t work_cond; /* signalled on every submission: ends the cycle's nap early */
     struct hora_request *incoming, *incoming_tail;
     struct coord_map inflight; /* name -> request, until completion */
     int stop_requested;
