@@ -21,8 +21,8 @@
  * sends a block as several pieces with the same tag).
  *
  * Requests carry no callback: wait polls ucp_request_check_status while
- * driving ucp_worker_progress (spin rt->spin_count times, then yield, then
- * sleep briefly). Every request not yet waited for sits in a list (the request
+ * driving ucp_worker_progress (spin only if HORA_SPIN_COUNT says so, then
+ * yield, then sleep briefly: over TCP the kernel needs the core). Every request not yet waited for sits in a list (the request
  * private area UCP reserves for us holds the links), so that after an error
  * the rest can be cancelled (a receive posted into a buffer the ring then
  * frees must not land later) and close() can free them.

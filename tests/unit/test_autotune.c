@@ -16,18 +16,7 @@
 #include "hora.h"
 #include "log.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)

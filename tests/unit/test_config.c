@@ -11,18 +11,7 @@
 #include "hora.h"
 #include "topo.h"
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 static const struct config_entry *entry(const char *name)
 {

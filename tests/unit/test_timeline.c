@@ -35,18 +35,7 @@
 #define PY_LOAD "python3 -c 'import json,sys; json.load(open(sys.argv[1], encoding=\"utf-8\"))'"
 #define THREAD_ITERS 2000
 
-static int failures, checks;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 /* ---- a strict JSON validator (RFC 8259 syntax; UTF-8 is Python's job) ---- */
 
