@@ -1,0 +1,614 @@
+/*
+ * hora-mkrecord - convert datasets to hora record shards (.hrec) and verify them.
+ *
+ *   hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N]
+ *       MNIST / Fashion-MNIST IDX files (gzip-compressed or not).
+ *   hora-mkrecord --from folder DIR OUT_PREFIX [--shards N]
+ *       ImageFolder (ImageNet train layout): DIR/<class>/<image>.JPEG; class
+ *       labels are the class directories in sorted order, 0-based.
+ *   hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [--shards N]
+ *       Flat directory + a text file of "FILENAME LABEL" lines (LABEL 0-based).
+ *   hora-mkrecord --verify [--strict] FILE...
+ *       Reread every record, check every CRC; exit 1 on any bad record.
+ *
+ * Shards are OUT_PREFIX-00000-of-0000N.hrec; record i of the input (in input
+ * order) goes to shard i mod N (round-robin), so every shard sees every class.
+ * JPEGs are stored as-is (payload kind JPEG; shape from the JPEG header).
+ * Bad input files are reported and skipped (fatal with --strict).
+ *
+ * Build: part of the meson project (tools/); needs zlib and libturbojpeg.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#ifdef HORA_HAVE_TURBOJPEG
+#include <turbojpeg.h>
+#endif
+
+#include "record.h"
+
+#define MKRECORD_MAX_SHARDS 100000u
+
+typedef struct {
+    unsigned shard_count;
+    tr_record_writer_t **writers; /* (shard_count) */
+    uint64_t written_count;
+    uint64_t skipped_count;
+    uint64_t *class_counts; /* (class_capacity) records per label */
+    size_t class_capacity;
+    int strict;
+    uint64_t total_hint; /* for the progress bar; 0 = unknown */
+    unsigned progress_shown;
+} mkrecord_t;
+
+/* ---- progress bar (stderr, only on a terminal) ---- */
+
+static void progress_update(mkrecord_t *m, uint64_t done)
+{
+    if (m->total_hint == 0 || !isatty(STDERR_FILENO))
+        return;
+    unsigned pct = (unsigned)(done * 100 / m->total_hint);
+    if (pct == m->progress_shown && done != m->total_hint)
+        return;
+    m->progress_shown = pct;
+    char bar[41];
+    unsigned filled = pct * 40 / 100;
+    for (unsigned i = 0; i < 40; i++)
+        bar[i] = i < filled ? '#' : ' ';
+    bar[40] = '\0';
+    fprintf(stderr, "\r[%s] %3u%% %" PRIu64 "/%" PRIu64, bar, pct, done, m->total_hint);
+    if (done == m->total_hint)
+        fputc('\n', stderr);
+}
+
+/* ---- writing ---- */
+
+static int mkrecord_open(mkrecord_t *m, const char *prefix)
+{
+    m->writers = calloc(m->shard_count, sizeof(*m->writers));
+    if (!m->writers)
+        return -1;
+    for (unsigned s = 0; s < m->shard_count; s++) {
+        char path[4096];
+        if (tr_record_shard_name(prefix, s, m->shard_count, path, sizeof(path)) != HORA_OK ||
+            tr_record_writer_open(path, &m->writers[s]) != HORA_OK) {
+            fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int mkrecord_append(mkrecord_t *m, const tr_record_t *rec)
+{
+    if (rec->label < 0) {
+        fprintf(stderr, "hora-mkrecord: negative label %d\n", rec->label);
+        return -1;
+    }
+    if ((size_t)rec->label >= m->class_capacity) {
+        size_t capacity = m->class_capacity ? m->class_capacity : 256;
+        while (capacity <= (size_t)rec->label)
+            capacity *= 2;
+        uint64_t *counts = realloc(m->class_counts, capacity * sizeof(*counts));
+        if (!counts)
+            return -1;
+        memset(counts + m->class_capacity, 0, (capacity - m->class_capacity) * sizeof(*counts));
+        m->class_counts = counts;
+        m->class_capacity = capacity;
+    }
+    tr_record_writer_t *w = m->writers[m->written_count % m->shard_count];
+    if (tr_record_writer_append(w, rec) != HORA_OK) {
+        fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+        return -1;
+    }
+    m->class_counts[rec->label]++;
+    m->written_count++;
+    return 0;
+}
+
+static int mkrecord_close(mkrecord_t *m)
+{
+    int rc = 0;
+    for (unsigned s = 0; m->writers && s < m->shard_count; s++) {
+        if (m->writers[s] && tr_record_writer_close(m->writers[s]) != HORA_OK) {
+            fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+            rc = -1;
+        }
+    }
+    free(m->writers);
+    m->writers = NULL;
+    return rc;
+}
+
+static void print_class_summary(const uint64_t *counts, size_t capacity)
+{
+    size_t classes = 0;
+    for (size_t c = 0; c < capacity; c++)
+        classes += counts[c] > 0;
+    printf("%zu classes\n", classes);
+    printf("%8s %10s\n", "label", "records");
+    for (size_t c = 0; c < capacity; c++)
+        if (counts[c] > 0)
+            printf("%8zu %10" PRIu64 "\n", c, counts[c]);
+}
+
+static void mkrecord_summary(const mkrecord_t *m, const char *prefix)
+{
+    printf("wrote %" PRIu64 " records into %u shard(s) %s-*-of-%05u.hrec", m->written_count,
+           m->shard_count, prefix, m->shard_count);
+    if (m->skipped_count)
+        printf(", skipped %" PRIu64 " bad input(s)", m->skipped_count);
+    printf("\n");
+    print_class_summary(m->class_counts, m->class_capacity);
+}
+
+/* ---- IDX (MNIST / Fashion-MNIST) ---- */
+
+static int gz_read_exact(gzFile f, void *buf, size_t bytes)
+{
+    size_t done = 0;
+    while (done < bytes) {
+        int n = gzread(f, (uint8_t *)buf + done, (unsigned)(bytes - done > (1u << 30)
+                                                                ? (1u << 30)
+                                                                : bytes - done));
+        if (n <= 0)
+            return -1;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int idx_read_header(gzFile f, const char *path, uint32_t want_magic, uint32_t *dims,
+                           unsigned dim_count)
+{
+    uint8_t b[4 * 4];
+    if (gz_read_exact(f, b, 4 * (1 + dim_count)) != 0) {
+        fprintf(stderr, "hora-mkrecord: %s: offset 0: file ends inside the IDX header\n", path);
+        return -1;
+    }
+    uint32_t magic = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+    if (magic != want_magic) {
+        fprintf(stderr, "hora-mkrecord: %s: offset 0: IDX magic 0x%08x, expected 0x%08x\n",
+                path, magic, want_magic);
+        return -1;
+    }
+    for (unsigned d = 0; d < dim_count; d++) {
+        const uint8_t *p = b + 4 * (1 + d);
+        dims[d] = (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+    }
+    return 0;
+}
+
+static int convert_idx(mkrecord_t *m, const char *images_path, const char *labels_path,
+                       const char *prefix)
+{
+    int rc = -1;
+    uint8_t *image = NULL;
+    gzFile images = gzopen(images_path, "rb"); /* reads plain files too */
+    gzFile labels = gzopen(labels_path, "rb");
+    if (!images || !labels) {
+        fprintf(stderr, "hora-mkrecord: cannot open %s: %s\n", !images ? images_path : labels_path,
+                strerror(errno));
+        goto out;
+    }
+    uint32_t idims[3], ldims[1];
+    if (idx_read_header(images, images_path, 0x00000803u, idims, 3) != 0 ||
+        idx_read_header(labels, labels_path, 0x00000801u, ldims, 1) != 0)
+        goto out;
+    if (idims[0] != ldims[0]) {
+        fprintf(stderr, "hora-mkrecord: %s has %u images but %s has %u labels\n", images_path,
+                idims[0], labels_path, ldims[0]);
+        goto out;
+    }
+    uint64_t image_bytes = (uint64_t)idims[1] * idims[2];
+    if (image_bytes == 0 || image_bytes > (1u << 24)) {
+        fprintf(stderr, "hora-mkrecord: %s: offset 8: implausible image size %ux%u\n",
+                images_path, idims[1], idims[2]);
+        goto out;
+    }
+    image = malloc((size_t)image_bytes);
+    if (!image || mkrecord_open(m, prefix) != 0)
+        goto out;
+    m->total_hint = idims[0];
+    for (uint32_t i = 0; i < idims[0]; i++) {
+        uint8_t label;
+        if (gz_read_exact(images, image, (size_t)image_bytes) != 0) {
+            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at image %u\n",
+                    images_path, 16 + (uint64_t)i * image_bytes, i);
+            goto out;
+        }
+        if (gz_read_exact(labels, &label, 1) != 0) {
+            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at label %u\n",
+                    labels_path, 8 + (uint64_t)i, i);
+            goto out;
+        }
+        tr_record_t rec = {.label = label, .kind = TR_PAYLOAD_KIND_RAW_U8, .height = idims[1],
+                           .width = idims[2], .channels = 1, .payload_bytes = image_bytes,
+                           .payload = image};
+        if (mkrecord_append(m, &rec) != 0)
+            goto out;
+        progress_update(m, i + 1);
+    }
+    rc = 0;
+out:
+    if (mkrecord_close(m) != 0)
+        rc = -1;
+    free(image);
+    if (images)
+        gzclose(images);
+    if (labels)
+        gzclose(labels);
+    if (rc == 0)
+        mkrecord_summary(m, prefix);
+    return rc;
+}
+
+/* ---- JPEG folders ---- */
+
+typedef struct {
+    char *path;
+    int32_t label;
+} input_file_t;
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted names of the entries of dir that are directories (want_dirs) or
+ * regular files. */
+static char **list_dir(const char *dir, int want_dirs, size_t *count_out)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "hora-mkrecord: cannot open directory %s: %s\n", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t count = 0, capacity = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[4096];
+        struct stat st;
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
+            stat(path, &st) != 0)
+            continue;
+        if (want_dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+            continue;
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 256;
+            char **grown = realloc(names, capacity * sizeof(*names));
+            if (!grown)
+                break;
+            names = grown;
+        }
+        names[count] = strdup(e->d_name);
+        if (names[count])
+            count++;
+    }
+    closedir(d);
+    if (count)
+        qsort(names, count, sizeof(*names), cmp_str);
+    *count_out = count;
+    return names ? names : calloc(1, sizeof(*names));
+}
+
+static void free_names(char **names, size_t count)
+{
+    for (size_t i = 0; names && i < count; i++)
+        free(names[i]);
+    free(names);
+}
+
+static int read_file(const char *path, uint8_t **buf_out, size_t *bytes_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || st.st_size <= 0 ||
+        (uint64_t)st.st_size > TR_RECORD_MAX_PAYLOAD_BYTES) {
+        fclose(f);
+        return -1;
+    }
+    uint8_t *buf = malloc((size_t)st.st_size);
+    if (!buf || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        free(buf);
+        fclose(f);
+        return -1;
+    }
+    fclose(f);
+    *buf_out = buf;
+    *bytes_out = (size_t)st.st_size;
+    return 0;
+}
+
+static int convert_files(mkrecord_t *m, input_file_t *files, size_t count, const char *prefix)
+{
+#ifdef HORA_HAVE_TURBOJPEG
+    tjhandle tj = tjInitDecompress();
+    if (!tj || mkrecord_open(m, prefix) != 0) {
+        if (tj)
+            tjDestroy(tj);
+        mkrecord_close(m);
+        return -1;
+    }
+    int rc = 0;
+    m->total_hint = count;
+    for (size_t i = 0; i < count && rc == 0; i++) {
+        uint8_t *buf = NULL;
+        size_t bytes = 0;
+        int width, height, subsamp, colorspace;
+        if (read_file(files[i].path, &buf, &bytes) != 0 ||
+            tjDecompressHeader3(tj, buf, (unsigned long)bytes, &width, &height, &subsamp,
+                                &colorspace) != 0) {
+            fprintf(stderr, "hora-mkrecord: %s: offset 0: not a readable JPEG%s\n", files[i].path,
+                    m->strict ? "" : " (skipped)");
+            m->skipped_count++;
+            if (m->strict)
+                rc = -1;
+        } else {
+            tr_record_t rec = {.label = files[i].label, .kind = TR_PAYLOAD_KIND_JPEG,
+                               .height = (uint32_t)height, .width = (uint32_t)width,
+                               .channels = colorspace == TJCS_GRAY ? 1 : 3,
+                               .payload_bytes = bytes, .payload = buf};
+            rc = mkrecord_append(m, &rec);
+        }
+        free(buf);
+        progress_update(m, i + 1);
+    }
+    tjDestroy(tj);
+    if (mkrecord_close(m) != 0)
+        rc = -1;
+    if (rc == 0)
+        mkrecord_summary(m, prefix);
+    return rc;
+#else
+    (void)m, (void)files, (void)count, (void)prefix;
+    fprintf(stderr, "hora-mkrecord: built without libturbojpeg; JPEG inputs unsupported\n");
+    return -1;
+#endif
+}
+
+static void free_inputs(input_file_t *files, size_t count)
+{
+    for (size_t i = 0; files && i < count; i++)
+        free(files[i].path);
+    free(files);
+}
+
+static char *join_path(const char *a, const char *b, const char *c)
+{
+    char *path = NULL;
+    if ((c ? asprintf(&path, "%s/%s/%s", a, b, c) : asprintf(&path, "%s/%s", a, b)) < 0)
+        return NULL;
+    return path;
+}
+
+static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
+{
+    size_t class_count = 0, count = 0, capacity = 0;
+    char **classes = list_dir(root, 1, &class_count);
+    if (!classes)
+        return -1;
+    input_file_t *files = NULL;
+    int rc = 0;
+    for (size_t c = 0; c < class_count && rc == 0; c++) {
+        char *dir = join_path(root, classes[c], NULL);
+        size_t n = 0;
+        char **names = dir ? list_dir(dir, 0, &n) : NULL;
+        if (!names)
+            rc = -1;
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            if (count == capacity) {
+                capacity = capacity ? 2 * capacity : 1024;
+                input_file_t *grown = realloc(files, capacity * sizeof(*files));
+                if (!grown) {
+                    rc = -1;
+                    break;
+                }
+                files = grown;
+            }
+            files[count].path = join_path(root, classes[c], names[i]);
+            files[count].label = (int32_t)c;
+            if (!files[count].path)
+                rc = -1;
+            else
+                count++;
+        }
+        free_names(names, n);
+        free(dir);
+    }
+    if (rc == 0) {
+        printf("%zu class directories, %zu files\n", class_count, count);
+        for (size_t c = 0; c < class_count && c < 10; c++)
+            printf("  label %zu = %s\n", c, classes[c]);
+        if (class_count > 10)
+            printf("  ...\n");
+        rc = convert_files(m, files, count, prefix);
+    }
+    free_inputs(files, count);
+    free_names(classes, class_count);
+    return rc;
+}
+
+static int convert_val(mkrecord_t *m, const char *root, const char *labels_path,
+                       const char *prefix)
+{
+    FILE *f = fopen(labels_path, "r");
+    if (!f) {
+        fprintf(stderr, "hora-mkrecord: cannot open %s: %s\n", labels_path, strerror(errno));
+        return -1;
+    }
+    input_file_t *files = NULL;
+    size_t count = 0, capacity = 0, line_no = 0;
+    int rc = 0;
+    char line[4096];
+    while (rc == 0 && fgets(line, sizeof(line), f)) {
+        line_no++;
+        char name[2048];
+        long label;
+        if (line[0] == '\n' || line[0] == '#')
+            continue;
+        if (sscanf(line, "%2047s %ld", name, &label) != 2 || label < 0 || label > INT32_MAX) {
+            fprintf(stderr, "hora-mkrecord: %s:%zu: expected \"FILENAME LABEL\"\n", labels_path,
+                    line_no);
+            rc = -1;
+            break;
+        }
+        if (count == capacity) {
+            capacity = capacity ? 2 * capacity : 1024;
+            input_file_t *grown = realloc(files, capacity * sizeof(*files));
+            if (!grown) {
+                rc = -1;
+                break;
+            }
+            files = grown;
+        }
+        files[count].path = join_path(root, name, NULL);
+        files[count].label = (int32_t)label;
+        if (!files[count].path)
+            rc = -1;
+        else
+            count++;
+    }
+    fclose(f);
+    if (rc == 0)
+        rc = convert_files(m, files, count, prefix);
+    free_inputs(files, count);
+    return rc;
+}
+
+/* ---- verify ---- */
+
+static int verify(char **paths, int path_count, int strict)
+{
+    uint64_t good = 0, bad = 0, bad_files = 0;
+    uint64_t *class_counts = NULL;
+    size_t class_capacity = 0;
+    tr_record_t rec = {0};
+    for (int p = 0; p < path_count; p++) {
+        tr_record_reader_t *r;
+        if (tr_record_reader_open(paths[p], &r) != HORA_OK) {
+            fprintf(stderr, "hora-mkrecord: bad shard: %s\n", tr_record_last_error());
+            bad_files++;
+            if (strict)
+                break;
+            continue;
+        }
+        uint64_t n = tr_record_reader_count(r), file_bad = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            if (tr_record_read(r, i, &rec) != HORA_OK) {
+                fprintf(stderr, "hora-mkrecord: bad record: %s\n", tr_record_last_error());
+                file_bad++;
+                if (strict)
+                    break;
+                continue;
+            }
+            if (rec.label >= 0 && (size_t)rec.label >= class_capacity) {
+                size_t capacity = class_capacity ? class_capacity : 256;
+                while (capacity <= (size_t)rec.label)
+                    capacity *= 2;
+                uint64_t *grown = realloc(class_counts, capacity * sizeof(*grown));
+                if (!grown) {
+                    file_bad++;
+                    break;
+                }
+                memset(grown + class_capacity, 0, (capacity - class_capacity) * sizeof(*grown));
+                class_counts = grown;
+                class_capacity = capacity;
+            }
+            if (rec.label >= 0)
+                class_counts[rec.label]++;
+            good++;
+        }
+        printf("%s: %" PRIu64 " records, %" PRIu64 " bad\n", paths[p], n, file_bad);
+        bad += file_bad;
+        tr_record_reader_close(r);
+        if (strict && file_bad)
+            break;
+    }
+    tr_record_free(&rec);
+    printf("verified %" PRIu64 " good records, %" PRIu64 " bad records, %" PRIu64
+           " unreadable shard(s)\n", good, bad, bad_files);
+    if (class_counts)
+        print_class_summary(class_counts, class_capacity);
+    free(class_counts);
+    return bad || bad_files ? 1 : 0;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N] [--strict]\n"
+            "       hora-mkrecord --from folder DIR OUT_PREFIX [--shards N] [--strict]\n"
+            "       hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [--shards N] [--strict]\n"
+            "       hora-mkrecord --verify [--strict] FILE...\n"
+            "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec; input record i goes to shard i mod N.\n"
+            "IDX files may be gzip-compressed. LABELS_FILE lines: FILENAME LABEL (0-based).\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *from = NULL;
+    int do_verify = 0, strict = 0;
+    unsigned long shards = 1;
+    char **pos = calloc((size_t)argc + 1, sizeof(*pos));
+    int pos_count = 0;
+    if (!pos)
+        return 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
+            from = argv[++i];
+        } else if (strcmp(argv[i], "--shards") == 0 && i + 1 < argc) {
+            char *end;
+            shards = strtoul(argv[++i], &end, 10);
+            if (*end || shards == 0 || shards > MKRECORD_MAX_SHARDS) {
+                fprintf(stderr, "hora-mkrecord: --shards wants 1..%u\n", MKRECORD_MAX_SHARDS);
+                free(pos);
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--verify") == 0) {
+            do_verify = 1;
+        } else if (strcmp(argv[i], "--strict") == 0) {
+            strict = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            free(pos);
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-') {
+            fprintf(stderr, "hora-mkrecord: unknown option %s\n", argv[i]);
+            usage(stderr);
+            free(pos);
+            return 2;
+        } else {
+            pos[pos_count++] = argv[i];
+        }
+    }
+    int rc;
+    mkrecord_t m = {.shard_count = (unsigned)shards, .strict = strict};
+    if (do_verify && pos_count > 0) {
+        rc = verify(pos, pos_count, strict);
+    } else if (from && strcmp(from, "idx") == 0 && pos_count == 3) {
+        rc = convert_idx(&m, pos[0], pos[1], pos[2]) == 0 ? 0 : 1;
+    } else if (from && strcmp(from, "folder") == 0 && pos_count == 2) {
+        rc = convert_folder(&m, pos[0], pos[1]) == 0 ? 0 : 1;
+    } else if (from && strcmp(from, "val") == 0 && pos_count == 3) {
+        rc = convert_val(&m, pos[0], pos[1], pos[2]) == 0 ? 0 : 1;
+    } else {
+        usage(stderr);
+        rc = 2;
+    }
+    free(m.class_counts);
+    free(pos);
+    return rc;
+}
