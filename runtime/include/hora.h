@@ -34,6 +34,7 @@ typedef enum {
     HORA_ERR_SHUTDOWN = -11,       /* the runtime shut down before the request finished */
     HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
     HORA_ERR_ALREADY_INITIALIZED = -13,
+    HORA_ERR_CORRUPT = -14,        /* stored data failed a check (CRC, magic, length, truncation) */
 } hora_status_t;
 
 /* Element types. Values are stable (they travel between ranks). */

@@ -22,10 +22,8 @@
 
 #include "hora.h"
 
-/* hora.h has no "corrupt data" code yet; until it does, corruption reports
- * as HORA_ERR_INVALID_ARG (the file is a bad argument) and the message says
- * what was wrong. */
-#define TR_ERR_CORRUPT HORA_ERR_INVALID_ARG
+/* Stored data that fails a check; the message says what and where. */
+#define TR_ERR_CORRUPT HORA_ERR_CORRUPT
 
 #define TR_RECORD_MAGIC "HORAREC1"
 #define TR_RECORD_VERSION 1u
