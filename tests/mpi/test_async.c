@@ -49,6 +49,7 @@
 #include <unistd.h>
 
 #include "hora.h"
+#include "exact.h"
 #include "k_cpu.h"
 
 #ifndef HORA_SOURCE_DIR
@@ -250,35 +251,7 @@ static int64_t input_value(hora_dtype_t dtype, hora_op_t op, int r, size_t i, un
     h ^= h >> 13;
     h *= 0x85EBCA6Bu;
     h ^= h >> 16;
-    int unsigned_type = dtype == HORA_DTYPE_U8;
-    switch (op) {
-    case HORA_OP_PROD: {
-        int64_t v = (int64_t)(h % 3) - 1;
-        return unsigned_type ? 1 + (int64_t)(h % 2) : v == 0 ? 2 : v;
-    }
-    case HORA_OP_MIN:
-    case HORA_OP_MAX: return unsigned_type ? (int64_t)(h % 200) : (int64_t)(h % 101) - 50;
-    default: {
-        int64_t v = unsigned_type ? (int64_t)(h % 11) : (int64_t)(h % 11) - 5;
-        if (dtype == HORA_DTYPE_I64) v += (int64_t)r << 40;
-        if (dtype == HORA_DTYPE_I32) v += (int64_t)r << 20;
-        return v;
-    }
-    }
-}
-
-static void store(void *buf, size_t i, hora_dtype_t dtype, double v)
-{
-    switch (dtype) {
-    case HORA_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
-    case HORA_DTYPE_F16: ((uint16_t *)buf)[i] = k_f32_to_f16((float)v); break;
-    case HORA_DTYPE_BF16: ((uint16_t *)buf)[i] = k_f32_to_bf16((float)v); break;
-    case HORA_DTYPE_F64: ((double *)buf)[i] = v; break;
-    case HORA_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case HORA_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case HORA_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: break;
-    }
+    return exact_value(dtype, op, r, h);
 }
 
 static int is_float(hora_dtype_t dtype)
@@ -402,7 +375,7 @@ static void ar_case_start(struct ar_case *c)
     char what[200];
     c->send = buf_alloc(c->shared, bytes);
     c->recv = c->inplace ? c->send : buf_alloc(c->shared, bytes);
-    for (size_t i = 0; i < c->count; i++) store(c->send, i, c->dtype, ar_input(c, rank, i));
+    for (size_t i = 0; i < c->count; i++) exact_store(c->send, i, c->dtype, ar_input(c, rank, i));
     if (!c->inplace) memset(c->recv, 0xA5, bytes);
     c->req = REQ_SENTINEL;
     hora_status_t st = hora_allreduce_async(c->name, c->send, c->recv, c->count, c->dtype, c->op, &c->opts, &c->req);
@@ -429,11 +402,11 @@ static void ar_case_finish(struct ar_case *c, int poll)
         }
         if (ok) {
             void *want = malloc(bytes ? bytes : 1);
-            for (size_t i = 0; i < c->count; i++) store(want, i, c->dtype, ar_expected(c, i));
+            for (size_t i = 0; i < c->count; i++) exact_store(want, i, c->dtype, ar_expected(c, i));
             compare(what, c->recv, want, c->count, c->dtype);
             if (!c->inplace) {
                 char w2[240];
-                for (size_t i = 0; i < c->count; i++) store(want, i, c->dtype, ar_input(c, rank, i));
+                for (size_t i = 0; i < c->count; i++) exact_store(want, i, c->dtype, ar_input(c, rank, i));
                 snprintf(w2, sizeof(w2), "%s: send buffer unchanged", what);
                 compare(w2, c->send, want, c->count, c->dtype);
             }
@@ -477,7 +450,7 @@ static void ag_case_start(struct ag_case *c)
     size_t n = ag_rank_count(c, rank);
     c->send = buf_alloc(0, n * hora_dtype_size(c->dtype));
     for (size_t i = 0; i < n; i++)
-        store(c->send, i, c->dtype, (double)input_value(c->dtype, HORA_OP_MIN, rank, i, c->salt));
+        exact_store(c->send, i, c->dtype, (double)input_value(c->dtype, HORA_OP_MIN, rank, i, c->salt));
     if (c->ndim == 2) {
         opts.ndim = 2;
         opts.dims[0] = rank + 1;
@@ -517,7 +490,7 @@ static void ag_case_finish(struct ag_case *c)
                 void *want = malloc(expect_total * es + 1);
                 for (int r = 0; r < size; r++)
                     for (size_t i = 0; i < ag_rank_count(c, r); i++)
-                        store(want, at++, c->dtype, (double)input_value(c->dtype, HORA_OP_MIN, r, i, c->salt));
+                        exact_store(want, at++, c->dtype, (double)input_value(c->dtype, HORA_OP_MIN, r, i, c->salt));
                 compare(what, data, want, expect_total, c->dtype);
                 free(want);
             }
@@ -530,7 +503,7 @@ static void ag_case_finish(struct ag_case *c)
 static void bc_fill(struct bc_case *c, void *buf)
 {
     for (size_t i = 0; i < c->count; i++)
-        store(buf, i, c->dtype, (double)input_value(c->dtype, HORA_OP_MAX, c->root, i, c->salt));
+        exact_store(buf, i, c->dtype, (double)input_value(c->dtype, HORA_OP_MAX, c->root, i, c->salt));
 }
 
 static void bc_case_start(struct bc_case *c)
@@ -583,7 +556,7 @@ static void basic_grouped(void)
         size_t bytes = counts[k] * sizeof(float);
         cs[k].send = buf_alloc(cs[k].shared, bytes);
         cs[k].recv = cs[k].inplace ? cs[k].send : buf_alloc(cs[k].shared, bytes);
-        for (size_t i = 0; i < counts[k]; i++) store(cs[k].send, i, HORA_DTYPE_F32, ar_input(&cs[k], rank, i));
+        for (size_t i = 0; i < counts[k]; i++) exact_store(cs[k].send, i, HORA_DTYPE_F32, ar_input(&cs[k], rank, i));
         if (!cs[k].inplace) memset(cs[k].recv, 0xA5, bytes);
         name_ptrs[k] = names[k];
         send[k] = cs[k].send;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "hora.h"
+#include "exact.h"
 #include "k_cpu.h"
 
 static int rank, size, failures, checks;
@@ -42,35 +43,7 @@ static int64_t input_value(hora_dtype_t dtype, hora_op_t op, int r, size_t i)
 {
     uint64_t h = (uint64_t)(i % TEST_PERIOD) * 2654435761u + (uint64_t)r * 40503u;
     h ^= h >> 13;
-    int unsigned_type = dtype == HORA_DTYPE_U8;
-    switch (op) {
-    case HORA_OP_PROD:
-        return unsigned_type ? 1 + (int64_t)(h % 2) : (int64_t)(h % 3) - 1 == 0 ? 2 : (int64_t)(h % 3) - 1;
-    case HORA_OP_MIN:
-    case HORA_OP_MAX:
-        return unsigned_type ? (int64_t)(h % 200) : (int64_t)(h % 101) - 50;
-    default: {
-        int64_t v = unsigned_type ? (int64_t)(h % 11) : (int64_t)(h % 11) - 5;
-        /* High bits catch truncation of wide integers. */
-        if (dtype == HORA_DTYPE_I64) v += (int64_t)r << 40;
-        if (dtype == HORA_DTYPE_I32) v += (int64_t)r << 20;
-        return v;
-    }
-    }
-}
-
-static void store(void *buf, size_t i, hora_dtype_t dtype, double v)
-{
-    switch (dtype) {
-    case HORA_DTYPE_F32: ((float *)buf)[i] = (float)v; break;
-    case HORA_DTYPE_F16: ((uint16_t *)buf)[i] = k_f32_to_f16((float)v); break;
-    case HORA_DTYPE_BF16: ((uint16_t *)buf)[i] = k_f32_to_bf16((float)v); break;
-    case HORA_DTYPE_F64: ((double *)buf)[i] = v; break;
-    case HORA_DTYPE_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case HORA_DTYPE_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
-    case HORA_DTYPE_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: break;
-    }
+    return exact_value(dtype, op, r, h);
 }
 
 static void store_int(void *buf, size_t i, hora_dtype_t dtype, int64_t v)
@@ -78,7 +51,7 @@ static void store_int(void *buf, size_t i, hora_dtype_t dtype, int64_t v)
     if (dtype == HORA_DTYPE_I64)
         ((int64_t *)buf)[i] = v;
     else
-        store(buf, i, dtype, (double)v);
+        exact_store(buf, i, dtype, (double)v);
 }
 
 /* Inputs repeat with a prime period (in the global index), so large buffers
@@ -123,8 +96,8 @@ static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_
     switch (dtype) {
     case HORA_DTYPE_F32:
     case HORA_DTYPE_F16:
-    case HORA_DTYPE_BF16: store(out, j, dtype, (double)((float)acc / (float)size)); break;
-    case HORA_DTYPE_F64: store(out, j, dtype, (double)acc / (double)size); break;
+    case HORA_DTYPE_BF16: exact_store(out, j, dtype, (double)((float)acc / (float)size)); break;
+    case HORA_DTYPE_F64: exact_store(out, j, dtype, (double)acc / (double)size); break;
     default: store_int(out, j, dtype, acc / size); break; /* C truncation */
     }
 }
