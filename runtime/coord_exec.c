@@ -63,10 +63,8 @@ static int coord_merge(struct coord_response *dst, struct coord_response *src)
     dst->cacheable = dst->cacheable && src->cacheable;
     free(src->names);
     free(src->metas);
-    free(src->negotiate_args);
     src->names = NULL;
     src->metas = NULL;
-    src->negotiate_args = NULL;
     src->ntensors = 0;
     return 0;
 }

@@ -28,7 +28,6 @@ struct coord_response {
     int32_t last_joined;   /* JOIN */
     uint32_t cacheable;    /* insert into the response cache after success */
     int32_t cache_id;      /* >= 0: built from the cache (touch it) */
-    char *negotiate_args;  /* rank 0 timeline: each rank's ready tick (JSON) */
 };
 
 struct coord_responses {

@@ -104,7 +104,6 @@ static void coord_response_free(struct coord_response *r)
     free(r->metas);
     free(r->rank_counts);
     free(r->error);
-    free(r->negotiate_args);
 }
 
 void coord_responses_clear(struct coord_responses *list)
@@ -331,7 +330,6 @@ static hora_status_t coord_respond(struct coord *c, struct coord_entry *e, struc
             used += (size_t)snprintf(args + used, sizeof(args) - used, "%s%" PRId64, q ? "," : "",
                                      e->present[q] ? e->ready_us[q] - origin : -1);
         snprintf(args + used, sizeof(args) - used, "]}");
-        r->negotiate_args = strdup(args);
         timeline_begin(c->tl, e->name, "NEGOTIATE", e->first_us - origin, NULL);
         timeline_end(c->tl, e->name, "NEGOTIATE", -1, args);
     }
