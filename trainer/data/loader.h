@@ -1,0 +1,98 @@
+/*
+ * loader.h - the training data loader: batches for one rank from a dataset
+ * directory, decoded and augmented by a pool of threads ahead of the trainer.
+ *
+ * A dataset directory holds either
+ *   - IDX files (MNIST / Fashion-MNIST, optionally .gz):
+ *     train-images-idx3-ubyte, train-labels-idx1-ubyte,
+ *     t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte; or
+ *   - record shards written by hora-mkrecord: train-NNNNN-of-NNNNN.hrec and
+ *     val-NNNNN-of-NNNNN.hrec (raw pixels or JPEG payloads).
+ *
+ * Order: each epoch, every rank computes the same permutation of the split
+ * from (seed, epoch); rank r takes its own shard of it; batch i of an epoch
+ * is the same after a restart from (seed, epoch, i). The validation split is
+ * not shuffled; ranks take disjoint parts that together cover it once.
+ *
+ * Bad data (CRC mismatch, truncated shard, undecodable JPEG) is counted,
+ * reported once with file and offset, and replaced by the next good sample;
+ * with strict set it is an error instead (HORA_ERR_CORRUPT from
+ * tr_loader_next).
+ */
+#ifndef TR_LOADER_H
+#define TR_LOADER_H
+
+#include <stdint.h>
+
+#include "hora.h"
+#include "tensor.h"
+
+typedef struct tr_loader tr_loader_t;
+
+typedef enum {
+    TR_SPLIT_TRAIN = 0,
+    TR_SPLIT_VAL = 1,
+} tr_split_t;
+
+typedef struct {
+    const char *path;   /* dataset directory */
+    tr_split_t split;
+    int rank, world;    /* this rank's shard of the data */
+    int batch;          /* samples per batch on this rank */
+    uint64_t seed;      /* shuffle and augmentation seed, the same on all ranks */
+    int threads;        /* decoder threads; 0 = 1 */
+    int prefetch;       /* batches decoded ahead; 0 = 2 x threads */
+    int height, width;  /* output size; 0 = the stored size (raw), 224 (JPEG) */
+    int drop_last;      /* 1: drop a last partial batch (train); 0: deliver it */
+    int strict;         /* 1: bad data is an error, not skipped */
+    tr_layout_t layout; /* TR_LAYOUT_NCHW or TR_LAYOUT_NHWC */
+    tr_dtype_t dtype;   /* TR_DTYPE_F32 or TR_DTYPE_F16 */
+    /* Augmentation (train split; ignored for val). */
+    int pad_crop;       /* small images: pad by this many zero pixels, random crop back */
+    int flip;           /* random horizontal flip, p = 0.5 */
+    int random_resized_crop; /* JPEG: area 0.08-1, aspect 3/4-4/3, 10 tries */
+    float jitter;       /* brightness/contrast/saturation strength (0 = off) */
+    float hue;          /* hue jitter (0 = off) */
+    float lighting;     /* PCA lighting alpha std (0 = off; 0.1 in AlexNet) */
+    float val_resize_ratio; /* val JPEG: resize shorter side to size / ratio (0.875) then centre crop */
+    /* Normalisation: (pixel / 255 - mean[c]) / std[c]; std 0 = leave at pixel / 255. */
+    float mean[3], std[3];
+} tr_loader_config_t;
+
+/* One batch, owned by the loader until tr_loader_release. */
+typedef struct {
+    void *data;         /* (batch, C, H, W) in the configured layout and dtype */
+    int32_t *labels;    /* batch entries; -1 past count */
+    int count;          /* valid samples, <= batch (fewer only in a last partial batch) */
+    uint64_t epoch;
+    uint64_t step;      /* index of this batch in the epoch */
+} tr_batch_t;
+
+typedef struct {
+    uint64_t samples;        /* in the split, all ranks */
+    uint64_t steps_per_epoch;/* batches this rank delivers per epoch */
+    int classes;             /* 1 + the largest label seen in the index/labels */
+    int channels, height, width; /* of the delivered batches */
+} tr_loader_info_t;
+
+/* Open the split and start the threads (idle until tr_loader_start_epoch).
+ * HORA_ERR_INVALID_ARG names the bad field; HORA_ERR_SYSTEM / HORA_ERR_CORRUPT
+ * when the directory cannot be read or holds no such split. */
+hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loader_out);
+void tr_loader_close(tr_loader_t *loader);
+void tr_loader_info(const tr_loader_t *loader, tr_loader_info_t *info);
+
+/* Begin (or resume) an epoch at batch first_step; drops any batches queued. */
+hora_status_t tr_loader_start_epoch(tr_loader_t *loader, uint64_t epoch, uint64_t first_step);
+
+/* Next batch of the epoch, blocking until decoded. *batch_out = NULL (and
+ * HORA_OK) after the epoch's last batch. */
+hora_status_t tr_loader_next(tr_loader_t *loader, tr_batch_t **batch_out);
+void tr_loader_release(tr_loader_t *loader, tr_batch_t *batch);
+
+/* Bad samples skipped so far. */
+uint64_t tr_loader_bad_count(const tr_loader_t *loader);
+/* Message of the last error on the calling thread. */
+const char *tr_loader_last_error(void);
+
+#endif
