@@ -1,0 +1,148 @@
+#!/usr/bin/python3
+"""torch_train.py - PyTorch training-throughput peer for hora-bench-train.
+
+Synthetic inputs, Nesterov SGD, N processes x T threads (DDP over gloo when N > 1,
+a plain model when N = 1); prints the images per second of all ranks together.
+
+    /usr/bin/python3 bench/peers/torch_train.py --model resnet20 --image 1x28x28 --batch 64 --nproc 2 --threads 1 --steps 20
+    /usr/bin/python3 bench/peers/torch_train.py --model resnet50 --image 3x224x224 --batch 16 --nproc 1 --threads 2 --steps 3
+
+--batch is per rank. The first --warmup steps (oneDNN primitive creation, DDP's
+bucket rebuild) are not timed; the timed steps lie between two barriers.
+"""
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import resnet  # noqa: E402
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", choices=("resnet20", "resnet50"), default="resnet20")
+    ap.add_argument("--image", default=None, help="CxHxW (default 1x28x28 for resnet20, 3x224x224 for resnet50)")
+    ap.add_argument("--classes", type=int, default=None, help="default 10 for resnet20, 1000 for resnet50")
+    ap.add_argument("--batch", type=int, default=64, help="samples per rank per step")
+    ap.add_argument("--nproc", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="compute threads per process")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps before them")
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--wd", type=float, default=1e-4)
+    ap.add_argument("--own-resnet50", action="store_true",
+                    help="use bench/peers/resnet.py's ResNet-50 even when torchvision is installed")
+    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--port", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.image is None:
+        args.image = "1x28x28" if args.model == "resnet20" else "3x224x224"
+    if args.classes is None:
+        args.classes = 10 if args.model == "resnet20" else 1000
+    try:
+        args.shape = tuple(int(v) for v in args.image.lower().split("x"))
+        assert len(args.shape) == 3 and min(args.shape) > 0
+    except (ValueError, AssertionError):
+        ap.error(f"--image {args.image}: expected CxHxW, e.g. 3x224x224")
+    if min(args.batch, args.nproc, args.threads, args.steps) < 1 or args.warmup < 0:
+        ap.error("--batch, --nproc, --threads and --steps must be at least 1, --warmup at least 0")
+    return args
+
+
+def build(args):
+    c = args.shape[0]
+    if args.model == "resnet20":
+        m = resnet.resnet20(in_channels=c, classes=args.classes)
+        resnet.init_kaiming(m, zero_init_last_bn=True)
+        return m, "bench/peers/resnet.py"
+    if not args.own_resnet50:
+        try:
+            import torchvision
+            m = torchvision.models.resnet50(num_classes=args.classes)
+            if c != 3:
+                m.conv1 = torch.nn.Conv2d(c, 64, 7, 2, 3, bias=False)
+            return m, f"torchvision {torchvision.__version__}"
+        except ImportError:
+            pass
+    m = resnet.resnet50(in_channels=c, classes=args.classes)
+    resnet.init_kaiming(m, zero_init_last_bn=True)
+    return m, "bench/peers/resnet.py"
+
+
+def worker(rank, args, port, result_queue):
+    torch.set_num_threads(args.threads)
+    distributed = args.nproc > 1
+    if distributed:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
+    torch.manual_seed(1234 + rank)
+    model, source = build(args)
+    net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum, nesterov=True,
+                          weight_decay=args.wd)
+    x = torch.randn(args.batch, *args.shape)
+    y = torch.randint(0, args.classes, (args.batch,))
+    net.train()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step()
+    if distributed:
+        dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    if distributed:
+        dist.barrier()
+    dt = time.perf_counter() - t0
+    if rank == 0:
+        img_per_s = args.nproc * args.batch * args.steps / dt
+        print(f"torch {torch.__version__} {args.model} ({source}) {args.image} batch {args.batch}/rank "
+              f"np={args.nproc} threads={args.threads}: {args.steps} steps in {dt:.3f} s")
+        print(f"img/s: {img_per_s:.2f}", flush=True)
+        result_queue.put({"peer": "torch_train", "torch": torch.__version__, "model": args.model,
+                          "model_source": source, "image": args.image, "classes": args.classes,
+                          "batch_per_rank": args.batch, "nproc": args.nproc, "threads": args.threads,
+                          "steps": args.steps, "warmup": args.warmup, "seconds": dt,
+                          "step_s": dt / args.steps, "img_per_s": img_per_s})
+    if distributed:
+        dist.destroy_process_group()
+
+
+def main():
+    args = parse_args()
+    ctx = mp.get_context("spawn")
+    q = ctx.SimpleQueue()
+    if args.nproc > 1:
+        port = args.port
+        if not port:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+        mp.spawn(worker, args=(args, port, q), nprocs=args.nproc, join=True)
+    else:
+        worker(0, args, 0, q)
+    summary = q.get()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
