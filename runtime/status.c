@@ -30,6 +30,7 @@ const char *hora_status_string(hora_status_t status)
     case HORA_ERR_TIMEOUT: return "HORA_ERR_TIMEOUT";
     case HORA_ERR_ALREADY_INITIALIZED: return "HORA_ERR_ALREADY_INITIALIZED";
     case HORA_ERR_CORRUPT: return "HORA_ERR_CORRUPT";
+    case HORA_ERR_INTERNAL: return "HORA_ERR_INTERNAL";
     }
     return "HORA_ERR_UNKNOWN";
 }

@@ -35,6 +35,7 @@ typedef enum {
     HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
     HORA_ERR_ALREADY_INITIALIZED = -13,
     HORA_ERR_CORRUPT = -14,        /* stored data failed a check (CRC, magic, length, truncation) */
+    HORA_ERR_INTERNAL = -15,       /* a library below hora (oneDNN, cuDNN, ...) failed; the log says which call */
 } hora_status_t;
 
 /* Element types. Values are stable (they travel between ranks). */
