@@ -3,18 +3,26 @@
  *
  *   hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N]
  *       MNIST / Fashion-MNIST IDX files (gzip-compressed or not).
- *   hora-mkrecord --from folder DIR OUT_PREFIX [--shards N]
+ *   hora-mkrecord --from folder DIR OUT_PREFIX [JPEG options]
  *       ImageFolder (ImageNet train layout): DIR/<class>/<image>.JPEG; class
  *       labels are the class directories in sorted order, 0-based.
- *   hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [--shards N]
+ *   hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [JPEG options]
  *       Flat directory + a text file of "FILENAME LABEL" lines (LABEL 0-based).
  *   hora-mkrecord --verify [--strict] FILE...
  *       Reread every record, check every CRC; exit 1 on any bad record.
+ *   JPEG options: --shards N, --strict, --resize-shorter N, --quality Q,
+ *       --workers N.
  *
  * Shards are OUT_PREFIX-00000-of-0000N.hrec; record i of the input (in input
  * order) goes to shard i mod N (round-robin), so every shard sees every class.
- * JPEGs are stored as-is (payload kind JPEG; shape from the JPEG header).
- * Bad input files are reported and skipped (fatal with --strict).
+ * The loader looks for DIR/train-*.hrec and DIR/val-*.hrec, so OUT_PREFIX is
+ * DIR/train or DIR/val. OUT_PREFIX.classes lists "LABEL COUNT [NAME]".
+ * JPEGs are stored as-is (payload kind JPEG; shape from the JPEG header), or
+ * with --resize-shorter N shrunk so the shorter side is N and re-encoded.
+ * Workers convert files in parallel; records are still written in input
+ * order, so the output does not depend on --workers. Bad input files are
+ * reported and skipped (fatal with --strict). A progress bar goes to stderr
+ * on a terminal, a summary of classes and counts to stdout.
  *
  * Build: part of the meson project (tools/); needs zlib and libturbojpeg.
  */
@@ -27,11 +35,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <pthread.h>
 #include <zlib.h>
-#ifdef HORA_HAVE_TURBOJPEG
-#include <turbojpeg.h>
-#endif
 
+#include "error.h"
+#include "jpeg.h"
 #include "record.h"
 
 #define MKRECORD_MAX_SHARDS 100000u
@@ -44,6 +52,11 @@ typedef struct {
     uint64_t *class_counts; /* (class_capacity) records per label */
     size_t class_capacity;
     int strict;
+    int resize_shorter;  /* JPEG: shrink so the shorter side is this (0 = store as-is) */
+    int quality;         /* JPEG quality of re-encoded images */
+    int workers;         /* JPEG conversion threads */
+    char **class_names;  /* folder: the class directories, by label (class_name_count) */
+    size_t class_name_count;
     uint64_t total_hint; /* for the progress bar; 0 = unknown */
     unsigned progress_shown;
 } mkrecord_t;
@@ -113,7 +126,31 @@ static int mkrecord_append(mkrecord_t *m, const tr_record_t *rec)
     return 0;
 }
 
-static int mkrecord_close(mkrecord_t *m)
+/* PREFIX.classes: "LABEL COUNT [NAME]" per label present, so the loader
+ * knows the class count without reading every record header. */
+static int write_classes_file(const mkrecord_t *m, const char *prefix)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s.classes", prefix) >= (int)sizeof(path))
+        return -1;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "hora-mkrecord: cannot create %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# label records [name] - written by hora-mkrecord\n");
+    for (size_t c = 0; c < m->class_capacity; c++) {
+        if (m->class_counts[c] == 0)
+            continue;
+        fprintf(f, "%zu %" PRIu64, c, m->class_counts[c]);
+        if (c < m->class_name_count)
+            fprintf(f, " %s", m->class_names[c]);
+        fputc('\n', f);
+    }
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+static int mkrecord_close(mkrecord_t *m, const char *prefix)
 {
     int rc = 0;
     for (unsigned s = 0; m->writers && s < m->shard_count; s++) {
@@ -122,6 +159,8 @@ static int mkrecord_close(mkrecord_t *m)
             rc = -1;
         }
     }
+    if (m->writers && rc == 0 && m->written_count > 0 && write_classes_file(m, prefix) != 0)
+        rc = -1;
     free(m->writers);
     m->writers = NULL;
     return rc;
@@ -238,7 +277,7 @@ static int convert_idx(mkrecord_t *m, const char *images_path, const char *label
     }
     rc = 0;
 out:
-    if (mkrecord_close(m) != 0)
+    if (mkrecord_close(m, prefix) != 0)
         rc = -1;
     free(image);
     if (images)
@@ -332,51 +371,189 @@ static int read_file(const char *path, uint8_t **buf_out, size_t *bytes_out)
     return 0;
 }
 
+/* ---- JPEG inputs, converted by a pool of workers ----
+ *
+ * Workers take input files in order (next_claim) and leave each result in
+ * a window of `window` slots; the main thread writes results strictly in
+ * input order, so the shards are the same for any --workers. A worker may
+ * run at most `window` files ahead of the writer, which bounds memory. */
+
+typedef struct {
+    int done;
+    int bad;           /* unreadable / not a JPEG: skipped (fatal with --strict) */
+    char message[600];
+    uint8_t *bytes;    /* the record payload (malloc'd) */
+    size_t size;
+    int width, height, channels;
+} convert_result_t;
+
+typedef struct {
+    mkrecord_t *m;
+    const input_file_t *files;
+    size_t count;
+    size_t next_claim;
+    size_t written;     /* results taken by the writer */
+    size_t window;
+    convert_result_t *results; /* (window), file i in slot i % window */
+    int stop;           /* the writer failed: workers quit */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+} convert_pool_t;
+
+/* Read, check (header; with --resize-shorter decode, shrink and re-encode)
+ * one file into r. */
+static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
+                        convert_result_t *r)
+{
+    uint8_t *buf = NULL;
+    size_t bytes = 0;
+    memset(r, 0, sizeof(*r));
+    if (read_file(path, &buf, &bytes) != 0) {
+        snprintf(r->message, sizeof(r->message), "%s: cannot read: %s", path, strerror(errno));
+        r->bad = 1;
+        return;
+    }
+    int width, height, channels;
+    if (tr_jpeg_header(jpeg, buf, bytes, &width, &height, &channels) != HORA_OK) {
+        snprintf(r->message, sizeof(r->message), "%s: offset 0: not a readable JPEG: %s", path,
+                 tr_data_last_error());
+        r->bad = 1;
+        free(buf);
+        return;
+    }
+    r->width = width;
+    r->height = height;
+    r->channels = channels;
+    if (m->resize_shorter > 0) {
+        uint8_t *resized = NULL;
+        size_t resized_bytes = 0;
+        if (tr_jpeg_resize_shorter(jpeg, buf, bytes, m->resize_shorter, m->quality, &resized,
+                                   &resized_bytes, &r->width, &r->height) != HORA_OK) {
+            snprintf(r->message, sizeof(r->message), "%s: cannot resize: %s", path,
+                     tr_data_last_error());
+            r->bad = 1;
+            free(buf);
+            return;
+        }
+        if (resized) {
+            free(buf);
+            buf = resized;
+            bytes = resized_bytes;
+            r->channels = 3;
+        }
+    }
+    r->bytes = buf;
+    r->size = bytes;
+}
+
+static void *convert_worker(void *arg)
+{
+    convert_pool_t *pool = arg;
+    tr_jpeg_t *jpeg = NULL;
+    if (tr_jpeg_init(0, pool->m->strict, &jpeg) != HORA_OK) {
+        fprintf(stderr, "hora-mkrecord: %s\n", tr_data_last_error());
+        pthread_mutex_lock(&pool->lock);
+        pool->stop = 1;
+        pthread_cond_broadcast(&pool->cond);
+        pthread_mutex_unlock(&pool->lock);
+        return NULL;
+    }
+    pthread_mutex_lock(&pool->lock);
+    for (;;) {
+        while (!pool->stop && pool->next_claim < pool->count &&
+               pool->next_claim >= pool->written + pool->window)
+            pthread_cond_wait(&pool->cond, &pool->lock);
+        if (pool->stop || pool->next_claim >= pool->count)
+            break;
+        size_t i = pool->next_claim++;
+        pthread_mutex_unlock(&pool->lock);
+        convert_result_t r;
+        convert_one(pool->m, jpeg, pool->files[i].path, &r);
+        pthread_mutex_lock(&pool->lock);
+        r.done = 1;
+        pool->results[i % pool->window] = r;
+        pthread_cond_broadcast(&pool->cond);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    tr_jpeg_free(jpeg);
+    return NULL;
+}
+
+/* Write file i's result (main thread, in input order). */
+static int convert_write(mkrecord_t *m, const input_file_t *file, convert_result_t *r)
+{
+    if (r->bad) {
+        fprintf(stderr, "hora-mkrecord: %s%s\n", r->message, m->strict ? "" : " (skipped)");
+        m->skipped_count++;
+        return m->strict ? -1 : 0;
+    }
+    tr_record_t rec = {.label = file->label, .kind = TR_PAYLOAD_KIND_JPEG,
+                       .height = (uint32_t)r->height, .width = (uint32_t)r->width,
+                       .channels = (uint32_t)r->channels, .payload_bytes = r->size,
+                       .payload = r->bytes};
+    return mkrecord_append(m, &rec);
+}
+
 static int convert_files(mkrecord_t *m, input_file_t *files, size_t count, const char *prefix)
 {
-#ifdef HORA_HAVE_TURBOJPEG
-    tjhandle tj = tjInitDecompress();
-    if (!tj || mkrecord_open(m, prefix) != 0) {
-        if (tj)
-            tjDestroy(tj);
-        mkrecord_close(m);
+    if (!tr_jpeg_available()) {
+        fprintf(stderr, "hora-mkrecord: built without libturbojpeg; JPEG inputs unsupported\n");
         return -1;
     }
-    int rc = 0;
+    if (mkrecord_open(m, prefix) != 0) {
+        mkrecord_close(m, prefix);
+        return -1;
+    }
+    convert_pool_t pool = {.m = m, .files = files, .count = count,
+                           .window = 4 * (size_t)m->workers};
+    pool.results = calloc(pool.window, sizeof(*pool.results));
+    pthread_t *threads = calloc((size_t)m->workers, sizeof(*threads));
+    int started = 0, rc = 0;
+    if (!pool.results || !threads) {
+        rc = -1;
+        goto out;
+    }
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.cond, NULL);
+    for (; started < m->workers; started++)
+        if (pthread_create(&threads[started], NULL, convert_worker, &pool) != 0)
+            break;
+    if (started == 0)
+        rc = -1;
     m->total_hint = count;
     for (size_t i = 0; i < count && rc == 0; i++) {
-        uint8_t *buf = NULL;
-        size_t bytes = 0;
-        int width, height, subsamp, colorspace;
-        if (read_file(files[i].path, &buf, &bytes) != 0 ||
-            tjDecompressHeader3(tj, buf, (unsigned long)bytes, &width, &height, &subsamp,
-                                &colorspace) != 0) {
-            fprintf(stderr, "hora-mkrecord: %s: offset 0: not a readable JPEG%s\n", files[i].path,
-                    m->strict ? "" : " (skipped)");
-            m->skipped_count++;
-            if (m->strict)
-                rc = -1;
-        } else {
-            tr_record_t rec = {.label = files[i].label, .kind = TR_PAYLOAD_KIND_JPEG,
-                               .height = (uint32_t)height, .width = (uint32_t)width,
-                               .channels = colorspace == TJCS_GRAY ? 1 : 3,
-                               .payload_bytes = bytes, .payload = buf};
-            rc = mkrecord_append(m, &rec);
-        }
-        free(buf);
+        pthread_mutex_lock(&pool.lock);
+        convert_result_t *slot = &pool.results[i % pool.window];
+        while (!slot->done && !pool.stop)
+            pthread_cond_wait(&pool.cond, &pool.lock);
+        convert_result_t r = *slot;
+        int stopped = !slot->done;
+        memset(slot, 0, sizeof(*slot));
+        pool.written = i + 1;
+        pthread_cond_broadcast(&pool.cond);
+        pthread_mutex_unlock(&pool.lock);
+        rc = stopped ? -1 : convert_write(m, &files[i], &r);
+        free(r.bytes);
         progress_update(m, i + 1);
     }
-    tjDestroy(tj);
-    if (mkrecord_close(m) != 0)
+    pthread_mutex_lock(&pool.lock);
+    pool.stop = 1;
+    pthread_cond_broadcast(&pool.cond);
+    pthread_mutex_unlock(&pool.lock);
+    for (int t = 0; t < started; t++)
+        pthread_join(threads[t], NULL);
+    for (size_t k = 0; k < pool.window; k++)
+        free(pool.results[k].bytes);
+    pthread_cond_destroy(&pool.cond);
+    pthread_mutex_destroy(&pool.lock);
+out:
+    free(threads);
+    free(pool.results);
+    if (mkrecord_close(m, prefix) != 0)
         rc = -1;
     if (rc == 0)
         mkrecord_summary(m, prefix);
     return rc;
-#else
-    (void)m, (void)files, (void)count, (void)prefix;
-    fprintf(stderr, "hora-mkrecord: built without libturbojpeg; JPEG inputs unsupported\n");
-    return -1;
-#endif
 }
 
 static void free_inputs(input_file_t *files, size_t count)
@@ -434,7 +611,11 @@ static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
             printf("  label %zu = %s\n", c, classes[c]);
         if (class_count > 10)
             printf("  ...\n");
+        m->class_names = classes;
+        m->class_name_count = class_count;
         rc = convert_files(m, files, count, prefix);
+        m->class_names = NULL;
+        m->class_name_count = 0;
     }
     free_inputs(files, count);
     free_names(classes, class_count);
@@ -549,19 +730,25 @@ static int verify(char **paths, int path_count, int strict)
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N] [--strict]\n"
-            "       hora-mkrecord --from folder DIR OUT_PREFIX [--shards N] [--strict]\n"
-            "       hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [--shards N] [--strict]\n"
+            "usage: hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N]\n"
+            "       hora-mkrecord --from folder DIR OUT_PREFIX [JPEG options]\n"
+            "       hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [JPEG options]\n"
             "       hora-mkrecord --verify [--strict] FILE...\n"
-            "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec; input record i goes to shard i mod N.\n"
-            "IDX files may be gzip-compressed. LABELS_FILE lines: FILENAME LABEL (0-based).\n");
+            "JPEG options: [--shards N] [--strict] [--resize-shorter N [--quality Q]]\n"
+            "              [--workers N]\n"
+            "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec (input record i goes to shard i mod N) and\n"
+            "OUT_PREFIX.classes. The loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX\n"
+            "DIR/train or DIR/val. IDX files may be gzip-compressed. LABELS_FILE lines:\n"
+            "FILENAME LABEL (0-based). --resize-shorter shrinks larger JPEGs so the shorter\n"
+            "side is N (re-encoded at --quality, default 90); --workers defaults to the CPUs.\n");
 }
 
 int main(int argc, char **argv)
 {
     const char *from = NULL;
     int do_verify = 0, strict = 0;
-    unsigned long shards = 1;
+    unsigned long shards = 1, resize_shorter = 0, quality = 90;
+    long workers = 0;
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int pos_count = 0;
     if (!pos)
@@ -574,6 +761,25 @@ int main(int argc, char **argv)
             shards = strtoul(argv[++i], &end, 10);
             if (*end || shards == 0 || shards > MKRECORD_MAX_SHARDS) {
                 fprintf(stderr, "hora-mkrecord: --shards wants 1..%u\n", MKRECORD_MAX_SHARDS);
+                free(pos);
+                return 2;
+            }
+        } else if ((strcmp(argv[i], "--resize-shorter") == 0 ||
+                    strcmp(argv[i], "--quality") == 0 || strcmp(argv[i], "--workers") == 0) &&
+                   i + 1 < argc) {
+            const char *name = argv[i];
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            int ok = *end == '\0';
+            if (strcmp(name, "--resize-shorter") == 0)
+                ok &= v >= 1 && v <= 65535, resize_shorter = v;
+            else if (strcmp(name, "--quality") == 0)
+                ok &= v >= 1 && v <= 100, quality = v;
+            else
+                ok &= v >= 1 && v <= 256, workers = (long)v;
+            if (!ok) {
+                fprintf(stderr, "hora-mkrecord: bad value %s for %s (--resize-shorter 1..65535, "
+                        "--quality 1..100, --workers 1..256)\n", argv[i], name);
                 free(pos);
                 return 2;
             }
@@ -595,7 +801,13 @@ int main(int argc, char **argv)
         }
     }
     int rc;
-    mkrecord_t m = {.shard_count = (unsigned)shards, .strict = strict};
+    if (workers == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        workers = cpus < 1 ? 1 : cpus > 256 ? 256 : cpus;
+    }
+    mkrecord_t m = {.shard_count = (unsigned)shards, .strict = strict,
+                    .resize_shorter = (int)resize_shorter, .quality = (int)quality,
+                    .workers = (int)workers};
     if (do_verify && pos_count > 0) {
         rc = verify(pos, pos_count, strict);
     } else if (from && strcmp(from, "idx") == 0 && pos_count == 3) {

@@ -9,15 +9,25 @@
  *   - record shards written by hora-mkrecord: train-NNNNN-of-NNNNN.hrec and
  *     val-NNNNN-of-NNNNN.hrec (raw pixels or JPEG payloads).
  *
- * Order: each epoch, every rank computes the same permutation of the split
- * from (seed, epoch); rank r takes its own shard of it; batch i of an epoch
- * is the same after a restart from (seed, epoch, i). The validation split is
- * not shuffled; ranks take disjoint parts that together cover it once.
+ * Order: each epoch, every rank computes the same permutation perm of the
+ * split from (seed, epoch); rank r's p-th sample is perm[r + world * p], for
+ * p < samples / world on every rank (so all ranks have the same number of
+ * steps; up to world - 1 samples, different ones each epoch, sit out). Batch i
+ * of an epoch is the same after a restart from (seed, epoch, i), for any
+ * thread count: augmentation randomness is keyed by (seed, epoch, sample).
+ * The validation split is not shuffled; ranks take contiguous disjoint parts
+ * that together cover it once. steps_per_epoch is the same on every rank
+ * there too (ceil(ceil(samples / world) / batch)), so a rank whose part is
+ * one shorter may end on a batch with count 0.
  *
  * Bad data (CRC mismatch, truncated shard, undecodable JPEG) is counted,
  * reported once with file and offset, and replaced by the next good sample;
  * with strict set it is an error instead (HORA_ERR_CORRUPT from
- * tr_loader_next).
+ * tr_loader_next). A shard that fails its checks at open is left out whole
+ * (counted once); a missing shard file is an error at open.
+ *
+ * Threads: one caller thread uses a loader (open, start_epoch, next,
+ * release, close); the decoder threads are internal.
  */
 #ifndef TR_LOADER_H
 #define TR_LOADER_H
@@ -54,7 +64,7 @@ typedef struct {
     float jitter;       /* brightness/contrast/saturation strength (0 = off) */
     float hue;          /* hue jitter (0 = off) */
     float lighting;     /* PCA lighting alpha std (0 = off; 0.1 in AlexNet) */
-    float val_resize_ratio; /* val JPEG: resize shorter side to size / ratio (0.875) then centre crop */
+    float val_resize_ratio; /* val JPEG: shorter side to size / ratio, centre crop; 0 = 0.875 */
     /* Normalisation: (pixel / 255 - mean[c]) / std[c]; std 0 = leave at pixel / 255. */
     float mean[3], std[3];
 } tr_loader_config_t;
@@ -82,17 +92,23 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
 void tr_loader_close(tr_loader_t *loader);
 void tr_loader_info(const tr_loader_t *loader, tr_loader_info_t *info);
 
-/* Begin (or resume) an epoch at batch first_step; drops any batches queued. */
+/* Begin (or resume) an epoch at batch first_step (<= steps_per_epoch);
+ * drops any batches queued. Batches the caller still holds stay valid until
+ * released. HORA_ERR_INVALID_ARG for first_step past the end. */
 hora_status_t tr_loader_start_epoch(tr_loader_t *loader, uint64_t epoch, uint64_t first_step);
 
 /* Next batch of the epoch, blocking until decoded. *batch_out = NULL (and
- * HORA_OK) after the epoch's last batch. */
+ * HORA_OK) after the epoch's last batch. HORA_ERR_CORRUPT (strict, bad data)
+ * and other failures repeat on every call until the next start_epoch;
+ * HORA_ERR_INVALID_ARG before start_epoch or when the caller holds every
+ * prefetch buffer (waiting would never end). */
 hora_status_t tr_loader_next(tr_loader_t *loader, tr_batch_t **batch_out);
 void tr_loader_release(tr_loader_t *loader, tr_batch_t *batch);
 
-/* Bad samples skipped so far. */
+/* Bad samples met so far (each time met, plus shards left out at open). */
 uint64_t tr_loader_bad_count(const tr_loader_t *loader);
-/* Message of the last error on the calling thread. */
+/* Message of the last error on the calling thread ("FILE: offset N: what"
+ * for bad data). */
 const char *tr_loader_last_error(void);
 
 #endif

@@ -387,7 +387,9 @@ uint64_t tr_record_reader_offset(const tr_record_reader_t *r, uint64_t index)
     return index <= r->count ? r->offsets[index] : r->index_offset;
 }
 
-hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t *rec)
+/* The header checks tr_record_read does first; also used alone to list
+ * labels and shapes without reading payloads. */
+hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_record_t *rec)
 {
     if (!r || !rec)
         return record_fail(HORA_ERR_INVALID_ARG, r ? r->path : NULL, 0, "NULL argument");
@@ -421,6 +423,21 @@ hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t 
         return record_fail(TR_ERR_CORRUPT, r->path, offset + 16,
                            "record %" PRIu64 ": raw %ux%ux%u is not %" PRIu64 " bytes", index,
                            height, width, channels, payload_bytes);
+    rec->label = (int32_t)get_u32(h + 8);
+    rec->kind = (tr_payload_kind_t)kind;
+    rec->height = height;
+    rec->width = width;
+    rec->channels = channels;
+    rec->payload_bytes = payload_bytes;
+    return HORA_OK;
+}
+
+hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t *rec)
+{
+    hora_status_t status = tr_record_read_header(r, index, rec);
+    if (status != HORA_OK)
+        return status;
+    uint64_t offset = r->offsets[index], payload_bytes = rec->payload_bytes;
     /* Only now, with the length proven, may the buffer grow. */
     if (rec->payload_capacity_bytes < payload_bytes) {
         uint8_t *buf = realloc(rec->payload, (size_t)payload_bytes);
@@ -429,24 +446,18 @@ hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t 
         rec->payload = buf;
         rec->payload_capacity_bytes = (size_t)payload_bytes;
     }
-    status = reader_pread(r, rec->payload, (size_t)payload_bytes, offset + sizeof(h),
-                          "a record payload");
+    status = reader_pread(r, rec->payload, (size_t)payload_bytes,
+                          offset + TR_RECORD_HEADER_BYTES, "a record payload");
     if (status != HORA_OK)
         return status;
     uint8_t stored[4];
-    uint64_t trailer_offset = offset + sizeof(h) + payload_bytes;
+    uint64_t trailer_offset = offset + TR_RECORD_HEADER_BYTES + payload_bytes;
     status = reader_pread(r, stored, 4, trailer_offset, "a payload CRC");
     if (status != HORA_OK)
         return status;
     if (get_u32(stored) != tr_crc32c(0, rec->payload, (size_t)payload_bytes))
-        return record_fail(TR_ERR_CORRUPT, r->path, offset + sizeof(h),
+        return record_fail(TR_ERR_CORRUPT, r->path, offset + TR_RECORD_HEADER_BYTES,
                            "record %" PRIu64 " payload CRC mismatch", index);
-    rec->label = (int32_t)get_u32(h + 8);
-    rec->kind = (tr_payload_kind_t)kind;
-    rec->height = height;
-    rec->width = width;
-    rec->channels = channels;
-    rec->payload_bytes = payload_bytes;
     return HORA_OK;
 }
 

@@ -81,6 +81,11 @@ const char *tr_record_reader_path(const tr_record_reader_t *reader);
  * payload CRC. Thread-safe for distinct rec (pread). On error rec's fields
  * other than its buffer are unspecified. */
 hora_status_t tr_record_read(tr_record_reader_t *reader, uint64_t index, tr_record_t *rec);
+/* Only the record header: its CRC and lengths checked as tr_record_read does,
+ * label/kind/shape/payload_bytes filled, the buffer untouched (one small
+ * pread: for listing labels without reading payloads). */
+hora_status_t tr_record_read_header(tr_record_reader_t *reader, uint64_t index,
+                                    tr_record_t *rec);
 /* Release the buffer tr_record_read grew. */
 void tr_record_free(tr_record_t *rec);
 
