@@ -37,6 +37,10 @@ typedef struct tr_layer tr_layer_t;
 typedef struct {
     int threads; /* compute threads; 0 = online cores / ranks on this node */
     int verbose; /* 1: print the implementation each primitive got */
+    /* cpu: channel block of the activation layout. 0 = the CPU's best
+     * (16 with AVX-512, 8 with AVX2, where C divides); 1, 8 or 16 force
+     * plain NCHW or that block (tests run every layout). */
+    int channel_block;
 } tr_backend_config_t;
 
 /* Square kernels; output size (in + 2 pad - kernel) / stride + 1. No bias. */

@@ -1,7 +1,8 @@
 /*
  * k_cpu.h - hora's CPU kernels: element-wise reductions, division (AVG),
- * scaling and dtype casts, vectorised with AVX-512 / AVX2 / F16C where the
- * CPU has them (chosen at run time) and a scalar path that is the reference.
+ * scaling, dtype casts and the trainer's SGD step, vectorised with AVX-512 /
+ * AVX2 / F16C where the CPU has them (chosen at run time) and a scalar path
+ * that is the reference.
  *
  * Layer rule: kernels/ includes nothing from runtime/ or trainer/.
  * Build: kernels/meson.build -> static library hora_kernels.
@@ -69,6 +70,20 @@ void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double f
 /* Convert count elements between any two dtypes (floats round to nearest even,
  * float -> integer rounds to nearest and saturates, NaN -> 0). */
 void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
+
+/*
+ * One SGD step on count f32 parameters, torch.optim.SGD with dampening 0:
+ *   g = grad[i] + weight_decay * param[i]      (only when weight_decay != 0)
+ *   m = momentum * momentum_buf[i] + g;  momentum_buf[i] = m
+ *   param[i] = param[i] - lr * (nesterov ? g + momentum * m : m)
+ * With momentum == 0 the step is g and momentum_buf is neither read nor
+ * written (it may be NULL). A zeroed buffer makes the first step m = g, as
+ * PyTorch's first step does. Every operation rounds once in f32 (no FMA),
+ * so all ISA paths give the same bits. No alignment needed; the three
+ * arrays must not overlap.
+ */
+void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t count, float lr, float momentum,
+                float weight_decay, int nesterov);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
 uint16_t k_f32_to_f16(float x);

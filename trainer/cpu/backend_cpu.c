@@ -1,0 +1,524 @@
+/*
+ * backend_cpu.c - the "cpu" compute backend (struct tr_backend_ops on
+ * oneDNN 2.x): the ops table, the backend handle (one engine, one stream,
+ * one shared scratchpad, the thread count), host buffers, activation
+ * tensors in oneDNN's blocked layouts and their import/export, the
+ * element-wise ops, the loss and the optimizer step. The layers live in
+ * cpu_conv.c, cpu_bn.c, cpu_pool.c and cpu_linear.c; cpu_dnnl.c holds the
+ * oneDNN plumbing they share.
+ *
+ * Threads: oneDNN here runs on OpenMP, so the thread count is OpenMP's
+ * (omp_set_num_threads at init, on the calling thread: call the ops from
+ * the thread that made the backend). Our own loops use the same count.
+ *
+ * Build: trainer/cpu/meson.build (static library trainer_backend_lib, needs
+ * libdnnl, OpenMP and kernels/ for k_sgd_step).
+ */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend_cpu.h"
+#include "cpu_internal.h"
+#include "k_cpu.h"
+
+/* ---- backend ------------------------------------------------------------- */
+
+/* threads = 0: the online cores shared among the ranks on this node (Open
+ * MPI tells each rank how many there are). */
+static int cpu_default_threads(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long ranks = 1;
+    const char *local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (local_size != NULL) {
+        char *end;
+        long v = strtol(local_size, &end, 10);
+        if (end != local_size && *end == '\0' && v > 0)
+            ranks = v;
+    }
+    long threads = cores > 0 ? cores / ranks : 1;
+    return threads > 0 ? (int)threads : 1;
+}
+
+static const char *cpu_isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_sse41: return "sse41";
+    default: return "other";
+    }
+}
+
+/* The widest channel block oneDNN's direct kernels use on this CPU: 16
+ * floats (one zmm) with AVX-512, 8 (one ymm) with AVX2; older CPUs get
+ * plain NCHW. */
+static int cpu_best_block(void)
+{
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    if ((isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core)
+        return 16;
+    if ((isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2)
+        return 8;
+    return 1;
+}
+
+static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **backend_out)
+{
+    if (config == NULL || backend_out == NULL)
+        return cpu_invalid("init: NULL argument");
+    if (config->threads < 0)
+        return cpu_invalid("init: threads %d (0 = automatic)", config->threads);
+    if (config->channel_block != 0 && config->channel_block != 1 && config->channel_block != 8 &&
+        config->channel_block != 16)
+        return cpu_invalid("init: channel_block %d (0 = automatic, 1, 8 or 16)", config->channel_block);
+
+    cpu_backend_t *backend = cpu_alloc(sizeof(*backend), "the cpu backend");
+    if (backend == NULL)
+        return HORA_ERR_NO_MEMORY;
+    backend->base.ops = &tr_backend_cpu_ops;
+    backend->threads = config->threads > 0 ? config->threads : cpu_default_threads();
+    backend->verbose = config->verbose;
+    backend->channel_block = config->channel_block > 0 ? config->channel_block : cpu_best_block();
+    /* Before any primitive exists: oneDNN sizes its kernels' work split by
+     * the thread count it sees when a primitive is made. */
+    omp_set_num_threads(backend->threads);
+
+    hora_status_t status = cpu_dnnl(dnnl_engine_create(&backend->engine, dnnl_cpu, 0), "engine");
+    if (status != HORA_OK)
+        goto err_free_backend;
+    status = cpu_dnnl(dnnl_stream_create(&backend->stream, backend->engine, dnnl_stream_default_flags),
+                      "stream");
+    if (status != HORA_OK)
+        goto err_destroy_engine;
+    /* User scratchpad: the primitives share backend->scratch instead of each
+     * keeping (or allocating per call) its own. */
+    status = cpu_dnnl(dnnl_primitive_attr_create(&backend->attr), "primitive attributes");
+    if (status != HORA_OK)
+        goto err_destroy_stream;
+    status = cpu_dnnl(dnnl_primitive_attr_set_scratchpad_mode(backend->attr, dnnl_scratchpad_mode_user),
+                      "scratchpad mode");
+    if (status != HORA_OK)
+        goto err_destroy_attr;
+
+    if (backend->verbose) {
+        const dnnl_version_t *v = dnnl_version();
+        fprintf(stderr, "hora-train: cpu: oneDNN %d.%d.%d, isa %s, %d threads, activations %s\n", v->major,
+                v->minor, v->patch, cpu_isa_name(dnnl_get_effective_cpu_isa()), backend->threads,
+                backend->channel_block == 1 ? "nchw" : backend->channel_block == 8 ? "nChw8c" : "nChw16c");
+    }
+    *backend_out = &backend->base;
+    return HORA_OK;
+
+err_destroy_attr:
+    dnnl_primitive_attr_destroy(backend->attr);
+err_destroy_stream:
+    dnnl_stream_destroy(backend->stream);
+err_destroy_engine:
+    dnnl_engine_destroy(backend->engine);
+err_free_backend:
+    free(backend);
+    return status;
+}
+
+static void cpu_free(tr_backend_t *backend_base)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL)
+        return;
+    dnnl_primitive_attr_destroy(backend->attr);
+    dnnl_stream_destroy(backend->stream);
+    dnnl_engine_destroy(backend->engine);
+    free(backend->scratch);
+    free(backend);
+}
+
+static hora_status_t cpu_synchronize(tr_backend_t *backend_base)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL)
+        return cpu_invalid("synchronize: NULL backend");
+    /* Every op already waited for its primitive; this is for symmetry. */
+    return cpu_dnnl(dnnl_stream_wait(backend->stream), "stream wait");
+}
+
+static hora_status_t cpu_buffer_alloc(tr_backend_t *backend, size_t bytes, void **ptr_out)
+{
+    if (backend == NULL || ptr_out == NULL)
+        return cpu_invalid("buffer_alloc: NULL argument");
+    /* Zeroed: momentum buffers and gradient arenas start at 0. */
+    void *p = cpu_alloc(bytes, "a backend buffer");
+    if (p == NULL)
+        return HORA_ERR_NO_MEMORY;
+    *ptr_out = p;
+    return HORA_OK;
+}
+
+static void cpu_buffer_free(tr_backend_t *backend, void *ptr)
+{
+    (void)backend;
+    free(ptr);
+}
+
+static void cpu_layer_free(tr_layer_t *layer)
+{
+    if (layer != NULL)
+        layer->free(layer);
+}
+
+/* ---- activation tensors -------------------------------------------------- */
+
+static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, int h, int w, tr_tensor_t *t)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || t == NULL)
+        return cpu_invalid("tensor_alloc: NULL argument");
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
+        return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
+    tr_layout_t layout = cpu_layout_for(backend, c);
+    dnnl_memory_desc_t md;
+    CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout));
+    size_t bytes = dnnl_memory_desc_get_size(&md);
+    void *data = cpu_alloc(bytes, "an activation tensor");
+    if (data == NULL)
+        return HORA_ERR_NO_MEMORY;
+    *t = (tr_tensor_t){.n = n, .c = c, .h = h, .w = w, .dtype = TR_DTYPE_F32, .layout = layout,
+                       .data = data, .bytes = bytes};
+    return HORA_OK;
+}
+
+static void cpu_tensor_free(tr_backend_t *backend, tr_tensor_t *t)
+{
+    (void)backend;
+    if (t == NULL)
+        return;
+    free(t->data);
+    t->data = NULL;
+    t->bytes = 0;
+}
+
+/* Channel block of a tensor this backend allocated; 0 for a layout it
+ * never gives out. */
+static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
+{
+    if (t->layout != cpu_layout_for(backend, t->c))
+        return 0;
+    switch (t->layout) {
+    case TR_LAYOUT_NCHW: return 1;
+    case TR_LAYOUT_NCHW8C: return 8;
+    case TR_LAYOUT_NCHW16C: return 16;
+    default: return 0;
+    }
+}
+
+static hora_status_t cpu_tensor_check_own(const cpu_backend_t *backend, const tr_tensor_t *t, const char *what,
+                                          int *block)
+{
+    if (t == NULL || t->data == NULL)
+        return cpu_invalid("%s: tensor not allocated", what);
+    *block = cpu_tensor_block(backend, t);
+    if (t->dtype != TR_DTYPE_F32 || *block == 0 || t->bytes != tr_tensor_count(t) * sizeof(float))
+        return cpu_invalid("%s: not an f32 tensor from this backend's tensor_alloc", what);
+    return HORA_OK;
+}
+
+/* nChw<B>c: element (n, c, h, w) at ((n * C/B + c/B) * H*W + h*W + w) * B
+ * + c%B. C is a multiple of B (cpu_layout_for), so there is no padding. */
+static void cpu_nchw_to_blocked(const float *src, float *dst, const tr_tensor_t *t, int block)
+{
+    size_t hw = (size_t)t->h * (size_t)t->w;
+    int blocks = t->c / block;
+    for (int n = 0; n < t->n; n++)
+        for (int cb = 0; cb < blocks; cb++) {
+            const float *s = src + ((size_t)n * t->c + (size_t)cb * block) * hw;
+            float *d = dst + ((size_t)n * blocks + cb) * hw * block;
+            for (size_t i = 0; i < hw; i++)
+                for (int k = 0; k < block; k++)
+                    d[i * block + k] = s[(size_t)k * hw + i];
+        }
+}
+
+static void cpu_blocked_to_nchw(const float *src, float *dst, const tr_tensor_t *t, int block)
+{
+    size_t hw = (size_t)t->h * (size_t)t->w;
+    int blocks = t->c / block;
+    for (int n = 0; n < t->n; n++)
+        for (int cb = 0; cb < blocks; cb++) {
+            const float *s = src + ((size_t)n * blocks + cb) * hw * block;
+            float *d = dst + ((size_t)n * t->c + (size_t)cb * block) * hw;
+            for (int k = 0; k < block; k++)
+                for (size_t i = 0; i < hw; i++)
+                    d[(size_t)k * hw + i] = s[i * block + k];
+        }
+}
+
+static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const float *nchw, tr_tensor_t *t)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    int block;
+    if (backend == NULL || nchw == NULL)
+        return cpu_invalid("tensor_import: NULL argument");
+    CPU_CHECK(cpu_tensor_check_own(backend, t, "tensor_import", &block));
+    if (block == 1)
+        memcpy(t->data, nchw, t->bytes);
+    else
+        cpu_nchw_to_blocked(nchw, t->data, t, block);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tensor_t *t, float *nchw)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    int block;
+    if (backend == NULL || nchw == NULL)
+        return cpu_invalid("tensor_export: NULL argument");
+    CPU_CHECK(cpu_tensor_check_own(backend, t, "tensor_export", &block));
+    if (block == 1)
+        memcpy(nchw, t->data, t->bytes);
+    else
+        cpu_blocked_to_nchw(t->data, nchw, t, block);
+    return HORA_OK;
+}
+
+/* ---- element-wise ops -----------------------------------------------------
+ *
+ * Both operands of every op share shape and layout, and our layouts have no
+ * padding, so each op is one flat loop over t->bytes. The loops are cloned
+ * for AVX-512 / AVX2 / baseline (picked at load time by the ifunc GCC
+ * makes for target_clones) and split across the backend's threads for
+ * large tensors. ReLU keeps NaN (x < 0 ? 0 : x), like torch.relu.
+ */
+#define CPU_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+
+typedef struct {
+    const float *a, *b;
+    float *y;
+    int relu;
+} cpu_eltwise_args_t;
+
+typedef void (*cpu_chunk_fn)(const cpu_eltwise_args_t *args, size_t begin, size_t end);
+
+CPU_SIMD_CLONES static void cpu_relu_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const float *x = args->a;
+    float *y = args->y;
+#pragma omp simd
+    for (size_t i = begin; i < end; i++)
+        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+/* a = relu's output y, b = dy. */
+CPU_SIMD_CLONES static void cpu_relu_backward_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const float *y = args->a, *dy = args->b;
+    float *dx = args->y;
+#pragma omp simd
+    for (size_t i = begin; i < end; i++)
+        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+CPU_SIMD_CLONES static void cpu_add_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const float *a = args->a, *b = args->b;
+    float *y = args->y;
+    if (args->relu) {
+#pragma omp simd
+        for (size_t i = begin; i < end; i++) {
+            float s = a[i] + b[i];
+            y[i] = s < 0.0f ? 0.0f : s;
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = begin; i < end; i++)
+            y[i] = a[i] + b[i];
+    }
+}
+
+/* Below this many floats a parallel region costs more than it saves. */
+#define CPU_PARALLEL_MIN_COUNT ((size_t)1 << 16)
+
+static void cpu_parallel(const cpu_backend_t *backend, size_t count, cpu_chunk_fn fn,
+                         const cpu_eltwise_args_t *args)
+{
+    if (backend->threads <= 1 || count < CPU_PARALLEL_MIN_COUNT) {
+        fn(args, 0, count);
+        return;
+    }
+#pragma omp parallel num_threads(backend->threads)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        /* Whole cache lines per thread, so no two threads write one line. */
+        size_t per = ((count + nt - 1) / nt + 15) / 16 * 16;
+        size_t begin = t * per < count ? t * per : count;
+        size_t end = begin + per < count ? begin + per : count;
+        if (begin < end)
+            fn(args, begin, end);
+    }
+}
+
+static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tensor_t *ref, const tr_tensor_t *t,
+                                    const char *what)
+{
+    return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, what);
+}
+
+static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || x == NULL)
+        return cpu_invalid("relu_forward: NULL argument");
+    CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
+    CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
+    cpu_eltwise_args_t args = {.a = x->data, .y = y->data};
+    cpu_parallel(backend, tr_tensor_count(x), cpu_relu_chunk, &args);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tensor_t *y, const tr_tensor_t *dy,
+                                       tr_tensor_t *dx)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || y == NULL)
+        return cpu_invalid("relu_backward: NULL argument");
+    CPU_CHECK(cpu_check_same(backend, y, y, "relu_backward y"));
+    CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
+    CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
+    cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data};
+    cpu_parallel(backend, tr_tensor_count(y), cpu_relu_backward_chunk, &args);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a, const tr_tensor_t *b,
+                                     int relu, tr_tensor_t *y)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || a == NULL)
+        return cpu_invalid("add_forward: NULL argument");
+    CPU_CHECK(cpu_check_same(backend, a, a, "add_forward a"));
+    CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
+    CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
+    cpu_eltwise_args_t args = {.a = a->data, .b = b->data, .y = y->data, .relu = relu != 0};
+    cpu_parallel(backend, tr_tensor_count(a), cpu_add_chunk, &args);
+    return HORA_OK;
+}
+
+/* ---- loss ---------------------------------------------------------------- */
+
+/* F.cross_entropy(logits, labels, label_smoothing=s), mean over rows:
+ *   loss_i = (1 - s) * -log p_i[y_i] + s * mean_j(-log p_i[j])
+ *   dloss/dlogits_ij = (p_ij - (1 - s) [j == y_i] - s / k) / n
+ * Sums run in double with the row maximum subtracted (no overflow in exp);
+ * results are rounded to float once. */
+static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const float *logits, const int32_t *labels, int n,
+                                      int k, float label_smoothing, float *loss, float *dlogits)
+{
+    if (backend == NULL || logits == NULL || labels == NULL || loss == NULL || dlogits == NULL)
+        return cpu_invalid("softmax_xent: NULL argument");
+    if (n <= 0 || k <= 0 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
+        return cpu_invalid("softmax_xent: n %d, k %d, label smoothing %g", n, k, (double)label_smoothing);
+    for (int i = 0; i < n; i++)
+        if (labels[i] < 0 || labels[i] >= k)
+            return cpu_invalid("softmax_xent: label %d of row %d is outside [0, %d)", (int)labels[i], i, k);
+
+    double s = label_smoothing, total = 0.0;
+    for (int i = 0; i < n; i++) {
+        const float *z = logits + (size_t)i * k;
+        float *dz = dlogits + (size_t)i * k;
+        double max = z[0];
+        for (int j = 1; j < k; j++)
+            if (z[j] > max)
+                max = z[j];
+        double sum = 0.0, sum_z = 0.0;
+        for (int j = 0; j < k; j++) {
+            sum += exp((double)z[j] - max);
+            sum_z += z[j];
+        }
+        double lse = max + log(sum); /* log sum_j exp(z_j) */
+        double nll = lse - z[labels[i]];
+        double smooth = lse - sum_z / k; /* mean_j(-log p_j) */
+        total += (1.0 - s) * nll + s * smooth;
+        for (int j = 0; j < k; j++) {
+            double target = s / k + (j == labels[i] ? 1.0 - s : 0.0);
+            dz[j] = (float)((exp((double)z[j] - lse) - target) / n);
+        }
+    }
+    *loss = (float)(total / n);
+    return HORA_OK;
+}
+
+/* ---- optimizer ----------------------------------------------------------- */
+
+static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, float *param, const float *grad,
+                                  float *momentum_buf, size_t count, const tr_sgd_args_t *args)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || args == NULL || (count > 0 && (param == NULL || grad == NULL)))
+        return cpu_invalid("sgd_step: NULL argument");
+    if (args->momentum != 0.0f && count > 0 && momentum_buf == NULL)
+        return cpu_invalid("sgd_step: momentum %g without a momentum buffer", (double)args->momentum);
+    if (args->nesterov && !(args->momentum > 0.0f)) /* torch.optim.SGD refuses it too */
+        return cpu_invalid("sgd_step: nesterov needs a momentum > 0");
+
+    /* Element-wise, so any split across threads gives the same bits. */
+    if (backend->threads <= 1 || count < CPU_PARALLEL_MIN_COUNT) {
+        k_sgd_step(param, grad, momentum_buf, count, args->lr, args->momentum, args->weight_decay,
+                   args->nesterov);
+        return HORA_OK;
+    }
+#pragma omp parallel num_threads(backend->threads)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t per = ((count + nt - 1) / nt + 15) / 16 * 16;
+        size_t begin = t * per < count ? t * per : count;
+        size_t end = begin + per < count ? begin + per : count;
+        if (begin < end)
+            k_sgd_step(param + begin, grad + begin, momentum_buf ? momentum_buf + begin : NULL, end - begin,
+                       args->lr, args->momentum, args->weight_decay, args->nesterov);
+    }
+    return HORA_OK;
+}
+
+/* ---- the table ----------------------------------------------------------- */
+
+const struct tr_backend_ops tr_backend_cpu_ops = {
+    .name = "cpu",
+    .init = cpu_init,
+    .free = cpu_free,
+    .synchronize = cpu_synchronize,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .tensor_alloc = cpu_tensor_alloc,
+    .tensor_free = cpu_tensor_free,
+    .tensor_import = cpu_tensor_import,
+    .tensor_export = cpu_tensor_export,
+    .conv_create = cpu_conv_create,
+    .conv_forward = cpu_conv_forward,
+    .conv_backward_data = cpu_conv_backward_data,
+    .conv_backward_weights = cpu_conv_backward_weights,
+    .bn_create = cpu_bn_create,
+    .bn_forward_train = cpu_bn_forward_train,
+    .bn_forward_infer = cpu_bn_forward_infer,
+    .bn_backward = cpu_bn_backward,
+    .pool_create = cpu_pool_create,
+    .pool_forward = cpu_pool_forward,
+    .pool_backward = cpu_pool_backward,
+    .linear_create = cpu_linear_create,
+    .linear_forward = cpu_linear_forward,
+    .linear_backward_data = cpu_linear_backward_data,
+    .linear_backward_weights = cpu_linear_backward_weights,
+    .layer_free = cpu_layer_free,
+    .relu_forward = cpu_relu_forward,
+    .relu_backward = cpu_relu_backward,
+    .add_forward = cpu_add_forward,
+    .softmax_xent = cpu_softmax_xent,
+    .sgd_step = cpu_sgd_step,
+};

@@ -1,0 +1,329 @@
+/*
+ * cpu_conv.c - convolution (no bias) on oneDNN: forward training, backward
+ * data and backward weights, each a primitive made once per layer.
+ *
+ * Activations come in the backend's fixed layout (nChw16c / nChw8c, or
+ * plain NCHW for a 1- or 3-channel input), but the weights are left to
+ * oneDNN (format "any"): its direct kernels want them blocked, e.g.
+ * OIhw16i16o for forward and a transposed blocking for backward data. The
+ * parameters stay plain OIHW in the trainer's arena, so conv_forward
+ * reorders them once per step into w_fwd, backward data reuses that copy
+ * when it wants the same format (else reorders into w_bwd), and backward
+ * weights writes a blocked gradient that is reordered back to OIHW.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+typedef struct {
+    struct tr_layer base;
+    tr_conv_desc_t desc;
+    int h_out, w_out;
+    cpu_prim_t fwd, bwd_data, bwd_weights;
+    /* Weight reorders; pd NULL where the primitive takes plain OIHW. */
+    cpu_prim_t w_to_fwd;    /* OIHW -> forward's format, into w_fwd */
+    cpu_prim_t w_to_bwd;    /* OIHW -> backward data's format, into w_bwd */
+    cpu_prim_t dw_to_plain; /* backward weights' format -> OIHW */
+    cpu_prim_t dx_to_plain; /* backward data's own dx format -> the tensor's (see below) */
+    /* How backward data gets its weights: */
+    enum { CONV_BWD_W_PLAIN, CONV_BWD_W_FWD_COPY, CONV_BWD_W_OWN_COPY } bwd_w_source;
+    float *w_fwd;      /* the last conv_forward's weights, reordered (owned) */
+    int w_fwd_valid;   /* w_fwd holds them (a conv_forward ran) */
+    float *w_bwd;      /* CONV_BWD_W_OWN_COPY: weights in backward data's format */
+    float *dw_blocked; /* the weight gradient before its reorder to OIHW */
+    float *dx_blocked; /* dx before its reorder, when dx_to_plain is used */
+} cpu_conv_t;
+
+static void cpu_conv_free(tr_layer_t *layer)
+{
+    cpu_conv_t *conv = (cpu_conv_t *)layer;
+    cpu_prim_free(&conv->fwd);
+    cpu_prim_free(&conv->bwd_data);
+    cpu_prim_free(&conv->bwd_weights);
+    cpu_prim_free(&conv->w_to_fwd);
+    cpu_prim_free(&conv->w_to_bwd);
+    cpu_prim_free(&conv->dw_to_plain);
+    cpu_prim_free(&conv->dx_to_plain);
+    free(conv->w_fwd);
+    free(conv->w_bwd);
+    free(conv->dw_blocked);
+    free(conv->dx_blocked);
+    free(conv);
+}
+
+/* A reorder between plain OIHW and the format a primitive chose for its
+ * (diff) weights, with the buffer in that format. Leaves both empty when
+ * the primitive chose OIHW itself. */
+static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, float **buffer,
+                                          const dnnl_memory_desc_t *plain_md,
+                                          const dnnl_memory_desc_t *chosen_md, int to_plain,
+                                          const char *what)
+{
+    if (dnnl_memory_desc_equal(plain_md, chosen_md))
+        return HORA_OK;
+    *buffer = cpu_alloc(dnnl_memory_desc_get_size(chosen_md), what);
+    if (*buffer == NULL)
+        return HORA_ERR_NO_MEMORY;
+    if (to_plain)
+        return cpu_prim_init_reorder(backend, reorder, what, chosen_md, plain_md);
+    return cpu_prim_init_reorder(backend, reorder, what, plain_md, chosen_md);
+}
+
+/* A plain-layout input (the 1- or 3-channel image) with a blocked output
+ * is a mix only oneDNN's reference kernel takes for backward data, over a
+ * hundred times slower than the rest (220 ms for ResNet-20's stem). If
+ * that is what we got, let oneDNN pick dx's layout, and reorder dx into the
+ * tensor's layout after each call. (The trainer rarely wants the image's
+ * gradient, but the op must not be a trap.) */
+static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, cpu_conv_t *conv,
+                                                  const dnnl_memory_desc_t *src_md,
+                                                  const dnnl_memory_desc_t *w_any_md,
+                                                  const dnnl_memory_desc_t *dst_md, const dnnl_dims_t strides,
+                                                  const dnnl_dims_t pad)
+{
+    if (strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) != 0)
+        return HORA_OK;
+    dnnl_memory_desc_t src_any_md;
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&src_any_md, 4, src_md->dims, dnnl_f32, dnnl_format_tag_any),
+                       "conv dx descriptor"));
+    dnnl_convolution_desc_t desc;
+    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &src_any_md,
+                                                                w_any_md, dst_md, strides, pad, pad),
+                       "conv backward data descriptor"));
+    cpu_prim_t retry = {0};
+    hora_status_t status = cpu_prim_init(backend, &retry, "conv backward data", &desc, conv->fwd.pd);
+    if (status != HORA_OK || strncmp(cpu_prim_impl(&retry), "ref", 3) == 0) {
+        cpu_prim_free(&retry); /* keep the first one: slow, but it works */
+        return status == HORA_ERR_UNSUPPORTED ? HORA_OK : status;
+    }
+    cpu_prim_free(&conv->bwd_data);
+    conv->bwd_data = retry;
+    const dnnl_memory_desc_t *chosen = cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC);
+    if (dnnl_memory_desc_equal(chosen, src_md))
+        return HORA_OK;
+    return cpu_prim_init_reorder(backend, &conv->dx_to_plain, "conv dx reorder", chosen, src_md);
+}
+
+static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *conv)
+{
+    const tr_conv_desc_t *d = &conv->desc;
+    dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md;
+    CPU_CHECK(cpu_md_4d(&src_md, d->n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
+    CPU_CHECK(cpu_md_4d(&dst_md, d->n, d->c_out, conv->h_out, conv->w_out,
+                        cpu_layout_for(backend, d->c_out)));
+    dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
+                       "conv weights descriptor"));
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_plain_md, 4, w_dims, dnnl_f32, dnnl_oihw),
+                       "conv weights descriptor"));
+    dnnl_dims_t strides = {d->stride, d->stride};
+    dnnl_dims_t pad = {d->pad, d->pad}; /* symmetric, as in PyTorch; output sizes agree */
+
+    /* Direct convolution, not "auto": auto may pick Winograd, whose
+     * rounding differs from PyTorch's direct/GEMM results by more than
+     * float noise. */
+    dnnl_convolution_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
+    CPU_CHECK(cpu_dnnl(dnnl_convolution_forward_desc_init(&fwd_desc, dnnl_forward_training,
+                                                          dnnl_convolution_direct, &src_md, &w_any_md,
+                                                          NULL, &dst_md, strides, pad, pad),
+                       "conv forward descriptor"));
+    CPU_CHECK(cpu_prim_init(backend, &conv->fwd, "conv forward", &fwd_desc, NULL));
+    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_data_desc_init(&bwd_data_desc, dnnl_convolution_direct,
+                                                                &src_md, &w_any_md, &dst_md, strides,
+                                                                pad, pad),
+                       "conv backward data descriptor"));
+    CPU_CHECK(cpu_prim_init(backend, &conv->bwd_data, "conv backward data", &bwd_data_desc,
+                            conv->fwd.pd));
+    CPU_CHECK(conv_fix_plain_backward_data(backend, conv, &src_md, &w_any_md, &dst_md, strides, pad));
+    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_weights_desc_init(
+                           &bwd_weights_desc, dnnl_convolution_direct, &src_md, &w_any_md, NULL,
+                           &dst_md, strides, pad, pad),
+                       "conv backward weights descriptor"));
+    CPU_CHECK(cpu_prim_init(backend, &conv->bwd_weights, "conv backward weights", &bwd_weights_desc,
+                            conv->fwd.pd));
+
+    CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_SRC));
+    CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_WEIGHTS));
+    CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_DST));
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_data, backend->engine, DNNL_ARG_DIFF_DST));
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_data, backend->engine, DNNL_ARG_WEIGHTS));
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_data, backend->engine, DNNL_ARG_DIFF_SRC));
+    if (conv->dx_to_plain.pd != NULL) {
+        conv->dx_blocked = cpu_alloc(dnnl_memory_desc_get_size(cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC)),
+                                     "conv dx before its reorder");
+        if (conv->dx_blocked == NULL)
+            return HORA_ERR_NO_MEMORY;
+    }
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_SRC));
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_DIFF_DST));
+    CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_DIFF_WEIGHTS));
+
+    const dnnl_memory_desc_t *fwd_w_md = cpu_prim_md(&conv->fwd, DNNL_ARG_WEIGHTS);
+    const dnnl_memory_desc_t *bwd_w_md = cpu_prim_md(&conv->bwd_data, DNNL_ARG_WEIGHTS);
+    const dnnl_memory_desc_t *dw_md = cpu_prim_md(&conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS);
+    CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_fwd, &conv->w_fwd, &w_plain_md, fwd_w_md, 0,
+                                   "conv weights reorder (forward)"));
+    if (dnnl_memory_desc_equal(bwd_w_md, &w_plain_md)) {
+        conv->bwd_w_source = CONV_BWD_W_PLAIN;
+    } else if (dnnl_memory_desc_equal(bwd_w_md, fwd_w_md)) {
+        conv->bwd_w_source = CONV_BWD_W_FWD_COPY;
+    } else {
+        conv->bwd_w_source = CONV_BWD_W_OWN_COPY;
+        CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, &conv->w_bwd, &w_plain_md, bwd_w_md, 0,
+                                       "conv weights reorder (backward data)"));
+    }
+    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &conv->dw_blocked, &w_plain_md, dw_md, 1,
+                                   "conv weight gradient reorder"));
+
+    /* The reference kernels are orders of magnitude slower (~1 GFLOP/s):
+     * say so even when not verbose where that costs more than a few ms per
+     * pass. It is usually a channel count that is not a multiple of the
+     * block, mixing layouts the fast kernels do not take; the tiny test
+     * networks do that on purpose, hence the threshold. */
+    double flops = 2.0 * d->n * d->c_out * conv->h_out * conv->w_out * (double)d->c_in * d->kernel * d->kernel;
+    int slow = flops > 5e6 && (strncmp(cpu_prim_impl(&conv->fwd), "ref", 3) == 0 ||
+                               strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) == 0 ||
+                               strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) == 0);
+    if (backend->verbose || slow)
+        fprintf(stderr,
+                "hora-train: cpu: %sconv %dx%dx%dx%d -> %dx%dx%d k%d s%d p%d: forward %s, "
+                "backward data %s, backward weights %s%s\n",
+                slow ? "warning: oneDNN reference kernel (slow) in " : "", d->n, d->c_in, d->h_in, d->w_in,
+                d->c_out, conv->h_out, conv->w_out, d->kernel,
+                d->stride, d->pad, cpu_prim_impl(&conv->fwd), cpu_prim_impl(&conv->bwd_data),
+                cpu_prim_impl(&conv->bwd_weights),
+                conv->bwd_w_source == CONV_BWD_W_OWN_COPY ? " (own backward weight copy)" : "");
+    return HORA_OK;
+}
+
+hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *desc, tr_layer_t **layer_out)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || desc == NULL || layer_out == NULL)
+        return cpu_invalid("conv_create: NULL argument");
+    const tr_conv_desc_t *d = desc;
+    if (d->n <= 0 || d->c_in <= 0 || d->h_in <= 0 || d->w_in <= 0 || d->c_out <= 0 || d->kernel <= 0 ||
+        d->stride <= 0 || d->pad < 0 || d->h_in + 2 * d->pad < d->kernel ||
+        d->w_in + 2 * d->pad < d->kernel)
+        return cpu_invalid("conv_create: bad shape n %d c_in %d %dx%d c_out %d kernel %d stride %d pad %d",
+                           d->n, d->c_in, d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad);
+
+    cpu_conv_t *conv = cpu_alloc(sizeof(*conv), "a conv layer");
+    if (conv == NULL)
+        return HORA_ERR_NO_MEMORY;
+    conv->base.kind = CPU_LAYER_CONV;
+    conv->base.backend = backend;
+    conv->base.free = cpu_conv_free;
+    conv->desc = *desc;
+    conv->h_out = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1;
+    conv->w_out = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
+
+    hora_status_t status = conv_make_primitives(backend, conv);
+    if (status != HORA_OK)
+        goto err_free_conv;
+    *layer_out = &conv->base;
+    return HORA_OK;
+
+err_free_conv:
+    cpu_conv_free(&conv->base);
+    return status;
+}
+
+static cpu_conv_t *conv_of(tr_layer_t *layer)
+{
+    return layer != NULL && layer->kind == CPU_LAYER_CONV ? (cpu_conv_t *)layer : NULL;
+}
+
+/* Run a reorder from `from` into `to` (weights, weight gradients, dx). */
+static hora_status_t conv_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, const void *from, void *to)
+{
+    CPU_CHECK(cpu_prim_set(backend, reorder, DNNL_ARG_FROM, from));
+    CPU_CHECK(cpu_prim_set(backend, reorder, DNNL_ARG_TO, to));
+    return cpu_prim_exec(backend, reorder);
+}
+
+hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w, tr_tensor_t *y)
+{
+    cpu_conv_t *conv = conv_of(layer);
+    if (conv == NULL || w == NULL)
+        return cpu_invalid("conv_forward: not a conv layer, or no weights");
+    cpu_backend_t *backend = conv->base.backend;
+    const tr_conv_desc_t *d = &conv->desc;
+    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, d->h_in, d->w_in, "conv_forward x"));
+    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c_out, conv->h_out, conv->w_out, "conv_forward y"));
+
+    const float *weights = w;
+    if (conv->w_to_fwd.pd != NULL) {
+        conv->w_fwd_valid = 0;
+        CPU_CHECK(conv_reorder(backend, &conv->w_to_fwd, w, conv->w_fwd));
+        conv->w_fwd_valid = 1;
+        weights = conv->w_fwd;
+    }
+    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_SRC, x->data));
+    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_WEIGHTS, weights));
+    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_DST, y->data));
+    return cpu_prim_exec(backend, &conv->fwd);
+}
+
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const float *w,
+                                     tr_tensor_t *dx)
+{
+    cpu_conv_t *conv = conv_of(layer);
+    if (conv == NULL || w == NULL)
+        return cpu_invalid("conv_backward_data: not a conv layer, or no weights");
+    cpu_backend_t *backend = conv->base.backend;
+    const tr_conv_desc_t *d = &conv->desc;
+    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c_out, conv->h_out, conv->w_out,
+                               "conv_backward_data dy"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
+
+    const float *weights = w;
+    switch (conv->bwd_w_source) {
+    case CONV_BWD_W_PLAIN: break;
+    case CONV_BWD_W_FWD_COPY:
+        /* backend.h promises w equals the last forward's weights, so the
+         * forward's reordered copy is reused; without a forward yet, make it. */
+        if (!conv->w_fwd_valid) {
+            CPU_CHECK(conv_reorder(backend, &conv->w_to_fwd, w, conv->w_fwd));
+            conv->w_fwd_valid = 1;
+        }
+        weights = conv->w_fwd;
+        break;
+    case CONV_BWD_W_OWN_COPY:
+        CPU_CHECK(conv_reorder(backend, &conv->w_to_bwd, w, conv->w_bwd));
+        weights = conv->w_bwd;
+        break;
+    }
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_DIFF_DST, dy->data));
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_WEIGHTS, weights));
+    float *out = conv->dx_to_plain.pd != NULL ? conv->dx_blocked : dx->data;
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_DIFF_SRC, out));
+    CPU_CHECK(cpu_prim_exec(backend, &conv->bwd_data));
+    if (conv->dx_to_plain.pd == NULL)
+        return HORA_OK;
+    return conv_reorder(backend, &conv->dx_to_plain, conv->dx_blocked, dx->data);
+}
+
+hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                                        float *dw)
+{
+    cpu_conv_t *conv = conv_of(layer);
+    if (conv == NULL || dw == NULL)
+        return cpu_invalid("conv_backward_weights: not a conv layer, or no gradient buffer");
+    cpu_backend_t *backend = conv->base.backend;
+    const tr_conv_desc_t *d = &conv->desc;
+    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, d->h_in, d->w_in, "conv_backward_weights x"));
+    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c_out, conv->h_out, conv->w_out,
+                               "conv_backward_weights dy"));
+
+    float *out = conv->dw_to_plain.pd != NULL ? conv->dw_blocked : dw;
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_SRC, x->data));
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_DST, dy->data));
+    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, out));
+    CPU_CHECK(cpu_prim_exec(backend, &conv->bwd_weights));
+    if (conv->dw_to_plain.pd == NULL)
+        return HORA_OK;
+    return conv_reorder(backend, &conv->dw_to_plain, conv->dw_blocked, dw);
+}

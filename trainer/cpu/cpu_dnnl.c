@@ -1,0 +1,236 @@
+/*
+ * cpu_dnnl.c - the oneDNN plumbing the cpu backend's layers share: status
+ * translation, memory descriptors for our layouts, and cpu_prim_t (a
+ * primitive made once with memory objects for its arguments, re-pointed at
+ * each call's buffers, run on the backend's stream with the backend's
+ * shared scratchpad).
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <oneapi/dnnl/dnnl_debug.h>
+
+#include "cpu_internal.h"
+
+hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what)
+{
+    if (dnnl_status == dnnl_success)
+        return HORA_OK;
+    fprintf(stderr, "hora-train: cpu: %s: oneDNN says %s\n", what, dnnl_status2str(dnnl_status));
+    switch (dnnl_status) {
+    case dnnl_out_of_memory: return HORA_ERR_NO_MEMORY;
+    case dnnl_unimplemented: return HORA_ERR_UNSUPPORTED;
+    default: return HORA_ERR_INTERNAL;
+    }
+}
+
+hora_status_t cpu_invalid(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("hora-train: cpu: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return HORA_ERR_INVALID_ARG;
+}
+
+void *cpu_alloc(size_t bytes, const char *what)
+{
+    /* aligned_alloc wants a multiple of the alignment; 64 bytes is a cache
+     * line and one AVX-512 vector. */
+    size_t rounded = (bytes + 63) / 64 * 64;
+    if (rounded == 0)
+        rounded = 64;
+    void *p = aligned_alloc(64, rounded);
+    if (p == NULL) {
+        fprintf(stderr, "hora-train: cpu: out of memory allocating %zu bytes for %s\n", bytes, what);
+        return NULL;
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c)
+{
+    /* Blocked layouts only where C fills whole blocks: then no tensor has
+     * padding channels, so element-wise ops may run over t->bytes flat and
+     * an (n, c, 1, 1) tensor is the same bytes as a plain (n, c) matrix. */
+    if (backend->channel_block == 16 && c % 16 == 0)
+        return TR_LAYOUT_NCHW16C;
+    if (backend->channel_block >= 8 && c % 8 == 0)
+        return TR_LAYOUT_NCHW8C;
+    return TR_LAYOUT_NCHW;
+}
+
+hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout)
+{
+    dnnl_format_tag_t tag;
+    switch (layout) {
+    case TR_LAYOUT_NCHW: tag = dnnl_nchw; break;
+    case TR_LAYOUT_NHWC: tag = dnnl_nhwc; break;
+    case TR_LAYOUT_NCHW8C: tag = dnnl_nChw8c; break;
+    case TR_LAYOUT_NCHW16C: tag = dnnl_nChw16c; break;
+    default: return cpu_invalid("unknown layout %d", (int)layout);
+    }
+    dnnl_dims_t dims = {n, c, h, w};
+    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag), "memory descriptor");
+}
+
+hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims)
+{
+    static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
+                                             dnnl_abcd};
+    if (ndims < 1 || ndims > 4)
+        return cpu_invalid("plain descriptor with %d dimensions", ndims);
+    dnnl_dims_t d;
+    for (int i = 0; i < ndims; i++)
+        d[i] = dims[i];
+    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tags[ndims]),
+                    "memory descriptor");
+}
+
+/* Shared tail of both initialisers: the primitive itself and the
+ * scratchpad, which every primitive of the backend shares because they
+ * run one at a time. */
+static hora_status_t cpu_prim_finish(cpu_backend_t *backend, cpu_prim_t *p)
+{
+    hora_status_t status = cpu_dnnl(dnnl_primitive_create(&p->prim, p->pd), p->what);
+    if (status != HORA_OK)
+        return status;
+
+    const dnnl_memory_desc_t *scratch_md = cpu_prim_md(p, DNNL_ARG_SCRATCHPAD);
+    size_t scratch_bytes = scratch_md ? dnnl_memory_desc_get_size(scratch_md) : 0;
+    if (scratch_bytes == 0)
+        return HORA_OK;
+    if (scratch_bytes > backend->scratch_bytes) {
+        void *bigger = cpu_alloc(scratch_bytes, "the oneDNN scratchpad");
+        if (bigger == NULL)
+            return HORA_ERR_NO_MEMORY;
+        free(backend->scratch);
+        backend->scratch = bigger;
+        backend->scratch_bytes = scratch_bytes;
+    }
+    return cpu_prim_add_arg(p, backend->engine, DNNL_ARG_SCRATCHPAD);
+}
+
+hora_status_t cpu_prim_init(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
+                            const_dnnl_op_desc_t op_desc, const_dnnl_primitive_desc_t hint)
+{
+    p->what = what;
+    hora_status_t status = cpu_dnnl(
+        dnnl_primitive_desc_create(&p->pd, op_desc, backend->attr, backend->engine, hint), what);
+    if (status != HORA_OK)
+        return status;
+    return cpu_prim_finish(backend, p);
+}
+
+hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
+                                    const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md)
+{
+    p->what = what;
+    hora_status_t status = cpu_dnnl(dnnl_reorder_primitive_desc_create(&p->pd, src_md, backend->engine,
+                                                                       dst_md, backend->engine,
+                                                                       backend->attr),
+                                    what);
+    if (status != HORA_OK)
+        return status;
+    status = cpu_prim_finish(backend, p);
+    if (status != HORA_OK)
+        return status;
+    status = cpu_prim_add_arg(p, backend->engine, DNNL_ARG_FROM);
+    if (status != HORA_OK)
+        return status;
+    return cpu_prim_add_arg(p, backend->engine, DNNL_ARG_TO);
+}
+
+const dnnl_memory_desc_t *cpu_prim_md(const cpu_prim_t *p, int arg)
+{
+    return dnnl_primitive_desc_query_md(p->pd, dnnl_query_exec_arg_md, arg);
+}
+
+const char *cpu_prim_impl(const cpu_prim_t *p)
+{
+    const char *impl = NULL;
+    if (p->pd == NULL ||
+        dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        impl == NULL)
+        return "?";
+    return impl;
+}
+
+hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
+{
+    if (p->nargs == CPU_PRIM_MAX_ARGS)
+        return cpu_invalid("%s: more than %d arguments", p->what, CPU_PRIM_MAX_ARGS);
+    const dnnl_memory_desc_t *md = cpu_prim_md(p, arg);
+    if (md == NULL)
+        return cpu_dnnl(dnnl_invalid_arguments, p->what);
+    dnnl_memory_t mem;
+    hora_status_t status = cpu_dnnl(dnnl_memory_create(&mem, md, engine, DNNL_MEMORY_NONE), p->what);
+    if (status != HORA_OK)
+        return status;
+    p->args[p->nargs].arg = arg;
+    p->args[p->nargs].memory = mem;
+    p->nargs++;
+    return HORA_OK;
+}
+
+hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr)
+{
+    for (int i = 0; i < p->nargs; i++) {
+        if (p->args[i].arg != arg)
+            continue;
+        /* oneDNN takes void *; inputs are only read. Our descriptors have
+         * no padding except in reordered weights, which are our own
+         * buffers, so the zero-padding this call may do never writes to a
+         * caller's input. */
+        return cpu_dnnl(dnnl_memory_set_data_handle_v2(p->args[i].memory, (void *)ptr, backend->stream),
+                        p->what);
+    }
+    return cpu_invalid("%s: no argument %d", p->what, arg);
+}
+
+hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
+{
+    hora_status_t status;
+    for (int i = 0; i < p->nargs; i++) {
+        if (p->args[i].arg != DNNL_ARG_SCRATCHPAD)
+            continue;
+        /* The scratchpad may have moved since this primitive was made. */
+        status = cpu_prim_set(backend, p, DNNL_ARG_SCRATCHPAD, backend->scratch);
+        if (status != HORA_OK)
+            return status;
+    }
+    status = cpu_dnnl(dnnl_primitive_execute(p->prim, backend->stream, p->nargs, p->args), p->what);
+    if (status != HORA_OK)
+        return status;
+    return cpu_dnnl(dnnl_stream_wait(backend->stream), p->what);
+}
+
+void cpu_prim_free(cpu_prim_t *p)
+{
+    for (int i = 0; i < p->nargs; i++)
+        dnnl_memory_destroy(p->args[i].memory);
+    if (p->prim)
+        dnnl_primitive_destroy(p->prim);
+    if (p->pd)
+        dnnl_primitive_desc_destroy(p->pd);
+    memset(p, 0, sizeof(*p));
+}
+
+hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
+                               int w, const char *what)
+{
+    if (t == NULL || t->data == NULL)
+        return cpu_invalid("%s: tensor not allocated", what);
+    if (t->n != n || t->c != c || t->h != h || t->w != w)
+        return cpu_invalid("%s: tensor is %dx%dx%dx%d, the layer wants %dx%dx%dx%d", what, t->n, t->c,
+                           t->h, t->w, n, c, h, w);
+    if (t->dtype != TR_DTYPE_F32 || t->layout != cpu_layout_for(backend, c))
+        return cpu_invalid("%s: tensor is %s, not an f32 tensor from this backend's tensor_alloc", what,
+                           tr_layout_name(t->layout));
+    return HORA_OK;
+}

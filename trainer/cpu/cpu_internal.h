@@ -1,0 +1,141 @@
+/*
+ * cpu_internal.h - private to trainer/cpu: the cpu backend's handle, the
+ * common head of its layers, and the oneDNN helpers every layer file uses
+ * (cpu_dnnl.c).
+ *
+ * A layer holds one cpu_prim_t per oneDNN primitive it runs. The primitive
+ * and its memory objects are made once, in *_create; an op only points the
+ * memory objects at this call's buffers (cpu_prim_set) and executes
+ * (cpu_prim_exec). All primitives share the backend's scratchpad (user
+ * scratchpad mode): they run one at a time on the backend's one stream.
+ */
+#ifndef TR_CPU_INTERNAL_H
+#define TR_CPU_INTERNAL_H
+
+#include <stddef.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "backend.h"
+
+typedef struct {
+    tr_backend_t base; /* ops; first, so a tr_backend_t * is a cpu_backend_t * */
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    dnnl_primitive_attr_t attr; /* user scratchpad mode, for every primitive */
+    int threads;
+    int verbose;
+    int channel_block; /* 1 (plain NCHW only), 8 or 16: see cpu_layout_for */
+    void *scratch;     /* shared scratchpad, as large as the largest primitive's */
+    size_t scratch_bytes;
+} cpu_backend_t;
+
+typedef enum {
+    CPU_LAYER_CONV = 0,
+    CPU_LAYER_BN = 1,
+    CPU_LAYER_POOL = 2,
+    CPU_LAYER_LINEAR = 3,
+} cpu_layer_kind_t;
+
+/* The head of every cpu layer (cpu_conv_t, cpu_bn_t, ...). */
+struct tr_layer {
+    cpu_layer_kind_t kind;
+    cpu_backend_t *backend;
+    void (*free)(tr_layer_t *layer);
+};
+
+#define CPU_PRIM_MAX_ARGS 12
+
+/* One primitive, its descriptor and a memory object per argument. */
+typedef struct {
+    const char *what; /* "conv forward", for messages */
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t prim;
+    int nargs;
+    dnnl_exec_arg_t args[CPU_PRIM_MAX_ARGS]; /* the scratchpad's memory included */
+} cpu_prim_t;
+
+/* ---- cpu_dnnl.c ---------------------------------------------------------- */
+
+/* HORA_OK for dnnl_success; otherwise log "cpu: <what>: <dnnl status>"
+ * once, here, and translate the status. */
+hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
+/* Propagate a failed status (already logged where it was detected). */
+#define CPU_CHECK(call)                                                                  \
+    do {                                                                                 \
+        hora_status_t cpu_check_status_ = (call);                                        \
+        if (cpu_check_status_ != HORA_OK) return cpu_check_status_;                      \
+    } while (0)
+
+/* Log a bad argument; returns HORA_ERR_INVALID_ARG. */
+hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The layout tensor_alloc gives an (n, c, h, w) tensor on this backend. */
+tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c);
+/* A memory descriptor for an f32 (n, c, h, w) tensor in `layout`. */
+hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout);
+/* Plain f32 descriptors: dims[0..ndims) with the row-major tag. */
+hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims);
+
+/* Make a primitive from an op descriptor (hint: the forward pd of a
+ * backward primitive, else NULL). Grows the shared scratchpad. */
+hora_status_t cpu_prim_init(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
+                            const_dnnl_op_desc_t op_desc, const_dnnl_primitive_desc_t hint);
+/* Same for a reorder from src_md to dst_md. */
+hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
+                                    const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md);
+/* Add a memory object for `arg`, described as the primitive wants it. */
+hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg);
+/* The descriptor the primitive wants for `arg` (a zero md if unused). */
+const dnnl_memory_desc_t *cpu_prim_md(const cpu_prim_t *p, int arg);
+/* The name of the implementation oneDNN picked ("jit:avx512_core"). */
+const char *cpu_prim_impl(const cpu_prim_t *p);
+/* Point `arg` at ptr for the next execution. */
+hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr);
+/* Run it (and wait: callers read the results right after). */
+hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p);
+/* Release everything cpu_prim_init and cpu_prim_add_arg made; a zeroed
+ * cpu_prim_t is fine. */
+void cpu_prim_free(cpu_prim_t *p);
+
+/* 64-byte aligned, zeroed host memory; NULL on failure (logged). */
+void *cpu_alloc(size_t bytes, const char *what);
+
+/* Checks shared by the layer files: t is allocated, f32, has this shape and
+ * the layout this backend gives that shape. */
+hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
+                               int w, const char *what);
+
+/* ---- the layer files ----------------------------------------------------- */
+
+hora_status_t cpu_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
+hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w, tr_tensor_t *y);
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const float *w,
+                                     tr_tensor_t *dx);
+hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                                        float *dw);
+
+hora_status_t cpu_bn_create(tr_backend_t *backend, const tr_bn_desc_t *desc, tr_layer_t **layer_out);
+hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
+                                   const float *beta, float *running_mean, float *running_var,
+                                   tr_tensor_t *y);
+hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
+                                   const float *beta, const float *running_mean,
+                                   const float *running_var, tr_tensor_t *y);
+hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                              const float *gamma, tr_tensor_t *dx, float *dgamma, float *dbeta);
+
+hora_status_t cpu_pool_create(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
+hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
+hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
+
+hora_status_t cpu_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc,
+                                tr_layer_t **layer_out);
+hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w,
+                                 const float *bias, float *y);
+hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const float *dy, const float *w,
+                                       tr_tensor_t *dx);
+hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const float *dy,
+                                          float *dw, float *dbias);
+
+#endif

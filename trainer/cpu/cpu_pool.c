@@ -1,0 +1,172 @@
+/*
+ * cpu_pool.c - pooling on oneDNN: max pooling (nn.MaxPool2d: padding never
+ * wins the max, output (in + 2 pad - kernel) / stride + 1) with its argmax
+ * kept in a workspace for the backward pass, and global average pooling
+ * (nn.AdaptiveAvgPool2d(1)) as an average over one H x W window.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu_internal.h"
+
+typedef struct {
+    struct tr_layer base;
+    tr_pool_desc_t desc;
+    int h_out, w_out;
+    cpu_prim_t fwd, bwd;
+    void *workspace; /* max: the last forward's argmax (owned); NULL for average */
+    int have_argmax; /* max: a forward has filled the workspace */
+} cpu_pool_t;
+
+static void cpu_pool_free(tr_layer_t *layer)
+{
+    cpu_pool_t *pool = (cpu_pool_t *)layer;
+    cpu_prim_free(&pool->fwd);
+    cpu_prim_free(&pool->bwd);
+    free(pool->workspace);
+    free(pool);
+}
+
+static hora_status_t pool_make_primitives(cpu_backend_t *backend, cpu_pool_t *pool)
+{
+    const tr_pool_desc_t *d = &pool->desc;
+    dnnl_memory_desc_t src_md, dst_md;
+    CPU_CHECK(cpu_md_4d(&src_md, d->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&dst_md, d->n, d->c, pool->h_out, pool->w_out, cpu_layout_for(backend, d->c)));
+
+    dnnl_alg_kind_t alg;
+    dnnl_dims_t kernel, strides, pad;
+    if (d->kind == TR_POOL_MAX) {
+        alg = dnnl_pooling_max;
+        kernel[0] = kernel[1] = d->kernel;
+        strides[0] = strides[1] = d->stride;
+        pad[0] = pad[1] = d->pad;
+    } else {
+        /* No padding, so include/exclude padding mean the same. */
+        alg = dnnl_pooling_avg_exclude_padding;
+        kernel[0] = d->h;
+        kernel[1] = d->w;
+        strides[0] = strides[1] = 1;
+        pad[0] = pad[1] = 0;
+    }
+    /* The right/bottom padding that makes oneDNN's output size equal
+     * PyTorch's floor formula (it may be less than the left padding). */
+    dnnl_dims_t pad_r = {(pool->h_out - 1) * strides[0] + kernel[0] - d->h - pad[0],
+                         (pool->w_out - 1) * strides[1] + kernel[1] - d->w - pad[1]};
+
+    dnnl_pooling_desc_t fwd_desc, bwd_desc;
+    CPU_CHECK(cpu_dnnl(dnnl_pooling_forward_desc_init(&fwd_desc, dnnl_forward_training, alg, &src_md,
+                                                      &dst_md, strides, kernel, pad, pad_r),
+                       "pool forward descriptor"));
+    CPU_CHECK(cpu_prim_init(backend, &pool->fwd, "pool forward", &fwd_desc, NULL));
+    CPU_CHECK(cpu_dnnl(dnnl_pooling_backward_desc_init(&bwd_desc, alg, &src_md, &dst_md, strides, kernel,
+                                                       pad, pad_r),
+                       "pool backward descriptor"));
+    CPU_CHECK(cpu_prim_init(backend, &pool->bwd, "pool backward", &bwd_desc, pool->fwd.pd));
+
+    CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_SRC));
+    CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_DST));
+    CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_DIFF_DST));
+    CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_DIFF_SRC));
+    if (d->kind == TR_POOL_MAX) {
+        const dnnl_memory_desc_t *ws_md = cpu_prim_md(&pool->fwd, DNNL_ARG_WORKSPACE);
+        pool->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "max pool workspace");
+        if (pool->workspace == NULL)
+            return HORA_ERR_NO_MEMORY;
+        CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_WORKSPACE));
+        CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_WORKSPACE));
+    }
+
+    if (backend->verbose)
+        fprintf(stderr, "hora-train: cpu: %s pool %dx%dx%dx%d -> %dx%d: forward %s, backward %s\n",
+                d->kind == TR_POOL_MAX ? "max" : "global average", d->n, d->c, d->h, d->w, pool->h_out,
+                pool->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
+    return HORA_OK;
+}
+
+hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *desc, tr_layer_t **layer_out)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || desc == NULL || layer_out == NULL)
+        return cpu_invalid("pool_create: NULL argument");
+    const tr_pool_desc_t *d = desc;
+    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 ||
+        (d->kind != TR_POOL_MAX && d->kind != TR_POOL_GLOBAL_AVERAGE))
+        return cpu_invalid("pool_create: bad kind %d or shape %dx%dx%dx%d", (int)d->kind, d->n, d->c, d->h,
+                           d->w);
+    /* PyTorch's own limits: padding at most half the kernel (so no window
+     * lies wholly in the padding), and the input at least one window. */
+    if (d->kind == TR_POOL_MAX &&
+        (d->kernel <= 0 || d->stride <= 0 || d->pad < 0 || 2 * d->pad > d->kernel ||
+         d->h + 2 * d->pad < d->kernel || d->w + 2 * d->pad < d->kernel))
+        return cpu_invalid("pool_create: bad max pool kernel %d stride %d pad %d for %dx%d", d->kernel,
+                           d->stride, d->pad, d->h, d->w);
+
+    cpu_pool_t *pool = cpu_alloc(sizeof(*pool), "a pool layer");
+    if (pool == NULL)
+        return HORA_ERR_NO_MEMORY;
+    pool->base.kind = CPU_LAYER_POOL;
+    pool->base.backend = backend;
+    pool->base.free = cpu_pool_free;
+    pool->desc = *desc;
+    if (d->kind == TR_POOL_MAX) {
+        pool->h_out = (d->h + 2 * d->pad - d->kernel) / d->stride + 1;
+        pool->w_out = (d->w + 2 * d->pad - d->kernel) / d->stride + 1;
+    } else {
+        pool->h_out = pool->w_out = 1;
+    }
+
+    hora_status_t status = pool_make_primitives(backend, pool);
+    if (status != HORA_OK)
+        goto err_free_pool;
+    *layer_out = &pool->base;
+    return HORA_OK;
+
+err_free_pool:
+    cpu_pool_free(&pool->base);
+    return status;
+}
+
+static cpu_pool_t *pool_of(tr_layer_t *layer)
+{
+    return layer != NULL && layer->kind == CPU_LAYER_POOL ? (cpu_pool_t *)layer : NULL;
+}
+
+hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y)
+{
+    cpu_pool_t *pool = pool_of(layer);
+    if (pool == NULL)
+        return cpu_invalid("pool_forward: not a pool layer");
+    cpu_backend_t *backend = pool->base.backend;
+    const tr_pool_desc_t *d = &pool->desc;
+    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c, d->h, d->w, "pool_forward x"));
+    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c, pool->h_out, pool->w_out, "pool_forward y"));
+
+    CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_SRC, x->data));
+    CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_DST, y->data));
+    if (pool->workspace != NULL)
+        CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_WORKSPACE, pool->workspace));
+    pool->have_argmax = 0;
+    CPU_CHECK(cpu_prim_exec(backend, &pool->fwd));
+    pool->have_argmax = 1;
+    return HORA_OK;
+}
+
+hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx)
+{
+    cpu_pool_t *pool = pool_of(layer);
+    if (pool == NULL)
+        return cpu_invalid("pool_backward: not a pool layer");
+    if (pool->workspace != NULL && !pool->have_argmax)
+        return cpu_invalid("pool_backward: no pool_forward ran before it");
+    cpu_backend_t *backend = pool->base.backend;
+    const tr_pool_desc_t *d = &pool->desc;
+    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c, pool->h_out, pool->w_out, "pool_backward dy"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c, d->h, d->w, "pool_backward dx"));
+
+    CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_DST, dy->data));
+    CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_SRC, dx->data));
+    if (pool->workspace != NULL)
+        CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_WORKSPACE, pool->workspace));
+    return cpu_prim_exec(backend, &pool->bwd);
+}
