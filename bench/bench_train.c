@@ -1,0 +1,169 @@
+/*
+ * bench_train.c - hora-bench-train: training throughput with synthetic data.
+ *
+ *   mpirun -np 2 hora-bench-train --model resnet20 --image 1x28x28 --batch 64 --steps 20 --json F
+ *
+ * Runs the same training step hora-train runs (forward, backward with the
+ * all-reduce of each gradient overlapped, optimizer step), first with
+ * overlap and then with the all-reduce after backward, and reports images/s
+ * over all ranks for each. Warm-up steps are not timed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model.h"
+#include "optim.h"
+#include "train.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void usage(void)
+{
+    printf("usage: mpirun -np N hora-bench-train [--model NAME] [--image CxHxW] [--classes K]\n"
+           "         [--batch B] [--steps N] [--warmup N] [--threads T] [--no-overlap-run] [--json FILE]\n"
+           "Models: %s\n", tr_model_names());
+}
+
+/* Images per second over all ranks for steps timed steps. */
+static int measure(tr_trainer_t *t, const float *x, const int32_t *y, int batch, int warmup, int steps,
+                   double *img_per_s)
+{
+    float loss;
+    for (int i = 0; i < warmup; i++)
+        if (tr_trainer_step(t, x, y, 0.01, &loss) != HORA_OK)
+            return -1;
+    double t0 = now_s();
+    for (int i = 0; i < steps; i++)
+        if (tr_trainer_step(t, x, y, 0.01, &loss) != HORA_OK)
+            return -1;
+    double dt = now_s() - t0;
+    /* The slowest rank decides the step rate of the job. */
+    if (hora_size() > 1 && hora_allreduce(&dt, &dt, 1, HORA_DTYPE_F64, HORA_OP_MAX) != HORA_OK)
+        return -1;
+    *img_per_s = (double)steps * batch * hora_size() / dt;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model_name = "resnet20", *json = NULL;
+    int c = 0, h = 0, w = 0, classes = 10, batch = 64, steps = 20, warmup = 3, threads = 0, no_overlap_run = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage();
+            return 0;
+        } else if (!strcmp(a, "--no-overlap-run")) {
+            no_overlap_run = 0;
+            continue;
+        } else if (!v) {
+            fprintf(stderr, "hora-bench-train: %s needs a value (see --help)\n", a);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--model"))
+            model_name = v;
+        else if (!strcmp(a, "--json"))
+            json = v;
+        else if (!strcmp(a, "--image")) {
+            if (sscanf(v, "%dx%dx%d", &c, &h, &w) != 3 || c < 1 || h < 1 || w < 1) {
+                fprintf(stderr, "hora-bench-train: --image wants CxHxW, got '%s'\n", v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--classes"))
+            classes = atoi(v);
+        else if (!strcmp(a, "--batch"))
+            batch = atoi(v);
+        else if (!strcmp(a, "--steps"))
+            steps = atoi(v);
+        else if (!strcmp(a, "--warmup"))
+            warmup = atoi(v);
+        else if (!strcmp(a, "--threads"))
+            threads = atoi(v);
+        else {
+            fprintf(stderr, "hora-bench-train: unknown option '%s' (see --help)\n", a);
+            return 2;
+        }
+    }
+    if (batch < 1 || steps < 1 || warmup < 0 || classes < 2 || threads < 0) {
+        fprintf(stderr, "hora-bench-train: batch, steps, classes must be positive\n");
+        return 2;
+    }
+    if (hora_init() != HORA_OK) {
+        fprintf(stderr, "hora-bench-train: hora_init: %s\n", hora_last_error());
+        return 1;
+    }
+    int rank = hora_rank(), size = hora_size(), rc = 1;
+    tr_model_spec_t spec;
+    if (tr_model_spec_from_name(model_name, &spec) != HORA_OK)
+        goto out_shutdown;
+    if (c) {
+        spec.in_channels = c;
+        spec.height = h;
+        spec.width = w;
+    }
+    spec.classes = classes;
+    const struct tr_backend_ops *ops = tr_backend_find("cpu");
+    tr_backend_config_t bc = {.threads = threads};
+    tr_backend_t *backend;
+    if (!ops || ops->init(&bc, &backend) != HORA_OK)
+        goto out_shutdown;
+    tr_model_t *model;
+    if (tr_model_init(backend, &spec, batch, size > 1, 1, &model) != HORA_OK)
+        goto out_backend;
+    size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
+    float *x = malloc((size_t)batch * sample * sizeof(float));
+    int32_t *y = malloc((size_t)batch * sizeof(int32_t));
+    for (size_t i = 0; i < (size_t)batch * sample; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    for (int i = 0; i < batch; i++)
+        y[i] = i % classes;
+
+    double ips[2] = {0, 0};
+    int ok = 1;
+    for (int overlap = 1; overlap >= (no_overlap_run ? 0 : 1) && ok; overlap--) {
+        tr_step_config_t sc = {.overlap = overlap,
+                               .optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
+        tr_trainer_t *t;
+        ok = tr_trainer_init(model, &sc, &t) == HORA_OK && tr_trainer_broadcast_state(t) == HORA_OK &&
+             measure(t, x, y, batch, warmup, steps, &ips[overlap]) == 0;
+        tr_trainer_free(t);
+    }
+    if (ok && rank == 0) {
+        size_t np;
+        tr_model_params(model, &np);
+        printf("hora-bench-train: %s %dx%dx%d, %d ranks x batch %d, %d steps (+%d warm-up), %zu parameters\n",
+               model_name, spec.in_channels, spec.height, spec.width, size, batch, steps, warmup, np);
+        printf("  overlap on : %10.1f img/s (all ranks)\n", ips[1]);
+        if (no_overlap_run)
+            printf("  overlap off: %10.1f img/s (all ranks)  gain %.2fx\n", ips[0], ips[1] / ips[0]);
+        if (json) {
+            FILE *f = fopen(json, "w");
+            if (f) {
+                fprintf(f, "{\"model\":\"%s\",\"image\":[%d,%d,%d],\"ranks\":%d,\"batch\":%d,\"steps\":%d,"
+                        "\"img_per_s\":%.2f,\"img_per_s_no_overlap\":%.2f}\n", model_name, spec.in_channels,
+                        spec.height, spec.width, size, batch, steps, ips[1], ips[0]);
+                fclose(f);
+            } else {
+                perror(json);
+                ok = 0;
+            }
+        }
+    }
+    rc = ok ? 0 : 1;
+    free(x);
+    free(y);
+    tr_model_free(model);
+out_backend:
+    backend->ops->free(backend);
+out_shutdown:
+    hora_shutdown();
+    return rc;
+}

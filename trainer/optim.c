@@ -1,0 +1,79 @@
+/*
+ * optim.c - learning-rate schedule and SGD / LARS over a model's arenas.
+ */
+#include "optim.h"
+
+#include <math.h>
+#include <string.h>
+
+double tr_lr_at(const tr_lr_schedule_t *s, uint64_t step)
+{
+    if (step < s->warmup_steps)
+        return s->warmup_lr + (s->peak_lr - s->warmup_lr) * (double)(step + 1) / (double)s->warmup_steps;
+    double span = s->total_steps > s->warmup_steps ? (double)(s->total_steps - s->warmup_steps) : 1.0;
+    double t = (double)(step - s->warmup_steps) / span;
+    if (t > 1.0)
+        t = 1.0;
+    switch (s->decay) {
+    case TR_LR_DECAY_POLY:
+        return s->peak_lr * pow(1.0 - t, s->power);
+    case TR_LR_DECAY_COSINE:
+        return s->peak_lr * 0.5 * (1.0 + cos(M_PI * t));
+    case TR_LR_DECAY_STEP: {
+        double lr = s->peak_lr;
+        for (int i = 0; i < s->milestone_count; i++)
+            if (step >= s->milestones[i])
+                lr *= s->gamma;
+        return lr;
+    }
+    case TR_LR_DECAY_NONE:
+        break;
+    }
+    return s->peak_lr;
+}
+
+int tr_lr_decay_parse(const char *name)
+{
+    static const char *names[] = {"poly", "cosine", "step", "none"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+static double norm2(const float *v, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++)
+        s += (double)v[i] * v[i];
+    return sqrt(s);
+}
+
+hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *c, double lr)
+{
+    tr_backend_t *backend = tr_model_backend(model);
+    float *params = tr_model_params(model, NULL);
+    float *grads = tr_model_grads(model, NULL);
+    float *momentum = tr_model_momentum(model, NULL);
+    for (int i = 0; i < tr_model_param_count(model); i++) {
+        const tr_param_t *p = tr_model_param(model, i);
+        int exempt = p->kind == TR_PARAM_BN_GAMMA || p->kind == TR_PARAM_BN_BETA ||
+                     p->kind == TR_PARAM_LINEAR_BIAS;
+        float *w = params + p->offset;
+        const float *g = grads + p->grad_offset;
+        double wd = (exempt && !c->decay_bn_bias) ? 0.0 : c->weight_decay;
+        double layer_lr = lr;
+        if (c->lars && !exempt) {
+            /* Trust ratio eta ||w|| / (||g|| + wd ||w||); 1 where either is 0. */
+            double wn = norm2(w, p->count), gn = norm2(g, p->count);
+            if (wn > 0 && gn > 0)
+                layer_lr *= c->lars_eta * wn / (gn + wd * wn);
+        }
+        tr_sgd_args_t args = {.lr = (float)layer_lr, .momentum = (float)c->momentum,
+                              .weight_decay = (float)wd, .nesterov = c->nesterov};
+        hora_status_t status = backend->ops->sgd_step(backend, w, g, momentum + p->offset, p->count, &args);
+        if (status != HORA_OK)
+            return status;
+    }
+    return HORA_OK;
+}

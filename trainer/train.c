@@ -1,0 +1,138 @@
+/*
+ * train.c - the data-parallel step (train.h).
+ *
+ * Overlap: tr_model_backward calls grad_ready for each parameter as soon as
+ * its gradient is final; the callback enqueues hora_allreduce_async on the
+ * gradient in place (AVG). The coordinator thread negotiates and fuses them
+ * while backprop continues with earlier layers. Because the grads arena is
+ * laid out in backprop order, a fused response covers neighbouring memory.
+ */
+#include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct tr_trainer {
+    tr_model_t *model;
+    tr_step_config_t config;
+    int distributed;
+    hora_request_t *requests; /* one per parameter */
+    char (*names)[80];
+    hora_status_t first_error;
+};
+
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_trainer_t **out)
+{
+    tr_trainer_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        return HORA_ERR_NO_MEMORY;
+    int n = tr_model_param_count(model);
+    t->model = model;
+    t->config = *config;
+    t->distributed = hora_initialized() && hora_size() > 1;
+    t->requests = calloc((size_t)n, sizeof(*t->requests));
+    t->names = calloc((size_t)n, sizeof(*t->names));
+    if (!t->requests || !t->names) {
+        tr_trainer_free(t);
+        return HORA_ERR_NO_MEMORY;
+    }
+    for (int i = 0; i < n; i++)
+        snprintf(t->names[i], sizeof(t->names[i]), "grad.%s", tr_model_param(model, i)->name);
+    *out = t;
+    return HORA_OK;
+}
+
+void tr_trainer_free(tr_trainer_t *t)
+{
+    if (!t)
+        return;
+    if (t->requests) {
+        for (int i = 0; i < tr_model_param_count(t->model); i++)
+            if (t->requests[i])
+                hora_request_free(t->requests[i]);
+        free(t->requests);
+    }
+    free(t->names);
+    free(t);
+}
+
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t)
+{
+    if (!t->distributed)
+        return HORA_OK;
+    size_t count;
+    float *p = tr_model_params(t->model, &count);
+    hora_status_t status = hora_broadcast(p, count, HORA_DTYPE_F32, 0);
+    if (status != HORA_OK)
+        return status;
+    float *s = tr_model_stats(t->model, &count);
+    return hora_broadcast(s, count, HORA_DTYPE_F32, 0);
+}
+
+static void enqueue(tr_trainer_t *t, int i)
+{
+    if (t->first_error != HORA_OK)
+        return;
+    const tr_param_t *p = tr_model_param(t->model, i);
+    float *g = tr_model_grads(t->model, NULL) + p->grad_offset;
+    hora_status_t status = hora_allreduce_async(t->names[i], g, g, p->count, HORA_DTYPE_F32, HORA_OP_AVG,
+                                                NULL, &t->requests[i]);
+    if (status != HORA_OK) {
+        fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
+                hora_last_error());
+        t->first_error = status;
+    }
+}
+
+static void on_grad_ready(void *ctx, int i)
+{
+    enqueue(ctx, i);
+}
+
+static hora_status_t wait_all(tr_trainer_t *t)
+{
+    hora_status_t result = t->first_error;
+    for (int i = 0; i < tr_model_param_count(t->model); i++) {
+        if (!t->requests[i])
+            continue;
+        hora_status_t status = hora_wait(t->requests[i]);
+        if (status != HORA_OK && result == HORA_OK) {
+            fprintf(stderr, "hora-train: allreduce of %s failed: %s\n", tr_model_param(t->model, i)->name,
+                    hora_request_error(t->requests[i]));
+            result = status;
+        }
+        hora_request_free(t->requests[i]);
+        t->requests[i] = NULL;
+    }
+    t->first_error = HORA_OK;
+    return result;
+}
+
+hora_status_t tr_trainer_gradients(tr_trainer_t *t, const float *x, const int32_t *labels, float *loss)
+{
+    hora_status_t status = tr_model_forward(t->model, x, 1);
+    if (status != HORA_OK)
+        return status;
+    int overlap = t->distributed && t->config.overlap;
+    status = tr_model_backward(t->model, labels, t->config.label_smoothing, overlap ? on_grad_ready : NULL,
+                               t, loss);
+    if (status != HORA_OK) {
+        wait_all(t);
+        return status;
+    }
+    if (t->distributed && !overlap) {
+        /* Same order as backprop would have used, all at once. */
+        for (int i = tr_model_param_count(t->model) - 1; i >= 0; i--)
+            enqueue(t, i);
+    }
+    return wait_all(t);
+}
+
+hora_status_t tr_trainer_step(tr_trainer_t *t, const float *x, const int32_t *labels, double lr, float *loss)
+{
+    hora_status_t status = tr_trainer_gradients(t, x, labels, loss);
+    if (status != HORA_OK)
+        return status;
+    return tr_optim_step(t->model, &t->config.optim, lr);
+}

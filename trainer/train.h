@@ -1,0 +1,37 @@
+/*
+ * train.h - one data-parallel training step: forward, backward with each
+ * gradient's all-reduce (average over ranks) started the moment backprop
+ * writes it, wait, optimizer step.
+ */
+#ifndef TR_TRAIN_H
+#define TR_TRAIN_H
+
+#include "model.h"
+#include "optim.h"
+
+typedef struct {
+    int overlap;            /* 1: all-reduce during backward; 0: after it */
+    float label_smoothing;
+    tr_optim_config_t optim;
+} tr_step_config_t;
+
+typedef struct tr_trainer tr_trainer_t;
+
+/* hora must be initialised (it is used when hora_size() > 1). */
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_trainer_t **out);
+void tr_trainer_free(tr_trainer_t *trainer);
+
+/* Rank 0's parameters and BN statistics to every rank. */
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer);
+
+/* Forward + backward on x (NCHW f32, the model's batch) and labels, the
+ * averaged gradients in the model's grads arena, then the optimizer step
+ * with lr. *loss: this rank's loss. */
+hora_status_t tr_trainer_step(tr_trainer_t *trainer, const float *x, const int32_t *labels, double lr,
+                              float *loss);
+
+/* Forward + backward + all-reduce without the optimizer step (tests). */
+hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const float *x, const int32_t *labels,
+                                   float *loss);
+
+#endif
