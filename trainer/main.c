@@ -102,7 +102,7 @@ static void usage(FILE *out)
 "  --data-threads N      decoder threads per rank (default 1)\n"
 "  --pad-crop P          small images: pad P and random-crop back (default 4 if H < 64)\n"
 "  --flip / --no-flip    random horizontal flip (default on)\n"
-"  --no-rrc              JPEG: no random-resized-crop (default on)\n"
+"  --rrc / --no-rrc      random-resized-crop (default on for images of 64 pixels and more)\n"
 "  --jitter S            colour jitter strength (default 0)\n"
 "  --lighting A          PCA lighting alpha std (default 0; 0.1 in AlexNet)\n"
 "  --strict              bad records stop training instead of being skipped\n"
@@ -220,6 +220,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         FLAG("--flip", o->flip, 1)
         FLAG("--no-flip", o->flip, 0)
         FLAG("--no-rrc", o->rrc, 0)
+        FLAG("--rrc", o->rrc, 1)
         FLAG("--strict", o->strict, 1)
         FLAG("--no-nesterov", o->optim.nesterov, 0)
         FLAG("--no-wd-bn-bias", o->optim.decay_bn_bias, 0)
@@ -338,7 +339,7 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     c.dtype = TR_DTYPE_F32;
     c.flip = o->flip != 0;
     c.pad_crop = o->pad_crop > 0 ? o->pad_crop : 0;
-    c.random_resized_crop = o->rrc != 0;
+    c.random_resized_crop = o->rrc > 0;
     c.jitter = o->jitter;
     c.lighting = o->lighting;
     c.val_resize_ratio = 0.875f;
@@ -377,8 +378,12 @@ static hora_status_t setup(run_t *r)
         tr_loader_info_t info;
         tr_loader_info(probe, &info);
         tr_loader_close(probe);
+        /* Small images (Fashion-MNIST, CIFAR) get pad-and-crop; large ones
+         * (ImageNet) random-resized-crop, unless a flag said otherwise. */
         if (o->pad_crop < 0)
             o->pad_crop = info.height < 64 ? 4 : 0;
+        if (o->rrc < 0)
+            o->rrc = info.height >= 64;
         CHECK(open_loader(r, TR_SPLIT_TRAIN, info.channels, &r->train_loader));
         CHECK(open_loader(r, TR_SPLIT_VAL, info.channels, &r->val_loader));
         tr_loader_info(r->train_loader, &info);
