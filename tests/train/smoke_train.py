@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Training smoke tests of hora-train under a real mpirun (2 ranks).
 
-usage: smoke_train.py HORA_TRAIN MODE
+usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
   synthetic  a fixed random batch per rank: the loss must fall well below its
              start (the model memorises it), the log and final line must exist
   fmnist     a few dozen steps on Fashion-MNIST (Debian dataset-fashion-mnist):
              test top-1 over the whole 10k test set must beat chance by far;
              skipped (77) when the dataset is not installed
+  records    the same through record shards written by hora-mkrecord --from idx
   errors     bad flags and a bad data directory fail cleanly with a message
 """
 import json, os, subprocess, sys, tempfile
@@ -57,13 +58,26 @@ def synthetic(exe):
     return None
 
 
-def fmnist(exe):
+def fmnist(exe, records=False):
     if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
         print("Fashion-MNIST not installed; skipping")
         sys.exit(77)
     with tempfile.TemporaryDirectory() as d:
+        data = FMNIST
+        if records:
+            # Shards as hora-mkrecord writes them; the loader reads DIR/train-*, DIR/val-*.
+            mkrecord = MKRECORD
+            data = os.path.join(d, "records")
+            os.mkdir(data)
+            for split, img, lab in [("train", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+                                    ("val", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")]:
+                cmd = [mkrecord, "--from", "idx", os.path.join(FMNIST, img), os.path.join(FMNIST, lab),
+                       os.path.join(data, split), "--shards", "3"]
+                print("$", " ".join(cmd), flush=True)
+                if subprocess.run(cmd).returncode != 0:
+                    return "hora-mkrecord failed"
         log = os.path.join(d, "log.jsonl")
-        p = mpirun(2, [exe, "--model", "resnet8", "--data", FMNIST, "--batch", "32", "--steps", "150",
+        p = mpirun(2, [exe, "--model", "resnet8", "--data", data, "--batch", "32", "--steps", "150",
                        "--lr", "0.4", "--warmup-epochs", "0.02", "--threads", "1", "--progress", "lines",
                        "--log", log])
         if p.returncode != 0:
@@ -93,6 +107,8 @@ def errors(exe):
 
 if __name__ == "__main__":
     exe, mode = sys.argv[1], sys.argv[2]
-    err = {"synthetic": synthetic, "fmnist": fmnist, "errors": errors}[mode](exe)
+    MKRECORD = sys.argv[3] if len(sys.argv) > 3 else "hora-mkrecord"
+    err = {"synthetic": synthetic, "fmnist": fmnist, "records": lambda e: fmnist(e, records=True),
+           "errors": errors}[mode](exe)
     print("FAIL: " + err if err else "PASS")
     sys.exit(1 if err else 0)
