@@ -234,21 +234,29 @@ static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
     }
 }
 
-/* The cycle's one allreduce. Non-blocking plus short sleeps: a blocking
+/* The cycle's one allreduce. Non-blocking plus sleeps: a blocking
  * MPI_Allreduce busy-polls, and on a machine whose cores also train, a
- * coordinator spinning while it waits for a slower rank steals their time. */
+ * coordinator spinning while it waits for a slower rank steals their time.
+ * The naps double from 20 us up to a quarter of the cycle time: a peer that
+ * is busy with backprop may take milliseconds to come, and thousands of
+ * 20 us wake-ups (each a context switch on a core that trains) cost more
+ * than the at most cycle/4 of extra latency once it does. */
 static int coord_allreduce_bits(struct coord *c)
 {
     MPI_Request req;
     int done = 0, err;
+    long nap_ns = 20 * 1000;
+    long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
+    if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
     err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 3 * c->words + 2, MPI_UINT64_T, c->bit_op, c->comm, &req);
     if (err != MPI_SUCCESS) return err;
     for (int polls = 0;; polls++) {
         err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
         if (err != MPI_SUCCESS || done) return err;
         if (polls >= 64) {
-            struct timespec nap = {0, 20 * 1000};
+            struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
+            nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;
         }
     }
 }
