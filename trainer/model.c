@@ -28,7 +28,8 @@ typedef struct {
     tr_tensor_t conv_out;   /* (N, c_out, h, w) before BN */
     tr_tensor_t out;        /* after BN (+ ReLU) */
     tr_tensor_t d_conv;     /* gradient w.r.t. conv_out */
-    tr_tensor_t d_out;      /* gradient w.r.t. out (written by the consumer) */
+    tr_tensor_t d_out;      /* gradient w.r.t. out (written by the consumer); unallocated in a
+                             * block's last conv_bn and projection, which read the block's */
 } convbn_t;
 
 typedef struct {
@@ -192,8 +193,10 @@ static int conv_out_size(int in, int kernel, int stride, int pad)
     return (in + 2 * pad - kernel) / stride + 1;
 }
 
-/* Second pass: layers and tensors. */
-static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t *in)
+/* Second pass: layers and tensors. need_d_out: the conv_bn's own gradient
+ * tensor; a block's last conv_bn and its projection read the block's
+ * gradient instead (block_backward), so they have none. */
+static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t *in, int need_d_out)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
     const tr_conv_desc_t *d = &u->desc;
@@ -210,7 +213,7 @@ static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t 
     if (status != HORA_OK)
         return status;
     tr_tensor_t *ts[] = {&u->conv_out, &u->out, &u->d_conv, &u->d_out};
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < (need_d_out ? 4 : 3); i++) {
         status = ops->tensor_alloc(m->backend, d->n, d->c_out, ho, wo, ts[i]);
         if (status != HORA_OK)
             return status;
@@ -322,7 +325,7 @@ static hora_status_t model_build_layers(tr_model_t *m)
     status = ops->tensor_alloc(m->backend, m->batch, s->in_channels, s->height, s->width, &m->input);
     if (status != HORA_OK)
         return status;
-    status = convbn_build(m, &m->stem, &m->input);
+    status = convbn_build(m, &m->stem, &m->input, 1);
     if (status != HORA_OK)
         return status;
     const tr_tensor_t *cur = &m->stem.out;
@@ -348,13 +351,13 @@ static hora_status_t model_build_layers(tr_model_t *m)
         b->d_in = d_cur;
         const tr_tensor_t *x = cur;
         for (int j = 0; j < b->conv_count; j++) {
-            status = convbn_build(m, &b->cb[j], x);
+            status = convbn_build(m, &b->cb[j], x, j < b->conv_count - 1);
             if (status != HORA_OK)
                 return status;
             x = &b->cb[j].out;
         }
         if (b->has_proj) {
-            status = convbn_build(m, &b->proj, cur);
+            status = convbn_build(m, &b->proj, cur, 0);
             if (status != HORA_OK)
                 return status;
         }

@@ -24,16 +24,21 @@ hora_status_t tr_data_fail(hora_status_t status, const char *fmt, ...)
     return status;
 }
 
+void tr_data_vformat_at(char *buf, size_t buf_bytes, const char *path, uint64_t offset, const char *fmt,
+                        va_list ap)
+{
+    int n = snprintf(buf, buf_bytes, "%s: offset %" PRIu64 ": ", path ? path : "?", offset);
+    if (n < 0 || (size_t)n >= buf_bytes)
+        return;
+    vsnprintf(buf + n, buf_bytes - (size_t)n, fmt, ap);
+}
+
 hora_status_t tr_data_fail_at(hora_status_t status, const char *path, uint64_t offset,
                               const char *fmt, ...)
 {
-    int n = snprintf(data_error, sizeof(data_error), "%s: offset %" PRIu64 ": ",
-                     path ? path : "?", offset);
-    if (n < 0 || (size_t)n >= sizeof(data_error))
-        return status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(data_error + n, sizeof(data_error) - (size_t)n, fmt, ap);
+    tr_data_vformat_at(data_error, sizeof(data_error), path, offset, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -443,16 +443,9 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
     return HORA_OK;
 
 err_threads:
-    pthread_mutex_lock(&l->lock);
-    l->shutdown = 1;
-    pthread_cond_broadcast(&l->work_cond);
-    pthread_mutex_unlock(&l->lock);
-    for (int i = 0; i < l->worker_count; i++)
-        pthread_join(l->workers[i].thread, NULL);
-    pthread_cond_destroy(&l->idle_cond);
-    pthread_cond_destroy(&l->ready_cond);
-    pthread_cond_destroy(&l->work_cond);
-    pthread_mutex_destroy(&l->lock);
+    /* The workers started so far, the locks and the rest: what close undoes. */
+    tr_loader_close(l);
+    return status;
 err_free:
     loader_destroy(l);
     return status;

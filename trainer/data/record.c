@@ -9,6 +9,8 @@
 #define _GNU_SOURCE
 #include "record.h"
 
+#include "error.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -47,13 +49,9 @@ __attribute__((format(printf, 4, 5)))
 static hora_status_t record_fail(hora_status_t status, const char *path, uint64_t offset,
                                  const char *fmt, ...)
 {
-    int n = snprintf(record_error, sizeof(record_error), "%s: offset %" PRIu64 ": ",
-                     path ? path : "?", offset);
-    if (n < 0 || (size_t)n >= sizeof(record_error))
-        return status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(record_error + n, sizeof(record_error) - (size_t)n, fmt, ap);
+    tr_data_vformat_at(record_error, sizeof(record_error), path, offset, fmt, ap);
     va_end(ap);
     return status;
 }
