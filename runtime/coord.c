@@ -440,6 +440,14 @@ static void coord_apply_settings(struct coord *c, const struct coord_settings *s
              s->cycle_time_ms, s->chunk_bytes);
 }
 
+/* How often rank 0's stall inspector looks: a quarter of
+ * HORA_STALL_CHECK_S, at most a second. */
+static int64_t coord_inspect_period_us(void)
+{
+    int64_t every = (int64_t)(hora_rt.cfg.stall_check_s * 0.25e6);
+    return every > 1000000 ? 1000000 : every;
+}
+
 /* One cycle. Returns 0 to go on, 1 when the coordinator must stop. */
 static int coord_cycle(struct coord *c)
 {
@@ -468,9 +476,7 @@ static int coord_cycle(struct coord *c)
     /* Rank 0 sees stalls only in the slow path: while names wait in its table,
      * force one now and then even when nobody has anything new. */
     if (c->rank == 0 && c->order_head) {
-        int64_t every = (int64_t)(hora_rt.cfg.stall_check_s * 0.25e6);
-        if (every > 1000000) every = 1000000;
-        if (start_us - c->last_inspect_us >= every) {
+        if (start_us - c->last_inspect_us >= coord_inspect_period_us()) {
             slow = 1;
             c->last_inspect_us = start_us;
         }
@@ -566,8 +572,19 @@ static int coord_cycle(struct coord *c)
     /* Nap for the rest of the cycle, unless work arrives: a request that
      * comes while we sleep should not wait for the timer. (Requests arriving
      * together still meet in one cycle: the framework enqueues them faster
-     * than a cycle turns.) */
-    int64_t deadline_us = start_us + (int64_t)(c->settings.cycle_time_ms * 1000.0);
+     * than a cycle turns.)
+     * With nothing in flight here, skip cycles: sleep until a request (or
+     * hora_shutdown) arrives. A peer's cycle then waits for this rank in the
+     * allreduce above, which is what it would do anyway - no response can
+     * run without this rank submitting. Between training steps, that keeps
+     * the coordinators from interrupting compute a thousand times a second.
+     * An idle rank still turns a cycle every stall-inspection period, so
+     * rank 0 can see that it lacks what others wait for. Rank 0 is never
+     * idle while its table holds names (the stall inspector's state). */
+    int64_t period_us = (int64_t)(c->settings.cycle_time_ms * 1000.0);
+    if (c->pending.count == 0 && !c->order_head && coord_inspect_period_us() > period_us)
+        period_us = coord_inspect_period_us();
+    int64_t deadline_us = start_us + period_us;
     if (deadline_us > end_us) {
         struct timespec now, until;
         clock_gettime(CLOCK_REALTIME, &now);

@@ -19,6 +19,10 @@
  *   stall_shutdown HORA_STALL_SHUTDOWN_S ends stalled requests with
  *                  HORA_ERR_SHUTDOWN and hora_shutdown still returns.
  *   stall_busy     the same while every rank keeps other requests going.
+ *   idle           with nothing in flight the coordinator sleeps instead of
+ *                  cycling: the whole process uses under 2% of a core while
+ *                  idle; then ranks submit seconds apart and the result is
+ *                  exact.
  *   timeline       HORA_TIMELINE is valid JSON mid-run and after shutdown.
  *   badenv         a bad HORA_* value fails hora_init with HORA_ERR_CONFIG.
  *
@@ -44,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1514,6 +1519,44 @@ static void mode_badenv(void)
     runtime_stop("badenv");
 }
 
+/* -------------------------------------------------------------- idle mode */
+
+static double cpu_seconds(void)
+{
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return (double)(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * (double)(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/* A coordinator that turned its cycle every HORA_CYCLE_TIME_MS while nothing
+ * is in flight would cost each rank a steady share of a core that the
+ * framework needs for compute. */
+static void mode_idle(void)
+{
+    if (!runtime_start("idle")) return;
+    struct ar_case c;
+    /* A first request, so the response cache and transports are warm. */
+    ar_case_init(&c, "idle_warm", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 41);
+    ar_case_start(&c);
+    ar_case_finish(&c, 0);
+    barrier();
+
+    const double idle_s = 2.0;
+    double cpu0 = cpu_seconds(), t0 = now_s();
+    sleep_s(idle_s);
+    double cpu = cpu_seconds() - cpu0, wall = now_s() - t0;
+    CHECK(cpu < 0.02 * wall, "idle: the process used %.1f ms of CPU in %.2f s with nothing in flight (limit 2%%)",
+          cpu * 1e3, wall);
+
+    /* Rank r submits r * 0.4 s late: the early ranks' coordinators wait for
+     * the idle ones, which wake on their own submission. */
+    ar_case_init(&c, "idle_late", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 43);
+    sleep_s(0.4 * rank);
+    ar_case_start(&c);
+    ar_case_finish(&c, 0);
+    runtime_stop("idle");
+}
+
 /* ------------------------------------------------------------------- main */
 
 static const struct {
@@ -1530,6 +1573,7 @@ static const struct {
     {"stall_busy", mode_stall_busy, 120},
     {"timeline", mode_timeline, 600},
     {"badenv", mode_badenv, 120},
+    {"idle", mode_idle, 120},
 };
 
 int main(int argc, char **argv)
