@@ -45,7 +45,8 @@ const struct config_entry config_table[] = {
      "longest wait for a peer before a collective fails with HORA_ERR_TIMEOUT"},
     {"HORA_SPIN_COUNT", CONFIG_TYPE_INT, "-1", -1, 1e9, NULL, CONFIG_FIELD(spin_count),
      "busy-wait iterations before a waiting rank sleeps (-1 = auto: spin only when "
-     "every local rank has a core of its own)"},
+     "every local rank has a core of its own, and in the coordinator only while the "
+     "application waits in hora_wait)"},
     {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
      "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
      "rank reduces its shard from every peer and writes it to all), auto (oneshot on shm, else ring)"},

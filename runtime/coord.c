@@ -21,6 +21,7 @@
  * are identical everywhere, so cache ids agree without ever being sent. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,7 +79,11 @@ hora_status_t coord_wait(struct hora_request *req)
 {
     struct coord *c = &coord_state;
     pthread_mutex_lock(&c->lock);
-    while (!req->done) pthread_cond_wait(&c->done_cond, &c->lock);
+    if (!req->done) {
+        atomic_fetch_add(&hora_rt.coord_waiters, 1);
+        while (!req->done) pthread_cond_wait(&c->done_cond, &c->lock);
+        atomic_fetch_sub(&hora_rt.coord_waiters, 1);
+    }
     hora_status_t status = req->status;
     pthread_mutex_unlock(&c->lock);
     return status;

@@ -172,6 +172,7 @@ hora_status_t hora_init(void)
     status = topo_init(&hora_rt.topo, hora_rt.world, hora_rt.cfg.fake_nodes);
     if (status < 0) goto err_free_world;
     hora_rt.spin_count = hora_resolve_spin(&hora_rt.cfg, &hora_rt.topo);
+    hora_rt.spin_auto = hora_rt.cfg.spin_count < 0;
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
     status = hora_connect_transports();

@@ -32,6 +32,11 @@ struct hora_rt {
     struct topo topo;
     struct mem_pool pool;
     long spin_count;      /* resolved HORA_SPIN_COUNT */
+    int spin_auto;        /* HORA_SPIN_COUNT=-1: the coordinator spins only while coord_waiters > 0 */
+    /* Application threads blocked in hora_wait. While none is, the framework
+     * is computing on this rank's cores, and a coordinator busy-waiting for a
+     * slower peer would take that time from it. */
+    _Atomic int coord_waiters;
     /* Connected transports have ops != NULL; ring_tp[channel] is NULL for a
      * scope this job does not use (node rings with one rank per node, ...). */
     struct tp transports[RT_CHANNEL_COUNT][TP_KIND_COUNT];

@@ -56,6 +56,7 @@ struct tp_shm {
     struct mem_pool *pool;
     struct tp_shm_ctrl *self;
     long spin_count;
+    int spin_when_waited; /* the coordinator's channels: spin only while hora_wait blocks */
     double timeout_s;
 };
 
@@ -80,6 +81,7 @@ static hora_status_t tp_shm_connect(struct tp *tp, struct hora_rt *rt)
     s->pool = &rt->pool;
     s->self = tp_shm_ctrl_of(tp, rt->topo.rank);
     s->spin_count = rt->spin_count;
+    s->spin_when_waited = rt->spin_auto && tp->channel / RT_SCOPE_COUNT == RT_PURPOSE_COORD;
     s->timeout_s = rt->cfg.timeout_s;
     s->self->pid = (int32_t)getpid();
     atomic_store(&s->self->position, 0);
@@ -142,8 +144,10 @@ static hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
     struct tp_shm *s = tp->state;
     struct tp_shm_ctrl *c = tp_shm_ctrl_of(tp, peer);
     double start = 0;
+    long spins = s->spin_count;
+    if (s->spin_when_waited && !atomic_load_explicit(&tp->rt->coord_waiters, memory_order_relaxed)) spins = 0;
 
-    for (long i = 0; i < s->spin_count; i++) {
+    for (long i = 0; i < spins; i++) {
         if (tp_position_reached(atomic_load_explicit(&c->position, memory_order_acquire), want)) return HORA_OK;
         tp_shm_pause();
     }
