@@ -55,6 +55,7 @@
 
 #include "hora.h"
 #include "exact.h"
+#include "file.h"
 #include "k_cpu.h"
 
 #ifndef HORA_SOURCE_DIR
@@ -1231,22 +1232,6 @@ static void mode_stress(void)
 
 /* ------------------------------------------------------------ stall modes */
 
-static char *file_read(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *text = malloc(cap + 1);
-    while ((got = fread(text + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) text = realloc(text, (cap *= 2) + 1);
-    }
-    fclose(f);
-    text[n] = '\0';
-    if (len) *len = n;
-    return text;
-}
-
 /* Every "missing ranks: " list in text must be exactly {size - 1}; returns
  * how many lists were found. */
 static int stall_check_lists(const char *text)
@@ -1304,7 +1289,7 @@ out:
         dup2(saved, 2);
         close(saved);
         close(fd);
-        char *text = file_read(path, NULL);
+        char *text = test_read_file(path, NULL);
         if (!text) {
             fail("stall: cannot read back %s", path);
             return;
@@ -1479,7 +1464,7 @@ static void mode_timeline(void)
 
     if (rank != 0) return;
     timeline_check_json(path, "after hora_shutdown");
-    char *text = file_read(path, NULL);
+    char *text = test_read_file(path, NULL);
     CHECK(text != NULL, "timeline: cannot read '%s'", path);
     if (!text) return;
     CHECK(strstr(text, "NEGOTIATE") != NULL, "timeline: no NEGOTIATE event");

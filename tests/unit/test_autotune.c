@@ -17,6 +17,7 @@
 #include "log.h"
 
 #include "check.h"
+#include "file.h"
 
 #define MIB ((size_t)1 << 20)
 #define KIB ((size_t)1 << 10)
@@ -372,27 +373,6 @@ static void test_after_finish(void)
     autotune_free(at);
 }
 
-/* Read a whole small file; NULL if it cannot. */
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *text = malloc(cap);
-    for (size_t got; text && (got = fread(text + len, 1, cap - len - 1, f)) > 0;) {
-        len += got;
-        if (cap - len < 2) {
-            char *bigger = realloc(text, cap * 2);
-            if (!bigger) { free(text); text = NULL; break; }
-            text = bigger;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (text) text[len] = '\0';
-    return text;
-}
-
 static int count_lines(const char *text)
 {
     int lines = 0;
@@ -420,7 +400,7 @@ static void test_log(void)
 
     /* Flushed per row: after one sample's cycles the file has header + 1 row. */
     sim_run(at, &s, steps);
-    char *text = read_text(path);
+    char *text = test_read_file(path, NULL);
     CHECK(text && count_lines(text) == 2, "log not flushed after the first sample: %d lines",
           text ? count_lines(text) : -1);
     free(text);
@@ -428,7 +408,7 @@ static void test_log(void)
     struct autotune_params best = autotune_best(at);
     autotune_free(at);
 
-    text = read_text(path);
+    text = test_read_file(path, NULL);
     CHECK(text != NULL, "cannot read the log %s", path);
     if (!text) return;
     const char *header =

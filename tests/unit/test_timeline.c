@@ -36,6 +36,7 @@
 #define THREAD_ITERS 2000
 
 #include "check.h"
+#include "file.h"
 
 /* ---- a strict JSON validator (RFC 8259 syntax; UTF-8 is Python's job) ---- */
 
@@ -123,38 +124,12 @@ static const char *json_value(const char *p, int depth)
     }
 }
 
-static char *read_file(const char *path, size_t *len_out)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t len = 0, cap = 0, n;
-    if (!f) return NULL;
-    do {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        n = fread(buf + len, 1, 4096, f);
-        len += n;
-    } while (n > 0);
-    fclose(f);
-    buf[len] = '\0';
-    if (len_out) *len_out = len;
-    return buf;
-}
-
 /* The number of events (objects) if the file is exactly one JSON array of
  * objects, else -1. */
 static long count_events(const char *path)
 {
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = test_read_file(path, &len);
     long count = 0;
     const char *p;
 
@@ -213,7 +188,7 @@ static void temp_path(char *path, size_t size, const char *what)
 
 static int file_contains(const char *path, const char *needle)
 {
-    char *text = read_file(path, NULL);
+    char *text = test_read_file(path, NULL);
     int found = text && strstr(text, needle);
     free(text);
     return found;
@@ -384,7 +359,7 @@ static void stderr_restore(int saved)
 
 static int count_substrings(const char *path, const char *needle)
 {
-    char *text = read_file(path, NULL);
+    char *text = test_read_file(path, NULL);
     int n = 0;
     for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
     free(text);
@@ -491,7 +466,7 @@ static void test_tool(const char *path, const char *threads_path, const char *cu
 
     /* A copy cut in the middle of its last event still reads. */
     size_t len;
-    char *text = read_file(path, &len);
+    char *text = test_read_file(path, &len);
     FILE *f = fopen(cut_path, "wb");
     CHECK(text && f && len > 40, "cannot copy %s", path);
     if (text && f) fwrite(text, 1, len - 20, f);
