@@ -55,6 +55,7 @@ struct tr_model {
     tr_bn_stats_t *bns;
     int bn_count, bn_capacity;
     size_t params_count, stats_count;
+    size_t grads_count; /* the grads arena: params_count plus alignment gaps */
     float *params_arena, *grads_arena, *momentum_arena, *stats_arena;
     int grads_shared;
 
@@ -482,14 +483,19 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
 
     /* Gradients in the order backprop writes them: the reverse of the
      * parameter order (backward walks the network from the head, and each
-     * conv_bn's BN gradients come before its conv's, as declared reversed). */
+     * conv_bn's BN gradients come before its conv's, as declared reversed),
+     * each at a multiple of TR_GRAD_ALIGN elements. hora packs a fused
+     * response at 64-byte offsets, so neighbours laid out like this are
+     * all-reduced in place, with no copy into a fusion buffer. The gaps stay
+     * zero (all-reducing zeros gives zeros). */
     size_t off = 0;
     for (int i = m->param_count - 1; i >= 0; i--) {
         m->params[i].grad_offset = off;
-        off += m->params[i].count;
+        off += (m->params[i].count + TR_GRAD_ALIGN - 1) / TR_GRAD_ALIGN * TR_GRAD_ALIGN;
     }
+    m->grads_count = off;
     const struct tr_backend_ops *ops = backend->ops;
-    size_t pbytes = m->params_count * sizeof(float);
+    size_t pbytes = m->params_count * sizeof(float), gbytes = m->grads_count * sizeof(float);
     status = ops->buffer_alloc(backend, pbytes, (void **)&m->params_arena);
     if (status == HORA_OK)
         status = ops->buffer_alloc(backend, pbytes, (void **)&m->momentum_arena);
@@ -498,13 +504,13 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
     if (status != HORA_OK)
         goto err_free;
     m->grads_shared = grads_shared;
-    status = grads_shared ? hora_mem_alloc(pbytes, (void **)&m->grads_arena)
-                          : ops->buffer_alloc(backend, pbytes, (void **)&m->grads_arena);
+    status = grads_shared ? hora_mem_alloc(gbytes, (void **)&m->grads_arena)
+                          : ops->buffer_alloc(backend, gbytes, (void **)&m->grads_arena);
     if (status != HORA_OK) {
         m->grads_shared = 0;
         goto err_free;
     }
-    memset(m->grads_arena, 0, pbytes);
+    memset(m->grads_arena, 0, gbytes);
     memset(m->momentum_arena, 0, pbytes);
     status = model_build_layers(m);
     if (status != HORA_OK)
@@ -588,7 +594,7 @@ float *tr_model_params(tr_model_t *m, size_t *count)
 float *tr_model_grads(tr_model_t *m, size_t *count)
 {
     if (count)
-        *count = m->params_count;
+        *count = m->grads_count;
     return m->grads_arena;
 }
 

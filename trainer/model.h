@@ -59,7 +59,7 @@ typedef struct {
     int dims[4];            /* PyTorch shape */
     size_t count;
     size_t offset;          /* in params (and momentum), elements */
-    size_t grad_offset;     /* in grads, elements */
+    size_t grad_offset;     /* in grads, elements: a multiple of TR_GRAD_ALIGN */
 } tr_param_t;
 
 /* A BN layer's running statistics: mean at stats + offset, var after it. */
@@ -70,6 +70,9 @@ typedef struct {
 } tr_bn_stats_t;
 
 typedef struct tr_model tr_model_t;
+
+/* Gradients start at multiples of 16 floats (64 bytes, hora's fusion alignment). */
+#define TR_GRAD_ALIGN 16
 
 /* Called during backward as soon as parameter index's gradient is final. */
 typedef void (*tr_grad_ready_fn)(void *ctx, int param_index);
@@ -97,6 +100,8 @@ const tr_param_t *tr_model_param(const tr_model_t *model, int index);
 int tr_model_bn_count(const tr_model_t *model);
 const tr_bn_stats_t *tr_model_bn(const tr_model_t *model, int index);
 float *tr_model_params(tr_model_t *model, size_t *count);   /* the arena */
+/* The gradient arena, in backprop order, each parameter's gradient at
+ * grad_offset (a multiple of TR_GRAD_ALIGN); count includes the zero gaps. */
 float *tr_model_grads(tr_model_t *model, size_t *count);
 float *tr_model_momentum(tr_model_t *model, size_t *count);
 float *tr_model_stats(tr_model_t *model, size_t *count);

@@ -9,7 +9,10 @@
  * average - not one batch of size x B - is the reference: the all-reduced
  * gradients and the weights after the optimizer step must equal it up to
  * fp32 rounding of the average. Checked with overlap on and off, several
- * steps in a row.
+ * steps in a row. With HORA_TIMELINE set
+ * (meson sets it), rank 0 also checks in the trace that every fused gradient
+ * all-reduce ran in place in the arena ("zero-copy"), never through the
+ * fusion buffer.
  *
  * usage: mpirun -np N test_data_parallel [MODEL]
  */
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "model.h"
 #include "optim.h"
 #include "train.h"
@@ -90,7 +94,9 @@ static int run(const char *model_name, int overlap, int rank, int size)
     size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
     float *x = malloc((size_t)size * B * sample * sizeof(float));
     int32_t *y = malloc((size_t)size * B * sizeof(int32_t));
-    float *avg = calloc(np, sizeof(float));
+    size_t ng; /* gradients: np plus the arena's zero alignment gaps */
+    tr_model_grads(ref, &ng);
+    float *avg = calloc(ng, sizeof(float));
     for (int step = 0; step < 3; step++) {
         for (size_t i = 0; i < (size_t)size * B * sample; i++)
             x[i] = input_value(100 + step, i);
@@ -105,10 +111,10 @@ static int run(const char *model_name, int overlap, int rank, int size)
             if (tr_model_forward(ref, x + (size_t)r * B * sample, 1) != HORA_OK ||
                 tr_model_backward(ref, y + r * B, 0.0f, NULL, NULL, &loss) != HORA_OK)
                 return -1;
-            for (size_t k = 0; k < np; k++)
+            for (size_t k = 0; k < ng; k++)
                 avg[k] = r == 0 ? rg[k] : avg[k] + rg[k];
         }
-        for (size_t k = 0; k < np; k++)
+        for (size_t k = 0; k < ng; k++)
             avg[k] /= (float)size;
 
         float loss;
@@ -118,11 +124,11 @@ static int run(const char *model_name, int overlap, int rank, int size)
         }
         char what[64];
         snprintf(what, sizeof(what), "step %d gradients", step);
-        check(what, tr_model_grads(dist, NULL), avg, np, rank);
+        check(what, tr_model_grads(dist, NULL), avg, ng, rank);
 
         /* Same update on both sides from the same gradients. */
         double lr = 0.05 * (step + 1);
-        memcpy(rg, avg, np * sizeof(float));
+        memcpy(rg, avg, ng * sizeof(float));
         if (tr_optim_step(dist, &sc.optim, lr) != HORA_OK || tr_optim_step(ref, &sc.optim, lr) != HORA_OK)
             return -1;
         snprintf(what, sizeof(what), "step %d weights", step);
@@ -138,6 +144,19 @@ static int run(const char *model_name, int overlap, int rank, int size)
     tr_model_free(ref);
     backend->ops->free(backend);
     return 0;
+}
+
+/* Occurrences of needle in the file at path; -1 if it cannot be read. */
+static int count_in_file(const char *path, const char *needle)
+{
+    char *text = test_read_file(path, NULL);
+    if (!text)
+        return -1;
+    int count = 0;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+        count++;
+    free(text);
+    return count;
 }
 
 int main(int argc, char **argv)
@@ -159,6 +178,15 @@ int main(int argc, char **argv)
     int total = failures;
     hora_allreduce(&total, &total, 1, HORA_DTYPE_I32, HORA_OP_SUM);
     hora_shutdown();
+    const char *trace = getenv("HORA_TIMELINE");
+    if (rank == 0 && trace && *trace) {
+        int zero_copy = count_in_file(trace, "\"path\":\"zero-copy\""),
+            copied = count_in_file(trace, "\"path\":\"fusion-buffer\"");
+        int ok = zero_copy > 0 && copied == 0;
+        printf("rank 0: timeline %s: %d all-reduce(s) in place, %d through the fusion buffer %s\n", trace, zero_copy,
+               copied, ok ? "ok" : "FAIL");
+        total += !ok;
+    }
     if (rank == 0)
         printf("%s: %d failure(s)\n", total ? "FAIL" : "PASS", total);
     return total ? 1 : 0;
