@@ -37,7 +37,8 @@ typedef struct {
     const char *lr_decay;
     const char *lr_steps;    /* step decay milestones, epochs "30,60,80" */
     tr_optim_config_t optim;
-    int zero_init, overlap;
+    int zero_init;
+    const char *overlap;     /* auto | on | off */
     float bn_eps, bn_momentum;
     int pad_crop, flip, rrc;
     float jitter, lighting;
@@ -51,6 +52,17 @@ typedef struct {
     int verbose;
     const char *progress; /* auto | bar | lines */
 } options_t;
+
+static int overlap_parse(const char *name)
+{
+    if (strcmp(name, "auto") == 0)
+        return TR_OVERLAP_AUTO;
+    if (strcmp(name, "on") == 0)
+        return TR_OVERLAP_ON;
+    if (strcmp(name, "off") == 0)
+        return TR_OVERLAP_OFF;
+    return -1;
+}
 
 static void options_default(options_t *o)
 {
@@ -69,7 +81,7 @@ static void options_default(options_t *o)
     o->optim = (tr_optim_config_t){.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1,
                                    .decay_bn_bias = 1, .lars = 0, .lars_eta = 0.001};
     o->zero_init = 1;
-    o->overlap = 1;
+    o->overlap = "auto";
     o->bn_eps = 1e-5f;
     o->bn_momentum = 0.1f;
     o->flip = -1;
@@ -126,7 +138,9 @@ static void usage(FILE *out)
 "Runtime\n"
 "  --backend NAME        cpu (default)\n"
 "  --threads N           compute threads per rank (default cores / ranks per node)\n"
-"  --no-overlap          all-reduce after backward instead of during it\n"
+"  --overlap MODE        on: all-reduce each gradient during backward; off: all after\n"
+"                        it; auto (default): time both on the first steps, keep the faster\n"
+"  --no-overlap          the same as --overlap off\n"
 "  --eval-every E        evaluate every E epochs (default: only at the end)\n"
 "  --print-every N       progress line every N steps (default ~10 per epoch)\n"
 "  --log FILE            JSON-lines log (rank 0)\n"
@@ -216,7 +230,8 @@ static int parse_args(int argc, char **argv, options_t *o)
         STR_OPT("--progress", o->progress)
         FLAG("--synthetic", o->synthetic, 1)
         FLAG("--no-zero-init", o->zero_init, 0)
-        FLAG("--no-overlap", o->overlap, 0)
+        FLAG("--no-overlap", o->overlap, "off")
+        STR_OPT("--overlap", o->overlap)
         FLAG("--flip", o->flip, 1)
         FLAG("--no-flip", o->flip, 0)
         FLAG("--no-rrc", o->rrc, 0)
@@ -269,6 +284,10 @@ static int parse_args(int argc, char **argv, options_t *o)
     }
     if (strcmp(o->progress, "auto") && strcmp(o->progress, "bar") && strcmp(o->progress, "lines")) {
         fprintf(stderr, "hora-train: --progress wants auto, bar or lines, got '%s'\n", o->progress);
+        return -1;
+    }
+    if (overlap_parse(o->overlap) < 0) {
+        fprintf(stderr, "hora-train: --overlap wants auto, on or off, got '%s'\n", o->overlap);
         return -1;
     }
     if (tr_lr_decay_parse(o->lr_decay) < 0) {
@@ -409,7 +428,8 @@ static hora_status_t setup(run_t *r)
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose};
     CHECK(ops->init(&bc, &r->backend));
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, o->seed, &r->model));
-    tr_step_config_t sc = {.overlap = o->overlap, .label_smoothing = (float)o->label_smoothing,
+    tr_step_config_t sc = {.overlap = (tr_overlap_t)overlap_parse(o->overlap),
+                           .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim};
     CHECK(tr_trainer_init(r->model, &sc, &r->trainer));
     CHECK(tr_trainer_broadcast_state(r->trainer));
@@ -489,6 +509,22 @@ static void log_json(run_t *r, const char *fmt, ...)
     fflush(r->log);
 }
 
+/* Once --overlap auto has decided: what it measured (rank 0). */
+static void report_overlap(run_t *r)
+{
+    double on, off;
+    int overlap = tr_trainer_overlap(r->trainer, &on, &off);
+    if (overlap < 0 || r->rank != 0)
+        return;
+    if (r->tty)
+        printf("\n");
+    printf("hora-train: overlap auto: %.1f ms/step with, %.1f ms/step without -> %s\n", on, off,
+           overlap ? "on" : "off");
+    fflush(stdout);
+    log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on,
+             off, overlap ? "true" : "false");
+}
+
 static hora_status_t run_training(run_t *r)
 {
     options_t *o = &r->opt;
@@ -533,7 +569,7 @@ static hora_status_t run_training(run_t *r)
         printf("hora-train: %d epochs x %" PRIu64 " steps, global batch %d, peak lr %.4g, warmup %" PRIu64
                " steps, %s decay, overlap %s\n",
                o->epochs, spe, global_batch, sched.peak_lr, sched.warmup_steps, o->lr_decay,
-               o->overlap ? "on" : "off");
+               r->size > 1 ? o->overlap : "off (one rank)");
 
     /* The clock of elapsed_s (time to accuracy) starts at the first step,
      * after data loading and model building, as the PyTorch peer's does. */
@@ -566,8 +602,11 @@ static hora_status_t run_training(run_t *r)
             double lr = tr_lr_at(&sched, step);
             float loss;
             double ts = now_s();
+            int probing = tr_trainer_overlap(r->trainer, NULL, NULL) < 0;
             CHECK(tr_trainer_step(r->trainer, x, y, lr, &loss));
             train_time += now_s() - ts;
+            if (probing)
+                report_overlap(r);
             if (b)
                 tr_loader_release(r->train_loader, b);
             if (!isfinite(loss)) {

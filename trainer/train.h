@@ -9,8 +9,20 @@
 #include "model.h"
 #include "optim.h"
 
+/* When the gradients' all-reduces run. */
+typedef enum {
+    TR_OVERLAP_OFF = 0,  /* all after backward */
+    TR_OVERLAP_ON = 1,   /* each the moment backprop writes it */
+    TR_OVERLAP_AUTO = 2, /* measure both on the first steps, keep the faster */
+} tr_overlap_t;
+
+/* TR_OVERLAP_AUTO: steps skipped (first-use costs), then steps timed,
+ * alternately with and without overlap. */
+#define TR_OVERLAP_PROBE_SKIP 2
+#define TR_OVERLAP_PROBE_STEPS 16
+
 typedef struct {
-    int overlap;            /* 1: all-reduce during backward; 0: after it */
+    tr_overlap_t overlap;
     float label_smoothing;
     tr_optim_config_t optim;
 } tr_step_config_t;
@@ -33,5 +45,11 @@ hora_status_t tr_trainer_step(tr_trainer_t *trainer, const float *x, const int32
 /* Forward + backward + all-reduce without the optimizer step (tests). */
 hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const float *x, const int32_t *labels,
                                    float *loss);
+
+/* Whether the next step overlaps: 1 or 0, or -1 while TR_OVERLAP_AUTO is
+ * still timing both (always 0 on one rank: there is nothing to all-reduce).
+ * Once auto has decided (the same way on every rank, from the slowest
+ * rank's times), *ms_on and *ms_off are its mean step times, else 0. */
+int tr_trainer_overlap(const tr_trainer_t *trainer, double *ms_on, double *ms_off);
 
 #endif

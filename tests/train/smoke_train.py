@@ -3,7 +3,8 @@
 
 usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
   synthetic  a fixed random batch per rank: the loss must fall well below its
-             start (the model memorises it), the log and final line must exist
+             start (the model memorises it), the log and final line must exist,
+             and --overlap auto must have logged its decision once
   fmnist     a few dozen steps on Fashion-MNIST (Debian dataset-fashion-mnist):
              test top-1 over the whole 10k test set must beat chance by far;
              a missing dataset is a failure (tools/setup installs it)
@@ -55,6 +56,11 @@ def synthetic(exe):
             return f"loss did not fall: {first} -> {last}"
         if train[-1]["step"] != 60:
             return "wrong step count"
+        decided = [r for r in recs if r["type"] == "overlap"]
+        if len(decided) != 1 or not (decided[0]["ms_per_step_on"] > 0 and decided[0]["ms_per_step_off"] > 0):
+            return f"--overlap auto (the default) did not log one decision with both timings: {decided}"
+        if "hora-train: overlap auto: " not in p.stdout:
+            return "--overlap auto did not print its decision"
     return None
 
 
@@ -97,6 +103,7 @@ def errors(exe):
     for args, needle in [(["--synthetic", "--bogus"], "unknown option"),
                          (["--synthetic", "--batch", "0"], "--batch"),
                          (["--synthetic", "--model", "resnet7"], "unknown model"),
+                         (["--synthetic", "--overlap", "sometimes"], "--overlap wants"),
                          (["--data", "/nonexistent-dir"], "cannot open")]:
         p = mpirun(1, [exe] + args, timeout=120)
         if p.returncode == 0 or needle not in p.stdout:

@@ -8,8 +8,9 @@
  * the model and averages them. Batch norm statistics are per rank, so that
  * average - not one batch of size x B - is the reference: the all-reduced
  * gradients and the weights after the optimizer step must equal it up to
- * fp32 rounding of the average. Checked with overlap on and off, several
- * steps in a row. With HORA_TIMELINE set
+ * fp32 rounding of the average. Checked with overlap on, off and auto
+ * (which switches between the two while it times them, then keeps one: the
+ * same one on every rank), several steps in a row. With HORA_TIMELINE set
  * (meson sets it), rank 0 also checks in the trace that every fused gradient
  * all-reduce ran in place in the arena ("zero-copy"), never through the
  * fusion buffer.
@@ -59,7 +60,7 @@ static void check(const char *what, const float *got, const float *want, size_t 
                ok ? "ok" : "FAIL");
 }
 
-static int run(const char *model_name, int overlap, int rank, int size)
+static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
 {
     tr_model_spec_t spec;
     if (tr_model_spec_from_name(model_name, &spec) != HORA_OK)
@@ -97,7 +98,9 @@ static int run(const char *model_name, int overlap, int rank, int size)
     size_t ng; /* gradients: np plus the arena's zero alignment gaps */
     tr_model_grads(ref, &ng);
     float *avg = calloc(ng, sizeof(float));
-    for (int step = 0; step < 3; step++) {
+    /* Auto: through its probe and two steps past its decision. */
+    int steps = overlap == TR_OVERLAP_AUTO ? TR_OVERLAP_PROBE_SKIP + TR_OVERLAP_PROBE_STEPS + 2 : 3;
+    for (int step = 0; step < steps; step++) {
         for (size_t i = 0; i < (size_t)size * B * sample; i++)
             x[i] = input_value(100 + step, i);
         for (int i = 0; i < size * B; i++)
@@ -127,7 +130,7 @@ static int run(const char *model_name, int overlap, int rank, int size)
         check(what, tr_model_grads(dist, NULL), avg, ng, rank);
 
         /* Same update on both sides from the same gradients. */
-        double lr = 0.05 * (step + 1);
+        double lr = 0.05 * (step % 3 + 1);
         memcpy(rg, avg, ng * sizeof(float));
         if (tr_optim_step(dist, &sc.optim, lr) != HORA_OK || tr_optim_step(ref, &sc.optim, lr) != HORA_OK)
             return -1;
@@ -135,6 +138,19 @@ static int run(const char *model_name, int overlap, int rank, int size)
         check(what, tr_model_params(dist, NULL), tr_model_params(ref, NULL), np, rank);
         /* Keep the reference exactly on the distributed trajectory. */
         memcpy(tr_model_params(ref, NULL), tr_model_params(dist, NULL), np * sizeof(float));
+    }
+    if (overlap == TR_OVERLAP_AUTO) {
+        double on, off;
+        int got = tr_trainer_overlap(trainer, &on, &off);
+        int range[2] = {-got, got}; /* every rank must have kept the same mode */
+        hora_allreduce(range, range, 2, HORA_DTYPE_I32, HORA_OP_MAX);
+        int ok = (got == 0 || got == 1) && -range[0] == range[1] && on > 0 && off > 0;
+        if (!ok)
+            failures++;
+        if (rank == 0 || !ok)
+            printf("rank %d: auto kept overlap %s (%.2f ms/step on, %.2f off; %s on every rank) %s\n", rank,
+                   got == 1 ? "on" : got == 0 ? "off" : "undecided", on, off,
+                   -range[0] == range[1] ? "the same" : "NOT the same", ok ? "ok" : "FAIL");
     }
     free(x);
     free(y);
@@ -167,10 +183,12 @@ int main(int argc, char **argv)
         return 1;
     }
     int rank = hora_rank(), size = hora_size();
-    for (int overlap = 1; overlap >= 0; overlap--) {
+    static const tr_overlap_t modes[] = {TR_OVERLAP_ON, TR_OVERLAP_OFF, TR_OVERLAP_AUTO};
+    static const char *const mode_names[] = {"on", "off", "auto"};
+    for (int m = 0; m < 3; m++) {
         if (rank == 0)
-            printf("== %s, %d ranks x batch %d, overlap %s\n", model, size, B, overlap ? "on" : "off");
-        if (run(model, overlap, rank, size)) {
+            printf("== %s, %d ranks x batch %d, overlap %s\n", model, size, B, mode_names[m]);
+        if (run(model, modes[m], rank, size)) {
             fprintf(stderr, "rank %d: setup failed\n", rank);
             failures++;
         }
