@@ -12,7 +12,7 @@
  * For a small model on a busy CPU (ResNet-20, 2 ranks x 1 thread on 2 cores)
  * all-reducing after backward is faster; for a large one behind a slow
  * network, overlap wins. TR_OVERLAP_AUTO measures instead of guessing: after
- * TR_OVERLAP_PROBE_SKIP steps it times TR_OVERLAP_PROBE_STEPS steps,
+ * TR_OVERLAP_PROBE_WARMUP steps it times TR_OVERLAP_PROBE_STEPS steps,
  * alternately with and without overlap (the gradients are the same either
  * way), takes every rank's times to the slowest with one all-reduce, and
  * keeps the faster mode on every rank.
@@ -156,14 +156,14 @@ static hora_status_t gradients(tr_trainer_t *t, const float *x, const int32_t *l
 /* One probing step of TR_OVERLAP_AUTO; the last one decides. */
 static hora_status_t probe(tr_trainer_t *t, const float *x, const int32_t *labels, float *loss)
 {
-    int k = t->probe_step - TR_OVERLAP_PROBE_SKIP, with = k < 0 || k % 2 == 0;
+    int k = t->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
     double start = now_s();
     hora_status_t status = gradients(t, x, labels, with, loss);
     if (status != HORA_OK)
         return status;
     if (k >= 0)
         t->probe_s[with] += now_s() - start;
-    if (++t->probe_step < TR_OVERLAP_PROBE_SKIP + TR_OVERLAP_PROBE_STEPS)
+    if (++t->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS)
         return HORA_OK;
     /* Every rank takes the slowest rank's times, so all keep the same mode. */
     status = hora_allreduce(t->probe_s, t->probe_s, 2, HORA_DTYPE_F64, HORA_OP_MAX);

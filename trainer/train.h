@@ -16,9 +16,9 @@ typedef enum {
     TR_OVERLAP_AUTO = 2, /* measure both on the first steps, keep the faster */
 } tr_overlap_t;
 
-/* TR_OVERLAP_AUTO: steps skipped (first-use costs), then steps timed,
+/* TR_OVERLAP_AUTO: warm-up steps (first-use costs, not timed), then steps timed,
  * alternately with and without overlap. */
-#define TR_OVERLAP_PROBE_SKIP 2
+#define TR_OVERLAP_PROBE_WARMUP 2
 #define TR_OVERLAP_PROBE_STEPS 16
 
 typedef struct {

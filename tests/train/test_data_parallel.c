@@ -99,7 +99,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
     tr_model_grads(ref, &ng);
     float *avg = calloc(ng, sizeof(float));
     /* Auto: through its probe and two steps past its decision. */
-    int steps = overlap == TR_OVERLAP_AUTO ? TR_OVERLAP_PROBE_SKIP + TR_OVERLAP_PROBE_STEPS + 2 : 3;
+    int steps = overlap == TR_OVERLAP_AUTO ? TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS + 2 : 3;
     for (int step = 0; step < steps; step++) {
         for (size_t i = 0; i < (size_t)size * B * sample; i++)
             x[i] = input_value(100 + step, i);
