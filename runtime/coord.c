@@ -586,9 +586,8 @@ static int coord_cycle(struct coord *c)
      * An idle rank still turns a cycle every stall-inspection period, so
      * rank 0 can see that it lacks what others wait for. Rank 0 is never
      * idle while its table holds names (the stall inspector's state). */
-    int64_t period_us = (int64_t)(c->settings.cycle_time_ms * 1000.0);
-    if (c->pending.count == 0 && !c->order_head && coord_inspect_period_us() > period_us)
-        period_us = coord_inspect_period_us();
+    int64_t period_us = (int64_t)(c->settings.cycle_time_ms * 1000.0), idle_us = coord_inspect_period_us();
+    if (c->pending.count == 0 && !c->order_head && idle_us > period_us) period_us = idle_us;
     int64_t deadline_us = start_us + period_us;
     if (deadline_us > end_us) {
         struct timespec now, until;

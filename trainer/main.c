@@ -297,13 +297,6 @@ static int parse_args(int argc, char **argv, options_t *o)
     return 0;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void format_duration(double s, char *buf, size_t n)
 {
     if (!(s >= 0) || s > 1e7)
@@ -573,13 +566,13 @@ static hora_status_t run_training(run_t *r)
 
     /* The clock of elapsed_s (time to accuracy) starts at the first step,
      * after data loading and model building, as the PyTorch peer's does. */
-    r->t0 = now_s();
+    r->t0 = tr_now_s();
     uint64_t step = 0;
     double train_time = 0;
     double loss_sum = 0;
     int loss_n = 0;
     uint64_t images_since = 0;
-    double t_since = now_s();
+    double t_since = tr_now_s();
     eval_result_t ev = {0};
     int evaluated_last = 0;
     for (int epoch = 0; epoch < o->epochs && step < total; epoch++) {
@@ -601,10 +594,10 @@ static hora_status_t run_training(run_t *r)
             }
             double lr = tr_lr_at(&sched, step);
             float loss;
-            double ts = now_s();
+            double ts = tr_now_s();
             int probing = tr_trainer_overlap(r->trainer, NULL, NULL) < 0;
             CHECK(tr_trainer_step(r->trainer, x, y, lr, &loss));
-            train_time += now_s() - ts;
+            train_time += tr_now_s() - ts;
             if (probing)
                 report_overlap(r);
             if (b)
@@ -622,7 +615,7 @@ static hora_status_t run_training(run_t *r)
                 double l = loss_sum / loss_n;
                 if (r->size > 1)
                     CHECK(hora_allreduce(&l, &l, 1, HORA_DTYPE_F64, HORA_OP_AVG));
-                double t = now_s();
+                double t = tr_now_s();
                 double ips = images_since / (t - t_since);
                 double elapsed = t - r->t0;
                 double eta = (double)(total - step - 1) * (elapsed / (double)(step + 1));
@@ -653,7 +646,7 @@ static hora_status_t run_training(run_t *r)
                 loss_sum = 0;
                 loss_n = 0;
                 images_since = 0;
-                t_since = now_s();
+                t_since = tr_now_s();
             }
         }
         int last = epoch + 1 == o->epochs || step >= total;
@@ -661,7 +654,7 @@ static hora_status_t run_training(run_t *r)
         if ((o->eval_every && (epoch + 1) % o->eval_every == 0) || last) {
             CHECK(evaluate(r, &ev));
             evaluated_last = 1;
-            double elapsed = now_s() - r->t0;
+            double elapsed = tr_now_s() - r->t0;
             if (r->rank == 0) {
                 if (r->tty)
                     printf("\n");
@@ -672,7 +665,7 @@ static hora_status_t run_training(run_t *r)
                          ",\"elapsed_s\":%.3f}", epoch + 1, (double)ev.top1 / ev.count,
                          (double)ev.top5 / ev.count, ev.count, elapsed);
             }
-            t_since = now_s();
+            t_since = tr_now_s();
         }
     }
     if (!evaluated_last)
@@ -684,7 +677,7 @@ static hora_status_t run_training(run_t *r)
                100.0 * ev.top5 / ev.count);
         log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,"
                  "\"train_img_per_s\":%.1f}", step, (double)ev.top1 / ev.count, (double)ev.top5 / ev.count,
-                 now_s() - r->t0, train_time > 0 ? (double)step * global_batch / train_time : 0.0);
+                 tr_now_s() - r->t0, train_time > 0 ? (double)step * global_batch / train_time : 0.0);
     }
     return HORA_OK;
 }
@@ -709,7 +702,7 @@ int main(int argc, char **argv)
     options_default(&r->opt);
     if (parse_args(argc, argv, &r->opt))
         return 2;
-    r->t0 = now_s();
+    r->t0 = tr_now_s();
     hora_status_t status = hora_init();
     if (status != HORA_OK) {
         fprintf(stderr, "hora-train: hora_init failed: %s (%s)\n", hora_status_string(status), hora_last_error());

@@ -36,7 +36,7 @@ struct tr_trainer {
     double probe_s[2];   /* auto: seconds summed without [0] and with [1] overlap */
 };
 
-static double now_s(void)
+double tr_now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -157,12 +157,12 @@ static hora_status_t gradients(tr_trainer_t *t, const float *x, const int32_t *l
 static hora_status_t probe(tr_trainer_t *t, const float *x, const int32_t *labels, float *loss)
 {
     int k = t->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
-    double start = now_s();
+    double start = tr_now_s();
     hora_status_t status = gradients(t, x, labels, with, loss);
     if (status != HORA_OK)
         return status;
     if (k >= 0)
-        t->probe_s[with] += now_s() - start;
+        t->probe_s[with] += tr_now_s() - start;
     if (++t->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS)
         return HORA_OK;
     /* Every rank takes the slowest rank's times, so all keep the same mode. */

@@ -52,4 +52,7 @@ hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const float *x, const 
  * rank's times), *ms_on and *ms_off are its mean step times, else 0. */
 int tr_trainer_overlap(const tr_trainer_t *trainer, double *ms_on, double *ms_off);
 
+/* CLOCK_MONOTONIC in seconds (step timing here and in hora-train). */
+double tr_now_s(void);
+
 #endif
