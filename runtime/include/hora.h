@@ -18,6 +18,31 @@
 extern "C" {
 #endif
 
+/* libhora.so exports exactly the functions declared with HORA_API (it is
+ * built with -fvisibility=hidden): nothing of the runtime's internals. */
+#if defined(__GNUC__) || defined(__clang__)
+#define HORA_API __attribute__((visibility("default")))
+#else
+#define HORA_API
+#endif
+
+/* Alignment of the tensors in a fused buffer, in bytes. Tensors placed in
+ * memory from hora_mem_alloc at multiples of this offset from each other, in
+ * the order their requests are submitted (a gradient arena in backprop
+ * order), are all-reduced in place without a copy into the fusion buffer. */
+#define HORA_ALIGN_BYTES 64
+
+/*
+ * One status type for the whole stack. The runtime, the kernels' callers and
+ * hora-train (its compute backends and data pipeline) all return
+ * hora_status_t, so an error found in any layer travels up unchanged and a
+ * failing rank can hand it to the runtime's abort path as it is. Two codes
+ * are raised mostly above the runtime but belong to every layer:
+ * HORA_ERR_CORRUPT (data that fails a check: a CRC, a magic number, a
+ * length, a truncated file or a malformed coordinator message) and
+ * HORA_ERR_INTERNAL (a library below hora failed: oneDNN, cuDNN, CUDA; the
+ * message names the call).
+ */
 typedef enum {
     HORA_OK = 0,
     HORA_IN_PROGRESS = 1,
@@ -34,15 +59,15 @@ typedef enum {
     HORA_ERR_SHUTDOWN = -11,       /* the runtime shut down before the request finished */
     HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
     HORA_ERR_ALREADY_INITIALIZED = -13,
-    HORA_ERR_CORRUPT = -14,        /* stored data failed a check (CRC, magic, length, truncation) */
-    HORA_ERR_INTERNAL = -15,       /* a library below hora (oneDNN, cuDNN, ...) failed; the log says which call */
+    HORA_ERR_CORRUPT = -14,        /* data failed a check (CRC, magic, length, truncation, malformed message) */
+    HORA_ERR_INTERNAL = -15,       /* a library below hora (oneDNN, cuDNN, CUDA, ...) failed; the message names the call */
 } hora_status_t;
 
 /* Element types. Values are stable (they travel between ranks). */
 typedef enum {
     HORA_DTYPE_F32 = 0,
-    HORA_DTYPE_F16 = 1,  /* IEEE binary16, reduced with fp32 accumulation */
-    HORA_DTYPE_BF16 = 2, /* bfloat16, reduced with fp32 accumulation */
+    HORA_DTYPE_F16 = 1,  /* IEEE binary16, reduced with fp32 accumulation (see hora_allreduce) */
+    HORA_DTYPE_BF16 = 2, /* bfloat16, reduced with fp32 accumulation (see hora_allreduce) */
     HORA_DTYPE_F64 = 3,
     HORA_DTYPE_I32 = 4,
     HORA_DTYPE_I64 = 5,
@@ -63,17 +88,17 @@ typedef enum {
 } hora_op_t;
 
 /* Status, dtype and op names ("HORA_ERR_TIMEOUT", "f32", "sum"). */
-const char *hora_status_string(hora_status_t status);
-const char *hora_dtype_name(hora_dtype_t dtype);
-const char *hora_op_name(hora_op_t op);
+HORA_API const char *hora_status_string(hora_status_t status);
+HORA_API const char *hora_dtype_name(hora_dtype_t dtype);
+HORA_API const char *hora_op_name(hora_op_t op);
 /* Bytes per element, 0 for an invalid dtype. */
-size_t hora_dtype_size(hora_dtype_t dtype);
+HORA_API size_t hora_dtype_size(hora_dtype_t dtype);
 /* Parse "f32", "float", "half", ... / "sum", "avg", ...; -1 when unknown. */
-int hora_dtype_parse(const char *name);
-int hora_op_parse(const char *name);
+HORA_API int hora_dtype_parse(const char *name);
+HORA_API int hora_op_parse(const char *name);
 
 /* Message describing the last error returned to the calling thread ("" if none). */
-const char *hora_last_error(void);
+HORA_API const char *hora_last_error(void);
 
 /*
  * hora_init - start the runtime on every rank (collective over MPI_COMM_WORLD).
@@ -85,35 +110,35 @@ const char *hora_last_error(void);
  * Returns HORA_OK, HORA_ERR_ALREADY_INITIALIZED, HORA_ERR_CONFIG, HORA_ERR_MPI,
  * HORA_ERR_SYSTEM, HORA_ERR_NO_MEMORY, HORA_ERR_TRANSPORT.
  */
-hora_status_t hora_init(void);
+HORA_API hora_status_t hora_init(void);
 /* Collective. Releases every resource of the runtime; memory from
  * hora_mem_alloc becomes invalid. Returns HORA_OK or HORA_ERR_NOT_INITIALIZED. */
-hora_status_t hora_shutdown(void);
-int hora_initialized(void);
+HORA_API hora_status_t hora_shutdown(void);
+HORA_API int hora_initialized(void);
 
 /* Topology. Undefined (-1) before hora_init. */
-int hora_rank(void);       /* rank in MPI_COMM_WORLD */
-int hora_size(void);       /* number of ranks */
-int hora_local_rank(void); /* rank inside this (possibly virtual, HORA_FAKE_NODES) node */
-int hora_local_size(void);
-int hora_node_rank(void); /* index of this node, 0 .. node_count-1 */
-int hora_node_count(void);
+HORA_API int hora_rank(void);       /* rank in MPI_COMM_WORLD */
+HORA_API int hora_size(void);       /* number of ranks */
+HORA_API int hora_local_rank(void); /* rank inside this (possibly virtual, HORA_FAKE_NODES) node */
+HORA_API int hora_local_size(void);
+HORA_API int hora_node_rank(void); /* index of this node, 0 .. node_count-1 */
+HORA_API int hora_node_count(void);
 
 /* Name of the transport the flat ring uses ("shm", "mpi"). */
-const char *hora_transport_name(void);
+HORA_API const char *hora_transport_name(void);
 
 /*
  * Memory the transports can share without copies: on one host, peers map it
  * and reduce straight from it. Ordinary malloc'd buffers work everywhere too,
  * at the price of a copy through a staging buffer. Must be called between
- * hora_init and hora_shutdown; 64-byte aligned (page aligned in practice).
+ * hora_init and hora_shutdown; HORA_ALIGN_BYTES aligned (page aligned in practice).
  * hora_mem_alloc returns HORA_OK, HORA_ERR_NO_MEMORY, HORA_ERR_INVALID_ARG,
  * HORA_ERR_NOT_INITIALIZED; *ptr is set only on success.
  */
-hora_status_t hora_mem_alloc(size_t bytes, void **ptr);
-hora_status_t hora_mem_free(void *ptr);
+HORA_API hora_status_t hora_mem_alloc(size_t bytes, void **ptr);
+HORA_API hora_status_t hora_mem_free(void *ptr);
 /* 1 if ptr lies inside memory from hora_mem_alloc. */
-int hora_mem_is_shared(const void *ptr);
+HORA_API int hora_mem_is_shared(const void *ptr);
 
 /*
  * Direct (non-negotiated) collectives over all ranks. Every rank calls them
@@ -122,28 +147,44 @@ int hora_mem_is_shared(const void *ptr);
  * place. Any count, including 0 and counts smaller than the number of ranks.
  */
 
-/* recv[i] = op over ranks of send[i], i < count. */
-hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype,
+/*
+ * recv[i] = op over ranks of send[i], i < count.
+ *
+ * f16 and bf16 accumulate in fp32. Over peer memory (one host, the one-shot
+ * algorithm) every element is reduced by one rank from all n inputs at once:
+ * the inputs are widened to fp32 and combined in rank order 0..n-1 (and
+ * divided by n for AVG) in fp32, and the result is rounded once - the same
+ * bits as rounding that fp32 result yourself. The ring (HORA_ALGORITHM=ring,
+ * the ucx and mpi transports, the hierarchical all-reduce) passes partial
+ * sums between ranks in the dtype itself, so each of at most n-1 partial
+ * sums is rounded once: |result - exact sum| <= g(n-1) * sum_i |x_i| (for
+ * AVG, both sides divided by n), g(k) = k u / (1 - k u), u = 2^-11 for f16
+ * and 2^-8 for bf16, plus a term of 2^-22 sum_i |x_i| for the fp32
+ * arithmetic in between. Other dtypes reduce in their own arithmetic; f32
+ * and f64 sums depend on the order, which is fixed per algorithm and rank
+ * count (every rank gets the same bits).
+ */
+HORA_API hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype,
                              hora_op_t op);
 
 /* Rank r's shard of a vector of count elements: elements
  * [offset, offset + shard_count); shards differ by at most one element, the
  * first count % size shards are one longer. */
-void hora_shard(size_t count, int size, int rank, size_t *offset, size_t *shard_count);
+HORA_API void hora_shard(size_t count, int size, int rank, size_t *offset, size_t *shard_count);
 
 /* Reduce count elements across ranks and leave rank r's shard (hora_shard) in
  * recv, which holds shard_count elements. recv must not overlap send. */
-hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, hora_dtype_t dtype,
+HORA_API hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, hora_dtype_t dtype,
                                   hora_op_t op);
 
 /* Rank r contributes counts[r] elements from send; recv (sum of counts
  * elements) receives every rank's block in rank order. counts[] must be the
  * same on every rank. send may be recv + (sum of counts[0..r-1]) (in place). */
-hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts,
+HORA_API hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts,
                               hora_dtype_t dtype);
 
 /* buf on root is sent to buf on every rank. */
-hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
+HORA_API hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
 
 /* ------------------------------------------------------------------------
  * Negotiated asynchronous operations (the coordinator).
@@ -165,7 +206,11 @@ typedef enum {
     HORA_COMPRESSION_BF16 = 2,
 } hora_compression_t;
 
-typedef enum { HORA_MEMORY_HOST = 0, HORA_MEMORY_CUDA = 1 } hora_memory_t;
+/* Where a request's buffers live. Only host memory is supported so far: a
+ * request with HORA_MEMORY_CUDA fails at submission with
+ * HORA_ERR_UNSUPPORTED (the device engine and the cudaipc transport come
+ * with the GPU runtime). */
+typedef enum { HORA_MEMORY_HOST = 0, HORA_MEMORY_CUDA = 1, HORA_MEMORY_COUNT = 2 } hora_memory_t;
 
 #define HORA_MAX_DIMS 8
 
@@ -186,31 +231,33 @@ typedef struct {
  * opts may be NULL. On HORA_OK *req is set and must be released with
  * hora_request_free after it completes. Returns HORA_ERR_DUPLICATE at once when
  * a request with this name is in flight on this rank (that one still
- * completes), HORA_ERR_INVALID_ARG, HORA_ERR_NOT_INITIALIZED, HORA_ERR_SHUTDOWN.
+ * completes), HORA_ERR_INVALID_ARG, HORA_ERR_UNSUPPORTED (opts->memory is not
+ * HORA_MEMORY_HOST; the same for every *_async call), HORA_ERR_NOT_INITIALIZED,
+ * HORA_ERR_SHUTDOWN.
  */
-hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
+HORA_API hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
                                    hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
                                    hora_request_t *req);
 
 /* A group of allreduces negotiated and fused atomically: none of them runs
  * before all are ready on every rank. reqs[i] is set for each member. */
-hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
+HORA_API hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
                                            void *const *recv, const size_t *counts, hora_dtype_t dtype,
                                            hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
 
 /* Broadcast count elements of buf from root. */
-hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
+HORA_API hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
                                    const hora_opts_t *opts, hora_request_t *req);
 
 /* Allgather along the first dimension, which may differ per rank (all other
  * dimensions must match). The runtime allocates the result; after completion
  * hora_request_result gives it and each rank's count. */
-hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
+HORA_API hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
                                    const hora_opts_t *opts, hora_request_t *req);
 /* Result of a finished allgather: data (owned by req, valid until
  * hora_request_free), total elements, and per-rank element counts (size
  * entries, owned by req). */
-hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count,
+HORA_API hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count,
                                   const size_t **rank_counts);
 
 /*
@@ -219,19 +266,19 @@ hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total
  * submit. Returns when all ranks have joined; *last_rank (may be NULL) is the
  * rank that joined last.
  */
-hora_status_t hora_join(int *last_rank);
+HORA_API hora_status_t hora_join(int *last_rank);
 
 /* Block until req completes; returns its final status. */
-hora_status_t hora_wait(hora_request_t req);
+HORA_API hora_status_t hora_wait(hora_request_t req);
 /* *done = 1 when req completed (its status is returned), else HORA_IN_PROGRESS. */
-hora_status_t hora_test(hora_request_t req, int *done);
+HORA_API hora_status_t hora_test(hora_request_t req, int *done);
 /* Human-readable message of a failed request ("" if it succeeded or is pending). */
-const char *hora_request_error(hora_request_t req);
+HORA_API const char *hora_request_error(hora_request_t req);
 /* Release a request; waits for it first if it is still in flight. */
-void hora_request_free(hora_request_t req);
+HORA_API void hora_request_free(hora_request_t req);
 
 /* Print every HORA_* setting: name, value in force, default and what it does. */
-void hora_config_print(FILE *out);
+HORA_API void hora_config_print(FILE *out);
 
 #ifdef __cplusplus
 }

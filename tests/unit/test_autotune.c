@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "autotune.h"
+#include "coord/autotune.h"
 #include "hora.h"
-#include "log.h"
+#include "base/log.h"
 
 #include "check.h"
 #include "file.h"

@@ -1,17 +1,19 @@
 /*
  * test_config.c - the HORA_* settings table (parsing, bounds, error messages
- * naming the variable), the virtual-node split and the shard layout.
+ * naming the variable), the virtual-node split and the shard layout, and
+ * that runtime/README.md lists every setting of the table.
  * Run: test_config   (exit 0 = all passed)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "hora.h"
-#include "topo.h"
+#include "mem/topo.h"
 
 #include "check.h"
+#include "file.h"
 
 static const struct config_entry *entry(const char *name)
 {
@@ -124,9 +126,26 @@ static void test_names(void)
     CHECK(hora_dtype_size(HORA_DTYPE_BF16) == 2 && hora_dtype_size(HORA_DTYPE_F64) == 8, "sizes");
 }
 
+/* runtime/README.md's settings list names every variable of the table. */
+static void test_readme(void)
+{
+    char *readme = test_read_file(HORA_SOURCE_DIR "/runtime/README.md", NULL);
+    CHECK(readme != NULL, "cannot read runtime/README.md");
+    if (!readme) return;
+    const char *list = strstr(readme, "## Settings");
+    CHECK(list != NULL, "runtime/README.md has no '## Settings' section");
+    for (const struct config_entry *e = config_table; e->name && list; e++) {
+        char quoted[80];
+        snprintf(quoted, sizeof(quoted), "`%s`", e->name);
+        CHECK(strstr(list, quoted) != NULL, "runtime/README.md's settings do not list %s", e->name);
+    }
+    free(readme);
+}
+
 int main(void)
 {
     test_parse();
+    test_readme();
     test_load();
     test_fake_nodes();
     test_shard();

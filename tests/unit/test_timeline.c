@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include "hora.h"
-#include "log.h"
-#include "timeline.h"
+#include "base/log.h"
+#include "coord/timeline.h"
 
 #ifndef HORA_SOURCE_DIR
 #define HORA_SOURCE_DIR "."

@@ -1,0 +1,245 @@
+/* api_async.c - the public negotiated API: argument checks, request objects,
+ * hand-off to the coordinator thread, waiting. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "base/status.h"
+
+static hora_status_t api_async_check(const char *what, const char *name, hora_dtype_t dtype)
+{
+    HORA_CHECK(api_check_initialized(what));
+    if (!name || !*name) return status_fail(HORA_ERR_INVALID_ARG, "%s: a request needs a non-empty name", what);
+    if ((unsigned)dtype >= HORA_DTYPE_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid dtype %d", what, name, (int)dtype);
+    return HORA_OK;
+}
+
+/* A request from the common arguments; shape from opts or 1-D. */
+static hora_status_t api_async_new(const char *what, const char *name, uint32_t kind, const void *send, void *recv,
+                                   size_t count, hora_dtype_t dtype, hora_op_t op, int root, const hora_opts_t *opts,
+                                   struct hora_request **out)
+{
+    static const hora_opts_t defaults = HORA_OPTS_INIT;
+    if (!opts) opts = &defaults;
+    if (count && ((!send && kind != COORD_KIND_BROADCAST) || (!recv && kind != COORD_KIND_ALLGATHER)))
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): NULL buffer with count %zu", what, name, count);
+    if (opts->ndim < 0 || opts->ndim > HORA_MAX_DIMS)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): ndim %d outside 0..%d", what, name, opts->ndim,
+                           HORA_MAX_DIMS);
+    if ((unsigned)opts->compression > HORA_COMPRESSION_BF16 || (unsigned)opts->memory >= HORA_MEMORY_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid compression or memory kind", what, name);
+    /* Refused here rather than dereferenced on the host later. */
+    if (opts->memory != HORA_MEMORY_HOST)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "%s('%s'): device (CUDA) memory is not supported yet: this build of hora moves host "
+                           "memory only",
+                           what, name);
+    if (opts->compression != HORA_COMPRESSION_NONE && dtype != HORA_DTYPE_F32)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s",
+                           what, name, hora_dtype_name(dtype));
+    struct hora_request *req = calloc(1, sizeof(*req));
+    if (!req || !(req->name = strdup(name))) {
+        free(req);
+        return status_fail(HORA_ERR_NO_MEMORY, "%s('%s'): out of memory", what, name);
+    }
+    struct coord_meta *m = &req->meta;
+    m->kind = kind;
+    m->dtype = (uint32_t)dtype;
+    m->op = (uint32_t)op;
+    m->root = root;
+    m->count = count;
+    m->prescale = opts->prescale;
+    m->postscale = opts->postscale;
+    m->compression = (uint32_t)opts->compression;
+    m->memory = (uint32_t)opts->memory;
+    if (opts->ndim == 0) {
+        m->ndim = 1;
+        m->dims[0] = (int64_t)count;
+    } else {
+        int64_t product = 1;
+        m->ndim = opts->ndim;
+        for (int d = 0; d < opts->ndim; d++) {
+            m->dims[d] = opts->dims[d];
+            product *= opts->dims[d];
+        }
+        if (product != (int64_t)count || opts->dims[0] < 0) {
+            free(req->name);
+            free(req);
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): the shape's %lld elements differ from count %zu",
+                               what, name, (long long)product, count);
+        }
+    }
+    req->send = send;
+    req->recv = recv;
+    req->cache_id = -1;
+    req->join_last = -1;
+    *out = req;
+    return HORA_OK;
+}
+
+static void api_async_free(struct hora_request *req)
+{
+    if (!req) return;
+    free(req->name);
+    free(req->group);
+    free(req->error);
+    free(req->result);
+    free(req->rank_counts);
+    free(req);
+}
+
+static hora_status_t api_async_submit_one(struct hora_request *req, hora_request_t *out)
+{
+    hora_status_t status = coord_submit(hora_rt.coord, &req, 1);
+    if (status < 0) {
+        api_async_free(req);
+        return status;
+    }
+    *out = req;
+    return HORA_OK;
+}
+
+hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count, hora_dtype_t dtype,
+                                   hora_op_t op, const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    HORA_CHECK(api_async_check("hora_allreduce_async", name, dtype));
+    if ((unsigned)op >= HORA_OP_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): invalid op %d", name, (int)op);
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): req is NULL", name);
+    HORA_CHECK(api_async_new("hora_allreduce_async", name, COORD_KIND_ALLREDUCE, send, recv, count, dtype, op, -1,
+                             opts, &r));
+    return api_async_submit_one(r, req);
+}
+
+hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
+                                           void *const *recv, const size_t *counts, hora_dtype_t dtype, hora_op_t op,
+                                           const hora_opts_t *opts, hora_request_t *reqs)
+{
+    if (n <= 0 || !names || !send || !recv || !counts || !reqs)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_allreduce_async: bad arguments");
+    HORA_CHECK(api_async_check("hora_grouped_allreduce_async", names[0], dtype));
+    if ((unsigned)op >= HORA_OP_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_allreduce_async: invalid op %d", (int)op);
+    struct hora_request **list = calloc((size_t)n, sizeof(*list));
+    if (!list) return status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_allreduce_async: out of memory");
+    hora_status_t status = HORA_OK;
+    /* The group is known by its first member's name. */
+    size_t key_len = strlen(names[0]) + 8;
+    for (int i = 0; i < n && status == HORA_OK; i++) {
+        status = api_async_check("hora_grouped_allreduce_async", names[i], dtype);
+        if (status == HORA_OK)
+            status = api_async_new("hora_grouped_allreduce_async", names[i], COORD_KIND_ALLREDUCE, send[i], recv[i],
+                                   counts[i], dtype, op, -1, opts, &list[i]);
+        if (status == HORA_OK) {
+            list[i]->group = malloc(key_len);
+            if (!list[i]->group) {
+                status = status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_allreduce_async: out of memory");
+                break;
+            }
+            snprintf(list[i]->group, key_len, "%s#group", names[0]);
+            list[i]->meta.group_size = n;
+        }
+    }
+    if (status == HORA_OK) status = coord_submit(hora_rt.coord, list, n);
+    if (status < 0) {
+        for (int i = 0; i < n; i++) api_async_free(list[i]);
+    } else {
+        for (int i = 0; i < n; i++) reqs[i] = list[i];
+    }
+    free(list);
+    return status;
+}
+
+hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
+                                   const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    HORA_CHECK(api_async_check("hora_broadcast_async", name, dtype));
+    if (root < 0 || root >= hora_rt.topo.size)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast_async('%s'): root %d is not a rank (0..%d)", name,
+                           root, hora_rt.topo.size - 1);
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast_async('%s'): req is NULL", name);
+    HORA_CHECK(api_async_new("hora_broadcast_async", name, COORD_KIND_BROADCAST, buf, buf, count, dtype, HORA_OP_SUM,
+                             root, opts, &r));
+    return api_async_submit_one(r, req);
+}
+
+hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
+                                   const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    HORA_CHECK(api_async_check("hora_allgather_async", name, dtype));
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgather_async('%s'): req is NULL", name);
+    HORA_CHECK(api_async_new("hora_allgather_async", name, COORD_KIND_ALLGATHER, send, NULL, count, dtype,
+                             HORA_OP_SUM, -1, opts, &r));
+    return api_async_submit_one(r, req);
+}
+
+hora_status_t hora_join(int *last_rank)
+{
+    struct hora_request *r = NULL;
+    hora_request_t req;
+    HORA_CHECK(api_async_check("hora_join", "__hora_join__", HORA_DTYPE_U8));
+    HORA_CHECK(api_async_new("hora_join", "__hora_join__", COORD_KIND_JOIN, NULL, NULL, 0, HORA_DTYPE_U8, HORA_OP_SUM,
+                             -1, NULL, &r));
+    HORA_CHECK(api_async_submit_one(r, &req));
+    hora_status_t status = coord_wait(hora_rt.coord, req);
+    if (status == HORA_OK && last_rank) *last_rank = req->join_last;
+    if (status < 0) status_set(status, "%s", req->error ? req->error : hora_status_string(status));
+    api_async_free(req);
+    return status;
+}
+
+hora_status_t hora_wait(hora_request_t req)
+{
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_wait: req is NULL");
+    if (!hora_rt.coord) return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
+    hora_status_t status = coord_wait(hora_rt.coord, req);
+    if (status < 0) status_set(status, "%s", req->error ? req->error : hora_status_string(status));
+    return status;
+}
+
+hora_status_t hora_test(hora_request_t req, int *done)
+{
+    hora_status_t status = HORA_IN_PROGRESS;
+    if (!req || !done) return status_fail(HORA_ERR_INVALID_ARG, "hora_test: NULL argument");
+    if (!hora_rt.coord) {
+        *done = req->done;
+        return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
+    }
+    *done = coord_is_done(hora_rt.coord, req, &status);
+    return *done ? status : HORA_IN_PROGRESS;
+}
+
+const char *hora_request_error(hora_request_t req)
+{
+    hora_status_t status;
+    if (!req) return "";
+    if (hora_rt.coord && !coord_is_done(hora_rt.coord, req, &status)) return "";
+    return req->error ? req->error : "";
+}
+
+hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count, const size_t **rank_counts)
+{
+    hora_status_t status = HORA_IN_PROGRESS;
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result: req is NULL");
+    if (hora_rt.coord && !coord_is_done(hora_rt.coord, req, &status))
+        return status_set(HORA_IN_PROGRESS, "hora_request_result('%s'): not finished", req->name);
+    if (req->status < 0) return req->status;
+    if (req->meta.kind != COORD_KIND_ALLGATHER)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result('%s'): only allgather has a result", req->name);
+    if (data) *data = req->result;
+    if (total_count) *total_count = req->result_total;
+    if (rank_counts) *rank_counts = req->rank_counts;
+    return HORA_OK;
+}
+
+void hora_request_free(hora_request_t req)
+{
+    if (!req) return;
+    if (hora_rt.coord) coord_wait(hora_rt.coord, req);
+    api_async_free(req);
+}

@@ -1,0 +1,180 @@
+/* hora.c - runtime lifetime: hora_init / hora_shutdown build the layers
+ * bottom up (settings, MPI, topology, pool, collectives with their
+ * transports, coordinator) and tear them down top down; topology queries,
+ * hora_mem_alloc and the settings printout. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "hora.h"
+
+struct hora_rt hora_rt;
+
+static void hora_finalize_mpi_at_exit(void)
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+}
+
+static hora_status_t hora_start_mpi(void)
+{
+    int initialized = 0, provided = 0, err;
+
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (finalized) return status_fail(HORA_ERR_MPI, "hora_init: MPI was already finalized in this process");
+        /* The coordinator thread and the caller's thread may both call MPI. */
+        err = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Init_thread");
+        if (!hora_rt.mpi_owned) atexit(hora_finalize_mpi_at_exit);
+        hora_rt.mpi_owned = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+        return status_fail(HORA_ERR_MPI,
+                           "hora_init: MPI provides thread level %d; hora's coordinator thread needs "
+                           "MPI_THREAD_MULTIPLE (initialise MPI with MPI_Init_thread(MPI_THREAD_MULTIPLE) or let "
+                           "hora_init do it)",
+                           provided);
+    return HORA_OK;
+}
+
+hora_status_t hora_init(void)
+{
+    hora_status_t status;
+    int err;
+
+    status_clear();
+    if (hora_rt.initialized) return status_set(HORA_ERR_ALREADY_INITIALIZED, "hora_init: already initialized");
+    int mpi_owned = hora_rt.mpi_owned;
+    memset(&hora_rt, 0, sizeof(hora_rt));
+    hora_rt.mpi_owned = mpi_owned;
+    hora_rt.world = MPI_COMM_NULL;
+
+    /* Settings first: a bad value must fail before anything is created. */
+    status = config_load(&hora_rt.cfg);
+    if (status < 0) return status;
+    log_set_level(hora_rt.cfg.log_level);
+    HORA_CHECK(hora_start_mpi());
+
+    err = MPI_Comm_dup(MPI_COMM_WORLD, &hora_rt.world);
+    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Comm_dup(MPI_COMM_WORLD)");
+    MPI_Comm_set_errhandler(hora_rt.world, MPI_ERRORS_RETURN);
+    int rank;
+    MPI_Comm_rank(hora_rt.world, &rank);
+    log_set_rank(rank);
+
+    status = topo_init(&hora_rt.topo, hora_rt.world, hora_rt.cfg.fake_nodes);
+    if (status < 0) goto err_free_world;
+    status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
+    if (status < 0) goto err_free_topo;
+    status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool);
+    if (status < 0) goto err_free_pool;
+    /* Nobody may run a collective before every rank's control block is ready. */
+    err = MPI_Barrier(hora_rt.world);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Barrier(init)");
+        goto err_close;
+    }
+    const struct coord_env coord_env = {
+        .world = hora_rt.world, .cfg = &hora_rt.cfg, .coll = &hora_rt.coll, .pool = &hora_rt.pool};
+    status = coord_start(&coord_env, &hora_rt.coord);
+    if (status < 0) goto err_close;
+    hora_rt.initialized = 1;
+    log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
+             hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
+             hora_rt.topo.local_size, hora_transport_name());
+    return HORA_OK;
+
+err_close:
+    coll_close(&hora_rt.coll);
+err_free_pool:
+    mem_pool_free(&hora_rt.pool);
+err_free_topo:
+    topo_free(&hora_rt.topo);
+err_free_world:
+    MPI_Comm_free(&hora_rt.world);
+    return status;
+}
+
+hora_status_t hora_shutdown(void)
+{
+    if (!hora_rt.initialized)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_shutdown: the runtime is not initialized");
+    /* Every rank's coordinator stops in the same cycle; then peers may still be
+     * reading our pool until everyone is here. */
+    coord_stop(hora_rt.coord);
+    hora_rt.coord = NULL;
+    MPI_Barrier(hora_rt.world);
+    coll_close(&hora_rt.coll);
+    mem_pool_free(&hora_rt.pool);
+    topo_free(&hora_rt.topo);
+    MPI_Comm_free(&hora_rt.world);
+    hora_rt.initialized = 0;
+    return HORA_OK;
+}
+
+int hora_initialized(void) { return hora_rt.initialized; }
+
+#define HORA_TOPO_GETTER(name, field)                                                                    \
+    int hora_##name(void) { return hora_rt.initialized ? hora_rt.topo.field : -1; }
+HORA_TOPO_GETTER(rank, rank)
+HORA_TOPO_GETTER(size, size)
+HORA_TOPO_GETTER(local_rank, local_rank)
+HORA_TOPO_GETTER(local_size, local_size)
+HORA_TOPO_GETTER(node_rank, node_rank)
+HORA_TOPO_GETTER(node_count, node_count)
+
+const char *hora_transport_name(void) { return hora_rt.initialized ? coll_transport_name(&hora_rt.coll) : "none"; }
+
+hora_status_t api_check_initialized(const char *what)
+{
+    if (!hora_rt.initialized || !hora_rt.coord)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "%s called before hora_init (or after hora_shutdown)", what);
+    return HORA_OK;
+}
+
+hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
+{
+    if (!hora_rt.initialized)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_alloc called before hora_init");
+    if (!ptr) return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_alloc: ptr is NULL");
+    return mem_pool_alloc(&hora_rt.pool, bytes, ptr);
+}
+
+hora_status_t hora_mem_free(void *ptr)
+{
+    if (!ptr) return HORA_OK;
+    if (!hora_rt.initialized)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_free called outside hora_init .. hora_shutdown");
+    return mem_pool_release(&hora_rt.pool, ptr);
+}
+
+int hora_mem_is_shared(const void *ptr)
+{
+    uint64_t off;
+    return hora_rt.initialized && mem_pool_offset(&hora_rt.pool, ptr, 1, &off);
+}
+
+void hora_config_print(FILE *out)
+{
+    struct config cfg;
+    if (hora_rt.initialized) {
+        config_print(&hora_rt.cfg, out);
+        return;
+    }
+    if (config_load(&cfg) < 0) {
+        fprintf(out, "# %s\n", hora_last_error());
+        /* Still show the table with defaults. */
+        memset(&cfg, 0, sizeof(cfg));
+        for (const struct config_entry *e = config_table; e->name; e++) config_parse(e, e->default_value, &cfg);
+    }
+    config_print(&cfg, out);
+}

@@ -1,0 +1,243 @@
+/* config.c - the table of HORA_* settings and their parser. Adding a setting
+ * means adding a field to struct config and one row here; --print-config,
+ * validation and the unknown-variable warning follow from the table. */
+#include "base/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+#include "base/status.h"
+
+extern char **environ;
+
+static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
+static const char *const config_algorithms[] = {"auto", "ring", "oneshot", NULL};
+static const char *const config_auto_off_on[] = {"auto", "0", "1", NULL};
+
+#define CONFIG_FIELD(f) offsetof(struct config, f)
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+const struct config_entry config_table[] = {
+    {"HORA_LOG_LEVEL", CONFIG_TYPE_ENUM, "warn", 0, 0, config_log_levels, CONFIG_FIELD(log_level),
+     "messages printed to stderr: error, warn, info or debug"},
+    {"HORA_FAKE_NODES", CONFIG_TYPE_INT, "0", 0, 4096, NULL, CONFIG_FIELD(fake_nodes),
+     "split each host's ranks into this many virtual nodes (0 = real topology); "
+     "exercises the multi-node paths on one machine"},
+    {"HORA_CHUNK_BYTES", CONFIG_TYPE_SIZE, "256K", 4096, 1 * GiB, NULL, CONFIG_FIELD(chunk_bytes),
+     "ring pipeline chunk: moving chunk k+1 overlaps reducing chunk k; sized to stay in cache"},
+    {"HORA_DISABLE_SHM", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_shm),
+     "never use the shared-memory transport"},
+    {"HORA_DISABLE_UCX", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_ucx),
+     "never use the UCX transport (tagged messages over UCP; any peer, any host)"},
+    {"HORA_DISABLE_MPI", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_mpi),
+     "never use the MPI point-to-point transport (fallback)"},
+    {"HORA_SHM_POOL_BYTES", CONFIG_TYPE_SIZE, "64G", 16.0 * 1024 * 1024, 16384 * GiB, NULL,
+     CONFIG_FIELD(shm_pool_bytes),
+     "address space reserved per rank for hora_mem_alloc and staging; pages are "
+     "committed only when allocated"},
+    {"HORA_TIMEOUT_S", CONFIG_TYPE_DOUBLE, "60", 0.1, 1e7, NULL, CONFIG_FIELD(timeout_s),
+     "longest wait for a peer before a collective fails with HORA_ERR_TIMEOUT"},
+    {"HORA_SPIN_COUNT", CONFIG_TYPE_INT, "-1", -1, 1e9, NULL, CONFIG_FIELD(spin_count),
+     "busy-wait iterations before a waiting rank sleeps (-1 = auto: spin only when "
+     "every local rank has a core of its own, and in the coordinator only while the "
+     "application waits in hora_wait)"},
+    {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
+     "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
+     "rank reduces its shard from every peer and writes it to all), auto (oneshot on shm, else ring)"},
+    {"HORA_HIERARCHICAL", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(hierarchical),
+     "allreduce as node reduce-scatter + one cross-node ring per local rank + node allgather: auto (more "
+     "than one node and more than one rank per node), 0 or 1"},
+    {"HORA_CYCLE_TIME_MS", CONFIG_TYPE_DOUBLE, "1", 0.01, 10000, NULL, CONFIG_FIELD(cycle_time_ms),
+     "coordinator cycle: how often ranks agree which named requests are ready"},
+    {"HORA_FUSION_THRESHOLD", CONFIG_TYPE_SIZE, "128M", 0, 64 * GiB, NULL, CONFIG_FIELD(fusion_threshold),
+     "pack ready allreduces into buffers of up to this many bytes (0 = no fusion)"},
+    {"HORA_CACHE_CAPACITY", CONFIG_TYPE_INT, "1024", 0, 65536, NULL, CONFIG_FIELD(cache_capacity),
+     "response-cache entries: requests seen before are agreed by one bitwise allreduce (0 = off)"},
+    {"HORA_STALL_CHECK_S", CONFIG_TYPE_DOUBLE, "60", 0.01, 1e7, NULL, CONFIG_FIELD(stall_check_s),
+     "warn about requests some ranks have submitted and others not for this long"},
+    {"HORA_STALL_SHUTDOWN_S", CONFIG_TYPE_DOUBLE, "0", 0, 1e7, NULL, CONFIG_FIELD(stall_shutdown_s),
+     "shut the runtime down when a request stalls this long (0 = never)"},
+    {"HORA_TIMELINE", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(timeline),
+     "write a Chrome-trace timeline (Perfetto) of every request to this file (rank 0)"},
+    {"HORA_TIMELINE_MAX_MB", CONFIG_TYPE_INT, "1024", 0, 1e6, NULL, CONFIG_FIELD(timeline_max_mb),
+     "stop adding timeline events past this size (0 = unbounded)"},
+    {"HORA_AUTOTUNE", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(autotune),
+     "tune fusion threshold, cycle time and chunk size online (variables set explicitly stay fixed)"},
+    {"HORA_AUTOTUNE_LOG", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(autotune_log),
+     "CSV file of every autotune sample and the winner"},
+    {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
+};
+
+static const char *config_type_hint(const struct config_entry *e, char *buf, size_t len)
+{
+    switch (e->type) {
+    case CONFIG_TYPE_BOOL: return "0/1, true/false, yes/no or on/off";
+    case CONFIG_TYPE_INT: snprintf(buf, len, "an integer in [%.0f, %.0f]", e->min, e->max); return buf;
+    case CONFIG_TYPE_SIZE:
+        snprintf(buf, len, "a size in bytes with optional K/M/G/T suffix, in [%.0f, %.0f]", e->min, e->max);
+        return buf;
+    case CONFIG_TYPE_DOUBLE: snprintf(buf, len, "a number in [%g, %g]", e->min, e->max); return buf;
+    case CONFIG_TYPE_STRING: return "a path of at most 511 bytes";
+    case CONFIG_TYPE_ENUM: {
+        size_t used = 0;
+        buf[0] = '\0';
+        for (int i = 0; e->choices[i]; i++)
+            used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", i ? ", " : "one of ",
+                                     e->choices[i]);
+        return buf;
+    }
+    }
+    return "?";
+}
+
+static hora_status_t config_bad(const struct config_entry *e, const char *text)
+{
+    char hint[256];
+    return status_fail(HORA_ERR_CONFIG, "bad value for %s: '%s' (expected %s)", e->name, text,
+                       config_type_hint(e, hint, sizeof(hint)));
+}
+
+/* Strict number parsing: the whole string must be consumed. */
+static int config_parse_double(const char *text, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    while (isspace((unsigned char)*end)) end++;
+    if (end == text || *end || errno || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int config_parse_size(const char *text, double *out)
+{
+    char *end;
+    double mult = 1;
+    errno = 0;
+    if (!isdigit((unsigned char)text[0])) return -1;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno || end == text) return -1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': mult = 1024.0; end++; break;
+    case 'M': mult = 1024.0 * 1024; end++; break;
+    case 'G': mult = GiB; end++; break;
+    case 'T': mult = GiB * 1024; end++; break;
+    default: return -1;
+    }
+    if (mult > 1 && (*end == 'i' || *end == 'I')) end++;
+    if (mult > 1 && (*end == 'b' || *end == 'B')) end++;
+    if (*end) return -1;
+    *out = (double)v * mult;
+    return 0;
+}
+
+hora_status_t config_parse(const struct config_entry *e, const char *text, struct config *cfg)
+{
+    char *field = (char *)cfg + e->offset;
+    double v;
+
+    switch (e->type) {
+    case CONFIG_TYPE_BOOL:
+        if (!strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
+            !strcasecmp(text, "on"))
+            *(bool *)field = true;
+        else if (!strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
+                 !strcasecmp(text, "off"))
+            *(bool *)field = false;
+        else
+            return config_bad(e, text);
+        return HORA_OK;
+    case CONFIG_TYPE_INT:
+        if (config_parse_double(text, &v) || v != floor(v) || v < e->min || v > e->max)
+            return config_bad(e, text);
+        if (e->offset == CONFIG_FIELD(spin_count))
+            *(long *)field = (long)v;
+        else
+            *(int *)field = (int)v;
+        return HORA_OK;
+    case CONFIG_TYPE_SIZE:
+        if (config_parse_size(text, &v) || v < e->min || v > e->max) return config_bad(e, text);
+        *(size_t *)field = (size_t)v;
+        return HORA_OK;
+    case CONFIG_TYPE_DOUBLE:
+        if (config_parse_double(text, &v) || v < e->min || v > e->max) return config_bad(e, text);
+        *(double *)field = v;
+        return HORA_OK;
+    case CONFIG_TYPE_ENUM:
+        for (int i = 0; e->choices[i]; i++)
+            if (!strcasecmp(text, e->choices[i])) {
+                *(int *)field = i;
+                return HORA_OK;
+            }
+        return config_bad(e, text);
+    case CONFIG_TYPE_STRING:
+        if (strlen(text) >= sizeof(cfg->timeline)) return config_bad(e, text);
+        snprintf(field, sizeof(cfg->timeline), "%s", text);
+        return HORA_OK;
+    }
+    return config_bad(e, text);
+}
+
+static const struct config_entry *config_find(const char *name, size_t len)
+{
+    for (const struct config_entry *e = config_table; e->name; e++)
+        if (strlen(e->name) == len && !strncmp(e->name, name, len)) return e;
+    return NULL;
+}
+
+hora_status_t config_load(struct config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    for (const struct config_entry *e = config_table; e->name; e++)
+        HORA_CHECK(config_parse(e, e->default_value, cfg));
+    for (const struct config_entry *e = config_table; e->name; e++) {
+        const char *text = getenv(e->name);
+        if (text) HORA_CHECK(config_parse(e, text, cfg));
+    }
+    for (char **env = environ; env && *env; env++) {
+        const char *eq = strchr(*env, '=');
+        if (strncmp(*env, "HORA_", 5) || !eq) continue;
+        if (!config_find(*env, (size_t)(eq - *env)))
+            log_warn("unknown setting %.*s ignored (hora-bench-allreduce --print-config lists them)",
+                     (int)(eq - *env), *env);
+    }
+    return HORA_OK;
+}
+
+int config_is_set(const char *name) { return getenv(name) != NULL; }
+
+static void config_format(const struct config_entry *e, const struct config *cfg, char *buf, size_t len)
+{
+    const char *field = (const char *)cfg + e->offset;
+    switch (e->type) {
+    case CONFIG_TYPE_BOOL: snprintf(buf, len, "%d", *(const bool *)field); break;
+    case CONFIG_TYPE_INT:
+        if (e->offset == CONFIG_FIELD(spin_count))
+            snprintf(buf, len, "%ld", *(const long *)field);
+        else
+            snprintf(buf, len, "%d", *(const int *)field);
+        break;
+    case CONFIG_TYPE_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
+    case CONFIG_TYPE_DOUBLE: snprintf(buf, len, "%g", *(const double *)field); break;
+    case CONFIG_TYPE_ENUM: snprintf(buf, len, "%s", e->choices[*(const int *)field]); break;
+    case CONFIG_TYPE_STRING: snprintf(buf, len, "%s", *field ? field : "\"\""); break;
+    }
+}
+
+void config_print(const struct config *cfg, FILE *out)
+{
+    fprintf(out, "# %-22s %-14s %-8s %s\n", "variable", "value", "default", "meaning");
+    for (const struct config_entry *e = config_table; e->name; e++) {
+        char value[64];
+        config_format(e, cfg, value, sizeof(value));
+        fprintf(out, "%-24s %-14s %-8s %s%s\n", e->name, value, *e->default_value ? e->default_value : "\"\"", e->doc,
+                getenv(e->name) ? " [set]" : "");
+    }
+}

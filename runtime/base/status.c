@@ -1,0 +1,119 @@
+/* status.c - status/dtype/op names and the per-thread last-error message. */
+#include "base/status.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/log.h"
+
+static _Thread_local char status_message[512];
+
+const char *hora_status_string(hora_status_t status)
+{
+    switch (status) {
+    case HORA_OK: return "HORA_OK";
+    case HORA_IN_PROGRESS: return "HORA_IN_PROGRESS";
+    case HORA_ERR_INVALID_ARG: return "HORA_ERR_INVALID_ARG";
+    case HORA_ERR_NO_MEMORY: return "HORA_ERR_NO_MEMORY";
+    case HORA_ERR_NOT_INITIALIZED: return "HORA_ERR_NOT_INITIALIZED";
+    case HORA_ERR_UNSUPPORTED: return "HORA_ERR_UNSUPPORTED";
+    case HORA_ERR_MPI: return "HORA_ERR_MPI";
+    case HORA_ERR_TRANSPORT: return "HORA_ERR_TRANSPORT";
+    case HORA_ERR_CONFIG: return "HORA_ERR_CONFIG";
+    case HORA_ERR_SYSTEM: return "HORA_ERR_SYSTEM";
+    case HORA_ERR_MISMATCH: return "HORA_ERR_MISMATCH";
+    case HORA_ERR_DUPLICATE: return "HORA_ERR_DUPLICATE";
+    case HORA_ERR_SHUTDOWN: return "HORA_ERR_SHUTDOWN";
+    case HORA_ERR_TIMEOUT: return "HORA_ERR_TIMEOUT";
+    case HORA_ERR_ALREADY_INITIALIZED: return "HORA_ERR_ALREADY_INITIALIZED";
+    case HORA_ERR_CORRUPT: return "HORA_ERR_CORRUPT";
+    case HORA_ERR_INTERNAL: return "HORA_ERR_INTERNAL";
+    }
+    return "HORA_ERR_UNKNOWN";
+}
+
+static const char *const dtype_names[HORA_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64",
+                                                          "i32", "i64", "u8"};
+static const size_t dtype_sizes[HORA_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1};
+static const char *const op_names[HORA_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
+
+const char *hora_dtype_name(hora_dtype_t dtype)
+{
+    return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_names[dtype] : "invalid";
+}
+
+size_t hora_dtype_size(hora_dtype_t dtype)
+{
+    return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
+}
+
+const char *hora_op_name(hora_op_t op)
+{
+    return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid";
+}
+
+int hora_dtype_parse(const char *name)
+{
+    static const struct { const char *alias; hora_dtype_t dtype; } aliases[] = {
+        {"float", HORA_DTYPE_F32},  {"float32", HORA_DTYPE_F32}, {"half", HORA_DTYPE_F16},
+        {"float16", HORA_DTYPE_F16}, {"bfloat16", HORA_DTYPE_BF16}, {"double", HORA_DTYPE_F64},
+        {"float64", HORA_DTYPE_F64}, {"int", HORA_DTYPE_I32},     {"int32", HORA_DTYPE_I32},
+        {"int64", HORA_DTYPE_I64},  {"uint8", HORA_DTYPE_U8},
+    };
+    if (!name) return -1;
+    for (int i = 0; i < HORA_DTYPE_COUNT; i++)
+        if (!strcasecmp(name, dtype_names[i])) return i;
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (!strcasecmp(name, aliases[i].alias)) return (int)aliases[i].dtype;
+    return -1;
+}
+
+int hora_op_parse(const char *name)
+{
+    if (!name) return -1;
+    for (int i = 0; i < HORA_OP_COUNT; i++)
+        if (!strcasecmp(name, op_names[i])) return i;
+    if (!strcasecmp(name, "mean") || !strcasecmp(name, "average")) return HORA_OP_AVG;
+    if (!strcasecmp(name, "product")) return HORA_OP_PROD;
+    return -1;
+}
+
+const char *hora_last_error(void) { return status_message; }
+
+void status_clear(void) { status_message[0] = '\0'; }
+
+static hora_status_t status_store(hora_status_t status, int log, const char *fmt, va_list ap)
+{
+    vsnprintf(status_message, sizeof(status_message), fmt, ap);
+    if (log) log_error("%s (%s)", status_message, hora_status_string(status));
+    return status;
+}
+
+hora_status_t status_fail(hora_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    status_store(status, 1, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+hora_status_t status_set(hora_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    status_store(status, 0, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+hora_status_t status_mpi(int mpi_err, const char *what)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(mpi_err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof(text), "code %d", mpi_err);
+    return status_fail(HORA_ERR_MPI, "%s failed: %s", what, text);
+}

@@ -1,0 +1,93 @@
+/* algo.h - the collective algorithms on one group of ranks over one
+ * transport: the ring (ring.c explains its steps) and the one-shot
+ * algorithms over peer memory (oneshot.c), with the pieces both use
+ * (group.c: progress positions, chunking, descriptor checks). coll.c picks
+ * an algorithm per call; ring.c and oneshot.c never call each other. */
+#ifndef HORA_COLL_ALGO_H
+#define HORA_COLL_ALGO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll/engine.h"
+#include "hora.h"
+#include "tp/tp.h"
+
+/* What a collective is (tp_mem_desc.kind; checked between neighbours). */
+enum group_kind {
+    GROUP_KIND_ALLREDUCE = 1,
+    GROUP_KIND_REDUCE_SCATTER = 2,
+    GROUP_KIND_ALLGATHER = 3,
+    GROUP_KIND_BROADCAST = 4,
+};
+
+enum group_algorithm {
+    GROUP_ALGORITHM_RING = 0,    /* reduce-scatter + allgather, n-1 pipelined steps each */
+    GROUP_ALGORITHM_ONESHOT = 1, /* peer memory only: each rank reduces its shard from every
+                                  * peer's buffer and writes the result into all of them */
+};
+
+/* The ranks of one operation: a flat ring over the world, a node, or the
+ * ranks of one local rank across nodes. */
+struct coll_group {
+    struct tp *tp;
+    const struct coll_engine_ops *engine; /* of the buffers' memory kind */
+    enum group_algorithm algorithm;
+    int n, r;           /* group size and this rank's place in it */
+    const int *members; /* world rank of each place (NULL: place i is rank i) */
+    int left, right;    /* ring neighbours (world ranks) */
+    size_t chunk_bytes; /* pipeline chunk */
+    uint64_t op_seq;    /* operation number, identical on every member */
+    void (*on_phase)(void *ctx, const char *phase, int begin); /* optional (timeline) */
+    void *phase_ctx;
+};
+
+/* Reduction: elementwise op, then (divisor > 1) a division of the result (AVG). */
+struct group_reduction {
+    hora_dtype_t dtype;
+    hora_op_t op;      /* SUM, MIN, MAX or PROD (AVG arrives as SUM with a divisor) */
+    hora_op_t user_op; /* for messages and descriptor checks */
+    int64_t divisor;
+};
+
+static inline int group_member(const struct coll_group *g, int i) { return g->members ? g->members[i] : i; }
+
+/* Rank r's shard of count elements split n ways (hora_shard's rule). */
+void group_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
+
+/* group.c: shared by ring.c and oneshot.c. */
+uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done);
+size_t group_chunk_elems(const struct coll_group *g, size_t max_segment, size_t esize);
+struct tp_mem_desc group_desc(const struct coll_group *g, uint32_t kind, hora_dtype_t dtype, hora_op_t op, int root,
+                              size_t count, size_t chunk_elems);
+hora_status_t group_desc_check(const struct coll_group *g, const struct tp_mem_desc *mine,
+                               const struct tp_mem_desc *other, int peer);
+hora_status_t group_mem_offsets(struct coll_group *g, const void *a, const void *b, size_t bytes, uint64_t *oa,
+                                uint64_t *ob);
+void group_phase(const struct coll_group *g, const char *phase, int begin);
+
+/*
+ * Ring (ring.c), any transport. Allreduce count elements: work[i] =
+ * reduction over ranks of send[i]; send may be work (in place). Peer-memory
+ * transports need both buffers in the pool (mem_local_offset).
+ * Reduce-scatter leaves this rank's shard (group_shard) in out and uses work
+ * (count elements) for partial sums. Allgather: recv holds every block
+ * (counts[], in rank order), this rank's already in place.
+ */
+hora_status_t ring_allreduce(struct coll_group *g, const void *send, void *work, size_t count,
+                             const struct group_reduction *red);
+hora_status_t ring_reduce_scatter(struct coll_group *g, const void *send, void *work, void *out, size_t count,
+                                  const struct group_reduction *red);
+hora_status_t ring_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
+                              size_t total);
+hora_status_t ring_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root);
+
+/* One shot (oneshot.c), peer-memory transports only; the same contracts.
+ * out == NULL: allreduce into work; else reduce-scatter into out. */
+hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work, void *out, size_t count,
+                             const struct group_reduction *red);
+hora_status_t oneshot_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
+                                 size_t total);
+hora_status_t oneshot_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root);
+
+#endif

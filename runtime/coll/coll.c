@@ -1,0 +1,319 @@
+/* coll.c - the collectives of a channel (user or coordinator): argument
+ * checks, staging of buffers the peers cannot map, the choice of algorithm
+ * (one shot over peer memory unless HORA_ALGORITHM=ring, else the ring),
+ * and the hierarchical all-reduce. Callers issue them from one thread per
+ * purpose, in the same order on every rank. */
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "base/status.h"
+#include "coll/algo.h"
+#include "coll/coll.h"
+
+void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
+{
+    group_shard(count, n, r, offset, shard_count);
+}
+
+static hora_status_t coll_check(const char *what, hora_dtype_t dtype)
+{
+    if ((unsigned)dtype >= HORA_DTYPE_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s: invalid dtype %d", what, (int)dtype);
+    return HORA_OK;
+}
+
+static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what, hora_op_t op,
+                                    hora_dtype_t dtype, struct group_reduction *red)
+{
+    if ((unsigned)op >= HORA_OP_COUNT) return status_fail(HORA_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
+    red->dtype = dtype;
+    red->op = op == HORA_OP_AVG ? HORA_OP_SUM : op;
+    red->user_op = op;
+    red->divisor = op == HORA_OP_AVG ? ctx->topo->size : 1;
+    return HORA_OK;
+}
+
+/* Buffers must be identical (in place) or disjoint. */
+static int coll_overlap(const void *a, size_t abytes, const void *b, size_t bbytes)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return x < y + bbytes && y < x + abytes;
+}
+
+/* The transport and engine of a (purpose, scope) channel for memory;
+ * HORA_ERR_UNSUPPORTED when none handles that memory kind. */
+static hora_status_t coll_route(const struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory,
+                                struct tp **tp, const struct coll_engine_ops **engine)
+{
+    if ((unsigned)memory >= HORA_MEMORY_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "invalid memory kind %d", (int)memory);
+    *tp = ctx->channel_tp[coll_channel(purpose, scope)][memory];
+    *engine = coll_engine_for(memory);
+    if (!*tp || !*engine)
+        return status_fail(HORA_ERR_UNSUPPORTED, "%s memory: this build of hora has no %s for it",
+                           memory == HORA_MEMORY_HOST ? "host" : "device (CUDA)",
+                           *engine ? "transport" : "data engine");
+    return HORA_OK;
+}
+
+/* The group of a (purpose, scope) channel for one operation on memory,
+ * numbered for this rank (the operation takes the channel's next number). */
+static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory,
+                                const struct coll_hooks *hooks, struct coll_group *out)
+{
+    const struct topo *t = ctx->topo;
+    struct coll_group g = {0};
+    HORA_CHECK(coll_route(ctx, purpose, scope, memory, &g.tp, &g.engine));
+    switch (scope) {
+    case COLL_SCOPE_NODE: g.n = t->local_size, g.r = t->local_rank, g.members = t->node_members; break;
+    case COLL_SCOPE_CROSS: g.n = t->node_count, g.r = t->node_rank, g.members = t->cross_members; break;
+    default: g.n = t->size, g.r = t->rank, g.members = NULL; break;
+    }
+    g.left = group_member(&g, (g.r + g.n - 1) % g.n);
+    g.right = group_member(&g, (g.r + 1) % g.n);
+    /* One shot needs peer memory; the ring works on any transport. */
+    g.algorithm = (g.tp->ops->caps & TP_CAP_PEER_MEMORY) && ctx->algorithm != 1 ? GROUP_ALGORITHM_ONESHOT
+                                                                               : GROUP_ALGORITHM_RING;
+    g.chunk_bytes = hooks && hooks->chunk_bytes ? hooks->chunk_bytes : ctx->chunk_bytes;
+    g.op_seq = ++ctx->op_seq[coll_channel(purpose, scope)];
+    if (hooks) {
+        g.on_phase = hooks->on_phase;
+        g.phase_ctx = hooks->ctx;
+    }
+    *out = g;
+    return HORA_OK;
+}
+
+static int coll_peer_memory(const struct tp *tp) { return (tp->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
+
+/* Peers can map [p, p + bytes) where it is (the transport says so). */
+static int coll_mapped(struct tp *tp, const void *p, size_t bytes)
+{
+    uint64_t off;
+    return tp->ops->mem_local_offset(tp, p, bytes, &off);
+}
+
+/* Staging for buffers the peers cannot map: host memory in the pool, grown
+ * on demand, kept until shutdown. */
+static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory_t memory, size_t bytes,
+                                  void **ptr)
+{
+    if (memory != HORA_MEMORY_HOST)
+        return status_fail(HORA_ERR_UNSUPPORTED, "staging of device memory is not built in");
+    if (ctx->scratch_bytes[purpose] < bytes) {
+        void *p;
+        if (ctx->scratch[purpose]) {
+            HORA_CHECK(mem_pool_release(ctx->pool, ctx->scratch[purpose]));
+            ctx->scratch[purpose] = NULL;
+            ctx->scratch_bytes[purpose] = 0;
+        }
+        HORA_CHECK(mem_pool_alloc(ctx->pool, bytes, &p));
+        ctx->scratch[purpose] = p;
+        ctx->scratch_bytes[purpose] = bytes;
+    }
+    *ptr = ctx->scratch[purpose];
+    return HORA_OK;
+}
+
+/* The algorithms, for a group of more than one rank. */
+static hora_status_t coll_group_allreduce(struct coll_group *g, const void *send, void *work, size_t count,
+                                          const struct group_reduction *red)
+{
+    if (g->n == 1) return g->engine->copy(work, send, count * hora_dtype_size(red->dtype));
+    if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_reduce(g, send, work, NULL, count, red);
+    return ring_allreduce(g, send, work, count, red);
+}
+
+static hora_status_t coll_group_reduce_scatter(struct coll_group *g, const void *send, void *work, void *out,
+                                               size_t count, const struct group_reduction *red)
+{
+    if (g->n == 1) return g->engine->copy(out, send, count * hora_dtype_size(red->dtype));
+    if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_reduce(g, send, work, out, count, red);
+    return ring_reduce_scatter(g, send, work, out, count, red);
+}
+
+static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts,
+                                           hora_dtype_t dtype)
+{
+    size_t total = 0;
+    for (int i = 0; i < g->n; i++) total += counts[i];
+    if (g->n == 1 || total == 0) return HORA_OK;
+    if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_allgatherv(g, recv, counts, dtype, total);
+    return ring_allgatherv(g, recv, counts, dtype, total);
+}
+
+static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype,
+                                          int root)
+{
+    if (g->n == 1 || count == 0) return HORA_OK;
+    if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_broadcast(g, buf, count, dtype, root);
+    return ring_broadcast(g, buf, count, dtype, root);
+}
+
+static void coll_phase(const struct coll_hooks *hooks, const char *phase, int begin)
+{
+    if (hooks && hooks->on_phase) hooks->on_phase(hooks->ctx, phase, begin);
+}
+
+/*
+ * Hierarchical allreduce of work (in place): the node's ranks reduce-scatter
+ * the vector (shard i to local rank i), every local rank i runs one ring
+ * across the nodes over shard i only, and the node allgathers the shards.
+ * Only 1/local_size of the data crosses the slower inter-node links from each
+ * rank, and all local ranks use them at once. A division for AVG happens once,
+ * after the cross-node ring, by the world size.
+ */
+static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *work,
+                                                 size_t count, const struct group_reduction *red,
+                                                 const struct coll_hooks *hooks)
+{
+    const struct topo *t = ctx->topo;
+    const size_t es = hora_dtype_size(red->dtype);
+    struct group_reduction sum = *red, cross = *red;
+    struct coll_group node, across;
+    size_t off, len;
+    size_t *counts = malloc(sizeof(size_t) * (size_t)t->local_size);
+
+    if (!counts) return status_fail(HORA_ERR_NO_MEMORY, "out of memory in a hierarchical allreduce");
+    for (int i = 0; i < t->local_size; i++) group_shard(count, t->local_size, i, &off, &counts[i]);
+    group_shard(count, t->local_size, t->local_rank, &off, &len);
+    sum.divisor = 1;
+    cross.divisor = red->divisor;
+    uint8_t *shard = (uint8_t *)work + off * es;
+
+    hora_status_t status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, hooks, &node);
+    if (status == HORA_OK) status = coll_group_reduce_scatter(&node, work, work, shard, count, &sum);
+    if (status == HORA_OK) status = coll_group(ctx, purpose, COLL_SCOPE_CROSS, memory, NULL, &across);
+    if (status == HORA_OK) {
+        coll_phase(hooks, "ALLREDUCE_CROSS", 1);
+        if (len) status = coll_group_allreduce(&across, shard, shard, len, &cross); /* same len on the whole ring */
+        coll_phase(hooks, "ALLREDUCE_CROSS", 0);
+    }
+    if (status == HORA_OK) status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, hooks, &node);
+    if (status == HORA_OK) status = coll_group_allgatherv(&node, work, counts, red->dtype);
+    free(counts);
+    return status;
+}
+
+hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                             size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks)
+{
+    struct group_reduction red;
+    HORA_CHECK(coll_check("hora_allreduce", dtype));
+    HORA_CHECK(coll_reduction(ctx, "hora_allreduce", op, dtype, &red));
+    if (count == 0) return HORA_OK;
+    const size_t bytes = count * hora_dtype_size(dtype);
+    if (!send || !recv) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: NULL buffer with count %zu", count);
+    if (send != recv && coll_overlap(send, bytes, recv, bytes))
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: send and recv overlap without being equal");
+
+    const int hier = ctx->hierarchical && ctx->topo->size > 1;
+    struct tp *tp = NULL; /* whose memory rules apply: the node ring's when hierarchical */
+    const struct coll_engine_ops *engine = NULL;
+    HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
+    void *work = recv;
+    if (coll_peer_memory(tp) && ctx->topo->size > 1 && !coll_mapped(tp, recv, bytes)) {
+        /* Peers read our buffers where they are: stage what is not shared. */
+        HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &work));
+        HORA_CHECK(engine->copy(work, send, bytes));
+        send = work;
+    } else if (coll_peer_memory(tp) && send != recv && !coll_mapped(tp, send, bytes)) {
+        HORA_CHECK(engine->copy(recv, send, bytes));
+        send = recv;
+    }
+    if (hier) {
+        if (send != work) HORA_CHECK(engine->copy(work, send, bytes));
+        HORA_CHECK(coll_allreduce_hierarchical(ctx, purpose, memory, work, count, &red, hooks));
+    } else {
+        struct coll_group g;
+        HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, hooks, &g));
+        HORA_CHECK(coll_group_allreduce(&g, send, work, count, &red));
+    }
+    if (work != recv) HORA_CHECK(engine->copy(recv, work, bytes));
+    return HORA_OK;
+}
+
+hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
+                                  void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
+{
+    struct group_reduction red;
+    struct coll_group g;
+    size_t offset, shard;
+    void *work = NULL;
+    HORA_CHECK(coll_check("hora_reduce_scatter", dtype));
+    HORA_CHECK(coll_reduction(ctx, "hora_reduce_scatter", op, dtype, &red));
+    if (count == 0) return HORA_OK;
+    const size_t esize = hora_dtype_size(dtype), bytes = count * esize;
+    group_shard(count, ctx->topo->size, ctx->topo->rank, &offset, &shard);
+    if (!send || (!recv && shard))
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: NULL buffer with count %zu", count);
+    if (shard && coll_overlap(send, bytes, recv, shard * esize))
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: recv must not overlap send");
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
+    if (g.n == 1) return coll_group_reduce_scatter(&g, send, NULL, recv, count, &red);
+
+    /* Partial sums need a whole vector of room; peers read it in the pool. */
+    HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &work));
+    if (coll_peer_memory(g.tp) && !coll_mapped(g.tp, send, bytes)) {
+        HORA_CHECK(g.engine->copy(work, send, bytes));
+        send = work;
+    }
+    return coll_group_reduce_scatter(&g, send, work, recv, count, &red);
+}
+
+hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                              const size_t *counts, hora_dtype_t dtype)
+{
+    struct coll_group g;
+    HORA_CHECK(coll_check("hora_allgatherv", dtype));
+    if (!counts) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgatherv: counts is NULL");
+    const int n = ctx->topo->size, r = ctx->topo->rank;
+    const size_t esize = hora_dtype_size(dtype);
+    size_t total = 0, displ = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == r) displ = total;
+        total += counts[i];
+    }
+    if (total == 0) return HORA_OK;
+    if (!recv || (!send && counts[r])) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgatherv: NULL buffer");
+    const size_t bytes = total * esize, mine = counts[r] * esize;
+    uint8_t *own = (uint8_t *)recv + displ * esize;
+    if (mine && send != own && coll_overlap(send, mine, recv, bytes))
+        return status_fail(HORA_ERR_INVALID_ARG,
+                           "hora_allgatherv: send overlaps recv without being this rank's block of it");
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
+
+    uint8_t *dst = recv;
+    if (coll_peer_memory(g.tp) && n > 1 && !coll_mapped(g.tp, recv, bytes)) {
+        void *stage = NULL;
+        HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &stage));
+        dst = stage;
+    }
+    if (mine && send != dst + displ * esize) HORA_CHECK(g.engine->copy(dst + displ * esize, send, mine));
+    HORA_CHECK(coll_group_allgatherv(&g, dst, counts, dtype));
+    if (dst != (uint8_t *)recv) HORA_CHECK(g.engine->copy(recv, dst, bytes));
+    return HORA_OK;
+}
+
+hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *buf, size_t count,
+                             hora_dtype_t dtype, int root)
+{
+    struct coll_group g;
+    HORA_CHECK(coll_check("hora_broadcast", dtype));
+    const int n = ctx->topo->size, r = ctx->topo->rank;
+    if (root < 0 || root >= n)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: root %d is not a rank (0..%d)", root, n - 1);
+    if (count == 0) return HORA_OK;
+    if (!buf) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: NULL buffer with count %zu", count);
+    const size_t bytes = count * hora_dtype_size(dtype);
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
+
+    if (!coll_peer_memory(g.tp) || n == 1 || coll_mapped(g.tp, buf, bytes))
+        return coll_group_broadcast(&g, buf, count, dtype, root);
+    void *stage = NULL;
+    HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &stage));
+    if (r == root) HORA_CHECK(g.engine->copy(stage, buf, bytes));
+    HORA_CHECK(coll_group_broadcast(&g, stage, count, dtype, root));
+    if (r != root) HORA_CHECK(g.engine->copy(buf, stage, bytes));
+    return HORA_OK;
+}

@@ -1,0 +1,98 @@
+/* coll.h - the collectives layer: channels (a transport per purpose, scope
+ * and memory kind, chosen at init by coll_connect.c), and the collectives
+ * the public direct API and the coordinator's data path both call (coll.c):
+ * argument checks, staging of buffers peers cannot map, the choice between
+ * the ring and the one-shot algorithms, and the hierarchical all-reduce.
+ *
+ * All state is in struct coll_ctx, which the caller (api/) owns and passes
+ * down; nothing here reads a global.
+ *
+ * May include: base/, mem/, tp/, kernels (through engine_host.c only).
+ * Nothing above (coord/, api/). */
+#ifndef HORA_COLL_H
+#define HORA_COLL_H
+
+#include <mpi.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "hora.h"
+#include "mem/mem_pool.h"
+#include "mem/topo.h"
+#include "tp/tp.h"
+
+/* Who runs a collective: the user's thread (direct collectives) or the
+ * coordinator thread. Each purpose has its own connections, so the two never
+ * interleave on the wire. */
+enum coll_purpose { COLL_PURPOSE_USER = 0, COLL_PURPOSE_COORD = 1, COLL_PURPOSE_COUNT = 2 };
+/* Which ring: all ranks, the ranks of this node, or one rank per node. */
+enum coll_scope { COLL_SCOPE_FLAT = 0, COLL_SCOPE_NODE = 1, COLL_SCOPE_CROSS = 2, COLL_SCOPE_COUNT = 3 };
+/* A channel = (purpose, scope): its own transport instances, control blocks,
+ * communicators and operation counter. */
+#define COLL_CHANNEL_COUNT (COLL_PURPOSE_COUNT * COLL_SCOPE_COUNT)
+_Static_assert(COLL_CHANNEL_COUNT <= TP_MAX_CHANNELS, "the transports number fewer channels");
+static inline int coll_channel(int purpose, int scope) { return purpose * COLL_SCOPE_COUNT + scope; }
+
+struct coll_ctx {
+    struct tp_env env; /* what the transports read; lives as long as they do */
+    const struct topo *topo;
+    struct mem_pool *pool;
+    size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
+    int algorithm;      /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
+    int hierarchical;   /* allreduce = node reduce-scatter + cross ring + node allgather */
+    /* Connected transports have ops != NULL; channel_tp[channel][memory] is
+     * the one that channel uses for that memory kind, NULL for a scope this
+     * job does not use (node rings with one rank per node, ...) or a memory
+     * kind no transport moves. */
+    struct tp transports[COLL_CHANNEL_COUNT][TP_KIND_COUNT];
+    struct tp *channel_tp[COLL_CHANNEL_COUNT][HORA_MEMORY_COUNT];
+    uint64_t op_seq[COLL_CHANNEL_COUNT]; /* collectives issued per channel (same on every rank) */
+    void *scratch[COLL_PURPOSE_COUNT];   /* shared staging for non-shared host buffers */
+    size_t scratch_bytes[COLL_PURPOSE_COUNT];
+};
+
+/* Collective over world: connects every channel (coll_connect.c). On
+ * failure nothing stays connected. */
+hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
+                        struct mem_pool *pool);
+/* Collective (after a barrier: peers may be reading this rank's pool). */
+void coll_close(struct coll_ctx *ctx);
+
+/* Name of the transport the user's flat ring uses for host memory. */
+const char *coll_transport_name(const struct coll_ctx *ctx);
+
+/* An application thread starts (delta 1) or stops (-1) blocking on the
+ * coordinator: the coordinator's channels may spin only meanwhile. */
+void coll_app_waiting(struct coll_ctx *ctx, int delta);
+
+/* Optional extras for one call. */
+struct coll_hooks {
+    size_t chunk_bytes; /* 0: HORA_CHUNK_BYTES */
+    /* Called when a phase ("REDUCE_SCATTER", "ALLREDUCE_CROSS", "ALLGATHER") begins (begin=1) and ends. */
+    void (*on_phase)(void *ctx, const char *phase, int begin);
+    void *ctx;
+};
+
+/*
+ * The collectives (hora.h documents them as hora_allreduce & co.). Every rank
+ * calls them in the same order per purpose. memory: where the buffers live
+ * (HORA_ERR_UNSUPPORTED when no engine or transport handles it). Statuses:
+ * HORA_OK, HORA_ERR_INVALID_ARG, HORA_ERR_NO_MEMORY, HORA_ERR_UNSUPPORTED,
+ * HORA_ERR_MISMATCH and the transports' errors (HORA_ERR_TRANSPORT,
+ * HORA_ERR_TIMEOUT, HORA_ERR_MPI).
+ */
+hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                             size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks);
+hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
+                                  void *recv, size_t count, hora_dtype_t dtype, hora_op_t op);
+hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                              const size_t *counts, hora_dtype_t dtype);
+hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *buf, size_t count,
+                             hora_dtype_t dtype, int root);
+
+/* Rank r's shard of count elements over n ranks (hora_shard). */
+void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
+
+#endif

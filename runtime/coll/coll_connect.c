@@ -1,0 +1,170 @@
+/* coll_connect.c - coll_init / coll_close: the transports' environment, and
+ * the choice of a transport per channel and memory kind.
+ *
+ * For every channel (purpose x scope) and memory kind, the first transport in
+ * registry order that moves that memory kind and reaches both ring
+ * neighbours of every rank wins; ranks agree by one MPI_Allreduce(MIN) per
+ * candidate, so all rings of a scope use the same kind. A transport is
+ * connected once per channel and shared by the memory kinds it serves.
+ * Cross-node channels never take a host-local transport (TP_CAP_HOST_LOCAL),
+ * even between virtual nodes of one host: that traffic is what they exist
+ * for. A memory kind no transport moves leaves its slot NULL, and the
+ * collectives refuse that memory with HORA_ERR_UNSUPPORTED. */
+#define _GNU_SOURCE
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "coll/coll.h"
+
+/* Busy-waiting only pays when every rank on the host has a core of its own;
+ * oversubscribed, a spinning rank steals the time its peer needs. */
+static long coll_resolve_spin(const struct config *cfg, const struct topo *topo)
+{
+    /* Count the machine's cores, not our affinity mask: mpirun may bind each
+     * rank to a single core. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cfg->spin_count >= 0) return cfg->spin_count;
+    return cpus > 0 && topo->host_size <= cpus ? 20000 : 0;
+}
+
+/* This rank's neighbours in a ring given by its members (world ranks). */
+static void coll_ring_neighbours(const struct coll_ctx *ctx, const int *members, int n, int *left, int *right)
+{
+    int me = 0;
+    while (members[me] != ctx->topo->rank) me++;
+    *left = members[(me + n - 1) % n];
+    *right = members[(me + 1) % n];
+}
+
+static hora_status_t coll_connect_channel(struct coll_ctx *ctx, int channel, const int *members, int n, int cross,
+                                          int spin_only_while_waited)
+{
+    int left, right;
+    coll_ring_neighbours(ctx, members, n, &left, &right);
+    for (int memory = 0; memory < HORA_MEMORY_COUNT; memory++) {
+        for (int kind = 0; kind < TP_KIND_COUNT; kind++) {
+            const struct tp_ops *ops = tp_registry[kind];
+            /* Capabilities are the same on every rank: skipping here is agreed. */
+            if (!(ops->memory_kinds & (1u << memory)) || (cross && (ops->caps & TP_CAP_HOST_LOCAL))) continue;
+            int ok = ops->can_connect(&ctx->env, left) && ops->can_connect(&ctx->env, right), all = 0;
+            int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->env.world);
+            if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(transport choice)");
+            if (!all) continue;
+            struct tp *tp = &ctx->transports[channel][kind];
+            if (!tp->ops) {
+                tp->env = &ctx->env;
+                tp->channel = channel;
+                tp->spin_only_while_waited = spin_only_while_waited;
+                HORA_CHECK(ops->connect(tp));
+                tp->ops = ops;
+            }
+            ctx->channel_tp[channel][memory] = tp;
+            break;
+        }
+        if (memory == HORA_MEMORY_HOST && !ctx->channel_tp[channel][memory])
+            return status_fail(HORA_ERR_TRANSPORT,
+                               "no transport can connect the ring (shm needs all ranks on one host; check "
+                               "HORA_DISABLE_SHM / HORA_DISABLE_UCX / HORA_DISABLE_MPI)");
+    }
+    return HORA_OK;
+}
+
+static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config *cfg)
+{
+    const struct topo *t = ctx->topo;
+    int *world = malloc(sizeof(int) * (size_t)t->size), max_local = 0, err;
+    if (!world) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting transports");
+    for (int r = 0; r < t->size; r++) world[r] = r;
+    err = MPI_Allreduce(&t->local_size, &max_local, 1, MPI_INT, MPI_MAX, ctx->env.world);
+    if (err != MPI_SUCCESS) {
+        free(world);
+        return status_mpi(err, "MPI_Allreduce(local sizes)");
+    }
+    /* Node and cross rings exist only where a hierarchy does. */
+    const int node_rings = max_local > 1 && t->node_count > 1, cross_rings = node_rings && t->homogeneous;
+    /* HORA_SPIN_COUNT auto: the coordinator's channels spin only while an
+     * application thread waits for them (tp_env.app_waiters). */
+    const int coord_spin_waited = cfg->spin_count < 0;
+    hora_status_t status = HORA_OK;
+    for (int purpose = 0; purpose < COLL_PURPOSE_COUNT && status == HORA_OK; purpose++) {
+        const int waited = coord_spin_waited && purpose == COLL_PURPOSE_COORD;
+        status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_FLAT), world, t->size, 0, waited);
+        if (status == HORA_OK && node_rings)
+            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_NODE), t->node_members,
+                                          t->local_size, 0, waited);
+        if (status == HORA_OK && cross_rings)
+            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_CROSS), t->cross_members,
+                                          t->node_count, 1, waited);
+    }
+    free(world);
+    if (status < 0) return status;
+
+    /* HORA_HIERARCHICAL: auto = more than one node and more than one rank per node. */
+    int want = cfg->hierarchical == 0 ? node_rings : cfg->hierarchical == 2;
+    ctx->hierarchical = want && cross_rings;
+    if (want && !cross_rings && t->rank == 0)
+        log_warn("hierarchical all-reduce needs the same number of ranks on every node and more than one node; "
+                 "using the flat ring");
+    const int user = COLL_PURPOSE_USER;
+    log_info("flat ring: %s; hierarchical: %s (node ring %s, cross-node ring %s)",
+             ctx->channel_tp[coll_channel(user, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST]->ops->name,
+             ctx->hierarchical ? "on" : "off",
+             node_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_NODE)][HORA_MEMORY_HOST]->ops->name : "-",
+             cross_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_CROSS)][HORA_MEMORY_HOST]->ops->name
+                         : "-");
+    return HORA_OK;
+}
+
+static void coll_close_transports(struct coll_ctx *ctx)
+{
+    for (int channel = 0; channel < COLL_CHANNEL_COUNT; channel++) {
+        for (int kind = 0; kind < TP_KIND_COUNT; kind++) {
+            struct tp *tp = &ctx->transports[channel][kind];
+            if (tp->ops) tp->ops->close(tp);
+            memset(tp, 0, sizeof(*tp));
+        }
+        for (int memory = 0; memory < HORA_MEMORY_COUNT; memory++) ctx->channel_tp[channel][memory] = NULL;
+    }
+}
+
+hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
+                        struct mem_pool *pool)
+{
+    memset(ctx, 0, sizeof(*ctx));
+    ctx->topo = topo;
+    ctx->pool = pool;
+    ctx->chunk_bytes = cfg->chunk_bytes;
+    ctx->algorithm = cfg->algorithm;
+    ctx->env.world = world;
+    ctx->env.topo = topo;
+    ctx->env.pool = pool;
+    ctx->env.timeout_s = cfg->timeout_s;
+    ctx->env.spin_count = coll_resolve_spin(cfg, topo);
+    ctx->env.spin_explicit = config_is_set("HORA_SPIN_COUNT");
+    ctx->env.disable[TP_KIND_SHM] = cfg->disable_shm;
+    ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
+    ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;
+    atomic_init(&ctx->env.app_waiters, 0);
+    hora_status_t status = coll_connect_all(ctx, cfg);
+    if (status < 0) coll_close_transports(ctx);
+    return status;
+}
+
+void coll_close(struct coll_ctx *ctx)
+{
+    coll_close_transports(ctx);
+    /* The scratch buffers lived in the pool, which the caller frees next. */
+    memset(ctx->scratch, 0, sizeof(ctx->scratch));
+    memset(ctx->scratch_bytes, 0, sizeof(ctx->scratch_bytes));
+}
+
+const char *coll_transport_name(const struct coll_ctx *ctx)
+{
+    const struct tp *tp = ctx->channel_tp[coll_channel(COLL_PURPOSE_USER, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST];
+    return tp ? tp->ops->name : "none";
+}
+
+void coll_app_waiting(struct coll_ctx *ctx, int delta) { atomic_fetch_add(&ctx->env.app_waiters, delta); }

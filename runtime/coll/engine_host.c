@@ -1,0 +1,82 @@
+/* engine_host.c - the host data engine: kernels/cpu behind the engine ops
+ * table (engine.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/engine.h"
+#include "k_cpu.h"
+
+_Static_assert((int)HORA_DTYPE_F32 == (int)K_DTYPE_F32 && (int)HORA_DTYPE_F16 == (int)K_DTYPE_F16 &&
+                   (int)HORA_DTYPE_BF16 == (int)K_DTYPE_BF16 && (int)HORA_DTYPE_F64 == (int)K_DTYPE_F64 &&
+                   (int)HORA_DTYPE_I32 == (int)K_DTYPE_I32 && (int)HORA_DTYPE_I64 == (int)K_DTYPE_I64 &&
+                   (int)HORA_DTYPE_U8 == (int)K_DTYPE_U8 && (int)HORA_DTYPE_COUNT == (int)K_DTYPE_COUNT,
+               "hora and kernel dtypes must agree");
+
+static k_op_t engine_host_op(hora_op_t op)
+{
+    switch (op) {
+    case HORA_OP_MIN: return K_OP_MIN;
+    case HORA_OP_MAX: return K_OP_MAX;
+    case HORA_OP_PROD: return K_OP_PROD;
+    default: return K_OP_SUM; /* SUM, and AVG's sum */
+    }
+}
+
+static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
+                                        hora_op_t op, int64_t divisor)
+{
+    /* TEMPORARY until kernels' k_reduce_n lands: chained (rounds per source). */
+    const size_t es = k_dtype_size((k_dtype_t)dtype);
+    if (n == 1) {
+        if (dst != srcs[0]) memcpy(dst, srcs[0], count * es);
+    } else {
+        void *acc = malloc(count * es + 1);
+        if (!acc) return HORA_ERR_NO_MEMORY;
+        k_reduce(acc, srcs[0], srcs[1], count, (k_dtype_t)dtype, engine_host_op(op));
+        for (int i = 2; i < n; i++) k_reduce(acc, acc, srcs[i], count, (k_dtype_t)dtype, engine_host_op(op));
+        memcpy(dst, acc, count * es);
+        free(acc);
+    }
+    if (divisor > 1) k_div(dst, dst, count, (k_dtype_t)dtype, divisor);
+    return HORA_OK;
+}
+
+static hora_status_t engine_host_scale(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor)
+{
+    k_scale(dst, src, count, (k_dtype_t)dtype, factor);
+    return HORA_OK;
+}
+
+static hora_status_t engine_host_cast(void *dst, hora_dtype_t dst_dtype, const void *src, hora_dtype_t src_dtype,
+                                      size_t count)
+{
+    k_cast(dst, (k_dtype_t)dst_dtype, src, (k_dtype_t)src_dtype, count);
+    return HORA_OK;
+}
+
+static hora_status_t engine_host_copy(void *dst, const void *src, size_t bytes)
+{
+    if (bytes && dst != src) memcpy(dst, src, bytes);
+    return HORA_OK;
+}
+
+static hora_status_t engine_host_zero(void *dst, size_t bytes)
+{
+    if (bytes) memset(dst, 0, bytes);
+    return HORA_OK;
+}
+
+const struct coll_engine_ops coll_engine_host = {
+    .name = "host",
+    .memory = HORA_MEMORY_HOST,
+    .reduce = engine_host_reduce,
+    .scale = engine_host_scale,
+    .cast = engine_host_cast,
+    .copy = engine_host_copy,
+    .zero = engine_host_zero,
+};
+
+const struct coll_engine_ops *coll_engine_for(hora_memory_t memory)
+{
+    return memory == HORA_MEMORY_HOST ? &coll_engine_host : NULL;
+}

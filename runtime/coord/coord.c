@@ -1,0 +1,740 @@
+/* coord.c - the coordinator thread: its cycle, the response cache, and
+ * request completion.
+ *
+ * Each cycle (HORA_CYCLE_TIME_MS) every rank:
+ *  1. takes the requests framework threads enqueued since the last cycle;
+ *     a request the response cache knows (same name, same parameters) waits
+ *     on the cache path under its cache id, any other goes to the slow path;
+ *  2. joins ONE allreduce of a bit vector with a custom op: an AND part (bit i:
+ *     "cache entry i is ready here, or I have joined"), an OR part (bit i:
+ *     "some rank really requested i"), another OR part (bit i: "entry i is
+ *     invalid: some rank submitted that name with other parameters, or waited
+ *     on it too long") and flag words (AND: "I have nothing for the slow path",
+ *     "I am shutting down"; OR: "rank 0 has new autotune settings");
+ *  3. runs, in cache-id order, the entries ready everywhere: no gather, no
+ *     broadcast (the fast path);
+ *  4. only when some rank has uncached requests: gathers the request lists to
+ *     rank 0, which merges them into its table, validates, orders and fuses
+ *     what became ready everywhere and broadcasts the response list (the slow
+ *     path, coord_negotiate.c); every rank then runs it in the same order.
+ * Everything a rank does to its cache depends only on the responses, which
+ * are identical everywhere, so cache ids agree without ever being sent. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "coord/coord_internal.h"
+
+#define COORD_FLAG_NOTHING_UNCACHED 1ull /* AND word */
+#define COORD_FLAG_STOP 2ull             /* AND word */
+#define COORD_FLAG_SETTINGS 1ull         /* OR word */
+
+int64_t coord_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+const char *coord_kind_name(uint32_t kind)
+{
+    switch (kind) {
+    case COORD_KIND_ALLREDUCE: return "allreduce";
+    case COORD_KIND_BROADCAST: return "broadcast";
+    case COORD_KIND_ALLGATHER: return "allgather";
+    case COORD_KIND_JOIN: return "join";
+    case COORD_KIND_ERROR: return "error";
+    case COORD_KIND_SHUTDOWN: return "shutdown";
+    }
+    return "unknown";
+}
+
+/* ------------------------------------------------------------ completion */
+
+void coord_complete(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!req->done) {
+        req->status = status;
+        if (error && *error && !req->error) req->error = strdup(error);
+        req->done = 1;
+        if (coord_map_get(&c->inflight, req->name) == req) coord_map_remove(&c->inflight, req->name);
+        pthread_cond_broadcast(&c->done_cond);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+hora_status_t coord_wait(struct coord *c, struct hora_request *req)
+{
+    pthread_mutex_lock(&c->lock);
+    if (!req->done) {
+        c->waiting_threads++;
+        coll_app_waiting(c->coll, 1);
+        while (!req->done) pthread_cond_wait(&c->done_cond, &c->lock);
+        coll_app_waiting(c->coll, -1);
+        /* coord_stop frees c only once no thread is left in here. */
+        if (--c->waiting_threads == 0 && c->stopped) pthread_cond_broadcast(&c->done_cond);
+    }
+    hora_status_t status = req->status;
+    pthread_mutex_unlock(&c->lock);
+    return status;
+}
+
+int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *status)
+{
+    pthread_mutex_lock(&c->lock);
+    int done = req->done;
+    if (done) *status = req->status;
+    pthread_mutex_unlock(&c->lock);
+    return done;
+}
+
+hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->stopped || c->stop_requested) {
+        hora_status_t status = c->stopped ? c->stop_status : HORA_ERR_SHUTDOWN;
+        pthread_mutex_unlock(&c->lock);
+        return status_set(status, "'%s': the runtime has shut down%s%s", reqs[0]->name,
+                          c->stop_reason[0] ? ": " : "", c->stop_reason);
+    }
+    for (int i = 0; i < n; i++)
+        if (coord_map_get(&c->inflight, reqs[i]->name)) {
+            pthread_mutex_unlock(&c->lock);
+            return status_set(HORA_ERR_DUPLICATE, "a request named '%s' is already in flight on rank %d",
+                              reqs[i]->name, c->rank);
+        }
+    for (int i = 0; i < n; i++) {
+        if (coord_map_put(&c->inflight, reqs[i]->name, reqs[i])) {
+            for (int j = 0; j < i; j++) coord_map_remove(&c->inflight, reqs[j]->name);
+            pthread_mutex_unlock(&c->lock);
+            return status_fail(HORA_ERR_NO_MEMORY, "out of memory enqueuing '%s'", reqs[i]->name);
+        }
+        reqs[i]->next = NULL;
+        if (c->incoming_tail)
+            c->incoming_tail->next = reqs[i];
+        else
+            c->incoming = reqs[i];
+        c->incoming_tail = reqs[i];
+    }
+    pthread_cond_signal(&c->work_cond);
+    pthread_mutex_unlock(&c->lock);
+    return HORA_OK;
+}
+
+/* A request leaves the coordinator's tables and completes. */
+void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
+{
+    if (coord_map_get(&c->pending, req->name) == req) coord_map_remove(&c->pending, req->name);
+    if (req->cache_id >= 0) {
+        for (int i = 0; i < c->cached_count; i++)
+            if (c->cached[i] == req) {
+                c->cached[i] = c->cached[--c->cached_count];
+                break;
+            }
+        req->cache_id = -1;
+    }
+    if (req == c->join_req) c->join_req = NULL;
+    coord_complete(c, req, status, error);
+}
+
+/* ------------------------------------------------------------------ cache */
+
+static int coord_meta_equal(const struct coord_meta *a, const struct coord_meta *b)
+{
+    return !memcmp(a, b, sizeof(*a));
+}
+
+/* FIFO: the order requests were submitted becomes the order rank 0 sees
+ * them, the response order, the cache-id order and the layout of a fused
+ * buffer - which then matches a gradient arena filled in the same order, so
+ * fusion runs without copies. */
+static void coord_uncached_push(struct coord *c, struct hora_request *req)
+{
+    req->next = NULL;
+    if (c->uncached_tail)
+        c->uncached_tail->next = req;
+    else
+        c->uncached = req;
+    c->uncached_tail = req;
+}
+
+/* Drop entry id; requests waiting on it go to the slow path instead. */
+static void coord_cache_evict(struct coord *c, int id)
+{
+    struct coord_cache_entry *e = &c->cache[id];
+    if (!e->valid) return;
+    for (int i = 0; i < c->cached_count;) {
+        struct hora_request *req = c->cached[i];
+        if (req->cache_id == id) {
+            req->cache_id = -1;
+            c->cached[i] = c->cached[--c->cached_count];
+            coord_uncached_push(c, req);
+        } else {
+            i++;
+        }
+    }
+    coord_map_remove(&c->cache_index, e->name);
+    free(e->name);
+    memset(e, 0, sizeof(*e));
+}
+
+/* Called for every successful response from the slow path, on every rank in
+ * the same order: the same entries get the same ids everywhere. */
+void coord_cache_store(struct coord *c, const char *name, const struct coord_meta *meta)
+{
+    if (c->cache_capacity == 0) return;
+    uintptr_t slot = (uintptr_t)coord_map_get(&c->cache_index, name);
+    int id;
+    if (slot) {
+        id = (int)slot - 1;
+    } else {
+        /* Free slot, else the least recently used (lowest id on ties). */
+        id = 0;
+        for (int i = 0; i < c->cache_capacity; i++) {
+            if (!c->cache[i].valid) {
+                id = i;
+                break;
+            }
+            if (c->cache[i].last_used < c->cache[id].last_used) id = i;
+        }
+        coord_cache_evict(c, id);
+        c->cache[id].name = strdup(name);
+        if (!c->cache[id].name || coord_map_put(&c->cache_index, name, (void *)(uintptr_t)(id + 1))) {
+            free(c->cache[id].name);
+            c->cache[id].name = NULL;
+            return; /* out of memory: simply not cached, on this rank only -> see below */
+        }
+        c->cache[id].valid = 1;
+    }
+    c->cache[id].meta = *meta;
+    c->cache[id].last_used = ++c->cache_tick;
+}
+
+/* ------------------------------------------------------------------ cycle */
+
+static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint64_t *a = in;
+    uint64_t *b = inout;
+    /* Layout: [AND words][OR requested][OR invalid][AND flags][OR flags],
+     * so the length tells the number of words (an MPI op has no context). */
+    const int words = (*len - 2) / 3;
+    for (int i = 0; i < *len; i++) {
+        if (i < words || i == 3 * words)
+            b[i] &= a[i];
+        else
+            b[i] |= a[i];
+    }
+}
+
+/* The cycle's one allreduce. Non-blocking plus sleeps: a blocking
+ * MPI_Allreduce busy-polls, and on a machine whose cores also train, a
+ * coordinator spinning while it waits for a slower rank steals their time.
+ * The naps double from 20 us up to a quarter of the cycle time: a peer that
+ * is busy with backprop may take milliseconds to come, and thousands of
+ * 20 us wake-ups (each a context switch on a core that trains) cost more
+ * than the at most cycle/4 of extra latency once it does. */
+static int coord_allreduce_bits(struct coord *c)
+{
+    MPI_Request req;
+    int done = 0, err;
+    long nap_ns = 20 * 1000;
+    long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
+    if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
+    err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 3 * c->words + 2, MPI_UINT64_T, c->bit_op, c->comm, &req);
+    if (err != MPI_SUCCESS) return err;
+    for (int polls = 0;; polls++) {
+        err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS || done) return err;
+        if (polls >= 64) {
+            struct timespec nap = {0, nap_ns};
+            nanosleep(&nap, NULL);
+            nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;
+        }
+    }
+}
+
+static void coord_take_incoming(struct coord *c, int *stop)
+{
+    pthread_mutex_lock(&c->lock);
+    struct hora_request *list = c->incoming;
+    c->incoming = c->incoming_tail = NULL;
+    *stop = c->stop_requested;
+    pthread_mutex_unlock(&c->lock);
+
+    for (struct hora_request *req = list, *next; req; req = next) {
+        next = req->next;
+        req->cache_id = -1;
+        if (coord_map_put(&c->pending, req->name, req)) {
+            coord_complete(c, req, HORA_ERR_NO_MEMORY, "out of memory in the coordinator");
+            continue;
+        }
+        if (req->meta.kind == COORD_KIND_JOIN) {
+            c->joined = 1;
+            c->join_req = req;
+            coord_uncached_push(c, req);
+            continue;
+        }
+        uintptr_t slot = 0;
+        if (c->cache_capacity > 0 && !req->group && req->meta.kind != COORD_KIND_ALLGATHER)
+            slot = (uintptr_t)coord_map_get(&c->cache_index, req->name);
+        if (!slot) {
+            coord_uncached_push(c, req);
+            continue;
+        }
+        int id = (int)slot - 1;
+        if (!coord_meta_equal(&c->cache[id].meta, &req->meta)) {
+            /* Parameters changed: the entry is invalidated on every rank. */
+            c->vec[2 * c->words + id / 64] |= 1ull << (id % 64);
+            coord_uncached_push(c, req);
+            continue;
+        }
+        if (c->cached_count == c->cached_cap) {
+            int cap = c->cached_cap ? 2 * c->cached_cap : 64;
+            struct hora_request **n = realloc(c->cached, (size_t)cap * sizeof(*n));
+            if (!n) {
+                coord_uncached_push(c, req);
+                continue;
+            }
+            c->cached = n;
+            c->cached_cap = cap;
+        }
+        req->cache_id = id;
+        req->cached_since_us = coord_now_us();
+        c->cached[c->cached_count++] = req;
+    }
+}
+
+static hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
+{
+    struct coord_buf mine = {0}, all_buf = {0};
+    struct coord_buf *bufs = NULL;
+    int *lens = NULL, *displs = NULL;
+    hora_status_t status;
+    int err;
+
+    status = coord_encode_requests(c->uncached, &mine);
+    if (status < 0) goto out;
+    c->uncached = c->uncached_tail = NULL; /* submitted: they stay in pending until their response */
+    int len = (int)mine.len;
+    if (c->rank == 0) {
+        lens = calloc((size_t)c->size, sizeof(int));
+        displs = calloc((size_t)c->size, sizeof(int));
+        bufs = calloc((size_t)c->size, sizeof(*bufs));
+        if (!lens || !displs || !bufs) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+            goto out;
+        }
+    }
+    err = MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, c->comm);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Gather(request sizes)");
+        goto out;
+    }
+    if (c->rank == 0) {
+        size_t total = 0;
+        for (int r = 0; r < c->size; r++) {
+            displs[r] = (int)total;
+            total += (size_t)lens[r];
+        }
+        all_buf.data = malloc(total ? total : 1);
+        all_buf.len = total;
+        if (!all_buf.data) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+            goto out;
+        }
+    }
+    err = MPI_Gatherv(mine.data, len, MPI_BYTE, all_buf.data, lens, displs, MPI_BYTE, 0, c->comm);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Gatherv(requests)");
+        goto out;
+    }
+
+    struct coord_buf reply = {0};
+    if (c->rank == 0) {
+        for (int r = 0; r < c->size; r++) {
+            bufs[r].data = all_buf.data + displs[r];
+            bufs[r].len = (size_t)lens[r];
+        }
+        struct coord_responses list = {0};
+        status = coord_negotiate(c, bufs, &list);
+        if (status == HORA_OK) {
+            coord_fuse(c, &list);
+            status = coord_encode_responses(c, &list, &reply);
+        }
+        coord_responses_clear(&list);
+        if (status < 0) {
+            /* Tell the others to stop rather than leave them waiting. */
+            coord_buf_free(&reply);
+            struct coord_responses stop = {0};
+            struct coord_response *r = coord_responses_add(&stop);
+            if (r) {
+                r->kind = COORD_KIND_SHUTDOWN;
+                r->error = strdup(hora_last_error());
+            }
+            coord_encode_responses(c, &stop, &reply);
+            coord_responses_clear(&stop);
+        }
+    }
+    uint64_t reply_len = reply.len;
+    err = MPI_Bcast(&reply_len, 1, MPI_UINT64_T, 0, c->comm);
+    if (err == MPI_SUCCESS && c->rank != 0) {
+        reply.data = malloc(reply_len ? reply_len : 1);
+        reply.len = reply_len;
+        if (!reply.data) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+            goto out;
+        }
+    }
+    if (err == MPI_SUCCESS && reply_len) err = MPI_Bcast(reply.data, (int)reply_len, MPI_BYTE, 0, c->comm);
+    if (err != MPI_SUCCESS) {
+        coord_buf_free(&reply);
+        status = status_mpi(err, "MPI_Bcast(responses)");
+        goto out;
+    }
+    reply.pos = 0;
+    status = coord_decode_responses(c, &reply, out);
+    coord_buf_free(&reply);
+out:
+    coord_buf_free(&mine);
+    free(all_buf.data);
+    free(bufs);
+    free(lens);
+    free(displs);
+    return status;
+}
+
+static void coord_fail_everything(struct coord *c, hora_status_t status, const char *why)
+{
+    pthread_mutex_lock(&c->lock);
+    c->stopped = 1;
+    c->stop_status = status;
+    snprintf(c->stop_reason, sizeof(c->stop_reason), "%s", why);
+    struct hora_request *list = c->incoming;
+    c->incoming = c->incoming_tail = NULL;
+    pthread_mutex_unlock(&c->lock);
+    for (struct hora_request *req = list, *next; req; req = next) {
+        next = req->next;
+        coord_complete(c, req, status, why);
+    }
+    /* Everything still pending here, whichever path it waited on. */
+    for (size_t b = 0; b < c->pending.bucket_count; b++)
+        for (struct coord_map_node *n = c->pending.buckets[b]; n; n = n->next)
+            coord_complete(c, n->value, status, why);
+    c->cached_count = 0;
+    c->uncached = c->uncached_tail = NULL;
+    c->join_req = NULL;
+}
+
+static void coord_apply_settings(struct coord *c, const struct coord_settings *s)
+{
+    c->settings = *s;
+    log_info("coordinator settings: fusion threshold %zu B, cycle %.3g ms, chunk %zu B", s->fusion_threshold,
+             s->cycle_time_ms, s->chunk_bytes);
+}
+
+/* How often rank 0's stall inspector looks: a quarter of
+ * HORA_STALL_CHECK_S, at most a second. */
+static int64_t coord_inspect_period_us(const struct coord *c)
+{
+    int64_t every = (int64_t)(c->cfg->stall_check_s * 0.25e6);
+    return every > 1000000 ? 1000000 : every;
+}
+
+/* One cycle. Returns 0 to go on, 1 when the coordinator must stop. */
+static int coord_cycle(struct coord *c)
+{
+    const int W = c->words;
+    int stop = 0, err;
+    int64_t start_us = coord_now_us();
+    struct coord_responses list = {0};
+    hora_status_t status = HORA_OK;
+
+    memset(c->vec, 0, (size_t)(3 * W + 2) * sizeof(uint64_t));
+    coord_take_incoming(c, &stop);
+    /* A request waiting on the cache path too long is demoted to the slow path
+     * (via invalidation) so rank 0's stall inspector can see who is missing. */
+    for (int i = 0; i < c->cached_count; i++) {
+        struct hora_request *req = c->cached[i];
+        if (start_us - req->cached_since_us > c->demote_us) c->vec[2 * W + req->cache_id / 64] |= 1ull << (req->cache_id % 64);
+    }
+    for (int i = 0; i < c->cached_count; i++) {
+        int id = c->cached[i]->cache_id;
+        c->vec[id / 64] |= 1ull << (id % 64);
+        c->vec[W + id / 64] |= 1ull << (id % 64);
+    }
+    if (c->joined)
+        for (int w = 0; w < W; w++) c->vec[w] = ~0ull;
+    int slow = c->uncached != NULL;
+    /* Rank 0 sees stalls only in the slow path: while names wait in its table,
+     * force one now and then even when nobody has anything new. */
+    if (c->rank == 0 && c->order_head) {
+        if (start_us - c->last_inspect_us >= coord_inspect_period_us(c)) {
+            slow = 1;
+            c->last_inspect_us = start_us;
+        }
+    }
+    c->vec[3 * W] = (slow ? 0 : COORD_FLAG_NOTHING_UNCACHED) | (stop ? COORD_FLAG_STOP : 0);
+    c->vec[3 * W + 1] = c->settings_changed ? COORD_FLAG_SETTINGS : 0;
+
+    err = coord_allreduce_bits(c);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "coordinator MPI_Allreduce(cache bits)");
+        coord_fail_everything(c, status, hora_last_error());
+        return 1;
+    }
+    if (c->vec[3 * W] & COORD_FLAG_STOP) {
+        coord_fail_everything(c, HORA_ERR_SHUTDOWN, "hora_shutdown was called on every rank");
+        return 1;
+    }
+    /* Invalidations first: their waiters move to the slow path (next cycle). */
+    for (int id = 0; id < c->cache_capacity; id++)
+        if (c->vec[2 * W + id / 64] >> (id % 64) & 1) coord_cache_evict(c, id);
+    /* Fast path: entries ready on every rank and really requested by one. */
+    for (int id = 0; id < c->cache_capacity; id++) {
+        uint64_t bit = 1ull << (id % 64);
+        if (!(c->vec[id / 64] & c->vec[W + id / 64] & bit) || !c->cache[id].valid) continue;
+        struct coord_response *r = coord_responses_add(&list);
+        if (!r || !(r->names = calloc(1, sizeof(char *))) || !(r->metas = calloc(1, sizeof(struct coord_meta))) ||
+            !(r->names[0] = strdup(c->cache[id].name))) {
+            coord_responses_clear(&list);
+            coord_fail_everything(c, HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+            return 1;
+        }
+        r->kind = c->cache[id].meta.kind;
+        r->ntensors = 1;
+        r->metas[0] = c->cache[id].meta;
+        r->cache_id = id;
+    }
+    coord_fuse(c, &list);
+    if (!(c->vec[3 * W] & COORD_FLAG_NOTHING_UNCACHED)) {
+        struct coord_responses slow = {0};
+        status = coord_slow_path(c, &slow);
+        if (status < 0) {
+            coord_responses_clear(&list);
+            coord_responses_clear(&slow);
+            coord_fail_everything(c, status, hora_last_error());
+            return 1;
+        }
+        for (int i = 0; i < slow.count; i++) {
+            struct coord_response *r = coord_responses_add(&list);
+            if (!r) {
+                coord_responses_clear(&slow);
+                coord_responses_clear(&list);
+                coord_fail_everything(c, HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+                return 1;
+            }
+            *r = slow.items[i];
+        }
+        free(slow.items);
+    }
+    if (c->vec[3 * W + 1] & COORD_FLAG_SETTINGS) {
+        /* Every rank must fuse and chunk alike from here on: a rank that
+         * missed the new settings cannot go on. */
+        struct coord_settings s = c->next_settings;
+        err = MPI_Bcast(&s, sizeof(s), MPI_BYTE, 0, c->comm);
+        c->settings_changed = 0;
+        if (err != MPI_SUCCESS) {
+            status = status_mpi(err, "coordinator MPI_Bcast(autotune settings)");
+            coord_responses_clear(&list);
+            coord_fail_everything(c, status, hora_last_error());
+            return 1;
+        }
+        coord_apply_settings(c, &s);
+    }
+
+    c->cycle_bytes = 0;
+    int finished = 0;
+    for (int i = 0; i < list.count && !finished; i++) {
+        if (list.items[i].kind == COORD_KIND_SHUTDOWN) {
+            coord_fail_everything(c, HORA_ERR_SHUTDOWN, list.items[i].error ? list.items[i].error : "shut down");
+            finished = 1;
+            break;
+        }
+        status = coord_execute(c, &list.items[i]);
+        if (status < 0) {
+            coord_fail_everything(c, status, hora_last_error());
+            finished = 1;
+        }
+    }
+    coord_responses_clear(&list);
+    if (finished) return 1;
+
+    int64_t end_us = coord_now_us();
+    if (c->at && c->cycle_bytes && !c->settings_changed) {
+        struct autotune_params next;
+        if (autotune_record(c->at, c->cycle_bytes, (double)(end_us - start_us) * 1e-6, &next)) {
+            c->next_settings.fusion_threshold = next.fusion_threshold;
+            c->next_settings.cycle_time_ms = next.cycle_time_ms;
+            c->next_settings.chunk_bytes = next.chunk_bytes;
+            c->settings_changed = 1;
+        }
+    }
+    /* Nap for the rest of the cycle, unless work arrives: a request that
+     * comes while we sleep should not wait for the timer. (Requests arriving
+     * together still meet in one cycle: the framework enqueues them faster
+     * than a cycle turns.)
+     * With nothing in flight here, skip cycles: sleep until a request (or
+     * hora_shutdown) arrives. A peer's cycle then waits for this rank in the
+     * allreduce above, which is what it would do anyway - no response can
+     * run without this rank submitting. Between training steps, that keeps
+     * the coordinators from interrupting compute a thousand times a second.
+     * An idle rank still turns a cycle every stall-inspection period, so
+     * rank 0 can see that it lacks what others wait for. Rank 0 is never
+     * idle while its table holds names (the stall inspector's state). */
+    int64_t period_us = (int64_t)(c->settings.cycle_time_ms * 1000.0), idle_us = coord_inspect_period_us(c);
+    if (c->pending.count == 0 && !c->order_head && idle_us > period_us) period_us = idle_us;
+    int64_t deadline_us = start_us + period_us;
+    if (deadline_us > end_us) {
+        struct timespec now, until;
+        clock_gettime(CLOCK_REALTIME, &now);
+        int64_t ns = (int64_t)now.tv_nsec + (deadline_us - end_us) * 1000;
+        until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+        pthread_mutex_lock(&c->lock);
+        while (!c->incoming && !c->stop_requested)
+            if (pthread_cond_timedwait(&c->work_cond, &c->lock, &until) == ETIMEDOUT) break;
+        pthread_mutex_unlock(&c->lock);
+    }
+    return 0;
+}
+
+static void *coord_main(void *arg)
+{
+    struct coord *c = arg;
+    while (!coord_cycle(c)) {}
+    return NULL;
+}
+
+/* ------------------------------------------------------------ start, stop */
+
+hora_status_t coord_start(const struct coord_env *env, struct coord **out)
+{
+    const struct config *cfg = env->cfg;
+    hora_status_t status;
+    int err;
+
+    struct coord *c = calloc(1, sizeof(*c));
+    if (!c) return status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->done_cond, NULL);
+    pthread_cond_init(&c->work_cond, NULL);
+    c->cfg = cfg;
+    c->coll = env->coll;
+    c->pool = env->pool;
+    MPI_Comm_rank(env->world, &c->rank);
+    MPI_Comm_size(env->world, &c->size);
+    c->cache_capacity = cfg->cache_capacity;
+    c->words = (c->cache_capacity + 63) / 64;
+    c->settings.fusion_threshold = cfg->fusion_threshold;
+    c->settings.cycle_time_ms = cfg->cycle_time_ms;
+    c->settings.chunk_bytes = cfg->chunk_bytes;
+    c->demote_us = (int64_t)(cfg->stall_check_s * 0.5e6);
+    if (c->demote_us > 5000000) c->demote_us = 5000000;
+    c->last_joined = -1;
+    if (coord_map_init(&c->inflight, 1024) || coord_map_init(&c->pending, 1024) ||
+        coord_map_init(&c->cache_index, 1024) || coord_map_init(&c->table, 1024)) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
+        goto err_free;
+    }
+    c->vec = calloc((size_t)(3 * c->words + 2), sizeof(uint64_t));
+    c->cache = calloc((size_t)(c->cache_capacity ? c->cache_capacity : 1), sizeof(*c->cache));
+    c->joined_ranks = calloc((size_t)c->size, 1);
+    if (!c->vec || !c->cache || !c->joined_ranks) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
+        goto err_free;
+    }
+    err = MPI_Comm_dup(env->world, &c->comm);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Comm_dup(coordinator)");
+        goto err_free;
+    }
+    MPI_Op_create(coord_bit_op, 1, &c->bit_op);
+    if (c->rank == 0 && cfg->timeline[0]) {
+        status = timeline_open(&c->tl, cfg->timeline, (size_t)cfg->timeline_max_mb << 20);
+        if (status < 0) goto err_free_comm;
+    }
+    if (c->rank == 0 && cfg->autotune) {
+        struct autotune_config ac = {
+            .initial = {c->settings.fusion_threshold, c->settings.cycle_time_ms, c->settings.chunk_bytes},
+            .fixed = (config_is_set("HORA_FUSION_THRESHOLD") ? AUTOTUNE_FIX_FUSION : 0) |
+                     (config_is_set("HORA_CYCLE_TIME_MS") ? AUTOTUNE_FIX_CYCLE : 0) |
+                     (config_is_set("HORA_CHUNK_BYTES") ? AUTOTUNE_FIX_CHUNK : 0),
+            .log_path = cfg->autotune_log[0] ? cfg->autotune_log : NULL,
+        };
+        status = autotune_init(&c->at, &ac);
+        if (status < 0) goto err_free_timeline;
+    }
+    if (pthread_create(&c->thread, NULL, coord_main, c)) {
+        status = status_fail(HORA_ERR_SYSTEM, "cannot start the coordinator thread: %s", strerror(errno));
+        goto err_free_autotune;
+    }
+    c->thread_started = 1;
+    *out = c;
+    return HORA_OK;
+
+err_free_autotune:
+    autotune_free(c->at);
+err_free_timeline:
+    timeline_close(c->tl);
+err_free_comm:
+    MPI_Op_free(&c->bit_op);
+    MPI_Comm_free(&c->comm);
+err_free:
+    free(c->vec);
+    free(c->cache);
+    free(c->joined_ranks);
+    coord_map_free(&c->inflight);
+    coord_map_free(&c->pending);
+    coord_map_free(&c->cache_index);
+    coord_map_free(&c->table);
+    pthread_cond_destroy(&c->done_cond);
+    pthread_cond_destroy(&c->work_cond);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+    return status;
+}
+
+void coord_stop(struct coord *c)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    c->stop_requested = 1;
+    pthread_cond_signal(&c->work_cond);
+    pthread_mutex_unlock(&c->lock);
+    pthread_join(c->thread, NULL);
+    /* The thread failed every request before it ended; let the threads that
+     * were waiting for one leave coord_wait before c goes away. */
+    pthread_mutex_lock(&c->lock);
+    while (c->waiting_threads) pthread_cond_wait(&c->done_cond, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+
+    for (int id = 0; id < c->cache_capacity; id++) free(c->cache[id].name);
+    coord_negotiate_free(c);
+    timeline_close(c->tl);
+    autotune_free(c->at);
+    MPI_Op_free(&c->bit_op);
+    MPI_Comm_free(&c->comm);
+    if (c->fusion_buf) mem_pool_release(c->pool, c->fusion_buf);
+    if (c->zeros) mem_pool_release(c->pool, c->zeros);
+    free(c->vec);
+    free(c->cache);
+    free(c->cached);
+    free(c->joined_ranks);
+    coord_map_free(&c->inflight);
+    coord_map_free(&c->pending);
+    coord_map_free(&c->cache_index);
+    coord_map_free(&c->table);
+    pthread_cond_destroy(&c->done_cond);
+    pthread_cond_destroy(&c->work_cond);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}

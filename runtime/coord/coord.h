@@ -1,0 +1,89 @@
+/* coord.h - the coordinator: one background thread per process that agrees
+ * with the other ranks which named requests are ready, fuses them and runs
+ * them in the same order everywhere (coord.c), behind the public async API
+ * (api/api_async.c). Its state is one struct coord, made by coord_start and
+ * passed to every call; it runs its data path through the coll_ctx it is
+ * given.
+ *
+ * May include: base/, mem/, coll/ (and what they include). Nothing of api/. */
+#ifndef HORA_COORD_H
+#define HORA_COORD_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/config.h"
+#include "coll/coll.h"
+#include "hora.h"
+#include "mem/mem_pool.h"
+
+enum coord_kind {
+    COORD_KIND_ALLREDUCE = 1,
+    COORD_KIND_BROADCAST = 2,
+    COORD_KIND_ALLGATHER = 3,
+    COORD_KIND_JOIN = 4,
+    /* responses only */
+    COORD_KIND_ERROR = 5,
+    COORD_KIND_SHUTDOWN = 6,
+};
+
+/* Everything about a request that must agree across ranks. Plain data: it
+ * travels between ranks as bytes. */
+struct coord_meta {
+    uint32_t kind, dtype, op, compression, memory;
+    int32_t root, ndim, group_size;
+    uint64_t count;
+    double prescale, postscale;
+    int64_t dims[HORA_MAX_DIMS];
+};
+
+struct hora_request {
+    char *name;
+    char *group; /* grouped allreduce: key shared by the members, else NULL */
+    struct coord_meta meta;
+    const void *send;
+    void *recv;
+    int64_t enqueue_us; /* CLOCK_MONOTONIC */
+    /* coordinator thread only */
+    int cache_id;        /* waiting on the cache path under this id, or -1 */
+    int64_t cached_since_us;
+    struct hora_request *next; /* incoming queue / uncached list */
+    /* completion, under coord.lock */
+    int done;
+    hora_status_t status;
+    char *error;
+    void *result;
+    size_t result_total;
+    size_t *rank_counts;
+    int join_last;
+};
+
+struct coord;
+
+/* What a coordinator runs on; everything outlives it. */
+struct coord_env {
+    MPI_Comm world;            /* duplicated for the coordinator's own traffic */
+    const struct config *cfg;  /* HORA_CYCLE_TIME_MS, fusion, cache, stall, timeline, autotune */
+    struct coll_ctx *coll;     /* the data path (its COLL_PURPOSE_COORD channels) */
+    struct mem_pool *pool;     /* fusion buffer and zeros live here */
+};
+
+/* Collective over env->world: starts the thread. */
+hora_status_t coord_start(const struct coord_env *env, struct coord **out);
+/* Collective: every rank asks the coordinator to stop; pending requests fail
+ * with HORA_ERR_SHUTDOWN. Frees c. */
+void coord_stop(struct coord *c);
+
+/* Hand a request (or a group of them) to the coordinator. */
+hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n);
+/* Mark a request finished and wake waiters (any thread). */
+void coord_complete(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
+hora_status_t coord_wait(struct coord *c, struct hora_request *req);
+int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *status);
+
+int64_t coord_now_us(void);
+const char *coord_kind_name(uint32_t kind);
+
+#endif

@@ -1,0 +1,328 @@
+/* coord_exec.c - fusion and execution of responses (every rank runs the same
+ * list in the same order).
+ *
+ * Fusion packs consecutive allreduce responses that agree on dtype, op,
+ * scales, compression and memory kind into one response, each tensor at an
+ * offset aligned to HORA_ALIGN_BYTES, while the packed size stays within
+ * HORA_FUSION_THRESHOLD; a tensor larger than the threshold runs alone.
+ *
+ * A fused allreduce runs in place, with no copy at all, when this rank's
+ * tensors are in place (send == recv), uncompressed, and already lie in shared
+ * memory at exactly those offsets from the first one - the trainer's gradient
+ * arena, laid out in backprop order. Otherwise they are copied (scaled, cast)
+ * into the fusion buffer and back. Each rank decides for itself: the layout,
+ * not the memory, is what the ranks agree on. Buffer contents are touched
+ * only through the data engine of the request's memory kind (coll/engine.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/status.h"
+#include "coll/engine.h"
+#include "coord/coord_internal.h"
+
+static size_t coord_align(size_t v) { return (v + HORA_ALIGN_BYTES - 1) / HORA_ALIGN_BYTES * HORA_ALIGN_BYTES; }
+
+static hora_dtype_t coord_wire_dtype(const struct coord_meta *m)
+{
+    if (m->compression == HORA_COMPRESSION_FP16) return HORA_DTYPE_F16;
+    if (m->compression == HORA_COMPRESSION_BF16) return HORA_DTYPE_BF16;
+    return (hora_dtype_t)m->dtype;
+}
+
+static int coord_fusable(const struct coord_meta *a, const struct coord_meta *b)
+{
+    return a->kind == COORD_KIND_ALLREDUCE && b->kind == COORD_KIND_ALLREDUCE && a->dtype == b->dtype &&
+           a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
+           a->compression == b->compression && a->memory == b->memory;
+}
+
+static size_t coord_response_bytes(const struct coord_response *r)
+{
+    size_t bytes = 0, es = hora_dtype_size(coord_wire_dtype(&r->metas[0]));
+    for (int t = 0; t < r->ntensors; t++) bytes = coord_align(bytes) + r->metas[t].count * es;
+    return bytes;
+}
+
+/* Move src's tensors to the end of dst. */
+static int coord_merge(struct coord_response *dst, struct coord_response *src)
+{
+    int n = dst->ntensors + src->ntensors;
+    char **names = realloc(dst->names, (size_t)n * sizeof(*names));
+    if (!names) return -1;
+    dst->names = names;
+    struct coord_meta *metas = realloc(dst->metas, (size_t)n * sizeof(*metas));
+    if (!metas) return -1;
+    dst->metas = metas;
+    memcpy(dst->names + dst->ntensors, src->names, (size_t)src->ntensors * sizeof(*names));
+    memcpy(dst->metas + dst->ntensors, src->metas, (size_t)src->ntensors * sizeof(*metas));
+    dst->ntensors = n;
+    dst->cacheable = dst->cacheable && src->cacheable;
+    free(src->names);
+    free(src->metas);
+    src->names = NULL;
+    src->metas = NULL;
+    src->ntensors = 0;
+    return 0;
+}
+
+void coord_fuse(struct coord *c, struct coord_responses *list)
+{
+    const size_t threshold = c->settings.fusion_threshold;
+    int out = 0;
+    for (int i = 0; i < list->count; i++) {
+        struct coord_response *r = &list->items[i];
+        if (out > 0 && threshold > 0) {
+            struct coord_response *prev = &list->items[out - 1];
+            /* Kind first: join and shutdown responses carry no tensors. */
+            if (prev->kind == COORD_KIND_ALLREDUCE && r->kind == COORD_KIND_ALLREDUCE && prev->ntensors > 0 &&
+                r->ntensors > 0 && coord_fusable(&prev->metas[0], &r->metas[0]) &&
+                (prev->cache_id < 0) == (r->cache_id < 0) &&
+                coord_align(coord_response_bytes(prev)) + coord_response_bytes(r) <= threshold &&
+                coord_merge(prev, r) == 0) {
+                /* Cache entries are touched per tensor at execution. */
+                continue;
+            }
+        }
+        if (out != i) list->items[out] = *r;
+        out++;
+    }
+    list->count = out;
+}
+
+static hora_status_t coord_buffer(struct coord *c, void **buf, size_t *have, size_t bytes)
+{
+    if (*have >= bytes) return HORA_OK;
+    if (*buf) mem_pool_release(c->pool, *buf);
+    *buf = NULL;
+    *have = 0;
+    HORA_CHECK(mem_pool_alloc(c->pool, bytes ? bytes : 1, buf));
+    *have = bytes;
+    return HORA_OK;
+}
+
+struct coord_phase_ctx {
+    struct coord *c;
+    const struct coord_response *resp;
+};
+
+static void coord_timeline_span(struct coord *c, const struct coord_response *r, const char *phase, int begin,
+                                const char *args)
+{
+    if (!c->tl) return;
+    for (int t = 0; t < r->ntensors; t++) {
+        if (begin)
+            timeline_begin(c->tl, r->names[t], phase, -1, args);
+        else
+            timeline_end(c->tl, r->names[t], phase, -1, args);
+    }
+}
+
+static void coord_on_phase(void *ctx, const char *phase, int begin)
+{
+    struct coord_phase_ctx *p = ctx;
+    coord_timeline_span(p->c, p->resp, phase, begin, NULL);
+}
+
+static void coord_complete_all(struct coord *c, struct hora_request **reqs, int n, hora_status_t status,
+                               const char *error)
+{
+    for (int t = 0; t < n; t++)
+        if (reqs[t]) coord_finish_pending(c, reqs[t], status, error);
+}
+
+/* [p, p + bytes) lies in this rank's pool: the transports can share it. */
+static int coord_in_pool(const struct coord *c, const void *p, size_t bytes)
+{
+    uint64_t off;
+    return mem_pool_offset(c->pool, p, bytes ? bytes : 1, &off);
+}
+
+/* Copy one tensor into the fusion buffer (cast to the wire dtype, scaled). */
+static hora_status_t coord_pack(const struct coll_engine_ops *e, const struct coord_meta *m, const void *src,
+                                void *dst, hora_dtype_t dtype, hora_dtype_t wire)
+{
+    if (!src) return e->zero(dst, m->count * hora_dtype_size(wire)); /* joined: contribute zeros */
+    if (wire != dtype) {
+        HORA_CHECK(e->cast(dst, wire, src, dtype, m->count));
+        return m->prescale != 1.0 ? e->scale(dst, dst, m->count, wire, m->prescale) : HORA_OK;
+    }
+    if (m->prescale != 1.0) return e->scale(dst, src, m->count, dtype, m->prescale);
+    return e->copy(dst, src, m->count * hora_dtype_size(dtype));
+}
+
+/* And back out of it. */
+static hora_status_t coord_unpack(const struct coll_engine_ops *e, const struct coord_meta *m, void *src, void *dst,
+                                  hora_dtype_t dtype, hora_dtype_t wire)
+{
+    if (wire != dtype) {
+        if (m->postscale != 1.0) HORA_CHECK(e->scale(src, src, m->count, wire, m->postscale));
+        return e->cast(dst, dtype, src, wire, m->count);
+    }
+    if (m->postscale != 1.0) return e->scale(dst, src, m->count, dtype, m->postscale);
+    return e->copy(dst, src, m->count * hora_dtype_size(dtype));
+}
+
+static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response *r, struct hora_request **reqs)
+{
+    const struct coord_meta *m = &r->metas[0];
+    const hora_dtype_t dtype = (hora_dtype_t)m->dtype, wire = coord_wire_dtype(m);
+    const hora_memory_t memory = (hora_memory_t)m->memory;
+    const struct coll_engine_ops *engine = coll_engine_for(memory);
+    const size_t es = hora_dtype_size(dtype), wes = hora_dtype_size(wire);
+    size_t *offs = malloc((size_t)r->ntensors * sizeof(size_t));
+    size_t total_bytes = 0;
+    hora_status_t status = HORA_OK;
+
+    if (!offs) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    if (!engine) {
+        free(offs);
+        return status_fail(HORA_ERR_UNSUPPORTED, "coordinator: no data engine for memory kind %u", m->memory);
+    }
+    for (int t = 0; t < r->ntensors; t++) {
+        total_bytes = coord_align(total_bytes);
+        offs[t] = total_bytes;
+        total_bytes += r->metas[t].count * wes;
+    }
+    /* Zero copy: uncompressed, in place, shared, laid out exactly like the fusion. */
+    int zero_copy = wire == dtype && reqs[0] != NULL && coord_in_pool(c, reqs[0]->recv, 1);
+    uint8_t *base = reqs[0] ? reqs[0]->recv : NULL;
+    for (int t = 0; t < r->ntensors && zero_copy; t++)
+        zero_copy = reqs[t] && reqs[t]->send == reqs[t]->recv && (uint8_t *)reqs[t]->recv == base + offs[t] &&
+                    coord_in_pool(c, reqs[t]->recv, r->metas[t].count * es);
+    struct coord_phase_ctx pctx = {c, r};
+    struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes, .on_phase = c->tl ? coord_on_phase : NULL,
+                               .ctx = &pctx};
+    const char *path = zero_copy ? "{\"path\":\"zero-copy\"}" : "{\"path\":\"fusion-buffer\"}";
+    coord_timeline_span(c, r, "QUEUE", 0, NULL);
+    coord_timeline_span(c, r, "ALLREDUCE", 1, path);
+
+    uint8_t *work = base;
+    if (zero_copy) {
+        for (int t = 0; t < r->ntensors && m->prescale != 1.0 && status == HORA_OK; t++)
+            status = engine->scale(reqs[t]->recv, reqs[t]->recv, r->metas[t].count, dtype, m->prescale);
+    } else {
+        status = coord_buffer(c, &c->fusion_buf, &c->fusion_bytes, total_bytes);
+        if (status < 0) goto out;
+        work = c->fusion_buf;
+        coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 1, NULL);
+        size_t at = 0;
+        for (int t = 0; t < r->ntensors && status == HORA_OK; t++) {
+            /* Alignment gaps get zeros so every byte reduced is defined. */
+            status = engine->zero(work + at, offs[t] - at);
+            at = offs[t] + r->metas[t].count * wes;
+            if (status == HORA_OK)
+                status = coord_pack(engine, &r->metas[t], reqs[t] ? reqs[t]->send : NULL, work + offs[t], dtype, wire);
+        }
+        coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 0, NULL);
+    }
+    if (status < 0) goto out;
+    status = coll_allreduce(c->coll, COLL_PURPOSE_COORD, memory, work, work, total_bytes / wes, wire,
+                            (hora_op_t)m->op, &hooks);
+    if (status < 0) goto out;
+    c->cycle_bytes += total_bytes;
+    if (zero_copy) {
+        for (int t = 0; t < r->ntensors && m->postscale != 1.0 && status == HORA_OK; t++)
+            status = engine->scale(reqs[t]->recv, reqs[t]->recv, r->metas[t].count, dtype, m->postscale);
+    } else {
+        coord_timeline_span(c, r, "MEMCPY_OUT", 1, NULL);
+        for (int t = 0; t < r->ntensors && status == HORA_OK; t++)
+            if (reqs[t]) status = coord_unpack(engine, &r->metas[t], work + offs[t], reqs[t]->recv, dtype, wire);
+        coord_timeline_span(c, r, "MEMCPY_OUT", 0, NULL);
+    }
+out:
+    coord_timeline_span(c, r, "ALLREDUCE", 0, NULL);
+    free(offs);
+    return status;
+}
+
+hora_status_t coord_execute(struct coord *c, struct coord_response *r)
+{
+    struct hora_request **reqs = calloc((size_t)r->ntensors + 1, sizeof(*reqs));
+    hora_status_t status = HORA_OK;
+
+    if (!reqs) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    for (int t = 0; t < r->ntensors; t++) {
+        reqs[t] = coord_map_get(&c->pending, r->names[t]);
+        if (c->tl) timeline_begin(c->tl, r->names[t], "QUEUE", -1, NULL);
+    }
+
+    switch (r->kind) {
+    case COORD_KIND_ERROR:
+        coord_timeline_span(c, r, "QUEUE", 0, NULL);
+        coord_complete_all(c, reqs, r->ntensors, HORA_ERR_MISMATCH, r->error);
+        break;
+    case COORD_KIND_JOIN:
+        if (c->join_req) {
+            c->join_req->join_last = r->last_joined;
+            coord_finish_pending(c, c->join_req, HORA_OK, NULL);
+        }
+        c->joined = 0;
+        break;
+    case COORD_KIND_ALLREDUCE:
+        status = coord_run_allreduce(c, r, reqs);
+        break;
+    case COORD_KIND_BROADCAST: {
+        const struct coord_meta *m = &r->metas[0];
+        size_t bytes = m->count * hora_dtype_size((hora_dtype_t)m->dtype);
+        void *buf = reqs[0] ? reqs[0]->recv : NULL;
+        coord_timeline_span(c, r, "QUEUE", 0, NULL);
+        if (!buf) {
+            status = coord_buffer(c, &c->zeros, &c->zeros_bytes, bytes);
+            buf = c->zeros;
+        }
+        coord_timeline_span(c, r, "BROADCAST", 1, NULL);
+        if (status == HORA_OK)
+            status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, (hora_memory_t)m->memory, buf, m->count,
+                                    (hora_dtype_t)m->dtype, m->root);
+        coord_timeline_span(c, r, "BROADCAST", 0, NULL);
+        break;
+    }
+    case COORD_KIND_ALLGATHER: {
+        const struct coord_meta *m = &r->metas[0];
+        const size_t es = hora_dtype_size((hora_dtype_t)m->dtype);
+        size_t total = 0, *counts = malloc((size_t)c->size * sizeof(size_t));
+        coord_timeline_span(c, r, "QUEUE", 0, NULL);
+        if (!counts) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+            break;
+        }
+        for (int q = 0; q < c->size; q++) total += counts[q] = r->rank_counts[q];
+        void *result = malloc(total * es + 1);
+        if (!result) {
+            free(counts);
+            status = status_fail(HORA_ERR_NO_MEMORY, "allgather '%s': out of memory for %zu elements", r->names[0],
+                                 total);
+            break;
+        }
+        coord_timeline_span(c, r, "ALLGATHER", 1, NULL);
+        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, (hora_memory_t)m->memory,
+                                 reqs[0] ? reqs[0]->send : NULL, result, counts, (hora_dtype_t)m->dtype);
+        coord_timeline_span(c, r, "ALLGATHER", 0, NULL);
+        if (status == HORA_OK && reqs[0]) {
+            reqs[0]->result = result;
+            reqs[0]->result_total = total;
+            reqs[0]->rank_counts = counts;
+        } else {
+            free(result);
+            free(counts);
+        }
+        break;
+    }
+    default: break;
+    }
+
+    if (r->kind == COORD_KIND_ALLREDUCE || r->kind == COORD_KIND_BROADCAST || r->kind == COORD_KIND_ALLGATHER) {
+        if (status == HORA_OK) {
+            /* New entries from the slow path, and a touch for those that came
+             * from the cache: the same on every rank, so ids stay in step. */
+            if (r->cacheable || r->cache_id >= 0)
+                for (int t = 0; t < r->ntensors; t++) coord_cache_store(c, r->names[t], &r->metas[t]);
+            coord_complete_all(c, reqs, r->ntensors, HORA_OK, NULL);
+        } else {
+            coord_complete_all(c, reqs, r->ntensors, status, hora_last_error());
+        }
+    }
+    free(reqs);
+    return status;
+}

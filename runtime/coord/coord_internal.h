@@ -1,0 +1,145 @@
+/* coord_internal.h - state shared by coord.c (thread, cache, cycle),
+ * coord_negotiate.c (rank 0's table, validation, wire format) and
+ * coord_exec.c (fusion and execution of responses). */
+#ifndef HORA_COORD_INTERNAL_H
+#define HORA_COORD_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coord/autotune.h"
+#include "coord/coord.h"
+#include "coord/coord_map.h"
+#include "coord/timeline.h"
+
+struct coord_buf {
+    uint8_t *data;
+    size_t len, cap, pos; /* pos: read cursor */
+};
+
+struct coord_response {
+    uint32_t kind;
+    int ntensors;
+    char **names;
+    struct coord_meta *metas;
+    uint64_t *rank_counts; /* ALLGATHER: one per rank */
+    char *error;           /* ERROR, SHUTDOWN */
+    int32_t last_joined;   /* JOIN */
+    uint32_t cacheable;    /* insert into the response cache after success */
+    int32_t cache_id;      /* >= 0: built from the cache (touch it) */
+};
+
+struct coord_responses {
+    struct coord_response *items;
+    int count, cap;
+};
+
+struct coord_cache_entry {
+    int valid;
+    char *name;
+    struct coord_meta meta;
+    uint64_t last_used;
+};
+
+/* rank 0: one entry per name some rank has submitted and not all have. */
+struct coord_entry {
+    char *name;
+    char *group;
+    struct coord_meta *metas; /* [size] */
+    uint8_t *present;         /* [size] */
+    int64_t *ready_us;        /* [size] */
+    int64_t first_us;
+    int64_t last_warn_us;
+    struct coord_entry *next; /* arrival order */
+};
+
+struct coord_settings {
+    size_t fusion_threshold;
+    double cycle_time_ms;
+    size_t chunk_bytes;
+};
+
+struct coord {
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
+    pthread_cond_t done_cond;
+    pthread_cond_t work_cond; /* signalled on every submission: ends the cycle's nap early */
+    struct hora_request *incoming, *incoming_tail;
+    struct coord_map inflight; /* name -> request, until completion */
+    int stop_requested;
+    int stopped;              /* the thread has ended: new requests fail */
+    int waiting_threads;      /* application threads inside coord_wait */
+    hora_status_t stop_status;
+    char stop_reason[256];
+
+    /* set at start, read-only after */
+    const struct config *cfg;
+    struct coll_ctx *coll;
+    struct mem_pool *pool;
+
+    /* coordinator thread only */
+    MPI_Comm comm;
+    MPI_Op bit_op;
+    int rank, size;
+    struct coord_map pending;        /* name -> request taken from incoming */
+    struct hora_request *uncached;   /* to send to rank 0 at the next slow path, in */
+    struct hora_request *uncached_tail; /* submission order (fusion keeps that order) */
+    struct hora_request **cached;    /* requests waiting on the cache path */
+    int cached_count, cached_cap;
+    struct coord_cache_entry *cache;
+    int cache_capacity;
+    struct coord_map cache_index;    /* name -> id + 1 */
+    uint64_t cache_tick;
+    uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
+    int words;
+    int joined;
+    struct hora_request *join_req;
+    struct coord_settings settings;
+    int64_t demote_us;
+    void *fusion_buf;
+    size_t fusion_bytes;
+    void *zeros;
+    size_t zeros_bytes;
+    uint64_t cycle_bytes; /* allreduced this cycle (autotune) */
+
+    /* rank 0 only */
+    struct coord_map table;
+    struct coord_entry *order_head, *order_tail;
+    int64_t last_inspect_us; /* stall inspector: last forced slow path */
+    uint8_t *joined_ranks;
+    int joined_count;
+    int last_joined;
+    struct timeline *tl;
+    struct autotune *at;
+    int settings_changed;
+    struct coord_settings next_settings;
+};
+
+/* coord_negotiate.c */
+void coord_buf_free(struct coord_buf *b);
+int coord_buf_put(struct coord_buf *b, const void *data, size_t len);
+int coord_buf_get(struct coord_buf *b, void *data, size_t len);
+hora_status_t coord_encode_requests(struct hora_request *list, struct coord_buf *out);
+hora_status_t coord_encode_responses(const struct coord *c, const struct coord_responses *list,
+                                     struct coord_buf *out);
+hora_status_t coord_decode_responses(const struct coord *c, struct coord_buf *in, struct coord_responses *list);
+/* rank 0: merge every rank's submissions (bufs[r]) and emit ready responses. */
+hora_status_t coord_negotiate(struct coord *c, struct coord_buf *bufs, struct coord_responses *out);
+void coord_negotiate_free(struct coord *c);
+
+struct coord_response *coord_responses_add(struct coord_responses *list);
+void coord_responses_clear(struct coord_responses *list);
+void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len);
+
+/* coord_exec.c */
+void coord_fuse(struct coord *c, struct coord_responses *list);
+/* Run one response; HORA_OK, or a fatal transport error that stops the coordinator. */
+hora_status_t coord_execute(struct coord *c, struct coord_response *resp);
+
+/* coord.c */
+void coord_cache_store(struct coord *c, const char *name, const struct coord_meta *meta);
+void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
+
+#endif

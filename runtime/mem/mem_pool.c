@@ -1,0 +1,272 @@
+/* mem.c - the shared pool: creation, peer mapping, and a first-fit allocator
+ * over page-aligned extents (allocations are few and large: gradient arenas,
+ * fusion and staging buffers, so a sorted array is plenty). */
+#define _GNU_SOURCE
+#include "mem/mem_pool.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "base/status.h"
+
+#define MEM_PAGE ((size_t)4096)
+#define MEM_NAME_BYTES 64
+
+static size_t mem_round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+static hora_status_t mem_list_insert(struct mem_extent **list, size_t *count, size_t *cap, size_t at,
+                                     struct mem_extent e)
+{
+    if (*count == *cap) {
+        size_t ncap = *cap ? *cap * 2 : 16;
+        struct mem_extent *n = realloc(*list, ncap * sizeof(*n));
+        if (!n) return status_fail(HORA_ERR_NO_MEMORY, "out of memory growing the pool's block list");
+        *list = n;
+        *cap = ncap;
+    }
+    memmove(*list + at + 1, *list + at, (*count - at) * sizeof(**list));
+    (*list)[at] = e;
+    (*count)++;
+    return HORA_OK;
+}
+
+static void mem_list_remove(struct mem_extent *list, size_t *count, size_t at)
+{
+    memmove(list + at, list + at + 1, (*count - at - 1) * sizeof(*list));
+    (*count)--;
+}
+
+static hora_status_t mem_pool_create(struct mem_pool *pool, const struct topo *topo, char *name)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* Unique per job and rank, never derived from the hostname: ranks in
+     * different network namespaces share /dev/shm and the hostname. */
+    snprintf(name, MEM_NAME_BYTES, "/hora-%d-%d-%lx", (int)getpid(), topo->rank,
+             (unsigned long)(ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20)));
+    pool->fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (pool->fd < 0)
+        return status_fail(HORA_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
+    if (ftruncate(pool->fd, (off_t)pool->bytes) != 0) {
+        int e = errno;
+        shm_unlink(name);
+        close(pool->fd);
+        return status_fail(HORA_ERR_SYSTEM, "ftruncate of the %zu-byte pool %s failed: %s (lower HORA_SHM_POOL_BYTES)",
+                           pool->bytes, name, strerror(e));
+    }
+    pool->base = mmap(NULL, pool->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, pool->fd, 0);
+    if (pool->base == MAP_FAILED) {
+        int e = errno;
+        shm_unlink(name);
+        close(pool->fd);
+        return status_fail(HORA_ERR_SYSTEM, "mmap of the %zu-byte pool failed: %s (lower HORA_SHM_POOL_BYTES)",
+                           pool->bytes, strerror(e));
+    }
+    int e = posix_fallocate(pool->fd, 0, (off_t)MEM_POOL_CTRL_BYTES);
+    if (e) {
+        munmap(pool->base, pool->bytes);
+        shm_unlink(name);
+        close(pool->fd);
+        return status_fail(HORA_ERR_NO_MEMORY, "cannot commit the pool's control block in /dev/shm: %s",
+                           strerror(e));
+    }
+    return HORA_OK;
+}
+
+/* Map every host peer's pool, then unlink our own name once all have mapped. */
+static hora_status_t mem_pool_map_peers(struct mem_pool *pool, const struct topo *topo, const char *name)
+{
+    struct { char name[MEM_NAME_BYTES]; uint64_t bytes; } mine, *all;
+    hora_status_t status = HORA_OK;
+    int err;
+
+    all = calloc((size_t)pool->peer_count, sizeof(*all));
+    if (!all) return status_fail(HORA_ERR_NO_MEMORY, "out of memory mapping peers");
+    memset(&mine, 0, sizeof(mine));
+    snprintf(mine.name, sizeof(mine.name), "%s", name);
+    mine.bytes = pool->bytes;
+    err = MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, topo->host_comm);
+    if (err != MPI_SUCCESS) {
+        status = status_mpi(err, "MPI_Allgather(pool names)");
+        goto out;
+    }
+    for (int p = 0; p < pool->peer_count && status == HORA_OK; p++) {
+        if (p == pool->self) continue;
+        int fd = shm_open(all[p].name, O_RDWR, 0);
+        if (fd < 0) {
+            status = status_fail(HORA_ERR_SYSTEM, "cannot open host peer %d's pool %s: %s", p, all[p].name,
+                                 strerror(errno));
+            break;
+        }
+        void *m = mmap(NULL, all[p].bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED) {
+            status = status_fail(HORA_ERR_SYSTEM, "cannot map host peer %d's pool: %s", p, strerror(errno));
+            break;
+        }
+        pool->peer_base[p] = m;
+        pool->peer_bytes[p] = all[p].bytes;
+    }
+out:
+    /* Everyone must have opened every name (or failed) before any is unlinked. */
+    err = MPI_Barrier(topo->host_comm);
+    shm_unlink(name);
+    if (err != MPI_SUCCESS && status == HORA_OK) status = status_mpi(err, "MPI_Barrier(pool)");
+    free(all);
+    return status;
+}
+
+hora_status_t mem_pool_init(struct mem_pool *pool, const struct topo *topo, size_t bytes, bool share)
+{
+    char name[MEM_NAME_BYTES];
+    hora_status_t status;
+
+    memset(pool, 0, sizeof(*pool));
+    pool->bytes = mem_round_up(bytes, MEM_PAGE);
+    pool->peer_count = share ? topo->host_size : 1;
+    pool->self = share ? topo->host_rank : 0;
+    pool->peer_base = calloc((size_t)pool->peer_count, sizeof(*pool->peer_base));
+    pool->peer_bytes = calloc((size_t)pool->peer_count, sizeof(*pool->peer_bytes));
+    if (!pool->peer_base || !pool->peer_bytes) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory creating the pool");
+        goto err_free_arrays;
+    }
+    pthread_mutex_init(&pool->lock, NULL);
+    status = mem_pool_create(pool, topo, name);
+    if (status < 0) goto err_free_arrays;
+    pool->peer_base[pool->self] = pool->base;
+    pool->peer_bytes[pool->self] = pool->bytes;
+    if (share) {
+        status = mem_pool_map_peers(pool, topo, name);
+        if (status < 0) goto err_unmap;
+    } else {
+        shm_unlink(name);
+    }
+    status = mem_list_insert(&pool->free_list, &pool->free_count, &pool->free_cap, 0,
+                             (struct mem_extent){MEM_POOL_CTRL_BYTES, pool->bytes - MEM_POOL_CTRL_BYTES});
+    if (status < 0) goto err_unmap;
+    return HORA_OK;
+
+err_unmap:
+    for (int p = 0; p < pool->peer_count; p++)
+        if (pool->peer_base[p]) munmap(pool->peer_base[p], pool->peer_bytes[p]);
+    close(pool->fd);
+err_free_arrays:
+    free(pool->peer_base);
+    free(pool->peer_bytes);
+    memset(pool, 0, sizeof(*pool));
+    return status;
+}
+
+void mem_pool_free(struct mem_pool *pool)
+{
+    if (!pool->base) return;
+    if (pool->used_count)
+        log_debug("%zu blocks from hora_mem_alloc were not freed before shutdown", pool->used_count);
+    for (int p = 0; p < pool->peer_count; p++)
+        if (pool->peer_base[p]) munmap(pool->peer_base[p], pool->peer_bytes[p]);
+    close(pool->fd);
+    pthread_mutex_destroy(&pool->lock);
+    free(pool->peer_base);
+    free(pool->peer_bytes);
+    free(pool->free_list);
+    free(pool->used_list);
+    memset(pool, 0, sizeof(*pool));
+}
+
+hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, void **ptr)
+{
+    hora_status_t status = HORA_OK;
+    size_t want, i, at;
+
+    if (bytes == 0) bytes = 1;
+    if (bytes > pool->bytes)
+        return status_fail(HORA_ERR_NO_MEMORY, "hora_mem_alloc(%zu): larger than the pool (HORA_SHM_POOL_BYTES=%zu)",
+                           bytes, pool->bytes);
+    want = mem_round_up(bytes, MEM_PAGE);
+    pthread_mutex_lock(&pool->lock);
+    for (i = 0; i < pool->free_count; i++)
+        if (pool->free_list[i].bytes >= want) break;
+    if (i == pool->free_count) {
+        status = status_fail(HORA_ERR_NO_MEMORY,
+                             "hora_mem_alloc(%zu): the pool's address space is exhausted (raise HORA_SHM_POOL_BYTES=%zu)",
+                             bytes, pool->bytes);
+        goto out;
+    }
+    struct mem_extent block = {pool->free_list[i].offset, want};
+    int e = posix_fallocate(pool->fd, (off_t)block.offset, (off_t)want);
+    if (e) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "hora_mem_alloc(%zu): cannot commit shared memory: %s (is /dev/shm full?)",
+                             bytes, strerror(e));
+        goto out;
+    }
+    for (at = 0; at < pool->used_count && pool->used_list[at].offset < block.offset; at++) {}
+    status = mem_list_insert(&pool->used_list, &pool->used_count, &pool->used_cap, at, block);
+    if (status < 0) goto out;
+    pool->free_list[i].offset += want;
+    pool->free_list[i].bytes -= want;
+    if (pool->free_list[i].bytes == 0) mem_list_remove(pool->free_list, &pool->free_count, i);
+    *ptr = pool->base + block.offset;
+out:
+    pthread_mutex_unlock(&pool->lock);
+    return status;
+}
+
+hora_status_t mem_pool_release(struct mem_pool *pool, void *ptr)
+{
+    hora_status_t status = HORA_OK;
+    uint8_t *p = ptr;
+    size_t i, at;
+
+    pthread_mutex_lock(&pool->lock);
+    for (i = 0; i < pool->used_count; i++)
+        if (pool->base + pool->used_list[i].offset == p) break;
+    if (i == pool->used_count) {
+        status = status_fail(HORA_ERR_INVALID_ARG, "hora_mem_free(%p): not a block from hora_mem_alloc", ptr);
+        goto out;
+    }
+    struct mem_extent block = pool->used_list[i];
+    mem_list_remove(pool->used_list, &pool->used_count, i);
+    /* Give the pages back to the system; the address range stays reserved. */
+    if (fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)block.offset, (off_t)block.bytes))
+        log_debug("releasing pool pages failed: %s", strerror(errno));
+    for (at = 0; at < pool->free_count && pool->free_list[at].offset < block.offset; at++) {}
+    status = mem_list_insert(&pool->free_list, &pool->free_count, &pool->free_cap, at, block);
+    if (status < 0) goto out;
+    /* Coalesce with the following and the preceding extent. */
+    if (at + 1 < pool->free_count &&
+        pool->free_list[at].offset + pool->free_list[at].bytes == pool->free_list[at + 1].offset) {
+        pool->free_list[at].bytes += pool->free_list[at + 1].bytes;
+        mem_list_remove(pool->free_list, &pool->free_count, at + 1);
+    }
+    if (at > 0 && pool->free_list[at - 1].offset + pool->free_list[at - 1].bytes == pool->free_list[at].offset) {
+        pool->free_list[at - 1].bytes += pool->free_list[at].bytes;
+        mem_list_remove(pool->free_list, &pool->free_count, at);
+    }
+out:
+    pthread_mutex_unlock(&pool->lock);
+    return status;
+}
+
+bool mem_pool_offset(const struct mem_pool *pool, const void *ptr, size_t bytes, uint64_t *offset)
+{
+    const uint8_t *p = ptr;
+    if (!pool->base || p < pool->base + MEM_POOL_CTRL_BYTES || p >= pool->base + pool->bytes) return false;
+    if ((size_t)(pool->base + pool->bytes - p) < bytes) return false;
+    *offset = (uint64_t)(p - pool->base);
+    return true;
+}
+
+void *mem_pool_peer(const struct mem_pool *pool, int host_rank, uint64_t offset)
+{
+    if (host_rank < 0 || host_rank >= pool->peer_count || !pool->peer_base[host_rank]) return NULL;
+    return pool->peer_base[host_rank] + offset;
+}

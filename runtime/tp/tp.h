@@ -1,0 +1,140 @@
+/* tp.h - the transport layer: the ops table every transport fills, and the
+ * environment a transport is connected in (struct tp_env, owned by the
+ * layer above, coll/).
+ *
+ * Transports come in two flavours and say which through caps:
+ *  - message transports (ucx, mpi) move bytes: isend / irecv / wait;
+ *  - peer-memory transports (shm, later cudaipc) map the peers' buffers, so a
+ *    rank reduces straight from a neighbour's memory; ranks agree on progress
+ *    through monotonically increasing positions (mem_post / mem_wait) and
+ *    describe their buffers for the current operation (mem_publish / mem_desc).
+ * A transport also says which memory kinds it moves (memory_kinds: host
+ * today; device memory with cudaipc) and whether it reaches only the ranks of
+ * its own host (TP_CAP_HOST_LOCAL: never chosen for the cross-node rings,
+ * whose traffic is what they exist for, even between virtual nodes of one
+ * host).
+ * Slots a transport does not provide point to tp_unsupported_* (returning
+ * HORA_ERR_UNSUPPORTED), never NULL. They are tried in the order of
+ * tp_registry; HORA_DISABLE_<NAME>=1 removes one. Peers are world ranks.
+ *
+ * May include: base/, mem/, MPI, UCX. Nothing above (coll/, coord/, api/). */
+#ifndef HORA_TP_H
+#define HORA_TP_H
+
+#include <mpi.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hora.h"
+#include "mem/mem_pool.h"
+#include "mem/topo.h"
+
+struct tp;
+
+enum tp_kind { TP_KIND_SHM = 0, TP_KIND_UCX = 1, TP_KIND_MPI = 2, TP_KIND_COUNT = 3 };
+
+enum tp_caps {
+    TP_CAP_MESSAGE = 1u << 0,
+    TP_CAP_PEER_MEMORY = 1u << 1,
+    TP_CAP_HOST_LOCAL = 1u << 2, /* reaches only ranks on its own host */
+};
+
+/* Connected instances per rank and transport kind: the layer above numbers
+ * its channels below this (each has its own control block, communicator and
+ * operation counter). */
+#define TP_MAX_CHANNELS 8
+
+/* A request in flight: opaque bytes each message transport lays out as it
+ * needs (an MPI_Request, a UCP request pointer), so nothing above depends
+ * on MPI's or UCX's types. */
+#define TP_REQ_BYTES 32
+struct tp_req {
+    alignas(16) unsigned char opaque[TP_REQ_BYTES];
+};
+
+/* What a rank publishes about the operation it is running (peer-memory
+ * transports). Neighbours check it against their own call: a mismatch means
+ * the ranks did not call the same collective. */
+struct tp_mem_desc {
+    uint64_t op_seq;
+    uint32_t kind;        /* the collective (coll/group.h) */
+    uint32_t dtype, op;
+    int32_t root;
+    uint64_t count;
+    uint64_t chunk_elems;
+    uint64_t send_offset; /* in the publishing rank's pool */
+    uint64_t work_offset;
+};
+
+/* Everything a transport may read about the job, filled by the layer above
+ * before the first connect and alive until the last close. */
+struct tp_env {
+    MPI_Comm world;          /* world ranks are peers */
+    const struct topo *topo;
+    struct mem_pool *pool;   /* this rank's pool, mapped by its host peers */
+    double timeout_s;        /* HORA_TIMEOUT_S */
+    long spin_count;         /* resolved HORA_SPIN_COUNT */
+    bool spin_explicit;      /* HORA_SPIN_COUNT was set (ucx spins only then) */
+    bool disable[TP_KIND_COUNT]; /* HORA_DISABLE_<NAME> */
+    /* Application threads blocked waiting for the coordinator. While none
+     * is, the framework is computing on this rank's cores, and a channel
+     * flagged spin_only_while_waited must not busy-wait for a slow peer. */
+    _Atomic int app_waiters;
+};
+
+struct tp_ops {
+    const char *name;
+    unsigned caps;
+    unsigned memory_kinds; /* bit (1 << hora_memory_t) for each kind it moves */
+    bool (*can_connect)(const struct tp_env *env, int peer);
+    /* tp->env, tp->channel and tp->spin_only_while_waited are set before. */
+    hora_status_t (*connect)(struct tp *tp);
+    void (*close)(struct tp *tp);
+    /* message transports */
+    hora_status_t (*isend)(struct tp *tp, int peer, const void *buf, size_t bytes, int tag, struct tp_req *req);
+    hora_status_t (*irecv)(struct tp *tp, int peer, void *buf, size_t bytes, int tag, struct tp_req *req);
+    hora_status_t (*wait)(struct tp *tp, int peer, struct tp_req *req);
+    /* peer-memory transports */
+    hora_status_t (*mem_publish)(struct tp *tp, const struct tp_mem_desc *desc);
+    hora_status_t (*mem_desc)(struct tp *tp, int peer, struct tp_mem_desc *desc);
+    hora_status_t (*mem_post)(struct tp *tp, uint64_t position);
+    hora_status_t (*mem_wait)(struct tp *tp, int peer, uint64_t position);
+    bool (*mem_local_offset)(struct tp *tp, const void *ptr, size_t bytes, uint64_t *offset);
+    void *(*mem_peer_ptr)(struct tp *tp, int peer, uint64_t offset);
+};
+
+struct tp {
+    const struct tp_ops *ops; /* NULL until connected */
+    void *state;
+    struct tp_env *env;
+    int channel;                 /* 0 .. TP_MAX_CHANNELS-1 */
+    bool spin_only_while_waited; /* see tp_env.app_waiters */
+};
+
+extern const struct tp_ops tp_shm_ops;
+/* Without UCX (meson -Ducx=disabled, or libucx-dev missing) this is a stand-in
+ * that connects nobody, so the registry keeps its order. */
+extern const struct tp_ops tp_ucx_ops;
+extern const struct tp_ops tp_mpi_ops;
+
+/* Ordered: the first transport that can connect every ring neighbour wins. */
+extern const struct tp_ops *const tp_registry[TP_KIND_COUNT];
+
+/* Positions compare modulo 2^64 (they only ever differ by a little). */
+static inline bool tp_position_reached(uint64_t have, uint64_t want) { return (int64_t)(have - want) >= 0; }
+
+/* Stand-ins for the slots a transport does not provide. */
+hora_status_t tp_unsupported_isend(struct tp *, int, const void *, size_t, int, struct tp_req *);
+hora_status_t tp_unsupported_irecv(struct tp *, int, void *, size_t, int, struct tp_req *);
+hora_status_t tp_unsupported_wait(struct tp *, int, struct tp_req *);
+hora_status_t tp_unsupported_mem_publish(struct tp *, const struct tp_mem_desc *);
+hora_status_t tp_unsupported_mem_desc(struct tp *, int, struct tp_mem_desc *);
+hora_status_t tp_unsupported_mem_post(struct tp *, uint64_t);
+hora_status_t tp_unsupported_mem_wait(struct tp *, int, uint64_t);
+bool tp_unsupported_mem_local_offset(struct tp *, const void *, size_t, uint64_t *);
+void *tp_unsupported_mem_peer_ptr(struct tp *, int, uint64_t);
+
+#endif
