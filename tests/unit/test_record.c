@@ -1,7 +1,9 @@
 /*
  * test_record.c - record shards: CRC32C vectors, round trip, index seeking,
- * partitioning, corruption (flipped bytes, truncation, absurd lengths) and a
- * hora-mkrecord round trip on a tiny IDX file (HORA_MKRECORD = tool path).
+ * partitioning, corruption (flipped bytes, truncation, absurd lengths), the
+ * message shared with the rest of the data pipeline (error.h), and
+ * hora-mkrecord round trips on a tiny IDX file (HORA_MKRECORD = tool path),
+ * also into output folders that do not exist yet or cannot be made.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "error.h"
 #include "record.h"
 
 static int failures;
@@ -343,6 +346,36 @@ static void test_corruption(void)
     printf("corruption cases ok\n");
 }
 
+/* record.c sets error.c's message, the one the loader and dataset read: a
+ * record failure is in tr_data_last_error() too, and a message built from
+ * it ("bad shard: %s", as dataset.c does) keeps the old text intact. */
+static void test_shared_error(void)
+{
+    tr_data_set_error("");
+    tr_record_reader_t *r;
+    CHECK(tr_record_reader_open("/nonexistent/shared.hrec", &r) == HORA_ERR_SYSTEM);
+    const char *message = tr_record_last_error();
+    CHECK(message == tr_data_last_error());
+    CHECK(strncmp(message, "/nonexistent/shared.hrec: offset 0: cannot open: ", 49) == 0);
+    char before[1024];
+    snprintf(before, sizeof(before), "%s", message);
+    CHECK(tr_data_fail(TR_ERR_CORRUPT, "bad shard: %s", tr_record_last_error()) == TR_ERR_CORRUPT);
+    char want[1100];
+    snprintf(want, sizeof(want), "bad shard: %s", before);
+    CHECK(strcmp(tr_record_last_error(), want) == 0);
+    tr_data_set_error(tr_data_last_error()); /* copying a message onto itself */
+    CHECK(strcmp(tr_data_last_error(), want) == 0);
+    /* A path longer than the buffer is cut, not overrun. */
+    char long_path[3000];
+    memset(long_path, 'p', sizeof(long_path) - 1);
+    long_path[sizeof(long_path) - 1] = '\0';
+    CHECK(tr_data_fail_at(HORA_ERR_SYSTEM, long_path, 7, "x") == HORA_ERR_SYSTEM);
+    CHECK(strlen(tr_data_last_error()) < sizeof(long_path) - 1 &&
+          strncmp(tr_data_last_error(), "ppp", 3) == 0);
+    printf("  shared message -> %s\n", want);
+    printf("shared error message ok\n");
+}
+
 static void be32(FILE *f, uint32_t v)
 {
     uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
@@ -428,6 +461,7 @@ int main(void)
     test_round_trip();
     test_partition_and_names();
     test_corruption();
+    test_shared_error();
     test_mkrecord();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
