@@ -17,6 +17,7 @@
  * order) goes to shard i mod N (round-robin), so every shard sees every class.
  * The loader looks for DIR/train-*.hrec and DIR/val-*.hrec, so OUT_PREFIX is
  * DIR/train or DIR/val. OUT_PREFIX.classes lists "LABEL COUNT [NAME]".
+ * OUT_PREFIX's folder and its missing parents are created (like mkdir -p).
  * JPEGs are stored as-is (payload kind JPEG; shape from the JPEG header), or
  * with --resize-shorter N shrunk so the shorter side is N and re-encoded.
  * Workers convert files in parallel; records are still written in input
@@ -103,8 +104,61 @@ static int class_counts_cover(uint64_t **counts, size_t *capacity, size_t label)
 
 /* ---- writing ---- */
 
+/* One level of make_prefix_dirs: level (a leading part of folder, or all
+ * of it) is a directory afterwards, or an error names both. */
+static int make_dir_level(const char *level, const char *folder)
+{
+    if (mkdir(level, 0777) == 0)
+        return 0;
+    int mkdir_errno = errno;
+    struct stat st;
+    if (mkdir_errno == EEXIST && stat(level, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0;
+    const char *why =
+        mkdir_errno == EEXIST ? "exists and is not a directory" : strerror(mkdir_errno);
+    if (strcmp(level, folder) == 0)
+        fprintf(stderr, "hora-mkrecord: cannot create directory %s: %s\n", folder, why);
+    else
+        fprintf(stderr, "hora-mkrecord: cannot create directory %s: %s: %s\n", folder, level, why);
+    return -1;
+}
+
+/* The folder OUT_PREFIX's files go into, and its missing parents, like
+ * mkdir -p: "out/fmnist/train" makes out/, then out/fmnist/. Existing
+ * folders are fine; a file in the way or a failing mkdir (permission, ...)
+ * is an error that names the path. */
+static int make_prefix_dirs(const char *prefix)
+{
+    char *dir = strdup(prefix), *folder = strdup(prefix);
+    if (!dir || !folder) {
+        fprintf(stderr, "hora-mkrecord: out of memory\n");
+        free(dir);
+        free(folder);
+        return -1;
+    }
+    char *last_slash = strrchr(dir, '/');
+    size_t dir_bytes = last_slash ? (size_t)(last_slash - dir) : 0;
+    folder[dir_bytes] = '\0';
+    int rc = 0;
+    /* A level ends at each '/' (not at a leading one, nor the second of
+     * "a//b") and at the end of the folder's name. */
+    for (size_t i = 1; i <= dir_bytes && rc == 0; i++) {
+        if ((i < dir_bytes && dir[i] != '/') || dir[i - 1] == '/')
+            continue;
+        char saved = dir[i];
+        dir[i] = '\0';
+        rc = make_dir_level(dir, folder);
+        dir[i] = saved;
+    }
+    free(folder);
+    free(dir);
+    return rc;
+}
+
 static int mkrecord_open(mkrecord_t *m, const char *prefix)
 {
+    if (make_prefix_dirs(prefix) != 0)
+        return -1;
     m->writers = calloc(m->shard_count, sizeof(*m->writers));
     if (!m->writers)
         return -1;
@@ -744,8 +798,9 @@ static void usage(FILE *out)
             "JPEG options: [--shards N] [--strict] [--resize-shorter N [--quality Q]]\n"
             "              [--workers N]\n"
             "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec (input record i goes to shard i mod N) and\n"
-            "OUT_PREFIX.classes. The loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX\n"
-            "DIR/train or DIR/val. IDX files may be gzip-compressed. LABELS_FILE lines:\n"
+            "OUT_PREFIX.classes, creating OUT_PREFIX's folder (and parents) if missing. The\n"
+            "loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX DIR/train or DIR/val.\n"
+            "IDX files may be gzip-compressed. LABELS_FILE lines:\n"
             "FILENAME LABEL (0-based). --resize-shorter shrinks larger JPEGs so the shorter\n"
             "side is N (re-encoded at --quality, default 90); --workers defaults to the CPUs.\n");
 }
