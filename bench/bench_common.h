@@ -1,7 +1,7 @@
 /*
  * bench_common.h - helpers shared by hora's benchmarks: size arguments with
- * K/M/G suffixes, fp16/bf16 rounding, hora -> MPI type and op mapping, and a
- * few process-level utilities.
+ * K/M/G suffixes, fp16/bf16 rounding, hora -> MPI type and op mapping, a
+ * few process-level utilities, and the start of a --plot gnuplot script.
  *
  * bench/ sees the runtime through its public header only (hora.h) plus MPI;
  * nothing here may include a runtime/ internal header.
