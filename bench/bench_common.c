@@ -180,3 +180,24 @@ int bench_program_on_path(const char *name)
     }
     return 0;
 }
+
+void bench_gnuplot_quote(FILE *gp, const char *text)
+{
+    fputc('\'', gp);
+    for (const char *p = text; *p != '\0'; p++) {
+        if (*p == '\'')
+            fputc('\'', gp);
+        fputc(*p, gp);
+    }
+    fputc('\'', gp);
+}
+
+void bench_gnuplot_begin(FILE *gp, const char *png_path, int width, int height, int font_size)
+{
+    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size %d,%d font ',%d' } "
+                "else { set terminal png size %d,%d }\n",
+            width, height, font_size, width, height);
+    fprintf(gp, "set output ");
+    bench_gnuplot_quote(gp, png_path);
+    fprintf(gp, "\nset encoding utf8\nset termoption noenhanced\n");
+}

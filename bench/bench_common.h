@@ -1,7 +1,7 @@
 /*
  * bench_common.h - helpers shared by hora's benchmarks: size arguments with
- * K/M/G suffixes, fp16/bf16 rounding, hora -> MPI type and op mapping, and a
- * few process-level utilities.
+ * K/M/G suffixes, fp16/bf16 rounding, hora -> MPI type and op mapping, a
+ * few process-level utilities, and the start of a --plot gnuplot script.
  *
  * bench/ sees the runtime through its public header only (hora.h) plus MPI;
  * nothing here may include a runtime/ internal header.
@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <mpi.h>
 
@@ -53,5 +54,14 @@ int bench_launcher_rank(void);
 
 /* 1 if an executable called name lies on $PATH. */
 int bench_program_on_path(const char *name);
+
+/* text as a gnuplot single-quoted string: everything but ' is literal there,
+ * and ' is written twice. */
+void bench_gnuplot_quote(FILE *gp, const char *text);
+/* The first lines of a gnuplot script that draws a width x height PNG at
+ * png_path: pngcairo (font_size points) when gnuplot has it, else png; and
+ * noenhanced text, so titles, labels and keys print literally (enhanced mode
+ * would make the underscores of HORA_FUSION_THRESHOLD subscripts). */
+void bench_gnuplot_begin(FILE *gp, const char *png_path, int width, int height, int font_size);
 
 #endif /* BENCH_COMMON_H */

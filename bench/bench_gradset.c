@@ -126,7 +126,8 @@ static void gradset_usage(FILE *out)
             "      --cycle-time L        sweep HORA_CYCLE_TIME_MS over a comma-separated list (0.5,1,2)\n"
             "      --baseline mpi        also time MPI_Allreduce per tensor and over the whole arena\n"
             "      --json FILE           rank 0 writes the results as one JSON object\n"
-            "      --plot FILE.png       rank 0 plots step time against each swept setting (gnuplot)\n"
+            "      --plot FILE.png       rank 0 plots step time against each swept setting (gnuplot),\n"
+            "                            with --baseline mpi the MPI step times as reference lines\n"
             "      --autotune            one more round with HORA_AUTOTUNE=1; prints the winner row\n"
             "      --autotune-log FILE   the autotune CSV (default: a file in /tmp)\n"
             "      --autotune-steps N    steps of the autotune round (default 1500)\n"
@@ -575,15 +576,54 @@ static void gradset_write_json(const gradset_options_t *o, const gradset_arena_t
     if (fclose(out)) fprintf(stderr, BENCH_NAME ": warning: --json: error writing %s\n", o->json_path);
 }
 
-/* One panel per swept variable: step ms against its value. */
-static void gradset_write_plot(const gradset_options_t *o, const gradset_row_t *rows, int row_count)
+/* One panel: hora's step time against x (the fusion threshold in MiB, or
+ * with cycle the cycle time in ms) for the rows of variable (every row when
+ * NULL), then, when the MPI baselines ran, each as a horizontal line with
+ * its value in the key. */
+static void gradset_plot_panel(FILE *gp, const gradset_row_t *rows, int row_count, const char *variable, int cycle,
+                               const char *xlabel, const char *hora_title, const gradset_default_t *d)
+{
+    double lo = INFINITY, hi = -INFINITY;
+    fprintf(gp, "set xlabel ");
+    bench_gnuplot_quote(gp, xlabel);
+    fprintf(gp, "\n$steps << EOD\n");
+    for (int i = 0; i < row_count; i++) {
+        if (variable && strcmp(rows[i].variable, variable) != 0) continue;
+        double x = cycle ? rows[i].cycle_time_ms : (double)rows[i].fusion_threshold / 1048576.0;
+        fprintf(gp, "%.17g %.6g\n", x, rows[i].step_ms);
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
+    }
+    fprintf(gp, "EOD\n");
+    /* x spans the measured values (plus the offsets); a single value would
+     * leave autoscaling no width, so it gets one. */
+    if (lo == hi)
+        fprintf(gp, "set xrange [%.17g:%.17g]\n", lo - (lo != 0.0 ? fabs(lo) / 4 : 1.0),
+                hi + (hi != 0.0 ? fabs(hi) / 4 : 1.0));
+    else
+        fprintf(gp, "set autoscale xfix\n");
+    fprintf(gp, "plot $steps using 1:2 with linespoints lw 2 pt 7 ps 1.2 lc rgb '#1f77b4' title ");
+    bench_gnuplot_quote(gp, hora_title);
+    if (!isnan(d->mpi_per_tensor_ms))
+        fprintf(gp, ", %.6g with lines lw 2 dt 2 lc rgb '#d62728' title "
+                    "'MPI_Allreduce per tensor (%d calls): %.2f ms'",
+                d->mpi_per_tensor_ms, (int)RESNET50_GRAD_COUNT, d->mpi_per_tensor_ms);
+    if (!isnan(d->mpi_one_call_ms))
+        fprintf(gp, ", %.6g with lines lw 2 dt 3 lc rgb '#2ca02c' title "
+                    "'MPI_Allreduce over the whole arena (1 call): %.2f ms'",
+                d->mpi_one_call_ms, d->mpi_one_call_ms);
+    fprintf(gp, "\n");
+}
+
+/* One panel per swept variable (the default row alone when none was swept):
+ * step ms against its value, with the MPI baselines (when measured) as
+ * reference lines. Text is noenhanced, so the variables' underscores print
+ * as they are. */
+static void gradset_write_plot(const gradset_options_t *o, const gradset_default_t *d, const gradset_row_t *rows,
+                               int row_count)
 {
     if (!bench_program_on_path("gnuplot")) {
         fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot is not on PATH; %s was not written\n", o->plot_path);
-        return;
-    }
-    if (strchr(o->plot_path, '\'')) {
-        fprintf(stderr, BENCH_NAME ": warning: --plot: a path with ' is not supported\n");
         return;
     }
     FILE *gp = popen("gnuplot", "w");
@@ -593,26 +633,27 @@ static void gradset_write_plot(const gradset_options_t *o, const gradset_row_t *
     }
     int panels = (o->fusion_count > 0) + (o->cycle_count > 0);
     if (panels == 0) panels = 1;
-    fprintf(gp, "set terminal pngcairo size %d,480\nset output '%s'\n", 640 * panels, o->plot_path);
-    fprintf(gp, "set multiplot layout 1,%d title 'ResNet-50 gradients, %d ranks'\n", panels, gradset_nranks);
-    fprintf(gp, "set ylabel 'step time (ms)'\nset grid\nset key off\n");
-    if (o->fusion_count || !o->cycle_count) {
-        fprintf(gp, "set xlabel 'HORA_FUSION_THRESHOLD (MiB)'\n$fusion << EOD\n");
-        for (int i = 0; i < row_count; i++)
-            if (!strcmp(rows[i].variable, "fusion_threshold") || (!o->fusion_count && !o->cycle_count))
-                fprintf(gp, "%g %g\n", (double)rows[i].fusion_threshold / 1048576.0, rows[i].step_ms);
-        fprintf(gp, "EOD\nplot $fusion using 1:2 with linespoints pt 7\n");
-    }
-    if (o->cycle_count) {
-        fprintf(gp, "set xlabel 'HORA_CYCLE_TIME_MS'\n$cycle << EOD\n");
-        for (int i = 0; i < row_count; i++)
-            if (!strcmp(rows[i].variable, "cycle_time_ms"))
-                fprintf(gp, "%g %g\n", rows[i].cycle_time_ms, rows[i].step_ms);
-        fprintf(gp, "EOD\nplot $cycle using 1:2 with linespoints pt 7\n");
-    }
+    bench_gnuplot_begin(gp, o->plot_path, 640 * panels, 520, 11);
+    fprintf(gp, "set multiplot layout 1,%d title 'ResNet-50 gradients (%d tensors, f32, avg), %d ranks: step time'\n",
+            panels, (int)RESNET50_GRAD_COUNT, gradset_nranks);
+    /* y from 0, so hora and MPI compare by height. */
+    fprintf(gp, "set ylabel 'step time (ms)'\nset yrange [0:*]\nset grid\n");
+    fprintf(gp, "set offsets graph 0.04, graph 0.04, 0, 0\nset key below vertical Left reverse\n");
+    if (o->fusion_count)
+        gradset_plot_panel(gp, rows, row_count, "fusion_threshold", 0, GRADSET_ENV_FUSION " (MiB)",
+                           "hora, " GRADSET_ENV_FUSION " swept", d);
+    if (o->cycle_count)
+        gradset_plot_panel(gp, rows, row_count, "cycle_time_ms", 1, GRADSET_ENV_CYCLE,
+                           "hora, " GRADSET_ENV_CYCLE " swept", d);
+    if (!o->fusion_count && !o->cycle_count)
+        gradset_plot_panel(gp, rows, row_count, NULL, 0, GRADSET_ENV_FUSION " (MiB)", "hora, default settings", d);
     fprintf(gp, "unset multiplot\n");
     int status = pclose(gp);
-    if (status != 0) fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot failed (status %d)\n", status);
+    if (status != 0)
+        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot failed (status %d); %s may be missing\n", status,
+                o->plot_path);
+    else
+        printf("# Plot written to %s\n", o->plot_path);
 }
 
 /* Print the last "winner" row of the autotune CSV with its header. */
@@ -745,7 +786,7 @@ int main(int argc, char **argv)
 
     if (!failed && gradset_rank == 0) {
         if (o.json_path) gradset_write_json(&o, &layout, &d, rows, row_count);
-        if (o.plot_path) gradset_write_plot(&o, rows, row_count);
+        if (o.plot_path) gradset_write_plot(&o, &d, rows, row_count);
     }
 
     free(rows);

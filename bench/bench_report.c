@@ -284,18 +284,6 @@ int bench_report_json(FILE *out, const bench_row_t *rows, size_t row_count, int 
     return ferror(out) ? -1 : 0;
 }
 
-/* A gnuplot string literal: single quotes take everything but ' literally. */
-static void report_gnuplot_quote(FILE *out, const char *text)
-{
-    fputc('\'', out);
-    for (const char *p = text; *p != '\0'; p++) {
-        if (*p == '\'')
-            fputc('\'', out);
-        fputc(*p, out);
-    }
-    fputc('\'', out);
-}
-
 /* Series of one panel: hora in place, hora out of place, MPI. */
 enum { PLOT_IN_PLACE, PLOT_OUT_OF_PLACE, PLOT_MPI, PLOT_KINDS };
 
@@ -364,12 +352,7 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
     }
     int width = multi ? 40 + 400 * columns : 1000;
     int height = multi ? 60 + 320 * lines : 650;
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size %d,%d font ',%d' } "
-                "else { set terminal png size %d,%d }\n",
-            width, height, multi ? 9 : 12, width, height);
-    fprintf(gp, "set output ");
-    report_gnuplot_quote(gp, options->plot_path);
-    fprintf(gp, "\nset encoding utf8\nset termoption noenhanced\n");
+    bench_gnuplot_begin(gp, options->plot_path, width, height, multi ? 9 : 12);
     fprintf(gp, "set logscale x 2\nset grid\nset xrange [%zu:%zu]\n",
             sizes[0] > 1 ? sizes[0] - sizes[0] / 4 : 1, sizes[size_count - 1] + sizes[size_count - 1] / 4);
     /* Panels are small: their axis labels move into the overall title. */
@@ -391,7 +374,7 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
              multi ? " (GB/s) against message size (bytes)" : "", nranks, hora_transport_name());
     if (multi) {
         fprintf(gp, "set multiplot layout %d,%d title ", lines, columns);
-        report_gnuplot_quote(gp, title);
+        bench_gnuplot_quote(gp, title);
         fprintf(gp, "\n");
         for (size_t g = 0; g < groups; g++) {
             const bench_row_t *group = &rows[g * size_count];
@@ -406,7 +389,7 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
         snprintf(title + strlen(title), sizeof(title) - strlen(title), ", %s %s", hora_dtype_name(rows[0].dtype),
                  hora_op_name(rows[0].op));
         fprintf(gp, "set key top left\nset title ");
-        report_gnuplot_quote(gp, title);
+        bench_gnuplot_quote(gp, title);
         fprintf(gp, "\n");
         report_plot_panel(gp, rows, size_count, options->baseline_mpi);
     }

@@ -17,6 +17,7 @@
  * order) goes to shard i mod N (round-robin), so every shard sees every class.
  * The loader looks for DIR/train-*.hrec and DIR/val-*.hrec, so OUT_PREFIX is
  * DIR/train or DIR/val. OUT_PREFIX.classes lists "LABEL COUNT [NAME]".
+ * OUT_PREFIX's folder and its missing parents are created (like mkdir -p).
  * JPEGs are stored as-is (payload kind JPEG; shape from the JPEG header), or
  * with --resize-shorter N shrunk so the shorter side is N and re-encoded.
  * Workers convert files in parallel; records are still written in input
@@ -81,10 +82,83 @@ static void progress_update(mkrecord_t *m, uint64_t done)
         fputc('\n', stderr);
 }
 
+/* ---- records per label ---- */
+
+/* Records per label: make (*counts)[label] exist, new entries 0, capacity
+ * doubling from 256. 0, or -1 (nothing changed) when out of memory. */
+static int class_counts_cover(uint64_t **counts, size_t *capacity, size_t label)
+{
+    if (label < *capacity)
+        return 0;
+    size_t grown_capacity = *capacity ? *capacity : 256;
+    while (grown_capacity <= label)
+        grown_capacity *= 2;
+    uint64_t *grown = realloc(*counts, grown_capacity * sizeof(*grown));
+    if (!grown)
+        return -1;
+    memset(grown + *capacity, 0, (grown_capacity - *capacity) * sizeof(*grown));
+    *counts = grown;
+    *capacity = grown_capacity;
+    return 0;
+}
+
 /* ---- writing ---- */
+
+/* One level of make_prefix_dirs: level (a leading part of folder, or all
+ * of it) is a directory afterwards, or an error names both. */
+static int make_dir_level(const char *level, const char *folder)
+{
+    if (mkdir(level, 0777) == 0)
+        return 0;
+    int mkdir_errno = errno;
+    struct stat st;
+    if (mkdir_errno == EEXIST && stat(level, &st) == 0 && S_ISDIR(st.st_mode))
+        return 0;
+    const char *why =
+        mkdir_errno == EEXIST ? "exists and is not a directory" : strerror(mkdir_errno);
+    if (strcmp(level, folder) == 0)
+        fprintf(stderr, "hora-mkrecord: cannot create directory %s: %s\n", folder, why);
+    else
+        fprintf(stderr, "hora-mkrecord: cannot create directory %s: %s: %s\n", folder, level, why);
+    return -1;
+}
+
+/* The folder OUT_PREFIX's files go into, and its missing parents, like
+ * mkdir -p: "out/fmnist/train" makes out/, then out/fmnist/. Existing
+ * folders are fine; a file in the way or a failing mkdir (permission, ...)
+ * is an error that names the path. */
+static int make_prefix_dirs(const char *prefix)
+{
+    char *dir = strdup(prefix), *folder = strdup(prefix);
+    if (!dir || !folder) {
+        fprintf(stderr, "hora-mkrecord: out of memory\n");
+        free(dir);
+        free(folder);
+        return -1;
+    }
+    char *last_slash = strrchr(dir, '/');
+    size_t dir_bytes = last_slash ? (size_t)(last_slash - dir) : 0;
+    folder[dir_bytes] = '\0';
+    int rc = 0;
+    /* A level ends at each '/' (not at a leading one, nor the second of
+     * "a//b") and at the end of the folder's name. */
+    for (size_t i = 1; i <= dir_bytes && rc == 0; i++) {
+        if ((i < dir_bytes && dir[i] != '/') || dir[i - 1] == '/')
+            continue;
+        char saved = dir[i];
+        dir[i] = '\0';
+        rc = make_dir_level(dir, folder);
+        dir[i] = saved;
+    }
+    free(folder);
+    free(dir);
+    return rc;
+}
 
 static int mkrecord_open(mkrecord_t *m, const char *prefix)
 {
+    if (make_prefix_dirs(prefix) != 0)
+        return -1;
     m->writers = calloc(m->shard_count, sizeof(*m->writers));
     if (!m->writers)
         return -1;
@@ -105,16 +179,9 @@ static int mkrecord_append(mkrecord_t *m, const tr_record_t *rec)
         fprintf(stderr, "hora-mkrecord: negative label %d\n", rec->label);
         return -1;
     }
-    if ((size_t)rec->label >= m->class_capacity) {
-        size_t capacity = m->class_capacity ? m->class_capacity : 256;
-        while (capacity <= (size_t)rec->label)
-            capacity *= 2;
-        uint64_t *counts = realloc(m->class_counts, capacity * sizeof(*counts));
-        if (!counts)
-            return -1;
-        memset(counts + m->class_capacity, 0, (capacity - m->class_capacity) * sizeof(*counts));
-        m->class_counts = counts;
-        m->class_capacity = capacity;
+    if (class_counts_cover(&m->class_counts, &m->class_capacity, (size_t)rec->label) != 0) {
+        fprintf(stderr, "hora-mkrecord: out of memory\n");
+        return -1;
     }
     tr_record_writer_t *w = m->writers[m->written_count % m->shard_count];
     if (tr_record_writer_append(w, rec) != HORA_OK) {
@@ -295,6 +362,44 @@ typedef struct {
     char *path;
     int32_t label;
 } input_file_t;
+
+/* The input files of a conversion, in input order. */
+typedef struct {
+    input_file_t *files; /* (count) */
+    size_t count;
+    size_t capacity;
+} input_list_t;
+
+/* Append (path, label), taking ownership of path; a NULL path is an
+ * allocation that failed. 0, or -1 when out of memory. */
+static int input_list_add(input_list_t *list, char *path, int32_t label)
+{
+    if (!path) {
+        fprintf(stderr, "hora-mkrecord: out of memory\n");
+        return -1;
+    }
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity ? 2 * list->capacity : 1024;
+        input_file_t *grown = realloc(list->files, capacity * sizeof(*grown));
+        if (!grown) {
+            fprintf(stderr, "hora-mkrecord: out of memory\n");
+            free(path);
+            return -1;
+        }
+        list->files = grown;
+        list->capacity = capacity;
+    }
+    list->files[list->count++] = (input_file_t){.path = path, .label = label};
+    return 0;
+}
+
+static void input_list_free(input_list_t *list)
+{
+    for (size_t i = 0; i < list->count; i++)
+        free(list->files[i].path);
+    free(list->files);
+    *list = (input_list_t){0};
+}
 
 static int cmp_str(const void *a, const void *b)
 {
@@ -556,13 +661,6 @@ out:
     return rc;
 }
 
-static void free_inputs(input_file_t *files, size_t count)
-{
-    for (size_t i = 0; files && i < count; i++)
-        free(files[i].path);
-    free(files);
-}
-
 static char *join_path(const char *a, const char *b, const char *c)
 {
     char *path = NULL;
@@ -573,11 +671,11 @@ static char *join_path(const char *a, const char *b, const char *c)
 
 static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
 {
-    size_t class_count = 0, count = 0, capacity = 0;
+    size_t class_count = 0;
     char **classes = list_dir(root, 1, &class_count);
     if (!classes)
         return -1;
-    input_file_t *files = NULL;
+    input_list_t inputs = {0};
     int rc = 0;
     for (size_t c = 0; c < class_count && rc == 0; c++) {
         char *dir = join_path(root, classes[c], NULL);
@@ -585,39 +683,24 @@ static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
         char **names = dir ? list_dir(dir, 0, &n) : NULL;
         if (!names)
             rc = -1;
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            if (count == capacity) {
-                capacity = capacity ? 2 * capacity : 1024;
-                input_file_t *grown = realloc(files, capacity * sizeof(*files));
-                if (!grown) {
-                    rc = -1;
-                    break;
-                }
-                files = grown;
-            }
-            files[count].path = join_path(root, classes[c], names[i]);
-            files[count].label = (int32_t)c;
-            if (!files[count].path)
-                rc = -1;
-            else
-                count++;
-        }
+        for (size_t i = 0; i < n && rc == 0; i++)
+            rc = input_list_add(&inputs, join_path(root, classes[c], names[i]), (int32_t)c);
         free_names(names, n);
         free(dir);
     }
     if (rc == 0) {
-        printf("%zu class directories, %zu files\n", class_count, count);
+        printf("%zu class directories, %zu files\n", class_count, inputs.count);
         for (size_t c = 0; c < class_count && c < 10; c++)
             printf("  label %zu = %s\n", c, classes[c]);
         if (class_count > 10)
             printf("  ...\n");
         m->class_names = classes;
         m->class_name_count = class_count;
-        rc = convert_files(m, files, count, prefix);
+        rc = convert_files(m, inputs.files, inputs.count, prefix);
         m->class_names = NULL;
         m->class_name_count = 0;
     }
-    free_inputs(files, count);
+    input_list_free(&inputs);
     free_names(classes, class_count);
     return rc;
 }
@@ -630,8 +713,8 @@ static int convert_val(mkrecord_t *m, const char *root, const char *labels_path,
         fprintf(stderr, "hora-mkrecord: cannot open %s: %s\n", labels_path, strerror(errno));
         return -1;
     }
-    input_file_t *files = NULL;
-    size_t count = 0, capacity = 0, line_no = 0;
+    input_list_t inputs = {0};
+    size_t line_no = 0;
     int rc = 0;
     char line[4096];
     while (rc == 0 && fgets(line, sizeof(line), f)) {
@@ -646,26 +729,12 @@ static int convert_val(mkrecord_t *m, const char *root, const char *labels_path,
             rc = -1;
             break;
         }
-        if (count == capacity) {
-            capacity = capacity ? 2 * capacity : 1024;
-            input_file_t *grown = realloc(files, capacity * sizeof(*files));
-            if (!grown) {
-                rc = -1;
-                break;
-            }
-            files = grown;
-        }
-        files[count].path = join_path(root, name, NULL);
-        files[count].label = (int32_t)label;
-        if (!files[count].path)
-            rc = -1;
-        else
-            count++;
+        rc = input_list_add(&inputs, join_path(root, name, NULL), (int32_t)label);
     }
     fclose(f);
     if (rc == 0)
-        rc = convert_files(m, files, count, prefix);
-    free_inputs(files, count);
+        rc = convert_files(m, inputs.files, inputs.count, prefix);
+    input_list_free(&inputs);
     return rc;
 }
 
@@ -695,18 +764,10 @@ static int verify(char **paths, int path_count, int strict)
                     break;
                 continue;
             }
-            if (rec.label >= 0 && (size_t)rec.label >= class_capacity) {
-                size_t capacity = class_capacity ? class_capacity : 256;
-                while (capacity <= (size_t)rec.label)
-                    capacity *= 2;
-                uint64_t *grown = realloc(class_counts, capacity * sizeof(*grown));
-                if (!grown) {
-                    file_bad++;
-                    break;
-                }
-                memset(grown + class_capacity, 0, (capacity - class_capacity) * sizeof(*grown));
-                class_counts = grown;
-                class_capacity = capacity;
+            if (rec.label >= 0 &&
+                class_counts_cover(&class_counts, &class_capacity, (size_t)rec.label) != 0) {
+                file_bad++;
+                break;
             }
             if (rec.label >= 0)
                 class_counts[rec.label]++;
@@ -737,8 +798,9 @@ static void usage(FILE *out)
             "JPEG options: [--shards N] [--strict] [--resize-shorter N [--quality Q]]\n"
             "              [--workers N]\n"
             "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec (input record i goes to shard i mod N) and\n"
-            "OUT_PREFIX.classes. The loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX\n"
-            "DIR/train or DIR/val. IDX files may be gzip-compressed. LABELS_FILE lines:\n"
+            "OUT_PREFIX.classes, creating OUT_PREFIX's folder (and parents) if missing. The\n"
+            "loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX DIR/train or DIR/val.\n"
+            "IDX files may be gzip-compressed. LABELS_FILE lines:\n"
             "FILENAME LABEL (0-based). --resize-shorter shrinks larger JPEGs so the shorter\n"
             "side is N (re-encoded at --quality, default 90); --workers defaults to the CPUs.\n");
 }

@@ -1,7 +1,9 @@
 /*
  * test_record.c - record shards: CRC32C vectors, round trip, index seeking,
- * partitioning, corruption (flipped bytes, truncation, absurd lengths) and a
- * hora-mkrecord round trip on a tiny IDX file (HORA_MKRECORD = tool path).
+ * partitioning, corruption (flipped bytes, truncation, absurd lengths), the
+ * message shared with the rest of the data pipeline (error.h), and
+ * hora-mkrecord round trips on a tiny IDX file (HORA_MKRECORD = tool path),
+ * also into output folders that do not exist yet or cannot be made.
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "error.h"
 #include "record.h"
 
 static int failures;
@@ -343,11 +346,99 @@ static void test_corruption(void)
     printf("corruption cases ok\n");
 }
 
+/* record.c sets error.c's message, the one the loader and dataset read: a
+ * record failure is in tr_data_last_error() too, and a message built from
+ * it ("bad shard: %s", as dataset.c does) keeps the old text intact. */
+static void test_shared_error(void)
+{
+    tr_data_set_error("");
+    tr_record_reader_t *r;
+    CHECK(tr_record_reader_open("/nonexistent/shared.hrec", &r) == HORA_ERR_SYSTEM);
+    const char *message = tr_record_last_error();
+    CHECK(message == tr_data_last_error());
+    CHECK(strncmp(message, "/nonexistent/shared.hrec: offset 0: cannot open: ", 49) == 0);
+    char before[1024];
+    snprintf(before, sizeof(before), "%s", message);
+    CHECK(tr_data_fail(TR_ERR_CORRUPT, "bad shard: %s", tr_record_last_error()) == TR_ERR_CORRUPT);
+    char want[1100];
+    snprintf(want, sizeof(want), "bad shard: %s", before);
+    CHECK(strcmp(tr_record_last_error(), want) == 0);
+    tr_data_set_error(tr_data_last_error()); /* copying a message onto itself */
+    CHECK(strcmp(tr_data_last_error(), want) == 0);
+    /* A path longer than the buffer is cut, not overrun. */
+    char long_path[3000];
+    memset(long_path, 'p', sizeof(long_path) - 1);
+    long_path[sizeof(long_path) - 1] = '\0';
+    CHECK(tr_data_fail_at(HORA_ERR_SYSTEM, long_path, 7, "x") == HORA_ERR_SYSTEM);
+    CHECK(strlen(tr_data_last_error()) < sizeof(long_path) - 1 &&
+          strncmp(tr_data_last_error(), "ppp", 3) == 0);
+    printf("  shared message -> %s\n", want);
+    printf("shared error message ok\n");
+}
+
 static void be32(FILE *f, uint32_t v)
 {
     uint8_t b[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
     fwrite(b, 1, 4, f);
 }
+
+#ifdef HORA_MKRECORD
+#define MK_N 23
+#define MK_ROWS 4
+#define MK_COLS 5
+
+/* The shards hora-mkrecord --shards 3 made from test_mkrecord's IDX files:
+ * input record i is record i/3 of shard i%3. */
+static void check_mk_shards(const char *prefix)
+{
+    const uint32_t n = MK_N, rows = MK_ROWS, cols = MK_COLS;
+    for (unsigned s = 0; s < 3; s++) {
+        char path[600];
+        CHECK(tr_record_shard_name(prefix, s, 3, path, sizeof(path)) == HORA_OK);
+        tr_record_reader_t *r = NULL;
+        CHECK(tr_record_reader_open(path, &r) == HORA_OK);
+        if (!r)
+            continue;
+        CHECK(tr_record_reader_count(r) == (n - s + 2) / 3);
+        tr_record_t rec = {0};
+        for (uint64_t j = 0; j < tr_record_reader_count(r); j++) {
+            uint32_t i = (uint32_t)(j * 3 + s);
+            CHECK(tr_record_read(r, j, &rec) == HORA_OK);
+            CHECK(rec.label == (int32_t)(i % 4) && rec.kind == TR_PAYLOAD_KIND_RAW_U8);
+            CHECK(rec.height == rows && rec.width == cols && rec.channels == 1);
+            int same = rec.payload_bytes == rows * cols;
+            for (uint32_t k = 0; same && k < rows * cols; k++)
+                same = rec.payload[k] == (uint8_t)((i * 17 + k) & 0xff);
+            CHECK(same);
+        }
+        tr_record_free(&rec);
+        tr_record_reader_close(r);
+    }
+}
+
+/* hora-mkrecord into prefix whose folder cannot be made: exit 1, a message
+ * naming want_in_message, and no shard. */
+static void check_mk_fails(const char *images, const char *labels, const char *prefix,
+                           const char *want_in_message)
+{
+    char cmd[4096], err_path[600], shard[700];
+    snprintf(err_path, sizeof(err_path), "%s/mkdir-err.txt", dir);
+    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null 2>%s",
+             HORA_MKRECORD, images, labels, prefix, err_path);
+    int rc = system(cmd);
+    CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    size_t bytes;
+    uint8_t *err = slurp(err_path, &bytes);
+    char message[1024];
+    snprintf(message, sizeof(message), "%.*s", (int)bytes, (const char *)err);
+    free(err);
+    CHECK(strstr(message, "cannot create directory") != NULL &&
+          strstr(message, want_in_message) != NULL);
+    printf("  %s -> %s", prefix, message);
+    CHECK(tr_record_shard_name(prefix, 0, 3, shard, sizeof(shard)) == HORA_OK);
+    CHECK(access(shard, F_OK) != 0);
+}
+#endif
 
 static void test_mkrecord(void)
 {
@@ -356,7 +447,7 @@ static void test_mkrecord(void)
     snprintf(images, sizeof(images), "%s/img.idx", dir);
     snprintf(labels, sizeof(labels), "%s/lbl.idx", dir);
     snprintf(prefix, sizeof(prefix), "%s/mk", dir);
-    const uint32_t n = 23, rows = 4, cols = 5;
+    const uint32_t n = MK_N, rows = MK_ROWS, cols = MK_COLS;
     FILE *fi = fopen(images, "wb"), *fl = fopen(labels, "wb");
     be32(fi, 0x803);
     be32(fi, n);
@@ -374,27 +465,7 @@ static void test_mkrecord(void)
     snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
              images, labels, prefix);
     CHECK(system(cmd) == 0);
-    /* Round-robin: input record i is record i/3 of shard i%3. */
-    for (unsigned s = 0; s < 3; s++) {
-        char path[600];
-        CHECK(tr_record_shard_name(prefix, s, 3, path, sizeof(path)) == HORA_OK);
-        tr_record_reader_t *r;
-        CHECK(tr_record_reader_open(path, &r) == HORA_OK);
-        CHECK(tr_record_reader_count(r) == (n - s + 2) / 3);
-        tr_record_t rec = {0};
-        for (uint64_t j = 0; j < tr_record_reader_count(r); j++) {
-            uint32_t i = (uint32_t)(j * 3 + s);
-            CHECK(tr_record_read(r, j, &rec) == HORA_OK);
-            CHECK(rec.label == (int32_t)(i % 4) && rec.kind == TR_PAYLOAD_KIND_RAW_U8);
-            CHECK(rec.height == rows && rec.width == cols && rec.channels == 1);
-            int same = rec.payload_bytes == rows * cols;
-            for (uint32_t k = 0; same && k < rows * cols; k++)
-                same = rec.payload[k] == (uint8_t)((i * 17 + k) & 0xff);
-            CHECK(same);
-        }
-        tr_record_free(&rec);
-        tr_record_reader_close(r);
-    }
+    check_mk_shards(prefix);
     snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD,
              prefix);
     CHECK(system(cmd) == 0);
@@ -412,6 +483,39 @@ static void test_mkrecord(void)
     int rc = system(cmd);
     CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
     printf("hora-mkrecord idx round trip and --verify ok\n");
+
+    /* The output folder and its missing parents are made, like mkdir -p
+     * (also through "//"); the same shards land there. */
+    char nested[600], classes[700];
+    snprintf(nested, sizeof(nested), "%s/out/new//deeper/fm", dir);
+    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
+             images, labels, nested);
+    CHECK(system(cmd) == 0);
+    check_mk_shards(nested);
+    snprintf(classes, sizeof(classes), "%s.classes", nested);
+    CHECK(access(classes, F_OK) == 0);
+    /* Into an existing folder again: fine. */
+    CHECK(system(cmd) == 0);
+    check_mk_shards(nested);
+    /* A file where a folder must go: exit 1 and a message naming it. */
+    char blocker[600], blocked[700];
+    snprintf(blocker, sizeof(blocker), "%s/blocker", dir);
+    spill(blocker, (const uint8_t *)"x", 1);
+    snprintf(blocked, sizeof(blocked), "%s/sub/fm", blocker);
+    check_mk_fails(images, labels, blocked, blocker);
+    /* A folder that may not be written to (root may write anywhere). */
+    if (geteuid() != 0) {
+        char locked[600], denied[700], denied_dir[700];
+        snprintf(locked, sizeof(locked), "%s/locked", dir);
+        CHECK(mkdir(locked, 0555) == 0);
+        snprintf(denied, sizeof(denied), "%s/new/fm", locked);
+        snprintf(denied_dir, sizeof(denied_dir), "%s/new", locked);
+        check_mk_fails(images, labels, denied, denied_dir);
+        chmod(locked, 0755);
+    } else {
+        printf("  permission case skipped (running as root)\n");
+    }
+    printf("hora-mkrecord makes its output folder (mkdir -p) ok\n");
 #else
     printf("hora-mkrecord test skipped (HORA_MKRECORD not defined)\n");
 #endif
@@ -428,6 +532,7 @@ int main(void)
     test_round_trip();
     test_partition_and_names();
     test_corruption();
+    test_shared_error();
     test_mkrecord();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

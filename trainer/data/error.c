@@ -1,4 +1,8 @@
-/* error.c - the data pipeline's thread-local error message (error.h). */
+/* error.c - the data pipeline's thread-local error message (error.h).
+ *
+ * Every setter formats into a local buffer first and copies it in after, so
+ * an argument may be the message itself: dataset.c wraps record.c's message
+ * ("bad shard: %s", tr_record_last_error()), and that is this buffer. */
 #include "error.h"
 
 #include <inttypes.h>
@@ -6,31 +10,43 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char data_error[1024];
+#define DATA_ERROR_BYTES 1024
+
+static _Thread_local char data_error[DATA_ERROR_BYTES];
 
 const char *tr_data_last_error(void) { return data_error; }
 
 void tr_data_set_error(const char *message)
 {
-    snprintf(data_error, sizeof(data_error), "%s", message ? message : "");
+    char text[DATA_ERROR_BYTES];
+    snprintf(text, sizeof(text), "%s", message ? message : "");
+    memcpy(data_error, text, strlen(text) + 1);
+}
+
+/* fmt, after "PATH: offset N: " when with_place, becomes the message. */
+static void data_error_vformat(int with_place, const char *path, uint64_t offset, const char *fmt,
+                               va_list ap)
+{
+    char text[DATA_ERROR_BYTES] = "";
+    int n = 0;
+    if (with_place) {
+        n = snprintf(text, sizeof(text), "%s: offset %" PRIu64 ": ", path ? path : "?", offset);
+        if (n < 0)
+            n = 0;
+    }
+    if ((size_t)n < sizeof(text) - 1)
+        vsnprintf(text + n, sizeof(text) - (size_t)n, fmt, ap);
+    text[sizeof(text) - 1] = '\0';
+    memcpy(data_error, text, strlen(text) + 1);
 }
 
 hora_status_t tr_data_fail(hora_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(data_error, sizeof(data_error), fmt, ap);
+    data_error_vformat(0, NULL, 0, fmt, ap);
     va_end(ap);
     return status;
-}
-
-void tr_data_vformat_at(char *buf, size_t buf_bytes, const char *path, uint64_t offset, const char *fmt,
-                        va_list ap)
-{
-    int n = snprintf(buf, buf_bytes, "%s: offset %" PRIu64 ": ", path ? path : "?", offset);
-    if (n < 0 || (size_t)n >= buf_bytes)
-        return;
-    vsnprintf(buf + n, buf_bytes - (size_t)n, fmt, ap);
 }
 
 hora_status_t tr_data_fail_at(hora_status_t status, const char *path, uint64_t offset,
@@ -38,7 +54,7 @@ hora_status_t tr_data_fail_at(hora_status_t status, const char *path, uint64_t o
 {
     va_list ap;
     va_start(ap, fmt);
-    tr_data_vformat_at(data_error, sizeof(data_error), path, offset, fmt, ap);
+    data_error_vformat(1, path, offset, fmt, ap);
     va_end(ap);
     return status;
 }

@@ -1,14 +1,14 @@
 /*
  * error.h - the data pipeline's error messages: one thread-local buffer
- * shared by idx, dataset, jpeg and loader, so that whichever layer detects a
- * problem writes the message once ("FILE: offset N: what") and the caller
- * reads it with tr_data_last_error() (tr_loader_last_error returns the same).
+ * shared by record, idx, dataset, jpeg and loader, so that whichever layer
+ * detects a problem writes the message once ("FILE: offset N: what") and the
+ * caller reads it with tr_data_last_error() (tr_record_last_error and
+ * tr_loader_last_error return the same). A message may be built from the
+ * current one (tr_data_fail(s, "bad shard: %s", tr_data_last_error())).
  */
 #ifndef TR_DATA_ERROR_H
 #define TR_DATA_ERROR_H
 
-#include <stdarg.h>
-#include <stddef.h>
 #include <stdint.h>
 
 #include "hora.h"
@@ -20,10 +20,6 @@ hora_status_t tr_data_fail(hora_status_t status, const char *fmt, ...);
 __attribute__((format(printf, 4, 5)))
 hora_status_t tr_data_fail_at(hora_status_t status, const char *path, uint64_t offset,
                               const char *fmt, ...);
-/* "PATH: offset N: " + fmt into buf (record.c keeps its own buffer for
- * tr_record_last_error, whose callers copy it into this one). */
-void tr_data_vformat_at(char *buf, size_t buf_bytes, const char *path, uint64_t offset, const char *fmt,
-                        va_list ap);
 /* The calling thread's last message ("" if none). */
 const char *tr_data_last_error(void);
 /* Replace the calling thread's message (copying a message between threads). */
