@@ -1,6 +1,8 @@
-/* check.h - the unit tests' assertion: count every check, report a failing
- * one with file, line and a printf-style message, and keep going so that one
- * run shows every failure. main() prints the counts and exits 1 on failures. */
+/* check.h - the single-threaded tests' assertion (unit tests, test_topo):
+ * count every check, report a failing one with file, line and a printf-style
+ * message, and keep going so that one run shows every failure. main() prints
+ * the counts (a multi-rank test sums them over the ranks first) and exits 1
+ * on failures. */
 #ifndef HORA_TEST_CHECK_H
 #define HORA_TEST_CHECK_H
 
