@@ -54,6 +54,7 @@
 #include <unistd.h>
 
 #include "hora.h"
+#include "buf.h"
 #include "exact.h"
 #include "file.h"
 #include "k_cpu.h"
@@ -157,32 +158,6 @@ static void shuffle(int *a, int n, uint64_t seed)
         a[i] = a[j];
         a[j] = t;
     }
-}
-
-static void *buf_alloc(int shared, size_t bytes)
-{
-    void *p = NULL;
-    if (bytes == 0) bytes = 1;
-    if (shared) {
-        hora_status_t st = hora_mem_alloc(bytes, &p);
-        if (st != HORA_OK) {
-            fprintf(stderr, "rank %d: hora_mem_alloc(%zu): %s: %s\n", rank, bytes, hora_status_string(st),
-                    hora_last_error());
-            exit(1);
-        }
-    } else if (!(p = malloc(bytes))) {
-        fprintf(stderr, "rank %d: out of memory\n", rank);
-        exit(1);
-    }
-    return p;
-}
-
-static void buf_free(int shared, void *p)
-{
-    if (shared)
-        hora_mem_free(p);
-    else
-        free(p);
 }
 
 /* hora_request_error, which must never be NULL. */
@@ -379,8 +354,8 @@ static void ar_case_start(struct ar_case *c)
 {
     size_t es = hora_dtype_size(c->dtype), bytes = c->count * es;
     char what[200];
-    c->send = buf_alloc(c->shared, bytes);
-    c->recv = c->inplace ? c->send : buf_alloc(c->shared, bytes);
+    c->send = test_buf_alloc(c->shared, bytes);
+    c->recv = c->inplace ? c->send : test_buf_alloc(c->shared, bytes);
     for (size_t i = 0; i < c->count; i++) exact_store(c->send, i, c->dtype, ar_input(c, rank, i));
     if (!c->inplace) memset(c->recv, 0xA5, bytes);
     c->req = REQ_SENTINEL;
@@ -420,8 +395,8 @@ static void ar_case_finish(struct ar_case *c, int poll)
         }
         hora_request_free(c->req);
     }
-    if (!c->inplace) buf_free(c->shared, c->recv);
-    buf_free(c->shared, c->send);
+    if (!c->inplace) test_buf_free(c->shared, c->recv);
+    test_buf_free(c->shared, c->send);
 }
 
 struct bc_case {
@@ -454,7 +429,7 @@ static void ag_case_start(struct ag_case *c)
 {
     hora_opts_t opts = HORA_OPTS_INIT;
     size_t n = ag_rank_count(c, rank);
-    c->send = buf_alloc(0, n * hora_dtype_size(c->dtype));
+    c->send = test_buf_alloc(0, n * hora_dtype_size(c->dtype));
     for (size_t i = 0; i < n; i++)
         exact_store(c->send, i, c->dtype, (double)input_value(c->dtype, HORA_OP_MIN, rank, i, c->salt));
     if (c->ndim == 2) {
@@ -515,7 +490,7 @@ static void bc_fill(struct bc_case *c, void *buf)
 static void bc_case_start(struct bc_case *c)
 {
     size_t bytes = c->count * hora_dtype_size(c->dtype);
-    c->buf = buf_alloc(c->shared, bytes);
+    c->buf = test_buf_alloc(c->shared, bytes);
     if (rank == c->root)
         bc_fill(c, c->buf);
     else
@@ -538,7 +513,7 @@ static void bc_case_finish(struct bc_case *c)
         free(want);
     }
     if (c->enqueued) hora_request_free(c->req);
-    buf_free(c->shared, c->buf);
+    test_buf_free(c->shared, c->buf);
 }
 
 /* Five allreduces in one group, some out of place, finished by polling. */
@@ -560,8 +535,8 @@ static void basic_grouped(void)
         snprintf(names[k], sizeof(names[k]), "grp.%d", k);
         snprintf(cs[k].name, sizeof(cs[k].name), "grp.%d", k);
         size_t bytes = counts[k] * sizeof(float);
-        cs[k].send = buf_alloc(cs[k].shared, bytes);
-        cs[k].recv = cs[k].inplace ? cs[k].send : buf_alloc(cs[k].shared, bytes);
+        cs[k].send = test_buf_alloc(cs[k].shared, bytes);
+        cs[k].recv = cs[k].inplace ? cs[k].send : test_buf_alloc(cs[k].shared, bytes);
         for (size_t i = 0; i < counts[k]; i++) exact_store(cs[k].send, i, HORA_DTYPE_F32, ar_input(&cs[k], rank, i));
         if (!cs[k].inplace) memset(cs[k].recv, 0xA5, bytes);
         name_ptrs[k] = names[k];
@@ -952,8 +927,8 @@ static void mode_join(void)
     if (!runtime_start("join")) return;
     if (rank == 0) printf("test_async join: %d ranks, steps 5 + 3 * rank\n", size);
     for (int t = 0; t < JOIN_TENSORS; t++) {
-        send[t] = buf_alloc(t % 2, counts[t] * sizeof(float));
-        recv[t] = t < 2 ? send[t] : buf_alloc(t % 2, counts[t] * sizeof(float));
+        send[t] = test_buf_alloc(t % 2, counts[t] * sizeof(float));
+        recv[t] = t < 2 ? send[t] : test_buf_alloc(t % 2, counts[t] * sizeof(float));
     }
 
     for (int s = 0; s < join_steps(rank); s++) {
@@ -1028,8 +1003,8 @@ static void mode_join(void)
     errors_next_ok("join");
 
     for (int t = 0; t < JOIN_TENSORS; t++) {
-        if (t >= 2) buf_free(t % 2, recv[t]);
-        buf_free(t % 2, send[t]);
+        if (t >= 2) test_buf_free(t % 2, recv[t]);
+        test_buf_free(t % 2, send[t]);
     }
     free(want);
     runtime_stop("join");
@@ -1195,7 +1170,7 @@ static void mode_stress(void)
     }
     /* One arena, tensors back to back in backprop order (last layer first),
      * as the trainer lays out its gradients, so fusion can work in place. */
-    arena = buf_alloc(1, arena_bytes);
+    arena = test_buf_alloc(1, arena_bytes);
     size_t at = 0;
     for (int j = STRESS_TENSORS - 1; j >= 0; j--) {
         struct stress_tensor *t = &stress_t[j];
@@ -1203,8 +1178,8 @@ static void mode_stress(void)
             t->send = t->recv = (char *)arena + at;
             at += t->base_count * 4;
         } else {
-            t->send = buf_alloc(0, t->base_count * 4);
-            t->recv = t->inplace ? t->send : buf_alloc(0, t->base_count * 4);
+            t->send = test_buf_alloc(0, t->base_count * 4);
+            t->recv = t->inplace ? t->send : test_buf_alloc(0, t->base_count * 4);
         }
     }
     if (rank == 0)
@@ -1427,9 +1402,9 @@ static void mode_timeline(void)
     if (!runtime_start("timeline")) return;
     /* Small malloc'd tensors are fused by copying; two arena neighbours may
      * be fused in place. */
-    arena = buf_alloc(1, (counts[3] + counts[4]) * sizeof(float));
+    arena = test_buf_alloc(1, (counts[3] + counts[4]) * sizeof(float));
     for (int t = 0; t < N; t++)
-        buf[t] = t == 3 ? arena : t == 4 ? (char *)arena + counts[3] * sizeof(float) : buf_alloc(0, counts[t] * 4);
+        buf[t] = t == 3 ? arena : t == 4 ? (char *)arena + counts[3] * sizeof(float) : test_buf_alloc(0, counts[t] * 4);
 
     for (int it = 0; it < iterations; it++) {
         hora_request_t req[N];
