@@ -79,17 +79,8 @@ static void fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtyp
 static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_op_t op)
 {
     int64_t acc = input_value(dtype, op, 0, i);
-    for (int r = 1; r < size; r++) {
-        int64_t v = input_value(dtype, op, r, i);
-        switch (op) {
-        case HORA_OP_SUM:
-        case HORA_OP_AVG: acc += v; break;
-        case HORA_OP_PROD: acc *= v; break;
-        case HORA_OP_MIN: acc = v < acc ? v : acc; break;
-        case HORA_OP_MAX: acc = v > acc ? v : acc; break;
-        default: break;
-        }
-    }
+    for (int r = 1; r < size; r++)
+        acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
     if (op != HORA_OP_AVG) {
         store_int(out, j, dtype, acc);
         return;

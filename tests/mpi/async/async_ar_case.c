@@ -45,18 +45,7 @@ static double ar_expected(const struct ar_case *c, size_t i)
     double acc = 0;
     for (int r = 0; r < size; r++) {
         double v = wire(comp, ar_input(c, r, i)) * c->opts.prescale;
-        if (r == 0) {
-            acc = v;
-            continue;
-        }
-        switch (c->op) {
-        case HORA_OP_SUM:
-        case HORA_OP_AVG: acc += v; break;
-        case HORA_OP_PROD: acc *= v; break;
-        case HORA_OP_MIN: acc = v < acc ? v : acc; break;
-        case HORA_OP_MAX: acc = v > acc ? v : acc; break;
-        default: break;
-        }
+        acc = r == 0 ? v : exact_reduce(c->op, acc, v);
     }
     if (c->op == HORA_OP_AVG) {
         if (c->dtype == HORA_DTYPE_F64)
