@@ -106,6 +106,7 @@ void ar_case_next_ok(const char *after);
 
 void mode_basic(void);
 void mode_errors(void);
+void errors_memory_refused(void); /* part of mode errors */
 void mode_join(void);
 void mode_stress(void);
 void mode_stall(void);
