@@ -18,6 +18,7 @@
 #include "hora.h"
 #include "buf.h"
 #include "exact.h"
+#include "summary.h"
 #include "k_cpu.h"
 
 static int rank, size, failures, checks;
@@ -305,15 +306,5 @@ int main(int argc, char **argv)
         }
     }
 
-    int local[2] = {failures, checks}, total[2];
-    hora_status_t st = hora_allreduce(local, total, 2, HORA_DTYPE_I32, HORA_OP_SUM);
-    if (st != HORA_OK) {
-        fprintf(stderr, "FAIL: final reduction: %s\n", hora_last_error());
-        total[0] = 1;
-    }
-    if (hora_shutdown() != HORA_OK) total[0]++;
-    if (rank == 0)
-        printf("test_collectives: %d checks on %d ranks, %d failures -> %s\n", total[1], size, total[0],
-               total[0] ? "FAIL" : "PASS");
-    return total[0] ? 1 : 0;
+    return test_summary("test_collectives", failures, checks);
 }
