@@ -10,14 +10,16 @@
 
 static int failures, checks;
 
+/* The report is formatted first and written by one fprintf, so that the
+ * lines of several ranks sharing a terminal do not interleave. */
 #define CHECK(cond, ...)                                                                                     \
     do {                                                                                                     \
         checks++;                                                                                            \
         if (!(cond)) {                                                                                       \
+            char check_msg_[4096];                                                                           \
             failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
+            snprintf(check_msg_, sizeof(check_msg_), __VA_ARGS__);                                           \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, check_msg_);                             \
         }                                                                                                    \
     } while (0)
 
