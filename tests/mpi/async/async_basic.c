@@ -32,6 +32,13 @@ struct ag_case {
     int enqueued;
 };
 
+/* Checks a case's enqueue status; 1 if the request is in flight. */
+static int case_enqueued(const char *call, const char *name, hora_status_t st)
+{
+    CHECK(st == HORA_OK, "%s %s: enqueue returned %s: %s", call, name, hora_status_string(st), hora_last_error());
+    return st == HORA_OK;
+}
+
 static size_t ag_rank_count(const struct ag_case *c, int r)
 {
     return c->ndim == 2 ? (size_t)(r + 1) * 3 : (size_t)(2 * r);
@@ -51,9 +58,7 @@ static void ag_case_start(struct ag_case *c)
     }
     c->req = REQ_SENTINEL;
     hora_status_t st = hora_allgather_async(c->name, c->send, n, c->dtype, c->ndim == 2 ? &opts : NULL, &c->req);
-    CHECK(st == HORA_OK, "allgather_async %s: enqueue returned %s: %s", c->name, hora_status_string(st),
-          hora_last_error());
-    c->enqueued = st == HORA_OK;
+    c->enqueued = case_enqueued("allgather_async", c->name, st);
 }
 
 static void ag_case_finish(struct ag_case *c)
@@ -109,9 +114,7 @@ static void bc_case_start(struct bc_case *c)
         memset(c->buf, 0xA5, bytes);
     c->req = REQ_SENTINEL;
     hora_status_t st = hora_broadcast_async(c->name, c->buf, c->count, c->dtype, c->root, NULL, &c->req);
-    CHECK(st == HORA_OK, "broadcast_async %s: enqueue returned %s: %s", c->name, hora_status_string(st),
-          hora_last_error());
-    c->enqueued = st == HORA_OK;
+    c->enqueued = case_enqueued("broadcast_async", c->name, st);
 }
 
 static void bc_case_finish(struct bc_case *c)
