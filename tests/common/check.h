@@ -6,20 +6,41 @@
 #ifndef HORA_TEST_CHECK_H
 #define HORA_TEST_CHECK_H
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures, checks;
 
-/* The report is formatted first and written by one fprintf, so that the
- * lines of several ranks sharing a terminal do not interleave. */
+/* Reports a failed check: formatted first and written by one fprintf, so that
+ * the lines of several ranks sharing a terminal do not interleave. */
+static inline void check_report(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static inline void check_report(const char *file, int line, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int len = vsnprintf(NULL, 0, fmt, ap);
+    char *msg = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    if (msg) {
+        vsnprintf(msg, (size_t)len + 1, fmt, again);
+        fprintf(stderr, "FAIL %s:%d: %s\n", file, line, msg);
+        free(msg);
+    } else {
+        fprintf(stderr, "FAIL %s:%d: ", file, line);
+        vfprintf(stderr, fmt, again);
+        fputc('\n', stderr);
+    }
+    va_end(again);
+    va_end(ap);
+}
+
 #define CHECK(cond, ...)                                                                                     \
     do {                                                                                                     \
         checks++;                                                                                            \
         if (!(cond)) {                                                                                       \
-            char check_msg_[4096];                                                                           \
             failures++;                                                                                      \
-            snprintf(check_msg_, sizeof(check_msg_), __VA_ARGS__);                                           \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, check_msg_);                             \
+            check_report(__FILE__, __LINE__, __VA_ARGS__);                                                   \
         }                                                                                                    \
     } while (0)
 
