@@ -3,7 +3,7 @@
  * maps the hash to a small integer that stays exact in every dtype under the
  * op (PROD -1, 1, 2 (u8 1, 2); MIN/MAX -50..50 (u8 0..199); SUM/AVG -5..5
  * (u8 0..10) plus rank-dependent high bits that catch truncated wide ints),
- * and writes values in any dtype. */
+ * combines them under op, and writes values in any dtype. */
 #ifndef HORA_TEST_EXACT_H
 #define HORA_TEST_EXACT_H
 
@@ -29,6 +29,21 @@ static inline int64_t exact_value(hora_dtype_t dtype, hora_op_t op, int rank, ui
         if (dtype == HORA_DTYPE_I32) v += (int64_t)rank << 20;
         return v;
     }
+    }
+}
+
+/* One step of op over exact values: acc op v (AVG adds like SUM; dividing by
+ * the number of ranks is the caller's, in the dtype's own way). Integers up to
+ * 2^53 stay exact in a double. */
+static inline double exact_reduce(hora_op_t op, double acc, double v)
+{
+    switch (op) {
+    case HORA_OP_SUM:
+    case HORA_OP_AVG: return acc + v;
+    case HORA_OP_PROD: return acc * v;
+    case HORA_OP_MIN: return v < acc ? v : acc;
+    case HORA_OP_MAX: return v > acc ? v : acc;
+    default: return acc;
     }
 }
 

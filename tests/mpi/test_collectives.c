@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "hora.h"
+#include "buf.h"
 #include "exact.h"
+#include "summary.h"
 #include "k_cpu.h"
 
 static int rank, size, failures, checks;
@@ -78,17 +80,8 @@ static void fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtyp
 static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_op_t op)
 {
     int64_t acc = input_value(dtype, op, 0, i);
-    for (int r = 1; r < size; r++) {
-        int64_t v = input_value(dtype, op, r, i);
-        switch (op) {
-        case HORA_OP_SUM:
-        case HORA_OP_AVG: acc += v; break;
-        case HORA_OP_PROD: acc *= v; break;
-        case HORA_OP_MIN: acc = v < acc ? v : acc; break;
-        case HORA_OP_MAX: acc = v > acc ? v : acc; break;
-        default: break;
-        }
-    }
+    for (int r = 1; r < size; r++)
+        acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
     if (op != HORA_OP_AVG) {
         store_int(out, j, dtype, acc);
         return;
@@ -129,35 +122,11 @@ struct buffers {
     size_t bytes;
 };
 
-static void *buf_alloc(int shared, size_t bytes)
-{
-    void *p = NULL;
-    if (bytes == 0) bytes = 1;
-    if (shared) {
-        if (hora_mem_alloc(bytes, &p) != HORA_OK) {
-            fail("hora_mem_alloc(%zu): %s", bytes, hora_last_error());
-            exit(1);
-        }
-    } else {
-        p = malloc(bytes);
-        if (!p) exit(1);
-    }
-    return p;
-}
-
-static void buf_free(int shared, void *p)
-{
-    if (shared)
-        hora_mem_free(p);
-    else
-        free(p);
-}
-
 static void test_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int inplace, int shared)
 {
     size_t es = hora_dtype_size(dtype), bytes = count * es;
     char what[160];
-    void *send = buf_alloc(shared, bytes), *recv = inplace ? send : buf_alloc(shared, bytes);
+    void *send = test_buf_alloc(shared, bytes), *recv = inplace ? send : test_buf_alloc(shared, bytes);
     void *want = malloc(bytes ? bytes : 1);
     snprintf(what, sizeof(what), "allreduce count=%zu %s %s %s %s", count, hora_dtype_name(dtype), hora_op_name(op),
              inplace ? "in-place" : "out-of-place", shared ? "shared" : "malloc");
@@ -177,8 +146,8 @@ static void test_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int i
         }
     }
     free(want);
-    if (!inplace) buf_free(shared, recv);
-    buf_free(shared, send);
+    if (!inplace) test_buf_free(shared, recv);
+    test_buf_free(shared, send);
 }
 
 static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, int shared)
@@ -186,7 +155,7 @@ static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, 
     size_t es = hora_dtype_size(dtype), off, shard;
     char what[160];
     hora_shard(count, size, rank, &off, &shard);
-    void *send = buf_alloc(shared, count * es), *recv = buf_alloc(shared, shard * es + 64);
+    void *send = test_buf_alloc(shared, count * es), *recv = test_buf_alloc(shared, shard * es + 64);
     void *want = malloc(shard * es + 1);
     snprintf(what, sizeof(what), "reduce_scatter count=%zu %s %s %s", count, hora_dtype_name(dtype),
              hora_op_name(op), shared ? "shared" : "malloc");
@@ -206,8 +175,8 @@ static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, 
             }
     }
     free(want);
-    buf_free(shared, recv);
-    buf_free(shared, send);
+    test_buf_free(shared, recv);
+    test_buf_free(shared, send);
 }
 
 /* Rank r contributes count + r - 1 (clamped at 0) elements: blocks differ. */
@@ -222,8 +191,8 @@ static void test_allgatherv(size_t count, hora_dtype_t dtype, int inplace, int s
         if (r == rank) displ = total;
         total += counts[r];
     }
-    void *recv = buf_alloc(shared, total * es);
-    void *send = inplace ? (char *)recv + displ * es : buf_alloc(shared, counts[rank] * es);
+    void *recv = test_buf_alloc(shared, total * es);
+    void *send = inplace ? (char *)recv + displ * es : test_buf_alloc(shared, counts[rank] * es);
     void *want = malloc(total * es + 1);
     snprintf(what, sizeof(what), "allgatherv count=%zu %s %s %s", count, hora_dtype_name(dtype),
              inplace ? "in-place" : "out-of-place", shared ? "shared" : "malloc");
@@ -241,8 +210,8 @@ static void test_allgatherv(size_t count, hora_dtype_t dtype, int inplace, int s
         compare(what, recv, want, total, dtype);
     }
     free(want);
-    if (!inplace) buf_free(shared, send);
-    buf_free(shared, recv);
+    if (!inplace) test_buf_free(shared, send);
+    test_buf_free(shared, recv);
     free(counts);
 }
 
@@ -250,7 +219,7 @@ static void test_broadcast(size_t count, hora_dtype_t dtype, int root, int share
 {
     size_t es = hora_dtype_size(dtype);
     char what[160];
-    void *buf = buf_alloc(shared, count * es), *want = malloc(count * es + 1);
+    void *buf = test_buf_alloc(shared, count * es), *want = malloc(count * es + 1);
     snprintf(what, sizeof(what), "broadcast count=%zu %s root=%d %s", count, hora_dtype_name(dtype), root,
              shared ? "shared" : "malloc");
     if (rank == root)
@@ -265,7 +234,7 @@ static void test_broadcast(size_t count, hora_dtype_t dtype, int root, int share
         compare(what, buf, want, count, dtype);
     }
     free(want);
-    buf_free(shared, buf);
+    test_buf_free(shared, buf);
 }
 
 static void test_errors(void)
@@ -337,15 +306,5 @@ int main(int argc, char **argv)
         }
     }
 
-    int local[2] = {failures, checks}, total[2];
-    hora_status_t st = hora_allreduce(local, total, 2, HORA_DTYPE_I32, HORA_OP_SUM);
-    if (st != HORA_OK) {
-        fprintf(stderr, "FAIL: final reduction: %s\n", hora_last_error());
-        total[0] = 1;
-    }
-    if (hora_shutdown() != HORA_OK) total[0]++;
-    if (rank == 0)
-        printf("test_collectives: %d checks on %d ranks, %d failures -> %s\n", total[1], size, total[0],
-               total[0] ? "FAIL" : "PASS");
-    return total[0] ? 1 : 0;
+    return test_summary("test_collectives", failures, checks);
 }

@@ -12,18 +12,7 @@
 #include <unistd.h>
 
 #include "hora.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                             \
-            fprintf(stderr, __VA_ARGS__);                                                                    \
-            fputc('\n', stderr);                                                                             \
-        }                                                                                                    \
-    } while (0)
+#include "check.h"
 
 static void expect_init_fails(const char *name, const char *value)
 {
@@ -104,7 +93,11 @@ int main(int argc, char **argv)
     CHECK(hora_shutdown() == HORA_OK, "shutdown");
     int total = 0;
     MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-    if (wrank == 0) printf("test_topo: %d ranks, %d nodes expected, %d failures\n", wsize, expected_nodes, total);
+    int total_checks = 0;
+    MPI_Allreduce(&checks, &total_checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (wrank == 0)
+        printf("test_topo: %d ranks, %d nodes expected, %d checks, %d failures\n", wsize, expected_nodes, total_checks,
+               total);
     MPI_Finalize();
     return total ? 1 : 0;
 }
