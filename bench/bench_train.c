@@ -32,7 +32,7 @@ static void usage(void)
 }
 
 /* Images per second over all ranks for steps timed steps. */
-static int measure(tr_trainer_t *t, const float *x, const int32_t *y, int batch, int warmup, int steps,
+static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int batch, int warmup, int steps,
                    double *img_per_s)
 {
     float loss;
@@ -121,6 +121,8 @@ int main(int argc, char **argv)
     size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
     float *x = malloc((size_t)batch * sample * sizeof(float));
     int32_t *y = malloc((size_t)batch * sizeof(int32_t));
+    tr_tensor_t xt = tr_tensor_plain(x, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                     (const int[]){batch, spec.in_channels, spec.height, spec.width});
     for (size_t i = 0; i < (size_t)batch * sample; i++)
         x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
     for (int i = 0; i < batch; i++)
@@ -131,14 +133,14 @@ int main(int argc, char **argv)
     for (int overlap = 1; overlap >= (no_overlap_run ? 0 : 1) && ok; overlap--) {
         tr_step_config_t sc = {.overlap = overlap,
                                .optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
+        tr_run_state_t state = tr_run_state_begin(1);
         tr_trainer_t *t;
-        ok = tr_trainer_init(model, &sc, &t) == HORA_OK && tr_trainer_broadcast_state(t) == HORA_OK &&
-             measure(t, x, y, batch, warmup, steps, &ips[overlap]) == 0;
+        ok = tr_trainer_init(model, &sc, &state.overlap, &t) == HORA_OK && tr_trainer_broadcast_state(t) == HORA_OK &&
+             measure(t, &xt, y, batch, warmup, steps, &ips[overlap]) == 0;
         tr_trainer_free(t);
     }
     if (ok && rank == 0) {
-        size_t np;
-        tr_model_params(model, &np);
+        size_t np = tr_tensor_count(tr_model_arena(model, TR_ARENA_PARAMS));
         printf("hora-bench-train: %s %dx%dx%d, %d ranks x batch %d, %d steps (+%d warm-up), %zu parameters\n",
                model_name, spec.in_channels, spec.height, spec.width, size, batch, steps, warmup, np);
         printf("  overlap on : %10.1f img/s (all ranks)\n", ips[1]);

@@ -1,24 +1,42 @@
 /*
  * backend.c - tr_backend_find: the compute backends built into this
- * binary, by name ("cpu": oneDNN, cpu/backend_cpu.c). The cuda backend
- * (cuDNN + cuBLAS) joins the table when it exists.
+ * binary, by name. "cpu" (oneDNN, cpu/backend_cpu.c) always; "cuda" (cuDNN +
+ * cuBLAS + kernels/cuda, cuda/backend_cuda.c) when meson builds that backend
+ * and defines HORA_HAVE_CUDA_BACKEND.
  */
 #include <stddef.h>
 #include <string.h>
 
 #include "backend.h"
 #include "cpu/backend_cpu.h"
+#ifdef HORA_HAVE_CUDA_BACKEND
+#include "cuda/backend_cuda.h"
+#endif
 
 static const struct tr_backend_ops *const tr_backends[] = {
     &tr_backend_cpu_ops,
+#ifdef HORA_HAVE_CUDA_BACKEND
+    &tr_backend_cuda_ops,
+#endif
 };
+
+#define TR_BACKEND_COUNT (sizeof(tr_backends) / sizeof(tr_backends[0]))
 
 const struct tr_backend_ops *tr_backend_find(const char *name)
 {
     if (name == NULL)
         return NULL;
-    for (size_t i = 0; i < sizeof(tr_backends) / sizeof(tr_backends[0]); i++)
+    for (size_t i = 0; i < TR_BACKEND_COUNT; i++)
         if (strcmp(tr_backends[i]->name, name) == 0)
             return tr_backends[i];
     return NULL;
+}
+
+const char *tr_backend_names(void)
+{
+#ifdef HORA_HAVE_CUDA_BACKEND
+    return "cpu, cuda";
+#else
+    return "cpu";
+#endif
 }

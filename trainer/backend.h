@@ -1,24 +1,39 @@
 /*
- * backend.h - the compute backend ops table (struct tr_backend_ops).
+ * backend.h - the compute backend ops table (struct tr_backend_ops), contract v2.
  *
  * A backend computes the layers of a ResNet on one device: "cpu" uses
- * oneDNN (cpu/backend_cpu.c); "cuda" (cuDNN + cuBLAS + kernels/) will fill
- * the same table. Slots a backend lacks point to a function returning
+ * oneDNN (cpu/backend_cpu.c); "cuda" (cuDNN + cuBLAS + kernels/) fills the
+ * same table. Slots a backend lacks point to a function returning
  * HORA_ERR_UNSUPPORTED, never NULL.
  *
- * Layers with state (primitives made once per shape, saved statistics,
- * workspaces) are tr_layer_t objects made by *_create and released by
- * layer_free; stateless ops (relu, add, loss, sgd) take the backend.
+ * Layers with state (primitives, saved statistics, workspaces) are
+ * tr_layer_t objects made by *_create and released by layer_free; stateless
+ * ops (relu, add, loss, sgd) take the backend.
  *
- * Conventions for every op:
- * - Activation tensors come from tensor_alloc of the same backend, with the
- *   shape the layer was created for; the backend checks shapes and returns
- *   HORA_ERR_INVALID_ARG on a mismatch.
- * - Parameters, their gradients and BN running statistics are plain f32
- *   arrays in backend memory (host memory for cpu): conv weight OIHW, linear
- *   weight (out, in) row-major, bias/gamma/beta/mean/var (C).
+ * The contract, for every op:
+ * - Every argument is a tr_tensor_t saying its shape, dtype, layout and
+ *   memory kind; the op checks all four and returns HORA_ERR_INVALID_ARG (the
+ *   message names the argument and both shapes) when one is not what it
+ *   takes. Tensors live in the backend's memory (ops->memory); host arrays
+ *   cross over only through upload / download / tensor_import /
+ *   tensor_export.
+ * - Activations come from tensor_alloc, in the backend's layout. Parameters,
+ *   their gradients, momentum and BN statistics are plain views of arenas
+ *   from buffer_alloc (tr_tensor_view): conv weight OIHW (n = out, c = in, h,
+ *   w), linear weight (n = out, c = in), bias/gamma/beta/mean/var (C).
+ *   Logits and their gradient are plain (N, K), labels plain i32 (N), the
+ *   loss a plain f32 (1), all in backend memory.
+ * - Layers are not tied to a batch size: the n of a call's tensors is its
+ *   batch, the layer makes (and caches) what that batch needs on first use,
+ *   so a last partial batch and evaluation at any batch size just work.
+ *   Descriptors say everything but the batch.
  * - Gradient outputs (dx, dw, dgamma, ...) are overwritten, not accumulated.
- * - Logits, their gradient and labels are plain host-visible arrays.
+ * - dtypes: the cpu backend computes in f32 (other dtypes are refused with
+ *   HORA_ERR_UNSUPPORTED until mixed precision lands); the types are there
+ *   for bf16/f16 compute.
+ * - Ops may run asynchronously (cuda: on the backend's stream); results are
+ *   ready for the host after download or synchronize, and for the runtime
+ *   after the event gradient_ready gives.
  * - Statuses: HORA_OK, HORA_ERR_INVALID_ARG, HORA_ERR_NO_MEMORY,
  *   HORA_ERR_UNSUPPORTED, HORA_ERR_INTERNAL (the library below failed; the
  *   message, logged once where it happened, names the call).
@@ -26,6 +41,7 @@
 #ifndef TR_BACKEND_H
 #define TR_BACKEND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hora.h"
@@ -33,6 +49,11 @@
 
 typedef struct tr_backend tr_backend_t;
 typedef struct tr_layer tr_layer_t;
+
+/* What the runtime waits on before it reads a gradient: NULL when the
+ * gradient is complete already (cpu); a cudaEvent_t recorded on the compute
+ * stream (cuda). */
+typedef void *tr_event_t;
 
 typedef struct {
     int threads; /* compute threads; 0 = online cores / ranks on this node */
@@ -45,14 +66,14 @@ typedef struct {
 
 /* Square kernels; output size (in + 2 pad - kernel) / stride + 1. No bias. */
 typedef struct {
-    int n, c_in, h_in, w_in;
+    int c_in, h_in, w_in;
     int c_out, kernel, stride, pad;
 } tr_conv_desc_t;
 
 /* Batch norm over (N, H, W) per channel. fuse_relu: y = relu(bn(x)) and
  * bn_backward takes the gradient with respect to that relu's output. */
 typedef struct {
-    int n, c, h, w;
+    int c, h, w;
     float epsilon;  /* 1e-5 */
     float momentum; /* running = (1 - momentum) running + momentum batch; 0.1 */
     int fuse_relu;
@@ -65,14 +86,14 @@ typedef enum {
 
 typedef struct {
     tr_pool_kind_t kind;
-    int n, c, h, w;
+    int c, h, w;
     int kernel, stride, pad;
 } tr_pool_desc_t;
 
-/* y (n, c_out) = x (n, c_in [,1,1]) W^T + bias. x is a backend tensor of
- * shape (n, c_in, 1, 1) (what global average pooling gives). */
+/* y (N, c_out) = x (N, c_in [,1,1]) W^T + bias. x is a backend activation of
+ * shape (N, c_in, 1, 1) (what global average pooling gives). */
 typedef struct {
-    int n, c_in, c_out;
+    int c_in, c_out;
 } tr_linear_desc_t;
 
 /* One SGD step on count elements (PyTorch's torch.optim.SGD semantics):
@@ -88,85 +109,110 @@ typedef struct {
 
 struct tr_backend_ops {
     const char *name;
+    tr_memory_t memory; /* where this backend's tensors live */
 
     hora_status_t (*init)(const tr_backend_config_t *config, tr_backend_t **backend_out);
     void (*free)(tr_backend_t *backend);
-    /* Wait for queued work (no-op on cpu). */
+    /* Wait until every queued op has finished (no-op on cpu). */
     hora_status_t (*synchronize)(tr_backend_t *backend);
-    /* Bytes of backend memory for count f32 values (params, grads, stats). */
+
+    /* Raw backend memory (arenas for parameters, gradients, momentum, BN
+     * statistics; logits, labels, loss), zeroed, 64-byte aligned. */
     hora_status_t (*buffer_alloc)(tr_backend_t *backend, size_t bytes, void **ptr_out);
     void (*buffer_free)(tr_backend_t *backend, void *ptr);
 
-    /* Activations. tensor_alloc fills t (layout of the backend's choosing,
-     * zeroed memory). import/export convert from/to plain NCHW f32 host
-     * arrays of tr_tensor_count(t) values. */
-    hora_status_t (*tensor_alloc)(tr_backend_t *backend, int n, int c, int h, int w, tr_tensor_t *t);
+    /* Data movement between host arrays and plain backend tensors: upload
+     * copies dst->bytes from host, download copies src->bytes to host (both
+     * complete when they return); fill_zero zeroes a tensor of any layout.
+     * gradient_ready marks the point in the backend's queue after which the
+     * gradients written so far are complete, and gives what the runtime must
+     * wait on before reading them (cpu: NULL, at once). */
+    hora_status_t (*upload)(tr_backend_t *backend, tr_tensor_t *dst, const void *host);
+    hora_status_t (*download)(tr_backend_t *backend, const tr_tensor_t *src, void *host);
+    hora_status_t (*fill_zero)(tr_backend_t *backend, tr_tensor_t *t);
+    hora_status_t (*gradient_ready)(tr_backend_t *backend, tr_event_t *event_out);
+
+    /* Activations. tensor_alloc fills t with a zeroed (n, c, h, w) tensor of
+     * dtype in the backend's layout. tensor_import converts a plain host
+     * tensor of the same shape (NCHW) into t, tensor_export t into one;
+     * src/dst->n may be smaller than t's (a batch prefix: the first n
+     * samples), never larger. */
+    hora_status_t (*tensor_alloc)(tr_backend_t *backend, int n, int c, int h, int w, tr_dtype_t dtype,
+                                  tr_tensor_t *t);
     void (*tensor_free)(tr_backend_t *backend, tr_tensor_t *t);
-    hora_status_t (*tensor_import)(tr_backend_t *backend, const float *nchw, tr_tensor_t *t);
-    hora_status_t (*tensor_export)(tr_backend_t *backend, const tr_tensor_t *t, float *nchw);
+    hora_status_t (*tensor_import)(tr_backend_t *backend, const tr_tensor_t *host_nchw, tr_tensor_t *t);
+    hora_status_t (*tensor_export)(tr_backend_t *backend, const tr_tensor_t *t, tr_tensor_t *host_nchw);
 
     /* Convolution. conv_backward_data's w must hold the values of the last
-     * conv_forward's w (the backend may reuse its reordered copy). */
+     * conv_forward's w at the same batch size (the backend may reuse its
+     * reordered copy). */
     hora_status_t (*conv_create)(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
-    hora_status_t (*conv_forward)(tr_layer_t *layer, const tr_tensor_t *x, const float *w, tr_tensor_t *y);
-    hora_status_t (*conv_backward_data)(tr_layer_t *layer, const tr_tensor_t *dy, const float *w,
+    hora_status_t (*conv_forward)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y);
+    hora_status_t (*conv_backward_data)(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                         tr_tensor_t *dx);
     hora_status_t (*conv_backward_weights)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                           float *dw);
+                                           tr_tensor_t *dw);
 
     /* Batch norm. forward_train normalises with the batch's statistics,
-     * keeps them (and the relu mask) for bn_backward, and updates the
-     * running statistics (variance unbiased, n/(n-1), as PyTorch does).
-     * forward_infer uses the running statistics. */
+     * keeps them (and the relu mask) for bn_backward at the same batch size,
+     * and updates the running statistics (variance unbiased, m/(m-1), as
+     * PyTorch does). forward_infer uses the running statistics. */
     hora_status_t (*bn_create)(tr_backend_t *backend, const tr_bn_desc_t *desc, tr_layer_t **layer_out);
-    hora_status_t (*bn_forward_train)(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                      const float *beta, float *running_mean, float *running_var,
-                                      tr_tensor_t *y);
-    hora_status_t (*bn_forward_infer)(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                      const float *beta, const float *running_mean,
-                                      const float *running_var, tr_tensor_t *y);
+    hora_status_t (*bn_forward_train)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                      const tr_tensor_t *beta, tr_tensor_t *running_mean,
+                                      tr_tensor_t *running_var, tr_tensor_t *y);
+    hora_status_t (*bn_forward_infer)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                      const tr_tensor_t *beta, const tr_tensor_t *running_mean,
+                                      const tr_tensor_t *running_var, tr_tensor_t *y);
     hora_status_t (*bn_backward)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                 const float *gamma, tr_tensor_t *dx, float *dgamma, float *dbeta);
+                                 const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma,
+                                 tr_tensor_t *dbeta);
 
-    /* Pooling (max with its argmax kept for backward; global average). */
+    /* Pooling (max with its argmax kept for backward at the same batch
+     * size; global average). */
     hora_status_t (*pool_create)(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
     hora_status_t (*pool_forward)(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
     hora_status_t (*pool_backward)(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
 
-    /* Fully connected layer; y, dy are (n, c_out) row-major. */
+    /* Fully connected layer; y, dy are plain (N, c_out). */
     hora_status_t (*linear_create)(tr_backend_t *backend, const tr_linear_desc_t *desc,
                                    tr_layer_t **layer_out);
-    hora_status_t (*linear_forward)(tr_layer_t *layer, const tr_tensor_t *x, const float *w,
-                                    const float *bias, float *y);
-    hora_status_t (*linear_backward_data)(tr_layer_t *layer, const float *dy, const float *w,
+    hora_status_t (*linear_forward)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
+                                    const tr_tensor_t *bias, tr_tensor_t *y);
+    hora_status_t (*linear_backward_data)(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                           tr_tensor_t *dx);
-    hora_status_t (*linear_backward_weights)(tr_layer_t *layer, const tr_tensor_t *x, const float *dy,
-                                             float *dw, float *dbias);
+    hora_status_t (*linear_backward_weights)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                                             tr_tensor_t *dw, tr_tensor_t *dbias);
 
     void (*layer_free)(tr_layer_t *layer);
 
-    /* Elementwise, on tensors of one shape. y may alias x (or a). */
+    /* Elementwise, on activations of one shape. y may alias x (or a). */
     hora_status_t (*relu_forward)(tr_backend_t *backend, const tr_tensor_t *x, tr_tensor_t *y);
     /* dx = dy where y > 0, else 0 (y is relu's output). dx may alias dy. */
     hora_status_t (*relu_backward)(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy,
                                    tr_tensor_t *dx);
     /* y = a + b, then relu when relu != 0 (residual join). */
-    hora_status_t (*add_forward)(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b,
-                                 int relu, tr_tensor_t *y);
+    hora_status_t (*add_forward)(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
+                                 tr_tensor_t *y);
 
-    /* Mean softmax cross-entropy over n rows of k logits, with label
-     * smoothing s (target = (1 - s) onehot + s / k). Writes *loss and
-     * dlogits = d loss / d logits (already divided by n). labels in [0, k). */
-    hora_status_t (*softmax_xent)(tr_backend_t *backend, const float *logits, const int32_t *labels,
-                                  int n, int k, float label_smoothing, float *loss, float *dlogits);
+    /* Mean softmax cross-entropy over the N rows of K logits, with label
+     * smoothing s (target = (1 - s) onehot + s / K). Writes loss (1) and
+     * dlogits = d loss / d logits (already divided by N). labels in [0, K). */
+    hora_status_t (*softmax_xent)(tr_backend_t *backend, const tr_tensor_t *logits, const tr_tensor_t *labels,
+                                  float label_smoothing, tr_tensor_t *loss, tr_tensor_t *dlogits);
 
-    /* The optimizer step on one parameter tensor (see tr_sgd_args_t). */
-    hora_status_t (*sgd_step)(tr_backend_t *backend, float *param, const float *grad, float *momentum_buf,
-                              size_t count, const tr_sgd_args_t *args);
+    /* The optimizer step on one parameter tensor (see tr_sgd_args_t); the
+     * three tensors have one shape. momentum may be NULL when args->momentum
+     * is 0. */
+    hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, const tr_tensor_t *grad,
+                              tr_tensor_t *momentum, const tr_sgd_args_t *args);
 };
 
-/* The backends built in; NULL for an unknown or unavailable name. */
+/* The backends built into this binary (cpu; cuda when built with it);
+ * NULL for an unknown or unavailable name. */
 const struct tr_backend_ops *tr_backend_find(const char *name);
+/* "cpu" or "cpu, cuda": the names tr_backend_find knows. */
+const char *tr_backend_names(void);
 
 /* A backend handle starts with its ops, so generic code can reach them. */
 struct tr_backend {

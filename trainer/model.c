@@ -7,6 +7,12 @@
  * unit of work is a conv_bn (ReLU fused into the BN where one follows).
  * Every activation has its own tensor and its own gradient tensor: memory is
  * plentiful on the host and it keeps backward free of aliasing rules.
+ *
+ * Batch size: every per-sample tensor (activations, logits, labels) is
+ * registered in model->bufs when it is made, for the model's capacity of
+ * samples; a call with batch n sets each one's n (its first n samples: every
+ * layout here keeps the batch outermost), and a batch above the capacity
+ * first remakes them all bigger.
  */
 #include "model.h"
 
@@ -15,12 +21,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "rng.h"
+
 #define B_OPS(m) ((m)->backend->ops)
 
 typedef struct {
     tr_layer_t *conv;
     tr_layer_t *bn;
     tr_conv_desc_t desc;
+    int h_out, w_out;
     int relu;               /* ReLU fused into the BN */
     int w, gamma, beta;     /* parameter indices */
     int stats;              /* index into model->bns */
@@ -45,10 +54,23 @@ typedef struct {
     tr_tensor_t d_short;     /* scratch: through the projection */
 } block_t;
 
+/* A per-sample tensor of the model: an activation (tensor_alloc, the
+ * backend's layout) or a plain tensor (buffer_alloc) of (rows) or (rows,
+ * cols). */
+typedef struct {
+    tr_tensor_t *t;
+    int plain_ndim;         /* 0: an activation; 1 or 2: plain */
+    int c, h, w;            /* activation: per-sample shape; plain: cols in c */
+    tr_dtype_t dtype;
+    size_t sample_bytes;    /* bytes per sample, set when allocated */
+} model_buf_t;
+
 struct tr_model {
     tr_backend_t *backend;
     tr_model_spec_t spec;
-    int batch;
+    int capacity;           /* samples every per-sample tensor holds */
+    int batch;              /* the n of the per-sample tensors now */
+    int forward_train;      /* the last forward was a training one (backward may follow) */
 
     tr_param_t *params;
     int param_count, param_capacity;
@@ -56,8 +78,11 @@ struct tr_model {
     int bn_count, bn_capacity;
     size_t params_count, stats_count;
     size_t grads_count; /* the grads arena: params_count plus alignment gaps */
-    float *params_arena, *grads_arena, *momentum_arena, *stats_arena;
+    tr_tensor_t arenas[TR_ARENA_COUNT];
     int grads_shared;
+
+    model_buf_t *bufs;
+    int buf_count, buf_capacity;
 
     convbn_t stem;
     tr_layer_t *maxpool;
@@ -69,7 +94,8 @@ struct tr_model {
     tr_layer_t *fc;
     int fc_w, fc_b;
     tr_tensor_t input;
-    float *logits, *dlogits;
+    tr_tensor_t logits, dlogits, labels, loss;
+    float *logits_host;     /* capacity x classes: tr_model_topk's download */
 };
 
 /* ---- specs ---------------------------------------------------------------- */
@@ -125,7 +151,7 @@ hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec)
     return HORA_ERR_INVALID_ARG;
 }
 
-/* ---- building ------------------------------------------------------------- */
+/* ---- declaring ------------------------------------------------------------ */
 
 static int add_param(tr_model_t *m, const char *prefix, const char *suffix, tr_param_kind_t kind,
                      int ndim, int d0, int d1, int d2, int d3)
@@ -165,6 +191,7 @@ static int add_bn_stats(tr_model_t *m, const char *name, int channels)
         m->bn_capacity = cap;
     }
     tr_bn_stats_t *b = &m->bns[m->bn_count];
+    memset(b, 0, sizeof(*b));
     snprintf(b->name, sizeof(b->name), "%s", name);
     b->channels = channels;
     b->offset = m->stats_count;
@@ -172,13 +199,20 @@ static int add_bn_stats(tr_model_t *m, const char *name, int channels)
     return m->bn_count++;
 }
 
+static int conv_out_size(int in, int kernel, int stride, int pad)
+{
+    return (in + 2 * pad - kernel) / stride + 1;
+}
+
 /* Declare a conv_bn's parameters (first pass: shapes only). */
 static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv_name,
-                                    const char *bn_name, int n, int c_in, int h, int w, int c_out,
+                                    const char *bn_name, int c_in, int h, int w, int c_out,
                                     int kernel, int stride, int relu)
 {
-    u->desc = (tr_conv_desc_t){.n = n, .c_in = c_in, .h_in = h, .w_in = w, .c_out = c_out,
+    u->desc = (tr_conv_desc_t){.c_in = c_in, .h_in = h, .w_in = w, .c_out = c_out,
                                .kernel = kernel, .stride = stride, .pad = kernel / 2};
+    u->h_out = conv_out_size(h, kernel, stride, kernel / 2);
+    u->w_out = conv_out_size(w, kernel, stride, kernel / 2);
     u->relu = relu;
     u->w = add_param(m, conv_name, ".weight", TR_PARAM_CONV_WEIGHT, 4, c_out, c_in, kernel, kernel);
     u->gamma = add_param(m, bn_name, ".weight", TR_PARAM_BN_GAMMA, 1, c_out, 0, 0, 0);
@@ -189,67 +223,20 @@ static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv
     return HORA_OK;
 }
 
-static int conv_out_size(int in, int kernel, int stride, int pad)
-{
-    return (in + 2 * pad - kernel) / stride + 1;
-}
-
-/* Second pass: layers and tensors. need_d_out: the conv_bn's own gradient
- * tensor; a block's last conv_bn and its projection read the block's
- * gradient instead (block_backward), so they have none. */
-static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t *in, int need_d_out)
-{
-    const struct tr_backend_ops *ops = B_OPS(m);
-    const tr_conv_desc_t *d = &u->desc;
-    int ho = conv_out_size(d->h_in, d->kernel, d->stride, d->pad);
-    int wo = conv_out_size(d->w_in, d->kernel, d->stride, d->pad);
-    hora_status_t status;
-    u->in = in;
-    status = ops->conv_create(m->backend, d, &u->conv);
-    if (status != HORA_OK)
-        return status;
-    tr_bn_desc_t bd = {.n = d->n, .c = d->c_out, .h = ho, .w = wo, .epsilon = m->spec.bn_epsilon,
-                       .momentum = m->spec.bn_momentum, .fuse_relu = u->relu};
-    status = ops->bn_create(m->backend, &bd, &u->bn);
-    if (status != HORA_OK)
-        return status;
-    tr_tensor_t *ts[] = {&u->conv_out, &u->out, &u->d_conv, &u->d_out};
-    for (int i = 0; i < (need_d_out ? 4 : 3); i++) {
-        status = ops->tensor_alloc(m->backend, d->n, d->c_out, ho, wo, ts[i]);
-        if (status != HORA_OK)
-            return status;
-    }
-    return HORA_OK;
-}
-
-static void convbn_free(tr_model_t *m, convbn_t *u)
-{
-    const struct tr_backend_ops *ops = B_OPS(m);
-    if (u->conv)
-        ops->layer_free(u->conv);
-    if (u->bn)
-        ops->layer_free(u->bn);
-    tr_tensor_t *ts[] = {&u->conv_out, &u->out, &u->d_conv, &u->d_out};
-    for (int i = 0; i < 4; i++)
-        if (ts[i]->data)
-            ops->tensor_free(m->backend, ts[i]);
-}
-
 /* Declare every parameter in PyTorch's order; records block shapes. */
 static hora_status_t model_declare(tr_model_t *m)
 {
     const tr_model_spec_t *s = &m->spec;
-    int n = m->batch;
     int imagenet = s->stem == TR_STEM_IMAGENET;
     int h = s->height, w = s->width, c = s->base_width;
     hora_status_t status;
 
-    status = convbn_declare(m, &m->stem, "conv1", "bn1", n, s->in_channels, h, w, c,
-                            imagenet ? 7 : 3, imagenet ? 2 : 1, 1);
+    status = convbn_declare(m, &m->stem, "conv1", "bn1", s->in_channels, h, w, c, imagenet ? 7 : 3,
+                            imagenet ? 2 : 1, 1);
     if (status != HORA_OK)
         return status;
-    h = conv_out_size(h, m->stem.desc.kernel, m->stem.desc.stride, m->stem.desc.pad);
-    w = conv_out_size(w, m->stem.desc.kernel, m->stem.desc.stride, m->stem.desc.pad);
+    h = m->stem.h_out;
+    w = m->stem.w_out;
     if (imagenet) {
         h = conv_out_size(h, 3, 2, 1);
         w = conv_out_size(w, 3, 2, 1);
@@ -281,8 +268,8 @@ static hora_status_t model_declare(tr_model_t *m)
                 for (int j = 0; j < 3; j++) {
                     snprintf(cn, sizeof(cn), "%sconv%d", pre, j + 1);
                     snprintf(bn, sizeof(bn), "%sbn%d", pre, j + 1);
-                    status = convbn_declare(m, &b->cb[j], cn, bn, n, cin[j], hs[j], ws[j], cout[j],
-                                            ks[j], ss[j], j < 2);
+                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], cout[j], ks[j],
+                                            ss[j], j < 2);
                     if (status != HORA_OK)
                         return status;
                 }
@@ -291,8 +278,8 @@ static hora_status_t model_declare(tr_model_t *m)
                 for (int j = 0; j < 2; j++) {
                     snprintf(cn, sizeof(cn), "%sconv%d", pre, j + 1);
                     snprintf(bn, sizeof(bn), "%sbn%d", pre, j + 1);
-                    status = convbn_declare(m, &b->cb[j], cn, bn, n, cin[j], hs[j], ws[j], width, 3,
-                                            ss[j], j < 1);
+                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], width, 3, ss[j],
+                                            j < 1);
                     if (status != HORA_OK)
                         return status;
                 }
@@ -301,7 +288,7 @@ static hora_status_t model_declare(tr_model_t *m)
             if (b->has_proj) {
                 snprintf(cn, sizeof(cn), "%sdownsample.0", pre);
                 snprintf(bn, sizeof(bn), "%sdownsample.1", pre);
-                status = convbn_declare(m, &b->proj, cn, bn, n, c, h, w, c_out, 1, stride, 0);
+                status = convbn_declare(m, &b->proj, cn, bn, c, h, w, c_out, 1, stride, 0);
                 if (status != HORA_OK)
                     return status;
             }
@@ -317,30 +304,139 @@ static hora_status_t model_declare(tr_model_t *m)
     return HORA_OK;
 }
 
+/* ---- per-sample tensors --------------------------------------------------- */
+
+static hora_status_t model_buf_add(tr_model_t *m, tr_tensor_t *t, int plain_ndim, int c, int h, int w,
+                                   tr_dtype_t dtype)
+{
+    if (m->buf_count == m->buf_capacity) {
+        int cap = m->buf_capacity ? 2 * m->buf_capacity : 128;
+        model_buf_t *b = realloc(m->bufs, (size_t)cap * sizeof(*b));
+        if (!b)
+            return HORA_ERR_NO_MEMORY;
+        m->bufs = b;
+        m->buf_capacity = cap;
+    }
+    m->bufs[m->buf_count++] =
+        (model_buf_t){.t = t, .plain_ndim = plain_ndim, .c = c, .h = h, .w = w, .dtype = dtype};
+    return HORA_OK;
+}
+
+static hora_status_t model_act(tr_model_t *m, tr_tensor_t *t, int c, int h, int w)
+{
+    return model_buf_add(m, t, 0, c, h, w, TR_DTYPE_F32);
+}
+
+static void model_buf_release(tr_model_t *m, model_buf_t *b)
+{
+    if (!b->t->data)
+        return;
+    if (b->plain_ndim)
+        B_OPS(m)->buffer_free(m->backend, b->t->data);
+    else
+        B_OPS(m)->tensor_free(m->backend, b->t);
+    b->t->data = NULL;
+}
+
+/* (Re)make every per-sample tensor for capacity samples. */
+static hora_status_t model_bufs_alloc(tr_model_t *m, int capacity)
+{
+    const struct tr_backend_ops *ops = B_OPS(m);
+    for (int i = 0; i < m->buf_count; i++) {
+        model_buf_t *b = &m->bufs[i];
+        model_buf_release(m, b);
+        hora_status_t status;
+        if (b->plain_ndim) {
+            void *data = NULL;
+            size_t bytes = (size_t)capacity * (size_t)b->c * tr_dtype_size(b->dtype);
+            status = ops->buffer_alloc(m->backend, bytes, &data);
+            if (status == HORA_OK)
+                *b->t = tr_tensor_plain(data, b->dtype, ops->memory, b->plain_ndim, (const int[]){capacity, b->c});
+        } else {
+            status = ops->tensor_alloc(m->backend, capacity, b->c, b->h, b->w, b->dtype, b->t);
+        }
+        if (status != HORA_OK)
+            return status;
+        b->sample_bytes = b->t->bytes / (size_t)capacity;
+    }
+    float *host = realloc(m->logits_host, (size_t)capacity * (size_t)m->spec.classes * sizeof(float));
+    if (!host)
+        return HORA_ERR_NO_MEMORY;
+    m->logits_host = host;
+    m->capacity = m->batch = capacity;
+    m->forward_train = 0;
+    return HORA_OK;
+}
+
+/* Point every per-sample tensor at its first n samples (n <= capacity). */
+static void model_set_batch(tr_model_t *m, int n)
+{
+    for (int i = 0; i < m->buf_count; i++) {
+        model_buf_t *b = &m->bufs[i];
+        b->t->n = n;
+        b->t->bytes = b->sample_bytes * (size_t)n;
+    }
+    m->batch = n;
+}
+
+/* ---- building ------------------------------------------------------------- */
+
+/* Layers and tensors of a conv_bn. need_d_out: the conv_bn's own gradient
+ * tensor; a block's last conv_bn and its projection read the block's
+ * gradient instead (block_backward), so they have none. */
+static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t *in, int need_d_out)
+{
+    const struct tr_backend_ops *ops = B_OPS(m);
+    const tr_conv_desc_t *d = &u->desc;
+    hora_status_t status;
+    u->in = in;
+    status = ops->conv_create(m->backend, d, &u->conv);
+    if (status != HORA_OK)
+        return status;
+    tr_bn_desc_t bd = {.c = d->c_out, .h = u->h_out, .w = u->w_out, .epsilon = m->spec.bn_epsilon,
+                       .momentum = m->spec.bn_momentum, .fuse_relu = u->relu};
+    status = ops->bn_create(m->backend, &bd, &u->bn);
+    if (status != HORA_OK)
+        return status;
+    tr_tensor_t *ts[] = {&u->conv_out, &u->out, &u->d_conv, &u->d_out};
+    for (int i = 0; i < (need_d_out ? 4 : 3) && status == HORA_OK; i++)
+        status = model_act(m, ts[i], d->c_out, u->h_out, u->w_out);
+    return status;
+}
+
+static void convbn_free(tr_model_t *m, convbn_t *u)
+{
+    const struct tr_backend_ops *ops = B_OPS(m);
+    if (u->conv)
+        ops->layer_free(u->conv);
+    if (u->bn)
+        ops->layer_free(u->bn);
+}
+
 static hora_status_t model_build_layers(tr_model_t *m)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
     const tr_model_spec_t *s = &m->spec;
     hora_status_t status;
 
-    status = ops->tensor_alloc(m->backend, m->batch, s->in_channels, s->height, s->width, &m->input);
-    if (status != HORA_OK)
-        return status;
-    status = convbn_build(m, &m->stem, &m->input, 1);
+    status = model_act(m, &m->input, s->in_channels, s->height, s->width);
+    if (status == HORA_OK)
+        status = convbn_build(m, &m->stem, &m->input, 1);
     if (status != HORA_OK)
         return status;
     const tr_tensor_t *cur = &m->stem.out;
     tr_tensor_t *d_cur = &m->stem.d_out;
+    int c = m->stem.desc.c_out, h = m->stem.h_out, w = m->stem.w_out;
     if (s->stem == TR_STEM_IMAGENET) {
-        tr_pool_desc_t pd = {.kind = TR_POOL_MAX, .n = cur->n, .c = cur->c, .h = cur->h, .w = cur->w,
-                             .kernel = 3, .stride = 2, .pad = 1};
+        tr_pool_desc_t pd = {.kind = TR_POOL_MAX, .c = c, .h = h, .w = w, .kernel = 3, .stride = 2, .pad = 1};
         status = ops->pool_create(m->backend, &pd, &m->maxpool);
         if (status != HORA_OK)
             return status;
-        int ho = conv_out_size(cur->h, 3, 2, 1), wo = conv_out_size(cur->w, 3, 2, 1);
-        status = ops->tensor_alloc(m->backend, cur->n, cur->c, ho, wo, &m->pool_out);
+        h = conv_out_size(h, 3, 2, 1);
+        w = conv_out_size(w, 3, 2, 1);
+        status = model_act(m, &m->pool_out, c, h, w);
         if (status == HORA_OK)
-            status = ops->tensor_alloc(m->backend, cur->n, cur->c, ho, wo, &m->d_pool_out);
+            status = model_act(m, &m->d_pool_out, c, h, w);
         if (status != HORA_OK)
             return status;
         cur = &m->pool_out;
@@ -362,66 +458,73 @@ static hora_status_t model_build_layers(tr_model_t *m)
             if (status != HORA_OK)
                 return status;
         }
-        tr_tensor_t *ts[] = {&b->out, &b->d_out, &b->d_main, &b->d_short};
-        const tr_tensor_t *shape[] = {x, x, cur, cur};
-        for (int k = 0; k < 4; k++) {
-            if (k == 3 && !b->has_proj)
-                continue;
-            status = ops->tensor_alloc(m->backend, shape[k]->n, shape[k]->c, shape[k]->h,
-                                       shape[k]->w, ts[k]);
-            if (status != HORA_OK)
-                return status;
-        }
+        const convbn_t *last = &b->cb[b->conv_count - 1];
+        const int oc = last->desc.c_out, oh = last->h_out, ow = last->w_out;
+        status = model_act(m, &b->out, oc, oh, ow);
+        if (status == HORA_OK)
+            status = model_act(m, &b->d_out, oc, oh, ow);
+        if (status == HORA_OK)
+            status = model_act(m, &b->d_main, c, h, w);
+        if (status == HORA_OK && b->has_proj)
+            status = model_act(m, &b->d_short, c, h, w);
+        if (status != HORA_OK)
+            return status;
         cur = &b->out;
         d_cur = &b->d_out;
+        c = oc;
+        h = oh;
+        w = ow;
     }
-    tr_pool_desc_t ad = {.kind = TR_POOL_GLOBAL_AVERAGE, .n = cur->n, .c = cur->c, .h = cur->h,
-                         .w = cur->w};
+    tr_pool_desc_t ad = {.kind = TR_POOL_GLOBAL_AVERAGE, .c = c, .h = h, .w = w};
     status = ops->pool_create(m->backend, &ad, &m->avgpool);
     if (status == HORA_OK)
-        status = ops->tensor_alloc(m->backend, cur->n, cur->c, 1, 1, &m->avg_out);
+        status = model_act(m, &m->avg_out, c, 1, 1);
     if (status == HORA_OK)
-        status = ops->tensor_alloc(m->backend, cur->n, cur->c, 1, 1, &m->d_avg_out);
+        status = model_act(m, &m->d_avg_out, c, 1, 1);
     if (status != HORA_OK)
         return status;
-    tr_linear_desc_t ld = {.n = m->batch, .c_in = cur->c, .c_out = s->classes};
+    tr_linear_desc_t ld = {.c_in = c, .c_out = s->classes};
     status = ops->linear_create(m->backend, &ld, &m->fc);
-    if (status != HORA_OK)
-        return status;
-    m->logits = calloc((size_t)m->batch * (size_t)s->classes, sizeof(float));
-    m->dlogits = calloc((size_t)m->batch * (size_t)s->classes, sizeof(float));
-    if (!m->logits || !m->dlogits)
-        return HORA_ERR_NO_MEMORY;
-    return HORA_OK;
+    if (status == HORA_OK)
+        status = model_buf_add(m, &m->logits, 2, s->classes, 1, 1, TR_DTYPE_F32); /* (N, K) */
+    if (status == HORA_OK)
+        status = model_buf_add(m, &m->dlogits, 2, s->classes, 1, 1, TR_DTYPE_F32);
+    if (status == HORA_OK)
+        status = model_buf_add(m, &m->labels, 1, 1, 1, 1, TR_DTYPE_I32); /* (N) */
+    return status;
 }
 
-/* splitmix64: the initialisation stream (seeded, same on every rank). */
-static uint64_t rng_next(uint64_t *state)
+/* ---- initial values ------------------------------------------------------- */
+
+/* The initialisation stream: splitmix64 (data/rng.h) from one seed, the same
+ * on every rank. */
+static double rng_uniform(tr_rng_t *rng) /* (0, 1) */
 {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
+    return ((double)(tr_rng_next(rng) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 
-static double rng_uniform(uint64_t *state) /* (0, 1) */
+static double rng_normal(tr_rng_t *rng)
 {
-    return ((double)(rng_next(state) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-static double rng_normal(uint64_t *state)
-{
-    double u1 = rng_uniform(state), u2 = rng_uniform(state);
+    double u1 = rng_uniform(rng), u2 = rng_uniform(rng);
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-static void model_init_values(tr_model_t *m, uint64_t seed)
+/* Initial parameters and statistics, made on the host and uploaded. */
+static hora_status_t model_init_values(tr_model_t *m, uint64_t seed)
 {
-    uint64_t rng = seed ^ 0x686f72612d696e69ULL;
+    const struct tr_backend_ops *ops = B_OPS(m);
+    tr_rng_t rng = {.state = seed ^ 0x686f72612d696e69ULL};
+    float *params = calloc(m->params_count ? m->params_count : 1, sizeof(float));
+    float *stats = calloc(m->stats_count ? m->stats_count : 1, sizeof(float));
+    if (!params || !stats) {
+        free(params);
+        free(stats);
+        return HORA_ERR_NO_MEMORY;
+    }
     int fc_in = m->params[m->fc_w].dims[1];
     for (int i = 0; i < m->param_count; i++) {
         tr_param_t *p = &m->params[i];
-        float *v = m->params_arena + p->offset;
+        float *v = params + p->offset;
         switch (p->kind) {
         case TR_PARAM_CONV_WEIGHT: {
             /* Kaiming normal, fan_out mode, gain sqrt(2) (torchvision's ResNet). */
@@ -435,8 +538,7 @@ static void model_init_values(tr_model_t *m, uint64_t seed)
                 v[k] = 1.0f;
             break;
         case TR_PARAM_BN_BETA:
-            memset(v, 0, p->count * sizeof(float));
-            break;
+            break; /* zeros */
         case TR_PARAM_LINEAR_WEIGHT:
         case TR_PARAM_LINEAR_BIAS: {
             /* nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)). */
@@ -451,15 +553,71 @@ static void model_init_values(tr_model_t *m, uint64_t seed)
         for (int i = 0; i < m->block_count; i++) {
             block_t *b = &m->blocks[i];
             tr_param_t *g = &m->params[b->cb[b->conv_count - 1].gamma];
-            memset(m->params_arena + g->offset, 0, g->count * sizeof(float));
+            memset(params + g->offset, 0, g->count * sizeof(float));
         }
     }
-    for (int i = 0; i < m->bn_count; i++) {
-        float *mean = m->stats_arena + m->bns[i].offset;
-        memset(mean, 0, (size_t)m->bns[i].channels * sizeof(float));
+    for (int i = 0; i < m->bn_count; i++) /* running mean 0, running var 1 */
         for (int k = 0; k < m->bns[i].channels; k++)
-            mean[m->bns[i].channels + k] = 1.0f;
+            stats[m->bns[i].offset + (size_t)m->bns[i].channels + (size_t)k] = 1.0f;
+    hora_status_t status = ops->upload(m->backend, &m->arenas[TR_ARENA_PARAMS], params);
+    if (status == HORA_OK)
+        status = ops->upload(m->backend, &m->arenas[TR_ARENA_STATS], stats);
+    free(params);
+    free(stats);
+    return status;
+}
+
+/* ---- init / free ---------------------------------------------------------- */
+
+/* The four arenas and every parameter's and statistic's views of them. */
+static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
+{
+    const struct tr_backend_ops *ops = B_OPS(m);
+    const size_t counts[TR_ARENA_COUNT] = {m->params_count, m->grads_count, m->params_count, m->stats_count};
+    if (grads_shared && ops->memory != TR_MEMORY_HOST) {
+        fprintf(stderr, "hora-train: the %s backend's gradients cannot live in hora_mem_alloc memory yet\n",
+                ops->name);
+        return HORA_ERR_UNSUPPORTED;
     }
+    for (int a = 0; a < TR_ARENA_COUNT; a++) {
+        void *data = NULL;
+        size_t bytes = counts[a] * sizeof(float);
+        hora_status_t status;
+        if (counts[a] > INT32_MAX) {
+            fprintf(stderr, "hora-train: %zu values in one arena: more than a tensor holds\n", counts[a]);
+            return HORA_ERR_INVALID_ARG;
+        }
+        if (a == TR_ARENA_GRADS && grads_shared) {
+            status = hora_mem_alloc(bytes ? bytes : sizeof(float), &data);
+            if (status != HORA_OK)
+                fprintf(stderr, "hora-train: hora_mem_alloc of the %zu-byte gradient arena: %s\n", bytes,
+                        hora_last_error());
+            else
+                m->grads_shared = 1;
+        } else {
+            status = ops->buffer_alloc(m->backend, bytes ? bytes : sizeof(float), &data);
+        }
+        if (status != HORA_OK)
+            return status;
+        m->arenas[a] = tr_tensor_plain(data, TR_DTYPE_F32, ops->memory, 1, (const int[]){(int)counts[a]});
+        /* Zero: momentum starts at 0, and the grads arena's alignment gaps
+         * must stay 0 (all-reducing zeros gives zeros). */
+        status = ops->fill_zero(m->backend, &m->arenas[a]);
+        if (status != HORA_OK)
+            return status;
+    }
+    for (int i = 0; i < m->param_count; i++) {
+        tr_param_t *p = &m->params[i];
+        p->value = tr_tensor_view(&m->arenas[TR_ARENA_PARAMS], p->offset, p->ndim, p->dims);
+        p->grad = tr_tensor_view(&m->arenas[TR_ARENA_GRADS], p->grad_offset, p->ndim, p->dims);
+        p->momentum = tr_tensor_view(&m->arenas[TR_ARENA_MOMENTUM], p->offset, p->ndim, p->dims);
+    }
+    for (int i = 0; i < m->bn_count; i++) {
+        tr_bn_stats_t *b = &m->bns[i];
+        b->mean = tr_tensor_view(&m->arenas[TR_ARENA_STATS], b->offset, 1, &b->channels);
+        b->var = tr_tensor_view(&m->arenas[TR_ARENA_STATS], b->offset + (size_t)b->channels, 1, &b->channels);
+    }
+    return HORA_OK;
 }
 
 hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,
@@ -476,7 +634,6 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
         return HORA_ERR_NO_MEMORY;
     m->backend = backend;
     m->spec = *spec;
-    m->batch = batch;
     hora_status_t status = model_declare(m);
     if (status != HORA_OK)
         goto err_free;
@@ -485,37 +642,29 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
      * parameter order (backward walks the network from the head, and each
      * conv_bn's BN gradients come before its conv's, as declared reversed),
      * each at a multiple of TR_GRAD_ALIGN elements. hora packs a fused
-     * response at 64-byte offsets, so neighbours laid out like this are
-     * all-reduced in place, with no copy into a fusion buffer. The gaps stay
-     * zero (all-reducing zeros gives zeros). */
+     * response at HORA_ALIGN_BYTES offsets, so neighbours laid out like this
+     * are all-reduced in place, with no copy into a fusion buffer. */
     size_t off = 0;
     for (int i = m->param_count - 1; i >= 0; i--) {
         m->params[i].grad_offset = off;
         off += (m->params[i].count + TR_GRAD_ALIGN - 1) / TR_GRAD_ALIGN * TR_GRAD_ALIGN;
     }
     m->grads_count = off;
-    const struct tr_backend_ops *ops = backend->ops;
-    size_t pbytes = m->params_count * sizeof(float), gbytes = m->grads_count * sizeof(float);
-    status = ops->buffer_alloc(backend, pbytes, (void **)&m->params_arena);
+    status = model_alloc_arenas(m, grads_shared);
     if (status == HORA_OK)
-        status = ops->buffer_alloc(backend, pbytes, (void **)&m->momentum_arena);
+        status = model_build_layers(m);
     if (status == HORA_OK)
-        status = ops->buffer_alloc(backend, m->stats_count * sizeof(float), (void **)&m->stats_arena);
-    if (status != HORA_OK)
-        goto err_free;
-    m->grads_shared = grads_shared;
-    status = grads_shared ? hora_mem_alloc(gbytes, (void **)&m->grads_arena)
-                          : ops->buffer_alloc(backend, gbytes, (void **)&m->grads_arena);
-    if (status != HORA_OK) {
-        m->grads_shared = 0;
-        goto err_free;
+        status = model_bufs_alloc(m, batch);
+    if (status == HORA_OK) {
+        void *loss = NULL;
+        status = backend->ops->buffer_alloc(backend, sizeof(float), &loss);
+        if (status == HORA_OK)
+            m->loss = tr_tensor_plain(loss, TR_DTYPE_F32, backend->ops->memory, 1, (const int[]){1});
     }
-    memset(m->grads_arena, 0, gbytes);
-    memset(m->momentum_arena, 0, pbytes);
-    status = model_build_layers(m);
+    if (status == HORA_OK)
+        status = model_init_values(m, seed);
     if (status != HORA_OK)
         goto err_free;
-    model_init_values(m, seed);
     *model_out = m;
     return HORA_OK;
 
@@ -529,13 +678,12 @@ void tr_model_free(tr_model_t *m)
     if (!m)
         return;
     const struct tr_backend_ops *ops = B_OPS(m);
+    for (int i = 0; i < m->buf_count; i++)
+        model_buf_release(m, &m->bufs[i]);
+    free(m->bufs);
     convbn_free(m, &m->stem);
     if (m->maxpool)
         ops->layer_free(m->maxpool);
-    tr_tensor_t *ts[] = {&m->pool_out, &m->d_pool_out, &m->avg_out, &m->d_avg_out, &m->input};
-    for (int i = 0; i < 5; i++)
-        if (ts[i]->data)
-            ops->tensor_free(m->backend, ts[i]);
     if (m->blocks) {
         for (int i = 0; i < m->block_count; i++) {
             block_t *b = &m->blocks[i];
@@ -543,10 +691,6 @@ void tr_model_free(tr_model_t *m)
                 convbn_free(m, &b->cb[j]);
             if (b->has_proj)
                 convbn_free(m, &b->proj);
-            tr_tensor_t *bt[] = {&b->out, &b->d_out, &b->d_main, &b->d_short};
-            for (int k = 0; k < 4; k++)
-                if (bt[k]->data)
-                    ops->tensor_free(m->backend, bt[k]);
         }
         free(m->blocks);
     }
@@ -554,20 +698,17 @@ void tr_model_free(tr_model_t *m)
         ops->layer_free(m->avgpool);
     if (m->fc)
         ops->layer_free(m->fc);
-    if (m->params_arena)
-        ops->buffer_free(m->backend, m->params_arena);
-    if (m->momentum_arena)
-        ops->buffer_free(m->backend, m->momentum_arena);
-    if (m->stats_arena)
-        ops->buffer_free(m->backend, m->stats_arena);
-    if (m->grads_arena) {
-        if (m->grads_shared)
-            hora_mem_free(m->grads_arena);
+    for (int a = 0; a < TR_ARENA_COUNT; a++) {
+        if (!m->arenas[a].data)
+            continue;
+        if (a == TR_ARENA_GRADS && m->grads_shared)
+            hora_mem_free(m->arenas[a].data);
         else
-            ops->buffer_free(m->backend, m->grads_arena);
+            ops->buffer_free(m->backend, m->arenas[a].data);
     }
-    free(m->logits);
-    free(m->dlogits);
+    if (m->loss.data)
+        ops->buffer_free(m->backend, m->loss.data);
+    free(m->logits_host);
     free(m->params);
     free(m->bns);
     free(m);
@@ -576,66 +717,50 @@ void tr_model_free(tr_model_t *m)
 /* ---- accessors ------------------------------------------------------------ */
 
 const tr_model_spec_t *tr_model_spec(const tr_model_t *m) { return &m->spec; }
-int tr_model_batch(const tr_model_t *m) { return m->batch; }
 tr_backend_t *tr_model_backend(const tr_model_t *m) { return m->backend; }
+int tr_model_capacity(const tr_model_t *m) { return m->capacity; }
 int tr_model_param_count(const tr_model_t *m) { return m->param_count; }
 const tr_param_t *tr_model_param(const tr_model_t *m, int i) { return &m->params[i]; }
 int tr_model_bn_count(const tr_model_t *m) { return m->bn_count; }
 const tr_bn_stats_t *tr_model_bn(const tr_model_t *m, int i) { return &m->bns[i]; }
-const float *tr_model_logits(const tr_model_t *m) { return m->logits; }
-
-float *tr_model_params(tr_model_t *m, size_t *count)
-{
-    if (count)
-        *count = m->params_count;
-    return m->params_arena;
-}
-
-float *tr_model_grads(tr_model_t *m, size_t *count)
-{
-    if (count)
-        *count = m->grads_count;
-    return m->grads_arena;
-}
-
-float *tr_model_momentum(tr_model_t *m, size_t *count)
-{
-    if (count)
-        *count = m->params_count;
-    return m->momentum_arena;
-}
-
-float *tr_model_stats(tr_model_t *m, size_t *count)
-{
-    if (count)
-        *count = m->stats_count;
-    return m->stats_arena;
-}
+const tr_tensor_t *tr_model_arena(const tr_model_t *m, tr_arena_t arena) { return &m->arenas[arena]; }
 
 /* ---- forward -------------------------------------------------------------- */
 
-#define P(m, i) ((m)->params_arena + (m)->params[i].offset)
-#define G(m, i) ((m)->grads_arena + (m)->params[i].grad_offset)
+#define P(m, i) (&(m)->params[i].value)
+#define G(m, i) (&(m)->params[i].grad)
 
 static hora_status_t convbn_forward(tr_model_t *m, convbn_t *u, int train)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
-    float *mean = m->stats_arena + m->bns[u->stats].offset;
-    float *var = mean + m->bns[u->stats].channels;
+    tr_bn_stats_t *st = &m->bns[u->stats];
     hora_status_t status = ops->conv_forward(u->conv, u->in, P(m, u->w), &u->conv_out);
     if (status != HORA_OK)
         return status;
     if (train)
-        return ops->bn_forward_train(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), mean, var,
+        return ops->bn_forward_train(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
                                      &u->out);
-    return ops->bn_forward_infer(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), mean, var,
+    return ops->bn_forward_infer(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
                                  &u->out);
 }
 
-hora_status_t tr_model_forward(tr_model_t *m, const float *x, int train)
+hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
-    hora_status_t status = ops->tensor_import(m->backend, x, &m->input);
+    const tr_model_spec_t *s = &m->spec;
+    if (!x || x->n < 1 || x->c != s->in_channels || x->h != s->height || x->w != s->width) {
+        fprintf(stderr, "hora-train: model forward: input (%d, %d, %d, %d), the model takes (N, %d, %d, %d)\n",
+                x ? x->n : 0, x ? x->c : 0, x ? x->h : 0, x ? x->w : 0, s->in_channels, s->height, s->width);
+        return HORA_ERR_INVALID_ARG;
+    }
+    hora_status_t status = HORA_OK;
+    if (x->n > m->capacity)
+        status = model_bufs_alloc(m, x->n);
+    if (status != HORA_OK)
+        return status;
+    model_set_batch(m, x->n);
+    m->forward_train = 0;
+    status = ops->tensor_import(m->backend, x, &m->input);
     if (status != HORA_OK)
         return status;
     status = convbn_forward(m, &m->stem, train);
@@ -655,21 +780,37 @@ hora_status_t tr_model_forward(tr_model_t *m, const float *x, int train)
     if (status == HORA_OK)
         status = ops->pool_forward(m->avgpool, last, &m->avg_out);
     if (status == HORA_OK)
-        status = ops->linear_forward(m->fc, &m->avg_out, P(m, m->fc_w), P(m, m->fc_b), m->logits);
+        status = ops->linear_forward(m->fc, &m->avg_out, P(m, m->fc_w), P(m, m->fc_b), &m->logits);
+    m->forward_train = status == HORA_OK && train;
     return status;
+}
+
+hora_status_t tr_model_logits(tr_model_t *m, float *host)
+{
+    if (!host)
+        return HORA_ERR_INVALID_ARG;
+    return B_OPS(m)->download(m->backend, &m->logits, host);
 }
 
 /* ---- backward ------------------------------------------------------------- */
 
 typedef struct {
+    tr_model_t *model;
     tr_grad_ready_fn fn;
     void *ctx;
 } ready_t;
 
-static void ready(const ready_t *r, int param)
+/* Parameter param's gradient is written: tell the callback, with what to
+ * wait on. */
+static hora_status_t ready(const ready_t *r, int param)
 {
-    if (r->fn)
-        r->fn(r->ctx, param);
+    if (!r->fn)
+        return HORA_OK;
+    tr_event_t event = NULL;
+    hora_status_t status = B_OPS(r->model)->gradient_ready(r->model->backend, &event);
+    if (status == HORA_OK)
+        r->fn(r->ctx, param, event);
+    return status;
 }
 
 /* dy holds d loss / d out (u->d_out, or the block's gradient for the last
@@ -681,15 +822,15 @@ static hora_status_t convbn_backward(tr_model_t *m, convbn_t *u, const tr_tensor
     const struct tr_backend_ops *ops = B_OPS(m);
     hora_status_t status = ops->bn_backward(u->bn, &u->conv_out, dy, P(m, u->gamma), &u->d_conv,
                                             G(m, u->gamma), G(m, u->beta));
-    if (status != HORA_OK)
-        return status;
-    ready(r, u->beta);
-    ready(r, u->gamma);
-    status = ops->conv_backward_weights(u->conv, u->in, &u->d_conv, G(m, u->w));
-    if (status != HORA_OK)
-        return status;
-    ready(r, u->w);
-    if (dx)
+    if (status == HORA_OK)
+        status = ready(r, u->beta);
+    if (status == HORA_OK)
+        status = ready(r, u->gamma);
+    if (status == HORA_OK)
+        status = ops->conv_backward_weights(u->conv, u->in, &u->d_conv, G(m, u->w));
+    if (status == HORA_OK)
+        status = ready(r, u->w);
+    if (status == HORA_OK && dx)
         status = ops->conv_backward_data(u->conv, &u->d_conv, P(m, u->w), dx);
     return status;
 }
@@ -724,22 +865,25 @@ hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float labe
                                 tr_grad_ready_fn grad_ready, void *ctx, float *loss)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
-    ready_t r = {grad_ready, ctx};
-    float l = 0;
-    hora_status_t status = ops->softmax_xent(m->backend, m->logits, labels, m->batch, m->spec.classes,
-                                             label_smoothing, &l, m->dlogits);
-    if (status != HORA_OK)
-        return status;
-    status = ops->linear_backward_weights(m->fc, &m->avg_out, m->dlogits, G(m, m->fc_w), G(m, m->fc_b));
-    if (status != HORA_OK)
-        return status;
-    ready(&r, m->fc_b);
-    ready(&r, m->fc_w);
-    status = ops->linear_backward_data(m->fc, m->dlogits, P(m, m->fc_w), &m->d_avg_out);
-    if (status != HORA_OK)
-        return status;
+    ready_t r = {m, grad_ready, ctx};
+    if (!m->forward_train || !labels) {
+        fprintf(stderr, "hora-train: model backward needs labels and a training forward before it\n");
+        return HORA_ERR_INVALID_ARG;
+    }
+    hora_status_t status = ops->upload(m->backend, &m->labels, labels);
+    if (status == HORA_OK)
+        status = ops->softmax_xent(m->backend, &m->logits, &m->labels, label_smoothing, &m->loss, &m->dlogits);
+    if (status == HORA_OK)
+        status = ops->linear_backward_weights(m->fc, &m->avg_out, &m->dlogits, G(m, m->fc_w), G(m, m->fc_b));
+    if (status == HORA_OK)
+        status = ready(&r, m->fc_b);
+    if (status == HORA_OK)
+        status = ready(&r, m->fc_w);
+    if (status == HORA_OK)
+        status = ops->linear_backward_data(m->fc, &m->dlogits, P(m, m->fc_w), &m->d_avg_out);
     tr_tensor_t *d_last = m->block_count ? &m->blocks[m->block_count - 1].d_out : &m->stem.d_out;
-    status = ops->pool_backward(m->avgpool, &m->d_avg_out, d_last);
+    if (status == HORA_OK)
+        status = ops->pool_backward(m->avgpool, &m->d_avg_out, d_last);
     for (int i = m->block_count - 1; status == HORA_OK && i >= 0; i--)
         status = block_backward(m, &m->blocks[i], &r);
     if (status == HORA_OK && m->maxpool)
@@ -747,16 +891,19 @@ hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float labe
     if (status == HORA_OK)
         status = convbn_backward(m, &m->stem, &m->stem.d_out, NULL, &r);
     if (status == HORA_OK && loss)
-        *loss = l;
+        status = ops->download(m->backend, &m->loss, loss);
     return status;
 }
 
-void tr_model_topk(const tr_model_t *m, const int32_t *labels, int count, int64_t *top1, int64_t *top5)
+hora_status_t tr_model_topk(tr_model_t *m, const int32_t *labels, int64_t *top1, int64_t *top5)
 {
-    int k = m->spec.classes;
+    const int k = m->spec.classes;
     int64_t c1 = 0, c5 = 0;
-    for (int i = 0; i < count && i < m->batch; i++) {
-        const float *row = m->logits + (size_t)i * (size_t)k;
+    hora_status_t status = tr_model_logits(m, m->logits_host);
+    if (status != HORA_OK)
+        return status;
+    for (int i = 0; i < m->batch; i++) {
+        const float *row = m->logits_host + (size_t)i * (size_t)k;
         int y = labels[i];
         if (y < 0 || y >= k)
             continue;
@@ -771,4 +918,5 @@ void tr_model_topk(const tr_model_t *m, const int32_t *labels, int count, int64_
     }
     *top1 = c1;
     *top5 = c5;
+    return HORA_OK;
 }

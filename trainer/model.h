@@ -14,9 +14,17 @@
  * Memory: every parameter lives in one arena (`params`, PyTorch's
  * named_parameters order and shapes, e.g. "layer1.0.conv1.weight"); every
  * gradient in one arena (`grads`) laid out in the order backprop produces
- * them (the reverse), so gradients that become ready together are
- * neighbours and a fused all-reduce can work in place. BN running
- * statistics live in a third arena (`stats`).
+ * them (the reverse), each at a multiple of HORA_ALIGN_BYTES, so gradients
+ * that become ready together are neighbours and a fused all-reduce can work
+ * in place; momentum in a third arena, BN running statistics in a fourth.
+ * The arenas are backend memory; every parameter, gradient, momentum and
+ * statistic is a tr_tensor_t view into them. Activations, logits, labels
+ * and the loss are backend tensors too: logits and loss reach the host only
+ * through tr_model_logits / tr_model_topk / the loss download.
+ *
+ * Batch size: each forward takes a batch of any size n >= 1; activations
+ * are made for the batch given at init and grow when a larger one comes.
+ * backward works on the last forward's batch.
  */
 #ifndef TR_MODEL_H
 #define TR_MODEL_H
@@ -60,6 +68,9 @@ typedef struct {
     size_t count;
     size_t offset;          /* in params (and momentum), elements */
     size_t grad_offset;     /* in grads, elements: a multiple of TR_GRAD_ALIGN */
+    tr_tensor_t value;      /* views of the arenas, shape dims */
+    tr_tensor_t grad;
+    tr_tensor_t momentum;
 } tr_param_t;
 
 /* A BN layer's running statistics: mean at stats + offset, var after it. */
@@ -67,15 +78,30 @@ typedef struct {
     char name[64];          /* "layer1.0.bn1" */
     int channels;
     size_t offset;
+    tr_tensor_t mean, var;  /* views of the stats arena, (channels) */
 } tr_bn_stats_t;
 
 typedef struct tr_model tr_model_t;
 
-/* Gradients start at multiples of 16 floats (64 bytes, hora's fusion alignment). */
-#define TR_GRAD_ALIGN 16
+/* Gradients start at multiples of this many floats: hora's fusion
+ * alignment, so the arena's neighbours fuse in place. */
+#define TR_GRAD_ALIGN (HORA_ALIGN_BYTES / (int)sizeof(float))
+_Static_assert(HORA_ALIGN_BYTES % sizeof(float) == 0 && TR_GRAD_ALIGN >= 1,
+               "gradients must start at hora's fusion alignment");
 
-/* Called during backward as soon as parameter index's gradient is final. */
-typedef void (*tr_grad_ready_fn)(void *ctx, int param_index);
+/* Called during backward as soon as parameter index's gradient is final;
+ * event is what to wait on before reading it (NULL: ready now; the
+ * backend's gradient_ready). */
+typedef void (*tr_grad_ready_fn)(void *ctx, int param_index, tr_event_t event);
+
+/* The model's arenas. */
+typedef enum {
+    TR_ARENA_PARAMS = 0,
+    TR_ARENA_GRADS = 1,    /* backprop order, with zero gaps for alignment */
+    TR_ARENA_MOMENTUM = 2, /* the params' layout */
+    TR_ARENA_STATS = 3,    /* BN running means and variances */
+    TR_ARENA_COUNT = 4,
+} tr_arena_t;
 
 /* Fill spec for a model name with defaults for the rest (input 3x224x224 for
  * ImageNet-style, 3x32x32 for CIFAR-style; 1000 / 10 classes).
@@ -84,45 +110,46 @@ hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec);
 /* "resnet18, resnet34, ..." */
 const char *tr_model_names(void);
 
-/* Build the model for batch samples per step. grads_shared: put the gradient
- * arena in hora_mem_alloc memory (hora must be initialised). Parameters are
- * initialised from seed (Kaiming normal for convs, PyTorch's default for the
- * linear layer, BN gamma 1 / beta 0, running var 1). */
+/* Build the model, with activations for batch samples (more grow them).
+ * grads_shared: put the gradient arena in hora_mem_alloc memory (hora must
+ * be initialised; host backends only). Parameters are initialised from seed
+ * (Kaiming normal for convs, PyTorch's default for the linear layer, BN
+ * gamma 1 / beta 0, running var 1). */
 hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,
                             int grads_shared, uint64_t seed, tr_model_t **model_out);
 void tr_model_free(tr_model_t *model);
 
 const tr_model_spec_t *tr_model_spec(const tr_model_t *model);
 tr_backend_t *tr_model_backend(const tr_model_t *model);
-int tr_model_batch(const tr_model_t *model);
+/* Samples the activations hold now (the largest batch so far). */
+int tr_model_capacity(const tr_model_t *model);
 int tr_model_param_count(const tr_model_t *model);
 const tr_param_t *tr_model_param(const tr_model_t *model, int index);
 int tr_model_bn_count(const tr_model_t *model);
 const tr_bn_stats_t *tr_model_bn(const tr_model_t *model, int index);
-float *tr_model_params(tr_model_t *model, size_t *count);   /* the arena */
-/* The gradient arena, in backprop order, each parameter's gradient at
- * grad_offset (a multiple of TR_GRAD_ALIGN); count includes the zero gaps. */
-float *tr_model_grads(tr_model_t *model, size_t *count);
-float *tr_model_momentum(tr_model_t *model, size_t *count);
-float *tr_model_stats(tr_model_t *model, size_t *count);
+/* An arena as a 1-D plain f32 tensor of backend memory; the grads arena's
+ * count includes the zero gaps. */
+const tr_tensor_t *tr_model_arena(const tr_model_t *model, tr_arena_t arena);
 
-/* Forward on x, a plain NCHW f32 host batch of tr_model_batch samples.
+/* Forward on x, a plain NCHW f32 host tensor (n, C, H, W) of any batch n >= 1.
  * train: batch statistics (and running-statistic updates), kept for
- * backward; else inference with the running statistics. logits (batch x
- * classes) stay valid until the next forward (tr_model_logits). */
-hora_status_t tr_model_forward(tr_model_t *model, const float *x, int train);
-const float *tr_model_logits(const tr_model_t *model);
+ * backward; else inference with the running statistics. */
+hora_status_t tr_model_forward(tr_model_t *model, const tr_tensor_t *x, int train);
 
-/* Loss of the last forward (mean softmax cross-entropy with label smoothing)
- * and the gradient of every parameter (into the grads arena). grad_ready
- * (may be NULL) is called once per parameter, in the grads arena's order,
- * the moment that gradient is written. */
+/* After a training forward: the loss (mean softmax cross-entropy with label
+ * smoothing) against labels (host, one per sample of that batch), and the
+ * gradient of every parameter (into the grads arena). grad_ready (may be
+ * NULL) is called once per parameter, in the grads arena's order, the
+ * moment that gradient is written. loss (may be NULL) gets the loss,
+ * downloaded from the backend. */
 hora_status_t tr_model_backward(tr_model_t *model, const int32_t *labels, float label_smoothing,
                                 tr_grad_ready_fn grad_ready, void *ctx, float *loss);
 
-/* Count correct top-1 and top-5 predictions in the first count rows of the
- * last forward's logits. */
-void tr_model_topk(const tr_model_t *model, const int32_t *labels, int count, int64_t *top1,
-                   int64_t *top5);
+/* The last forward's logits, downloaded: n x classes floats into host. */
+hora_status_t tr_model_logits(tr_model_t *model, float *host);
+
+/* Count correct top-1 and top-5 predictions of the last forward against
+ * labels (host, one per sample; negative labels are not counted). */
+hora_status_t tr_model_topk(tr_model_t *model, const int32_t *labels, int64_t *top1, int64_t *top5);
 
 #endif

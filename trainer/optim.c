@@ -4,6 +4,7 @@
 #include "optim.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 double tr_lr_at(const tr_lr_schedule_t *s, uint64_t step)
@@ -41,37 +42,55 @@ int tr_lr_decay_parse(const char *name)
     return -1;
 }
 
-static double norm2(const float *v, size_t n)
+/* ||t||_2 of a plain f32 tensor, in double; device memory is downloaded. */
+static hora_status_t norm2(tr_backend_t *backend, const tr_tensor_t *t, double *out)
 {
+    const size_t n = tr_tensor_count(t);
+    const float *v = t->data;
+    float *copy = NULL;
+    if (t->memory != TR_MEMORY_HOST) {
+        copy = malloc(n * sizeof(float) + 1);
+        if (!copy)
+            return HORA_ERR_NO_MEMORY;
+        hora_status_t status = backend->ops->download(backend, t, copy);
+        if (status != HORA_OK) {
+            free(copy);
+            return status;
+        }
+        v = copy;
+    }
     double s = 0;
     for (size_t i = 0; i < n; i++)
         s += (double)v[i] * v[i];
-    return sqrt(s);
+    free(copy);
+    *out = sqrt(s);
+    return HORA_OK;
 }
 
 hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *c, double lr)
 {
     tr_backend_t *backend = tr_model_backend(model);
-    float *params = tr_model_params(model, NULL);
-    float *grads = tr_model_grads(model, NULL);
-    float *momentum = tr_model_momentum(model, NULL);
     for (int i = 0; i < tr_model_param_count(model); i++) {
-        const tr_param_t *p = tr_model_param(model, i);
-        int exempt = p->kind == TR_PARAM_BN_GAMMA || p->kind == TR_PARAM_BN_BETA ||
-                     p->kind == TR_PARAM_LINEAR_BIAS;
-        float *w = params + p->offset;
-        const float *g = grads + p->grad_offset;
+        /* The views are the model's; the op may write the value and momentum. */
+        tr_param_t p = *tr_model_param(model, i);
+        int exempt = p.kind == TR_PARAM_BN_GAMMA || p.kind == TR_PARAM_BN_BETA || p.kind == TR_PARAM_LINEAR_BIAS;
         double wd = (exempt && !c->decay_bn_bias) ? 0.0 : c->weight_decay;
         double layer_lr = lr;
         if (c->lars && !exempt) {
             /* Trust ratio eta ||w|| / (||g|| + wd ||w||); 1 where either is 0. */
-            double wn = norm2(w, p->count), gn = norm2(g, p->count);
+            double wn, gn;
+            hora_status_t status = norm2(backend, &p.value, &wn);
+            if (status == HORA_OK)
+                status = norm2(backend, &p.grad, &gn);
+            if (status != HORA_OK)
+                return status;
             if (wn > 0 && gn > 0)
                 layer_lr *= c->lars_eta * wn / (gn + wd * wn);
         }
         tr_sgd_args_t args = {.lr = (float)layer_lr, .momentum = (float)c->momentum,
                               .weight_decay = (float)wd, .nesterov = c->nesterov};
-        hora_status_t status = backend->ops->sgd_step(backend, w, g, momentum + p->offset, p->count, &args);
+        hora_status_t status =
+            backend->ops->sgd_step(backend, &p.value, &p.grad, c->momentum != 0.0 ? &p.momentum : NULL, &args);
         if (status != HORA_OK)
             return status;
     }

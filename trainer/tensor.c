@@ -1,9 +1,34 @@
 /*
- * tensor.c - names of the activation layouts (tensor.h), for messages and
- * verbose output; they are oneDNN's names for the same layouts.
+ * tensor.c - dtype, layout and memory names, plain tensors and views
+ * (tensor.h).
  */
 #include "tensor.h"
 
+#include <stdio.h>
+
+size_t tr_dtype_size(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F32: return 4;
+    case TR_DTYPE_F16: return 2;
+    case TR_DTYPE_BF16: return 2;
+    case TR_DTYPE_I32: return 4;
+    }
+    return 0;
+}
+
+const char *tr_dtype_name(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F32: return "f32";
+    case TR_DTYPE_F16: return "f16";
+    case TR_DTYPE_BF16: return "bf16";
+    case TR_DTYPE_I32: return "i32";
+    }
+    return "unknown";
+}
+
+/* oneDNN's names for the same layouts. */
 const char *tr_layout_name(tr_layout_t layout)
 {
     switch (layout) {
@@ -13,4 +38,45 @@ const char *tr_layout_name(tr_layout_t layout)
     case TR_LAYOUT_NCHW16C: return "nChw16c";
     }
     return "unknown";
+}
+
+const char *tr_memory_name(tr_memory_t memory)
+{
+    switch (memory) {
+    case TR_MEMORY_HOST: return "host";
+    case TR_MEMORY_DEVICE: return "device";
+    }
+    return "unknown";
+}
+
+static void tensor_set_shape(tr_tensor_t *t, int ndim, const int *dims)
+{
+    int *fields[TR_TENSOR_MAX_DIMS] = {&t->n, &t->c, &t->h, &t->w};
+    t->ndim = ndim;
+    for (int i = 0; i < TR_TENSOR_MAX_DIMS; i++) *fields[i] = i < ndim ? dims[i] : 1;
+}
+
+tr_tensor_t tr_tensor_plain(void *data, tr_dtype_t dtype, tr_memory_t memory, int ndim, const int *dims)
+{
+    tr_tensor_t t = {.dtype = dtype, .layout = TR_LAYOUT_NCHW, .memory = memory, .data = data};
+    tensor_set_shape(&t, ndim, dims);
+    t.bytes = tr_tensor_count(&t) * tr_dtype_size(dtype);
+    return t;
+}
+
+tr_tensor_t tr_tensor_view(const tr_tensor_t *base, size_t offset, int ndim, const int *dims)
+{
+    char *data = base->data ? (char *)base->data + offset * tr_dtype_size(base->dtype) : NULL;
+    return tr_tensor_plain(data, base->dtype, base->memory, ndim, dims);
+}
+
+void tr_tensor_describe(const tr_tensor_t *t, char *buf, size_t len)
+{
+    const int dims[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
+    size_t used = (size_t)snprintf(buf, len, "(");
+    for (int i = 0; i < t->ndim && i < TR_TENSOR_MAX_DIMS && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%d", i ? ", " : "", dims[i]);
+    if (used < len)
+        snprintf(buf + used, len - used, ") %s %s %s", tr_dtype_name(t->dtype), tr_layout_name(t->layout),
+                 tr_memory_name(t->memory));
 }

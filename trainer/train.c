@@ -31,9 +31,7 @@ struct tr_trainer {
     hora_request_t *requests; /* one per parameter */
     char (*names)[80];
     hora_status_t first_error;
-    int overlap;         /* in use: 1 or 0; -1 while auto is probing */
-    int probe_step;      /* auto: gradient steps taken while probing */
-    double probe_s[2];   /* auto: seconds summed without [0] and with [1] overlap */
+    tr_overlap_state_t *overlap; /* the run state's */
 };
 
 double tr_now_s(void)
@@ -43,8 +41,11 @@ double tr_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_trainer_t **out)
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_overlap_state_t *overlap,
+                              tr_trainer_t **out)
 {
+    if (!overlap)
+        return HORA_ERR_INVALID_ARG;
     tr_trainer_t *t = calloc(1, sizeof(*t));
     if (!t)
         return HORA_ERR_NO_MEMORY;
@@ -52,10 +53,11 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
     t->model = model;
     t->config = *config;
     t->distributed = hora_initialized() && hora_size() > 1;
+    t->overlap = overlap;
     if (!t->distributed)
-        t->overlap = 0;
-    else
-        t->overlap = config->overlap == TR_OVERLAP_AUTO ? -1 : config->overlap == TR_OVERLAP_ON;
+        overlap->mode = 0;
+    else if (overlap->mode < 0 && config->overlap != TR_OVERLAP_AUTO)
+        overlap->mode = config->overlap == TR_OVERLAP_ON;
     t->requests = calloc((size_t)n, sizeof(*t->requests));
     t->names = calloc((size_t)n, sizeof(*t->names));
     if (!t->requests || !t->names) {
@@ -86,23 +88,33 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t)
 {
     if (!t->distributed)
         return HORA_OK;
-    size_t count;
-    float *p = tr_model_params(t->model, &count);
-    hora_status_t status = hora_broadcast(p, count, HORA_DTYPE_F32, 0);
+    const tr_tensor_t *p = tr_model_arena(t->model, TR_ARENA_PARAMS), *s = tr_model_arena(t->model, TR_ARENA_STATS);
+    if (p->memory != TR_MEMORY_HOST) {
+        fprintf(stderr, "hora-train: broadcasting device memory needs the GPU runtime\n");
+        return HORA_ERR_UNSUPPORTED;
+    }
+    hora_status_t status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
     if (status != HORA_OK)
         return status;
-    float *s = tr_model_stats(t->model, &count);
-    return hora_broadcast(s, count, HORA_DTYPE_F32, 0);
+    return hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
 }
 
-static void enqueue(tr_trainer_t *t, int i)
+/* The all-reduce of parameter i's gradient, in place. event: the backend's
+ * gradient_ready (NULL: ready now; a device event is for the GPU runtime,
+ * which takes it with the request). */
+static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
 {
     if (t->first_error != HORA_OK)
         return;
     const tr_param_t *p = tr_model_param(t->model, i);
-    float *g = tr_model_grads(t->model, NULL) + p->grad_offset;
-    hora_status_t status = hora_allreduce_async(t->names[i], g, g, p->count, HORA_DTYPE_F32, HORA_OP_AVG,
-                                                NULL, &t->requests[i]);
+    hora_opts_t opts = HORA_OPTS_INIT;
+    if (event != NULL || p->grad.memory != TR_MEMORY_HOST) {
+        fprintf(stderr, "hora-train: allreduce of %s: gradients in device memory need the GPU runtime\n", p->name);
+        t->first_error = HORA_ERR_UNSUPPORTED;
+        return;
+    }
+    hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, HORA_DTYPE_F32,
+                                                HORA_OP_AVG, &opts, &t->requests[i]);
     if (status != HORA_OK) {
         fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
                 hora_last_error());
@@ -110,9 +122,9 @@ static void enqueue(tr_trainer_t *t, int i)
     }
 }
 
-static void on_grad_ready(void *ctx, int i)
+static void on_grad_ready(void *ctx, int i, tr_event_t event)
 {
-    enqueue(ctx, i);
+    enqueue(ctx, i, event);
 }
 
 static hora_status_t wait_all(tr_trainer_t *t)
@@ -134,7 +146,8 @@ static hora_status_t wait_all(tr_trainer_t *t)
     return result;
 }
 
-static hora_status_t gradients(tr_trainer_t *t, const float *x, const int32_t *labels, int overlap, float *loss)
+static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, int overlap,
+                               float *loss)
 {
     hora_status_t status = tr_model_forward(t->model, x, 1);
     if (status != HORA_OK)
@@ -148,50 +161,53 @@ static hora_status_t gradients(tr_trainer_t *t, const float *x, const int32_t *l
     if (t->distributed && !overlap) {
         /* Same order as backprop would have used, all at once. */
         for (int i = tr_model_param_count(t->model) - 1; i >= 0; i--)
-            enqueue(t, i);
+            enqueue(t, i, NULL);
     }
     return wait_all(t);
 }
 
 /* One probing step of TR_OVERLAP_AUTO; the last one decides. */
-static hora_status_t probe(tr_trainer_t *t, const float *x, const int32_t *labels, float *loss)
+static hora_status_t probe(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
 {
-    int k = t->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
+    tr_overlap_state_t *o = t->overlap;
+    int k = o->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
     double start = tr_now_s();
     hora_status_t status = gradients(t, x, labels, with, loss);
     if (status != HORA_OK)
         return status;
     if (k >= 0)
-        t->probe_s[with] += tr_now_s() - start;
-    if (++t->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS)
+        o->probe_s[with] += tr_now_s() - start;
+    if (++o->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS)
         return HORA_OK;
     /* Every rank takes the slowest rank's times, so all keep the same mode. */
-    status = hora_allreduce(t->probe_s, t->probe_s, 2, HORA_DTYPE_F64, HORA_OP_MAX);
+    status = hora_allreduce(o->probe_s, o->probe_s, 2, HORA_DTYPE_F64, HORA_OP_MAX);
     if (status != HORA_OK)
         return status;
-    t->overlap = t->probe_s[1] <= t->probe_s[0];
+    o->mode = o->probe_s[1] <= o->probe_s[0];
     return HORA_OK;
 }
 
-hora_status_t tr_trainer_gradients(tr_trainer_t *t, const float *x, const int32_t *labels, float *loss)
+hora_status_t tr_trainer_gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
 {
-    if (t->overlap < 0)
+    if (t->overlap->mode < 0)
         return probe(t, x, labels, loss);
-    return gradients(t, x, labels, t->overlap, loss);
+    return gradients(t, x, labels, t->overlap->mode, loss);
 }
 
 int tr_trainer_overlap(const tr_trainer_t *t, double *ms_on, double *ms_off)
 {
-    int decided = t->config.overlap == TR_OVERLAP_AUTO && t->overlap >= 0 && t->probe_step > 0;
+    const tr_overlap_state_t *o = t->overlap;
+    int decided = t->config.overlap == TR_OVERLAP_AUTO && o->mode >= 0 && o->probe_step > 0;
     const double per_mode = TR_OVERLAP_PROBE_STEPS / 2;
     if (ms_on)
-        *ms_on = decided ? 1e3 * t->probe_s[1] / per_mode : 0;
+        *ms_on = decided ? 1e3 * o->probe_s[1] / per_mode : 0;
     if (ms_off)
-        *ms_off = decided ? 1e3 * t->probe_s[0] / per_mode : 0;
-    return t->overlap;
+        *ms_off = decided ? 1e3 * o->probe_s[0] / per_mode : 0;
+    return o->mode;
 }
 
-hora_status_t tr_trainer_step(tr_trainer_t *t, const float *x, const int32_t *labels, double lr, float *loss)
+hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, double lr,
+                              float *loss)
 {
     hora_status_t status = tr_trainer_gradients(t, x, labels, loss);
     if (status != HORA_OK)

@@ -8,6 +8,7 @@
 
 #include "model.h"
 #include "optim.h"
+#include "run.h"
 
 /* When the gradients' all-reduces run. */
 typedef enum {
@@ -29,21 +30,26 @@ typedef struct {
 
 typedef struct tr_trainer tr_trainer_t;
 
-/* hora must be initialised (it is used when hora_size() > 1). */
-hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_trainer_t **out);
+/* hora must be initialised (it is used when hora_size() > 1). overlap is
+ * the run state's (run.h): the trainer keeps its probe and decision there.
+ * A state with mode -1 starts according to config->overlap; 0 or 1 (a
+ * resumed run) is kept. */
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_overlap_state_t *overlap,
+                              tr_trainer_t **out);
 void tr_trainer_free(tr_trainer_t *trainer);
 
 /* Rank 0's parameters and BN statistics to every rank. */
 hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer);
 
-/* Forward + backward on x (NCHW f32, the model's batch) and labels, the
- * averaged gradients in the model's grads arena, then the optimizer step
- * with lr. *loss: this rank's loss. */
-hora_status_t tr_trainer_step(tr_trainer_t *trainer, const float *x, const int32_t *labels, double lr,
+/* Forward + backward on x (a plain NCHW f32 host batch of any size; every
+ * rank passes the same size) and its labels (host), the averaged gradients
+ * in the model's grads arena, then the optimizer step with lr. *loss: this
+ * rank's loss. */
+hora_status_t tr_trainer_step(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels, double lr,
                               float *loss);
 
 /* Forward + backward + all-reduce without the optimizer step (tests). */
-hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const float *x, const int32_t *labels,
+hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels,
                                    float *loss);
 
 /* Whether the next step overlaps: 1 or 0, or -1 while TR_OVERLAP_AUTO is

@@ -152,7 +152,10 @@ def worker(rank, args, port, result_queue):
 
     global_batch = n * args.batch
     peak = args.lr * global_batch / 256
-    steps_per_epoch = len(xtr) // global_batch
+    # Every sample of an epoch, as hora-train: each rank takes len // n of the
+    # permutation, and the last step what is left of them (the same on every rank).
+    per_rank = len(xtr) // n
+    steps_per_epoch = (per_rank + args.batch - 1) // args.batch
     if args.max_steps:
         steps_per_epoch = min(steps_per_epoch, args.max_steps)
     total = args.epochs * steps_per_epoch
@@ -165,22 +168,23 @@ def worker(rank, args, port, result_queue):
             log.write(json.dumps(rec) + "\n")
             log.flush()
 
-    per_epoch, t_target, train_s, step = [], None, 0.0, 0
+    per_epoch, t_target, train_s, step, images_total = [], None, 0.0, 0, 0
     dist.barrier()
     t0 = time.perf_counter()
     for ep in range(1, args.epochs + 1):
         # The same permutation on every rank; rank r takes every n-th sample.
         perm = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(args.seed * 7919 + ep))
-        mine = perm[rank::n]
+        mine = perm[rank::n][:per_rank]
         ddp.train()
         t_ep = time.perf_counter()
-        loss_sum, t_last, imgs_last = 0.0, t_ep, 0
+        loss_sum, t_last, imgs_last, imgs = 0.0, t_ep, 0, 0
         for i in range(steps_per_epoch):
             lr = lr_at(step, peak, warm, total, args.poly_power)
             for group in opt.param_groups:
                 group["lr"] = lr
             ix = mine[i * args.batch:(i + 1) * args.batch]
             x, y = aug(xtr[ix]), ytr[ix]
+            imgs += n * len(ix)
             opt.zero_grad(set_to_none=True)
             loss = F.cross_entropy(ddp(x), y, label_smoothing=args.label_smoothing)
             loss.backward()
@@ -190,7 +194,6 @@ def worker(rank, args, port, result_queue):
             loss_sum += lv
             if log and (step % args.log_every == 0 or i == steps_per_epoch - 1):
                 now = time.perf_counter()
-                imgs = (i + 1) * global_batch
                 # hora-train's record: epoch = fractional position (0-based epoch + done
                 # fraction), step = steps done in the run.
                 emit({"type": "train", "epoch": round(ep - 1 + (i + 1) / steps_per_epoch, 4), "step": step,
@@ -198,6 +201,7 @@ def worker(rank, args, port, result_queue):
                       "elapsed_s": now - t0})
                 t_last, imgs_last = now, imgs
         train_s += time.perf_counter() - t_ep
+        images_total += imgs
 
         ddp.eval()
         counts = torch.zeros(2, dtype=torch.float64)
@@ -220,7 +224,7 @@ def worker(rank, args, port, result_queue):
             print(f"epoch {ep}: test top-1 {top1 * 100:.2f}% top-5 {top5 * 100:.2f}% elapsed {elapsed:.1f} s",
                   flush=True)
 
-    img_per_s = total * global_batch / train_s if train_s > 0 else 0.0
+    img_per_s = images_total / train_s if train_s > 0 else 0.0
     if per_epoch:
         emit({"type": "final", "steps": step, "top1": per_epoch[-1]["top1"], "top5": per_epoch[-1]["top5"],
               "elapsed_s": time.perf_counter() - t0, "train_img_per_s": img_per_s})

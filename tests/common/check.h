@@ -10,7 +10,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+/* A test built from several files defines CHECK_SHARED in each and
+ * `int failures, checks;` in one of them, so that every file counts into the
+ * same totals; a one-file test gets its own. */
+#ifdef CHECK_SHARED
+extern int failures, checks;
+#else
 static int failures, checks;
+#endif
 
 /* Reports a failed check: formatted first and written by one fprintf, so that
  * the lines of several ranks sharing a terminal do not interleave. */

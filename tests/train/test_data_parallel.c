@@ -13,7 +13,8 @@
  * same one on every rank), several steps in a row. With HORA_TIMELINE set
  * (meson sets it), rank 0 also checks in the trace that every fused gradient
  * all-reduce ran in place in the arena ("zero-copy"), never through the
- * fusion buffer.
+ * fusion buffer. The last step of each run takes a smaller batch (B - 1 per
+ * rank), as an epoch's last step does.
  *
  * usage: mpirun -np N test_data_parallel [MODEL]
  */
@@ -31,6 +32,19 @@
 #define B 4
 
 static int failures;
+
+/* An arena's values; the cpu backend's memory is the host's. */
+static float *arena(tr_model_t *m, tr_arena_t a, size_t *count)
+{
+    const tr_tensor_t *t = tr_model_arena(m, a);
+    if (t->memory != TR_MEMORY_HOST) {
+        fprintf(stderr, "the test reads arenas in host memory\n");
+        exit(1);
+    }
+    if (count)
+        *count = tr_tensor_count(t);
+    return t->data;
+}
 
 static float input_value(uint64_t seed, size_t i)
 {
@@ -81,38 +95,42 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
         return -1;
     tr_step_config_t sc = {.overlap = overlap,
                            .optim = {.momentum = 0.9, .weight_decay = 1e-3, .nesterov = 1, .decay_bn_bias = 0}};
+    tr_run_state_t state = tr_run_state_begin(7);
     tr_trainer_t *trainer;
-    if (tr_trainer_init(dist, &sc, &trainer) != HORA_OK)
+    if (tr_trainer_init(dist, &sc, &state.overlap, &trainer) != HORA_OK)
         return -1;
     /* Rank 0's initial state everywhere (the seed is the same anyway; this
      * checks the broadcast keeps it). */
     if (tr_trainer_broadcast_state(trainer) != HORA_OK)
         return -1;
     size_t np;
-    float *ref_params = tr_model_params(ref, &np);
-    memcpy(ref_params, tr_model_params(dist, NULL), np * sizeof(float));
+    float *ref_params = arena(ref, TR_ARENA_PARAMS, &np);
+    memcpy(ref_params, arena(dist, TR_ARENA_PARAMS, NULL), np * sizeof(float));
 
     size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
     float *x = malloc((size_t)size * B * sample * sizeof(float));
     int32_t *y = malloc((size_t)size * B * sizeof(int32_t));
     size_t ng; /* gradients: np plus the arena's zero alignment gaps */
-    tr_model_grads(ref, &ng);
+    arena(ref, TR_ARENA_GRADS, &ng);
     float *avg = calloc(ng, sizeof(float));
     /* Auto: through its probe and two steps past its decision. */
     int steps = overlap == TR_OVERLAP_AUTO ? TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS + 2 : 3;
     for (int step = 0; step < steps; step++) {
-        for (size_t i = 0; i < (size_t)size * B * sample; i++)
+        const int b = step == steps - 1 ? B - 1 : B; /* the last step: a partial batch */
+        for (size_t i = 0; i < (size_t)size * b * sample; i++)
             x[i] = input_value(100 + step, i);
-        for (int i = 0; i < size * B; i++)
+        for (int i = 0; i < size * b; i++)
             y[i] = (int32_t)((i * 7 + step) % spec.classes);
 
         /* Reference: each block's gradients on the local copy, averaged
          * exactly as the all-reduce does (sum in rank order, then / size). */
-        float *rg = tr_model_grads(ref, NULL);
+        float *rg = arena(ref, TR_ARENA_GRADS, NULL);
         for (int r = 0; r < size; r++) {
             float loss;
-            if (tr_model_forward(ref, x + (size_t)r * B * sample, 1) != HORA_OK ||
-                tr_model_backward(ref, y + r * B, 0.0f, NULL, NULL, &loss) != HORA_OK)
+            tr_tensor_t xr = tr_tensor_plain(x + (size_t)r * b * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                             (const int[]){b, spec.in_channels, spec.height, spec.width});
+            if (tr_model_forward(ref, &xr, 1) != HORA_OK ||
+                tr_model_backward(ref, y + r * b, 0.0f, NULL, NULL, &loss) != HORA_OK)
                 return -1;
             for (size_t k = 0; k < ng; k++)
                 avg[k] = r == 0 ? rg[k] : avg[k] + rg[k];
@@ -121,23 +139,25 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
             avg[k] /= (float)size;
 
         float loss;
-        if (tr_trainer_gradients(trainer, x + (size_t)rank * B * sample, y + rank * B, &loss) != HORA_OK) {
+        tr_tensor_t xm = tr_tensor_plain(x + (size_t)rank * b * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                         (const int[]){b, spec.in_channels, spec.height, spec.width});
+        if (tr_trainer_gradients(trainer, &xm, y + rank * b, &loss) != HORA_OK) {
             failures++;
             break;
         }
         char what[64];
-        snprintf(what, sizeof(what), "step %d gradients", step);
-        check(what, tr_model_grads(dist, NULL), avg, ng, rank);
+        snprintf(what, sizeof(what), "step %d (batch %d) gradients", step, b);
+        check(what, arena(dist, TR_ARENA_GRADS, NULL), avg, ng, rank);
 
         /* Same update on both sides from the same gradients. */
         double lr = 0.05 * (step % 3 + 1);
         memcpy(rg, avg, ng * sizeof(float));
         if (tr_optim_step(dist, &sc.optim, lr) != HORA_OK || tr_optim_step(ref, &sc.optim, lr) != HORA_OK)
             return -1;
-        snprintf(what, sizeof(what), "step %d weights", step);
-        check(what, tr_model_params(dist, NULL), tr_model_params(ref, NULL), np, rank);
+        snprintf(what, sizeof(what), "step %d (batch %d) weights", step, b);
+        check(what, arena(dist, TR_ARENA_PARAMS, NULL), arena(ref, TR_ARENA_PARAMS, NULL), np, rank);
         /* Keep the reference exactly on the distributed trajectory. */
-        memcpy(tr_model_params(ref, NULL), tr_model_params(dist, NULL), np * sizeof(float));
+        memcpy(arena(ref, TR_ARENA_PARAMS, NULL), arena(dist, TR_ARENA_PARAMS, NULL), np * sizeof(float));
     }
     if (overlap == TR_OVERLAP_AUTO) {
         double on, off;

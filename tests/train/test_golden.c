@@ -135,6 +135,71 @@ static void compare(const char *what, const float *got, const float *want, size_
         failures++;
 }
 
+/* The loss of host logits with label smoothing, through the backend's op:
+ * logits, labels, loss and gradient in backend buffers, the loss downloaded. */
+static hora_status_t smoothed_loss(tr_backend_t *backend, const float *logits, const int32_t *labels, int n, int k,
+                                   float smoothing, float *loss)
+{
+    const struct tr_backend_ops *ops = backend->ops;
+    void *buf[4] = {NULL, NULL, NULL, NULL};
+    const size_t bytes[4] = {(size_t)n * k * sizeof(float), (size_t)n * sizeof(int32_t), sizeof(float),
+                             (size_t)n * k * sizeof(float)};
+    hora_status_t status = HORA_OK;
+    for (int i = 0; i < 4 && status == HORA_OK; i++)
+        status = ops->buffer_alloc(backend, bytes[i], &buf[i]);
+    if (status == HORA_OK) {
+        tr_tensor_t lt = tr_tensor_plain(buf[0], TR_DTYPE_F32, ops->memory, 2, (const int[]){n, k});
+        tr_tensor_t yt = tr_tensor_plain(buf[1], TR_DTYPE_I32, ops->memory, 1, (const int[]){n});
+        tr_tensor_t st = tr_tensor_plain(buf[2], TR_DTYPE_F32, ops->memory, 1, (const int[]){1});
+        tr_tensor_t dt = tr_tensor_plain(buf[3], TR_DTYPE_F32, ops->memory, 2, (const int[]){n, k});
+        status = ops->upload(backend, &lt, logits);
+        if (status == HORA_OK)
+            status = ops->upload(backend, &yt, labels);
+        if (status == HORA_OK)
+            status = ops->softmax_xent(backend, &lt, &yt, smoothing, &st, &dt);
+        if (status == HORA_OK)
+            status = ops->download(backend, &st, loss);
+    }
+    for (int i = 0; i < 4; i++)
+        if (buf[i])
+            ops->buffer_free(backend, buf[i]);
+    return status;
+}
+
+/* Inference does not depend on the batch: the golden batch run one sample
+ * at a time (every batch size down to 1, with a layer's cached primitives
+ * for each) and run twice over in one batch of 2n (more than the model was
+ * made for: its activations grow) gives the golden eval logits. */
+static void eval_any_batch(tr_model_t *model, const tr_tensor_t *x, const float *want, int classes)
+{
+    const int n = x->n;
+    const size_t sample = (size_t)x->c * x->h * x->w, row = (size_t)classes;
+    float *in2 = malloc(2 * n * sample * sizeof(float)), *got = malloc(2 * n * row * sizeof(float));
+    if (!in2 || !got) {
+        failures++;
+        free(in2);
+        free(got);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        tr_tensor_t one = tr_tensor_plain((float *)x->data + i * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                          (const int[]){1, x->c, x->h, x->w});
+        if (tr_model_forward(model, &one, 0) != HORA_OK || tr_model_logits(model, got + i * row) != HORA_OK)
+            failures++;
+    }
+    compare("logits (eval mode, one sample at a time)", got, want, n * row, 1e-4, 1e-4);
+    memcpy(in2, x->data, n * sample * sizeof(float));
+    memcpy(in2 + n * sample, x->data, n * sample * sizeof(float));
+    tr_tensor_t twice = tr_tensor_plain(in2, TR_DTYPE_F32, TR_MEMORY_HOST, 4, (const int[]){2 * n, x->c, x->h, x->w});
+    if (tr_model_forward(model, &twice, 0) != HORA_OK || tr_model_logits(model, got) != HORA_OK ||
+        tr_model_capacity(model) < 2 * n)
+        failures++;
+    compare("logits (eval mode, the batch twice in one)", got, want, n * row, 1e-4, 1e-4);
+    compare("logits (eval mode, the batch twice in one, 2nd copy)", got + n * row, want, n * row, 1e-4, 1e-4);
+    free(in2);
+    free(got);
+}
+
 static int run_file(const char *path)
 {
     golden_t g = {0};
@@ -170,6 +235,7 @@ static int run_file(const char *path)
     tr_backend_config_t bc = {.threads = 1};
     tr_backend_t *backend;
     tr_model_t *model;
+    float *host = NULL; /* downloads */
     if (!ops || ops->init(&bc, &backend) != HORA_OK) {
         fprintf(stderr, "no cpu backend\n");
         golden_free(&g);
@@ -181,36 +247,42 @@ static int run_file(const char *path)
         return -1;
     }
 
-    /* Parameters: same order and shapes as PyTorch's named_parameters. */
-    float *params = tr_model_params(model, NULL);
+    /* Parameters: same order and shapes as PyTorch's named_parameters,
+     * uploaded into the model's views as any host data would be. */
     int np = tr_model_param_count(model);
     for (int i = 0; i < np; i++) {
         const tr_param_t *p = tr_model_param(model, i);
         const entry_t *e = nth(&g, "param/", i);
-        if (!e || e->count != p->count || (int)e->ndim != p->ndim) {
+        tr_tensor_t value = p->value;
+        if (!e || e->count != p->count || (int)e->ndim != p->ndim || ops->upload(backend, &value, e->data) != HORA_OK) {
             fprintf(stderr, "parameter %d (%s): golden has %s with %zu values\n", i, p->name,
                     e ? e->name : "nothing", e ? e->count : 0);
             failures++;
             goto out;
         }
-        memcpy(params + p->offset, e->data, p->count * sizeof(float));
     }
     if (nth(&g, "param/", np)) {
         fprintf(stderr, "golden has more parameters than hora's model (%d)\n", np);
         failures++;
         goto out;
     }
-
-    /* Forward + loss + gradients. */
-    if (tr_model_forward(model, input->data, 1) != HORA_OK) {
+    tr_tensor_t x = tr_tensor_plain(input->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                    (const int[]){n, spec.in_channels, spec.height, spec.width});
+    host = malloc((logits->count + tr_tensor_count(tr_model_arena(model, TR_ARENA_PARAMS)) + 1) * sizeof(float));
+    if (!host) {
         failures++;
         goto out;
     }
-    compare("logits (train mode)", tr_model_logits(model), logits->data, logits->count, 1e-4, 1e-4);
+
+    /* Forward + loss + gradients. */
+    if (tr_model_forward(model, &x, 1) != HORA_OK || tr_model_logits(model, host) != HORA_OK) {
+        failures++;
+        goto out;
+    }
+    compare("logits (train mode)", host, logits->data, logits->count, 1e-4, 1e-4);
     float l_smooth;
-    float *dl = malloc(logits->count * sizeof(float));
-    ops->softmax_xent(backend, tr_model_logits(model), labels->data, n, spec.classes, hp[6], &l_smooth, dl);
-    free(dl);
+    if (smoothed_loss(backend, host, labels->data, n, spec.classes, hp[6], &l_smooth) != HORA_OK)
+        failures++;
     compare("loss, label smoothing 0.1", &l_smooth, loss_s->data, 1, 1e-5, 1e-5);
     float l;
     if (tr_model_backward(model, labels->data, 0.0f, NULL, NULL, &l) != HORA_OK) {
@@ -218,7 +290,6 @@ static int run_file(const char *path)
         goto out;
     }
     compare("loss", &l, loss->data, 1, 1e-5, 1e-5);
-    float *grads = tr_model_grads(model, NULL);
     for (int i = 0; i < np; i++) {
         const tr_param_t *p = tr_model_param(model, i);
         char what[96];
@@ -229,7 +300,9 @@ static int run_file(const char *path)
         double mag = 0;
         for (size_t k = 0; k < e->count; k++)
             mag = fmax(mag, fabs(((float *)e->data)[k]));
-        compare(what, grads + p->grad_offset, e->data, p->count, 1e-4 * mag + 1e-7, 1e-3);
+        if (ops->download(backend, &p->grad, host) != HORA_OK)
+            failures++;
+        compare(what, host, e->data, p->count, 1e-4 * mag + 1e-7, 1e-3);
     }
 
     /* Two Nesterov SGD steps on the same batch (PyTorch: weight decay on
@@ -237,30 +310,35 @@ static int run_file(const char *path)
     tr_step_config_t sc = {.overlap = 0, .label_smoothing = 0,
                            .optim = {.momentum = hp[1], .weight_decay = hp[2], .nesterov = hp[3] != 0,
                                      .decay_bn_bias = 1}};
+    tr_run_state_t state = tr_run_state_begin(1);
     tr_trainer_t *trainer;
-    if (tr_trainer_init(model, &sc, &trainer) != HORA_OK) {
+    if (tr_trainer_init(model, &sc, &state.overlap, &trainer) != HORA_OK) {
         failures++;
         goto out;
     }
     /* The state above is step 1's forward/backward; redo it inside the step
      * so the running statistics see exactly two batches, as PyTorch's did. */
-    float *stats = tr_model_stats(model, NULL);
     for (int i = 0; i < tr_model_bn_count(model); i++) {
         const tr_bn_stats_t *b = tr_model_bn(model, i);
         for (int c = 0; c < b->channels; c++) {
-            stats[b->offset + c] = 0.0f;
-            stats[b->offset + b->channels + c] = 1.0f;
+            host[c] = 0.0f;
+            host[b->channels + c] = 1.0f;
         }
+        tr_tensor_t mean = b->mean, var = b->var;
+        if (ops->upload(backend, &mean, host) != HORA_OK || ops->upload(backend, &var, host + b->channels) != HORA_OK)
+            failures++;
     }
     for (int s = 0; s < 2; s++)
-        if (tr_trainer_step(trainer, input->data, labels->data, hp[0], &l) != HORA_OK)
+        if (tr_trainer_step(trainer, &x, labels->data, hp[0], &l) != HORA_OK)
             failures++;
     tr_trainer_free(trainer);
     for (int i = 0; i < np; i++) {
         const tr_param_t *p = tr_model_param(model, i);
         char what[96];
         snprintf(what, sizeof(what), "after 2 steps %s", p->name);
-        compare(what, params + p->offset, nth(&g, "param_after2/", i)->data, p->count, 1e-5, 1e-4);
+        if (ops->download(backend, &p->value, host) != HORA_OK)
+            failures++;
+        compare(what, host, nth(&g, "param_after2/", i)->data, p->count, 1e-5, 1e-4);
     }
     for (int i = 0; i < tr_model_bn_count(model); i++) {
         const tr_bn_stats_t *b = tr_model_bn(model, i);
@@ -271,17 +349,21 @@ static int run_file(const char *path)
             failures++;
             continue;
         }
+        if (ops->download(backend, &b->mean, host) != HORA_OK ||
+            ops->download(backend, &b->var, host + b->channels) != HORA_OK)
+            failures++;
         snprintf(what, sizeof(what), "running mean %s", b->name);
-        compare(what, stats + b->offset, mean->data, mean->count, 1e-5, 1e-4);
+        compare(what, host, mean->data, mean->count, 1e-5, 1e-4);
         snprintf(what, sizeof(what), "running var %s", b->name);
-        compare(what, stats + b->offset + b->channels, var->data, var->count, 1e-5, 1e-4);
+        compare(what, host + b->channels, var->data, var->count, 1e-5, 1e-4);
     }
-    if (tr_model_forward(model, input->data, 0) != HORA_OK)
+    if (tr_model_forward(model, &x, 0) != HORA_OK || tr_model_logits(model, host) != HORA_OK)
         failures++;
     else
-        compare("logits (eval mode, after 2 steps)", tr_model_logits(model), logits_eval->data,
-                logits_eval->count, 1e-4, 1e-4);
+        compare("logits (eval mode, after 2 steps)", host, logits_eval->data, logits_eval->count, 1e-4, 1e-4);
+    eval_any_batch(model, &x, logits_eval->data, spec.classes);
 out:
+    free(host);
     tr_model_free(model);
     backend->ops->free(backend);
     golden_free(&g);

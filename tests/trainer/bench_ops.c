@@ -59,7 +59,7 @@ typedef struct {
     op_kind_t kind;
     tr_layer_t *layer;
     tr_tensor_t *x, *y, *dy, *dx;
-    float *w, *dw, *gamma, *beta, *rm, *rv, *dgamma, *dbeta;
+    tr_tensor_t *w, *dw, *gamma, *beta, *rm, *rv, *dgamma, *dbeta;
 } op_t;
 
 static void op_run(const op_t *o)
@@ -104,58 +104,69 @@ static float *filled(size_t count, float v)
 static tr_tensor_t make(int n, int c, int h, int w)
 {
     tr_tensor_t t;
-    RUN(ops->tensor_alloc(be, n, c, h, w, &t));
-    float *v = filled(tr_tensor_count(&t), 1.0f);
-    RUN(ops->tensor_import(be, v, &t));
-    free(v);
+    RUN(ops->tensor_alloc(be, n, c, h, w, TR_DTYPE_F32, &t));
+    tr_tensor_t host = tr_tensor_plain(filled(tr_tensor_count(&t), 1.0f), TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+                                       (const int[]){n, c, h, w});
+    RUN(ops->tensor_import(be, &host, &t));
+    free(host.data);
+    return t;
+}
+
+/* A plain parameter-like tensor of the cpu backend (host memory), filled. */
+static tr_tensor_t param(int ndim, const int *dims, float v)
+{
+    tr_tensor_t t = tr_tensor_plain(NULL, TR_DTYPE_F32, TR_MEMORY_HOST, ndim, dims);
+    t.data = filled(tr_tensor_count(&t), v);
     return t;
 }
 
 /* Times forward, backward data and backward weights of one convolution;
  * returns their sum in ms. */
-static double bench_conv(tr_conv_desc_t d, int count)
+static double bench_conv(tr_conv_desc_t d, int n, int count)
 {
     int ho = (d.h_in + 2 * d.pad - d.kernel) / d.stride + 1, wo = (d.w_in + 2 * d.pad - d.kernel) / d.stride + 1;
-    size_t w_count = (size_t)d.c_out * d.c_in * d.kernel * d.kernel;
+    const int w_dims[4] = {d.c_out, d.c_in, d.kernel, d.kernel};
     tr_layer_t *layer;
     RUN(ops->conv_create(be, &d, &layer));
-    tr_tensor_t x = make(d.n, d.c_in, d.h_in, d.w_in), y = make(d.n, d.c_out, ho, wo);
-    tr_tensor_t dy = make(d.n, d.c_out, ho, wo), dx = make(d.n, d.c_in, d.h_in, d.w_in);
-    float *w = filled(w_count, 0.1f), *dw = malloc(w_count * sizeof(float));
-    op_t o = {.layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .w = w, .dw = dw};
-    double gflop = 2.0 * d.n * d.c_out * ho * wo * (double)d.c_in * d.kernel * d.kernel * 1e-9;
+    tr_tensor_t x = make(n, d.c_in, d.h_in, d.w_in), y = make(n, d.c_out, ho, wo);
+    tr_tensor_t dy = make(n, d.c_out, ho, wo), dx = make(n, d.c_in, d.h_in, d.w_in);
+    tr_tensor_t w = param(4, w_dims, 0.1f), dw = param(4, w_dims, 0.0f);
+    op_t o = {.layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .w = &w, .dw = &dw};
+    double gflop = 2.0 * n * d.c_out * ho * wo * (double)d.c_in * d.kernel * d.kernel * 1e-9;
     double ms[3];
     static const op_kind_t kinds[3] = {OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_WEIGHTS};
     for (int i = 0; i < 3; i++) {
         o.kind = kinds[i];
         if (i == 1)
-            op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = w});
+            op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = &w});
         ms[i] = op_time(&o);
     }
     printf("conv %3dx%4dx%3dx%3d -> %4d k%d s%d p%d (x%d): fwd %7.3f ms %6.1f GF/s | bwd data %7.3f ms %6.1f GF/s"
            " | bwd weights %7.3f ms %6.1f GF/s\n",
-           d.n, d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, d.pad, count, ms[0], gflop / ms[0] * 1e3,
+           n, d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, d.pad, count, ms[0], gflop / ms[0] * 1e3,
            ms[1], gflop / ms[1] * 1e3, ms[2], gflop / ms[2] * 1e3);
     ops->layer_free(layer);
     ops->tensor_free(be, &x);
     ops->tensor_free(be, &y);
     ops->tensor_free(be, &dy);
     ops->tensor_free(be, &dx);
-    free(w);
-    free(dw);
+    free(w.data);
+    free(dw.data);
     return ms[0] + ms[1] + ms[2];
 }
 
 static void bench_bn(int n, int c, int h, int w)
 {
-    tr_bn_desc_t d = {n, c, h, w, 1e-5f, 0.1f, 1};
+    tr_bn_desc_t d = {c, h, w, 1e-5f, 0.1f, 1};
     tr_layer_t *layer;
     RUN(ops->bn_create(be, &d, &layer));
     tr_tensor_t x = make(n, c, h, w), y = make(n, c, h, w), dy = make(n, c, h, w), dx = make(n, c, h, w);
-    float *gamma = filled(c, 1.0f), *beta = filled(c, 0.1f), *rm = filled(c, 0.0f), *rv = filled(c, 1.0f);
-    float *dgamma = malloc(c * sizeof(float)), *dbeta = malloc(c * sizeof(float));
-    op_t o = {.kind = OP_BN_FWD, .layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .gamma = gamma,
-              .beta = beta, .rm = rm, .rv = rv, .dgamma = dgamma, .dbeta = dbeta};
+    tr_tensor_t gamma = param(1, &c, 1.0f), beta = param(1, &c, 0.1f), rm = param(1, &c, 0.0f);
+    tr_tensor_t rv = param(1, &c, 1.0f), dgamma = param(1, &c, 0.0f), dbeta = param(1, &c, 0.0f);
+    for (int i = 0; i < c; i++)
+        ((float *)rv.data)[i] = 1.0f;
+    op_t o = {.kind = OP_BN_FWD, .layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .gamma = &gamma,
+              .beta = &beta, .rm = &rm, .rv = &rv, .dgamma = &dgamma, .dbeta = &dbeta};
     double fwd = op_time(&o);
     o.kind = OP_BN_BWD;
     double bwd = op_time(&o);
@@ -169,17 +180,14 @@ static void bench_bn(int n, int c, int h, int w)
     ops->tensor_free(be, &y);
     ops->tensor_free(be, &dy);
     ops->tensor_free(be, &dx);
-    free(gamma);
-    free(beta);
-    free(rm);
-    free(rv);
-    free(dgamma);
-    free(dbeta);
+    tr_tensor_t *params[] = {&gamma, &beta, &rm, &rv, &dgamma, &dbeta};
+    for (int i = 0; i < 6; i++)
+        free(params[i]->data);
 }
 
 static void bench_maxpool(int n, int c, int h, int w)
 {
-    tr_pool_desc_t d = {TR_POOL_MAX, n, c, h, w, 3, 2, 1};
+    tr_pool_desc_t d = {TR_POOL_MAX, c, h, w, 3, 2, 1};
     int ho = (h + 2 - 3) / 2 + 1, wo = (w + 2 - 3) / 2 + 1;
     tr_layer_t *layer;
     RUN(ops->pool_create(be, &d, &layer));
@@ -206,17 +214,14 @@ static void bench_resnet20(int n)
         tr_conv_desc_t d;
         int count;
     } convs[] = {
-        {{0, 1, 28, 28, 16, 3, 1, 1}, 1},  {{0, 16, 28, 28, 16, 3, 1, 1}, 6}, {{0, 16, 28, 28, 32, 3, 2, 1}, 1},
-        {{0, 16, 28, 28, 32, 1, 2, 0}, 1}, {{0, 32, 14, 14, 32, 3, 1, 1}, 5}, {{0, 32, 14, 14, 64, 3, 2, 1}, 1},
-        {{0, 32, 14, 14, 64, 1, 2, 0}, 1}, {{0, 64, 7, 7, 64, 3, 1, 1}, 5},
+        {{1, 28, 28, 16, 3, 1, 1}, 1},  {{16, 28, 28, 16, 3, 1, 1}, 6}, {{16, 28, 28, 32, 3, 2, 1}, 1},
+        {{16, 28, 28, 32, 1, 2, 0}, 1}, {{32, 14, 14, 32, 3, 1, 1}, 5}, {{32, 14, 14, 64, 3, 2, 1}, 1},
+        {{32, 14, 14, 64, 1, 2, 0}, 1}, {{64, 7, 7, 64, 3, 1, 1}, 5},
     };
     double total = 0;
     printf("== ResNet-20 28x28x1, batch %d\n", n);
-    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++) {
-        tr_conv_desc_t d = convs[i].d;
-        d.n = n;
-        total += convs[i].count * bench_conv(d, convs[i].count);
-    }
+    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
+        total += convs[i].count * bench_conv(convs[i].d, n, convs[i].count);
     printf("ResNet-20 convolutions, forward + backward, whole network: %.2f ms per step\n", total);
     bench_bn(n, 16, 28, 28);
     bench_bn(n, 32, 14, 14);
@@ -226,17 +231,14 @@ static void bench_resnet20(int n)
 static void bench_resnet50(int n)
 {
     static const tr_conv_desc_t convs[] = {
-        {0, 3, 224, 224, 64, 7, 2, 3},   {0, 64, 56, 56, 64, 1, 1, 0},   {0, 64, 56, 56, 64, 3, 1, 1},
-        {0, 64, 56, 56, 256, 1, 1, 0},   {0, 256, 56, 56, 64, 1, 1, 0},  {0, 256, 56, 56, 128, 1, 1, 0},
-        {0, 128, 56, 56, 128, 3, 2, 1},  {0, 128, 28, 28, 128, 3, 1, 1}, {0, 256, 14, 14, 256, 3, 1, 1},
-        {0, 512, 7, 7, 512, 3, 1, 1},    {0, 1024, 14, 14, 2048, 1, 2, 0},
+        {3, 224, 224, 64, 7, 2, 3},   {64, 56, 56, 64, 1, 1, 0},   {64, 56, 56, 64, 3, 1, 1},
+        {64, 56, 56, 256, 1, 1, 0},   {256, 56, 56, 64, 1, 1, 0},  {256, 56, 56, 128, 1, 1, 0},
+        {128, 56, 56, 128, 3, 2, 1},  {128, 28, 28, 128, 3, 1, 1}, {256, 14, 14, 256, 3, 1, 1},
+        {512, 7, 7, 512, 3, 1, 1},    {1024, 14, 14, 2048, 1, 2, 0},
     };
     printf("== ResNet-50 224x224x3, batch %d (main shapes)\n", n);
-    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++) {
-        tr_conv_desc_t d = convs[i];
-        d.n = n;
-        bench_conv(d, 1);
-    }
+    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
+        bench_conv(convs[i], n, 1);
     bench_bn(n, 64, 112, 112);
     bench_bn(n, 256, 56, 56);
     bench_maxpool(n, 64, 112, 112);

@@ -1,9 +1,9 @@
 /*
  * backend_cpu.c - the "cpu" compute backend (struct tr_backend_ops on
  * oneDNN 2.x): the ops table, the backend handle (one engine, one stream,
- * one shared scratchpad, the thread count), host buffers, activation
- * tensors in oneDNN's blocked layouts and their import/export, the
- * element-wise ops, the loss and the optimizer step. The layers live in
+ * one shared scratchpad, the thread count), host buffers and the data
+ * movement ops, activation tensors in oneDNN's blocked layouts and their
+ * import/export, the element-wise ops, the loss and the optimizer step. The layers live in
  * cpu_conv.c, cpu_bn.c, cpu_pool.c and cpu_linear.c; cpu_dnnl.c holds the
  * oneDNN plumbing they share.
  *
@@ -27,19 +27,12 @@
 
 /* ---- backend ------------------------------------------------------------- */
 
-/* threads = 0: the online cores shared among the ranks on this node (Open
- * MPI tells each rank how many there are). */
+/* threads = 0: the online cores shared among the ranks on this node (hora
+ * knows how many there are once initialised; without it, one rank). */
 static int cpu_default_threads(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long ranks = 1;
-    const char *local_size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    if (local_size != NULL) {
-        char *end;
-        long v = strtol(local_size, &end, 10);
-        if (end != local_size && *end == '\0' && v > 0)
-            ranks = v;
-    }
+    long ranks = hora_initialized() && hora_local_size() > 0 ? hora_local_size() : 1;
     long threads = cores > 0 ? cores / ranks : 1;
     return threads > 0 ? (int)threads : 1;
 }
@@ -175,15 +168,70 @@ static void cpu_layer_free(tr_layer_t *layer)
         layer->free(layer);
 }
 
+/* ---- data movement -------------------------------------------------------
+ *
+ * Backend memory is host memory here: upload and download are copies, and a
+ * gradient is complete when the op that wrote it returns. */
+
+static hora_status_t cpu_check_moved(const tr_tensor_t *t, const void *host, const char *what)
+{
+    if (t == NULL || t->data == NULL || host == NULL)
+        return cpu_invalid("%s: NULL tensor or host array", what);
+    if (t->memory != TR_MEMORY_HOST || t->layout != TR_LAYOUT_NCHW)
+        return cpu_invalid("%s: a plain tensor in host memory wanted, got %s %s", what, tr_layout_name(t->layout),
+                           tr_memory_name(t->memory));
+    return HORA_OK;
+}
+
+static hora_status_t cpu_upload(tr_backend_t *backend, tr_tensor_t *dst, const void *host)
+{
+    (void)backend;
+    CPU_CHECK(cpu_check_moved(dst, host, "upload"));
+    memcpy(dst->data, host, dst->bytes);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_download(tr_backend_t *backend, const tr_tensor_t *src, void *host)
+{
+    (void)backend;
+    CPU_CHECK(cpu_check_moved(src, host, "download"));
+    memcpy(host, src->data, src->bytes);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_fill_zero(tr_backend_t *backend, tr_tensor_t *t)
+{
+    (void)backend;
+    if (t == NULL || t->data == NULL || t->memory != TR_MEMORY_HOST)
+        return cpu_invalid("fill_zero: not an allocated host tensor");
+    memset(t->data, 0, t->bytes);
+    return HORA_OK;
+}
+
+static hora_status_t cpu_gradient_ready(tr_backend_t *backend, tr_event_t *event_out)
+{
+    (void)backend;
+    if (event_out == NULL)
+        return cpu_invalid("gradient_ready: NULL event");
+    *event_out = NULL; /* every op has finished when it returns */
+    return HORA_OK;
+}
+
 /* ---- activation tensors -------------------------------------------------- */
 
-static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, int h, int w, tr_tensor_t *t)
+static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, int h, int w, tr_dtype_t dtype,
+                                      tr_tensor_t *t)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     if (backend == NULL || t == NULL)
         return cpu_invalid("tensor_alloc: NULL argument");
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
         return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
+    if (dtype != TR_DTYPE_F32) {
+        fprintf(stderr, "hora-train: cpu: tensor_alloc: %s activations are not supported yet (f32 only)\n",
+                tr_dtype_name(dtype));
+        return HORA_ERR_UNSUPPORTED;
+    }
     tr_layout_t layout = cpu_layout_for(backend, c);
     dnnl_memory_desc_t md;
     CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout));
@@ -191,8 +239,8 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
     void *data = cpu_alloc(bytes, "an activation tensor");
     if (data == NULL)
         return HORA_ERR_NO_MEMORY;
-    *t = (tr_tensor_t){.n = n, .c = c, .h = h, .w = w, .dtype = TR_DTYPE_F32, .layout = layout,
-                       .data = data, .bytes = bytes};
+    *t = (tr_tensor_t){.ndim = 4, .n = n, .c = c, .h = h, .w = w, .dtype = TR_DTYPE_F32, .layout = layout,
+                       .memory = TR_MEMORY_HOST, .data = data, .bytes = bytes};
     return HORA_OK;
 }
 
@@ -220,24 +268,34 @@ static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
     }
 }
 
-static hora_status_t cpu_tensor_check_own(const cpu_backend_t *backend, const tr_tensor_t *t, const char *what,
-                                          int *block)
+/* t is an activation of this backend and host a plain f32 host tensor of
+ * the same (c, h, w) and at most t's batch: the first host->n samples. */
+static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t,
+                                           const tr_tensor_t *host, const char *what, int *block)
 {
-    if (t == NULL || t->data == NULL)
+    if (t == NULL || t->data == NULL || host == NULL || host->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
     *block = cpu_tensor_block(backend, t);
-    if (t->dtype != TR_DTYPE_F32 || *block == 0 || t->bytes != tr_tensor_count(t) * sizeof(float))
+    if (t->dtype != TR_DTYPE_F32 || t->memory != TR_MEMORY_HOST || *block == 0 ||
+        t->bytes != tr_tensor_count(t) * sizeof(float))
         return cpu_invalid("%s: not an f32 tensor from this backend's tensor_alloc", what);
+    if (host->dtype != TR_DTYPE_F32 || host->memory != TR_MEMORY_HOST || host->layout != TR_LAYOUT_NCHW ||
+        host->c * host->h * host->w != t->c * t->h * t->w || host->n < 1 || host->n > t->n) {
+        char got[96], want[96];
+        tr_tensor_describe(host, got, sizeof(got));
+        tr_tensor_describe(t, want, sizeof(want));
+        return cpu_invalid("%s: host tensor %s does not fit %s (f32 nchw host, batch 1..%d)", what, got, want, t->n);
+    }
     return HORA_OK;
 }
 
 /* nChw<B>c: element (n, c, h, w) at ((n * C/B + c/B) * H*W + h*W + w) * B
  * + c%B. C is a multiple of B (cpu_layout_for), so there is no padding. */
-static void cpu_nchw_to_blocked(const float *src, float *dst, const tr_tensor_t *t, int block)
+static void cpu_nchw_to_blocked(const float *src, float *dst, int samples, const tr_tensor_t *t, int block)
 {
     size_t hw = (size_t)t->h * (size_t)t->w;
     int blocks = t->c / block;
-    for (int n = 0; n < t->n; n++)
+    for (int n = 0; n < samples; n++)
         for (int cb = 0; cb < blocks; cb++) {
             const float *s = src + ((size_t)n * t->c + (size_t)cb * block) * hw;
             float *d = dst + ((size_t)n * blocks + cb) * hw * block;
@@ -247,11 +305,11 @@ static void cpu_nchw_to_blocked(const float *src, float *dst, const tr_tensor_t 
         }
 }
 
-static void cpu_blocked_to_nchw(const float *src, float *dst, const tr_tensor_t *t, int block)
+static void cpu_blocked_to_nchw(const float *src, float *dst, int samples, const tr_tensor_t *t, int block)
 {
     size_t hw = (size_t)t->h * (size_t)t->w;
     int blocks = t->c / block;
-    for (int n = 0; n < t->n; n++)
+    for (int n = 0; n < samples; n++)
         for (int cb = 0; cb < blocks; cb++) {
             const float *s = src + ((size_t)n * blocks + cb) * hw * block;
             float *d = dst + ((size_t)n * t->c + (size_t)cb * block) * hw;
@@ -261,31 +319,31 @@ static void cpu_blocked_to_nchw(const float *src, float *dst, const tr_tensor_t 
         }
 }
 
-static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const float *nchw, tr_tensor_t *t)
+static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tensor_t *host, tr_tensor_t *t)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     int block;
-    if (backend == NULL || nchw == NULL)
-        return cpu_invalid("tensor_import: NULL argument");
-    CPU_CHECK(cpu_tensor_check_own(backend, t, "tensor_import", &block));
+    if (backend == NULL)
+        return cpu_invalid("tensor_import: NULL backend");
+    CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_import", &block));
     if (block == 1)
-        memcpy(t->data, nchw, t->bytes);
+        memcpy(t->data, host->data, tr_tensor_count(host) * sizeof(float));
     else
-        cpu_nchw_to_blocked(nchw, t->data, t, block);
+        cpu_nchw_to_blocked(host->data, t->data, host->n, t, block);
     return HORA_OK;
 }
 
-static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tensor_t *t, float *nchw)
+static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tensor_t *t, tr_tensor_t *host)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     int block;
-    if (backend == NULL || nchw == NULL)
-        return cpu_invalid("tensor_export: NULL argument");
-    CPU_CHECK(cpu_tensor_check_own(backend, t, "tensor_export", &block));
+    if (backend == NULL)
+        return cpu_invalid("tensor_export: NULL backend");
+    CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_export", &block));
     if (block == 1)
-        memcpy(nchw, t->data, t->bytes);
+        memcpy(host->data, t->data, tr_tensor_count(host) * sizeof(float));
     else
-        cpu_blocked_to_nchw(t->data, nchw, t, block);
+        cpu_blocked_to_nchw(t->data, host->data, host->n, t, block);
     return HORA_OK;
 }
 
@@ -418,13 +476,22 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
  *   dloss/dlogits_ij = (p_ij - (1 - s) [j == y_i] - s / k) / n
  * Sums run in double with the row maximum subtracted (no overflow in exp);
  * results are rounded to float once. */
-static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const float *logits, const int32_t *labels, int n,
-                                      int k, float label_smoothing, float *loss, float *dlogits)
+static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits_t,
+                                      const tr_tensor_t *labels_t, float label_smoothing, tr_tensor_t *loss_t,
+                                      tr_tensor_t *dlogits_t)
 {
-    if (backend == NULL || logits == NULL || labels == NULL || loss == NULL || dlogits == NULL)
+    if (backend == NULL || logits_t == NULL)
         return cpu_invalid("softmax_xent: NULL argument");
+    const int n = logits_t->n, k = logits_t->c;
     if (n <= 0 || k <= 0 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
         return cpu_invalid("softmax_xent: n %d, k %d, label smoothing %g", n, k, (double)label_smoothing);
+    CPU_CHECK(cpu_check_plain(logits_t, TR_DTYPE_F32, 2, (const int[]){n, k}, "softmax_xent logits"));
+    CPU_CHECK(cpu_check_plain(labels_t, TR_DTYPE_I32, 1, (const int[]){n}, "softmax_xent labels"));
+    CPU_CHECK(cpu_check_plain(loss_t, TR_DTYPE_F32, 1, (const int[]){1}, "softmax_xent loss"));
+    CPU_CHECK(cpu_check_plain(dlogits_t, TR_DTYPE_F32, 2, (const int[]){n, k}, "softmax_xent dlogits"));
+    const float *logits = logits_t->data;
+    const int32_t *labels = labels_t->data;
+    float *dlogits = dlogits_t->data;
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= k)
             return cpu_invalid("softmax_xent: label %d of row %d is outside [0, %d)", (int)labels[i], i, k);
@@ -451,22 +518,30 @@ static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const float *logits
             dz[j] = (float)((exp((double)z[j] - lse) - target) / n);
         }
     }
-    *loss = (float)(total / n);
+    *(float *)loss_t->data = (float)(total / n);
     return HORA_OK;
 }
 
 /* ---- optimizer ----------------------------------------------------------- */
 
-static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, float *param, const float *grad,
-                                  float *momentum_buf, size_t count, const tr_sgd_args_t *args)
+static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param_t, const tr_tensor_t *grad_t,
+                                  tr_tensor_t *momentum_t, const tr_sgd_args_t *args)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || args == NULL || (count > 0 && (param == NULL || grad == NULL)))
+    if (backend == NULL || args == NULL || param_t == NULL)
         return cpu_invalid("sgd_step: NULL argument");
-    if (args->momentum != 0.0f && count > 0 && momentum_buf == NULL)
+    const int dims[TR_TENSOR_MAX_DIMS] = {param_t->n, param_t->c, param_t->h, param_t->w};
+    CPU_CHECK(cpu_check_plain(param_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step param"));
+    CPU_CHECK(cpu_check_plain(grad_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step grad"));
+    if (args->momentum != 0.0f && momentum_t == NULL)
         return cpu_invalid("sgd_step: momentum %g without a momentum buffer", (double)args->momentum);
+    if (momentum_t != NULL)
+        CPU_CHECK(cpu_check_plain(momentum_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step momentum"));
     if (args->nesterov && !(args->momentum > 0.0f)) /* torch.optim.SGD refuses it too */
         return cpu_invalid("sgd_step: nesterov needs a momentum > 0");
+    float *param = param_t->data, *momentum_buf = momentum_t != NULL ? momentum_t->data : NULL;
+    const float *grad = grad_t->data;
+    const size_t count = tr_tensor_count(param_t);
 
     /* Element-wise, so any split across threads gives the same bits. */
     if (backend->threads <= 1 || count < CPU_PARALLEL_MIN_COUNT) {
@@ -491,11 +566,16 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, float *param, cons
 
 const struct tr_backend_ops tr_backend_cpu_ops = {
     .name = "cpu",
+    .memory = TR_MEMORY_HOST,
     .init = cpu_init,
     .free = cpu_free,
     .synchronize = cpu_synchronize,
     .buffer_alloc = cpu_buffer_alloc,
     .buffer_free = cpu_buffer_free,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .fill_zero = cpu_fill_zero,
+    .gradient_ready = cpu_gradient_ready,
     .tensor_alloc = cpu_tensor_alloc,
     .tensor_free = cpu_tensor_free,
     .tensor_import = cpu_tensor_import,

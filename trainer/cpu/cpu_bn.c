@@ -12,6 +12,11 @@
  * keeps them for the backward pass and folds them into the running
  * statistics itself, because PyTorch's running_var uses the unbiased
  * variance, var * m / (m - 1) with m = N * H * W, which oneDNN does not do.
+ *
+ * The primitives and the relu mask depend on the batch size: one bn_batch_t
+ * per size (cpu_batch_cache_t). The batch statistics are the layer's, with
+ * the size of the forward_train that made them; bn_backward must come at
+ * that size.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,25 +24,40 @@
 #include "cpu_internal.h"
 
 typedef struct {
+    int n;
+    cpu_prim_t fwd_train, fwd_infer, bwd;
+    void *workspace; /* fuse_relu: the last forward_train's relu mask at this size (owned) */
+    int mask_valid;  /* a forward_train at this size filled it */
+} bn_batch_t;
+
+typedef struct {
     struct tr_layer base;
     tr_bn_desc_t desc;
-    cpu_prim_t fwd_train, fwd_infer, bwd;
-    float *mean, *var; /* (C) batch statistics of the last forward_train (owned) */
-    float *no_shift;   /* (C) zeros: backward's SHIFT argument (see bn_make_primitives) */
-    void *workspace;   /* fuse_relu: the last forward_train's relu mask (owned) */
-    int have_stats;    /* a forward_train has run: bwd may use mean/var/workspace */
+    cpu_batch_cache_t batches; /* bn_batch_t per batch size */
+    float *mean, *var;         /* (C) batch statistics of the last forward_train (owned) */
+    float *no_shift;           /* (C) zeros: backward's SHIFT argument (see bn_make_primitives) */
+    int stats_n;               /* batch size of that forward_train; 0: none yet */
 } cpu_bn_t;
+
+static void bn_batch_free(void *entry)
+{
+    bn_batch_t *bn = entry;
+    if (bn == NULL)
+        return;
+    cpu_prim_free(&bn->fwd_train);
+    cpu_prim_free(&bn->fwd_infer);
+    cpu_prim_free(&bn->bwd);
+    free(bn->workspace);
+    free(bn);
+}
 
 static void cpu_bn_free(tr_layer_t *layer)
 {
     cpu_bn_t *bn = (cpu_bn_t *)layer;
-    cpu_prim_free(&bn->fwd_train);
-    cpu_prim_free(&bn->fwd_infer);
-    cpu_prim_free(&bn->bwd);
+    cpu_batch_clear(&bn->batches);
     free(bn->mean);
     free(bn->var);
     free(bn->no_shift);
-    free(bn->workspace);
     free(bn);
 }
 
@@ -48,11 +68,11 @@ static hora_status_t bn_add_args(cpu_backend_t *backend, cpu_prim_t *p, const in
     return HORA_OK;
 }
 
-static hora_status_t bn_make_primitives(cpu_backend_t *backend, cpu_bn_t *bn)
+static hora_status_t bn_make_primitives(cpu_backend_t *backend, const cpu_bn_t *layer, bn_batch_t *bn)
 {
-    const tr_bn_desc_t *d = &bn->desc;
+    const tr_bn_desc_t *d = &layer->desc;
     dnnl_memory_desc_t data_md;
-    CPU_CHECK(cpu_md_4d(&data_md, d->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&data_md, bn->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
     unsigned relu = d->fuse_relu ? dnnl_fuse_norm_relu : 0;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | relu;
 
@@ -85,11 +105,6 @@ static hora_status_t bn_make_primitives(cpu_backend_t *backend, cpu_bn_t *bn)
     CPU_CHECK(bn_add_args(backend, &bn->fwd_infer, infer_args, 6));
     CPU_CHECK(bn_add_args(backend, &bn->bwd, bwd_args, 9));
 
-    bn->mean = cpu_alloc((size_t)d->c * sizeof(float), "bn batch mean");
-    bn->var = cpu_alloc((size_t)d->c * sizeof(float), "bn batch variance");
-    bn->no_shift = cpu_alloc((size_t)d->c * sizeof(float), "bn zero shift");
-    if (bn->mean == NULL || bn->var == NULL || bn->no_shift == NULL)
-        return HORA_ERR_NO_MEMORY;
     if (d->fuse_relu) {
         const dnnl_memory_desc_t *ws_md = cpu_prim_md(&bn->fwd_train, DNNL_ARG_WORKSPACE);
         bn->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "bn relu workspace");
@@ -100,9 +115,25 @@ static hora_status_t bn_make_primitives(cpu_backend_t *backend, cpu_bn_t *bn)
     }
 
     if (backend->verbose)
-        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", d->n,
+        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", bn->n,
                 d->c, d->h, d->w, d->fuse_relu ? " +relu" : "", cpu_prim_impl(&bn->fwd_train),
                 cpu_prim_impl(&bn->fwd_infer), cpu_prim_impl(&bn->bwd));
+    return HORA_OK;
+}
+
+static hora_status_t bn_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
+{
+    cpu_bn_t *layer = (cpu_bn_t *)layer_base;
+    bn_batch_t *bn = cpu_alloc(sizeof(*bn), "a bn layer's batch state");
+    if (bn == NULL)
+        return HORA_ERR_NO_MEMORY;
+    bn->n = n;
+    hora_status_t status = bn_make_primitives(layer->base.backend, layer, bn);
+    if (status != HORA_OK) {
+        bn_batch_free(bn);
+        return status;
+    }
+    *entry_out = bn;
     return HORA_OK;
 }
 
@@ -111,10 +142,10 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     if (backend == NULL || desc == NULL || layer_out == NULL)
         return cpu_invalid("bn_create: NULL argument");
-    if (desc->n <= 0 || desc->c <= 0 || desc->h <= 0 || desc->w <= 0 || !(desc->epsilon > 0.0f) ||
+    if (desc->c <= 0 || desc->h <= 0 || desc->w <= 0 || !(desc->epsilon > 0.0f) ||
         !(desc->momentum >= 0.0f && desc->momentum <= 1.0f))
-        return cpu_invalid("bn_create: bad shape %dx%dx%dx%d, epsilon %g or momentum %g", desc->n, desc->c,
-                           desc->h, desc->w, (double)desc->epsilon, (double)desc->momentum);
+        return cpu_invalid("bn_create: bad shape %dx%dx%d, epsilon %g or momentum %g", desc->c, desc->h, desc->w,
+                           (double)desc->epsilon, (double)desc->momentum);
 
     cpu_bn_t *bn = cpu_alloc(sizeof(*bn), "a bn layer");
     if (bn == NULL)
@@ -123,16 +154,17 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
     bn->base.backend = backend;
     bn->base.free = cpu_bn_free;
     bn->desc = *desc;
-
-    hora_status_t status = bn_make_primitives(backend, bn);
-    if (status != HORA_OK)
-        goto err_free_bn;
+    bn->batches.make = bn_batch_make;
+    bn->batches.drop = bn_batch_free;
+    bn->mean = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch mean");
+    bn->var = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch variance");
+    bn->no_shift = cpu_alloc((size_t)desc->c * sizeof(float), "bn zero shift");
+    if (bn->mean == NULL || bn->var == NULL || bn->no_shift == NULL) {
+        cpu_bn_free(&bn->base);
+        return HORA_ERR_NO_MEMORY;
+    }
     *layer_out = &bn->base;
     return HORA_OK;
-
-err_free_bn:
-    cpu_bn_free(&bn->base);
-    return status;
 }
 
 static cpu_bn_t *bn_of(tr_layer_t *layer)
@@ -140,92 +172,129 @@ static cpu_bn_t *bn_of(tr_layer_t *layer)
     return layer != NULL && layer->kind == CPU_LAYER_BN ? (cpu_bn_t *)layer : NULL;
 }
 
-hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                   const float *beta, float *running_mean, float *running_var,
+/* gamma, beta, running statistics and their gradients: plain (C). */
+static hora_status_t bn_check_channels(const cpu_bn_t *bn, const tr_tensor_t *t, const char *what)
+{
+    return cpu_check_plain(t, TR_DTYPE_F32, 1, (const int[]){bn->desc.c}, what);
+}
+
+/* x and y (or dy, dx) of one call; *n its batch. */
+static hora_status_t bn_check_data(const cpu_bn_t *bn, const tr_tensor_t *x, const tr_tensor_t *y, const char *what_x,
+                                   const char *what_y, int *n)
+{
+    const tr_bn_desc_t *d = &bn->desc;
+    CPU_CHECK(cpu_check_batch(x, what_x, n));
+    CPU_CHECK(cpu_check_tensor(bn->base.backend, x, *n, d->c, d->h, d->w, what_x));
+    return cpu_check_tensor(bn->base.backend, y, *n, d->c, d->h, d->w, what_y);
+}
+
+hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                   const tr_tensor_t *beta, tr_tensor_t *running_mean, tr_tensor_t *running_var,
                                    tr_tensor_t *y)
 {
-    cpu_bn_t *bn = bn_of(layer);
-    if (bn == NULL || gamma == NULL || beta == NULL || running_mean == NULL || running_var == NULL)
-        return cpu_invalid("bn_forward_train: not a bn layer, or a NULL parameter");
-    cpu_backend_t *backend = bn->base.backend;
-    const tr_bn_desc_t *d = &bn->desc;
-    size_t m = (size_t)d->n * (size_t)d->h * (size_t)d->w; /* values per channel */
+    cpu_bn_t *layer_bn = bn_of(layer);
+    bn_batch_t *bn;
+    int n;
+    if (layer_bn == NULL)
+        return cpu_invalid("bn_forward_train: not a bn layer");
+    cpu_backend_t *backend = layer_bn->base.backend;
+    const tr_bn_desc_t *d = &layer_bn->desc;
+    CPU_CHECK(bn_check_data(layer_bn, x, y, "bn_forward_train x", "bn_forward_train y", &n));
+    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_forward_train gamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, beta, "bn_forward_train beta"));
+    CPU_CHECK(bn_check_channels(layer_bn, running_mean, "bn_forward_train running_mean"));
+    CPU_CHECK(bn_check_channels(layer_bn, running_var, "bn_forward_train running_var"));
+    size_t m = (size_t)n * (size_t)d->h * (size_t)d->w; /* values per channel */
     if (m < 2) /* PyTorch refuses too: the unbiased variance needs two values */
-        return cpu_invalid("bn_forward_train: one value per channel (%dx%dx%d) cannot be normalised",
-                           d->n, d->h, d->w);
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c, d->h, d->w, "bn_forward_train x"));
-    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c, d->h, d->w, "bn_forward_train y"));
+        return cpu_invalid("bn_forward_train: one value per channel (%dx%dx%d) cannot be normalised", n, d->h, d->w);
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
 
     cpu_prim_t *p = &bn->fwd_train;
-    bn->have_stats = 0;
+    layer_bn->stats_n = 0;
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, bn->mean));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, bn->var));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, layer_bn->mean));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, layer_bn->var));
     if (d->fuse_relu)
         CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WORKSPACE, bn->workspace));
     CPU_CHECK(cpu_prim_exec(backend, p));
-    bn->have_stats = 1;
+    layer_bn->stats_n = n;
+    bn->mask_valid = 1;
 
     /* PyTorch updates in its accumulation type (double on CPUs) and stores
      * floats; so do we. */
+    float *rm = running_mean->data, *rv = running_var->data;
     double momentum = d->momentum;
     double unbias = (double)m / (double)(m - 1);
     for (int c = 0; c < d->c; c++) {
-        running_mean[c] = (float)(momentum * bn->mean[c] + (1.0 - momentum) * running_mean[c]);
-        running_var[c] = (float)(momentum * (bn->var[c] * unbias) + (1.0 - momentum) * running_var[c]);
+        rm[c] = (float)(momentum * layer_bn->mean[c] + (1.0 - momentum) * rm[c]);
+        rv[c] = (float)(momentum * (layer_bn->var[c] * unbias) + (1.0 - momentum) * rv[c]);
     }
     return HORA_OK;
 }
 
-hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                   const float *beta, const float *running_mean,
-                                   const float *running_var, tr_tensor_t *y)
+hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                   const tr_tensor_t *beta, const tr_tensor_t *running_mean,
+                                   const tr_tensor_t *running_var, tr_tensor_t *y)
 {
-    cpu_bn_t *bn = bn_of(layer);
-    if (bn == NULL || gamma == NULL || beta == NULL || running_mean == NULL || running_var == NULL)
-        return cpu_invalid("bn_forward_infer: not a bn layer, or a NULL parameter");
-    cpu_backend_t *backend = bn->base.backend;
-    const tr_bn_desc_t *d = &bn->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c, d->h, d->w, "bn_forward_infer x"));
-    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c, d->h, d->w, "bn_forward_infer y"));
+    cpu_bn_t *layer_bn = bn_of(layer);
+    bn_batch_t *bn;
+    int n;
+    if (layer_bn == NULL)
+        return cpu_invalid("bn_forward_infer: not a bn layer");
+    cpu_backend_t *backend = layer_bn->base.backend;
+    CPU_CHECK(bn_check_data(layer_bn, x, y, "bn_forward_infer x", "bn_forward_infer y", &n));
+    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_forward_infer gamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, beta, "bn_forward_infer beta"));
+    CPU_CHECK(bn_check_channels(layer_bn, running_mean, "bn_forward_infer running_mean"));
+    CPU_CHECK(bn_check_channels(layer_bn, running_var, "bn_forward_infer running_var"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
 
     cpu_prim_t *p = &bn->fwd_infer;
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, running_mean));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, running_var));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, running_mean->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, running_var->data));
     return cpu_prim_exec(backend, p);
 }
 
 hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                              const float *gamma, tr_tensor_t *dx, float *dgamma, float *dbeta)
+                              const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
 {
-    cpu_bn_t *bn = bn_of(layer);
-    if (bn == NULL || gamma == NULL || dgamma == NULL || dbeta == NULL)
-        return cpu_invalid("bn_backward: not a bn layer, or a NULL parameter");
-    if (!bn->have_stats)
-        return cpu_invalid("bn_backward: no bn_forward_train ran before it");
-    cpu_backend_t *backend = bn->base.backend;
-    const tr_bn_desc_t *d = &bn->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c, d->h, d->w, "bn_backward x"));
-    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c, d->h, d->w, "bn_backward dy"));
-    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c, d->h, d->w, "bn_backward dx"));
+    cpu_bn_t *layer_bn = bn_of(layer);
+    bn_batch_t *bn;
+    int n;
+    if (layer_bn == NULL)
+        return cpu_invalid("bn_backward: not a bn layer");
+    cpu_backend_t *backend = layer_bn->base.backend;
+    const tr_bn_desc_t *d = &layer_bn->desc;
+    CPU_CHECK(bn_check_data(layer_bn, x, dy, "bn_backward x", "bn_backward dy", &n));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "bn_backward dx"));
+    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_backward gamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, dgamma, "bn_backward dgamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, dbeta, "bn_backward dbeta"));
+    if (layer_bn->stats_n != n)
+        return layer_bn->stats_n ? cpu_invalid("bn_backward: batch %d, but the last bn_forward_train had %d", n,
+                                               layer_bn->stats_n)
+                                 : cpu_invalid("bn_backward: no bn_forward_train ran before it");
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
+    if (d->fuse_relu && !bn->mask_valid) /* evicted since its forward: more batch sizes than slots in between */
+        return cpu_invalid("bn_backward: the relu mask of the forward at batch %d is gone", n);
 
     cpu_prim_t *p = &bn->bwd;
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, bn->no_shift));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, bn->mean));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, bn->var));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, layer_bn->no_shift));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, layer_bn->mean));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, layer_bn->var));
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SRC, dx->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SCALE, dgamma));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SHIFT, dbeta));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SCALE, dgamma->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SHIFT, dbeta->data));
     if (d->fuse_relu)
         CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WORKSPACE, bn->workspace));
     return cpu_prim_exec(backend, p);

@@ -10,6 +10,13 @@
  * reorders them once per step into w_fwd, backward data reuses that copy
  * when it wants the same format (else reorders into w_bwd), and backward
  * weights writes a blocked gradient that is reordered back to OIHW.
+ *
+ * Everything that depends on the batch size (the primitives and the formats
+ * oneDNN picked for them) is one conv_batch_t per batch size, made on the
+ * first call with that size (cpu_batch_cache_t). The weight-sized buffers
+ * (the reordered copies, the blocked gradient) are the layer's, one each,
+ * grown to the largest format any batch size wants: ResNet-50's weights are
+ * 100 MB, and a copy per batch size would be several times that.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,9 +25,7 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    struct tr_layer base;
-    tr_conv_desc_t desc;
-    int h_out, w_out;
+    int n;
     cpu_prim_t fwd, bwd_data, bwd_weights;
     /* Weight reorders; pd NULL where the primitive takes plain OIHW. */
     cpu_prim_t w_to_fwd;    /* OIHW -> forward's format, into w_fwd */
@@ -29,16 +34,31 @@ typedef struct {
     cpu_prim_t dx_to_plain; /* backward data's own dx format -> the tensor's (see below) */
     /* How backward data gets its weights: */
     enum { CONV_BWD_W_PLAIN, CONV_BWD_W_FWD_COPY, CONV_BWD_W_OWN_COPY } bwd_w_source;
-    float *w_fwd;      /* the last conv_forward's weights, reordered (owned) */
-    int w_fwd_valid;   /* w_fwd holds them (a conv_forward ran) */
-    float *w_bwd;      /* CONV_BWD_W_OWN_COPY: weights in backward data's format */
-    float *dw_blocked; /* the weight gradient before its reorder to OIHW */
     float *dx_blocked; /* dx before its reorder, when dx_to_plain is used */
+} conv_batch_t;
+
+/* A layer-wide buffer, grown on demand. */
+typedef struct {
+    float *data;
+    size_t bytes;
+} conv_buffer_t;
+
+typedef struct {
+    struct tr_layer base;
+    tr_conv_desc_t desc;
+    int h_out, w_out;
+    cpu_batch_cache_t batches; /* conv_batch_t per batch size */
+    conv_buffer_t w_fwd;       /* the last conv_forward's weights, reordered */
+    int w_fwd_n;               /* the batch size whose format w_fwd holds; 0: none */
+    conv_buffer_t w_bwd;       /* CONV_BWD_W_OWN_COPY: weights in backward data's format */
+    conv_buffer_t dw_blocked;  /* the weight gradient before its reorder to OIHW */
 } cpu_conv_t;
 
-static void cpu_conv_free(tr_layer_t *layer)
+static void conv_batch_free(void *entry)
 {
-    cpu_conv_t *conv = (cpu_conv_t *)layer;
+    conv_batch_t *conv = entry;
+    if (conv == NULL)
+        return;
     cpu_prim_free(&conv->fwd);
     cpu_prim_free(&conv->bwd_data);
     cpu_prim_free(&conv->bwd_weights);
@@ -46,26 +66,43 @@ static void cpu_conv_free(tr_layer_t *layer)
     cpu_prim_free(&conv->w_to_bwd);
     cpu_prim_free(&conv->dw_to_plain);
     cpu_prim_free(&conv->dx_to_plain);
-    free(conv->w_fwd);
-    free(conv->w_bwd);
-    free(conv->dw_blocked);
     free(conv->dx_blocked);
     free(conv);
 }
 
+static void cpu_conv_free(tr_layer_t *layer)
+{
+    cpu_conv_t *conv = (cpu_conv_t *)layer;
+    cpu_batch_clear(&conv->batches);
+    free(conv->w_fwd.data);
+    free(conv->w_bwd.data);
+    free(conv->dw_blocked.data);
+    free(conv);
+}
+
+/* At least bytes in b (the old contents are not kept). */
+static hora_status_t conv_buffer_reserve(conv_buffer_t *b, size_t bytes, const char *what)
+{
+    if (b->bytes >= bytes)
+        return HORA_OK;
+    float *bigger = cpu_alloc(bytes, what);
+    if (bigger == NULL)
+        return HORA_ERR_NO_MEMORY;
+    free(b->data);
+    b->data = bigger;
+    b->bytes = bytes;
+    return HORA_OK;
+}
+
 /* A reorder between plain OIHW and the format a primitive chose for its
- * (diff) weights, with the buffer in that format. Leaves both empty when
- * the primitive chose OIHW itself. */
-static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, float **buffer,
+ * (diff) weights. Leaves it empty when the primitive chose OIHW itself. */
+static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder,
                                           const dnnl_memory_desc_t *plain_md,
                                           const dnnl_memory_desc_t *chosen_md, int to_plain,
                                           const char *what)
 {
     if (dnnl_memory_desc_equal(plain_md, chosen_md))
         return HORA_OK;
-    *buffer = cpu_alloc(dnnl_memory_desc_get_size(chosen_md), what);
-    if (*buffer == NULL)
-        return HORA_ERR_NO_MEMORY;
     if (to_plain)
         return cpu_prim_init_reorder(backend, reorder, what, chosen_md, plain_md);
     return cpu_prim_init_reorder(backend, reorder, what, plain_md, chosen_md);
@@ -77,7 +114,7 @@ static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *re
  * that is what we got, let oneDNN pick dx's layout, and reorder dx into the
  * tensor's layout after each call. (The trainer rarely wants the image's
  * gradient, but the op must not be a trap.) */
-static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, cpu_conv_t *conv,
+static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_batch_t *conv,
                                                   const dnnl_memory_desc_t *src_md,
                                                   const dnnl_memory_desc_t *w_any_md,
                                                   const dnnl_memory_desc_t *dst_md, const dnnl_dims_t strides,
@@ -106,12 +143,12 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, cpu_co
     return cpu_prim_init_reorder(backend, &conv->dx_to_plain, "conv dx reorder", chosen, src_md);
 }
 
-static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *conv)
+static hora_status_t conv_make_primitives(cpu_backend_t *backend, const cpu_conv_t *layer, conv_batch_t *conv)
 {
-    const tr_conv_desc_t *d = &conv->desc;
+    const tr_conv_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md;
-    CPU_CHECK(cpu_md_4d(&src_md, d->n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
-    CPU_CHECK(cpu_md_4d(&dst_md, d->n, d->c_out, conv->h_out, conv->w_out,
+    CPU_CHECK(cpu_md_4d(&src_md, conv->n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
+    CPU_CHECK(cpu_md_4d(&dst_md, conv->n, d->c_out, layer->h_out, layer->w_out,
                         cpu_layout_for(backend, d->c_out)));
     dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
     CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
@@ -163,7 +200,7 @@ static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *co
     const dnnl_memory_desc_t *fwd_w_md = cpu_prim_md(&conv->fwd, DNNL_ARG_WEIGHTS);
     const dnnl_memory_desc_t *bwd_w_md = cpu_prim_md(&conv->bwd_data, DNNL_ARG_WEIGHTS);
     const dnnl_memory_desc_t *dw_md = cpu_prim_md(&conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS);
-    CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_fwd, &conv->w_fwd, &w_plain_md, fwd_w_md, 0,
+    CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_fwd, &w_plain_md, fwd_w_md, 0,
                                    "conv weights reorder (forward)"));
     if (dnnl_memory_desc_equal(bwd_w_md, &w_plain_md)) {
         conv->bwd_w_source = CONV_BWD_W_PLAIN;
@@ -171,10 +208,10 @@ static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *co
         conv->bwd_w_source = CONV_BWD_W_FWD_COPY;
     } else {
         conv->bwd_w_source = CONV_BWD_W_OWN_COPY;
-        CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, &conv->w_bwd, &w_plain_md, bwd_w_md, 0,
+        CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, &w_plain_md, bwd_w_md, 0,
                                        "conv weights reorder (backward data)"));
     }
-    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &conv->dw_blocked, &w_plain_md, dw_md, 1,
+    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &w_plain_md, dw_md, 1,
                                    "conv weight gradient reorder"));
 
     /* The reference kernels are orders of magnitude slower (~1 GFLOP/s):
@@ -182,7 +219,8 @@ static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *co
      * pass. It is usually a channel count that is not a multiple of the
      * block, mixing layouts the fast kernels do not take; the tiny test
      * networks do that on purpose, hence the threshold. */
-    double flops = 2.0 * d->n * d->c_out * conv->h_out * conv->w_out * (double)d->c_in * d->kernel * d->kernel;
+    double flops =
+        2.0 * conv->n * d->c_out * layer->h_out * layer->w_out * (double)d->c_in * d->kernel * d->kernel;
     int slow = flops > 5e6 && (strncmp(cpu_prim_impl(&conv->fwd), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) == 0);
@@ -190,11 +228,27 @@ static hora_status_t conv_make_primitives(cpu_backend_t *backend, cpu_conv_t *co
         fprintf(stderr,
                 "hora-train: cpu: %sconv %dx%dx%dx%d -> %dx%dx%d k%d s%d p%d: forward %s, "
                 "backward data %s, backward weights %s%s\n",
-                slow ? "warning: oneDNN reference kernel (slow) in " : "", d->n, d->c_in, d->h_in, d->w_in,
-                d->c_out, conv->h_out, conv->w_out, d->kernel,
+                slow ? "warning: oneDNN reference kernel (slow) in " : "", conv->n, d->c_in, d->h_in, d->w_in,
+                d->c_out, layer->h_out, layer->w_out, d->kernel,
                 d->stride, d->pad, cpu_prim_impl(&conv->fwd), cpu_prim_impl(&conv->bwd_data),
                 cpu_prim_impl(&conv->bwd_weights),
                 conv->bwd_w_source == CONV_BWD_W_OWN_COPY ? " (own backward weight copy)" : "");
+    return HORA_OK;
+}
+
+static hora_status_t conv_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
+{
+    cpu_conv_t *layer = (cpu_conv_t *)layer_base;
+    conv_batch_t *conv = cpu_alloc(sizeof(*conv), "a conv layer's batch state");
+    if (conv == NULL)
+        return HORA_ERR_NO_MEMORY;
+    conv->n = n;
+    hora_status_t status = conv_make_primitives(layer->base.backend, layer, conv);
+    if (status != HORA_OK) {
+        conv_batch_free(conv);
+        return status;
+    }
+    *entry_out = conv;
     return HORA_OK;
 }
 
@@ -204,11 +258,10 @@ hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *
     if (backend == NULL || desc == NULL || layer_out == NULL)
         return cpu_invalid("conv_create: NULL argument");
     const tr_conv_desc_t *d = desc;
-    if (d->n <= 0 || d->c_in <= 0 || d->h_in <= 0 || d->w_in <= 0 || d->c_out <= 0 || d->kernel <= 0 ||
-        d->stride <= 0 || d->pad < 0 || d->h_in + 2 * d->pad < d->kernel ||
-        d->w_in + 2 * d->pad < d->kernel)
-        return cpu_invalid("conv_create: bad shape n %d c_in %d %dx%d c_out %d kernel %d stride %d pad %d",
-                           d->n, d->c_in, d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad);
+    if (d->c_in <= 0 || d->h_in <= 0 || d->w_in <= 0 || d->c_out <= 0 || d->kernel <= 0 || d->stride <= 0 ||
+        d->pad < 0 || d->h_in + 2 * d->pad < d->kernel || d->w_in + 2 * d->pad < d->kernel)
+        return cpu_invalid("conv_create: bad shape c_in %d %dx%d c_out %d kernel %d stride %d pad %d", d->c_in,
+                           d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad);
 
     cpu_conv_t *conv = cpu_alloc(sizeof(*conv), "a conv layer");
     if (conv == NULL)
@@ -219,16 +272,10 @@ hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *
     conv->desc = *desc;
     conv->h_out = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1;
     conv->w_out = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
-
-    hora_status_t status = conv_make_primitives(backend, conv);
-    if (status != HORA_OK)
-        goto err_free_conv;
+    conv->batches.make = conv_batch_make;
+    conv->batches.drop = conv_batch_free;
     *layer_out = &conv->base;
     return HORA_OK;
-
-err_free_conv:
-    cpu_conv_free(&conv->base);
-    return status;
 }
 
 static cpu_conv_t *conv_of(tr_layer_t *layer)
@@ -244,22 +291,44 @@ static hora_status_t conv_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, c
     return cpu_prim_exec(backend, reorder);
 }
 
-hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w, tr_tensor_t *y)
+/* Reorder the plain weights w into buffer, grown to what reorder writes. */
+static hora_status_t conv_weights_to(cpu_conv_t *layer, cpu_prim_t *reorder, conv_buffer_t *buffer,
+                                     const tr_tensor_t *w)
 {
-    cpu_conv_t *conv = conv_of(layer);
-    if (conv == NULL || w == NULL)
-        return cpu_invalid("conv_forward: not a conv layer, or no weights");
-    cpu_backend_t *backend = conv->base.backend;
-    const tr_conv_desc_t *d = &conv->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, d->h_in, d->w_in, "conv_forward x"));
-    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c_out, conv->h_out, conv->w_out, "conv_forward y"));
+    CPU_CHECK(conv_buffer_reserve(buffer, dnnl_memory_desc_get_size(cpu_prim_md(reorder, DNNL_ARG_TO)),
+                                  "reordered conv weights"));
+    if (buffer == &layer->w_fwd)
+        layer->w_fwd_n = 0; /* overwritten: valid again once the reorder ran */
+    return conv_reorder(layer->base.backend, reorder, w->data, buffer->data);
+}
 
-    const float *weights = w;
+/* OIHW weights (or their gradient) of this layer. */
+static hora_status_t conv_check_weights(const cpu_conv_t *conv, const tr_tensor_t *w, const char *what)
+{
+    const tr_conv_desc_t *d = &conv->desc;
+    return cpu_check_plain(w, TR_DTYPE_F32, 4, (const int[]){d->c_out, d->c_in, d->kernel, d->kernel}, what);
+}
+
+hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y)
+{
+    cpu_conv_t *layer_conv = conv_of(layer);
+    conv_batch_t *conv;
+    int n;
+    if (layer_conv == NULL)
+        return cpu_invalid("conv_forward: not a conv layer");
+    cpu_backend_t *backend = layer_conv->base.backend;
+    const tr_conv_desc_t *d = &layer_conv->desc;
+    CPU_CHECK(cpu_check_batch(x, "conv_forward x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, d->h_in, d->w_in, "conv_forward x"));
+    CPU_CHECK(conv_check_weights(layer_conv, w, "conv_forward w"));
+    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_forward y"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
+
+    const float *weights = w->data;
     if (conv->w_to_fwd.pd != NULL) {
-        conv->w_fwd_valid = 0;
-        CPU_CHECK(conv_reorder(backend, &conv->w_to_fwd, w, conv->w_fwd));
-        conv->w_fwd_valid = 1;
-        weights = conv->w_fwd;
+        CPU_CHECK(conv_weights_to(layer_conv, &conv->w_to_fwd, &layer_conv->w_fwd, w));
+        layer_conv->w_fwd_n = n;
+        weights = layer_conv->w_fwd.data;
     }
     CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_WEIGHTS, weights));
@@ -267,33 +336,39 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const fl
     return cpu_prim_exec(backend, &conv->fwd);
 }
 
-hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const float *w,
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                      tr_tensor_t *dx)
 {
-    cpu_conv_t *conv = conv_of(layer);
-    if (conv == NULL || w == NULL)
-        return cpu_invalid("conv_backward_data: not a conv layer, or no weights");
-    cpu_backend_t *backend = conv->base.backend;
-    const tr_conv_desc_t *d = &conv->desc;
-    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c_out, conv->h_out, conv->w_out,
+    cpu_conv_t *layer_conv = conv_of(layer);
+    conv_batch_t *conv;
+    int n;
+    if (layer_conv == NULL)
+        return cpu_invalid("conv_backward_data: not a conv layer");
+    cpu_backend_t *backend = layer_conv->base.backend;
+    const tr_conv_desc_t *d = &layer_conv->desc;
+    CPU_CHECK(cpu_check_batch(dy, "conv_backward_data dy", &n));
+    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
                                "conv_backward_data dy"));
-    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
+    CPU_CHECK(conv_check_weights(layer_conv, w, "conv_backward_data w"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
 
-    const float *weights = w;
+    const float *weights = w->data;
     switch (conv->bwd_w_source) {
     case CONV_BWD_W_PLAIN: break;
     case CONV_BWD_W_FWD_COPY:
-        /* backend.h promises w equals the last forward's weights, so the
-         * forward's reordered copy is reused; without a forward yet, make it. */
-        if (!conv->w_fwd_valid) {
-            CPU_CHECK(conv_reorder(backend, &conv->w_to_fwd, w, conv->w_fwd));
-            conv->w_fwd_valid = 1;
+        /* backend.h promises w equals the last forward's weights at this
+         * batch size, so the forward's reordered copy is reused; without
+         * that forward (or after one at another size, another format), make it. */
+        if (layer_conv->w_fwd_n != n) {
+            CPU_CHECK(conv_weights_to(layer_conv, &conv->w_to_fwd, &layer_conv->w_fwd, w));
+            layer_conv->w_fwd_n = n;
         }
-        weights = conv->w_fwd;
+        weights = layer_conv->w_fwd.data;
         break;
     case CONV_BWD_W_OWN_COPY:
-        CPU_CHECK(conv_reorder(backend, &conv->w_to_bwd, w, conv->w_bwd));
-        weights = conv->w_bwd;
+        CPU_CHECK(conv_weights_to(layer_conv, &conv->w_to_bwd, &layer_conv->w_bwd, w));
+        weights = layer_conv->w_bwd.data;
         break;
     }
     CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_DIFF_DST, dy->data));
@@ -307,23 +382,34 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
 }
 
 hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                        float *dw)
+                                        tr_tensor_t *dw)
 {
-    cpu_conv_t *conv = conv_of(layer);
-    if (conv == NULL || dw == NULL)
-        return cpu_invalid("conv_backward_weights: not a conv layer, or no gradient buffer");
-    cpu_backend_t *backend = conv->base.backend;
-    const tr_conv_desc_t *d = &conv->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, d->h_in, d->w_in, "conv_backward_weights x"));
-    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c_out, conv->h_out, conv->w_out,
+    cpu_conv_t *layer_conv = conv_of(layer);
+    conv_batch_t *conv;
+    int n;
+    if (layer_conv == NULL)
+        return cpu_invalid("conv_backward_weights: not a conv layer");
+    cpu_backend_t *backend = layer_conv->base.backend;
+    const tr_conv_desc_t *d = &layer_conv->desc;
+    CPU_CHECK(cpu_check_batch(x, "conv_backward_weights x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, d->h_in, d->w_in, "conv_backward_weights x"));
+    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
                                "conv_backward_weights dy"));
+    CPU_CHECK(conv_check_weights(layer_conv, dw, "conv_backward_weights dw"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
 
-    float *out = conv->dw_to_plain.pd != NULL ? conv->dw_blocked : dw;
+    float *out = dw->data;
+    if (conv->dw_to_plain.pd != NULL) {
+        CPU_CHECK(conv_buffer_reserve(&layer_conv->dw_blocked,
+                                      dnnl_memory_desc_get_size(cpu_prim_md(&conv->dw_to_plain, DNNL_ARG_FROM)),
+                                      "conv weight gradient before its reorder"));
+        out = layer_conv->dw_blocked.data;
+    }
     CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_DST, dy->data));
     CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, out));
     CPU_CHECK(cpu_prim_exec(backend, &conv->bwd_weights));
     if (conv->dw_to_plain.pd == NULL)
         return HORA_OK;
-    return conv_reorder(backend, &conv->dw_to_plain, conv->dw_blocked, dw);
+    return conv_reorder(backend, &conv->dw_to_plain, layer_conv->dw_blocked.data, dw->data);
 }

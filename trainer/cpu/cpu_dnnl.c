@@ -226,11 +226,88 @@ hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *
 {
     if (t == NULL || t->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
-    if (t->n != n || t->c != c || t->h != h || t->w != w)
-        return cpu_invalid("%s: tensor is %dx%dx%dx%d, the layer wants %dx%dx%dx%d", what, t->n, t->c,
-                           t->h, t->w, n, c, h, w);
-    if (t->dtype != TR_DTYPE_F32 || t->layout != cpu_layout_for(backend, c))
-        return cpu_invalid("%s: tensor is %s, not an f32 tensor from this backend's tensor_alloc", what,
-                           tr_layout_name(t->layout));
+    if (t->ndim != 4 || t->n != n || t->c != c || t->h != h || t->w != w) {
+        char got[96];
+        tr_tensor_describe(t, got, sizeof(got));
+        return cpu_invalid("%s: tensor is %s, the op wants (%d, %d, %d, %d)", what, got, n, c, h, w);
+    }
+    if (t->memory != TR_MEMORY_HOST)
+        return cpu_invalid("%s: tensor lives in %s memory; the cpu backend computes on host memory", what,
+                           tr_memory_name(t->memory));
+    if (t->dtype != TR_DTYPE_F32 || t->layout != cpu_layout_for(backend, c) ||
+        t->bytes != tr_tensor_count(t) * sizeof(float))
+        return cpu_invalid("%s: tensor is %s %s, not an f32 %s tensor from this backend's tensor_alloc", what,
+                           tr_dtype_name(t->dtype), tr_layout_name(t->layout),
+                           tr_layout_name(cpu_layout_for(backend, c)));
     return HORA_OK;
+}
+
+hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what)
+{
+    if (t == NULL || t->data == NULL)
+        return cpu_invalid("%s: tensor not allocated", what);
+    const int have[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
+    int same = t->ndim == ndim;
+    for (int i = 0; i < TR_TENSOR_MAX_DIMS && same; i++) same = have[i] == (i < ndim ? dims[i] : 1);
+    if (!same || t->layout != TR_LAYOUT_NCHW || t->memory != TR_MEMORY_HOST || t->dtype != dtype) {
+        char got[96], want[96];
+        tr_tensor_t expected = tr_tensor_plain(NULL, dtype, TR_MEMORY_HOST, ndim, dims);
+        tr_tensor_describe(t, got, sizeof(got));
+        tr_tensor_describe(&expected, want, sizeof(want));
+        return cpu_invalid("%s: tensor is %s, the op wants %s", what, got, want);
+    }
+    if (t->bytes < tr_tensor_count(t) * tr_dtype_size(dtype))
+        return cpu_invalid("%s: %zu bytes behind a tensor of %zu elements", what, t->bytes, tr_tensor_count(t));
+    return HORA_OK;
+}
+
+hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n)
+{
+    if (x == NULL || x->n < 1)
+        return cpu_invalid("%s: no tensor, or a batch of %d", what, x ? x->n : 0);
+    *n = x->n;
+    return HORA_OK;
+}
+
+hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, void **entry_out)
+{
+    cpu_batch_slot_t *slot = NULL;
+    cache->tick++;
+    for (int i = 0; i < CPU_BATCH_SLOTS; i++)
+        if (cache->slots[i].n == n) {
+            slot = &cache->slots[i];
+            break;
+        }
+    if (slot == NULL) {
+        /* An empty slot, else the least recently used one. */
+        for (int i = 0; i < CPU_BATCH_SLOTS && slot == NULL; i++)
+            if (cache->slots[i].n == 0)
+                slot = &cache->slots[i];
+        if (slot == NULL) {
+            slot = &cache->slots[0];
+            for (int i = 1; i < CPU_BATCH_SLOTS; i++)
+                if (cache->slots[i].used < slot->used)
+                    slot = &cache->slots[i];
+            cache->drop(slot->entry);
+            slot->n = 0;
+            slot->entry = NULL;
+        }
+        void *entry = NULL;
+        CPU_CHECK(cache->make(layer, n, &entry));
+        slot->n = n;
+        slot->entry = entry;
+    }
+    slot->used = cache->tick;
+    *entry_out = slot->entry;
+    return HORA_OK;
+}
+
+void cpu_batch_clear(cpu_batch_cache_t *cache)
+{
+    for (int i = 0; i < CPU_BATCH_SLOTS; i++) {
+        if (cache->slots[i].n != 0)
+            cache->drop(cache->slots[i].entry);
+        cache->slots[i].n = 0;
+        cache->slots[i].entry = NULL;
+    }
 }

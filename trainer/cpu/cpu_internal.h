@@ -3,9 +3,11 @@
  * common head of its layers, and the oneDNN helpers every layer file uses
  * (cpu_dnnl.c).
  *
- * A layer holds one cpu_prim_t per oneDNN primitive it runs. The primitive
- * and its memory objects are made once, in *_create; an op only points the
- * memory objects at this call's buffers (cpu_prim_set) and executes
+ * A layer holds one cpu_prim_t per oneDNN primitive it runs, per batch size:
+ * oneDNN primitives are made for one shape, so each layer keeps a small
+ * cache of per-batch entries (cpu_batch_cache_t, least recently used out),
+ * made on the first call with a batch size. An op only points the memory
+ * objects at this call's buffers (cpu_prim_set) and executes
  * (cpu_prim_exec). All primitives share the backend's scratchpad (user
  * scratchpad mode): they run one at a time on the backend's one stream.
  */
@@ -13,6 +15,7 @@
 #define TR_CPU_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <oneapi/dnnl/dnnl.h>
 
@@ -43,6 +46,27 @@ struct tr_layer {
     cpu_backend_t *backend;
     void (*free)(tr_layer_t *layer);
 };
+
+/* Per-batch-size state of a layer: its primitives and the buffers sized by
+ * the batch. Four slots hold the sizes a run meets (training batch, the
+ * epoch's last partial batch, evaluation batch and its last one); a fifth
+ * size evicts the least recently used (oneDNN's primitive cache makes
+ * recreating it cheap). */
+#define CPU_BATCH_SLOTS 4
+
+typedef struct {
+    int n;         /* batch size; 0 = empty slot */
+    uint64_t used; /* cache tick of the last use */
+    void *entry;   /* the layer's state for batch n */
+} cpu_batch_slot_t;
+
+typedef struct {
+    cpu_batch_slot_t slots[CPU_BATCH_SLOTS];
+    uint64_t tick;
+    /* Make the state for batch n (on failure release what was made). */
+    hora_status_t (*make)(tr_layer_t *layer, int n, void **entry_out);
+    void (*drop)(void *entry);
+} cpu_batch_cache_t;
 
 #define CPU_PRIM_MAX_ARGS 12
 
@@ -101,29 +125,39 @@ void cpu_prim_free(cpu_prim_t *p);
 /* 64-byte aligned, zeroed host memory; NULL on failure (logged). */
 void *cpu_alloc(size_t bytes, const char *what);
 
-/* Checks shared by the layer files: t is allocated, f32, has this shape and
- * the layout this backend gives that shape. */
+/* The state of layer for batch n, made on first use. */
+hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, void **entry_out);
+/* Drop every entry (layer free). */
+void cpu_batch_clear(cpu_batch_cache_t *cache);
+
+/* Checks shared by the layer files. An activation: allocated, host, f32,
+ * (n, c, h, w) in the layout this backend gives c, no padding. */
 hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
                                int w, const char *what);
+/* A plain tensor (parameter, gradient, statistics, logits, labels):
+ * allocated, host, dtype, the layout NCHW (row-major), shape dims[0..ndim). */
+hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
+/* The batch of a call: x's n, which must be >= 1 (x is checked by the op). */
+hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n);
 
 /* ---- the layer files ----------------------------------------------------- */
 
 hora_status_t cpu_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
-hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w, tr_tensor_t *y);
-hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const float *w,
+hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y);
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                      tr_tensor_t *dx);
 hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                        float *dw);
+                                        tr_tensor_t *dw);
 
 hora_status_t cpu_bn_create(tr_backend_t *backend, const tr_bn_desc_t *desc, tr_layer_t **layer_out);
-hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                   const float *beta, float *running_mean, float *running_var,
+hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                   const tr_tensor_t *beta, tr_tensor_t *running_mean, tr_tensor_t *running_var,
                                    tr_tensor_t *y);
-hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const float *gamma,
-                                   const float *beta, const float *running_mean,
-                                   const float *running_var, tr_tensor_t *y);
+hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
+                                   const tr_tensor_t *beta, const tr_tensor_t *running_mean,
+                                   const tr_tensor_t *running_var, tr_tensor_t *y);
 hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                              const float *gamma, tr_tensor_t *dx, float *dgamma, float *dbeta);
+                              const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
 
 hora_status_t cpu_pool_create(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
@@ -131,11 +165,11 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
 
 hora_status_t cpu_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc,
                                 tr_layer_t **layer_out);
-hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w,
-                                 const float *bias, float *y);
-hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const float *dy, const float *w,
+hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
+                                 const tr_tensor_t *bias, tr_tensor_t *y);
+hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                        tr_tensor_t *dx);
-hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const float *dy,
-                                          float *dw, float *dbias);
+hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                                          tr_tensor_t *dw, tr_tensor_t *dbias);
 
 #endif

@@ -6,7 +6,8 @@
  * backend only blocks channels where C fills whole blocks, and with
  * H = W = 1 such a blocked tensor has exactly the bytes of a row-major
  * (n, c_in) matrix, so the primitives see x, dx as plain 2-D "nc" and the
- * weights in PyTorch's (out, in) order: no reorders at all.
+ * weights in PyTorch's (out, in) order: no reorders at all. Primitives are
+ * made per batch size (linear_batch_t, cpu_batch_cache_t).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +15,43 @@
 #include "cpu_internal.h"
 
 typedef struct {
+    int n;
+    cpu_prim_t fwd, bwd_data, bwd_weights;
+} linear_batch_t;
+
+typedef struct {
     struct tr_layer base;
     tr_linear_desc_t desc;
-    cpu_prim_t fwd, bwd_data, bwd_weights;
+    cpu_batch_cache_t batches; /* linear_batch_t per batch size */
 } cpu_linear_t;
 
-static void cpu_linear_free(tr_layer_t *layer)
+static void linear_batch_free(void *entry)
 {
-    cpu_linear_t *linear = (cpu_linear_t *)layer;
+    linear_batch_t *linear = entry;
+    if (linear == NULL)
+        return;
     cpu_prim_free(&linear->fwd);
     cpu_prim_free(&linear->bwd_data);
     cpu_prim_free(&linear->bwd_weights);
     free(linear);
 }
 
-static hora_status_t linear_make_primitives(cpu_backend_t *backend, cpu_linear_t *linear)
+static void cpu_linear_free(tr_layer_t *layer)
 {
-    const tr_linear_desc_t *d = &linear->desc;
+    cpu_linear_t *linear = (cpu_linear_t *)layer;
+    cpu_batch_clear(&linear->batches);
+    free(linear);
+}
+
+static hora_status_t linear_make_primitives(cpu_backend_t *backend, const cpu_linear_t *layer,
+                                            linear_batch_t *linear)
+{
+    const tr_linear_desc_t *d = &layer->desc;
     dnnl_memory_desc_t x_md, w_md, bias_md, y_md;
-    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){d->n, d->c_in}));
+    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){linear->n, d->c_in}));
     CPU_CHECK(cpu_md_plain(&w_md, 2, (const int[]){d->c_out, d->c_in}));
     CPU_CHECK(cpu_md_plain(&bias_md, 1, (const int[]){d->c_out}));
-    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){d->n, d->c_out}));
+    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){linear->n, d->c_out}));
 
     dnnl_inner_product_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
     CPU_CHECK(cpu_dnnl(dnnl_inner_product_forward_desc_init(&fwd_desc, dnnl_forward_training, &x_md, &w_md,
@@ -66,8 +82,24 @@ static hora_status_t linear_make_primitives(cpu_backend_t *backend, cpu_linear_t
 
     if (backend->verbose)
         fprintf(stderr, "hora-train: cpu: linear %dx%d -> %d: forward %s, backward data %s, backward weights %s\n",
-                d->n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
+                linear->n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
                 cpu_prim_impl(&linear->bwd_weights));
+    return HORA_OK;
+}
+
+static hora_status_t linear_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
+{
+    cpu_linear_t *layer = (cpu_linear_t *)layer_base;
+    linear_batch_t *linear = cpu_alloc(sizeof(*linear), "a linear layer's batch state");
+    if (linear == NULL)
+        return HORA_ERR_NO_MEMORY;
+    linear->n = n;
+    hora_status_t status = linear_make_primitives(layer->base.backend, layer, linear);
+    if (status != HORA_OK) {
+        linear_batch_free(linear);
+        return status;
+    }
+    *entry_out = linear;
     return HORA_OK;
 }
 
@@ -77,8 +109,8 @@ hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     if (backend == NULL || desc == NULL || layer_out == NULL)
         return cpu_invalid("linear_create: NULL argument");
-    if (desc->n <= 0 || desc->c_in <= 0 || desc->c_out <= 0)
-        return cpu_invalid("linear_create: bad shape n %d c_in %d c_out %d", desc->n, desc->c_in, desc->c_out);
+    if (desc->c_in <= 0 || desc->c_out <= 0)
+        return cpu_invalid("linear_create: bad shape c_in %d c_out %d", desc->c_in, desc->c_out);
 
     cpu_linear_t *linear = cpu_alloc(sizeof(*linear), "a linear layer");
     if (linear == NULL)
@@ -87,16 +119,10 @@ hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc
     linear->base.backend = backend;
     linear->base.free = cpu_linear_free;
     linear->desc = *desc;
-
-    hora_status_t status = linear_make_primitives(backend, linear);
-    if (status != HORA_OK)
-        goto err_free_linear;
+    linear->batches.make = linear_batch_make;
+    linear->batches.drop = linear_batch_free;
     *layer_out = &linear->base;
     return HORA_OK;
-
-err_free_linear:
-    cpu_linear_free(&linear->base);
-    return status;
 }
 
 static cpu_linear_t *linear_of(tr_layer_t *layer)
@@ -104,55 +130,87 @@ static cpu_linear_t *linear_of(tr_layer_t *layer)
     return layer != NULL && layer->kind == CPU_LAYER_LINEAR ? (cpu_linear_t *)layer : NULL;
 }
 
-hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const float *w,
-                                 const float *bias, float *y)
+/* The weight (c_out, c_in) of this layer, or its gradient. */
+static hora_status_t linear_check_weight(const cpu_linear_t *l, const tr_tensor_t *w, const char *what)
 {
-    cpu_linear_t *linear = linear_of(layer);
-    if (linear == NULL || w == NULL || bias == NULL || y == NULL)
-        return cpu_invalid("linear_forward: not a linear layer, or a NULL array");
-    cpu_backend_t *backend = linear->base.backend;
-    const tr_linear_desc_t *d = &linear->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, 1, 1, "linear_forward x"));
+    return cpu_check_plain(w, TR_DTYPE_F32, 2, (const int[]){l->desc.c_out, l->desc.c_in}, what);
+}
+
+/* The (n, c_out) output rows, or their gradient. */
+static hora_status_t linear_check_rows(const cpu_linear_t *l, const tr_tensor_t *y, int n, const char *what)
+{
+    return cpu_check_plain(y, TR_DTYPE_F32, 2, (const int[]){n, l->desc.c_out}, what);
+}
+
+hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
+                                 const tr_tensor_t *bias, tr_tensor_t *y)
+{
+    cpu_linear_t *layer_linear = linear_of(layer);
+    linear_batch_t *linear;
+    int n;
+    if (layer_linear == NULL)
+        return cpu_invalid("linear_forward: not a linear layer");
+    cpu_backend_t *backend = layer_linear->base.backend;
+    const tr_linear_desc_t *d = &layer_linear->desc;
+    CPU_CHECK(cpu_check_batch(x, "linear_forward x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, 1, 1, "linear_forward x"));
+    CPU_CHECK(linear_check_weight(layer_linear, w, "linear_forward w"));
+    CPU_CHECK(cpu_check_plain(bias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_forward bias"));
+    CPU_CHECK(linear_check_rows(layer_linear, y, n, "linear_forward y"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
     cpu_prim_t *p = &linear->fwd;
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_BIAS, bias));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_BIAS, bias->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
     return cpu_prim_exec(backend, p);
 }
 
-hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const float *dy, const float *w,
+hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
                                        tr_tensor_t *dx)
 {
-    cpu_linear_t *linear = linear_of(layer);
-    if (linear == NULL || dy == NULL || w == NULL)
-        return cpu_invalid("linear_backward_data: not a linear layer, or a NULL array");
-    cpu_backend_t *backend = linear->base.backend;
-    const tr_linear_desc_t *d = &linear->desc;
-    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c_in, 1, 1, "linear_backward_data dx"));
+    cpu_linear_t *layer_linear = linear_of(layer);
+    linear_batch_t *linear;
+    int n;
+    if (layer_linear == NULL)
+        return cpu_invalid("linear_backward_data: not a linear layer");
+    cpu_backend_t *backend = layer_linear->base.backend;
+    const tr_linear_desc_t *d = &layer_linear->desc;
+    CPU_CHECK(cpu_check_batch(dy, "linear_backward_data dy", &n));
+    CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_data dy"));
+    CPU_CHECK(linear_check_weight(layer_linear, w, "linear_backward_data w"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, 1, 1, "linear_backward_data dx"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
     cpu_prim_t *p = &linear->bwd_data;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w->data));
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SRC, dx->data));
     return cpu_prim_exec(backend, p);
 }
 
-hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const float *dy,
-                                          float *dw, float *dbias)
+hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
+                                          tr_tensor_t *dw, tr_tensor_t *dbias)
 {
-    cpu_linear_t *linear = linear_of(layer);
-    if (linear == NULL || dy == NULL || dw == NULL || dbias == NULL)
-        return cpu_invalid("linear_backward_weights: not a linear layer, or a NULL array");
-    cpu_backend_t *backend = linear->base.backend;
-    const tr_linear_desc_t *d = &linear->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c_in, 1, 1, "linear_backward_weights x"));
+    cpu_linear_t *layer_linear = linear_of(layer);
+    linear_batch_t *linear;
+    int n;
+    if (layer_linear == NULL)
+        return cpu_invalid("linear_backward_weights: not a linear layer");
+    cpu_backend_t *backend = layer_linear->base.backend;
+    const tr_linear_desc_t *d = &layer_linear->desc;
+    CPU_CHECK(cpu_check_batch(x, "linear_backward_weights x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, 1, 1, "linear_backward_weights x"));
+    CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_weights dy"));
+    CPU_CHECK(linear_check_weight(layer_linear, dw, "linear_backward_weights dw"));
+    CPU_CHECK(cpu_check_plain(dbias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
     cpu_prim_t *p = &linear->bwd_weights;
     CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_WEIGHTS, dw));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_BIAS, dbias));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_WEIGHTS, dw->data));
+    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_BIAS, dbias->data));
     return cpu_prim_exec(backend, p);
 }

@@ -3,6 +3,9 @@
  * wins the max, output (in + 2 pad - kernel) / stride + 1) with its argmax
  * kept in a workspace for the backward pass, and global average pooling
  * (nn.AdaptiveAvgPool2d(1)) as an average over one H x W window.
+ *
+ * Primitives and the argmax depend on the batch size: one pool_batch_t per
+ * size (cpu_batch_cache_t).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,29 +13,43 @@
 #include "cpu_internal.h"
 
 typedef struct {
+    int n;
+    cpu_prim_t fwd, bwd;
+    void *workspace; /* max: the last forward's argmax at this size (owned); NULL for average */
+    int have_argmax; /* max: a forward has filled the workspace */
+} pool_batch_t;
+
+typedef struct {
     struct tr_layer base;
     tr_pool_desc_t desc;
     int h_out, w_out;
-    cpu_prim_t fwd, bwd;
-    void *workspace; /* max: the last forward's argmax (owned); NULL for average */
-    int have_argmax; /* max: a forward has filled the workspace */
+    cpu_batch_cache_t batches; /* pool_batch_t per batch size */
 } cpu_pool_t;
 
-static void cpu_pool_free(tr_layer_t *layer)
+static void pool_batch_free(void *entry)
 {
-    cpu_pool_t *pool = (cpu_pool_t *)layer;
+    pool_batch_t *pool = entry;
+    if (pool == NULL)
+        return;
     cpu_prim_free(&pool->fwd);
     cpu_prim_free(&pool->bwd);
     free(pool->workspace);
     free(pool);
 }
 
-static hora_status_t pool_make_primitives(cpu_backend_t *backend, cpu_pool_t *pool)
+static void cpu_pool_free(tr_layer_t *layer)
 {
-    const tr_pool_desc_t *d = &pool->desc;
+    cpu_pool_t *pool = (cpu_pool_t *)layer;
+    cpu_batch_clear(&pool->batches);
+    free(pool);
+}
+
+static hora_status_t pool_make_primitives(cpu_backend_t *backend, const cpu_pool_t *layer, pool_batch_t *pool)
+{
+    const tr_pool_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md;
-    CPU_CHECK(cpu_md_4d(&src_md, d->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
-    CPU_CHECK(cpu_md_4d(&dst_md, d->n, d->c, pool->h_out, pool->w_out, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&src_md, pool->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&dst_md, pool->n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c)));
 
     dnnl_alg_kind_t alg;
     dnnl_dims_t kernel, strides, pad;
@@ -51,8 +68,8 @@ static hora_status_t pool_make_primitives(cpu_backend_t *backend, cpu_pool_t *po
     }
     /* The right/bottom padding that makes oneDNN's output size equal
      * PyTorch's floor formula (it may be less than the left padding). */
-    dnnl_dims_t pad_r = {(pool->h_out - 1) * strides[0] + kernel[0] - d->h - pad[0],
-                         (pool->w_out - 1) * strides[1] + kernel[1] - d->w - pad[1]};
+    dnnl_dims_t pad_r = {(layer->h_out - 1) * strides[0] + kernel[0] - d->h - pad[0],
+                         (layer->w_out - 1) * strides[1] + kernel[1] - d->w - pad[1]};
 
     dnnl_pooling_desc_t fwd_desc, bwd_desc;
     CPU_CHECK(cpu_dnnl(dnnl_pooling_forward_desc_init(&fwd_desc, dnnl_forward_training, alg, &src_md,
@@ -79,8 +96,24 @@ static hora_status_t pool_make_primitives(cpu_backend_t *backend, cpu_pool_t *po
 
     if (backend->verbose)
         fprintf(stderr, "hora-train: cpu: %s pool %dx%dx%dx%d -> %dx%d: forward %s, backward %s\n",
-                d->kind == TR_POOL_MAX ? "max" : "global average", d->n, d->c, d->h, d->w, pool->h_out,
-                pool->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
+                d->kind == TR_POOL_MAX ? "max" : "global average", pool->n, d->c, d->h, d->w, layer->h_out,
+                layer->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
+    return HORA_OK;
+}
+
+static hora_status_t pool_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
+{
+    cpu_pool_t *layer = (cpu_pool_t *)layer_base;
+    pool_batch_t *pool = cpu_alloc(sizeof(*pool), "a pool layer's batch state");
+    if (pool == NULL)
+        return HORA_ERR_NO_MEMORY;
+    pool->n = n;
+    hora_status_t status = pool_make_primitives(layer->base.backend, layer, pool);
+    if (status != HORA_OK) {
+        pool_batch_free(pool);
+        return status;
+    }
+    *entry_out = pool;
     return HORA_OK;
 }
 
@@ -90,10 +123,8 @@ hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *
     if (backend == NULL || desc == NULL || layer_out == NULL)
         return cpu_invalid("pool_create: NULL argument");
     const tr_pool_desc_t *d = desc;
-    if (d->n <= 0 || d->c <= 0 || d->h <= 0 || d->w <= 0 ||
-        (d->kind != TR_POOL_MAX && d->kind != TR_POOL_GLOBAL_AVERAGE))
-        return cpu_invalid("pool_create: bad kind %d or shape %dx%dx%dx%d", (int)d->kind, d->n, d->c, d->h,
-                           d->w);
+    if (d->c <= 0 || d->h <= 0 || d->w <= 0 || (d->kind != TR_POOL_MAX && d->kind != TR_POOL_GLOBAL_AVERAGE))
+        return cpu_invalid("pool_create: bad kind %d or shape %dx%dx%d", (int)d->kind, d->c, d->h, d->w);
     /* PyTorch's own limits: padding at most half the kernel (so no window
      * lies wholly in the padding), and the input at least one window. */
     if (d->kind == TR_POOL_MAX &&
@@ -109,22 +140,16 @@ hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *
     pool->base.backend = backend;
     pool->base.free = cpu_pool_free;
     pool->desc = *desc;
+    pool->batches.make = pool_batch_make;
+    pool->batches.drop = pool_batch_free;
     if (d->kind == TR_POOL_MAX) {
         pool->h_out = (d->h + 2 * d->pad - d->kernel) / d->stride + 1;
         pool->w_out = (d->w + 2 * d->pad - d->kernel) / d->stride + 1;
     } else {
         pool->h_out = pool->w_out = 1;
     }
-
-    hora_status_t status = pool_make_primitives(backend, pool);
-    if (status != HORA_OK)
-        goto err_free_pool;
     *layer_out = &pool->base;
     return HORA_OK;
-
-err_free_pool:
-    cpu_pool_free(&pool->base);
-    return status;
 }
 
 static cpu_pool_t *pool_of(tr_layer_t *layer)
@@ -134,13 +159,17 @@ static cpu_pool_t *pool_of(tr_layer_t *layer)
 
 hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y)
 {
-    cpu_pool_t *pool = pool_of(layer);
-    if (pool == NULL)
+    cpu_pool_t *layer_pool = pool_of(layer);
+    pool_batch_t *pool;
+    int n;
+    if (layer_pool == NULL)
         return cpu_invalid("pool_forward: not a pool layer");
-    cpu_backend_t *backend = pool->base.backend;
-    const tr_pool_desc_t *d = &pool->desc;
-    CPU_CHECK(cpu_check_tensor(backend, x, d->n, d->c, d->h, d->w, "pool_forward x"));
-    CPU_CHECK(cpu_check_tensor(backend, y, d->n, d->c, pool->h_out, pool->w_out, "pool_forward y"));
+    cpu_backend_t *backend = layer_pool->base.backend;
+    const tr_pool_desc_t *d = &layer_pool->desc;
+    CPU_CHECK(cpu_check_batch(x, "pool_forward x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c, d->h, d->w, "pool_forward x"));
+    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_forward y"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, (void **)&pool));
 
     CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_SRC, x->data));
     CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_DST, y->data));
@@ -154,15 +183,19 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
 
 hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx)
 {
-    cpu_pool_t *pool = pool_of(layer);
-    if (pool == NULL)
+    cpu_pool_t *layer_pool = pool_of(layer);
+    pool_batch_t *pool;
+    int n;
+    if (layer_pool == NULL)
         return cpu_invalid("pool_backward: not a pool layer");
+    cpu_backend_t *backend = layer_pool->base.backend;
+    const tr_pool_desc_t *d = &layer_pool->desc;
+    CPU_CHECK(cpu_check_batch(dy, "pool_backward dy", &n));
+    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_backward dy"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "pool_backward dx"));
+    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, (void **)&pool));
     if (pool->workspace != NULL && !pool->have_argmax)
-        return cpu_invalid("pool_backward: no pool_forward ran before it");
-    cpu_backend_t *backend = pool->base.backend;
-    const tr_pool_desc_t *d = &pool->desc;
-    CPU_CHECK(cpu_check_tensor(backend, dy, d->n, d->c, pool->h_out, pool->w_out, "pool_backward dy"));
-    CPU_CHECK(cpu_check_tensor(backend, dx, d->n, d->c, d->h, d->w, "pool_backward dx"));
+        return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
     CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_DST, dy->data));
     CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_SRC, dx->data));

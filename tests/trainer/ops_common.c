@@ -1,0 +1,153 @@
+/*
+ * ops_common.c - the helpers every test_ops file uses (ops_test.h).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_test.h"
+
+int failures, checks;
+
+const struct tr_backend_ops *ops;
+tr_backend_t *be;
+test_rng_t ops_rng = {0x9E3779B97F4A7C15ull};
+
+float *rand_array(size_t count, float scale)
+{
+    float *a = malloc(count * sizeof(float) + 1);
+    for (size_t i = 0; i < count; i++)
+        a[i] = rng_sym(scale);
+    return a;
+}
+
+float *nan_array(size_t count)
+{
+    float *a = malloc(count * sizeof(float) + 1);
+    for (size_t i = 0; i < count; i++)
+        a[i] = NAN;
+    return a;
+}
+
+double dot(const float *y, const float *r, size_t count)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)y[i] * (double)r[i];
+    return s;
+}
+
+void err_add(err_t *e, double got, double want)
+{
+    e->count++;
+    if (!isfinite(got)) {
+        e->bad++;
+        return;
+    }
+    double d = fabs(got - want);
+    if (d > e->max_abs)
+        e->max_abs = d;
+    if (fabs(want) > e->max_ref)
+        e->max_ref = fabs(want);
+}
+
+void err_report(const char *what, const err_t *e, double tol)
+{
+    double rel = e->max_ref > 0 ? e->max_abs / e->max_ref : e->max_abs;
+    int ok = e->bad == 0 && e->count > 0 && rel <= tol;
+    CHECK(ok, "%s: max abs %.3g, rel %.3g > %.1g or %ld non-finite of %ld", what, e->max_abs, rel, tol, e->bad,
+          e->count);
+    printf("%s %-62s max abs %9.3g  rel %9.3g  (tol %.0e, %ld values)\n", ok ? "ok  " : "FAIL", what, e->max_abs,
+           rel, tol, e->count);
+}
+
+void compare(const char *what, const float *got, const double *want, size_t count, double tol)
+{
+    err_t e = {0};
+    for (size_t i = 0; i < count; i++)
+        err_add(&e, got[i], want[i]);
+    err_report(what, &e, tol);
+}
+
+tr_tensor_t tensor_make(int n, int c, int h, int w)
+{
+    tr_tensor_t t;
+    memset(&t, 0, sizeof(t));
+    STATUS_OK(ops->tensor_alloc(be, n, c, h, w, TR_DTYPE_F32, &t));
+    return t;
+}
+
+tr_tensor_t host_tensor(void *data, tr_dtype_t dtype, int ndim, const int *dims)
+{
+    return tr_tensor_plain(data, dtype, TR_MEMORY_HOST, ndim, dims);
+}
+
+void tensor_put(tr_tensor_t *t, const float *host)
+{
+    tr_tensor_t h = host_tensor((void *)host, TR_DTYPE_F32, 4, (const int[]){t->n, t->c, t->h, t->w});
+    STATUS_OK(ops->tensor_import(be, &h, t));
+}
+
+void tensor_get(const tr_tensor_t *t, float *host)
+{
+    tr_tensor_t h = host_tensor(host, TR_DTYPE_F32, 4, (const int[]){t->n, t->c, t->h, t->w});
+    STATUS_OK(ops->tensor_export(be, t, &h));
+}
+
+void tensor_poison(tr_tensor_t *t)
+{
+    float *nan = nan_array(tr_tensor_count(t));
+    tensor_put(t, nan);
+    free(nan);
+}
+
+tr_tensor_t param_rand(int ndim, const int *dims, float scale)
+{
+    tr_tensor_t t = host_tensor(NULL, TR_DTYPE_F32, ndim, dims);
+    t.data = rand_array(tr_tensor_count(&t), scale);
+    return t;
+}
+
+tr_tensor_t param_nan(int ndim, const int *dims)
+{
+    tr_tensor_t t = host_tensor(NULL, TR_DTYPE_F32, ndim, dims);
+    t.data = nan_array(tr_tensor_count(&t));
+    return t;
+}
+
+#define FD_SAMPLES 48
+
+void fd_check(const char *what, float *p, size_t count, const float *analytic, double eps, loss_fn loss, void *ctx,
+              const unsigned char *skip, double tol)
+{
+    err_t e = {0};
+    /* The scale: the largest analytic gradient over the whole tensor. */
+    for (size_t i = 0; i < count; i++)
+        if (isfinite(analytic[i]) && fabs(analytic[i]) > e.max_ref)
+            e.max_ref = fabs(analytic[i]);
+    size_t samples = count <= 2 * FD_SAMPLES ? count : FD_SAMPLES + 2;
+    for (size_t k = 0; k < samples; k++) {
+        size_t i = count <= 2 * FD_SAMPLES ? k : k == 0 ? 0 : k == 1 ? count - 1 : rng_u64() % count;
+        if (skip != NULL && skip[i])
+            continue;
+        float v = p[i];
+        p[i] = (float)(v + eps);
+        double up_eps = (double)p[i] - v; /* the step actually taken, after rounding */
+        double lp = loss(ctx);
+        p[i] = (float)(v - eps);
+        double down_eps = v - (double)p[i];
+        double lm = loss(ctx);
+        p[i] = v;
+        double numeric = (lp - lm) / (up_eps + down_eps);
+        e.count++;
+        if (!isfinite(analytic[i]) || !isfinite(numeric)) {
+            e.bad++;
+            continue;
+        }
+        double d = fabs(analytic[i] - numeric);
+        if (d > e.max_abs)
+            e.max_abs = d;
+    }
+    err_report(what, &e, tol);
+}

@@ -1,0 +1,72 @@
+/*
+ * options.h - hora-train's flags, declared once in a table (options.c), as
+ * runtime/base/config.c declares the HORA_* settings: name, value name,
+ * default, documentation, parser and accepted range in one row. --help is
+ * printed from the table, defaults are parsed by the same parsers as the
+ * command line, and a bad value is an error naming the flag and what it
+ * accepts.
+ */
+#ifndef TR_OPTIONS_H
+#define TR_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "optim.h"
+#include "train.h"
+
+typedef enum { TR_PROGRESS_AUTO = 0, TR_PROGRESS_BAR = 1, TR_PROGRESS_LINES = 2 } tr_progress_t;
+
+typedef struct {
+    /* Model */
+    const char *model;
+    int classes;       /* 0: the dataset's (synthetic: the model's) */
+    int width;         /* 0: the model's */
+    int zero_init;
+    float bn_eps, bn_momentum;
+    /* Data */
+    const char *data;
+    int synthetic;
+    int image[3];      /* synthetic C, H, W; 0: the model's */
+    int steps_per_epoch;
+    int data_threads;
+    int pad_crop;      /* -1: auto (4 below 64 pixels) */
+    int flip;
+    int rrc;           /* -1: auto (64 pixels and more) */
+    float jitter, lighting;
+    int strict;
+    /* Schedule */
+    int epochs;
+    int batch;
+    int eval_batch;    /* 0: the training batch */
+    int64_t max_steps; /* 0: no limit */
+    double lr, warmup_lr, warmup_epochs, power, gamma;
+    int lr_decay;      /* tr_lr_decay_t */
+    const char *lr_steps;
+    /* Optimizer */
+    tr_optim_config_t optim;
+    double label_smoothing;
+    /* Runtime */
+    const char *backend;
+    int threads;
+    int overlap;       /* tr_overlap_t */
+    int eval_every;
+    int print_every;
+    const char *log_path;
+    int progress;      /* tr_progress_t */
+    int64_t seed;
+    int verbose;
+} tr_options_t;
+
+/* Defaults (from the table), then argv. Returns 0, 1 for --help (usage
+ * printed on stdout), or -1 after printing an error on stderr. */
+int tr_options_parse(int argc, char **argv, tr_options_t *o);
+
+/* The usage text: every flag with its default and doc, then the HORA_*
+ * settings. */
+void tr_options_usage(FILE *out);
+
+/* The milestones of --lr-steps in epochs; count <= max. -1 if malformed. */
+int tr_options_lr_steps(const char *text, double *epochs, int max);
+
+#endif
