@@ -616,6 +616,23 @@ static void *coord_main(void *arg)
 
 /* ------------------------------------------------------------ start, stop */
 
+/* What coord_start allocates before anything that needs MPI, and c itself. */
+static void coord_free_tables(struct coord *c)
+{
+    free(c->vec);
+    free(c->cache);
+    free(c->cached);
+    free(c->joined_ranks);
+    coord_map_free(&c->inflight);
+    coord_map_free(&c->pending);
+    coord_map_free(&c->cache_index);
+    coord_map_free(&c->table);
+    pthread_cond_destroy(&c->done_cond);
+    pthread_cond_destroy(&c->work_cond);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
 hora_status_t coord_start(const struct coord_env *env, struct coord **out)
 {
     const struct config *cfg = env->cfg;
@@ -689,17 +706,7 @@ err_free_comm:
     MPI_Op_free(&c->bit_op);
     MPI_Comm_free(&c->comm);
 err_free:
-    free(c->vec);
-    free(c->cache);
-    free(c->joined_ranks);
-    coord_map_free(&c->inflight);
-    coord_map_free(&c->pending);
-    coord_map_free(&c->cache_index);
-    coord_map_free(&c->table);
-    pthread_cond_destroy(&c->done_cond);
-    pthread_cond_destroy(&c->work_cond);
-    pthread_mutex_destroy(&c->lock);
-    free(c);
+    coord_free_tables(c);
     return status;
 }
 
@@ -725,16 +732,5 @@ void coord_stop(struct coord *c)
     MPI_Comm_free(&c->comm);
     if (c->fusion_buf) mem_pool_release(c->pool, c->fusion_buf);
     if (c->zeros) mem_pool_release(c->pool, c->zeros);
-    free(c->vec);
-    free(c->cache);
-    free(c->cached);
-    free(c->joined_ranks);
-    coord_map_free(&c->inflight);
-    coord_map_free(&c->pending);
-    coord_map_free(&c->cache_index);
-    coord_map_free(&c->table);
-    pthread_cond_destroy(&c->done_cond);
-    pthread_cond_destroy(&c->work_cond);
-    pthread_mutex_destroy(&c->lock);
-    free(c);
+    coord_free_tables(c);
 }

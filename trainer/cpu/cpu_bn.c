@@ -68,8 +68,12 @@ static hora_status_t bn_add_args(cpu_backend_t *backend, cpu_prim_t *p, const in
     return HORA_OK;
 }
 
-static hora_status_t bn_make_primitives(cpu_backend_t *backend, const cpu_bn_t *layer, bn_batch_t *bn)
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry)
 {
+    const cpu_bn_t *layer = (const cpu_bn_t *)layer_base;
+    cpu_backend_t *backend = layer->base.backend;
+    bn_batch_t *bn = entry;
     const tr_bn_desc_t *d = &layer->desc;
     dnnl_memory_desc_t data_md;
     CPU_CHECK(cpu_md_4d(&data_md, bn->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
@@ -121,22 +125,6 @@ static hora_status_t bn_make_primitives(cpu_backend_t *backend, const cpu_bn_t *
     return HORA_OK;
 }
 
-static hora_status_t bn_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
-{
-    cpu_bn_t *layer = (cpu_bn_t *)layer_base;
-    bn_batch_t *bn = cpu_alloc(sizeof(*bn), "a bn layer's batch state");
-    if (bn == NULL)
-        return HORA_ERR_NO_MEMORY;
-    bn->n = n;
-    hora_status_t status = bn_make_primitives(layer->base.backend, layer, bn);
-    if (status != HORA_OK) {
-        bn_batch_free(bn);
-        return status;
-    }
-    *entry_out = bn;
-    return HORA_OK;
-}
-
 hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -154,7 +142,8 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
     bn->base.backend = backend;
     bn->base.free = cpu_bn_free;
     bn->desc = *desc;
-    bn->batches.make = bn_batch_make;
+    bn->batches.entry_bytes = sizeof(bn_batch_t);
+    bn->batches.fill = bn_make_primitives;
     bn->batches.drop = bn_batch_free;
     bn->mean = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch mean");
     bn->var = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch variance");

@@ -143,8 +143,12 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
     return cpu_prim_init_reorder(backend, &conv->dx_to_plain, "conv dx reorder", chosen, src_md);
 }
 
-static hora_status_t conv_make_primitives(cpu_backend_t *backend, const cpu_conv_t *layer, conv_batch_t *conv)
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry)
 {
+    const cpu_conv_t *layer = (const cpu_conv_t *)layer_base;
+    cpu_backend_t *backend = layer->base.backend;
+    conv_batch_t *conv = entry;
     const tr_conv_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md;
     CPU_CHECK(cpu_md_4d(&src_md, conv->n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
@@ -236,22 +240,6 @@ static hora_status_t conv_make_primitives(cpu_backend_t *backend, const cpu_conv
     return HORA_OK;
 }
 
-static hora_status_t conv_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
-{
-    cpu_conv_t *layer = (cpu_conv_t *)layer_base;
-    conv_batch_t *conv = cpu_alloc(sizeof(*conv), "a conv layer's batch state");
-    if (conv == NULL)
-        return HORA_ERR_NO_MEMORY;
-    conv->n = n;
-    hora_status_t status = conv_make_primitives(layer->base.backend, layer, conv);
-    if (status != HORA_OK) {
-        conv_batch_free(conv);
-        return status;
-    }
-    *entry_out = conv;
-    return HORA_OK;
-}
-
 hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -272,7 +260,8 @@ hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *
     conv->desc = *desc;
     conv->h_out = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1;
     conv->w_out = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
-    conv->batches.make = conv_batch_make;
+    conv->batches.entry_bytes = sizeof(conv_batch_t);
+    conv->batches.fill = conv_make_primitives;
     conv->batches.drop = conv_batch_free;
     *layer_out = &conv->base;
     return HORA_OK;

@@ -292,8 +292,15 @@ hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, 
             slot->n = 0;
             slot->entry = NULL;
         }
-        void *entry = NULL;
-        CPU_CHECK(cache->make(layer, n, &entry));
+        void *entry = cpu_alloc(cache->entry_bytes, "a layer's batch state");
+        if (entry == NULL)
+            return HORA_ERR_NO_MEMORY;
+        *(int *)entry = n;
+        hora_status_t status = cache->fill(layer, entry);
+        if (status != HORA_OK) {
+            cache->drop(entry);
+            return status;
+        }
         slot->n = n;
         slot->entry = entry;
     }

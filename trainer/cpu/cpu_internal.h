@@ -60,11 +60,15 @@ typedef struct {
     void *entry;   /* the layer's state for batch n */
 } cpu_batch_slot_t;
 
+/* A layer's entry struct starts with the batch size, `int n`; the cache
+ * allocates it (zeroed, entry_bytes), sets n, and has the layer fill it. */
 typedef struct {
     cpu_batch_slot_t slots[CPU_BATCH_SLOTS];
     uint64_t tick;
-    /* Make the state for batch n (on failure release what was made). */
-    hora_status_t (*make)(tr_layer_t *layer, int n, void **entry_out);
+    size_t entry_bytes;
+    /* Make the primitives and buffers of a fresh entry for its n. */
+    hora_status_t (*fill)(tr_layer_t *layer, void *entry);
+    /* Release what fill made (also after a failed fill), and the entry. */
     void (*drop)(void *entry);
 } cpu_batch_cache_t;
 

@@ -43,9 +43,12 @@ static void cpu_linear_free(tr_layer_t *layer)
     free(linear);
 }
 
-static hora_status_t linear_make_primitives(cpu_backend_t *backend, const cpu_linear_t *layer,
-                                            linear_batch_t *linear)
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry)
 {
+    const cpu_linear_t *layer = (const cpu_linear_t *)layer_base;
+    cpu_backend_t *backend = layer->base.backend;
+    linear_batch_t *linear = entry;
     const tr_linear_desc_t *d = &layer->desc;
     dnnl_memory_desc_t x_md, w_md, bias_md, y_md;
     CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){linear->n, d->c_in}));
@@ -87,22 +90,6 @@ static hora_status_t linear_make_primitives(cpu_backend_t *backend, const cpu_li
     return HORA_OK;
 }
 
-static hora_status_t linear_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
-{
-    cpu_linear_t *layer = (cpu_linear_t *)layer_base;
-    linear_batch_t *linear = cpu_alloc(sizeof(*linear), "a linear layer's batch state");
-    if (linear == NULL)
-        return HORA_ERR_NO_MEMORY;
-    linear->n = n;
-    hora_status_t status = linear_make_primitives(layer->base.backend, layer, linear);
-    if (status != HORA_OK) {
-        linear_batch_free(linear);
-        return status;
-    }
-    *entry_out = linear;
-    return HORA_OK;
-}
-
 hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc_t *desc,
                                 tr_layer_t **layer_out)
 {
@@ -119,7 +106,8 @@ hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc
     linear->base.backend = backend;
     linear->base.free = cpu_linear_free;
     linear->desc = *desc;
-    linear->batches.make = linear_batch_make;
+    linear->batches.entry_bytes = sizeof(linear_batch_t);
+    linear->batches.fill = linear_make_primitives;
     linear->batches.drop = linear_batch_free;
     *layer_out = &linear->base;
     return HORA_OK;

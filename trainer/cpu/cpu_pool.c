@@ -44,8 +44,12 @@ static void cpu_pool_free(tr_layer_t *layer)
     free(pool);
 }
 
-static hora_status_t pool_make_primitives(cpu_backend_t *backend, const cpu_pool_t *layer, pool_batch_t *pool)
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry)
 {
+    const cpu_pool_t *layer = (const cpu_pool_t *)layer_base;
+    cpu_backend_t *backend = layer->base.backend;
+    pool_batch_t *pool = entry;
     const tr_pool_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md;
     CPU_CHECK(cpu_md_4d(&src_md, pool->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
@@ -101,22 +105,6 @@ static hora_status_t pool_make_primitives(cpu_backend_t *backend, const cpu_pool
     return HORA_OK;
 }
 
-static hora_status_t pool_batch_make(tr_layer_t *layer_base, int n, void **entry_out)
-{
-    cpu_pool_t *layer = (cpu_pool_t *)layer_base;
-    pool_batch_t *pool = cpu_alloc(sizeof(*pool), "a pool layer's batch state");
-    if (pool == NULL)
-        return HORA_ERR_NO_MEMORY;
-    pool->n = n;
-    hora_status_t status = pool_make_primitives(layer->base.backend, layer, pool);
-    if (status != HORA_OK) {
-        pool_batch_free(pool);
-        return status;
-    }
-    *entry_out = pool;
-    return HORA_OK;
-}
-
 hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -140,7 +128,8 @@ hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *
     pool->base.backend = backend;
     pool->base.free = cpu_pool_free;
     pool->desc = *desc;
-    pool->batches.make = pool_batch_make;
+    pool->batches.entry_bytes = sizeof(pool_batch_t);
+    pool->batches.fill = pool_make_primitives;
     pool->batches.drop = pool_batch_free;
     if (d->kind == TR_POOL_MAX) {
         pool->h_out = (d->h + 2 * d->pad - d->kernel) / d->stride + 1;
