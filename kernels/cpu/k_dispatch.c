@@ -104,7 +104,7 @@ k_isa_t k_isa_best(void)
     return (k_isa_t)isa;
 }
 
-k_isa_t k_isa_current(void)
+k_isa_t k_dispatch_isa(void)
 {
     int isa = atomic_load_explicit(&k_isa_active, memory_order_relaxed);
     if (isa < 0) {
@@ -116,6 +116,11 @@ k_isa_t k_isa_current(void)
             isa = expected;
     }
     return (k_isa_t)isa;
+}
+
+k_isa_t k_isa_current(void)
+{
+    return k_dispatch_isa();
 }
 
 int k_isa_set(k_isa_t isa)
@@ -144,5 +149,5 @@ void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t d
      * doing nothing beats jumping through a wild pointer. */
     if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT || (unsigned)op >= K_OP_COUNT)
         return;
-    (*k_reduce_tables[k_isa_current()])[dtype][op](dst, a, b, count);
+    (*k_reduce_tables[k_dispatch_isa()])[dtype][op](dst, a, b, count);
 }

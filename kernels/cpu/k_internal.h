@@ -15,6 +15,12 @@
 
 #include "k_cpu.h"
 
+/* The path in use: what k_isa_current() returns, for the library's own
+ * entry points. Hidden like everything not marked K_API, so their calls
+ * are direct; calling the exported k_isa_current() from inside the shared
+ * library would go through the PLT on every kernel call. */
+k_isa_t k_dispatch_isa(void);
+
 /* One kernel: dst[i] = a[i] op b[i], i < count; dst may be exactly a or b. */
 typedef void (*k_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
 
@@ -179,6 +185,15 @@ static inline uint16_t k_f32_to_bf16_inl(float x)
      * largest non-NaN pattern (0xFF800000) plus 0x8000 stays below 2^32 */
     return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
+
+/* ---- float MIN/MAX: a if a is NaN, else b if b is NaN, else the smaller /
+ * larger, b on ties (what minps/maxps plus "blend a where a is NaN" give,
+ * see k_reduce_scalar.c) ---------------------------------------------------- */
+
+static inline float k_min_f32(float a, float b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline float k_max_f32(float a, float b) { return isnan(a) ? a : (a > b ? a : b); }
+static inline double k_min_f64(double a, double b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline double k_max_f64(double a, double b) { return isnan(a) ? a : (a > b ? a : b); }
 
 /* ---- float -> integer: round to nearest (ties to even), saturate --------- */
 
