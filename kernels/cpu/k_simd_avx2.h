@@ -2,7 +2,7 @@
  * k_simd_avx2.h - private to kernels/cpu: the AVX2 + FMA + F16C target attribute
  * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
  * back bit-identically to k_internal.h) and the float MIN/MAX with the
- * scalar NaN rule, shared by the reduce and div / scale kernels.
+ * scalar NaN rule, shared by the reduce, reduce_n and div / scale kernels.
  * Included only from x86-64 builds.
  */
 #ifndef K_SIMD_AVX2_H

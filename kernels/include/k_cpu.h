@@ -64,6 +64,40 @@ K_API const char *k_isa_name(k_isa_t isa);
 K_API void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t dtype, k_op_t op);
 
 /*
+ * dst[i] = (srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i]) / divisor for
+ * i < count: the n sources combined left to right in source order, then
+ * divided (divisor 1 means no division; AVG of n ranks is SUM with
+ * divisor n). Made for reducing n peers' buffers in one pass, each element
+ * loaded once per source and stored once.
+ *
+ * Numerics, per dtype:
+ *  - f16/bf16: every input widened to fp32, combined in fp32, divided in
+ *    fp32 by (float)divisor when divisor > 1, and rounded ONCE to the
+ *    dtype (nearest even, as k_reduce and k_cast round). Chained k_reduce
+ *    calls instead round after every source, so SUM/PROD/AVG may differ
+ *    from them (by design: fewer roundings, and partial sums beyond the
+ *    dtype's range do not overflow); MIN/MAX give the chain's result.
+ *  - f32: bit-identical to k_reduce(dst, srcs[0], srcs[1], ...), then
+ *    k_reduce(dst, dst, srcs[j], ...) for j = 2..n-1, then (divisor > 1)
+ *    k_div(dst, dst, count, dtype, divisor): the same fp32 operations in
+ *    the same order.
+ *  - f64 and integers: exactly that chain (integer SUM/PROD wrap, division
+ *    truncates as C's does).
+ * MIN/MAX follow k_reduce's rule, so the first NaN in source order wins
+ * (quieted for f16/bf16); a SUM/PROD that meets NaNs gives a NaN whose
+ * payload is not specified. n == 1 copies srcs[0] (divisor 1; the bytes
+ * unchanged) or is k_div(dst, srcs[0], count, dtype, divisor).
+ *
+ * dst may equal any of the sources (exactly: no partial overlap), and
+ * sources may repeat. No alignment needed. Every path the CPU has
+ * (k_isa_set) gives the same bits, NaN payloads of SUM/PROD aside.
+ * count == 0 touches nothing (dst and srcs may be NULL); n < 1, divisor < 1
+ * or an out-of-range dtype/op is a caller bug and writes nothing.
+ */
+K_API void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                      int64_t divisor);
+
+/*
  * dst[i] = src[i] / divisor (divisor >= 1). f32/f16/bf16 divide in fp32 (then
  * round to the dtype), f64 in fp64, integers with C's truncating division.
  * dst may be src.
