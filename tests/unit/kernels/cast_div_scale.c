@@ -336,7 +336,7 @@ static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor
         if (is_div && is_int && test_rng_below(&rng, 2))
             div_edge_element(dtype, divisor, src + i * size);
         else
-            random_element(dtype, src + i * size);
+            random_element(&rng, dtype, src + i * size);
     }
 
     /* scalar path, out of place */

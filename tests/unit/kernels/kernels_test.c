@@ -120,22 +120,22 @@ uint32_t f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
 
 /* ---- random inputs and the one-element reduce reference ----------------- */
 
-void random_element(k_dtype_t dtype, void *p)
+void random_element(test_rng_t *gen, k_dtype_t dtype, void *p)
 {
-    uint32_t kind = test_rng_below(&rng, 100);
+    uint32_t kind = test_rng_below(gen, 100);
     switch (dtype) {
     case K_DTYPE_F32:
     case K_DTYPE_F64: {
         double v;
         if (kind < 80) {
-            v = (test_rng_unit(&rng) * 2 - 1) * ldexp(1.0, (int)test_rng_below(&rng, 41) - 20);
+            v = (test_rng_unit(gen) * 2 - 1) * ldexp(1.0, (int)test_rng_below(gen, 41) - 20);
         } else if (kind < 90) {
             static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN,
                                               1.0, -1.0, 0x1p-149, -0x1p-140, 3.4e38, -3.4e38,
                                               1e300, -1e-310};
-            v = specials[test_rng_below(&rng, sizeof(specials) / sizeof(specials[0]))];
+            v = specials[test_rng_below(gen, sizeof(specials) / sizeof(specials[0]))];
         } else {
-            uint64_t bits = test_rng_u64(&rng);
+            uint64_t bits = test_rng_u64(gen);
             if (dtype == K_DTYPE_F32) {
                 float f = f32_from_bits((uint32_t)bits); /* any pattern, payloads too */
                 memcpy(p, &f, 4);
@@ -153,7 +153,7 @@ void random_element(k_dtype_t dtype, void *p)
     }
     case K_DTYPE_F16:
     case K_DTYPE_BF16: {
-        uint16_t h = (uint16_t)test_rng_u64(&rng);
+        uint16_t h = (uint16_t)test_rng_u64(gen);
         uint16_t exp_mask = dtype == K_DTYPE_F16 ? 0x7C00 : 0x7F80;
         if (kind < 75 && (h & exp_mask) == exp_mask)
             h &= (uint16_t)~0x4000u; /* mostly finite: clear the top exponent bit */
@@ -164,22 +164,22 @@ void random_element(k_dtype_t dtype, void *p)
     }
     case K_DTYPE_I32: {
         static const int32_t extremes[] = {INT32_MIN, INT32_MAX, -1, 0, 1};
-        int32_t v = kind < 50   ? (int32_t)test_rng_u64(&rng)
-                    : kind < 90 ? (int32_t)test_rng_below(&rng, 201) - 100
-                                : extremes[test_rng_below(&rng, 5)];
+        int32_t v = kind < 50   ? (int32_t)test_rng_u64(gen)
+                    : kind < 90 ? (int32_t)test_rng_below(gen, 201) - 100
+                                : extremes[test_rng_below(gen, 5)];
         memcpy(p, &v, 4);
         return;
     }
     case K_DTYPE_I64: {
         static const int64_t extremes[] = {INT64_MIN, INT64_MAX, -1, 0, 1};
-        int64_t v = kind < 50   ? (int64_t)test_rng_u64(&rng)
-                    : kind < 90 ? (int64_t)test_rng_below(&rng, 2001) - 1000
-                                : extremes[test_rng_below(&rng, 5)];
+        int64_t v = kind < 50   ? (int64_t)test_rng_u64(gen)
+                    : kind < 90 ? (int64_t)test_rng_below(gen, 2001) - 1000
+                                : extremes[test_rng_below(gen, 5)];
         memcpy(p, &v, 8);
         return;
     }
     case K_DTYPE_U8: {
-        uint8_t v = (uint8_t)test_rng_u64(&rng);
+        uint8_t v = (uint8_t)test_rng_u64(gen);
         memcpy(p, &v, 1);
         return;
     }

@@ -40,10 +40,10 @@ void print_hex(const void *p, size_t size);
  * it, so the order is fixed (and a group run alone sees other values). */
 extern test_rng_t rng;
 
-/* Random element of dtype at p. Floats mix ordinary values of both signs
+/* Random element of dtype at p, drawn from gen. Floats mix ordinary values of both signs
  * over many magnitudes with specials (+-0, +-inf, NaNs, subnormals, huge);
  * integers mix full-range bits (to wrap) with small values and extremes. */
-void random_element(k_dtype_t dtype, void *p);
+void random_element(test_rng_t *gen, k_dtype_t dtype, void *p);
 
 /* ---- reference binary formats, in double arithmetic ---------------------------- */
 
@@ -71,7 +71,6 @@ uint32_t f32_bits(float f);
 static inline float ref_mul_f32(float a, float b) { volatile float r = a * b; return r; }
 static inline float ref_add_f32(float a, float b) { volatile float r = a + b; return r; }
 static inline float ref_sub_f32(float a, float b) { volatile float r = a - b; return r; }
-static inline float ref_div_f32(float a, float b) { volatile float r = a / b; return r; }
 
 /* ---- one element of a reduce ------------------------------------------------------ */
 
@@ -107,5 +106,7 @@ void test_reduce(k_isa_t isa);           /* reduce.c */
 void test_div_scale_isa(k_isa_t isa);    /* cast_div_scale.c */
 void test_cast_div_scale(void);          /* cast_div_scale.c */
 void test_sgd_isa(k_isa_t isa);          /* sgd.c */
+void test_reduce_n(k_isa_t isa);         /* reduce_n.c */
+void test_reduce_n_api(void);            /* reduce_n.c */
 
 #endif

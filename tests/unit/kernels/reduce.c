@@ -102,13 +102,13 @@ static void test_reduce_isa(k_isa_t isa)
         size_t size = k_dtype_size(dtype);
         size_t pool_count = MAX_COUNT + SMALL_COUNT_MAX;
         for (size_t i = 0; i < pool_count; i++) {
-            random_element(dtype, pool_a + i * size);
+            random_element(&rng, dtype, pool_a + i * size);
             /* some equal and +-0 pairs, so MIN/MAX ties are exercised */
             uint32_t kind = test_rng_below(&rng, 100);
             if (kind < 4)
                 memcpy(pool_b + i * size, pool_a + i * size, size);
             else
-                random_element(dtype, pool_b + i * size);
+                random_element(&rng, dtype, pool_b + i * size);
         }
         for (int o = 0; o < K_OP_COUNT; o++) {
             k_op_t op = (k_op_t)o;

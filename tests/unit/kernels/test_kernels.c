@@ -10,6 +10,9 @@
  *  - cast_div_scale.c: k_cast (all 49 pairs), k_div and k_scale on
  *    representative values and on every ISA;
  *  - sgd.c: k_sgd_step on every ISA, bit for bit;
+ *  - reduce_n.c: k_reduce_n on every ISA (n sources, fp32 accumulation and
+ *    one rounding for f16/bf16), against its reference, the scalar path and
+ *    the chain of k_reduce / k_div calls;
  *  - kernels_test.c/.h: what they share (report, random stream, references).
  *
  * Results must be exact (a single rounded op per element is deterministic);
@@ -42,10 +45,12 @@ int main(void)
         test_reduce(isa);
         test_div_scale_isa(isa);
         test_sgd_isa(isa);
+        test_reduce_n(isa);
     }
     k_isa_set(k_isa_best());
 
     test_cast_div_scale();
+    test_reduce_n_api();
 
     printf("test_kernels: %s (%d groups, %d failed)\n", groups_failed ? "FAIL" : "PASS",
            groups_run, groups_failed);
