@@ -1,6 +1,6 @@
 /*
- * k_dispatch.c - picks the instruction-set path once and routes k_reduce to
- * it through a table of function pointers.
+ * k_dispatch.c - picks the instruction-set path once and routes k_reduce and
+ * k_reduce_n to it through tables of function pointers.
  *
  * The path is one atomic int: -1 until first use, then a k_isa_t. The first
  * k_reduce (from any thread) stores k_isa_best() with a compare-exchange, so
@@ -24,6 +24,11 @@ static const k_reduce_table_t *const k_reduce_tables[K_ISA_COUNT] = {
     [K_ISA_SCALAR] = &k_reduce_table_scalar,
     [K_ISA_AVX2] = &k_reduce_table_avx2,
     [K_ISA_AVX512] = &k_reduce_table_avx512,
+};
+static const k_reduce_n_table_t *const k_reduce_n_tables[K_ISA_COUNT] = {
+    [K_ISA_SCALAR] = &k_reduce_n_table_scalar,
+    [K_ISA_AVX2] = &k_reduce_n_table_avx2,
+    [K_ISA_AVX512] = &k_reduce_n_table_avx512,
 };
 
 /* XCR0: which register states the OS saves on context switch. A CPU may
@@ -71,6 +76,11 @@ static const k_reduce_table_t *const k_reduce_tables[K_ISA_COUNT] = {
     [K_ISA_AVX2] = &k_reduce_table_scalar, /* unreachable: k_isa_set refuses */
     [K_ISA_AVX512] = &k_reduce_table_scalar,
 };
+static const k_reduce_n_table_t *const k_reduce_n_tables[K_ISA_COUNT] = {
+    [K_ISA_SCALAR] = &k_reduce_n_table_scalar,
+    [K_ISA_AVX2] = &k_reduce_n_table_scalar,
+    [K_ISA_AVX512] = &k_reduce_n_table_scalar,
+};
 
 static k_isa_t k_isa_detect(void)
 {
@@ -104,7 +114,7 @@ k_isa_t k_isa_best(void)
     return (k_isa_t)isa;
 }
 
-k_isa_t k_isa_current(void)
+k_isa_t k_dispatch_isa(void)
 {
     int isa = atomic_load_explicit(&k_isa_active, memory_order_relaxed);
     if (isa < 0) {
@@ -116,6 +126,11 @@ k_isa_t k_isa_current(void)
             isa = expected;
     }
     return (k_isa_t)isa;
+}
+
+k_isa_t k_isa_current(void)
+{
+    return k_dispatch_isa();
 }
 
 int k_isa_set(k_isa_t isa)
@@ -144,5 +159,33 @@ void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t d
      * doing nothing beats jumping through a wild pointer. */
     if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT || (unsigned)op >= K_OP_COUNT)
         return;
-    (*k_reduce_tables[k_isa_current()])[dtype][op](dst, a, b, count);
+    (*k_reduce_tables[k_dispatch_isa()])[dtype][op](dst, a, b, count);
+}
+
+void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                int64_t divisor)
+{
+    /* Like k_reduce and k_div: a caller bug does nothing rather than divide
+     * by zero or index past the tables. */
+    if (count == 0 || n < 1 || divisor < 1 || (unsigned)dtype >= K_DTYPE_COUNT ||
+        (unsigned)op >= K_OP_COUNT)
+        return;
+    k_isa_t isa = k_dispatch_isa();
+    if (n == 2 && divisor == 1) {
+        /* Two sources, no division: k_reduce's definition, f16/bf16's one
+         * rounding included, so its kernel is the one to run. (In L1 it is
+         * a few percent faster than the n-source loop, which pays per
+         * block for the loop over sources.) */
+        (*k_reduce_tables[isa])[dtype][op](dst, srcs[0], srcs[1], count);
+        return;
+    }
+    if (n == 1) {
+        if (divisor > 1)
+            k_div(dst, srcs[0], count, dtype, divisor);
+        else if (dst != srcs[0])
+            memcpy(dst, srcs[0], count * k_dtype_size(dtype));
+        return;
+    }
+    k_reduce_n_args_t args = {.dtype = dtype, .op = op, .divisor = divisor, .f32 = (float)divisor};
+    (*k_reduce_n_tables[isa])[dtype][op](dst, srcs, n, 0, count, &args);
 }

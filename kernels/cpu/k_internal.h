@@ -1,6 +1,6 @@
 /*
- * k_internal.h - private to kernels/cpu: the reduce and div/scale kernel
- * table types, the scalar kernels (exported so SIMD paths can hand them
+ * k_internal.h - private to kernels/cpu: the reduce, reduce_n and div/scale
+ * kernel table types, the scalar kernels (exported so SIMD paths can hand them
  * their tails and the ops they do not vectorise), and inline bit-exact
  * scalar conversions.
  *
@@ -14,6 +14,12 @@
 #include <string.h>
 
 #include "k_cpu.h"
+
+/* The path in use: what k_isa_current() returns, for the library's own
+ * entry points. Hidden like everything not marked K_API, so their calls
+ * are direct; calling the exported k_isa_current() from inside the shared
+ * library would go through the PLT on every kernel call. */
+k_isa_t k_dispatch_isa(void);
 
 /* One kernel: dst[i] = a[i] op b[i], i < count; dst may be exactly a or b. */
 typedef void (*k_reduce_fn)(void *dst, const void *a, const void *b, size_t count);
@@ -42,6 +48,59 @@ extern const k_reduce_table_t k_reduce_table_avx512;
     void k_reduce_scalar_##type##_##op(void *dst, const void *a, const void *b, size_t count);
 K_REDUCE_LIST(K_DECLARE_SCALAR_REDUCE)
 #undef K_DECLARE_SCALAR_REDUCE
+
+/* ---- k_reduce_n ------------------------------------------------------------
+ *
+ * One kernel folds all n sources of elements [begin, end) in registers and
+ * stores each result once; begin lets a vector kernel hand its tail to the
+ * scalar kernel with the caller's pointers. The entry point (k_reduce_n.c)
+ * has checked the arguments, handled n == 1, and filled the record below.
+ */
+typedef struct {
+    k_dtype_t dtype;
+    k_op_t op;
+    int64_t divisor; /* >= 1; 1 means no division */
+    float f32;       /* (float)divisor: f32, f16 and bf16 divide in fp32 */
+} k_reduce_n_args_t;
+
+typedef void (*k_reduce_n_fn)(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
+                              const k_reduce_n_args_t *args);
+
+/* Every slot filled: f64 and the integers (which k_reduce_n computes as
+ * chained k_reduce / k_div calls) point at k_reduce_n_chained. */
+typedef k_reduce_n_fn k_reduce_n_table_t[K_DTYPE_COUNT][K_OP_COUNT];
+
+extern const k_reduce_n_table_t k_reduce_n_table_scalar;
+#if defined(__x86_64__)
+extern const k_reduce_n_table_t k_reduce_n_table_avx2;
+extern const k_reduce_n_table_t k_reduce_n_table_avx512;
+#endif
+
+void k_reduce_n_chained(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
+                        const k_reduce_n_args_t *args);
+#define K_REDUCE_N_CHAINED_ROW                                                \
+    [K_OP_SUM] = k_reduce_n_chained, [K_OP_MIN] = k_reduce_n_chained,         \
+    [K_OP_MAX] = k_reduce_n_chained, [K_OP_PROD] = k_reduce_n_chained
+
+/* A whole table from the rows (op initialisers) of the three fp32 dtypes. */
+#define K_REDUCE_N_TABLE(f32_row, f16_row, bf16_row)                          \
+    {                                                                         \
+        [K_DTYPE_F32] = {f32_row}, [K_DTYPE_F16] = {f16_row}, [K_DTYPE_BF16] = {bf16_row}, \
+        [K_DTYPE_F64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I32] = {K_REDUCE_N_CHAINED_ROW}, \
+        [K_DTYPE_I64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_U8] = {K_REDUCE_N_CHAINED_ROW}, \
+    }
+
+/* The dtypes with their own kernels: fp32 accumulation, one rounding. */
+#define K_REDUCE_N_LIST(X)                                                    \
+    X(f32, sum) X(f32, min) X(f32, max) X(f32, prod)                          \
+    X(f16, sum) X(f16, min) X(f16, max) X(f16, prod)                          \
+    X(bf16, sum) X(bf16, min) X(bf16, max) X(bf16, prod)
+
+#define K_DECLARE_SCALAR_REDUCE_N(type, op)                                   \
+    void k_reduce_n_scalar_##type##_##op(void *dst, const void *const *srcs, int n, size_t begin, \
+                                         size_t end, const k_reduce_n_args_t *args);
+K_REDUCE_N_LIST(K_DECLARE_SCALAR_REDUCE_N)
+#undef K_DECLARE_SCALAR_REDUCE_N
 
 /* ---- k_div / k_scale -------------------------------------------------------
  *
@@ -179,6 +238,15 @@ static inline uint16_t k_f32_to_bf16_inl(float x)
      * largest non-NaN pattern (0xFF800000) plus 0x8000 stays below 2^32 */
     return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
+
+/* ---- float MIN/MAX: a if a is NaN, else b if b is NaN, else the smaller /
+ * larger, b on ties (what minps/maxps plus "blend a where a is NaN" give,
+ * see k_reduce_scalar.c) ---------------------------------------------------- */
+
+static inline float k_min_f32(float a, float b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline float k_max_f32(float a, float b) { return isnan(a) ? a : (a > b ? a : b); }
+static inline double k_min_f64(double a, double b) { return isnan(a) ? a : (a < b ? a : b); }
+static inline double k_max_f64(double a, double b) { return isnan(a) ? a : (a > b ? a : b); }
 
 /* ---- float -> integer: round to nearest (ties to even), saturate --------- */
 

@@ -16,28 +16,6 @@
 
 /* ---- element-wise ops on vectors ---------------------------------------- */
 
-/* minps/maxps return the second operand (b) when either input is NaN or on
- * ties; blending a back in where a is NaN gives "a if NaN, else b if NaN". */
-K_AVX2 static inline __m256 k_avx2_min_ps(__m256 a, __m256 b)
-{
-    return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-}
-
-K_AVX2 static inline __m256 k_avx2_max_ps(__m256 a, __m256 b)
-{
-    return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-}
-
-K_AVX2 static inline __m256d k_avx2_min_pd(__m256d a, __m256d b)
-{
-    return _mm256_blendv_pd(_mm256_min_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
-}
-
-K_AVX2 static inline __m256d k_avx2_max_pd(__m256d a, __m256d b)
-{
-    return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
-}
-
 /* AVX2 has no 64-bit signed min/max: compare and blend. */
 K_AVX2 static inline __m256i k_avx2_min_epi64(__m256i a, __m256i b)
 {

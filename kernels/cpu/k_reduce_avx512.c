@@ -14,28 +14,6 @@
 
 /* ---- element-wise ops on vectors ---------------------------------------- */
 
-/* minps/maxps return b when either is NaN or on ties; put a back where a is
- * NaN: "a if NaN, else b if NaN", identical to the scalar kernels. */
-K_AVX512 static inline __m512 k_avx512_min_ps(__m512 a, __m512 b)
-{
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_min_ps(a, b), a);
-}
-
-K_AVX512 static inline __m512 k_avx512_max_ps(__m512 a, __m512 b)
-{
-    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
-}
-
-K_AVX512 static inline __m512d k_avx512_min_pd(__m512d a, __m512d b)
-{
-    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), _mm512_min_pd(a, b), a);
-}
-
-K_AVX512 static inline __m512d k_avx512_max_pd(__m512d a, __m512d b)
-{
-    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), _mm512_max_pd(a, b), a);
-}
-
 /* No 8-bit multiply: even and odd bytes as 16-bit products, merged. */
 K_AVX512 static inline __m512i k_avx512_mul_epu8(__m512i a, __m512i b)
 {

@@ -29,11 +29,6 @@
         }                                                                     \
     }
 
-static inline float k_min_f32(float a, float b) { return isnan(a) ? a : (a < b ? a : b); }
-static inline float k_max_f32(float a, float b) { return isnan(a) ? a : (a > b ? a : b); }
-static inline double k_min_f64(double a, double b) { return isnan(a) ? a : (a < b ? a : b); }
-static inline double k_max_f64(double a, double b) { return isnan(a) ? a : (a > b ? a : b); }
-
 K_SCALAR_REDUCE(f32_sum, float, p + q)
 K_SCALAR_REDUCE(f32_min, float, k_min_f32(p, q))
 K_SCALAR_REDUCE(f32_max, float, k_max_f32(p, q))

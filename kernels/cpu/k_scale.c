@@ -278,7 +278,7 @@ void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t di
         k_div_args_i64(&args, divisor);
     else if (dtype == K_DTYPE_U8)
         k_div_args_u8(&args, divisor);
-    (*k_div_tables[k_isa_current()])[dtype](dst, src, count, &args);
+    (*k_div_tables[k_dispatch_isa()])[dtype](dst, src, count, &args);
 }
 
 void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor)
@@ -305,6 +305,6 @@ void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double f
      * of the vector instruction independently. A NaN factor is a caller's
      * degenerate case: the scalar path alone handles it, so every ISA gives
      * the same bits. */
-    k_isa_t isa = isnan(factor) ? K_ISA_SCALAR : k_isa_current();
+    k_isa_t isa = isnan(factor) ? K_ISA_SCALAR : k_dispatch_isa();
     (*k_scale_tables[isa])[dtype](dst, src, count, &args);
 }

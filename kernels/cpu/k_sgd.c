@@ -89,7 +89,7 @@ void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t cou
     k_sgd_args_t args = {lr, momentum, weight_decay, nesterov != 0};
     if (count == 0)
         return;
-    switch (k_isa_current()) {
+    switch (k_dispatch_isa()) {
 #if defined(__x86_64__)
     case K_ISA_AVX512: k_sgd_avx512(param, grad, momentum_buf, count, &args); return;
     case K_ISA_AVX2: k_sgd_avx2(param, grad, momentum_buf, count, &args); return;

@@ -1,8 +1,9 @@
 /*
  * k_simd_avx2.h - private to kernels/cpu: the AVX2 + FMA + F16C target attribute
  * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
- * back bit-identically to k_internal.h), shared by the reduce kernels and
- * the div / scale kernels. Included only from x86-64 builds.
+ * back bit-identically to k_internal.h) and the float MIN/MAX with the
+ * scalar NaN rule, shared by the reduce, reduce_n and div / scale kernels.
+ * Included only from x86-64 builds.
  */
 #ifndef K_SIMD_AVX2_H
 #define K_SIMD_AVX2_H
@@ -74,6 +75,30 @@ K_AVX2 static inline void k_avx2_store_bf16x16(uint16_t *p, __m256 lo, __m256 hi
 {
     __m256i packed = _mm256_packus_epi32(k_avx2_round_bf16(lo), k_avx2_round_bf16(hi));
     _mm256_storeu_si256((__m256i *)p, packed);
+}
+
+/* ---- float MIN/MAX with the scalar path's NaN rule ------------------------ */
+
+/* minps/maxps return the second operand (b) when either input is NaN or on
+ * ties; blending a back in where a is NaN gives "a if NaN, else b if NaN". */
+K_AVX2 static inline __m256 k_avx2_min_ps(__m256 a, __m256 b)
+{
+    return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+K_AVX2 static inline __m256 k_avx2_max_ps(__m256 a, __m256 b)
+{
+    return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+
+K_AVX2 static inline __m256d k_avx2_min_pd(__m256d a, __m256d b)
+{
+    return _mm256_blendv_pd(_mm256_min_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
+}
+
+K_AVX2 static inline __m256d k_avx2_max_pd(__m256d a, __m256d b)
+{
+    return _mm256_blendv_pd(_mm256_max_pd(a, b), a, _mm256_cmp_pd(a, a, _CMP_UNORD_Q));
 }
 
 #endif /* K_SIMD_AVX2_H */

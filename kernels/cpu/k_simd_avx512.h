@@ -1,8 +1,9 @@
 /*
  * k_simd_avx512.h - private to kernels/cpu: the AVX-512 F/BW/VL/DQ target attribute
  * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
- * back bit-identically to k_internal.h), shared by the reduce kernels and
- * the div / scale kernels. Included only from x86-64 builds.
+ * back bit-identically to k_internal.h) and the float MIN/MAX with the
+ * scalar NaN rule, shared by the reduce, reduce_n and div / scale kernels.
+ * Included only from x86-64 builds.
  */
 #ifndef K_SIMD_AVX512_H
 #define K_SIMD_AVX512_H
@@ -58,6 +59,30 @@ K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
 K_AVX512 static inline void k_avx512_store_bf16x32(uint16_t *p, __m512 lo, __m512 hi)
 {
     _mm512_storeu_si512(p, _mm512_packus_epi32(k_avx512_round_bf16(lo), k_avx512_round_bf16(hi)));
+}
+
+/* ---- float MIN/MAX with the scalar path's NaN rule ------------------------ */
+
+/* minps/maxps return b when either is NaN or on ties; put a back where a is
+ * NaN: "a if NaN, else b if NaN", identical to the scalar kernels. */
+K_AVX512 static inline __m512 k_avx512_min_ps(__m512 a, __m512 b)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_min_ps(a, b), a);
+}
+
+K_AVX512 static inline __m512 k_avx512_max_ps(__m512 a, __m512 b)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
+}
+
+K_AVX512 static inline __m512d k_avx512_min_pd(__m512d a, __m512d b)
+{
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), _mm512_min_pd(a, b), a);
+}
+
+K_AVX512 static inline __m512d k_avx512_max_pd(__m512d a, __m512d b)
+{
+    return _mm512_mask_blend_pd(_mm512_cmp_pd_mask(a, a, _CMP_UNORD_Q), _mm512_max_pd(a, b), a);
 }
 
 #endif /* K_SIMD_AVX512_H */

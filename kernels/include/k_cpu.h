@@ -5,7 +5,8 @@
  * that is the reference.
  *
  * Layer rule: kernels/ includes nothing from runtime/ or trainer/.
- * Build: kernels/meson.build -> static library hora_kernels.
+ * Build: kernels/meson.build -> shared library libhora-kernels.so, which
+ * exports exactly the functions declared K_API here.
  */
 #ifndef K_CPU_H
 #define K_CPU_H
@@ -15,6 +16,15 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* The library is built with -fvisibility=hidden, so its internals (per-ISA
+ * kernels, dispatch tables) are not part of the ABI and cannot be
+ * interposed; every public function below carries K_API to be exported. */
+#if defined(__GNUC__)
+#define K_API __attribute__((visibility("default")))
+#else
+#define K_API
 #endif
 
 /* Same numbering as hora_dtype_t (runtime checks it with static asserts). */
@@ -35,14 +45,14 @@ typedef enum { K_OP_SUM = 0, K_OP_MIN = 1, K_OP_MAX = 2, K_OP_PROD = 3, K_OP_COU
 /* Instruction-set paths. */
 typedef enum { K_ISA_SCALAR = 0, K_ISA_AVX2 = 1, K_ISA_AVX512 = 2, K_ISA_COUNT = 3 } k_isa_t;
 
-size_t k_dtype_size(k_dtype_t dtype);
+K_API size_t k_dtype_size(k_dtype_t dtype);
 
 /* Best path this CPU supports, the path in use, and forcing one (tests).
  * k_isa_set returns 0 on success, -1 if the CPU lacks that ISA. */
-k_isa_t k_isa_best(void);
-k_isa_t k_isa_current(void);
-int k_isa_set(k_isa_t isa);
-const char *k_isa_name(k_isa_t isa);
+K_API k_isa_t k_isa_best(void);
+K_API k_isa_t k_isa_current(void);
+K_API int k_isa_set(k_isa_t isa);
+K_API const char *k_isa_name(k_isa_t isa);
 
 /*
  * dst[i] = a[i] op b[i] for i < count.
@@ -51,25 +61,59 @@ const char *k_isa_name(k_isa_t isa);
  * Integers: SUM and PROD wrap modulo 2^bits (no UB). Floats: MIN/MAX return NaN
  * when either operand is NaN; min(-0, +0) may return either zero.
  */
-void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t dtype, k_op_t op);
+K_API void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t dtype, k_op_t op);
+
+/*
+ * dst[i] = (srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i]) / divisor for
+ * i < count: the n sources combined left to right in source order, then
+ * divided (divisor 1 means no division; AVG of n ranks is SUM with
+ * divisor n). Made for reducing n peers' buffers in one pass, each element
+ * loaded once per source and stored once.
+ *
+ * Numerics, per dtype:
+ *  - f16/bf16: every input widened to fp32, combined in fp32, divided in
+ *    fp32 by (float)divisor when divisor > 1, and rounded ONCE to the
+ *    dtype (nearest even, as k_reduce and k_cast round). Chained k_reduce
+ *    calls instead round after every source, so SUM/PROD/AVG may differ
+ *    from them (by design: fewer roundings, and partial sums beyond the
+ *    dtype's range do not overflow); MIN/MAX give the chain's result.
+ *  - f32: bit-identical to k_reduce(dst, srcs[0], srcs[1], ...), then
+ *    k_reduce(dst, dst, srcs[j], ...) for j = 2..n-1, then (divisor > 1)
+ *    k_div(dst, dst, count, dtype, divisor): the same fp32 operations in
+ *    the same order.
+ *  - f64 and integers: exactly that chain (integer SUM/PROD wrap, division
+ *    truncates as C's does).
+ * MIN/MAX follow k_reduce's rule, so the first NaN in source order wins
+ * (quieted for f16/bf16); a SUM/PROD that meets NaNs gives a NaN whose
+ * payload is not specified. n == 1 copies srcs[0] (divisor 1; the bytes
+ * unchanged) or is k_div(dst, srcs[0], count, dtype, divisor).
+ *
+ * dst may equal any of the sources (exactly: no partial overlap), and
+ * sources may repeat. No alignment needed. Every path the CPU has
+ * (k_isa_set) gives the same bits, NaN payloads of SUM/PROD aside.
+ * count == 0 touches nothing (dst and srcs may be NULL); n < 1, divisor < 1
+ * or an out-of-range dtype/op is a caller bug and writes nothing.
+ */
+K_API void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                      int64_t divisor);
 
 /*
  * dst[i] = src[i] / divisor (divisor >= 1). f32/f16/bf16 divide in fp32 (then
  * round to the dtype), f64 in fp64, integers with C's truncating division.
  * dst may be src.
  */
-void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t divisor);
+K_API void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t divisor);
 
 /*
  * dst[i] = src[i] * factor. Floats multiply in fp32 by (float)factor (f64 in
  * fp64); integers compute in double, round to nearest (ties to even) and
  * saturate to the type's range. dst may be src.
  */
-void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
+K_API void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
 
 /* Convert count elements between any two dtypes (floats round to nearest even,
  * float -> integer rounds to nearest and saturates, NaN -> 0). */
-void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
+K_API void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
 
 /*
  * One SGD step on count f32 parameters, torch.optim.SGD with dampening 0:
@@ -82,14 +126,14 @@ void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype
  * so all ISA paths give the same bits. No alignment needed; the three
  * arrays must not overlap.
  */
-void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t count, float lr, float momentum,
-                float weight_decay, int nesterov);
+K_API void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t count, float lr, float momentum,
+                      float weight_decay, int nesterov);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
-uint16_t k_f32_to_f16(float x);
-float k_f16_to_f32(uint16_t h);
-uint16_t k_f32_to_bf16(float x);
-float k_bf16_to_f32(uint16_t h);
+K_API uint16_t k_f32_to_f16(float x);
+K_API float k_f16_to_f32(uint16_t h);
+K_API uint16_t k_f32_to_bf16(float x);
+K_API float k_bf16_to_f32(uint16_t h);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,503 @@
+/*
+ * cast_div_scale.c - k_cast (all 49 pairs), k_div and k_scale on
+ * representative values against an exact-value reference; and k_div /
+ * k_scale on every ISA x dtype: random values (specials, integer extremes,
+ * numerators next to multiples of the divisor), divisors 1..9 up to
+ * INT64_MAX, every count to 200 and large odd ones, unaligned, in place;
+ * equal to the reference and bit-identical to the scalar path. Integer
+ * division also exhaustively for u8 and near the largest multiples for i32.
+ */
+#include "kernels_test.h"
+
+/* ---- k_div, k_scale, k_cast ----------------------------------------------
+ * Values are held as "exact value" records: a double for float dtypes, an
+ * int64 for integer dtypes. */
+
+typedef struct {
+    int is_int;
+    double f;
+    int64_t i;
+} value_t;
+
+static const ref_fmt_t *float_fmt(k_dtype_t dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_F32: return &REF_F32;
+    case K_DTYPE_F16: return &REF_F16;
+    case K_DTYPE_BF16: return &REF_BF16;
+    case K_DTYPE_F64: return &REF_F64;
+    default: return NULL;
+    }
+}
+
+static value_t load_value(k_dtype_t dtype, const void *p)
+{
+    value_t v = {0, 0, 0};
+    switch (dtype) {
+    case K_DTYPE_F32: { float f; memcpy(&f, p, 4); v.f = f; break; }
+    case K_DTYPE_F64: memcpy(&v.f, p, 8); break;
+    case K_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); v.f = ref_decode16(h, REF_F16); break; }
+    case K_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); v.f = ref_decode16(h, REF_BF16); break; }
+    case K_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); v.is_int = 1; v.i = x; break; }
+    case K_DTYPE_I64: v.is_int = 1; memcpy(&v.i, p, 8); break;
+    case K_DTYPE_U8: v.is_int = 1; v.i = *(const uint8_t *)p; break;
+    case K_DTYPE_COUNT: break;
+    }
+    return v;
+}
+
+/* Stores an exactly representable value (already rounded / saturated). */
+static void store_value(k_dtype_t dtype, void *p, value_t v)
+{
+    switch (dtype) {
+    case K_DTYPE_F32: { float f = isnan(v.f) ? NAN : (float)v.f; memcpy(p, &f, 4); break; }
+    case K_DTYPE_F64: memcpy(p, &v.f, 8); break;
+    case K_DTYPE_F16: case K_DTYPE_BF16: {
+        ref_fmt_t fmt = *float_fmt(dtype);
+        uint16_t h = isnan(v.f) ? (uint16_t)0x7FFF : ref_encode16(v.f, fmt);
+        memcpy(p, &h, 2);
+        break;
+    }
+    case K_DTYPE_I32: { int32_t x = (int32_t)v.i; memcpy(p, &x, 4); break; }
+    case K_DTYPE_I64: memcpy(p, &v.i, 8); break;
+    case K_DTYPE_U8: *(uint8_t *)p = (uint8_t)v.i; break;
+    case K_DTYPE_COUNT: break;
+    }
+}
+
+static int64_t saturate(int64_t x, k_dtype_t dtype)
+{
+    int64_t lo = dtype == K_DTYPE_I32 ? INT32_MIN : dtype == K_DTYPE_U8 ? 0 : INT64_MIN;
+    int64_t hi = dtype == K_DTYPE_I32 ? INT32_MAX : dtype == K_DTYPE_U8 ? 255 : INT64_MAX;
+    return x < lo ? lo : x > hi ? hi : x;
+}
+
+/* double -> integer dtype: round half even, saturate, NaN -> 0 */
+static int64_t ref_double_to_int(double x, k_dtype_t dtype)
+{
+    if (isnan(x))
+        return 0;
+    double r = copysign(ref_round_half_even(fabs(x)), x);
+    if (r >= 0x1p63)
+        return saturate(INT64_MAX, dtype);
+    if (r < -0x1p63)
+        return saturate(INT64_MIN, dtype);
+    return saturate((int64_t)r, dtype);
+}
+
+/* The value `v` converted to dtype exactly as k_cast must do it. */
+static value_t ref_convert(value_t v, k_dtype_t dtype)
+{
+    value_t r = {0, 0, 0};
+    const ref_fmt_t *fmt = float_fmt(dtype);
+    if (fmt) {
+        r.f = v.is_int ? ref_round_i64(v.i, *fmt) : ref_round(v.f, *fmt);
+    } else {
+        r.is_int = 1;
+        r.i = v.is_int ? saturate(v.i, dtype) : ref_double_to_int(v.f, dtype);
+    }
+    return r;
+}
+
+static int values_equal(k_dtype_t dtype, const void *got, const void *want)
+{
+    if (float_fmt(dtype)) {
+        value_t g = load_value(dtype, got), w = load_value(dtype, want);
+        if (isnan(w.f))
+            return isnan(g.f);
+        return g.f == w.f && !signbit(g.f) == !signbit(w.f);
+    }
+    return memcmp(got, want, k_dtype_size(dtype)) == 0;
+}
+
+static const double representative_doubles[] = {
+    0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 0.49999999999999994, 100.25, -7.75,
+    127.0, 128.0, 255.0, 255.5, 256.0, -300.0, 1000.0, 65504.0, 65519.99, 65520.0, 1e5,
+    2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0, 4294967296.5, 0x1p53 + 2,
+    0x1p63, -0x1p63, 0x1p64, 1e30, -1e30, 3.4028234663852886e38, 3.5e38, 1e300, -1e300,
+    0x1p-14, 0x1p-24, 0x1p-25, 0x1.8p-25, 0x1p-126, 0x1p-133, 0x1p-149, 0x1p-150, 1e-310,
+    1.0 + 0x1p-11 + 0x1p-40,       /* f16 tie + tiny: must round up (double rounding trap) */
+    -(1.0 + 0x1p-11 + 0x1p-40),
+    1.0 + 0x1p-8 + 0x1p-40,        /* same trap for bf16 */
+    1.0 + 0x1p-24 + 0x1p-50,       /* and for f32 */
+    0.1, -0.1, 1.0 / 3.0, INFINITY, -INFINITY, NAN,
+};
+
+static const int64_t representative_ints[] = {
+    0, 1, -1, 2, -2, 3, 7, 100, -100, 127, 128, 200, 255, 256, -255, -256, 1000, 65504, 65519,
+    65520, 65535, 65536, -65520, (1 << 24) + 1, (1 << 24) + 3, 2147483647, -2147483647 - 1,
+    2147483648LL, -2147483649LL, (1LL << 40) + (1LL << 32) + 1, /* bf16 double-rounding trap */
+    -((1LL << 40) + (1LL << 32) + 1), (1LL << 53) + 1, (1LL << 62) + (1LL << 38) + 1,
+    INT64_MAX, INT64_MIN, INT64_MIN + 1, 0x7FFFFF7FFFFFFFFFLL,
+};
+
+#define N_DOUBLES (sizeof(representative_doubles) / sizeof(representative_doubles[0]))
+#define N_INTS (sizeof(representative_ints) / sizeof(representative_ints[0]))
+#define N_VALUES (N_DOUBLES + N_INTS)
+
+/* Fills src (dtype) with every representative value that dtype can hold:
+ * float dtypes get the doubles rounded to themselves plus the integers
+ * converted; integer dtypes get the integers saturated plus the doubles
+ * rounded. Returns the count. */
+static size_t representative_array(k_dtype_t dtype, void *src)
+{
+    size_t size = k_dtype_size(dtype), n = 0;
+    for (size_t i = 0; i < N_DOUBLES; i++) {
+        value_t v = {0, representative_doubles[i], 0};
+        store_value(dtype, (uint8_t *)src + n++ * size, ref_convert(v, dtype));
+    }
+    for (size_t i = 0; i < N_INTS; i++) {
+        value_t v = {1, 0, representative_ints[i]};
+        store_value(dtype, (uint8_t *)src + n++ * size, ref_convert(v, dtype));
+    }
+    return n;
+}
+
+
+static void test_cast(void)
+{
+    for (int s = 0; s < K_DTYPE_COUNT; s++) {
+        k_dtype_t src_dtype = (k_dtype_t)s;
+        uint8_t src[N_VALUES * 8];
+        size_t n = representative_array(src_dtype, src);
+        for (int d = 0; d < K_DTYPE_COUNT; d++) {
+            k_dtype_t dst_dtype = (k_dtype_t)d;
+            size_t dsize = k_dtype_size(dst_dtype);
+            uint8_t buf[2 * GUARD_BYTES + N_VALUES * 8];
+            long checks = 0, failures = 0;
+            memset(buf, POISON, sizeof(buf));
+            k_cast(buf + GUARD_BYTES, dst_dtype, src, src_dtype, n);
+            for (size_t i = 0; i < n; i++) {
+                value_t v = load_value(src_dtype, src + i * k_dtype_size(src_dtype));
+                uint8_t want[8];
+                store_value(dst_dtype, want, ref_convert(v, dst_dtype));
+                const uint8_t *got = buf + GUARD_BYTES + i * dsize;
+                checks++;
+                if (!values_equal(dst_dtype, got, want) && failures++ < MAX_PRINTED) {
+                    printf("  %s -> %s: %.17g / %lld: got ", dtype_names[s], dtype_names[d],
+                           v.f, (long long)v.i);
+                    print_hex(got, dsize);
+                    printf(" want ");
+                    print_hex(want, dsize);
+                    printf("\n");
+                }
+            }
+            checks++;
+            if (!guards_intact(buf, n * dsize))
+                failures++, printf("  %s -> %s: guard overwritten\n", dtype_names[s],
+                                   dtype_names[d]);
+            char what[64];
+            snprintf(what, sizeof(what), "cast %s -> %s", dtype_names[s], dtype_names[d]);
+            report(what, checks, failures);
+        }
+    }
+}
+
+/* k_div and k_scale share a driver: `divisor` > 0 selects k_div. */
+static value_t ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, double factor)
+{
+    value_t r = {0, 0, 0};
+    const ref_fmt_t *fmt = float_fmt(dtype);
+    if (dtype == K_DTYPE_F64) {
+        r.f = divisor ? x.f / (double)divisor : x.f * factor;
+    } else if (fmt) {
+        float fx = (float)x.f; /* f32, f16, bf16 compute in fp32 */
+        float res = divisor ? fx / (float)divisor : fx * (float)factor;
+        r.f = ref_round(res, *fmt);
+    } else {
+        r.is_int = 1;
+        r.i = divisor ? x.i / divisor : ref_double_to_int((double)x.i * factor, dtype);
+    }
+    return r;
+}
+
+static void test_div_scale(void)
+{
+    static const int64_t divisors[] = {1, 2, 3, 4, 7, 10, 255, 256, 1000, 1 << 20, 123456789,
+                                       (1LL << 40) + 1, INT64_MAX};
+    static const double factors[] = {1.0, 0.5, -1.5, 3.0, 1.0 / 3.0, 1e-3, 2.5, 0.0, 1e10,
+                                     -1e10, 65536.0, 1e-30};
+    size_t n_div = sizeof(divisors) / sizeof(divisors[0]);
+    size_t n_fac = sizeof(factors) / sizeof(factors[0]);
+
+    for (int which = 0; which < 2; which++) {
+        for (int dt = 0; dt < K_DTYPE_COUNT; dt++) {
+            k_dtype_t dtype = (k_dtype_t)dt;
+            size_t size = k_dtype_size(dtype);
+            uint8_t src[N_VALUES * 8], buf[2 * GUARD_BYTES + N_VALUES * 8];
+            size_t n = representative_array(dtype, src);
+            long checks = 0, failures = 0;
+            size_t cases = which == 0 ? n_div : n_fac;
+            for (size_t c = 0; c < cases; c++) {
+                int64_t divisor = which == 0 ? divisors[c] : 0;
+                double factor = which == 0 ? 0 : factors[c];
+                for (int in_place = 0; in_place < 2; in_place++) {
+                    memset(buf, POISON, sizeof(buf));
+                    uint8_t *out = buf + GUARD_BYTES;
+                    const void *in = src;
+                    if (in_place) {
+                        memcpy(out, src, n * size);
+                        in = out;
+                    }
+                    if (which == 0)
+                        k_div(out, in, n, dtype, divisor);
+                    else
+                        k_scale(out, in, n, dtype, factor);
+                    for (size_t i = 0; i < n; i++) {
+                        value_t x = load_value(dtype, src + i * size);
+                        uint8_t want[8];
+                        store_value(dtype, want, ref_div_or_scale(dtype, x, divisor, factor));
+                        checks++;
+                        if (!values_equal(dtype, out + i * size, want) &&
+                            failures++ < MAX_PRINTED) {
+                            printf("  %s %s %.17g / %lld by %lld / %g: got ", dtype_names[dt],
+                                   which == 0 ? "div" : "scale", x.f, (long long)x.i,
+                                   (long long)divisor, factor);
+                            print_hex(out + i * size, size);
+                            printf(" want ");
+                            print_hex(want, size);
+                            printf("\n");
+                        }
+                    }
+                    checks++;
+                    if (!guards_intact(buf, n * size))
+                        failures++, printf("  guard overwritten\n");
+                }
+            }
+            char what[64];
+            snprintf(what, sizeof(what), "%s %s", which == 0 ? "div" : "scale", dtype_names[dt]);
+            report(what, checks, failures);
+        }
+    }
+}
+
+/* ---- k_div / k_scale on every ISA -------------------------------------------
+ * Random inputs (specials, integer extremes, and for k_div numerators next to
+ * multiples of the divisor, where a wrong reciprocal shows first), odd counts,
+ * unaligned offsets, in place and out of place. Every element must equal the
+ * reference above, and its bits must equal the scalar path's (NaN payloads
+ * included: the paths are meant to be interchangeable). */
+
+#define UNARY_MAX_COUNT 65537
+
+static const int64_t unary_divisors[] = {
+    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 25, 100, 127, 128, 255, 256, 257, 641,
+    1000, 65535, 65536, 65537, 1000003, 123456789, 0x7FFFFFFF, 0x80000000LL, 0x80000001LL,
+    0xFFFFFFFFLL, 0x100000000LL, 0x100000001LL, (1LL << 40) + 1, (1LL << 53) + 1,
+    (1LL << 62) - 1, 1LL << 62, (1LL << 62) + 1, INT64_MAX - 1, INT64_MAX,
+};
+#define N_UNARY_DIVISORS (sizeof(unary_divisors) / sizeof(unary_divisors[0]))
+
+static const double unary_factors[] = {
+    1.0, 0.5, 0.25, -1.0, -1.5, 1.0 / 3.0, 0.1, 3.0, 1e-3, 1e10, -1e10, 0.0, -0.0, 1e-30,
+    1e300, INFINITY, -INFINITY, NAN, 255.0 / 254.0, 0x1p-149, 4294967296.5,
+};
+#define N_UNARY_FACTORS (sizeof(unary_factors) / sizeof(unary_factors[0]))
+
+/* An integer of dtype at p next to a multiple of `divisor`, or an extreme. */
+static void div_edge_element(k_dtype_t dtype, int64_t divisor, void *p)
+{
+    int64_t lo = dtype == K_DTYPE_I32 ? INT32_MIN : dtype == K_DTYPE_U8 ? 0 : INT64_MIN;
+    int64_t hi = dtype == K_DTYPE_I32 ? INT32_MAX : dtype == K_DTYPE_U8 ? 255 : INT64_MAX;
+    int64_t v;
+    uint32_t kind = test_rng_below(&rng, 10);
+    if (kind < 2) {
+        static const int64_t extremes[] = {0, 1, -1};
+        v = kind == 0 ? (test_rng_below(&rng, 2) ? lo : lo + 1)
+                      : (test_rng_below(&rng, 2) ? hi : extremes[test_rng_below(&rng, 3)]);
+    } else {
+        /* k * divisor + delta with k * divisor inside [lo, hi] */
+        int64_t k_max = hi / divisor, k_min = lo / divisor;
+        uint64_t k_span = (uint64_t)k_max - (uint64_t)k_min + 1; /* 0: all of int64 */
+        uint64_t k_offset = k_span ? test_rng_u64(&rng) % k_span : test_rng_u64(&rng);
+        int64_t k = kind < 5   ? (test_rng_below(&rng, 2) ? k_max : k_min)
+                    : kind < 7 ? (int64_t)test_rng_below(&rng, 5) - 2
+                               : (int64_t)((uint64_t)k_min + k_offset);
+        k = k < k_min ? k_min : k > k_max ? k_max : k;
+        int64_t base = k * divisor;
+        int64_t delta = (int64_t)test_rng_below(&rng, 3) - 1;
+        v = (delta < 0 && base == lo) || (delta > 0 && base == hi) ? base : base + delta;
+    }
+    value_t value = {1, 0, v};
+    store_value(dtype, p, value);
+}
+
+/* Runs k_div (is_div) or k_scale on `isa` and on the scalar path, checks
+ * every element and the guards. Returns the number of failed checks. */
+static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor, double factor,
+                       size_t count, size_t off, int in_place, uint8_t *src, uint8_t *buf,
+                       uint8_t *scalar_out, long *checks, long *printed)
+{
+    size_t size = k_dtype_size(dtype);
+    int is_int = !float_fmt(dtype);
+    long failures = 0;
+
+    for (size_t i = 0; i < count; i++) {
+        if (is_div && is_int && test_rng_below(&rng, 2))
+            div_edge_element(dtype, divisor, src + i * size);
+        else
+            random_element(&rng, dtype, src + i * size);
+    }
+
+    /* scalar path, out of place */
+    k_isa_set(K_ISA_SCALAR);
+    if (is_div)
+        k_div(scalar_out, src, count, dtype, divisor);
+    else
+        k_scale(scalar_out, src, count, dtype, factor);
+
+    size_t span = 2 * GUARD_BYTES + (MAX_OFFSET + count) * size;
+    memset(buf, POISON, span);
+    uint8_t *out = buf + GUARD_BYTES + off * size;
+    const uint8_t *in = src;
+    if (in_place) {
+        if (count)
+            memcpy(out, src, count * size);
+        in = out;
+    }
+    k_isa_set(isa);
+    if (is_div)
+        k_div(out, in, count, dtype, divisor);
+    else
+        k_scale(out, in, count, dtype, factor);
+
+    for (size_t i = 0; i < count; i++) {
+        value_t x = load_value(dtype, src + i * size);
+        uint8_t want[8];
+        store_value(dtype, want, ref_div_or_scale(dtype, x, is_div ? divisor : 0, factor));
+        const uint8_t *got = out + i * size;
+        *checks += 2;
+        int ok_ref = values_equal(dtype, got, want);
+        int ok_scalar = memcmp(got, scalar_out + i * size, size) == 0;
+        if (ok_ref && ok_scalar)
+            continue;
+        failures += !ok_ref + !ok_scalar;
+        if ((*printed)++ < MAX_PRINTED) {
+            printf("  %s %s count %zu off %zu%s elem %zu: x=", dtype_names[dtype],
+                   is_div ? "div" : "scale", count, off, in_place ? " in place" : "", i);
+            print_hex(src + i * size, size);
+            printf(" by %lld / %g: got ", (long long)divisor, factor);
+            print_hex(got, size);
+            printf(" want ");
+            print_hex(want, size);
+            printf(" scalar ");
+            print_hex(scalar_out + i * size, size);
+            printf("\n");
+        }
+    }
+    (*checks)++;
+    if (!guards_intact(buf + off * size, count * size)) {
+        failures++;
+        if ((*printed)++ < MAX_PRINTED)
+            printf("  %s count %zu: guard overwritten\n", dtype_names[dtype], count);
+    }
+    if (!in_place && count && memcmp(in, src, count * size) != 0)
+        failures++, printf("  %s count %zu: input modified\n", dtype_names[dtype], count);
+    return failures;
+}
+
+static void test_unary_isa(k_isa_t isa)
+{
+    uint8_t *src = malloc(UNARY_MAX_COUNT * 8);
+    uint8_t *scalar_out = malloc(UNARY_MAX_COUNT * 8);
+    uint8_t *buf = malloc(2 * GUARD_BYTES + (UNARY_MAX_COUNT + MAX_OFFSET) * 8);
+    if (!src || !scalar_out || !buf) {
+        printf("test_unary_isa: out of memory\n");
+        exit(1);
+    }
+    for (int is_div = 1; is_div >= 0; is_div--) {
+        size_t n_cases = is_div ? N_UNARY_DIVISORS : N_UNARY_FACTORS;
+        for (int dt = 0; dt < K_DTYPE_COUNT; dt++) {
+            k_dtype_t dtype = (k_dtype_t)dt;
+            long checks = 0, failures = 0, printed = 0;
+            for (size_t c = 0; c < n_cases; c++) {
+                int64_t divisor = is_div ? unary_divisors[c] : 0;
+                double factor = is_div ? 0 : unary_factors[c];
+                /* every count up to a few vectors (all tail lengths), for
+                 * divisors 1..9 and the first factors */
+                if (c < 10)
+                    for (size_t count = 0; count <= 200; count++)
+                        failures += unary_case(isa, is_div, dtype, divisor, factor, count,
+                                               count % (MAX_OFFSET + 1), (int)(count & 1), src,
+                                               buf, scalar_out, &checks, &printed);
+                for (int in_place = 0; in_place < 2; in_place++)
+                    failures += unary_case(isa, is_div, dtype, divisor, factor,
+                                           1021 + test_rng_below(&rng, 64),
+                                           test_rng_below(&rng, MAX_OFFSET + 1), in_place, src,
+                                           buf, scalar_out, &checks, &printed);
+            }
+            failures += unary_case(isa, is_div, dtype, is_div ? 3 : 0, is_div ? 0 : 1.0 / 3.0,
+                                   UNARY_MAX_COUNT, 3, 1, src, buf, scalar_out, &checks,
+                                   &printed);
+            char what[64];
+            snprintf(what, sizeof(what), "%s %-6s %s, random", is_div ? "div" : "scale",
+                     k_isa_name(isa), dtype_names[dt]);
+            report(what, checks, failures);
+        }
+    }
+    k_isa_set(isa);
+    free(buf);
+    free(scalar_out);
+    free(src);
+}
+
+/* Integer k_div against C's division: all 256 u8 by every divisor up to
+ * 1024; i32 numerators at the extremes and around the largest multiples of
+ * every divisor up to 4096 and of 2^k - 1, 2^k, 2^k + 1 up to 2^34. */
+static void test_div_int_exhaustive(k_isa_t isa)
+{
+    long checks = 0, failures = 0;
+    uint8_t u8_src[256], u8_out[256];
+    for (int x = 0; x < 256; x++)
+        u8_src[x] = (uint8_t)x;
+    for (int64_t d = 1; d <= 1024; d++) {
+        k_div(u8_out, u8_src, 256, K_DTYPE_U8, d);
+        for (int x = 0; x < 256; x++, checks++)
+            if (u8_out[x] != x / d && failures++ < MAX_PRINTED)
+                printf("  u8 %d / %lld: got %d\n", x, (long long)d, u8_out[x]);
+    }
+
+    int64_t divisors[4096 + 3 * 34];
+    size_t n_div = 0;
+    for (int64_t d = 1; d <= 4096; d++)
+        divisors[n_div++] = d;
+    for (int k = 1; k <= 34; k++) {
+        divisors[n_div++] = (1LL << k) - 1;
+        divisors[n_div++] = 1LL << k;
+        divisors[n_div++] = (1LL << k) + 1;
+    }
+    for (size_t j = 0; j < n_div; j++) {
+        int64_t d = divisors[j];
+        int64_t top = INT32_MAX / d * d, bottom = INT32_MIN / d * d; /* largest multiples */
+        const int64_t candidates[] = {INT32_MIN, INT32_MIN + 1, INT32_MAX, INT32_MAX - 1, 0, 1,
+                                      -1, d - 1, d, d + 1, 1 - d, -d, -d - 1, top, top - 1,
+                                      top + 1, bottom, bottom - 1, bottom + 1, 2 * d - 1,
+                                      1 - 2 * d};
+        int32_t src[32], out[32];
+        size_t n = 0;
+        for (size_t c = 0; c < sizeof(candidates) / sizeof(candidates[0]); c++)
+            if (candidates[c] >= INT32_MIN && candidates[c] <= INT32_MAX)
+                src[n++] = (int32_t)candidates[c];
+        while (n < 32) /* fill whole vectors so the SIMD body, not the tail, runs */
+            src[n++] = (int32_t)test_rng_u64(&rng);
+        k_div(out, src, n, K_DTYPE_I32, d);
+        for (size_t i = 0; i < n; i++, checks++)
+            if (out[i] != (int32_t)(src[i] / d) && failures++ < MAX_PRINTED)
+                printf("  i32 %d / %lld: got %d\n", src[i], (long long)d, out[i]);
+    }
+    char what[64];
+    snprintf(what, sizeof(what), "div %-6s u8 all, i32 near multiples", k_isa_name(isa));
+    report(what, checks, failures);
+}
+
+void test_div_scale_isa(k_isa_t isa)
+{
+    test_unary_isa(isa);
+    test_div_int_exhaustive(isa);
+}
+
+void test_cast_div_scale(void)
+{
+    test_cast();
+    test_div_scale();
+}
