@@ -1,6 +1,5 @@
 /* engine_host.c - the host data engine: kernels/cpu behind the engine ops
  * table (engine.h). */
-#include <stdlib.h>
 #include <string.h>
 
 #include "coll/engine.h"
@@ -25,19 +24,7 @@ static k_op_t engine_host_op(hora_op_t op)
 static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                                         hora_op_t op, int64_t divisor)
 {
-    /* TEMPORARY until kernels' k_reduce_n lands: chained (rounds per source). */
-    const size_t es = k_dtype_size((k_dtype_t)dtype);
-    if (n == 1) {
-        if (dst != srcs[0]) memcpy(dst, srcs[0], count * es);
-    } else {
-        void *acc = malloc(count * es + 1);
-        if (!acc) return HORA_ERR_NO_MEMORY;
-        k_reduce(acc, srcs[0], srcs[1], count, (k_dtype_t)dtype, engine_host_op(op));
-        for (int i = 2; i < n; i++) k_reduce(acc, acc, srcs[i], count, (k_dtype_t)dtype, engine_host_op(op));
-        memcpy(dst, acc, count * es);
-        free(acc);
-    }
-    if (divisor > 1) k_div(dst, dst, count, (k_dtype_t)dtype, divisor);
+    k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, engine_host_op(op), divisor);
     return HORA_OK;
 }
 
