@@ -177,6 +177,23 @@ static hora_status_t bn_check_data(const cpu_bn_t *bn, const tr_tensor_t *x, con
     return cpu_check_tensor(bn->base.backend, y, *n, d->c, d->h, d->w, what_y);
 }
 
+/* The arguments of a forward (training or inference): x and y of one batch
+ * n, and the four (C) vectors. */
+static hora_status_t bn_check_forward(const cpu_bn_t *bn, const char *what, const tr_tensor_t *x,
+                                      const tr_tensor_t *const vectors[4], const tr_tensor_t *y, int *n)
+{
+    static const char *const names[4] = {"gamma", "beta", "running_mean", "running_var"};
+    char xw[64], yw[64], vw[64];
+    snprintf(xw, sizeof(xw), "%s x", what);
+    snprintf(yw, sizeof(yw), "%s y", what);
+    CPU_CHECK(bn_check_data(bn, x, y, xw, yw, n));
+    for (int i = 0; i < 4; i++) {
+        snprintf(vw, sizeof(vw), "%s %s", what, names[i]);
+        CPU_CHECK(bn_check_channels(bn, vectors[i], vw));
+    }
+    return HORA_OK;
+}
+
 hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
                                    const tr_tensor_t *beta, tr_tensor_t *running_mean, tr_tensor_t *running_var,
                                    tr_tensor_t *y)
@@ -188,27 +205,19 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
         return cpu_invalid("bn_forward_train: not a bn layer");
     cpu_backend_t *backend = layer_bn->base.backend;
     const tr_bn_desc_t *d = &layer_bn->desc;
-    CPU_CHECK(bn_check_data(layer_bn, x, y, "bn_forward_train x", "bn_forward_train y", &n));
-    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_forward_train gamma"));
-    CPU_CHECK(bn_check_channels(layer_bn, beta, "bn_forward_train beta"));
-    CPU_CHECK(bn_check_channels(layer_bn, running_mean, "bn_forward_train running_mean"));
-    CPU_CHECK(bn_check_channels(layer_bn, running_var, "bn_forward_train running_var"));
+    CPU_CHECK(bn_check_forward(layer_bn, "bn_forward_train", x,
+                               (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
     size_t m = (size_t)n * (size_t)d->h * (size_t)d->w; /* values per channel */
     if (m < 2) /* PyTorch refuses too: the unbiased variance needs two values */
         return cpu_invalid("bn_forward_train: one value per channel (%dx%dx%d) cannot be normalised", n, d->h, d->w);
     CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
 
-    cpu_prim_t *p = &bn->fwd_train;
     layer_bn->stats_n = 0;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, layer_bn->mean));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, layer_bn->var));
-    if (d->fuse_relu)
-        CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WORKSPACE, bn->workspace));
-    CPU_CHECK(cpu_prim_exec(backend, p));
+    static const int args[7] = {DNNL_ARG_SRC,  DNNL_ARG_DST,      DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
+                                DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_WORKSPACE};
+    const void *const ptrs[7] = {x->data, y->data, gamma->data, beta->data, layer_bn->mean, layer_bn->var,
+                                 bn->workspace};
+    CPU_CHECK(cpu_prim_run(backend, &bn->fwd_train, d->fuse_relu ? 7 : 6, args, ptrs));
     layer_bn->stats_n = n;
     bn->mask_valid = 1;
 
@@ -233,22 +242,13 @@ hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, cons
     int n;
     if (layer_bn == NULL)
         return cpu_invalid("bn_forward_infer: not a bn layer");
-    cpu_backend_t *backend = layer_bn->base.backend;
-    CPU_CHECK(bn_check_data(layer_bn, x, y, "bn_forward_infer x", "bn_forward_infer y", &n));
-    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_forward_infer gamma"));
-    CPU_CHECK(bn_check_channels(layer_bn, beta, "bn_forward_infer beta"));
-    CPU_CHECK(bn_check_channels(layer_bn, running_mean, "bn_forward_infer running_mean"));
-    CPU_CHECK(bn_check_channels(layer_bn, running_var, "bn_forward_infer running_var"));
+    CPU_CHECK(bn_check_forward(layer_bn, "bn_forward_infer", x,
+                               (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
     CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
-
-    cpu_prim_t *p = &bn->fwd_infer;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, beta->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, running_mean->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, running_var->data));
-    return cpu_prim_exec(backend, p);
+    static const int args[6] = {DNNL_ARG_SRC,   DNNL_ARG_DST,  DNNL_ARG_SCALE,
+                                DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
+    const void *const ptrs[6] = {x->data, y->data, gamma->data, beta->data, running_mean->data, running_var->data};
+    return cpu_prim_run(layer_bn->base.backend, &bn->fwd_infer, 6, args, ptrs);
 }
 
 hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
@@ -274,17 +274,10 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     if (d->fuse_relu && !bn->mask_valid) /* evicted since its forward: more batch sizes than slots in between */
         return cpu_invalid("bn_backward: the relu mask of the forward at batch %d is gone", n);
 
-    cpu_prim_t *p = &bn->bwd;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SCALE, gamma->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SHIFT, layer_bn->no_shift));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_MEAN, layer_bn->mean));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_VARIANCE, layer_bn->var));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SRC, dx->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SCALE, dgamma->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SHIFT, dbeta->data));
-    if (d->fuse_relu)
-        CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WORKSPACE, bn->workspace));
-    return cpu_prim_exec(backend, p);
+    static const int args[10] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,      DNNL_ARG_SHIFT,
+                                 DNNL_ARG_MEAN,     DNNL_ARG_VARIANCE,   DNNL_ARG_DIFF_SRC,   DNNL_ARG_DIFF_SCALE,
+                                 DNNL_ARG_DIFF_SHIFT, DNNL_ARG_WORKSPACE};
+    const void *const ptrs[10] = {x->data,  dy->data, gamma->data,  layer_bn->no_shift, layer_bn->mean,
+                                  layer_bn->var, dx->data, dgamma->data, dbeta->data,      bn->workspace};
+    return cpu_prim_run(backend, &bn->bwd, d->fuse_relu ? 10 : 9, args, ptrs);
 }

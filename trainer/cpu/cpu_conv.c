@@ -275,9 +275,8 @@ static cpu_conv_t *conv_of(tr_layer_t *layer)
 /* Run a reorder from `from` into `to` (weights, weight gradients, dx). */
 static hora_status_t conv_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, const void *from, void *to)
 {
-    CPU_CHECK(cpu_prim_set(backend, reorder, DNNL_ARG_FROM, from));
-    CPU_CHECK(cpu_prim_set(backend, reorder, DNNL_ARG_TO, to));
-    return cpu_prim_exec(backend, reorder);
+    return cpu_prim_run(backend, reorder, 2, (const int[]){DNNL_ARG_FROM, DNNL_ARG_TO},
+                        (const void *const[]){from, to});
 }
 
 /* Reorder the plain weights w into buffer, grown to what reorder writes. */
@@ -319,10 +318,8 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
         layer_conv->w_fwd_n = n;
         weights = layer_conv->w_fwd.data;
     }
-    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_WEIGHTS, weights));
-    CPU_CHECK(cpu_prim_set(backend, &conv->fwd, DNNL_ARG_DST, y->data));
-    return cpu_prim_exec(backend, &conv->fwd);
+    return cpu_prim_run(backend, &conv->fwd, 3, (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                        (const void *const[]){x->data, weights, y->data});
 }
 
 hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
@@ -360,11 +357,10 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
         weights = layer_conv->w_bwd.data;
         break;
     }
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_WEIGHTS, weights));
     float *out = conv->dx_to_plain.pd != NULL ? conv->dx_blocked : dx->data;
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_data, DNNL_ARG_DIFF_SRC, out));
-    CPU_CHECK(cpu_prim_exec(backend, &conv->bwd_data));
+    CPU_CHECK(cpu_prim_run(backend, &conv->bwd_data, 3,
+                           (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                           (const void *const[]){dy->data, weights, out}));
     if (conv->dx_to_plain.pd == NULL)
         return HORA_OK;
     return conv_reorder(backend, &conv->dx_to_plain, conv->dx_blocked, dx->data);
@@ -394,10 +390,9 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
                                       "conv weight gradient before its reorder"));
         out = layer_conv->dw_blocked.data;
     }
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, &conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, out));
-    CPU_CHECK(cpu_prim_exec(backend, &conv->bwd_weights));
+    CPU_CHECK(cpu_prim_run(backend, &conv->bwd_weights, 3,
+                           (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
+                           (const void *const[]){x->data, dy->data, out}));
     if (conv->dw_to_plain.pd == NULL)
         return HORA_OK;
     return conv_reorder(backend, &conv->dw_to_plain, layer_conv->dw_blocked.data, dw->data);

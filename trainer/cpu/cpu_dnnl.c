@@ -210,6 +210,14 @@ hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
     return cpu_dnnl(dnnl_stream_wait(backend->stream), p->what);
 }
 
+hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args,
+                           const void *const *ptrs)
+{
+    for (int i = 0; i < count; i++)
+        CPU_CHECK(cpu_prim_set(backend, p, args[i], ptrs[i]));
+    return cpu_prim_exec(backend, p);
+}
+
 void cpu_prim_free(cpu_prim_t *p)
 {
     for (int i = 0; i < p->nargs; i++)

@@ -122,6 +122,9 @@ const char *cpu_prim_impl(const cpu_prim_t *p);
 hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr);
 /* Run it (and wait: callers read the results right after). */
 hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p);
+/* Point count arguments (args[i] at ptrs[i]) and run it. */
+hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args,
+                           const void *const *ptrs);
 /* Release everything cpu_prim_init and cpu_prim_add_arg made; a zeroed
  * cpu_prim_t is fine. */
 void cpu_prim_free(cpu_prim_t *p);

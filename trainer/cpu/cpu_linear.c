@@ -147,12 +147,9 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
     CPU_CHECK(linear_check_rows(layer_linear, y, n, "linear_forward y"));
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
-    cpu_prim_t *p = &linear->fwd;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_BIAS, bias->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DST, y->data));
-    return cpu_prim_exec(backend, p);
+    return cpu_prim_run(backend, &linear->fwd, 4,
+                        (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
+                        (const void *const[]){x->data, w->data, bias->data, y->data});
 }
 
 hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
@@ -171,11 +168,9 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, 1, 1, "linear_backward_data dx"));
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
-    cpu_prim_t *p = &linear->bwd_data;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_WEIGHTS, w->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_SRC, dx->data));
-    return cpu_prim_exec(backend, p);
+    return cpu_prim_run(backend, &linear->bwd_data, 3,
+                        (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                        (const void *const[]){dy->data, w->data, dx->data});
 }
 
 hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
@@ -195,10 +190,7 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
     CPU_CHECK(cpu_check_plain(dbias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
 
-    cpu_prim_t *p = &linear->bwd_weights;
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_WEIGHTS, dw->data));
-    CPU_CHECK(cpu_prim_set(backend, p, DNNL_ARG_DIFF_BIAS, dbias->data));
-    return cpu_prim_exec(backend, p);
+    return cpu_prim_run(backend, &linear->bwd_weights, 4,
+                        (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},
+                        (const void *const[]){x->data, dy->data, dw->data, dbias->data});
 }

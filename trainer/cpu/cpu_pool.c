@@ -160,12 +160,11 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
     CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_forward y"));
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, (void **)&pool));
 
-    CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_SRC, x->data));
-    CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_DST, y->data));
-    if (pool->workspace != NULL)
-        CPU_CHECK(cpu_prim_set(backend, &pool->fwd, DNNL_ARG_WORKSPACE, pool->workspace));
+    /* The workspace (max pooling's argmax) is the last argument, where there is one. */
+    static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
     pool->have_argmax = 0;
-    CPU_CHECK(cpu_prim_exec(backend, &pool->fwd));
+    CPU_CHECK(cpu_prim_run(backend, &pool->fwd, pool->workspace ? 3 : 2, args,
+                           (const void *const[]){x->data, y->data, pool->workspace}));
     pool->have_argmax = 1;
     return HORA_OK;
 }
@@ -186,9 +185,7 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
     if (pool->workspace != NULL && !pool->have_argmax)
         return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
-    CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_DST, dy->data));
-    CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_DIFF_SRC, dx->data));
-    if (pool->workspace != NULL)
-        CPU_CHECK(cpu_prim_set(backend, &pool->bwd, DNNL_ARG_WORKSPACE, pool->workspace));
-    return cpu_prim_exec(backend, &pool->bwd);
+    static const int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
+    return cpu_prim_run(backend, &pool->bwd, pool->workspace ? 3 : 2, args,
+                        (const void *const[]){dy->data, dx->data, pool->workspace});
 }
