@@ -341,6 +341,8 @@ static hora_status_t run_training(run_t *r)
                 if (!b || b->count < 1) {
                     fprintf(stderr, "hora-train: rank %d: the loader ended epoch %d after %" PRIu64
                             " of %" PRIu64 " steps\n", r->rank, epoch, st->step_in_epoch, spe);
+                    if (b)
+                        tr_loader_release(r->train_loader, b);
                     return HORA_ERR_INTERNAL;
                 }
                 x = batch_tensor(b, tr_model_spec(r->model));
