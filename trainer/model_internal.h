@@ -1,0 +1,107 @@
+/*
+ * model_internal.h - what the model's three files share (not installed, not
+ * for callers: they use model.h). model_arch.c says what the network is (the
+ * named specs, every parameter in PyTorch's order, the initial values);
+ * model.c makes it on a backend (arenas, layers, per-sample tensors) and
+ * frees it; model_pass.c runs it (forward, backward, top-k).
+ */
+#ifndef HORA_TRAINER_MODEL_INTERNAL_H
+#define HORA_TRAINER_MODEL_INTERNAL_H
+
+#include "model.h"
+
+#define B_OPS(m) ((m)->backend->ops)
+#define P(m, i) (&(m)->params[i].value)
+#define G(m, i) (&(m)->params[i].grad)
+
+typedef struct {
+    tr_layer_t *conv;
+    tr_layer_t *bn;
+    tr_conv_desc_t desc;
+    int h_out, w_out;
+    int relu;               /* ReLU fused into the BN */
+    int w, gamma, beta;     /* parameter indices */
+    int stats;              /* index into model->bns */
+    const tr_tensor_t *in;  /* input activation (owned elsewhere) */
+    tr_tensor_t conv_out;   /* (N, c_out, h, w) before BN */
+    tr_tensor_t out;        /* after BN (+ ReLU) */
+    tr_tensor_t d_conv;     /* gradient w.r.t. conv_out */
+    tr_tensor_t d_out;      /* gradient w.r.t. out (written by the consumer); unallocated in a
+                             * block's last conv_bn and projection, which read the block's */
+} convbn_t;
+
+typedef struct {
+    int conv_count;          /* 2 basic, 3 bottleneck */
+    convbn_t cb[3];
+    int has_proj;
+    convbn_t proj;
+    const tr_tensor_t *in;
+    tr_tensor_t *d_in;       /* where the gradient w.r.t. in goes; NULL: not needed */
+    tr_tensor_t out;         /* relu(cb[last].out + shortcut) */
+    tr_tensor_t d_out;
+    tr_tensor_t d_main;      /* scratch: gradient of in through the main path */
+    tr_tensor_t d_short;     /* scratch: through the projection */
+} block_t;
+
+/* A per-sample tensor of the model: an activation (tensor_alloc, the
+ * backend's layout) or a plain tensor (buffer_alloc) of (rows) or (rows,
+ * cols). */
+typedef struct {
+    tr_tensor_t *t;
+    int plain_ndim;         /* 0: an activation; 1 or 2: plain */
+    int c, h, w;            /* activation: per-sample shape; plain: cols in c */
+    tr_dtype_t dtype;
+    size_t sample_bytes;    /* bytes per sample, set when allocated */
+} model_buf_t;
+
+struct tr_model {
+    tr_backend_t *backend;
+    tr_model_spec_t spec;
+    int capacity;           /* samples every per-sample tensor holds */
+    int batch;              /* the n of the per-sample tensors now */
+    int forward_train;      /* the last forward was a training one (backward may follow) */
+
+    tr_param_t *params;
+    int param_count, param_capacity;
+    tr_bn_stats_t *bns;
+    int bn_count, bn_capacity;
+    size_t params_count, stats_count;
+    size_t grads_count; /* the grads arena: params_count plus alignment gaps */
+    tr_tensor_t arenas[TR_ARENA_COUNT];
+    int grads_shared;
+
+    model_buf_t *bufs;
+    int buf_count, buf_capacity;
+
+    convbn_t stem;
+    tr_layer_t *maxpool;
+    tr_tensor_t pool_out, d_pool_out;
+    block_t *blocks;
+    int block_count;
+    tr_layer_t *avgpool;
+    tr_tensor_t avg_out, d_avg_out;
+    tr_layer_t *fc;
+    int fc_w, fc_b;
+    tr_tensor_t input;
+    tr_tensor_t logits, dlogits, labels, loss;
+    float *logits_host;     /* capacity x classes: tr_model_topk's download */
+};
+
+static inline int conv_out_size(int in, int kernel, int stride, int pad)
+{
+    return (in + 2 * pad - kernel) / stride + 1;
+}
+
+/* model_arch.c. Declares every parameter and BN statistic of m->spec in
+ * PyTorch's order (shapes, arena offsets) and the blocks' shapes. */
+hora_status_t model_declare(tr_model_t *m);
+/* model_arch.c. The initial parameters and statistics from seed, made on the
+ * host and uploaded into the arenas. */
+hora_status_t model_init_values(tr_model_t *m, uint64_t seed);
+
+/* model.c. (Re)makes every per-sample tensor for capacity samples. */
+hora_status_t model_bufs_alloc(tr_model_t *m, int capacity);
+/* model.c. Points every per-sample tensor at its first n samples (n <= capacity). */
+void model_set_batch(tr_model_t *m, int n);
+
+#endif
