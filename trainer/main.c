@@ -269,8 +269,6 @@ static void report_overlap(run_t *r)
              off, overlap ? "true" : "false");
 }
 
-static const char *const lr_decay_names[] = {"poly", "cosine", "step", "none"};
-
 static hora_status_t run_training(run_t *r)
 {
     tr_options_t *o = &r->opt;
@@ -314,9 +312,8 @@ static hora_status_t run_training(run_t *r)
     if (r->rank == 0)
         printf("hora-train: %d epochs x %" PRIu64 " steps, global batch %d, peak lr %.4g, warmup %" PRIu64
                " steps, %s decay, overlap %s\n",
-               o->epochs, spe, global_batch, sched.peak_lr, sched.warmup_steps, lr_decay_names[o->lr_decay],
-               r->size > 1 ? (o->overlap == TR_OVERLAP_AUTO ? "auto" : o->overlap == TR_OVERLAP_ON ? "on" : "off")
-                           : "off (one rank)");
+               o->epochs, spe, global_batch, sched.peak_lr, sched.warmup_steps, tr_lr_decay_names[o->lr_decay],
+               r->size > 1 ? tr_overlap_names[o->overlap] : "off (one rank)");
 
     /* The clock of elapsed_s (time to accuracy) starts at the first step,
      * after data loading and model building, as the PyTorch peer's does. */

@@ -33,11 +33,12 @@ double tr_lr_at(const tr_lr_schedule_t *s, uint64_t step)
     return s->peak_lr;
 }
 
+const char *const tr_lr_decay_names[] = {"poly", "cosine", "step", "none", NULL};
+
 int tr_lr_decay_parse(const char *name)
 {
-    static const char *names[] = {"poly", "cosine", "step", "none"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(name, names[i]) == 0)
+    for (int i = 0; tr_lr_decay_names[i]; i++)
+        if (strcmp(name, tr_lr_decay_names[i]) == 0)
             return i;
     return -1;
 }

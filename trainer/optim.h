@@ -40,6 +40,8 @@ typedef struct {
 } tr_lr_schedule_t;
 
 double tr_lr_at(const tr_lr_schedule_t *schedule, uint64_t step);
+/* The names of tr_lr_decay_t, indexed by it, NULL-terminated. */
+extern const char *const tr_lr_decay_names[];
 /* "poly" | "cosine" | "step" | "none"; -1 if unknown. */
 int tr_lr_decay_parse(const char *name);
 

@@ -43,9 +43,7 @@ typedef struct {
 
 #define F(field) offsetof(tr_options_t, field)
 
-static const char *const opt_lr_decays[] = {"poly", "cosine", "step", "none", NULL}; /* tr_lr_decay_t */
-static const char *const opt_overlaps[] = {"off", "on", "auto", NULL};               /* tr_overlap_t */
-static const char *const opt_progress[] = {"auto", "bar", "lines", NULL};            /* tr_progress_t */
+static const char *const opt_progress[] = {"auto", "bar", "lines", NULL}; /* tr_progress_t */
 
 static const opt_t opt_table[] = {
     {"--model", "NAME", OPT_STRING, F(model), "resnet20", 0, 0, NULL, 0, 0, 0, "Model",
@@ -94,7 +92,7 @@ static const opt_t opt_table[] = {
     {"--warmup-epochs", "W", OPT_DOUBLE, F(warmup_epochs), "0", 0, 1e6, NULL, 0, 0, 0, NULL,
      "linear warmup length, may be fractional"},
     {"--warmup-lr", "LR", OPT_DOUBLE, F(warmup_lr), "0", 0, 1e6, NULL, 0, 0, 0, NULL, "warmup start"},
-    {"--lr-decay", "KIND", OPT_CHOICE, F(lr_decay), "poly", 0, 0, opt_lr_decays, 0, 0, 0, NULL,
+    {"--lr-decay", "KIND", OPT_CHOICE, F(lr_decay), "poly", 0, 0, tr_lr_decay_names, 0, 0, 0, NULL,
      "decay after warmup"},
     {"--lr-power", "P", OPT_DOUBLE, F(power), "2", 0, 100, NULL, 0, 0, 0, NULL, "poly power"},
     {"--lr-steps", "E1,E2,..", OPT_LIST, F(lr_steps), "30,60,80", 0, 1e6, NULL, 0, 0, 0, NULL,
@@ -115,7 +113,7 @@ static const opt_t opt_table[] = {
      "compute backend (the ones built in are listed below)"},
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
      "compute threads per rank (auto: cores / ranks on the node)"},
-    {"--overlap", "MODE", OPT_CHOICE, F(overlap), "auto", 0, 0, opt_overlaps, 0, 0, 0, NULL,
+    {"--overlap", "MODE", OPT_CHOICE, F(overlap), "auto", 0, 0, tr_overlap_names, 0, 0, 0, NULL,
      "on: all-reduce each gradient during backward; off: all after it; auto: time both on the first steps, "
      "keep the faster"},
     {"--no-overlap", NULL, OPT_SET, F(overlap), NULL, 0, 0, NULL, TR_OVERLAP_OFF, 0, 0, NULL,

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+const char *const tr_overlap_names[] = {"off", "on", "auto", NULL};
+
 struct tr_trainer {
     tr_model_t *model;
     tr_step_config_t config;
@@ -107,14 +109,13 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
     if (t->first_error != HORA_OK)
         return;
     const tr_param_t *p = tr_model_param(t->model, i);
-    hora_opts_t opts = HORA_OPTS_INIT;
     if (event != NULL || p->grad.memory != TR_MEMORY_HOST) {
         fprintf(stderr, "hora-train: allreduce of %s: gradients in device memory need the GPU runtime\n", p->name);
         t->first_error = HORA_ERR_UNSUPPORTED;
         return;
     }
     hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, HORA_DTYPE_F32,
-                                                HORA_OP_AVG, &opts, &t->requests[i]);
+                                                HORA_OP_AVG, NULL, &t->requests[i]);
     if (status != HORA_OK) {
         fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
                 hora_last_error());

@@ -17,6 +17,9 @@ typedef enum {
     TR_OVERLAP_AUTO = 2, /* measure both on the first steps, keep the faster */
 } tr_overlap_t;
 
+/* The names of tr_overlap_t, indexed by it, NULL-terminated. */
+extern const char *const tr_overlap_names[];
+
 /* TR_OVERLAP_AUTO: warm-up steps (first-use costs, not timed), then steps timed,
  * alternately with and without overlap. */
 #define TR_OVERLAP_PROBE_WARMUP 2
