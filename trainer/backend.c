@@ -5,6 +5,7 @@
  * and defines HORA_HAVE_CUDA_BACKEND.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
@@ -34,9 +35,10 @@ const struct tr_backend_ops *tr_backend_find(const char *name)
 
 const char *tr_backend_names(void)
 {
-#ifdef HORA_HAVE_CUDA_BACKEND
-    return "cpu, cuda";
-#else
-    return "cpu";
-#endif
+    static char names[64];
+    if (names[0] == '\0')
+        for (size_t i = 0; i < TR_BACKEND_COUNT; i++)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
+                     tr_backends[i]->name);
+    return names;
 }

@@ -2,8 +2,8 @@
  * backend.h - the compute backend ops table (struct tr_backend_ops), contract v2.
  *
  * A backend computes the layers of a ResNet on one device: "cpu" uses
- * oneDNN (cpu/backend_cpu.c); "cuda" (cuDNN + cuBLAS + kernels/) fills the
- * same table. Slots a backend lacks point to a function returning
+ * oneDNN (cpu/backend_cpu.c); "cuda" (cuDNN + cuBLAS + kernels/, the CUDA
+ * backend issue) will fill the same table. Slots a backend lacks point to a function returning
  * HORA_ERR_UNSUPPORTED, never NULL.
  *
  * Layers with state (primitives, saved statistics, workspaces) are
@@ -28,9 +28,10 @@
  *   so a last partial batch and evaluation at any batch size just work.
  *   Descriptors say everything but the batch.
  * - Gradient outputs (dx, dw, dgamma, ...) are overwritten, not accumulated.
- * - dtypes: the cpu backend computes in f32 (other dtypes are refused with
- *   HORA_ERR_UNSUPPORTED until mixed precision lands); the types are there
- *   for bf16/f16 compute.
+ * - dtypes: the cpu backend computes in f32 until mixed precision lands:
+ *   its tensor_alloc refuses other dtypes with HORA_ERR_UNSUPPORTED, and its
+ *   ops refuse tensors of them with HORA_ERR_INVALID_ARG; the types are
+ *   there for bf16/f16 compute.
  * - Ops may run asynchronously (cuda: on the backend's stream); results are
  *   ready for the host after download or synchronize, and for the runtime
  *   after the event gradient_ready gives.

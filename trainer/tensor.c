@@ -66,8 +66,11 @@ tr_tensor_t tr_tensor_plain(void *data, tr_dtype_t dtype, tr_memory_t memory, in
 
 tr_tensor_t tr_tensor_view(const tr_tensor_t *base, size_t offset, int ndim, const int *dims)
 {
-    char *data = base->data ? (char *)base->data + offset * tr_dtype_size(base->dtype) : NULL;
-    return tr_tensor_plain(data, base->dtype, base->memory, ndim, dims);
+    tr_tensor_t t = tr_tensor_plain(NULL, base->dtype, base->memory, ndim, dims);
+    const size_t have = tr_tensor_count(base);
+    if (base->data && base->layout == TR_LAYOUT_NCHW && offset <= have && tr_tensor_count(&t) <= have - offset)
+        t.data = (char *)base->data + offset * tr_dtype_size(base->dtype);
+    return t;
 }
 
 void tr_tensor_describe(const tr_tensor_t *t, char *buf, size_t len)

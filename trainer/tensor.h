@@ -66,8 +66,10 @@ const char *tr_memory_name(tr_memory_t memory);
  * of an arena, a host batch, a loss scalar. bytes = count x dtype size. */
 tr_tensor_t tr_tensor_plain(void *data, tr_dtype_t dtype, tr_memory_t memory, int ndim, const int *dims);
 
-/* Elements [offset, offset + count) of a plain tensor, as a plain tensor of
- * the given shape (whose product must be count). Same dtype and memory. */
+/* Elements [offset, offset + product of dims) of a plain tensor, as a plain
+ * tensor of that shape, with the same dtype and memory. A view that does not
+ * fit inside base (or of a tensor that is not plain) has data NULL: every
+ * op refuses it as not allocated. */
 tr_tensor_t tr_tensor_view(const tr_tensor_t *base, size_t offset, int ndim, const int *dims);
 
 /* "(64, 16, 28, 28) f32 nChw16c host", for messages. */

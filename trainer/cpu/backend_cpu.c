@@ -11,8 +11,9 @@
  * (omp_set_num_threads at init, on the calling thread: call the ops from
  * the thread that made the backend). Our own loops use the same count.
  *
- * Build: trainer/cpu/meson.build (static library trainer_backend_lib, needs
- * libdnnl, OpenMP and kernels/ for k_sgd_step).
+ * Build: trainer/cpu/meson.build lists the sources and their dependencies
+ * (libdnnl, OpenMP, kernels/ for k_sgd_step); trainer/meson.build builds
+ * them into trainer_backend_lib.
  */
 #include <math.h>
 #include <omp.h>
@@ -268,8 +269,9 @@ static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
     }
 }
 
-/* t is an activation of this backend and host a plain f32 host tensor of
- * the same (c, h, w) and at most t's batch: the first host->n samples. */
+/* t is an activation of this backend and host a plain f32 host tensor
+ * (n, c, h, w) of t's (c, h, w) and at most t's batch: the first host->n
+ * samples. */
 static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t,
                                            const tr_tensor_t *host, const char *what, int *block)
 {
@@ -280,7 +282,8 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
         t->bytes != tr_tensor_count(t) * sizeof(float))
         return cpu_invalid("%s: not an f32 tensor from this backend's tensor_alloc", what);
     if (host->dtype != TR_DTYPE_F32 || host->memory != TR_MEMORY_HOST || host->layout != TR_LAYOUT_NCHW ||
-        host->c * host->h * host->w != t->c * t->h * t->w || host->n < 1 || host->n > t->n) {
+        host->ndim != 4 || host->c != t->c || host->h != t->h || host->w != t->w || host->n < 1 ||
+        host->n > t->n || host->bytes < tr_tensor_count(host) * sizeof(float)) {
         char got[96], want[96];
         tr_tensor_describe(host, got, sizeof(got));
         tr_tensor_describe(t, want, sizeof(want));

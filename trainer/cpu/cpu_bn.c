@@ -24,7 +24,6 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    int n;
     cpu_prim_t fwd_train, fwd_infer, bwd;
     void *workspace; /* fuse_relu: the last forward_train's relu mask at this size (owned) */
     int mask_valid;  /* a forward_train at this size filled it */
@@ -42,13 +41,10 @@ typedef struct {
 static void bn_batch_free(void *entry)
 {
     bn_batch_t *bn = entry;
-    if (bn == NULL)
-        return;
     cpu_prim_free(&bn->fwd_train);
     cpu_prim_free(&bn->fwd_infer);
     cpu_prim_free(&bn->bwd);
     free(bn->workspace);
-    free(bn);
 }
 
 static void cpu_bn_free(tr_layer_t *layer)
@@ -69,14 +65,14 @@ static hora_status_t bn_add_args(cpu_backend_t *backend, cpu_prim_t *p, const in
 }
 
 /* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry)
+static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int n)
 {
     const cpu_bn_t *layer = (const cpu_bn_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
     bn_batch_t *bn = entry;
     const tr_bn_desc_t *d = &layer->desc;
     dnnl_memory_desc_t data_md;
-    CPU_CHECK(cpu_md_4d(&data_md, bn->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&data_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
     unsigned relu = d->fuse_relu ? dnnl_fuse_norm_relu : 0;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | relu;
 
@@ -119,7 +115,7 @@ static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry)
     }
 
     if (backend->verbose)
-        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", bn->n,
+        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", n,
                 d->c, d->h, d->w, d->fuse_relu ? " +relu" : "", cpu_prim_impl(&bn->fwd_train),
                 cpu_prim_impl(&bn->fwd_infer), cpu_prim_impl(&bn->bwd));
     return HORA_OK;
@@ -179,18 +175,19 @@ static hora_status_t bn_check_data(const cpu_bn_t *bn, const tr_tensor_t *x, con
 
 /* The arguments of a forward (training or inference): x and y of one batch
  * n, and the four (C) vectors. */
-static hora_status_t bn_check_forward(const cpu_bn_t *bn, const char *what, const tr_tensor_t *x,
+static hora_status_t bn_check_forward(const cpu_bn_t *bn, int train, const tr_tensor_t *x,
                                       const tr_tensor_t *const vectors[4], const tr_tensor_t *y, int *n)
 {
-    static const char *const names[4] = {"gamma", "beta", "running_mean", "running_var"};
-    char xw[64], yw[64], vw[64];
-    snprintf(xw, sizeof(xw), "%s x", what);
-    snprintf(yw, sizeof(yw), "%s y", what);
-    CPU_CHECK(bn_check_data(bn, x, y, xw, yw, n));
-    for (int i = 0; i < 4; i++) {
-        snprintf(vw, sizeof(vw), "%s %s", what, names[i]);
-        CPU_CHECK(bn_check_channels(bn, vectors[i], vw));
-    }
+    static const char *const names[2][6] = {
+        {"bn_forward_infer x", "bn_forward_infer y", "bn_forward_infer gamma", "bn_forward_infer beta",
+         "bn_forward_infer running_mean", "bn_forward_infer running_var"},
+        {"bn_forward_train x", "bn_forward_train y", "bn_forward_train gamma", "bn_forward_train beta",
+         "bn_forward_train running_mean", "bn_forward_train running_var"},
+    };
+    const char *const *what = names[train != 0];
+    CPU_CHECK(bn_check_data(bn, x, y, what[0], what[1], n));
+    for (int i = 0; i < 4; i++)
+        CPU_CHECK(bn_check_channels(bn, vectors[i], what[2 + i]));
     return HORA_OK;
 }
 
@@ -199,18 +196,19 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
                                    tr_tensor_t *y)
 {
     cpu_bn_t *layer_bn = bn_of(layer);
-    bn_batch_t *bn;
     int n;
     if (layer_bn == NULL)
         return cpu_invalid("bn_forward_train: not a bn layer");
     cpu_backend_t *backend = layer_bn->base.backend;
     const tr_bn_desc_t *d = &layer_bn->desc;
-    CPU_CHECK(bn_check_forward(layer_bn, "bn_forward_train", x,
+    CPU_CHECK(bn_check_forward(layer_bn, 1, x,
                                (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
     size_t m = (size_t)n * (size_t)d->h * (size_t)d->w; /* values per channel */
     if (m < 2) /* PyTorch refuses too: the unbiased variance needs two values */
         return cpu_invalid("bn_forward_train: one value per channel (%dx%dx%d) cannot be normalised", n, d->h, d->w);
-    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, &entry));
+    bn_batch_t *bn = entry;
 
     layer_bn->stats_n = 0;
     static const int args[7] = {DNNL_ARG_SRC,  DNNL_ARG_DST,      DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
@@ -238,13 +236,14 @@ hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, cons
                                    const tr_tensor_t *running_var, tr_tensor_t *y)
 {
     cpu_bn_t *layer_bn = bn_of(layer);
-    bn_batch_t *bn;
     int n;
     if (layer_bn == NULL)
         return cpu_invalid("bn_forward_infer: not a bn layer");
-    CPU_CHECK(bn_check_forward(layer_bn, "bn_forward_infer", x,
+    CPU_CHECK(bn_check_forward(layer_bn, 0, x,
                                (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
-    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, &entry));
+    bn_batch_t *bn = entry;
     static const int args[6] = {DNNL_ARG_SRC,   DNNL_ARG_DST,  DNNL_ARG_SCALE,
                                 DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
     const void *const ptrs[6] = {x->data, y->data, gamma->data, beta->data, running_mean->data, running_var->data};
@@ -255,7 +254,6 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
                               const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
 {
     cpu_bn_t *layer_bn = bn_of(layer);
-    bn_batch_t *bn;
     int n;
     if (layer_bn == NULL)
         return cpu_invalid("bn_backward: not a bn layer");
@@ -270,7 +268,9 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
         return layer_bn->stats_n ? cpu_invalid("bn_backward: batch %d, but the last bn_forward_train had %d", n,
                                                layer_bn->stats_n)
                                  : cpu_invalid("bn_backward: no bn_forward_train ran before it");
-    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, (void **)&bn));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, &entry));
+    bn_batch_t *bn = entry;
     if (d->fuse_relu && !bn->mask_valid) /* evicted since its forward: more batch sizes than slots in between */
         return cpu_invalid("bn_backward: the relu mask of the forward at batch %d is gone", n);
 

@@ -1,6 +1,7 @@
 /*
  * cpu_conv.c - convolution (no bias) on oneDNN: forward training, backward
- * data and backward weights, each a primitive made once per layer.
+ * data and backward weights, each a primitive made once per layer and
+ * batch size.
  *
  * Activations come in the backend's fixed layout (nChw16c / nChw8c, or
  * plain NCHW for a 1- or 3-channel input), but the weights are left to
@@ -25,7 +26,6 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    int n;
     cpu_prim_t fwd, bwd_data, bwd_weights;
     /* Weight reorders; pd NULL where the primitive takes plain OIHW. */
     cpu_prim_t w_to_fwd;    /* OIHW -> forward's format, into w_fwd */
@@ -57,8 +57,6 @@ typedef struct {
 static void conv_batch_free(void *entry)
 {
     conv_batch_t *conv = entry;
-    if (conv == NULL)
-        return;
     cpu_prim_free(&conv->fwd);
     cpu_prim_free(&conv->bwd_data);
     cpu_prim_free(&conv->bwd_weights);
@@ -67,7 +65,6 @@ static void conv_batch_free(void *entry)
     cpu_prim_free(&conv->dw_to_plain);
     cpu_prim_free(&conv->dx_to_plain);
     free(conv->dx_blocked);
-    free(conv);
 }
 
 static void cpu_conv_free(tr_layer_t *layer)
@@ -144,15 +141,15 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
 }
 
 /* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry)
+static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, int n)
 {
     const cpu_conv_t *layer = (const cpu_conv_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
     conv_batch_t *conv = entry;
     const tr_conv_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md;
-    CPU_CHECK(cpu_md_4d(&src_md, conv->n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
-    CPU_CHECK(cpu_md_4d(&dst_md, conv->n, d->c_out, layer->h_out, layer->w_out,
+    CPU_CHECK(cpu_md_4d(&src_md, n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
+    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c_out, layer->h_out, layer->w_out,
                         cpu_layout_for(backend, d->c_out)));
     dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
     CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
@@ -224,7 +221,7 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry)
      * block, mixing layouts the fast kernels do not take; the tiny test
      * networks do that on purpose, hence the threshold. */
     double flops =
-        2.0 * conv->n * d->c_out * layer->h_out * layer->w_out * (double)d->c_in * d->kernel * d->kernel;
+        2.0 * n * d->c_out * layer->h_out * layer->w_out * (double)d->c_in * d->kernel * d->kernel;
     int slow = flops > 5e6 && (strncmp(cpu_prim_impl(&conv->fwd), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) == 0);
@@ -232,7 +229,7 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry)
         fprintf(stderr,
                 "hora-train: cpu: %sconv %dx%dx%dx%d -> %dx%dx%d k%d s%d p%d: forward %s, "
                 "backward data %s, backward weights %s%s\n",
-                slow ? "warning: oneDNN reference kernel (slow) in " : "", conv->n, d->c_in, d->h_in, d->w_in,
+                slow ? "warning: oneDNN reference kernel (slow) in " : "", n, d->c_in, d->h_in, d->w_in,
                 d->c_out, layer->h_out, layer->w_out, d->kernel,
                 d->stride, d->pad, cpu_prim_impl(&conv->fwd), cpu_prim_impl(&conv->bwd_data),
                 cpu_prim_impl(&conv->bwd_weights),
@@ -300,7 +297,6 @@ static hora_status_t conv_check_weights(const cpu_conv_t *conv, const tr_tensor_
 hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y)
 {
     cpu_conv_t *layer_conv = conv_of(layer);
-    conv_batch_t *conv;
     int n;
     if (layer_conv == NULL)
         return cpu_invalid("conv_forward: not a conv layer");
@@ -310,7 +306,9 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
     CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, d->h_in, d->w_in, "conv_forward x"));
     CPU_CHECK(conv_check_weights(layer_conv, w, "conv_forward w"));
     CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_forward y"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
+    conv_batch_t *conv = entry;
 
     const float *weights = w->data;
     if (conv->w_to_fwd.pd != NULL) {
@@ -326,7 +324,6 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
                                      tr_tensor_t *dx)
 {
     cpu_conv_t *layer_conv = conv_of(layer);
-    conv_batch_t *conv;
     int n;
     if (layer_conv == NULL)
         return cpu_invalid("conv_backward_data: not a conv layer");
@@ -337,7 +334,9 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
                                "conv_backward_data dy"));
     CPU_CHECK(conv_check_weights(layer_conv, w, "conv_backward_data w"));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
+    conv_batch_t *conv = entry;
 
     const float *weights = w->data;
     switch (conv->bwd_w_source) {
@@ -370,7 +369,6 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
                                         tr_tensor_t *dw)
 {
     cpu_conv_t *layer_conv = conv_of(layer);
-    conv_batch_t *conv;
     int n;
     if (layer_conv == NULL)
         return cpu_invalid("conv_backward_weights: not a conv layer");
@@ -381,7 +379,9 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
     CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
                                "conv_backward_weights dy"));
     CPU_CHECK(conv_check_weights(layer_conv, dw, "conv_backward_weights dw"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, (void **)&conv));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
+    conv_batch_t *conv = entry;
 
     float *out = dw->data;
     if (conv->dw_to_plain.pd != NULL) {

@@ -1,9 +1,10 @@
 /*
  * cpu_dnnl.c - the oneDNN plumbing the cpu backend's layers share: status
- * translation, memory descriptors for our layouts, and cpu_prim_t (a
- * primitive made once with memory objects for its arguments, re-pointed at
- * each call's buffers, run on the backend's stream with the backend's
- * shared scratchpad).
+ * translation, memory descriptors for our layouts, cpu_prim_t (a primitive
+ * made once per layer and batch size with memory objects for its arguments,
+ * re-pointed at each call's buffers, run on the backend's stream with the
+ * backend's shared scratchpad) and the per-batch-size cache of a layer's
+ * primitives.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -178,7 +179,7 @@ hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
     return HORA_OK;
 }
 
-hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr)
+static hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr)
 {
     for (int i = 0; i < p->nargs; i++) {
         if (p->args[i].arg != arg)
@@ -193,7 +194,7 @@ hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const
     return cpu_invalid("%s: no argument %d", p->what, arg);
 }
 
-hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
+static hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
 {
     hora_status_t status;
     for (int i = 0; i < p->nargs; i++) {
@@ -297,16 +298,17 @@ hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, 
                 if (cache->slots[i].used < slot->used)
                     slot = &cache->slots[i];
             cache->drop(slot->entry);
+            free(slot->entry);
             slot->n = 0;
             slot->entry = NULL;
         }
         void *entry = cpu_alloc(cache->entry_bytes, "a layer's batch state");
         if (entry == NULL)
             return HORA_ERR_NO_MEMORY;
-        *(int *)entry = n;
-        hora_status_t status = cache->fill(layer, entry);
+        hora_status_t status = cache->fill(layer, entry, n);
         if (status != HORA_OK) {
             cache->drop(entry);
+            free(entry);
             return status;
         }
         slot->n = n;
@@ -320,8 +322,10 @@ hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, 
 void cpu_batch_clear(cpu_batch_cache_t *cache)
 {
     for (int i = 0; i < CPU_BATCH_SLOTS; i++) {
-        if (cache->slots[i].n != 0)
+        if (cache->slots[i].n != 0) {
             cache->drop(cache->slots[i].entry);
+            free(cache->slots[i].entry);
+        }
         cache->slots[i].n = 0;
         cache->slots[i].entry = NULL;
     }

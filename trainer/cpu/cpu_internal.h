@@ -7,8 +7,7 @@
  * oneDNN primitives are made for one shape, so each layer keeps a small
  * cache of per-batch entries (cpu_batch_cache_t, least recently used out),
  * made on the first call with a batch size. An op only points the memory
- * objects at this call's buffers (cpu_prim_set) and executes
- * (cpu_prim_exec). All primitives share the backend's scratchpad (user
+ * objects at this call's buffers and executes (cpu_prim_run). All primitives share the backend's scratchpad (user
  * scratchpad mode): they run one at a time on the backend's one stream.
  */
 #ifndef TR_CPU_INTERNAL_H
@@ -60,15 +59,15 @@ typedef struct {
     void *entry;   /* the layer's state for batch n */
 } cpu_batch_slot_t;
 
-/* A layer's entry struct starts with the batch size, `int n`; the cache
- * allocates it (zeroed, entry_bytes), sets n, and has the layer fill it. */
+/* The cache allocates each entry (zeroed, entry_bytes) and frees it; the
+ * layer fills it for a batch size and drops what it filled. */
 typedef struct {
     cpu_batch_slot_t slots[CPU_BATCH_SLOTS];
     uint64_t tick;
     size_t entry_bytes;
-    /* Make the primitives and buffers of a fresh entry for its n. */
-    hora_status_t (*fill)(tr_layer_t *layer, void *entry);
-    /* Release what fill made (also after a failed fill), and the entry. */
+    /* Make the primitives and buffers of a fresh entry for batch n. */
+    hora_status_t (*fill)(tr_layer_t *layer, void *entry, int n);
+    /* Release what fill made (also after a failed fill), not the entry. */
     void (*drop)(void *entry);
 } cpu_batch_cache_t;
 
@@ -118,11 +117,8 @@ hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg);
 const dnnl_memory_desc_t *cpu_prim_md(const cpu_prim_t *p, int arg);
 /* The name of the implementation oneDNN picked ("jit:avx512_core"). */
 const char *cpu_prim_impl(const cpu_prim_t *p);
-/* Point `arg` at ptr for the next execution. */
-hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr);
-/* Run it (and wait: callers read the results right after). */
-hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p);
-/* Point count arguments (args[i] at ptrs[i]) and run it. */
+/* Point count arguments (args[i] at ptrs[i]) and run it, waiting for it:
+ * callers read the results right after. */
 hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args,
                            const void *const *ptrs);
 /* Release everything cpu_prim_init and cpu_prim_add_arg made; a zeroed

@@ -15,7 +15,6 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    int n;
     cpu_prim_t fwd, bwd_data, bwd_weights;
 } linear_batch_t;
 
@@ -28,12 +27,9 @@ typedef struct {
 static void linear_batch_free(void *entry)
 {
     linear_batch_t *linear = entry;
-    if (linear == NULL)
-        return;
     cpu_prim_free(&linear->fwd);
     cpu_prim_free(&linear->bwd_data);
     cpu_prim_free(&linear->bwd_weights);
-    free(linear);
 }
 
 static void cpu_linear_free(tr_layer_t *layer)
@@ -44,17 +40,17 @@ static void cpu_linear_free(tr_layer_t *layer)
 }
 
 /* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry)
+static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry, int n)
 {
     const cpu_linear_t *layer = (const cpu_linear_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
     linear_batch_t *linear = entry;
     const tr_linear_desc_t *d = &layer->desc;
     dnnl_memory_desc_t x_md, w_md, bias_md, y_md;
-    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){linear->n, d->c_in}));
+    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){n, d->c_in}));
     CPU_CHECK(cpu_md_plain(&w_md, 2, (const int[]){d->c_out, d->c_in}));
     CPU_CHECK(cpu_md_plain(&bias_md, 1, (const int[]){d->c_out}));
-    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){linear->n, d->c_out}));
+    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){n, d->c_out}));
 
     dnnl_inner_product_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
     CPU_CHECK(cpu_dnnl(dnnl_inner_product_forward_desc_init(&fwd_desc, dnnl_forward_training, &x_md, &w_md,
@@ -85,7 +81,7 @@ static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry)
 
     if (backend->verbose)
         fprintf(stderr, "hora-train: cpu: linear %dx%d -> %d: forward %s, backward data %s, backward weights %s\n",
-                linear->n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
+                n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
                 cpu_prim_impl(&linear->bwd_weights));
     return HORA_OK;
 }
@@ -134,7 +130,6 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
                                  const tr_tensor_t *bias, tr_tensor_t *y)
 {
     cpu_linear_t *layer_linear = linear_of(layer);
-    linear_batch_t *linear;
     int n;
     if (layer_linear == NULL)
         return cpu_invalid("linear_forward: not a linear layer");
@@ -145,7 +140,9 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
     CPU_CHECK(linear_check_weight(layer_linear, w, "linear_forward w"));
     CPU_CHECK(cpu_check_plain(bias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_forward bias"));
     CPU_CHECK(linear_check_rows(layer_linear, y, n, "linear_forward y"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
+    linear_batch_t *linear = entry;
 
     return cpu_prim_run(backend, &linear->fwd, 4,
                         (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
@@ -156,7 +153,6 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
                                        tr_tensor_t *dx)
 {
     cpu_linear_t *layer_linear = linear_of(layer);
-    linear_batch_t *linear;
     int n;
     if (layer_linear == NULL)
         return cpu_invalid("linear_backward_data: not a linear layer");
@@ -166,7 +162,9 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
     CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_data dy"));
     CPU_CHECK(linear_check_weight(layer_linear, w, "linear_backward_data w"));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, 1, 1, "linear_backward_data dx"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
+    linear_batch_t *linear = entry;
 
     return cpu_prim_run(backend, &linear->bwd_data, 3,
                         (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
@@ -177,7 +175,6 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
                                           tr_tensor_t *dw, tr_tensor_t *dbias)
 {
     cpu_linear_t *layer_linear = linear_of(layer);
-    linear_batch_t *linear;
     int n;
     if (layer_linear == NULL)
         return cpu_invalid("linear_backward_weights: not a linear layer");
@@ -188,7 +185,9 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
     CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_weights dy"));
     CPU_CHECK(linear_check_weight(layer_linear, dw, "linear_backward_weights dw"));
     CPU_CHECK(cpu_check_plain(dbias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, (void **)&linear));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
+    linear_batch_t *linear = entry;
 
     return cpu_prim_run(backend, &linear->bwd_weights, 4,
                         (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},

@@ -13,7 +13,6 @@
 #include "cpu_internal.h"
 
 typedef struct {
-    int n;
     cpu_prim_t fwd, bwd;
     void *workspace; /* max: the last forward's argmax at this size (owned); NULL for average */
     int have_argmax; /* max: a forward has filled the workspace */
@@ -29,12 +28,9 @@ typedef struct {
 static void pool_batch_free(void *entry)
 {
     pool_batch_t *pool = entry;
-    if (pool == NULL)
-        return;
     cpu_prim_free(&pool->fwd);
     cpu_prim_free(&pool->bwd);
     free(pool->workspace);
-    free(pool);
 }
 
 static void cpu_pool_free(tr_layer_t *layer)
@@ -45,15 +41,15 @@ static void cpu_pool_free(tr_layer_t *layer)
 }
 
 /* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry)
+static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, int n)
 {
     const cpu_pool_t *layer = (const cpu_pool_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
     pool_batch_t *pool = entry;
     const tr_pool_desc_t *d = &layer->desc;
     dnnl_memory_desc_t src_md, dst_md;
-    CPU_CHECK(cpu_md_4d(&src_md, pool->n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
-    CPU_CHECK(cpu_md_4d(&dst_md, pool->n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&src_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c)));
 
     dnnl_alg_kind_t alg;
     dnnl_dims_t kernel, strides, pad;
@@ -100,7 +96,7 @@ static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry)
 
     if (backend->verbose)
         fprintf(stderr, "hora-train: cpu: %s pool %dx%dx%dx%d -> %dx%d: forward %s, backward %s\n",
-                d->kind == TR_POOL_MAX ? "max" : "global average", pool->n, d->c, d->h, d->w, layer->h_out,
+                d->kind == TR_POOL_MAX ? "max" : "global average", n, d->c, d->h, d->w, layer->h_out,
                 layer->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
     return HORA_OK;
 }
@@ -149,7 +145,6 @@ static cpu_pool_t *pool_of(tr_layer_t *layer)
 hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y)
 {
     cpu_pool_t *layer_pool = pool_of(layer);
-    pool_batch_t *pool;
     int n;
     if (layer_pool == NULL)
         return cpu_invalid("pool_forward: not a pool layer");
@@ -158,7 +153,9 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
     CPU_CHECK(cpu_check_batch(x, "pool_forward x", &n));
     CPU_CHECK(cpu_check_tensor(backend, x, n, d->c, d->h, d->w, "pool_forward x"));
     CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_forward y"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, (void **)&pool));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
+    pool_batch_t *pool = entry;
 
     /* The workspace (max pooling's argmax) is the last argument, where there is one. */
     static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
@@ -172,7 +169,6 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
 hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx)
 {
     cpu_pool_t *layer_pool = pool_of(layer);
-    pool_batch_t *pool;
     int n;
     if (layer_pool == NULL)
         return cpu_invalid("pool_backward: not a pool layer");
@@ -181,7 +177,9 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
     CPU_CHECK(cpu_check_batch(dy, "pool_backward dy", &n));
     CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_backward dy"));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "pool_backward dx"));
-    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, (void **)&pool));
+    void *entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
+    pool_batch_t *pool = entry;
     if (pool->workspace != NULL && !pool->have_argmax)
         return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
