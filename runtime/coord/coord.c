@@ -219,19 +219,25 @@ void coord_cache_store(struct coord *c, const char *name, const struct coord_met
 
 /* ------------------------------------------------------------------ cycle */
 
+/* The merge of two cycle vectors. One vector is one element of
+ * c->bit_type, so MPI never hands the op a piece of one (it may split a
+ * message between elements only); *len counts whole vectors. Layout:
+ * [AND words][OR requested][OR invalid][AND flags][OR flags], so the
+ * type's size tells the number of words (an MPI op has no context). */
 static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
 {
-    (void)type;
-    const uint64_t *a = in;
-    uint64_t *b = inout;
-    /* Layout: [AND words][OR requested][OR invalid][AND flags][OR flags],
-     * so the length tells the number of words (an MPI op has no context). */
-    const int words = (*len - 2) / 3;
-    for (int i = 0; i < *len; i++) {
-        if (i < words || i == 3 * words)
-            b[i] &= a[i];
-        else
-            b[i] |= a[i];
+    int bytes = 0;
+    MPI_Type_size(*type, &bytes);
+    const int n = bytes / (int)sizeof(uint64_t), words = (n - 2) / 3;
+    for (int v = 0; v < *len; v++) {
+        const uint64_t *a = (const uint64_t *)in + (size_t)v * (size_t)n;
+        uint64_t *b = (uint64_t *)inout + (size_t)v * (size_t)n;
+        for (int i = 0; i < n; i++) {
+            if (i < words || i == 3 * words)
+                b[i] &= a[i];
+            else
+                b[i] |= a[i];
+        }
     }
 }
 
@@ -249,7 +255,7 @@ static int coord_allreduce_bits(struct coord *c)
     long nap_ns = 20 * 1000;
     long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
     if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
-    err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 3 * c->words + 2, MPI_UINT64_T, c->bit_op, c->comm, &req);
+    err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 1, c->bit_type, c->bit_op, c->comm, &req);
     if (err != MPI_SUCCESS) return err;
     for (int polls = 0;; polls++) {
         err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
@@ -675,6 +681,8 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         goto err_free;
     }
     MPI_Op_create(coord_bit_op, 1, &c->bit_op);
+    MPI_Type_contiguous(3 * c->words + 2, MPI_UINT64_T, &c->bit_type);
+    MPI_Type_commit(&c->bit_type);
     if (c->rank == 0 && cfg->timeline[0]) {
         status = timeline_open(&c->tl, cfg->timeline, (size_t)cfg->timeline_max_mb << 20);
         if (status < 0) goto err_free_comm;
@@ -694,7 +702,6 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = status_fail(HORA_ERR_SYSTEM, "cannot start the coordinator thread: %s", strerror(errno));
         goto err_free_autotune;
     }
-    c->thread_started = 1;
     *out = c;
     return HORA_OK;
 
@@ -703,6 +710,7 @@ err_free_autotune:
 err_free_timeline:
     timeline_close(c->tl);
 err_free_comm:
+    MPI_Type_free(&c->bit_type);
     MPI_Op_free(&c->bit_op);
     MPI_Comm_free(&c->comm);
 err_free:
@@ -728,6 +736,7 @@ void coord_stop(struct coord *c)
     coord_negotiate_free(c);
     timeline_close(c->tl);
     autotune_free(c->at);
+    MPI_Type_free(&c->bit_type);
     MPI_Op_free(&c->bit_op);
     MPI_Comm_free(&c->comm);
     if (c->fusion_buf) mem_pool_release(c->pool, c->fusion_buf);

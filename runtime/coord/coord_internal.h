@@ -62,7 +62,6 @@ struct coord_settings {
 
 struct coord {
     pthread_t thread;
-    int thread_started;
     pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
     pthread_cond_t done_cond;
     pthread_cond_t work_cond; /* signalled on every submission: ends the cycle's nap early */
@@ -82,6 +81,7 @@ struct coord {
     /* coordinator thread only */
     MPI_Comm comm;
     MPI_Op bit_op;
+    MPI_Datatype bit_type; /* one cycle vector: 3 * words + 2 uint64 */
     int rank, size;
     struct coord_map pending;        /* name -> request taken from incoming */
     struct hora_request *uncached;   /* to send to rank 0 at the next slow path, in */
