@@ -53,8 +53,9 @@ K_REDUCE_LIST(K_DECLARE_SCALAR_REDUCE)
  *
  * One kernel folds all n sources of elements [begin, end) in registers and
  * stores each result once; begin lets a vector kernel hand its tail to the
- * scalar kernel with the caller's pointers. The entry point (k_reduce_n.c)
- * has checked the arguments, handled n == 1, and filled the record below.
+ * scalar kernel with the caller's pointers. The entry point (k_dispatch.c)
+ * has checked the arguments, handled n == 1 (and n == 2 without a divisor,
+ * which is k_reduce), and filled the record below.
  */
 typedef struct {
     k_dtype_t dtype;

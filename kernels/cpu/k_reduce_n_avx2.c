@@ -1,8 +1,8 @@
 /*
  * k_reduce_n_avx2.c - k_reduce_n's vector kernels for AVX2 + FMA + F16C:
  * the template k_reduce_n_simd.h instantiated with this ISA's vectors
- * (__m256, 8 floats) and the helpers of k_simd_avx2.h. k_reduce_n.c
- * installs the table only when k_isa_current() says avx2.
+ * (__m256, 8 floats) and the helpers of k_simd_avx2.h. k_dispatch.c
+ * picks the table only when k_isa_current() says avx2.
  */
 #if defined(__x86_64__)
 

@@ -1,8 +1,8 @@
 /*
  * k_reduce_n_avx512.c - k_reduce_n's vector kernels for AVX-512 F/BW/VL/DQ:
  * the template k_reduce_n_simd.h instantiated with this ISA's vectors
- * (__m512, 16 floats) and the helpers of k_simd_avx512.h. k_reduce_n.c
- * installs the table only when k_isa_current() says avx512.
+ * (__m512, 16 floats) and the helpers of k_simd_avx512.h. k_dispatch.c
+ * picks the table only when k_isa_current() says avx512.
  */
 #if defined(__x86_64__)
 

@@ -196,8 +196,9 @@ hora_status_t hora_join(int *last_rank)
 hora_status_t hora_wait(hora_request_t req)
 {
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_wait: req is NULL");
-    if (!hora_rt.coord) return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
-    hora_status_t status = coord_wait(hora_rt.coord, req);
+    struct coord *c = hora_rt.coord;
+    if (!c) return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
+    hora_status_t status = coord_wait(c, req);
     if (status < 0) status_set(status, "%s", req->error ? req->error : hora_status_string(status));
     return status;
 }
@@ -206,11 +207,12 @@ hora_status_t hora_test(hora_request_t req, int *done)
 {
     hora_status_t status = HORA_IN_PROGRESS;
     if (!req || !done) return status_fail(HORA_ERR_INVALID_ARG, "hora_test: NULL argument");
-    if (!hora_rt.coord) {
+    struct coord *c = hora_rt.coord;
+    if (!c) {
         *done = req->done;
         return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
     }
-    *done = coord_is_done(hora_rt.coord, req, &status);
+    *done = coord_is_done(c, req, &status);
     return *done ? status : HORA_IN_PROGRESS;
 }
 
@@ -218,7 +220,8 @@ const char *hora_request_error(hora_request_t req)
 {
     hora_status_t status;
     if (!req) return "";
-    if (hora_rt.coord && !coord_is_done(hora_rt.coord, req, &status)) return "";
+    struct coord *c = hora_rt.coord;
+    if (c && !coord_is_done(c, req, &status)) return "";
     return req->error ? req->error : "";
 }
 
@@ -226,7 +229,8 @@ hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total
 {
     hora_status_t status = HORA_IN_PROGRESS;
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result: req is NULL");
-    if (hora_rt.coord && !coord_is_done(hora_rt.coord, req, &status))
+    struct coord *c = hora_rt.coord;
+    if (c && !coord_is_done(c, req, &status))
         return status_set(HORA_IN_PROGRESS, "hora_request_result('%s'): not finished", req->name);
     if (req->status < 0) return req->status;
     if (req->meta.kind != COORD_KIND_ALLGATHER)
@@ -240,6 +244,7 @@ hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total
 void hora_request_free(hora_request_t req)
 {
     if (!req) return;
-    if (hora_rt.coord) coord_wait(hora_rt.coord, req);
+    struct coord *c = hora_rt.coord;
+    if (c) coord_wait(c, req);
     api_async_free(req);
 }

@@ -52,8 +52,9 @@ struct group_reduction {
 
 static inline int group_member(const struct coll_group *g, int i) { return g->members ? g->members[i] : i; }
 
-/* Rank r's shard of count elements split n ways (hora_shard's rule). */
-void group_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
+/* Rank r's shard of count elements split n ways (hora_shard's rule; group.c,
+ * declared in coll.h too for the layers above). */
+void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
 
 /* group.c: shared by ring.c and oneshot.c. */
 uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done);
@@ -70,7 +71,7 @@ void group_phase(const struct coll_group *g, const char *phase, int begin);
  * Ring (ring.c), any transport. Allreduce count elements: work[i] =
  * reduction over ranks of send[i]; send may be work (in place). Peer-memory
  * transports need both buffers in the pool (mem_local_offset).
- * Reduce-scatter leaves this rank's shard (group_shard) in out and uses work
+ * Reduce-scatter leaves this rank's shard (coll_shard) in out and uses work
  * (count elements) for partial sums. Allgather: recv holds every block
  * (counts[], in rank order), this rank's already in place.
  */

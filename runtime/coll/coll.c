@@ -10,11 +10,6 @@
 #include "coll/algo.h"
 #include "coll/coll.h"
 
-void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
-{
-    group_shard(count, n, r, offset, shard_count);
-}
-
 static hora_status_t coll_check(const char *what, hora_dtype_t dtype)
 {
     if ((unsigned)dtype >= HORA_DTYPE_COUNT)
@@ -29,7 +24,7 @@ static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what
     red->dtype = dtype;
     red->op = op == HORA_OP_AVG ? HORA_OP_SUM : op;
     red->user_op = op;
-    red->divisor = op == HORA_OP_AVG ? ctx->topo->size : 1;
+    red->divisor = op == HORA_OP_AVG ? ctx->env.topo->size : 1;
     return HORA_OK;
 }
 
@@ -61,7 +56,7 @@ static hora_status_t coll_route(const struct coll_ctx *ctx, int purpose, int sco
 static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory,
                                 const struct coll_hooks *hooks, struct coll_group *out)
 {
-    const struct topo *t = ctx->topo;
+    const struct topo *t = ctx->env.topo;
     struct coll_group g = {0};
     HORA_CHECK(coll_route(ctx, purpose, scope, memory, &g.tp, &g.engine));
     switch (scope) {
@@ -103,11 +98,11 @@ static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory
     if (ctx->scratch_bytes[purpose] < bytes) {
         void *p;
         if (ctx->scratch[purpose]) {
-            HORA_CHECK(mem_pool_release(ctx->pool, ctx->scratch[purpose]));
+            HORA_CHECK(mem_pool_release(ctx->env.pool, ctx->scratch[purpose]));
             ctx->scratch[purpose] = NULL;
             ctx->scratch_bytes[purpose] = 0;
         }
-        HORA_CHECK(mem_pool_alloc(ctx->pool, bytes, &p));
+        HORA_CHECK(mem_pool_alloc(ctx->env.pool, bytes, &p));
         ctx->scratch[purpose] = p;
         ctx->scratch_bytes[purpose] = bytes;
     }
@@ -115,7 +110,7 @@ static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory
     return HORA_OK;
 }
 
-/* The algorithms, for a group of more than one rank. */
+/* The algorithm of the group's transport (a group of one copies). */
 static hora_status_t coll_group_allreduce(struct coll_group *g, const void *send, void *work, size_t count,
                                           const struct group_reduction *red)
 {
@@ -167,7 +162,7 @@ static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpo
                                                  size_t count, const struct group_reduction *red,
                                                  const struct coll_hooks *hooks)
 {
-    const struct topo *t = ctx->topo;
+    const struct topo *t = ctx->env.topo;
     const size_t es = hora_dtype_size(red->dtype);
     struct group_reduction sum = *red, cross = *red;
     struct coll_group node, across;
@@ -175,8 +170,8 @@ static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpo
     size_t *counts = malloc(sizeof(size_t) * (size_t)t->local_size);
 
     if (!counts) return status_fail(HORA_ERR_NO_MEMORY, "out of memory in a hierarchical allreduce");
-    for (int i = 0; i < t->local_size; i++) group_shard(count, t->local_size, i, &off, &counts[i]);
-    group_shard(count, t->local_size, t->local_rank, &off, &len);
+    for (int i = 0; i < t->local_size; i++) coll_shard(count, t->local_size, i, &off, &counts[i]);
+    coll_shard(count, t->local_size, t->local_rank, &off, &len);
     sum.divisor = 1;
     cross.divisor = red->divisor;
     uint8_t *shard = (uint8_t *)work + off * es;
@@ -207,12 +202,12 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
     if (send != recv && coll_overlap(send, bytes, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: send and recv overlap without being equal");
 
-    const int hier = ctx->hierarchical && ctx->topo->size > 1;
+    const int hier = ctx->hierarchical && ctx->env.topo->size > 1;
     struct tp *tp = NULL; /* whose memory rules apply: the node ring's when hierarchical */
     const struct coll_engine_ops *engine = NULL;
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
     void *work = recv;
-    if (coll_peer_memory(tp) && ctx->topo->size > 1 && !coll_mapped(tp, recv, bytes)) {
+    if (coll_peer_memory(tp) && ctx->env.topo->size > 1 && !coll_mapped(tp, recv, bytes)) {
         /* Peers read our buffers where they are: stage what is not shared. */
         HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &work));
         HORA_CHECK(engine->copy(work, send, bytes));
@@ -244,7 +239,7 @@ hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory
     HORA_CHECK(coll_reduction(ctx, "hora_reduce_scatter", op, dtype, &red));
     if (count == 0) return HORA_OK;
     const size_t esize = hora_dtype_size(dtype), bytes = count * esize;
-    group_shard(count, ctx->topo->size, ctx->topo->rank, &offset, &shard);
+    coll_shard(count, ctx->env.topo->size, ctx->env.topo->rank, &offset, &shard);
     if (!send || (!recv && shard))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: NULL buffer with count %zu", count);
     if (shard && coll_overlap(send, bytes, recv, shard * esize))
@@ -267,7 +262,7 @@ hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t m
     struct coll_group g;
     HORA_CHECK(coll_check("hora_allgatherv", dtype));
     if (!counts) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgatherv: counts is NULL");
-    const int n = ctx->topo->size, r = ctx->topo->rank;
+    const int n = ctx->env.topo->size, r = ctx->env.topo->rank;
     const size_t esize = hora_dtype_size(dtype);
     size_t total = 0, displ = 0;
     for (int i = 0; i < n; i++) {
@@ -300,7 +295,7 @@ hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t me
 {
     struct coll_group g;
     HORA_CHECK(coll_check("hora_broadcast", dtype));
-    const int n = ctx->topo->size, r = ctx->topo->rank;
+    const int n = ctx->env.topo->size, r = ctx->env.topo->rank;
     if (root < 0 || root >= n)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: root %d is not a rank (0..%d)", root, n - 1);
     if (count == 0) return HORA_OK;

@@ -36,9 +36,7 @@ _Static_assert(COLL_CHANNEL_COUNT <= TP_MAX_CHANNELS, "the transports number few
 static inline int coll_channel(int purpose, int scope) { return purpose * COLL_SCOPE_COUNT + scope; }
 
 struct coll_ctx {
-    struct tp_env env; /* what the transports read; lives as long as they do */
-    const struct topo *topo;
-    struct mem_pool *pool;
+    struct tp_env env; /* what the transports read, coll's topology and pool too; lives as long as they do */
     size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
     int algorithm;      /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;   /* allreduce = node reduce-scatter + cross ring + node allgather */

@@ -34,7 +34,7 @@ static long coll_resolve_spin(const struct config *cfg, const struct topo *topo)
 static void coll_ring_neighbours(const struct coll_ctx *ctx, const int *members, int n, int *left, int *right)
 {
     int me = 0;
-    while (members[me] != ctx->topo->rank) me++;
+    while (members[me] != ctx->env.topo->rank) me++;
     *left = members[(me + n - 1) % n];
     *right = members[(me + 1) % n];
 }
@@ -74,7 +74,7 @@ static hora_status_t coll_connect_channel(struct coll_ctx *ctx, int channel, con
 
 static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config *cfg)
 {
-    const struct topo *t = ctx->topo;
+    const struct topo *t = ctx->env.topo;
     int *world = malloc(sizeof(int) * (size_t)t->size), max_local = 0, err;
     if (!world) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting transports");
     for (int r = 0; r < t->size; r++) world[r] = r;
@@ -87,10 +87,9 @@ static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config 
     const int node_rings = max_local > 1 && t->node_count > 1, cross_rings = node_rings && t->homogeneous;
     /* HORA_SPIN_COUNT auto: the coordinator's channels spin only while an
      * application thread waits for them (tp_env.app_waiters). */
-    const int coord_spin_waited = cfg->spin_count < 0;
     hora_status_t status = HORA_OK;
     for (int purpose = 0; purpose < COLL_PURPOSE_COUNT && status == HORA_OK; purpose++) {
-        const int waited = coord_spin_waited && purpose == COLL_PURPOSE_COORD;
+        const int waited = ctx->env.spin_auto && purpose == COLL_PURPOSE_COORD;
         status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_FLAT), world, t->size, 0, waited);
         if (status == HORA_OK && node_rings)
             status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_NODE), t->node_members,
@@ -134,8 +133,6 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
                         struct mem_pool *pool)
 {
     memset(ctx, 0, sizeof(*ctx));
-    ctx->topo = topo;
-    ctx->pool = pool;
     ctx->chunk_bytes = cfg->chunk_bytes;
     ctx->algorithm = cfg->algorithm;
     ctx->env.world = world;
@@ -143,7 +140,7 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     ctx->env.pool = pool;
     ctx->env.timeout_s = cfg->timeout_s;
     ctx->env.spin_count = coll_resolve_spin(cfg, topo);
-    ctx->env.spin_explicit = config_is_set("HORA_SPIN_COUNT");
+    ctx->env.spin_auto = cfg->spin_count < 0;
     ctx->env.disable[TP_KIND_SHM] = cfg->disable_shm;
     ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
     ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;

@@ -4,7 +4,9 @@
  * fills the same table for device memory. ring.c, oneshot.c, coll.c and the
  * coordinator's fusion (coord/coord_exec.c) touch buffer contents only
  * through an engine, never with memcpy or a k_* call of their own, so the
- * same algorithms run on every memory kind.
+ * same algorithms can run on every memory kind (the buffers the runtime
+ * allocates itself, staging, the ring's receive buffers, the fusion buffer,
+ * are host memory until the device engine brings its own allocation).
  *
  * Every slot returns a status (a device engine's calls can fail); the host
  * engine's never do. Buffers of one call may be exactly equal (dst == src)
@@ -18,8 +20,6 @@
 #include "hora.h"
 
 struct coll_engine_ops {
-    const char *name;
-    hora_memory_t memory;
     /* dst[i] = (srcs[0][i] op ... op srcs[n-1][i]) / divisor (divisor 1: no
      * division), combined in source order; f16/bf16 accumulate in fp32 and
      * round once (kernels' k_reduce_n). op is SUM, MIN, MAX or PROD (AVG is
@@ -34,8 +34,6 @@ struct coll_engine_ops {
     hora_status_t (*copy)(void *dst, const void *src, size_t bytes);
     hora_status_t (*zero)(void *dst, size_t bytes);
 };
-
-extern const struct coll_engine_ops coll_engine_host;
 
 /* The engine of a memory kind; NULL where none is built in. */
 const struct coll_engine_ops *coll_engine_for(hora_memory_t memory);

@@ -53,9 +53,7 @@ static hora_status_t engine_host_zero(void *dst, size_t bytes)
     return HORA_OK;
 }
 
-const struct coll_engine_ops coll_engine_host = {
-    .name = "host",
-    .memory = HORA_MEMORY_HOST,
+static const struct coll_engine_ops coll_engine_host = {
     .reduce = engine_host_reduce,
     .scale = engine_host_scale,
     .cast = engine_host_cast,

@@ -8,7 +8,7 @@
 #define GROUP_STAGE_BITS 12
 #define GROUP_MAX_CHUNKS (((uint64_t)1 << GROUP_CHUNK_BITS) - 2)
 
-void group_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
+void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
 {
     size_t base = n > 0 ? count / (size_t)n : 0, extra = n > 0 ? count % (size_t)n : 0;
     size_t i = (size_t)r;

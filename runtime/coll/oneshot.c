@@ -62,36 +62,36 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
     size_t off, len, max_seg, dummy;
     hora_status_t status;
 
-    group_shard(count, n, 0, &dummy, &max_seg);
+    coll_shard(count, n, 0, &dummy, &max_seg);
     const size_t chunk = group_chunk_elems(g, max_seg, es);
     struct tp_mem_desc mine = group_desc(g, out ? GROUP_KIND_REDUCE_SCATTER : GROUP_KIND_ALLREDUCE, red->dtype,
                                          red->user_op, -1, count, chunk);
     /* Reduce-scatter writes only its own output: the work offset is unused. */
     HORA_CHECK(group_mem_offsets(g, send, out ? send : work, count * es, &mine.send_offset, &mine.work_offset));
     struct tp_mem_desc *descs = calloc((size_t)n, sizeof(*descs));
-    const uint8_t **src = calloc((size_t)n, sizeof(*src));
-    const void **src_at = calloc((size_t)n, sizeof(*src_at));
+    const void **src_at = calloc((size_t)n, sizeof(*src_at)); /* each peer's input at the chunk in hand */
     uint8_t **dst = calloc((size_t)n, sizeof(*dst));
-    if (!descs || !src || !src_at || !dst) {
+    if (!descs || !src_at || !dst) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory in a one-shot collective");
         goto out;
     }
     status = oneshot_begin(g, &mine, descs);
     if (status < 0) goto out;
+    coll_shard(count, n, r, &off, &len);
     for (int p = 0; p < n; p++) {
-        src[p] = p == r ? send : ops->mem_peer_ptr(g->tp, group_member(g, p), descs[p].send_offset);
+        const uint8_t *src = p == r ? send : ops->mem_peer_ptr(g->tp, group_member(g, p), descs[p].send_offset);
+        src_at[p] = src + off * es;
         dst[p] = p == r ? work : ops->mem_peer_ptr(g->tp, group_member(g, p), descs[p].work_offset);
     }
-    group_shard(count, n, r, &off, &len);
     group_phase(g, "REDUCE_SCATTER", 1);
     for (size_t e = 0; e < len && status == HORA_OK; e += chunk) {
         const size_t m = oneshot_min(chunk, len - e), at = (off + e) * es;
-        /* Reduce into this rank's own output (in place: its own input, which
-         * only this rank touches in this shard), then fan the result out
-         * while it is still in cache. */
+        /* Reduce into this rank's own output (its work buffer's shard, which
+         * only this rank touches; in place when send == work), then fan the
+         * result out while it is still in cache. */
         uint8_t *acc = out ? (uint8_t *)out + e * es : dst[r] + at;
-        for (int p = 0; p < n; p++) src_at[p] = src[p] + at;
         status = g->engine->reduce(acc, src_at, n, m, red->dtype, red->op, red->divisor);
+        for (int p = 0; p < n; p++) src_at[p] = (const uint8_t *)src_at[p] + m * es;
         for (int i = 1; i < n && status == HORA_OK && !out; i++)
             status = g->engine->copy(dst[(r + i) % n] + at, acc, m * es);
     }
@@ -99,7 +99,6 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
     if (status == HORA_OK) status = oneshot_end(g);
 out:
     free(descs);
-    free(src);
     free(src_at);
     free(dst);
     return status;

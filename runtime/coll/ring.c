@@ -1,6 +1,6 @@
 /* ring.c - ring all-reduce, reduce-scatter, allgather and broadcast.
  *
- * The vector is cut into n segments (group_shard). Rank r's neighbours are
+ * The vector is cut into n segments (coll_shard). Rank r's neighbours are
  * left = r-1 and right = r+1 (mod n).
  *
  * Reduce-scatter, n-1 steps. At step s rank r combines segment (r-s-2) mod n
@@ -90,7 +90,7 @@ static hora_status_t ring_mem_reduce(struct coll_group *g, const uint8_t *send, 
     struct tp_mem_desc left;
     size_t max_seg, dummy, off, len;
 
-    group_shard(count, n, 0, &dummy, &max_seg);
+    coll_shard(count, n, 0, &dummy, &max_seg);
     struct tp_mem_desc mine =
         group_desc(g, kind, red->dtype, red->user_op, -1, count, group_chunk_elems(g, max_seg, esize));
     HORA_CHECK(group_mem_offsets(g, send, work, count * esize, &mine.send_offset, &mine.work_offset));
@@ -103,7 +103,7 @@ static hora_status_t ring_mem_reduce(struct coll_group *g, const uint8_t *send, 
     for (int s = 0; s < n - 1; s++) {
         const unsigned stage = 1 + (unsigned)s;
         const int last = s == n - 2;
-        group_shard(count, n, ring_mod(r - s - 2, n), &off, &len);
+        coll_shard(count, n, ring_mod(r - s - 2, n), &off, &len);
         const uint8_t *remote = (s == 0 ? left_send : left_work) + off * esize;
         const uint8_t *local = send + off * esize;
         uint8_t *dst = (out && last) ? out : work + off * esize;
@@ -121,7 +121,7 @@ static hora_status_t ring_mem_reduce(struct coll_group *g, const uint8_t *send, 
     group_phase(g, "ALLGATHER", 1);
     for (int s = 0; s < n - 1; s++) {
         const unsigned stage = (unsigned)n + (unsigned)s;
-        group_shard(count, n, ring_mod(r - s - 1, n), &off, &len);
+        coll_shard(count, n, ring_mod(r - s - 1, n), &off, &len);
         uint64_t k = 0;
         for (size_t e = 0; e < len; e += chunk, k++) {
             size_t m = ring_min(chunk, len - e);
@@ -262,7 +262,7 @@ static hora_status_t ring_msg_reduce(struct coll_group *g, const uint8_t *send, 
     hora_status_t status = HORA_OK;
     uint8_t *tmp = NULL;
 
-    group_shard(count, n, 0, &dummy, &max_seg);
+    coll_shard(count, n, 0, &dummy, &max_seg);
     const size_t chunk = group_chunk_elems(g, max_seg, esize);
     tmp = malloc(2 * chunk * esize);
     if (!tmp) return status_fail(HORA_ERR_NO_MEMORY, "out of memory for the ring's receive buffers");
@@ -270,8 +270,8 @@ static hora_status_t ring_msg_reduce(struct coll_group *g, const uint8_t *send, 
 
     for (int s = 0; s < n - 1 && status == HORA_OK; s++) {
         const int last = s == n - 2;
-        group_shard(count, n, ring_mod(r - s - 1, n), &soff, &slen);
-        group_shard(count, n, ring_mod(r - s - 2, n), &roff, &rlen);
+        coll_shard(count, n, ring_mod(r - s - 1, n), &soff, &slen);
+        coll_shard(count, n, ring_mod(r - s - 2, n), &roff, &rlen);
         const uint8_t *src = (s == 0 ? send : work) + soff * esize;
         uint8_t *dst = (out && last) ? out : work + roff * esize;
         const uint8_t *local = send + roff * esize;
@@ -306,8 +306,8 @@ static hora_status_t ring_msg_reduce(struct coll_group *g, const uint8_t *send, 
 
     group_phase(g, "ALLGATHER", 1);
     for (int s = 0; s < n - 1 && status == HORA_OK; s++) {
-        group_shard(count, n, ring_mod(r - s, n), &soff, &slen);
-        group_shard(count, n, ring_mod(r - s - 1, n), &roff, &rlen);
+        coll_shard(count, n, ring_mod(r - s, n), &soff, &slen);
+        coll_shard(count, n, ring_mod(r - s - 1, n), &roff, &rlen);
         int tag = n + s;
         status = ring_msg_recv(g, work + roff * esize, rlen * esize, RING_MSG_MAX_BYTES, tag, &recvs);
         if (status == HORA_OK)

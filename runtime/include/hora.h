@@ -26,10 +26,13 @@ extern "C" {
 #define HORA_API
 #endif
 
-/* Alignment of the tensors in a fused buffer, in bytes. Tensors placed in
- * memory from hora_mem_alloc at multiples of this offset from each other, in
- * the order their requests are submitted (a gradient arena in backprop
- * order), are all-reduced in place without a copy into the fusion buffer. */
+/* Alignment of the tensors in a fused buffer, in bytes: each tensor starts
+ * at the first multiple of it after the previous one ends. In-place
+ * all-reduces (send == recv) of uncompressed tensors in memory from
+ * hora_mem_alloc that the coordinator fuses into one response, laid out the
+ * same way (each at the first multiple of HORA_ALIGN_BYTES after the
+ * previous one, in the order they are fused: a gradient arena in backprop
+ * order), run where they are, without a copy into the fusion buffer. */
 #define HORA_ALIGN_BYTES 64
 
 /*
@@ -112,7 +115,10 @@ HORA_API const char *hora_last_error(void);
  */
 HORA_API hora_status_t hora_init(void);
 /* Collective. Releases every resource of the runtime; memory from
- * hora_mem_alloc becomes invalid. Returns HORA_OK or HORA_ERR_NOT_INITIALIZED. */
+ * hora_mem_alloc becomes invalid. Threads: as with MPI_Finalize, no other
+ * thread may start a hora_* call while hora_shutdown runs; a thread already
+ * blocked in hora_wait (or hora_join) returns HORA_ERR_SHUTDOWN before it
+ * completes. Returns HORA_OK or HORA_ERR_NOT_INITIALIZED. */
 HORA_API hora_status_t hora_shutdown(void);
 HORA_API int hora_initialized(void);
 

@@ -60,7 +60,7 @@ struct tp_req {
  * the ranks did not call the same collective. */
 struct tp_mem_desc {
     uint64_t op_seq;
-    uint32_t kind;        /* the collective (coll/group.h) */
+    uint32_t kind;        /* the collective (enum group_kind, coll/algo.h) */
     uint32_t dtype, op;
     int32_t root;
     uint64_t count;
@@ -77,7 +77,7 @@ struct tp_env {
     struct mem_pool *pool;   /* this rank's pool, mapped by its host peers */
     double timeout_s;        /* HORA_TIMEOUT_S */
     long spin_count;         /* resolved HORA_SPIN_COUNT */
-    bool spin_explicit;      /* HORA_SPIN_COUNT was set (ucx spins only then) */
+    bool spin_auto;          /* HORA_SPIN_COUNT is auto (-1): ucx never spins, the coordinator's channels only while waited for */
     bool disable[TP_KIND_COUNT]; /* HORA_DISABLE_<NAME> */
     /* Application threads blocked waiting for the coordinator. While none
      * is, the framework is computing on this rank's cores, and a channel

@@ -272,7 +272,7 @@ static hora_status_t tp_ucx_connect(struct tp *tp)
     /* Over TCP the kernel moves the bytes: a rank that busy-polls takes the
      * core its own network stack needs (2 hosts x 1 rank on the dev machine:
      * 0.26 GB/s spinning, 0.65 GB/s yielding). Spin only when asked to. */
-    s->spin_count = env->spin_explicit ? env->spin_count : 0;
+    s->spin_count = env->spin_auto ? 0 : env->spin_count;
     s->timeout_s = env->timeout_s;
     tp->state = s;
     if (gethostname(card.host, sizeof(card.host) - 1) != 0) snprintf(card.host, sizeof(card.host), "?");
