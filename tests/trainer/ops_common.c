@@ -38,7 +38,15 @@ double dot(const float *y, const float *r, size_t count)
     return s;
 }
 
-void err_add(err_t *e, double got, double want)
+/* Errors of got against want; pass when max_abs <= tol * max_ref and every
+ * value is finite. */
+typedef struct {
+    double max_abs; /* max |got - want| */
+    double max_ref; /* max |want| */
+    long count, bad; /* elements, and NaN / non-finite results */
+} err_t;
+
+static void err_add(err_t *e, double got, double want)
 {
     e->count++;
     if (!isfinite(got)) {
@@ -52,7 +60,7 @@ void err_add(err_t *e, double got, double want)
         e->max_ref = fabs(want);
 }
 
-void err_report(const char *what, const err_t *e, double tol)
+static void err_report(const char *what, const err_t *e, double tol)
 {
     double rel = e->max_ref > 0 ? e->max_abs / e->max_ref : e->max_abs;
     int ok = e->bad == 0 && e->count > 0 && rel <= tol;

@@ -39,15 +39,8 @@ float *rand_array(size_t count, float scale);
 float *nan_array(size_t count);
 double dot(const float *y, const float *r, size_t count);
 
-/* Errors of got against want; pass when max_abs <= tol * max_ref (an error
- * relative to the tensor's scale) and every value is finite. */
-typedef struct {
-    double max_abs; /* max |got - want| */
-    double max_ref; /* max |want| */
-    long count, bad; /* elements, and NaN / non-finite results */
-} err_t;
-void err_add(err_t *e, double got, double want);
-void err_report(const char *what, const err_t *e, double tol);
+/* got against want: passes when max |got - want| <= tol * max |want| (an
+ * error relative to the tensor's scale) and every value is finite. */
 void compare(const char *what, const float *got, const double *want, size_t count, double tol);
 
 #define STATUS_OK(call)                                                                  \

@@ -1,10 +1,6 @@
 #!/usr/bin/env python3
-"""check_runtime.py - structural checks of libhora (suite unit).
-
-    check_runtime.py exports LIBHORA_SO HORA_H
-        libhora.so's dynamic symbol table defines every function hora.h
-        declares with HORA_API and nothing else: no k_*, coord_*, tp_*,
-        coll_* or data symbols of the runtime's internals.
+"""check_runtime.py - the layering of libhora (suite unit; what libhora.so
+exports is check_symbols.py's test 'runtime exports').
 
     check_runtime.py layers LIBHORA_CORE_A RUNTIME_DIR
         runtime/ is one folder per layer, calls going down only:
@@ -27,29 +23,6 @@ LAYERS = ["base", "mem", "tp", "coll", "coord", "api"]  # bottom to top
 
 def nm(args):
     return subprocess.run(["nm"] + args, check=True, capture_output=True, text=True).stdout
-
-
-def check_exports(so, header):
-    declared = set(re.findall(r"^HORA_API\s+[^;]*?\b(hora_\w+)\s*\(", open(header).read(), re.M))
-    if not declared:
-        print(f"FAIL: no HORA_API declarations found in {header}")
-        return 1
-    exported = {}
-    for line in nm(["-D", "--defined-only", so]).splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            exported[parts[2]] = parts[1]
-    # The linker's own markers are not the library's API.
-    linker = {"_init", "_fini", "_edata", "_end", "__bss_start"}
-    extra = sorted(s for s in exported if s not in declared and s not in linker)
-    missing = sorted(declared - set(exported))
-    for s in extra:
-        print(f"FAIL: libhora.so exports {s} ({exported[s]}), which hora.h does not declare")
-    for s in missing:
-        print(f"FAIL: hora.h declares {s} but libhora.so does not export it")
-    print(f"exports: {len(exported) - len(linker & set(exported))} symbols, {len(declared)} declared in hora.h, "
-          f"{len(extra)} extra, {len(missing)} missing")
-    return 1 if extra or missing else 0
 
 
 def layer_of_member(member):
@@ -114,11 +87,9 @@ def check_layers(archive, runtime_dir):
 
 
 def main():
-    if len(sys.argv) != 4 or sys.argv[1] not in ("exports", "layers"):
+    if len(sys.argv) != 4 or sys.argv[1] != "layers":
         print(__doc__)
         return 2
-    if sys.argv[1] == "exports":
-        return check_exports(sys.argv[2], sys.argv[3])
     return check_layers(sys.argv[2], sys.argv[3])
 
 

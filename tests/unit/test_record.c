@@ -13,18 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "check.h"
 #include "crc32c.h"
 #include "error.h"
+#include "file.h"
 #include "record.h"
 
-static int failures;
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+/* check.h's CHECK with the condition as its message. */
+#define CHECK_TRUE(cond) CHECK(cond, "%s", #cond)
 
 static char dir[256];
 
@@ -66,28 +62,22 @@ static int check_record(uint64_t i, const tr_record_t *got)
 static void write_shard(const char *path, uint64_t count)
 {
     tr_record_writer_t *w;
-    CHECK(tr_record_writer_open(path, &w) == HORA_OK);
+    CHECK_TRUE(tr_record_writer_open(path, &w) == HORA_OK);
     uint8_t buf[512];
     for (uint64_t i = 0; i < count; i++) {
         tr_record_t rec;
         make_record(i, &rec, buf);
-        CHECK(tr_record_writer_append(w, &rec) == HORA_OK);
+        CHECK_TRUE(tr_record_writer_append(w, &rec) == HORA_OK);
     }
-    CHECK(tr_record_writer_count(w) == count);
-    CHECK(tr_record_writer_close(w) == HORA_OK);
+    CHECK_TRUE(tr_record_writer_count(w) == count);
+    CHECK_TRUE(tr_record_writer_close(w) == HORA_OK);
 }
 
 static uint8_t *slurp(const char *path, size_t *bytes)
 {
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    if (!f || fstat(fileno(f), &st) != 0)
+    uint8_t *buf = (uint8_t *)test_read_file(path, bytes);
+    if (!buf)
         abort();
-    uint8_t *buf = malloc((size_t)st.st_size);
-    if (!buf || fread(buf, 1, (size_t)st.st_size, f) != (size_t)st.st_size)
-        abort();
-    fclose(f);
-    *bytes = (size_t)st.st_size;
     return buf;
 }
 
@@ -107,7 +97,7 @@ static int read_all(const char *path, uint64_t *good_out)
     *good_out = 0;
     hora_status_t status = tr_record_reader_open(path, &r);
     if (status != HORA_OK) {
-        CHECK(strstr(tr_record_last_error(), path) && strstr(tr_record_last_error(), "offset"));
+        CHECK_TRUE(strstr(tr_record_last_error(), path) && strstr(tr_record_last_error(), "offset"));
         return status;
     }
     tr_record_t rec = {0};
@@ -115,12 +105,12 @@ static int read_all(const char *path, uint64_t *good_out)
     for (uint64_t i = 0; i < tr_record_reader_count(r); i++) {
         status = tr_record_read(r, i, &rec);
         if (status != HORA_OK) {
-            CHECK(strstr(tr_record_last_error(), "offset"));
+            CHECK_TRUE(strstr(tr_record_last_error(), "offset"));
             if (!first)
                 first = status;
             continue;
         }
-        CHECK(check_record(i, &rec)); /* never a silently wrong sample */
+        CHECK_TRUE(check_record(i, &rec)); /* never a silently wrong sample */
         (*good_out)++;
     }
     tr_record_free(&rec);
@@ -130,23 +120,23 @@ static int read_all(const char *path, uint64_t *good_out)
 
 static void test_crc(void)
 {
-    CHECK(tr_crc32c(0, "123456789", 9) == 0xE3069283u);
-    CHECK(tr_crc32c_sw(0, "123456789", 9) == 0xE3069283u);
-    CHECK(tr_crc32c(0, "", 0) == 0);
+    CHECK_TRUE(tr_crc32c(0, "123456789", 9) == 0xE3069283u);
+    CHECK_TRUE(tr_crc32c_sw(0, "123456789", 9) == 0xE3069283u);
+    CHECK_TRUE(tr_crc32c(0, "", 0) == 0);
     uint8_t zeros[32] = {0}, ones[32];
     memset(ones, 0xff, sizeof(ones));
-    CHECK(tr_crc32c(0, zeros, 32) == 0x8A9136AAu); /* RFC 3720 B.4 */
-    CHECK(tr_crc32c(0, ones, 32) == 0x62A8AB43u);
+    CHECK_TRUE(tr_crc32c(0, zeros, 32) == 0x8A9136AAu); /* RFC 3720 B.4 */
+    CHECK_TRUE(tr_crc32c(0, ones, 32) == 0x62A8AB43u);
     uint8_t data[1000];
     for (int i = 0; i < 1000; i++)
         data[i] = (uint8_t)(i * 29 + 3);
     for (size_t off = 0; off < 9; off++)
         for (size_t len = 0; len < 100; len += 7) {
             uint32_t a = tr_crc32c(0, data + off, len), b = tr_crc32c_sw(0, data + off, len);
-            CHECK(a == b);
+            CHECK_TRUE(a == b);
             uint32_t chained = tr_crc32c(tr_crc32c(0, data + off, len / 2), data + off + len / 2,
                                          len - len / 2);
-            CHECK(chained == a);
+            CHECK_TRUE(chained == a);
         }
     printf("crc32c: vectors ok (hardware path %s)\n",
            tr_crc32c_hw_available() ? "used" : "unavailable");
@@ -159,39 +149,39 @@ static void test_round_trip(void)
     const uint64_t count = 1000;
     write_shard(path, count);
     uint64_t good;
-    CHECK(read_all(path, &good) == 0 && good == count);
+    CHECK_TRUE(read_all(path, &good) == 0 && good == count);
 
     /* Seeking: random order, reusing one buffer. */
     tr_record_reader_t *r;
-    CHECK(tr_record_reader_open(path, &r) == HORA_OK);
-    CHECK(tr_record_reader_count(r) == count);
-    CHECK(tr_record_reader_offset(r, 0) == TR_RECORD_SHARD_HEADER_BYTES);
+    CHECK_TRUE(tr_record_reader_open(path, &r) == HORA_OK);
+    CHECK_TRUE(tr_record_reader_count(r) == count);
+    CHECK_TRUE(tr_record_reader_offset(r, 0) == TR_RECORD_SHARD_HEADER_BYTES);
     tr_record_t rec = {0};
     uint64_t x = 12345;
     for (int k = 0; k < 2000; k++) {
         x = x * 6364136223846793005u + 1442695040888963407u;
         uint64_t i = (x >> 33) % count;
-        CHECK(tr_record_read(r, i, &rec) == HORA_OK && check_record(i, &rec));
+        CHECK_TRUE(tr_record_read(r, i, &rec) == HORA_OK && check_record(i, &rec));
     }
-    CHECK(tr_record_read(r, count, &rec) == HORA_ERR_INVALID_ARG);
+    CHECK_TRUE(tr_record_read(r, count, &rec) == HORA_ERR_INVALID_ARG);
     tr_record_free(&rec);
     tr_record_reader_close(r);
 
     /* Empty shard. */
     snprintf(path, sizeof(path), "%s/empty.hrec", dir);
     write_shard(path, 0);
-    CHECK(read_all(path, &good) == 0 && good == 0);
+    CHECK_TRUE(read_all(path, &good) == 0 && good == 0);
 
     /* Writer rejects a raw payload whose size does not match its shape. */
     tr_record_writer_t *w;
-    CHECK(tr_record_writer_open(path, &w) == HORA_OK);
+    CHECK_TRUE(tr_record_writer_open(path, &w) == HORA_OK);
     uint8_t b[6] = {0};
     tr_record_t bad = {.kind = TR_PAYLOAD_KIND_RAW_U8, .height = 2, .width = 2, .channels = 1,
                        .payload_bytes = 6, .payload = b};
-    CHECK(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
+    CHECK_TRUE(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
     bad.kind = 9;
-    CHECK(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
-    CHECK(tr_record_writer_close(w) == HORA_OK);
+    CHECK_TRUE(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
+    CHECK_TRUE(tr_record_writer_close(w) == HORA_OK);
     printf("round trip: %" PRIu64 " records, 2000 random seeks ok\n", count);
 }
 
@@ -203,17 +193,17 @@ static void test_partition_and_names(void)
             for (unsigned p = 0; p < parts; p++) {
                 uint64_t begin, end;
                 tr_record_partition(count, p, parts, &begin, &end);
-                CHECK(begin == next && end >= begin);
-                CHECK(end - begin == count / parts || end - begin == count / parts + 1);
+                CHECK_TRUE(begin == next && end >= begin);
+                CHECK_TRUE(end - begin == count / parts || end - begin == count / parts + 1);
                 next = end;
             }
-            CHECK(next == count);
+            CHECK_TRUE(next == count);
         }
     char name[64];
-    CHECK(tr_record_shard_name("x/train", 3, 8, name, sizeof(name)) == HORA_OK);
-    CHECK(strcmp(name, "x/train-00003-of-00008.hrec") == 0);
-    CHECK(tr_record_shard_name("x", 8, 8, name, sizeof(name)) == HORA_ERR_INVALID_ARG);
-    CHECK(tr_record_shard_name("a-very-long-prefix", 0, 1, name, 10) == HORA_ERR_INVALID_ARG);
+    CHECK_TRUE(tr_record_shard_name("x/train", 3, 8, name, sizeof(name)) == HORA_OK);
+    CHECK_TRUE(strcmp(name, "x/train-00003-of-00008.hrec") == 0);
+    CHECK_TRUE(tr_record_shard_name("x", 8, 8, name, sizeof(name)) == HORA_ERR_INVALID_ARG);
+    CHECK_TRUE(tr_record_shard_name("a-very-long-prefix", 0, 1, name, 10) == HORA_ERR_INVALID_ARG);
     printf("partition and shard names ok\n");
 }
 
@@ -253,39 +243,39 @@ static void test_corruption(void)
         buf[pos] ^= 0x5a;
         spill(bad_path, buf, bytes);
         int status = read_all(bad_path, &good);
-        CHECK(status != 0);
+        CHECK_TRUE(status != 0);
         if (status != 0 && good == 0 && status != HORA_OK)
             open_failures++;
         if (good == count - 1)
             record_failures++;
-        CHECK(good == 0 || good == count - 1);
+        CHECK_TRUE(good == 0 || good == count - 1);
     }
-    CHECK(open_failures > 0 && record_failures > 0);
+    CHECK_TRUE(open_failures > 0 && record_failures > 0);
 
     /* Record 1's header, payload: flipped -> that record only, message with its offset. */
     tr_record_reader_t *r;
-    CHECK(tr_record_reader_open(path, &r) == HORA_OK);
+    CHECK_TRUE(tr_record_reader_open(path, &r) == HORA_OK);
     uint64_t off1 = tr_record_reader_offset(r, 1), off2 = tr_record_reader_offset(r, 2);
     tr_record_reader_close(r);
     char expect[64];
     memcpy(buf, orig, bytes);
     buf[off1 + 4] ^= 1;
     spill(bad_path, buf, bytes);
-    CHECK(tr_record_reader_open(bad_path, &r) == HORA_OK);
+    CHECK_TRUE(tr_record_reader_open(bad_path, &r) == HORA_OK);
     tr_record_t rec = {0};
-    CHECK(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
+    CHECK_TRUE(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
     snprintf(expect, sizeof(expect), "offset %" PRIu64 ":", off1);
-    CHECK(strstr(tr_record_last_error(), expect) != NULL);
+    CHECK_TRUE(strstr(tr_record_last_error(), expect) != NULL);
     printf("  header flip -> %s\n", tr_record_last_error());
-    CHECK(tr_record_read(r, 2, &rec) == HORA_OK && check_record(2, &rec));
+    CHECK_TRUE(tr_record_read(r, 2, &rec) == HORA_OK && check_record(2, &rec));
     tr_record_reader_close(r);
 
     memcpy(buf, orig, bytes);
     buf[off2 - 5] ^= 1; /* last payload byte of record 1 */
     spill(bad_path, buf, bytes);
-    CHECK(tr_record_reader_open(bad_path, &r) == HORA_OK);
-    CHECK(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
-    CHECK(strstr(tr_record_last_error(), "payload CRC") != NULL);
+    CHECK_TRUE(tr_record_reader_open(bad_path, &r) == HORA_OK);
+    CHECK_TRUE(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
+    CHECK_TRUE(strstr(tr_record_last_error(), "payload CRC") != NULL);
     printf("  payload flip -> %s\n", tr_record_last_error());
     tr_record_reader_close(r);
 
@@ -293,8 +283,8 @@ static void test_corruption(void)
     memcpy(buf, orig, bytes);
     buf[bytes - 4 - 8 * 10] ^= 1;
     spill(bad_path, buf, bytes);
-    CHECK(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
-    CHECK(strstr(tr_record_last_error(), "index CRC") != NULL);
+    CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
+    CHECK_TRUE(strstr(tr_record_last_error(), "index CRC") != NULL);
     printf("  index flip -> %s\n", tr_record_last_error());
 
     /* Absurd lengths with valid CRCs: payload 2^62, and payload one too big. */
@@ -303,9 +293,9 @@ static void test_corruption(void)
         memcpy(buf, orig, bytes);
         forge_header(buf + off1, absurd[k]);
         spill(bad_path, buf, bytes);
-        CHECK(tr_record_reader_open(bad_path, &r) == HORA_OK);
-        CHECK(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
-        CHECK(rec.payload_capacity_bytes < 4096); /* nothing big was allocated */
+        CHECK_TRUE(tr_record_reader_open(bad_path, &r) == HORA_OK);
+        CHECK_TRUE(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
+        CHECK_TRUE(rec.payload_capacity_bytes < 4096); /* nothing big was allocated */
         tr_record_reader_close(r);
     }
     printf("  absurd length -> %s\n", tr_record_last_error());
@@ -319,26 +309,26 @@ static void test_corruption(void)
         for (int i = 0; i < 4; i++)
             buf[32 + i] = (uint8_t)(crc >> (8 * i));
         spill(bad_path, buf, bytes);
-        CHECK(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
+        CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
     }
     printf("  absurd count -> %s\n", tr_record_last_error());
 
     /* Truncation at many offsets: always a clean error at open. */
     for (size_t len = 0; len < bytes; len += (len < 100 ? 1 : 37)) {
         spill(bad_path, orig, len);
-        CHECK(tr_record_reader_open(bad_path, &r) != HORA_OK);
+        CHECK_TRUE(tr_record_reader_open(bad_path, &r) != HORA_OK);
     }
     spill(bad_path, orig, bytes / 2);
-    CHECK(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
+    CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
     printf("  truncated -> %s\n", tr_record_last_error());
     /* Trailing garbage is not accepted either. */
     spill(bad_path, orig, bytes);
     FILE *f = fopen(bad_path, "ab");
     fputc(0, f);
     fclose(f);
-    CHECK(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
+    CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
     /* Missing file. */
-    CHECK(tr_record_reader_open("/nonexistent/x.hrec", &r) == HORA_ERR_SYSTEM);
+    CHECK_TRUE(tr_record_reader_open("/nonexistent/x.hrec", &r) == HORA_ERR_SYSTEM);
 
     tr_record_free(&rec);
     free(buf);
@@ -353,24 +343,24 @@ static void test_shared_error(void)
 {
     tr_data_set_error("");
     tr_record_reader_t *r;
-    CHECK(tr_record_reader_open("/nonexistent/shared.hrec", &r) == HORA_ERR_SYSTEM);
+    CHECK_TRUE(tr_record_reader_open("/nonexistent/shared.hrec", &r) == HORA_ERR_SYSTEM);
     const char *message = tr_record_last_error();
-    CHECK(message == tr_data_last_error());
-    CHECK(strncmp(message, "/nonexistent/shared.hrec: offset 0: cannot open: ", 49) == 0);
+    CHECK_TRUE(message == tr_data_last_error());
+    CHECK_TRUE(strncmp(message, "/nonexistent/shared.hrec: offset 0: cannot open: ", 49) == 0);
     char before[1024];
     snprintf(before, sizeof(before), "%s", message);
-    CHECK(tr_data_fail(TR_ERR_CORRUPT, "bad shard: %s", tr_record_last_error()) == TR_ERR_CORRUPT);
+    CHECK_TRUE(tr_data_fail(TR_ERR_CORRUPT, "bad shard: %s", tr_record_last_error()) == TR_ERR_CORRUPT);
     char want[1100];
     snprintf(want, sizeof(want), "bad shard: %s", before);
-    CHECK(strcmp(tr_record_last_error(), want) == 0);
+    CHECK_TRUE(strcmp(tr_record_last_error(), want) == 0);
     tr_data_set_error(tr_data_last_error()); /* copying a message onto itself */
-    CHECK(strcmp(tr_data_last_error(), want) == 0);
+    CHECK_TRUE(strcmp(tr_data_last_error(), want) == 0);
     /* A path longer than the buffer is cut, not overrun. */
     char long_path[3000];
     memset(long_path, 'p', sizeof(long_path) - 1);
     long_path[sizeof(long_path) - 1] = '\0';
-    CHECK(tr_data_fail_at(HORA_ERR_SYSTEM, long_path, 7, "x") == HORA_ERR_SYSTEM);
-    CHECK(strlen(tr_data_last_error()) < sizeof(long_path) - 1 &&
+    CHECK_TRUE(tr_data_fail_at(HORA_ERR_SYSTEM, long_path, 7, "x") == HORA_ERR_SYSTEM);
+    CHECK_TRUE(strlen(tr_data_last_error()) < sizeof(long_path) - 1 &&
           strncmp(tr_data_last_error(), "ppp", 3) == 0);
     printf("  shared message -> %s\n", want);
     printf("shared error message ok\n");
@@ -394,22 +384,22 @@ static void check_mk_shards(const char *prefix)
     const uint32_t n = MK_N, rows = MK_ROWS, cols = MK_COLS;
     for (unsigned s = 0; s < 3; s++) {
         char path[600];
-        CHECK(tr_record_shard_name(prefix, s, 3, path, sizeof(path)) == HORA_OK);
+        CHECK_TRUE(tr_record_shard_name(prefix, s, 3, path, sizeof(path)) == HORA_OK);
         tr_record_reader_t *r = NULL;
-        CHECK(tr_record_reader_open(path, &r) == HORA_OK);
+        CHECK_TRUE(tr_record_reader_open(path, &r) == HORA_OK);
         if (!r)
             continue;
-        CHECK(tr_record_reader_count(r) == (n - s + 2) / 3);
+        CHECK_TRUE(tr_record_reader_count(r) == (n - s + 2) / 3);
         tr_record_t rec = {0};
         for (uint64_t j = 0; j < tr_record_reader_count(r); j++) {
             uint32_t i = (uint32_t)(j * 3 + s);
-            CHECK(tr_record_read(r, j, &rec) == HORA_OK);
-            CHECK(rec.label == (int32_t)(i % 4) && rec.kind == TR_PAYLOAD_KIND_RAW_U8);
-            CHECK(rec.height == rows && rec.width == cols && rec.channels == 1);
+            CHECK_TRUE(tr_record_read(r, j, &rec) == HORA_OK);
+            CHECK_TRUE(rec.label == (int32_t)(i % 4) && rec.kind == TR_PAYLOAD_KIND_RAW_U8);
+            CHECK_TRUE(rec.height == rows && rec.width == cols && rec.channels == 1);
             int same = rec.payload_bytes == rows * cols;
             for (uint32_t k = 0; same && k < rows * cols; k++)
                 same = rec.payload[k] == (uint8_t)((i * 17 + k) & 0xff);
-            CHECK(same);
+            CHECK_TRUE(same);
         }
         tr_record_free(&rec);
         tr_record_reader_close(r);
@@ -426,17 +416,15 @@ static void check_mk_fails(const char *images, const char *labels, const char *p
     snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null 2>%s",
              HORA_MKRECORD, images, labels, prefix, err_path);
     int rc = system(cmd);
-    CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
-    size_t bytes;
-    uint8_t *err = slurp(err_path, &bytes);
-    char message[1024];
-    snprintf(message, sizeof(message), "%.*s", (int)bytes, (const char *)err);
-    free(err);
-    CHECK(strstr(message, "cannot create directory") != NULL &&
-          strstr(message, want_in_message) != NULL);
-    printf("  %s -> %s", prefix, message);
-    CHECK(tr_record_shard_name(prefix, 0, 3, shard, sizeof(shard)) == HORA_OK);
-    CHECK(access(shard, F_OK) != 0);
+    CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    char *message = test_read_file(err_path, NULL);
+    CHECK(message && strstr(message, "cannot create directory") && strstr(message, want_in_message),
+          "hora-mkrecord into %s: stderr '%s' does not say 'cannot create directory' and '%s'", prefix,
+          message ? message : "(unreadable)", want_in_message);
+    printf("  %s -> %s", prefix, message ? message : "(no message)\n");
+    free(message);
+    CHECK_TRUE(tr_record_shard_name(prefix, 0, 3, shard, sizeof(shard)) == HORA_OK);
+    CHECK_TRUE(access(shard, F_OK) != 0);
 }
 #endif
 
@@ -464,11 +452,11 @@ static void test_mkrecord(void)
     fclose(fl);
     snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
              images, labels, prefix);
-    CHECK(system(cmd) == 0);
+    CHECK_TRUE(system(cmd) == 0);
     check_mk_shards(prefix);
     snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD,
              prefix);
-    CHECK(system(cmd) == 0);
+    CHECK_TRUE(system(cmd) == 0);
     /* Corrupt one payload byte of shard 1: --verify exits 1. */
     char path[600];
     tr_record_shard_name(prefix, 1, 3, path, sizeof(path));
@@ -481,7 +469,7 @@ static void test_mkrecord(void)
     snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null 2>&1",
              HORA_MKRECORD, prefix);
     int rc = system(cmd);
-    CHECK(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
     printf("hora-mkrecord idx round trip and --verify ok\n");
 
     /* The output folder and its missing parents are made, like mkdir -p
@@ -490,12 +478,12 @@ static void test_mkrecord(void)
     snprintf(nested, sizeof(nested), "%s/out/new//deeper/fm", dir);
     snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
              images, labels, nested);
-    CHECK(system(cmd) == 0);
+    CHECK_TRUE(system(cmd) == 0);
     check_mk_shards(nested);
     snprintf(classes, sizeof(classes), "%s.classes", nested);
-    CHECK(access(classes, F_OK) == 0);
+    CHECK_TRUE(access(classes, F_OK) == 0);
     /* Into an existing folder again: fine. */
-    CHECK(system(cmd) == 0);
+    CHECK_TRUE(system(cmd) == 0);
     check_mk_shards(nested);
     /* A file where a folder must go: exit 1 and a message naming it. */
     char blocker[600], blocked[700];
@@ -507,7 +495,7 @@ static void test_mkrecord(void)
     if (geteuid() != 0) {
         char locked[600], denied[700], denied_dir[700];
         snprintf(locked, sizeof(locked), "%s/locked", dir);
-        CHECK(mkdir(locked, 0555) == 0);
+        CHECK_TRUE(mkdir(locked, 0555) == 0);
         snprintf(denied, sizeof(denied), "%s/new/fm", locked);
         snprintf(denied_dir, sizeof(denied_dir), "%s/new", locked);
         check_mk_fails(images, labels, denied, denied_dir);
@@ -538,6 +526,6 @@ int main(void)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    printf(failures ? "FAILED (%d checks)\n" : "all record tests passed\n", failures);
+    printf("test_record: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

@@ -9,6 +9,7 @@
 
 #include "async_common.h"
 #include "exact.h"
+#include "rand.h"
 
 int rank, size, quick;
 atomic_int failures, checks;
@@ -56,18 +57,11 @@ uint32_t mix3(uint32_t a, uint32_t b, uint32_t c)
     return h;
 }
 
-uint64_t rng_next(uint64_t *s) /* splitmix64 */
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
 void shuffle(int *a, int n, uint64_t seed)
 {
+    test_rng_t rng = test_rng_seeded(seed);
     for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rng_next(&seed) % (uint64_t)(i + 1)), t = a[i];
+        int j = (int)test_rng_below(&rng, (uint32_t)i + 1), t = a[i];
         a[i] = a[j];
         a[j] = t;
     }

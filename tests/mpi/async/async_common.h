@@ -44,7 +44,7 @@ double now_s(void);
 void sleep_s(double s);
 void barrier(void); /* over test_comm */
 uint32_t mix3(uint32_t a, uint32_t b, uint32_t c);
-uint64_t rng_next(uint64_t *s); /* splitmix64 */
+/* A fixed permutation of a[0..n) for seed (tests/common/rand.h's stream). */
 void shuffle(int *a, int n, uint64_t seed);
 
 /* hora_request_error, which must never be NULL. */

@@ -59,32 +59,9 @@ static void errors_mismatches(void)
     st = hora_allreduce_async("mm.prescale", buf, out, 6, HORA_DTYPE_F32, HORA_OP_SUM, &opts, &req);
     errors_expect_mismatch("prescale", st, req, "1", "0.5");
 
-    /* Memory kind: nothing touches the (host) buffer before negotiation
-     * finds the mismatch. A runtime that cannot move device memory refuses
-     * rank 0's CUDA request at submission instead (errors_memory_refused
-     * checks that refusal on its own); then there is nothing to negotiate and
-     * the other ranks submit nothing either. */
-    opts = (hora_opts_t)HORA_OPTS_INIT;
-    int cuda_accepted = 1;
-    if (rank == 0) {
-        opts.memory = HORA_MEMORY_CUDA;
-        st = hora_allreduce_async("mm.memory", buf, out, 6, HORA_DTYPE_F32, HORA_OP_SUM, &opts, &req);
-        cuda_accepted = st == HORA_OK;
-        CHECK(st == HORA_OK || st == HORA_ERR_UNSUPPORTED,
-              "mismatch memory: rank 0's HORA_MEMORY_CUDA request returned %s: %s (expected HORA_OK, or "
-              "HORA_ERR_UNSUPPORTED from a runtime without device memory)",
-              hora_status_string(st), hora_last_error());
-    }
-    MPI_Bcast(&cuda_accepted, 1, MPI_INT, 0, test_comm);
-    if (rank != 0 && cuda_accepted)
-        st = hora_allreduce_async("mm.memory", buf, out, 6, HORA_DTYPE_F32, HORA_OP_SUM, &opts, &req);
-    if (cuda_accepted) {
-        errors_expect_mismatch("memory", st, req, "host", "cuda");
-    } else {
-        if (rank == 0) printf("  mismatch %-24s -> not negotiated: rank 0's CUDA request was refused\n", "memory");
-        ar_case_next_ok("memory");
-    }
-
+    /* Memory kind is not negotiated: a runtime that moves host memory only
+     * refuses a HORA_MEMORY_CUDA request at submission, on the rank that
+     * makes it (errors_memory_refused, async_errors_memory.c). */
     opts = (hora_opts_t)HORA_OPTS_INIT;
     opts.ndim = 2;
     opts.dims[0] = 2;

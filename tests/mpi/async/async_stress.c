@@ -8,6 +8,7 @@
 
 #include "async_common.h"
 #include "buf.h"
+#include "rand.h"
 
 #define STRESS_TENSORS 32
 #define STRESS_MAX_SUBSET 16
@@ -37,7 +38,7 @@ struct stress_plan {
 
 static void stress_plan_make(int it, struct stress_plan *p)
 {
-    uint64_t seed = 0x5EED0000ull + (uint64_t)it;
+    test_rng_t rng = test_rng_seeded(0x5EED0000ull + (uint64_t)it);
     int all[STRESS_TENSORS];
     for (int j = 0; j < STRESS_TENSORS; j++) {
         all[j] = j;
@@ -45,10 +46,10 @@ static void stress_plan_make(int it, struct stress_plan *p)
         p->op[j] = h % 16 == 0 ? HORA_OP_MAX : h % 16 == 1 ? HORA_OP_MIN : h % 16 == 2 ? HORA_OP_AVG : HORA_OP_SUM;
         p->count[j] = stress_t[j].base_count - ((h >> 8) % 32 == 0 ? 1 : 0);
     }
-    p->n = 1 + (int)(rng_next(&seed) % STRESS_MAX_SUBSET);
-    shuffle(all, STRESS_TENSORS, rng_next(&seed)); /* common seed: same subset everywhere */
+    p->n = 1 + (int)test_rng_below(&rng, STRESS_MAX_SUBSET);
+    shuffle(all, STRESS_TENSORS, test_rng_u64(&rng)); /* common seed: same subset everywhere */
     memcpy(p->ids, all, sizeof(int) * (size_t)p->n);
-    shuffle(p->ids, p->n, seed * 31 + (uint64_t)rank + 1); /* this rank's order */
+    shuffle(p->ids, p->n, test_rng_u64(&rng) * 31 + (uint64_t)rank + 1); /* this rank's order */
 }
 
 static void stress_check(int j, int it, const struct stress_plan *p)

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""check_symbols.py LIBRARY HEADER [NM] - checks libhora-kernels.so's ABI.
+"""check_symbols.py LIBRARY HEADER MACRO PREFIX [NM] - checks a library's ABI.
 
-The library is built with hidden visibility and exports what k_cpu.h marks
-K_API. This fails (exit 1) when the dynamic symbol table defines anything
-else - a k_* internal whose hidden attribute got lost, or a non-k_ name - or
-lacks a function the header declares; it also fails when it finds no K_API
+The library is built with hidden visibility and exports what HEADER marks
+with MACRO (libhora.so: HORA_API, hora_*; libhora-kernels.so: K_API, k_*).
+This fails (exit 1) when the dynamic symbol table defines anything else - an
+internal whose hidden attribute got lost, or a name without PREFIX - or lacks
+a function the header declares; it also fails when it finds no MACRO
 declaration at all, so a header it can no longer parse cannot pass. The
 symbols the linker itself defines in every shared object are not ours and
 are ignored.
@@ -16,11 +17,12 @@ import sys
 LINKER_SYMBOLS = {"_init", "_fini", "_edata", "_end", "_etext", "__bss_start", "__end__"}
 
 
-def declared(header):
-    """Names of the functions the header declares with K_API."""
+def declared(header, macro, prefix):
+    """Names of the functions the header declares with macro."""
     text = open(header, encoding="utf-8").read()
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)  # the macro's own comment
-    return set(re.findall(r"^K_API\b[^;(]*?\b(k_\w+)\s*\(", text, flags=re.M))
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)  # comments (the macro's own)
+    pattern = rf"^{re.escape(macro)}\b[^;(]*?\b({re.escape(prefix)}\w+)\s*\("
+    return set(re.findall(pattern, text, flags=re.M))
 
 
 def exported(library, nm):
@@ -36,23 +38,23 @@ def exported(library, nm):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
+    if len(sys.argv) not in (5, 6):
         print(__doc__.strip().splitlines()[0])
         return 2
-    library, header = sys.argv[1], sys.argv[2]
-    nm = sys.argv[3] if len(sys.argv) == 4 else "nm"
-    want = declared(header)
+    library, header, macro, prefix = sys.argv[1:5]
+    nm = sys.argv[5] if len(sys.argv) == 6 else "nm"
+    want = declared(header, macro, prefix)
     have = exported(library, nm)
     failed = False
     if not want:
-        print(f"FAIL no K_API declarations found in {header}")
+        print(f"FAIL no {macro} declarations found in {header}")
         failed = True
     for name in sorted(have - want):
-        kind = "internal k_ symbol" if name.startswith("k_") else "not a k_ symbol"
-        print(f"FAIL exported but not declared K_API ({kind}): {name}")
+        kind = f"internal {prefix} symbol" if name.startswith(prefix) else f"not a {prefix} symbol"
+        print(f"FAIL exported but not declared {macro} ({kind}): {name}")
         failed = True
     for name in sorted(want - have):
-        print(f"FAIL declared K_API but not exported: {name}")
+        print(f"FAIL declared {macro} but not exported: {name}")
         failed = True
     print(f"{'FAIL' if failed else 'ok  '} {library}: {len(have)} exported, "
           f"{len(want)} declared in {header}")
