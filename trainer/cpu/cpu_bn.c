@@ -168,8 +168,7 @@ static hora_status_t bn_check_data(const cpu_bn_t *bn, const tr_tensor_t *x, con
                                    const char *what_y, int *n)
 {
     const tr_bn_desc_t *d = &bn->desc;
-    CPU_CHECK(cpu_check_batch(x, what_x, n));
-    CPU_CHECK(cpu_check_tensor(bn->base.backend, x, *n, d->c, d->h, d->w, what_x));
+    CPU_CHECK(cpu_check_input(bn->base.backend, x, d->c, d->h, d->w, what_x, n));
     return cpu_check_tensor(bn->base.backend, y, *n, d->c, d->h, d->w, what_y);
 }
 

@@ -282,9 +282,17 @@ static hora_status_t conv_weights_to(cpu_conv_t *layer, cpu_prim_t *reorder, con
 {
     CPU_CHECK(conv_buffer_reserve(buffer, dnnl_memory_desc_get_size(cpu_prim_md(reorder, DNNL_ARG_TO)),
                                   "reordered conv weights"));
-    if (buffer == &layer->w_fwd)
-        layer->w_fwd_n = 0; /* overwritten: valid again once the reorder ran */
     return conv_reorder(layer->base.backend, reorder, w->data, buffer->data);
+}
+
+/* The forward's copy of w at batch n, in layer->w_fwd; backward data at n
+ * reuses it while w_fwd_n says so. */
+static hora_status_t conv_forward_weights(cpu_conv_t *layer, conv_batch_t *conv, const tr_tensor_t *w, int n)
+{
+    layer->w_fwd_n = 0; /* overwritten: valid again once the reorder ran */
+    CPU_CHECK(conv_weights_to(layer, &conv->w_to_fwd, &layer->w_fwd, w));
+    layer->w_fwd_n = n;
+    return HORA_OK;
 }
 
 /* OIHW weights (or their gradient) of this layer. */
@@ -302,8 +310,7 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
         return cpu_invalid("conv_forward: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_batch(x, "conv_forward x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, d->h_in, d->w_in, "conv_forward x"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, "conv_forward x", &n));
     CPU_CHECK(conv_check_weights(layer_conv, w, "conv_forward w"));
     CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_forward y"));
     void *entry;
@@ -312,8 +319,7 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
 
     const float *weights = w->data;
     if (conv->w_to_fwd.pd != NULL) {
-        CPU_CHECK(conv_weights_to(layer_conv, &conv->w_to_fwd, &layer_conv->w_fwd, w));
-        layer_conv->w_fwd_n = n;
+        CPU_CHECK(conv_forward_weights(layer_conv, conv, w, n));
         weights = layer_conv->w_fwd.data;
     }
     return cpu_prim_run(backend, &conv->fwd, 3, (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
@@ -329,9 +335,8 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
         return cpu_invalid("conv_backward_data: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_batch(dy, "conv_backward_data dy", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
-                               "conv_backward_data dy"));
+    CPU_CHECK(cpu_check_input(backend, dy, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_backward_data dy",
+                              &n));
     CPU_CHECK(conv_check_weights(layer_conv, w, "conv_backward_data w"));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
     void *entry;
@@ -345,10 +350,8 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
         /* backend.h promises w equals the last forward's weights at this
          * batch size, so the forward's reordered copy is reused; without
          * that forward (or after one at another size, another format), make it. */
-        if (layer_conv->w_fwd_n != n) {
-            CPU_CHECK(conv_weights_to(layer_conv, &conv->w_to_fwd, &layer_conv->w_fwd, w));
-            layer_conv->w_fwd_n = n;
-        }
+        if (layer_conv->w_fwd_n != n)
+            CPU_CHECK(conv_forward_weights(layer_conv, conv, w, n));
         weights = layer_conv->w_fwd.data;
         break;
     case CONV_BWD_W_OWN_COPY:
@@ -374,8 +377,7 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
         return cpu_invalid("conv_backward_weights: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_batch(x, "conv_backward_weights x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, d->h_in, d->w_in, "conv_backward_weights x"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, "conv_backward_weights x", &n));
     CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
                                "conv_backward_weights dy"));
     CPU_CHECK(conv_check_weights(layer_conv, dw, "conv_backward_weights dw"));

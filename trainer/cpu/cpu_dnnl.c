@@ -278,6 +278,13 @@ hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n)
     return HORA_OK;
 }
 
+hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
+                              const char *what, int *n)
+{
+    CPU_CHECK(cpu_check_batch(x, what, n));
+    return cpu_check_tensor(backend, x, *n, c, h, w, what);
+}
+
 hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, void **entry_out)
 {
     cpu_batch_slot_t *slot = NULL;

@@ -142,6 +142,10 @@ hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *
 hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
 /* The batch of a call: x's n, which must be >= 1 (x is checked by the op). */
 hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n);
+/* The activation that sets a call's batch: cpu_check_batch, then
+ * cpu_check_tensor at that batch. */
+hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
+                              const char *what, int *n);
 
 /* ---- the layer files ----------------------------------------------------- */
 

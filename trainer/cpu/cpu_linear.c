@@ -135,8 +135,7 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
         return cpu_invalid("linear_forward: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
-    CPU_CHECK(cpu_check_batch(x, "linear_forward x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, 1, 1, "linear_forward x"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, "linear_forward x", &n));
     CPU_CHECK(linear_check_weight(layer_linear, w, "linear_forward w"));
     CPU_CHECK(cpu_check_plain(bias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_forward bias"));
     CPU_CHECK(linear_check_rows(layer_linear, y, n, "linear_forward y"));
@@ -180,8 +179,7 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
         return cpu_invalid("linear_backward_weights: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
-    CPU_CHECK(cpu_check_batch(x, "linear_backward_weights x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c_in, 1, 1, "linear_backward_weights x"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, "linear_backward_weights x", &n));
     CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_weights dy"));
     CPU_CHECK(linear_check_weight(layer_linear, dw, "linear_backward_weights dw"));
     CPU_CHECK(cpu_check_plain(dbias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));

@@ -150,8 +150,7 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
         return cpu_invalid("pool_forward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_batch(x, "pool_forward x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, x, n, d->c, d->h, d->w, "pool_forward x"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c, d->h, d->w, "pool_forward x", &n));
     CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_forward y"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
@@ -174,8 +173,7 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
         return cpu_invalid("pool_backward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_batch(dy, "pool_backward dy", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_backward dy"));
+    CPU_CHECK(cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, "pool_backward dy", &n));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "pool_backward dx"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
