@@ -13,6 +13,16 @@ int topo_fake_node_of(int host_rank, int host_size, int k)
     return (int)(((long long)host_rank * k) / host_size);
 }
 
+static void topo_free_maps(struct topo *topo)
+{
+    free(topo->host_of);
+    free(topo->host_rank_of);
+    free(topo->node_members);
+    free(topo->cross_members);
+    topo->host_of = topo->host_rank_of = NULL;
+    topo->node_members = topo->cross_members = NULL;
+}
+
 /* Rank of each group leader among all leaders (ordered by world rank) becomes
  * the group's index; everyone learns the index and the number of groups. */
 static hora_status_t topo_index_groups(MPI_Comm world, MPI_Comm group, int *index, int *count)
@@ -146,12 +156,7 @@ hora_status_t topo_init(struct topo *topo, MPI_Comm world, int fake_nodes)
     return HORA_OK;
 
 err_free_maps:
-    free(topo->host_of);
-    free(topo->host_rank_of);
-    free(topo->node_members);
-    free(topo->cross_members);
-    topo->host_of = topo->host_rank_of = NULL;
-    topo->node_members = topo->cross_members = NULL;
+    topo_free_maps(topo);
 
 err_free_node:
     MPI_Comm_free(&topo->node_comm);
@@ -162,12 +167,7 @@ err_free_host:
 
 void topo_free(struct topo *topo)
 {
-    free(topo->host_of);
-    free(topo->host_rank_of);
-    free(topo->node_members);
-    free(topo->cross_members);
-    topo->host_of = topo->host_rank_of = NULL;
-    topo->node_members = topo->cross_members = NULL;
+    topo_free_maps(topo);
     if (topo->node_comm != MPI_COMM_NULL) MPI_Comm_free(&topo->node_comm);
     if (topo->host_comm != MPI_COMM_NULL) MPI_Comm_free(&topo->host_comm);
 }
