@@ -2,7 +2,8 @@
  * k_simd_avx2.h - private to kernels/cpu: the AVX2 + FMA + F16C target attribute
  * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
  * back bit-identically to k_internal.h) and the float MIN/MAX with the
- * scalar NaN rule, shared by the reduce, reduce_n and div / scale kernels.
+ * scalar NaN rule, shared by the reduce, reduce_n, div / scale, SGD and
+ * unscale kernels.
  * Included only from x86-64 builds.
  */
 #ifndef K_SIMD_AVX2_H
@@ -75,6 +76,23 @@ K_AVX2 static inline void k_avx2_store_bf16x16(uint16_t *p, __m256 lo, __m256 hi
 {
     __m256i packed = _mm256_packus_epi32(k_avx2_round_bf16(lo), k_avx2_round_bf16(hi));
     _mm256_storeu_si256((__m256i *)p, packed);
+}
+
+/* bf16 in element order, 8 at a time (for loops that pair them with f32
+ * vectors): zero-extend to 32 bits and shift into the high half, which is
+ * k_bf16_to_f32_inl; the store rounds as k_avx2_round_bf16 and packs the
+ * two 128-bit halves (values fit 16 bits: packus never saturates). */
+K_AVX2 static inline __m256 k_avx2_load_bf16x8(const uint16_t *p)
+{
+    __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+
+K_AVX2 static inline void k_avx2_store_bf16x8(uint16_t *p, __m256 v)
+{
+    __m256i r = k_avx2_round_bf16(v);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+    _mm_storeu_si128((__m128i *)p, packed);
 }
 
 /* ---- float MIN/MAX with the scalar path's NaN rule ------------------------ */

@@ -2,7 +2,8 @@
  * k_simd_avx512.h - private to kernels/cpu: the AVX-512 F/BW/VL/DQ target attribute
  * and the vector loads / stores (f16 and bf16 widened to fp32 and rounded
  * back bit-identically to k_internal.h) and the float MIN/MAX with the
- * scalar NaN rule, shared by the reduce, reduce_n and div / scale kernels.
+ * scalar NaN rule, shared by the reduce, reduce_n, div / scale, SGD and
+ * unscale kernels.
  * Included only from x86-64 builds.
  */
 #ifndef K_SIMD_AVX512_H
@@ -59,6 +60,19 @@ K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
 K_AVX512 static inline void k_avx512_store_bf16x32(uint16_t *p, __m512 lo, __m512 hi)
 {
     _mm512_storeu_si512(p, _mm512_packus_epi32(k_avx512_round_bf16(lo), k_avx512_round_bf16(hi)));
+}
+
+/* bf16 in element order, 16 at a time (see k_avx2_load_bf16x8); the store
+ * narrows with vpmovdw, exact since the rounded values fit 16 bits. */
+K_AVX512 static inline __m512 k_avx512_load_bf16x16(const uint16_t *p)
+{
+    __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
+
+K_AVX512 static inline void k_avx512_store_bf16x16(uint16_t *p, __m512 v)
+{
+    _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(k_avx512_round_bf16(v)));
 }
 
 /* ---- float MIN/MAX with the scalar path's NaN rule ------------------------ */

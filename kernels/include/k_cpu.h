@@ -1,8 +1,9 @@
 /*
  * k_cpu.h - hora's CPU kernels: element-wise reductions, division (AVG),
- * scaling, dtype casts and the trainer's SGD step, vectorised with AVX-512 /
- * AVX2 / F16C where the CPU has them (chosen at run time) and a scalar path
- * that is the reference.
+ * scaling, dtype casts, the trainer's SGD step and the mixed-precision
+ * kernels (overflow check, unscale, SGD step on fp32 master weights with a
+ * low-precision copy), vectorised with AVX-512 / AVX2 / F16C where the CPU
+ * has them (chosen at run time) and a scalar path that is the reference.
  *
  * Layer rule: kernels/ includes nothing from runtime/ or trainer/.
  * Build: kernels/meson.build -> shared library libhora-kernels.so, which
@@ -128,6 +129,71 @@ K_API void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src
  */
 K_API void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t count, float lr, float momentum,
                       float weight_decay, int nesterov);
+
+/*
+ * Mixed-precision training: the loss scaler's overflow check and unscale,
+ * and the SGD step on fp32 master weights that also refreshes their
+ * low-precision copy (the CPU twins the CUDA kernels will be tested
+ * against). Every ISA path gives the scalar path's bits, with the one
+ * exception stated for k_sgd_step_mixed (NaN payloads where two NaNs meet).
+ */
+
+/*
+ * 1 if any of the count elements of src is +inf, -inf or a NaN (any payload,
+ * quiet or signalling), else 0. f32, f16, bf16 and f64 are checked by their
+ * exponent bits (all ones; no floating-point operation, so no FP exception
+ * is raised); the integer dtypes hold no such values and give 0 without
+ * reading src. count == 0 gives 0 (src may be NULL). An out-of-range dtype
+ * is a caller bug and gives -1, whatever the count (non-zero, so a caller
+ * that skips the step on a non-zero result skips it). No alignment needed.
+ * May stop reading at the first block (a few KiB) that holds a non-finite
+ * element. Made to check a whole gradient arena before an optimizer step,
+ * at memory speed.
+ */
+K_API int k_nonfinite(const void *src, k_dtype_t dtype, size_t count);
+
+/*
+ * dst[i] = src[i] * factor for i < count, dtype f32, f16 or bf16: src[i]
+ * widened to fp32 (exactly), multiplied by factor in fp32 (one rounding)
+ * and, for f16/bf16, rounded once to the dtype (nearest even, NaN stays NaN,
+ * overflow -> inf, as k_f32_to_f16 / k_f32_to_bf16 round). Returns what
+ * k_nonfinite(src, dtype, count) returns for the input as it was before
+ * scaling, computed in the same pass; dst is written in full either way.
+ * dst may be exactly src (no partial overlap); no alignment needed.
+ * count == 0 gives 0 and touches nothing (dst and src may be NULL). Any
+ * other dtype is a caller bug: -1 (whatever the count), nothing written.
+ * The loss scaler's unscale: gradients of the loss scaled by S, unscaled
+ * with factor 1/S, and the step skipped when the result is non-zero. With
+ * a NaN factor every element is a NaN whose payload is not specified.
+ */
+K_API int k_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t count, float factor);
+
+/*
+ * One mixed-precision SGD step on count fp32 master parameters, in one pass:
+ *   g = widen(grad[i]) * grad_scale           (always; one fp32 rounding)
+ * then exactly k_sgd_step's update of param[i] and momentum_buf[i] with
+ * that g (same operations in the same order, the weight-decay term skipped
+ * when weight_decay == 0, momentum_buf neither read nor written, and
+ * allowed to be NULL, when momentum == 0), and, when param_lp is not NULL,
+ *   param_lp[i] = the new param[i] rounded to lp_dtype
+ * (f16/bf16: nearest even, NaN stays NaN, overflow -> inf, as k_f32_to_f16
+ * / k_f32_to_bf16; f32: a copy). grad_dtype is f32, f16 or bf16 (widening
+ * is exact); lp_dtype f32, f16 or bf16 (ignored when param_lp is NULL). So
+ * grad_dtype f32, grad_scale 1 and param_lp NULL give exactly k_sgd_step's
+ * bits. grad_scale is typically 1/S for gradients of a loss scaled by S,
+ * which fuses the unscale into the step (check the gradients with
+ * k_nonfinite first: this step does not look).
+ *
+ * No alignment needed; the arrays must not overlap. count == 0 touches
+ * nothing; a grad_dtype or (with param_lp) lp_dtype not listed above is a
+ * caller bug and writes nothing. Every operation rounds once in fp32 (no
+ * FMA), so all ISA paths give the same bits, except that when an operation
+ * meets two NaNs, which one's payload comes out (as a quiet NaN) is not
+ * specified.
+ */
+K_API void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad,
+                            k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count,
+                            float lr, float momentum, float weight_decay, int nesterov);
 
 /* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
 K_API uint16_t k_f32_to_f16(float x);

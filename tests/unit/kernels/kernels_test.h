@@ -108,5 +108,7 @@ void test_cast_div_scale(void);          /* cast_div_scale.c */
 void test_sgd_isa(k_isa_t isa);          /* sgd.c */
 void test_reduce_n(k_isa_t isa);         /* reduce_n.c */
 void test_reduce_n_api(void);            /* reduce_n.c */
+void test_mixed_isa(k_isa_t isa);        /* mixed.c */
+void test_mixed_api(void);               /* mixed.c */
 
 #endif

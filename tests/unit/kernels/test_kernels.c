@@ -13,6 +13,9 @@
  *  - reduce_n.c: k_reduce_n on every ISA (n sources, fp32 accumulation and
  *    one rounding for f16/bf16), against its reference, the scalar path and
  *    the chain of k_reduce / k_div calls;
+ *  - mixed.c: the mixed-precision kernels (k_nonfinite,
+ *    k_unscale_nonfinite, k_sgd_step_mixed) on every ISA, bit for bit
+ *    against references and the scalar path, and their API edges;
  *  - kernels_test.c/.h: what they share (report, random stream, references).
  *
  * Results must be exact (a single rounded op per element is deterministic);
@@ -51,6 +54,18 @@ int main(void)
 
     test_cast_div_scale();
     test_reduce_n_api();
+
+    /* Last, so the groups above draw the same inputs as before mixed.c. */
+    for (int i = 0; i < K_ISA_COUNT; i++) {
+        k_isa_t isa = (k_isa_t)i;
+        if (k_isa_set(isa) != 0) {
+            printf("skip mixed %s: not supported by this CPU\n", k_isa_name(isa));
+            continue;
+        }
+        test_mixed_isa(isa);
+    }
+    k_isa_set(k_isa_best());
+    test_mixed_api();
 
     printf("test_kernels: %s (%d groups, %d failed)\n", groups_failed ? "FAIL" : "PASS",
            groups_run, groups_failed);
