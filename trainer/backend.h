@@ -28,10 +28,18 @@
  *   so a last partial batch and evaluation at any batch size just work.
  *   Descriptors say everything but the batch.
  * - Gradient outputs (dx, dw, dgamma, ...) are overwritten, not accumulated.
- * - dtypes: the cpu backend computes in f32 until mixed precision lands:
- *   its tensor_alloc refuses other dtypes with HORA_ERR_UNSUPPORTED, and its
- *   ops refuse tensors of them with HORA_ERR_INVALID_ARG; the types are
- *   there for bf16/f16 compute.
+ * - dtypes (mixed precision). A layer computes in its descriptor's dtype
+ *   (f32, bf16 or f16; compute_dtype says which this backend has): its
+ *   activations, their gradients and the weights of conv and linear are
+ *   tensors of that dtype, accumulation is f32 inside every op. What stays
+ *   f32 whatever the compute dtype: BN gamma/beta and statistics, the linear
+ *   bias, the logits and the loss. Parameter gradients (dw, dgamma, dbeta,
+ *   dbias) are written in the descriptor's grad_dtype (f32, bf16 or f16:
+ *   what the all-reduce sends), converted once from the op's f32
+ *   accumulators. A descriptor zeroed in those fields is f32 throughout.
+ *   Element-wise ops take the dtype of their tensors. Ops refuse a tensor of
+ *   another dtype with HORA_ERR_INVALID_ARG; tensor_alloc refuses a dtype
+ *   the backend cannot compute in with HORA_ERR_UNSUPPORTED.
  * - Ops may run asynchronously (cuda: on the backend's stream); results are
  *   ready for the host after download or synchronize, and for the runtime
  *   after the event gradient_ready gives.
@@ -65,10 +73,12 @@ typedef struct {
     int channel_block;
 } tr_backend_config_t;
 
-/* Square kernels; output size (in + 2 pad - kernel) / stride + 1. No bias. */
+/* Square kernels; output size (in + 2 pad - kernel) / stride + 1. No bias.
+ * x, y, dy, dx and w in dtype; dw in grad_dtype. */
 typedef struct {
     int c_in, h_in, w_in;
     int c_out, kernel, stride, pad;
+    tr_dtype_t dtype, grad_dtype;
 } tr_conv_desc_t;
 
 /* Batch norm over (N, H, W) per channel. fuse_relu: y = relu(bn(x)) and
@@ -78,6 +88,8 @@ typedef struct {
     float epsilon;  /* 1e-5 */
     float momentum; /* running = (1 - momentum) running + momentum batch; 0.1 */
     int fuse_relu;
+    tr_dtype_t dtype;      /* x, y, dy, dx; gamma, beta, statistics are f32 */
+    tr_dtype_t grad_dtype; /* dgamma, dbeta */
 } tr_bn_desc_t;
 
 typedef enum {
@@ -89,23 +101,29 @@ typedef struct {
     tr_pool_kind_t kind;
     int c, h, w;
     int kernel, stride, pad;
+    tr_dtype_t dtype; /* x, y, dy, dx */
 } tr_pool_desc_t;
 
 /* y (N, c_out) = x (N, c_in [,1,1]) W^T + bias. x is a backend activation of
- * shape (N, c_in, 1, 1) (what global average pooling gives). */
+ * shape (N, c_in, 1, 1) (what global average pooling gives). x, dx, w and
+ * dy in dtype; y and bias f32 (the logits feed an f32 loss); dw and dbias
+ * in grad_dtype. */
 typedef struct {
     int c_in, c_out;
+    tr_dtype_t dtype, grad_dtype;
 } tr_linear_desc_t;
 
 /* One SGD step on count elements (PyTorch's torch.optim.SGD semantics):
- *   g = grad + weight_decay * param
+ *   g = grad * grad_scale + weight_decay * param
  *   m = momentum * m + g                  (m starts at 0: first step m = g)
- *   param -= lr * (nesterov ? g + momentum * m : m)                        */
+ *   param -= lr * (nesterov ? g + momentum * m : m)
+ * grad_scale undoes the loss scale (1 / scale); 0 (a zeroed struct) means 1. */
 typedef struct {
     float lr;
     float momentum;
     float weight_decay;
     int nesterov;
+    float grad_scale;
 } tr_sgd_args_t;
 
 struct tr_backend_ops {
@@ -132,6 +150,17 @@ struct tr_backend_ops {
     hora_status_t (*download)(tr_backend_t *backend, const tr_tensor_t *src, void *host);
     hora_status_t (*fill_zero)(tr_backend_t *backend, tr_tensor_t *t);
     hora_status_t (*gradient_ready)(tr_backend_t *backend, tr_event_t *event_out);
+    /* dst = src converted (round to nearest even), two plain tensors of
+     * one shape (the master weights' low-precision copy, tests). */
+    hora_status_t (*cast)(tr_backend_t *backend, const tr_tensor_t *src, tr_tensor_t *dst);
+    /* *nonfinite_out = 1 when any element of the plain f32/bf16/f16 tensor t
+     * is inf or NaN, else 0 (the loss scaler's overflow check). */
+    hora_status_t (*check_finite)(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
+
+    /* HORA_OK when layers can compute in dtype here; else
+     * HORA_ERR_UNSUPPORTED with why filled ("oneDNN 2.6.3 has no f16
+     * convolution on avx512_core_bf16"). Logs nothing. */
+    hora_status_t (*compute_dtype)(tr_backend_t *backend, tr_dtype_t dtype, char *why, size_t why_len);
 
     /* Activations. tensor_alloc fills t with a zeroed (n, c, h, w) tensor of
      * dtype in the backend's layout. tensor_import converts a plain host
@@ -196,17 +225,22 @@ struct tr_backend_ops {
     hora_status_t (*add_forward)(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
                                  tr_tensor_t *y);
 
-    /* Mean softmax cross-entropy over the N rows of K logits, with label
-     * smoothing s (target = (1 - s) onehot + s / K). Writes loss (1) and
-     * dlogits = d loss / d logits (already divided by N). labels in [0, K). */
+    /* Mean softmax cross-entropy over the N rows of K f32 logits, with label
+     * smoothing s (target = (1 - s) onehot + s / K). Writes loss (1, f32,
+     * unscaled) and dlogits = grad_scale x d loss / d logits (already
+     * divided by N; f32, bf16 or f16: the loss scale enters here, computed
+     * in double and rounded once). labels in [0, K). */
     hora_status_t (*softmax_xent)(tr_backend_t *backend, const tr_tensor_t *logits, const tr_tensor_t *labels,
-                                  float label_smoothing, tr_tensor_t *loss, tr_tensor_t *dlogits);
+                                  float label_smoothing, float grad_scale, tr_tensor_t *loss,
+                                  tr_tensor_t *dlogits);
 
-    /* The optimizer step on one parameter tensor (see tr_sgd_args_t); the
-     * three tensors have one shape. momentum may be NULL when args->momentum
-     * is 0. */
-    hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, const tr_tensor_t *grad,
-                              tr_tensor_t *momentum, const tr_sgd_args_t *args);
+    /* The optimizer step on one parameter tensor (see tr_sgd_args_t): param
+     * and momentum f32, grad f32/bf16/f16, all of one shape. momentum may be
+     * NULL when args->momentum is 0. param_lp (may be NULL): a bf16/f16 (or
+     * f32) tensor of the same shape that gets the new param rounded to its
+     * dtype, in the same pass (the low-precision copy layers compute with). */
+    hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp,
+                              const tr_tensor_t *grad, tr_tensor_t *momentum, const tr_sgd_args_t *args);
 };
 
 /* The backends built into this binary (cpu; cuda when built with it);

@@ -24,6 +24,7 @@
 
 #include "backend.h"
 #include "loader.h"
+#include "loss_scale.h"
 #include "model.h"
 #include "optim.h"
 #include "options.h"
@@ -45,6 +46,7 @@ static void format_duration(double s, char *buf, size_t n)
 typedef struct {
     tr_options_t opt;
     tr_run_state_t state;
+    tr_loss_scale_config_t scaler; /* from --precision / --loss-scale */
     int rank, size;
     tr_backend_t *backend;
     tr_model_t *model;
@@ -114,6 +116,46 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     return status;
 }
 
+/* --precision, --grad-dtype and --loss-scale into the model's dtypes and the
+ * scaler's configuration. fp16 on a backend without f16 layers (the cpu
+ * backend on oneDNN 2.6) falls back to f32 compute, says so, and keeps
+ * what it can of fp16: f16 gradients on the wire and loss scaling. */
+static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_scale_config_t *ls)
+{
+    const tr_options_t *o = &r->opt;
+    static const tr_dtype_t compute[] = {TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16};   /* tr_precision_t */
+    static const tr_dtype_t grads[] = {TR_DTYPE_F32, TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16}; /* tr_grad_choice_t */
+    tr_dtype_t want = compute[o->precision];
+    spec->compute_dtype = want;
+    spec->grad_dtype = o->grad_dtype == TR_GRAD_AUTO ? want : grads[o->grad_dtype];
+    char why[160];
+    if (want != TR_DTYPE_F32 && r->backend->ops->compute_dtype(r->backend, want, why, sizeof(why)) != HORA_OK) {
+        if (want != TR_DTYPE_F16) {
+            fprintf(stderr, "hora-train: --precision %s: the %s backend cannot compute in %s: %s\n",
+                    tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
+            return HORA_ERR_UNSUPPORTED;
+        }
+        spec->compute_dtype = TR_DTYPE_F32;
+        if (r->rank == 0)
+            fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
+                    "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
+                    o->backend, tr_dtype_name(spec->grad_dtype));
+    }
+    ls->window = (uint64_t)o->loss_scale_window;
+    ls->max_consecutive_skips = TR_LOSS_SCALE_MAX_SKIPS;
+    if (o->loss_scale > 0) {
+        ls->mode = TR_LOSS_SCALE_STATIC;
+        ls->initial = o->loss_scale;
+    } else if (o->loss_scale == TR_LOSS_SCALE_OPT_DYNAMIC || o->precision == TR_PRECISION_FP16) {
+        ls->mode = TR_LOSS_SCALE_DYNAMIC;
+        ls->initial = TR_LOSS_SCALE_DYNAMIC_INITIAL;
+    } else {
+        ls->mode = TR_LOSS_SCALE_NONE; /* fp32 and bf16 (f32's exponent range) need none */
+        ls->initial = 1.0;
+    }
+    return HORA_OK;
+}
+
 static hora_status_t setup(run_t *r)
 {
     tr_options_t *o = &r->opt;
@@ -164,10 +206,14 @@ static hora_status_t setup(run_t *r)
     }
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose};
     CHECK(ops->init(&bc, &r->backend));
+    tr_loss_scale_config_t ls;
+    CHECK(choose_precision(r, &spec, &ls));
+    r->scaler = ls;
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, r->state.seed, &r->model));
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
-                           .optim = o->optim};
-    CHECK(tr_trainer_init(r->model, &sc, &r->state.overlap, &r->trainer));
+                           .optim = o->optim, .loss_scale = ls};
+    tr_loss_scale_begin(&ls, &r->state.loss_scale);
+    CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));
     CHECK(tr_trainer_broadcast_state(r->trainer));
 
     if (o->synthetic) {
@@ -187,11 +233,17 @@ static hora_status_t setup(run_t *r)
             r->synthetic_y[i] = i % spec.classes;
     }
     if (r->rank == 0) {
+        char scale[48] = "none";
+        if (ls.mode == TR_LOSS_SCALE_STATIC)
+            snprintf(scale, sizeof(scale), "%g", ls.initial);
+        else if (ls.mode == TR_LOSS_SCALE_DYNAMIC)
+            snprintf(scale, sizeof(scale), "dynamic from %g", ls.initial);
         printf("hora-train: %s, %d ranks x batch %d, input %dx%dx%d, %d classes, %zu parameters "
-               "(%d tensors), backend %s, transport %s\n",
+               "(%d tensors), backend %s, transport %s, compute %s, gradients %s, loss scale %s\n",
                o->model, r->size, o->batch, spec.in_channels, spec.height, spec.width, spec.classes,
                tr_tensor_count(tr_model_arena(r->model, TR_ARENA_PARAMS)), tr_model_param_count(r->model),
-               o->backend, hora_transport_name());
+               o->backend, hora_transport_name(), tr_dtype_name(spec.compute_dtype), tr_dtype_name(spec.grad_dtype),
+               scale);
         fflush(stdout);
     }
     return HORA_OK;
@@ -350,7 +402,7 @@ static hora_status_t run_training(run_t *r)
             float loss;
             double ts = tr_now_s();
             int probing = tr_trainer_overlap(r->trainer, NULL, NULL) < 0;
-            CHECK(tr_trainer_step(r->trainer, &x, y, lr, &loss));
+            CHECK(tr_trainer_step(r->trainer, &x, y, lr, &loss, NULL));
             train_time += tr_now_s() - ts;
             st->step++;
             st->step_in_epoch++;
@@ -378,8 +430,11 @@ static hora_status_t run_training(run_t *r)
                 double eta = (double)(total - st->step) * (elapsed / (double)st->step);
                 uint64_t bad = r->train_loader ? tr_loader_bad_count(r->train_loader) : 0;
                 if (r->rank == 0) {
-                    char eta_s[32];
+                    char eta_s[32], scaling[64] = "";
                     format_duration(eta, eta_s, sizeof(eta_s));
+                    if (tr_loss_scale_active(&r->scaler))
+                        snprintf(scaling, sizeof(scaling), "  scale %g skipped %" PRIu64, st->loss_scale.scale,
+                                 st->loss_scale.skipped_steps);
                     double frac = (double)st->step_in_epoch / (double)spe;
                     if (r->tty) {
                         char bar[21];
@@ -388,17 +443,19 @@ static hora_status_t run_training(run_t *r)
                             bar[k] = k < fill ? '#' : '.';
                         bar[20] = 0;
                         printf("\repoch %d/%d [%s] step %" PRIu64 "  %.0f img/s  loss %.4f  lr %.4g  ETA %s"
-                               "%s   ", epoch + 1, o->epochs, bar, st->step, ips, l, lr, eta_s,
+                               "%s%s   ", epoch + 1, o->epochs, bar, st->step, ips, l, lr, eta_s, scaling,
                                bad ? "  (bad samples skipped)" : "");
                     } else {
                         printf("epoch %d/%d step %" PRIu64 " (%.0f%%)  %.0f img/s  loss %.4f  lr %.4g  ETA %s"
-                               "  bad %" PRIu64 "\n", epoch + 1, o->epochs, st->step, 100 * frac, ips, l, lr,
-                               eta_s, bad);
+                               "%s  bad %" PRIu64 "\n", epoch + 1, o->epochs, st->step, 100 * frac, ips, l, lr,
+                               eta_s, scaling, bad);
                     }
                     fflush(stdout);
                     log_json(r, "{\"type\":\"train\",\"epoch\":%.4f,\"step\":%" PRIu64 ",\"loss\":%.6f,"
-                             "\"lr\":%.6g,\"img_per_s\":%.1f,\"elapsed_s\":%.3f,\"bad_samples\":%" PRIu64 "}",
-                             epoch + frac, st->step, l, lr, ips, elapsed, bad);
+                             "\"lr\":%.6g,\"img_per_s\":%.1f,\"elapsed_s\":%.3f,\"bad_samples\":%" PRIu64
+                             ",\"loss_scale\":%.9g,\"skipped_steps\":%" PRIu64 "}",
+                             epoch + frac, st->step, l, lr, ips, elapsed, bad, st->loss_scale.scale,
+                             st->loss_scale.skipped_steps);
                 }
                 loss_sum = 0;
                 loss_n = 0;
@@ -429,13 +486,15 @@ static hora_status_t run_training(run_t *r)
         CHECK(evaluate(r, &ev));
     if (r->rank == 0) {
         double ips = train_time > 0 ? (double)st->images / train_time : 0.0;
-        printf("training: %" PRIu64 " steps, %" PRIu64 " images, %.1f img/s over %d ranks (compute and all-reduce "
-               "only)\n", st->step, st->images, ips, r->size);
+        printf("training: %" PRIu64 " steps (%" PRIu64 " skipped: gradient overflow), %" PRIu64 " images, %.1f img/s "
+               "over %d ranks (compute and all-reduce only)\n", st->step, st->loss_scale.skipped_steps, st->images, ips,
+               r->size);
         printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev.top1 / ev.count,
                100.0 * ev.top5 / ev.count);
-        log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"images\":%" PRIu64 ",\"top1\":%.6f,\"top5\":%.6f,"
-                 "\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f}", st->step, st->images, (double)ev.top1 / ev.count,
-                 (double)ev.top5 / ev.count, tr_now_s() - r->t0, ips);
+        log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
+                 ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f,\"loss_scale\":%.9g}",
+                 st->step, st->loss_scale.skipped_steps, st->images, (double)ev.top1 / ev.count,
+                 (double)ev.top5 / ev.count, tr_now_s() - r->t0, ips, st->loss_scale.scale);
     }
     return HORA_OK;
 }

@@ -39,9 +39,10 @@ static hora_status_t model_buf_add(tr_model_t *m, tr_tensor_t *t, int plain_ndim
     return HORA_OK;
 }
 
+/* An activation (or its gradient): in the compute dtype. */
 static hora_status_t model_act(tr_model_t *m, tr_tensor_t *t, int c, int h, int w)
 {
-    return model_buf_add(m, t, 0, c, h, w, TR_DTYPE_F32);
+    return model_buf_add(m, t, 0, c, h, w, m->spec.compute_dtype);
 }
 
 static void model_buf_release(tr_model_t *m, model_buf_t *b)
@@ -111,7 +112,8 @@ static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t 
     if (status != HORA_OK)
         return status;
     tr_bn_desc_t bd = {.c = d->c_out, .h = u->h_out, .w = u->w_out, .epsilon = m->spec.bn_epsilon,
-                       .momentum = m->spec.bn_momentum, .fuse_relu = u->relu};
+                       .momentum = m->spec.bn_momentum, .fuse_relu = u->relu,
+                       .dtype = m->spec.compute_dtype, .grad_dtype = m->spec.grad_dtype};
     status = ops->bn_create(m->backend, &bd, &u->bn);
     if (status != HORA_OK)
         return status;
@@ -145,7 +147,8 @@ static hora_status_t model_build_layers(tr_model_t *m)
     tr_tensor_t *d_cur = &m->stem.d_out;
     int c = m->stem.desc.c_out, h = m->stem.h_out, w = m->stem.w_out;
     if (s->stem == TR_STEM_IMAGENET) {
-        tr_pool_desc_t pd = {.kind = TR_POOL_MAX, .c = c, .h = h, .w = w, .kernel = 3, .stride = 2, .pad = 1};
+        tr_pool_desc_t pd = {.kind = TR_POOL_MAX, .c = c, .h = h, .w = w, .kernel = 3, .stride = 2, .pad = 1,
+                             .dtype = s->compute_dtype};
         status = ops->pool_create(m->backend, &pd, &m->maxpool);
         if (status != HORA_OK)
             return status;
@@ -192,7 +195,7 @@ static hora_status_t model_build_layers(tr_model_t *m)
         h = oh;
         w = ow;
     }
-    tr_pool_desc_t ad = {.kind = TR_POOL_GLOBAL_AVERAGE, .c = c, .h = h, .w = w};
+    tr_pool_desc_t ad = {.kind = TR_POOL_GLOBAL_AVERAGE, .c = c, .h = h, .w = w, .dtype = s->compute_dtype};
     status = ops->pool_create(m->backend, &ad, &m->avgpool);
     if (status == HORA_OK)
         status = model_act(m, &m->avg_out, c, 1, 1);
@@ -200,12 +203,13 @@ static hora_status_t model_build_layers(tr_model_t *m)
         status = model_act(m, &m->d_avg_out, c, 1, 1);
     if (status != HORA_OK)
         return status;
-    tr_linear_desc_t ld = {.c_in = c, .c_out = s->classes};
+    tr_linear_desc_t ld = {.c_in = c, .c_out = s->classes, .dtype = s->compute_dtype,
+                           .grad_dtype = s->grad_dtype};
     status = ops->linear_create(m->backend, &ld, &m->fc);
     if (status == HORA_OK)
         status = model_buf_add(m, &m->logits, 2, s->classes, 1, 1, TR_DTYPE_F32); /* (N, K) */
     if (status == HORA_OK)
-        status = model_buf_add(m, &m->dlogits, 2, s->classes, 1, 1, TR_DTYPE_F32);
+        status = model_buf_add(m, &m->dlogits, 2, s->classes, 1, 1, s->compute_dtype);
     if (status == HORA_OK)
         status = model_buf_add(m, &m->labels, 1, 1, 1, 1, TR_DTYPE_I32); /* (N) */
     return status;
@@ -213,11 +217,16 @@ static hora_status_t model_build_layers(tr_model_t *m)
 
 /* ---- init / free ---------------------------------------------------------- */
 
-/* The four arenas and every parameter's and statistic's views of them. */
+/* The arenas and every parameter's and statistic's views of them. */
 static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
-    const size_t counts[TR_ARENA_COUNT] = {m->params_count, m->grads_count, m->params_count, m->stats_count};
+    const tr_model_spec_t *s = &m->spec;
+    const int low = s->compute_dtype != TR_DTYPE_F32;
+    const size_t counts[TR_ARENA_COUNT] = {m->params_count, m->grads_count, m->params_count, m->stats_count,
+                                           low ? m->params_count : 0};
+    const tr_dtype_t dtypes[TR_ARENA_COUNT] = {TR_DTYPE_F32, s->grad_dtype, TR_DTYPE_F32, TR_DTYPE_F32,
+                                               s->compute_dtype};
     if (grads_shared && ops->memory != TR_MEMORY_HOST) {
         fprintf(stderr, "hora-train: the %s backend's gradients cannot live in hora_mem_alloc memory yet\n",
                 ops->name);
@@ -225,7 +234,9 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
     }
     for (int a = 0; a < TR_ARENA_COUNT; a++) {
         void *data = NULL;
-        size_t bytes = counts[a] * sizeof(float);
+        size_t bytes = counts[a] * tr_dtype_size(dtypes[a]);
+        if (a == TR_ARENA_PARAMS_LP && !low)
+            continue;
         hora_status_t status;
         if (counts[a] > INT32_MAX) {
             fprintf(stderr, "hora-train: %zu values in one arena: more than a tensor holds\n", counts[a]);
@@ -243,7 +254,7 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
         }
         if (status != HORA_OK)
             return status;
-        m->arenas[a] = tr_tensor_plain(data, TR_DTYPE_F32, ops->memory, 1, (const int[]){(int)counts[a]});
+        m->arenas[a] = tr_tensor_plain(data, dtypes[a], ops->memory, 1, (const int[]){(int)counts[a]});
         /* Zero: momentum starts at 0, and the grads arena's alignment gaps
          * must stay 0 (all-reducing zeros gives zeros). */
         status = ops->fill_zero(m->backend, &m->arenas[a]);
@@ -255,6 +266,7 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
         p->value = tr_tensor_view(&m->arenas[TR_ARENA_PARAMS], p->offset, p->ndim, p->dims);
         p->grad = tr_tensor_view(&m->arenas[TR_ARENA_GRADS], p->grad_offset, p->ndim, p->dims);
         p->momentum = tr_tensor_view(&m->arenas[TR_ARENA_MOMENTUM], p->offset, p->ndim, p->dims);
+        p->compute = low ? tr_tensor_view(&m->arenas[TR_ARENA_PARAMS_LP], p->offset, p->ndim, p->dims) : p->value;
     }
     for (int i = 0; i < m->bn_count; i++) {
         tr_bn_stats_t *b = &m->bns[i];
@@ -267,6 +279,22 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
 hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,
                             int grads_shared, uint64_t seed, tr_model_t **model_out)
 {
+    if (backend && spec) {
+        /* The layers refuse a dtype the backend lacks too; saying so here,
+         * once, with the backend's reason, is clearer. */
+        char why[160] = "";
+        if (spec->compute_dtype != TR_DTYPE_F32 &&
+            backend->ops->compute_dtype(backend, spec->compute_dtype, why, sizeof(why)) != HORA_OK) {
+            fprintf(stderr, "hora-train: the %s backend cannot compute in %s: %s\n", backend->ops->name,
+                    tr_dtype_name(spec->compute_dtype), why);
+            return HORA_ERR_UNSUPPORTED;
+        }
+        if (spec->grad_dtype != TR_DTYPE_F32 && spec->grad_dtype != TR_DTYPE_BF16 &&
+            spec->grad_dtype != TR_DTYPE_F16) {
+            fprintf(stderr, "hora-train: gradient dtype %s (f32, bf16 or f16)\n", tr_dtype_name(spec->grad_dtype));
+            return HORA_ERR_INVALID_ARG;
+        }
+    }
     if (!backend || !spec || !model_out || batch <= 0 || spec->stage_count < 1 ||
         spec->stage_count > TR_MODEL_MAX_STAGES || spec->base_width <= 0 || spec->classes <= 0 ||
         spec->in_channels <= 0 || spec->height <= 0 || spec->width <= 0) {
@@ -285,13 +313,14 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
     /* Gradients in the order backprop writes them: the reverse of the
      * parameter order (backward walks the network from the head, and each
      * conv_bn's BN gradients come before its conv's, as declared reversed),
-     * each at a multiple of TR_GRAD_ALIGN elements. hora packs a fused
-     * response at HORA_ALIGN_BYTES offsets, so neighbours laid out like this
-     * are all-reduced in place, with no copy into a fusion buffer. */
+     * each at a multiple of HORA_ALIGN_BYTES. hora packs a fused response
+     * at HORA_ALIGN_BYTES offsets, so neighbours laid out like this are
+     * all-reduced in place, with no copy into a fusion buffer. */
+    const size_t align = HORA_ALIGN_BYTES / tr_dtype_size(spec->grad_dtype);
     size_t off = 0;
     for (int i = m->param_count - 1; i >= 0; i--) {
         m->params[i].grad_offset = off;
-        off += (m->params[i].count + TR_GRAD_ALIGN - 1) / TR_GRAD_ALIGN * TR_GRAD_ALIGN;
+        off += (m->params[i].count + align - 1) / align * align;
     }
     m->grads_count = off;
     status = model_alloc_arenas(m, grads_shared);
@@ -368,3 +397,10 @@ const tr_param_t *tr_model_param(const tr_model_t *m, int i) { return &m->params
 int tr_model_bn_count(const tr_model_t *m) { return m->bn_count; }
 const tr_bn_stats_t *tr_model_bn(const tr_model_t *m, int i) { return &m->bns[i]; }
 const tr_tensor_t *tr_model_arena(const tr_model_t *m, tr_arena_t arena) { return &m->arenas[arena]; }
+
+hora_status_t tr_model_sync_compute(tr_model_t *m)
+{
+    if (m->spec.compute_dtype == TR_DTYPE_F32)
+        return HORA_OK;
+    return B_OPS(m)->cast(m->backend, &m->arenas[TR_ARENA_PARAMS], &m->arenas[TR_ARENA_PARAMS_LP]);
+}

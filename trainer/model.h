@@ -50,6 +50,13 @@ typedef struct {
     float bn_epsilon;                /* 1e-5 */
     float bn_momentum;               /* 0.1 */
     int zero_init_last_bn;           /* gamma = 0 on the last BN of each block */
+    /* Mixed precision (zero: f32 throughout). compute_dtype: activations,
+     * their gradients and the conv/linear weights the layers read (a
+     * low-precision copy of the f32 master weights, the params_lp arena);
+     * grad_dtype: the grads arena, what the all-reduce sends. Master
+     * weights, momentum, BN statistics, logits and loss stay f32. */
+    tr_dtype_t compute_dtype;
+    tr_dtype_t grad_dtype;
 } tr_model_spec_t;
 
 typedef enum {
@@ -67,10 +74,11 @@ typedef struct {
     int dims[4];            /* PyTorch shape */
     size_t count;
     size_t offset;          /* in params (and momentum), elements */
-    size_t grad_offset;     /* in grads, elements: a multiple of TR_GRAD_ALIGN */
-    tr_tensor_t value;      /* views of the arenas, shape dims */
-    tr_tensor_t grad;
+    size_t grad_offset;     /* in grads, elements of grad_dtype: at a HORA_ALIGN_BYTES multiple */
+    tr_tensor_t value;      /* views of the arenas, shape dims: the f32 master */
+    tr_tensor_t grad;       /* grad_dtype */
     tr_tensor_t momentum;
+    tr_tensor_t compute;    /* what the layers read: value (f32), else its params_lp copy */
 } tr_param_t;
 
 /* A BN layer's running statistics: mean at stats + offset, var after it. */
@@ -83,11 +91,9 @@ typedef struct {
 
 typedef struct tr_model tr_model_t;
 
-/* Gradients start at multiples of this many floats: hora's fusion
- * alignment, so the arena's neighbours fuse in place. */
-#define TR_GRAD_ALIGN (HORA_ALIGN_BYTES / (int)sizeof(float))
-_Static_assert(HORA_ALIGN_BYTES % sizeof(float) == 0 && TR_GRAD_ALIGN >= 1,
-               "gradients must start at hora's fusion alignment");
+/* Gradients start at multiples of HORA_ALIGN_BYTES in the grads arena:
+ * hora's fusion alignment, so the arena's neighbours fuse in place. */
+_Static_assert(HORA_ALIGN_BYTES % sizeof(float) == 0, "gradients must start at hora's fusion alignment");
 
 /* Called during backward as soon as parameter index's gradient is final;
  * event is what to wait on before reading it (NULL: ready now; the
@@ -100,7 +106,8 @@ typedef enum {
     TR_ARENA_GRADS = 1,    /* backprop order, with zero gaps for alignment */
     TR_ARENA_MOMENTUM = 2, /* the params' layout */
     TR_ARENA_STATS = 3,    /* BN running means and variances */
-    TR_ARENA_COUNT = 4,
+    TR_ARENA_PARAMS_LP = 4, /* compute_dtype copy of params (empty in f32 runs) */
+    TR_ARENA_COUNT = 5,
 } tr_arena_t;
 
 /* Fill spec for a model name with defaults for the rest (input 3x224x224 for
@@ -127,8 +134,9 @@ int tr_model_param_count(const tr_model_t *model);
 const tr_param_t *tr_model_param(const tr_model_t *model, int index);
 int tr_model_bn_count(const tr_model_t *model);
 const tr_bn_stats_t *tr_model_bn(const tr_model_t *model, int index);
-/* An arena as a 1-D plain f32 tensor of backend memory; the grads arena's
- * count includes the zero gaps. */
+/* An arena as a 1-D plain tensor of backend memory (f32; grads in
+ * grad_dtype, params_lp in compute_dtype, with no data in f32 runs); the
+ * grads arena's count includes the zero gaps. */
 const tr_tensor_t *tr_model_arena(const tr_model_t *model, tr_arena_t arena);
 
 /* Forward on x, a plain NCHW f32 host tensor (n, C, H, W) of any batch n >= 1.
@@ -138,12 +146,18 @@ hora_status_t tr_model_forward(tr_model_t *model, const tr_tensor_t *x, int trai
 
 /* After a training forward: the loss (mean softmax cross-entropy with label
  * smoothing) against labels (host, one per sample of that batch), and the
- * gradient of every parameter (into the grads arena). grad_ready (may be
- * NULL) is called once per parameter, in the grads arena's order, the
- * moment that gradient is written. loss (may be NULL) gets the loss,
- * downloaded from the backend. */
-hora_status_t tr_model_backward(tr_model_t *model, const int32_t *labels, float label_smoothing,
+ * gradient of every parameter, times loss_scale (> 0; 1 without loss
+ * scaling), into the grads arena. grad_ready (may be NULL) is called once
+ * per parameter, in the grads arena's order, the moment that gradient is
+ * written. loss (may be NULL) gets the (unscaled) loss, downloaded from the
+ * backend. */
+hora_status_t tr_model_backward(tr_model_t *model, const int32_t *labels, float label_smoothing, float loss_scale,
                                 tr_grad_ready_fn grad_ready, void *ctx, float *loss);
+
+/* Remake the low-precision copy of every parameter from the f32 master
+ * (after the master was written other than by the optimizer step: init,
+ * broadcast, a checkpoint load). No-op in f32. */
+hora_status_t tr_model_sync_compute(tr_model_t *model);
 
 /* The last forward's logits, downloaded: n x classes floats into host. */
 hora_status_t tr_model_logits(tr_model_t *model, float *host);

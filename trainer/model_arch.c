@@ -118,7 +118,8 @@ static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv
                                     int kernel, int stride, int relu)
 {
     u->desc = (tr_conv_desc_t){.c_in = c_in, .h_in = h, .w_in = w, .c_out = c_out,
-                               .kernel = kernel, .stride = stride, .pad = kernel / 2};
+                               .kernel = kernel, .stride = stride, .pad = kernel / 2,
+                               .dtype = m->spec.compute_dtype, .grad_dtype = m->spec.grad_dtype};
     u->h_out = conv_out_size(h, kernel, stride, kernel / 2);
     u->w_out = conv_out_size(w, kernel, stride, kernel / 2);
     u->relu = relu;
@@ -280,6 +281,8 @@ hora_status_t model_init_values(tr_model_t *m, uint64_t seed)
     hora_status_t status = ops->upload(m->backend, &m->arenas[TR_ARENA_PARAMS], params);
     if (status == HORA_OK)
         status = ops->upload(m->backend, &m->arenas[TR_ARENA_STATS], stats);
+    if (status == HORA_OK)
+        status = tr_model_sync_compute(m);
     free(params);
     free(stats);
     return status;

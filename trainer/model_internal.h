@@ -13,6 +13,7 @@
 #define B_OPS(m) ((m)->backend->ops)
 #define P(m, i) (&(m)->params[i].value)
 #define G(m, i) (&(m)->params[i].grad)
+#define PC(m, i) (&(m)->params[i].compute) /* the weights the layers read */
 
 typedef struct {
     tr_layer_t *conv;

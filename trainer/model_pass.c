@@ -13,7 +13,7 @@ static hora_status_t convbn_forward(tr_model_t *m, convbn_t *u, int train)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
     tr_bn_stats_t *st = &m->bns[u->stats];
-    hora_status_t status = ops->conv_forward(u->conv, u->in, P(m, u->w), &u->conv_out);
+    hora_status_t status = ops->conv_forward(u->conv, u->in, PC(m, u->w), &u->conv_out);
     if (status != HORA_OK)
         return status;
     if (train)
@@ -59,7 +59,7 @@ hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
     if (status == HORA_OK)
         status = ops->pool_forward(m->avgpool, last, &m->avg_out);
     if (status == HORA_OK)
-        status = ops->linear_forward(m->fc, &m->avg_out, P(m, m->fc_w), P(m, m->fc_b), &m->logits);
+        status = ops->linear_forward(m->fc, &m->avg_out, PC(m, m->fc_w), P(m, m->fc_b), &m->logits);
     m->forward_train = status == HORA_OK && train;
     return status;
 }
@@ -110,7 +110,7 @@ static hora_status_t convbn_backward(tr_model_t *m, convbn_t *u, const tr_tensor
     if (status == HORA_OK)
         status = ready(r, u->w);
     if (status == HORA_OK && dx)
-        status = ops->conv_backward_data(u->conv, &u->d_conv, P(m, u->w), dx);
+        status = ops->conv_backward_data(u->conv, &u->d_conv, PC(m, u->w), dx);
     return status;
 }
 
@@ -140,7 +140,7 @@ static hora_status_t block_backward(tr_model_t *m, block_t *b, const ready_t *r)
     return ops->add_forward(m->backend, &b->d_main, b->has_proj ? &b->d_short : &b->d_out, 0, b->d_in);
 }
 
-hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float label_smoothing,
+hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float label_smoothing, float loss_scale,
                                 tr_grad_ready_fn grad_ready, void *ctx, float *loss)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
@@ -151,7 +151,8 @@ hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float labe
     }
     hora_status_t status = ops->upload(m->backend, &m->labels, labels);
     if (status == HORA_OK)
-        status = ops->softmax_xent(m->backend, &m->logits, &m->labels, label_smoothing, &m->loss, &m->dlogits);
+        status = ops->softmax_xent(m->backend, &m->logits, &m->labels, label_smoothing, loss_scale, &m->loss,
+                                   &m->dlogits);
     if (status == HORA_OK)
         status = ops->linear_backward_weights(m->fc, &m->avg_out, &m->dlogits, G(m, m->fc_w), G(m, m->fc_b));
     if (status == HORA_OK)
@@ -159,7 +160,7 @@ hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float labe
     if (status == HORA_OK)
         status = ready(&r, m->fc_w);
     if (status == HORA_OK)
-        status = ops->linear_backward_data(m->fc, &m->dlogits, P(m, m->fc_w), &m->d_avg_out);
+        status = ops->linear_backward_data(m->fc, &m->dlogits, PC(m, m->fc_w), &m->d_avg_out);
     tr_tensor_t *d_last = m->block_count ? &m->blocks[m->block_count - 1].d_out : &m->stem.d_out;
     if (status == HORA_OK)
         status = ops->pool_backward(m->avgpool, &m->d_avg_out, d_last);

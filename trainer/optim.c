@@ -43,17 +43,33 @@ int tr_lr_decay_parse(const char *name)
     return -1;
 }
 
-/* ||t||_2 of a plain f32 tensor, in double; device memory is downloaded. */
+/* ||t||_2 of a plain f32, bf16 or f16 tensor, in double; device memory is
+ * downloaded, low-precision values widened (exactly) first. */
 static hora_status_t norm2(tr_backend_t *backend, const tr_tensor_t *t, double *out)
 {
     const size_t n = tr_tensor_count(t);
     const float *v = t->data;
     float *copy = NULL;
-    if (t->memory != TR_MEMORY_HOST) {
+    if (t->memory != TR_MEMORY_HOST || t->dtype != TR_DTYPE_F32) {
         copy = malloc(n * sizeof(float) + 1);
         if (!copy)
             return HORA_ERR_NO_MEMORY;
-        hora_status_t status = backend->ops->download(backend, t, copy);
+        hora_status_t status = HORA_OK;
+        if (t->dtype == TR_DTYPE_F32) {
+            status = backend->ops->download(backend, t, copy);
+        } else {
+            /* Cast on the backend into an f32 buffer of its own, then download. */
+            void *wide = NULL;
+            status = backend->ops->buffer_alloc(backend, n * sizeof(float) + 1, &wide);
+            if (status == HORA_OK) {
+                tr_tensor_t w = tr_tensor_plain(wide, TR_DTYPE_F32, t->memory, t->ndim,
+                                                (const int[]){t->n, t->c, t->h, t->w});
+                status = backend->ops->cast(backend, t, &w);
+                if (status == HORA_OK)
+                    status = backend->ops->download(backend, &w, copy);
+                backend->ops->buffer_free(backend, wide);
+            }
+        }
         if (status != HORA_OK) {
             free(copy);
             return status;
@@ -68,7 +84,7 @@ static hora_status_t norm2(tr_backend_t *backend, const tr_tensor_t *t, double *
     return HORA_OK;
 }
 
-hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *c, double lr)
+hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *c, double lr, double grad_scale)
 {
     tr_backend_t *backend = tr_model_backend(model);
     for (int i = 0; i < tr_model_param_count(model); i++) {
@@ -85,13 +101,16 @@ hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *c, doubl
                 status = norm2(backend, &p.grad, &gn);
             if (status != HORA_OK)
                 return status;
+            gn *= grad_scale;
             if (wn > 0 && gn > 0)
                 layer_lr *= c->lars_eta * wn / (gn + wd * wn);
         }
         tr_sgd_args_t args = {.lr = (float)layer_lr, .momentum = (float)c->momentum,
-                              .weight_decay = (float)wd, .nesterov = c->nesterov};
-        hora_status_t status =
-            backend->ops->sgd_step(backend, &p.value, &p.grad, c->momentum != 0.0 ? &p.momentum : NULL, &args);
+                              .weight_decay = (float)wd, .nesterov = c->nesterov, .grad_scale = (float)grad_scale};
+        /* The layers' copy is rewritten in the same pass, where there is one. */
+        tr_tensor_t *lp = p.compute.data != p.value.data ? &p.compute : NULL;
+        hora_status_t status = backend->ops->sgd_step(backend, &p.value, lp, &p.grad,
+                                                      c->momentum != 0.0 ? &p.momentum : NULL, &args);
         if (status != HORA_OK)
             return status;
     }

@@ -55,7 +55,9 @@ typedef struct {
 } tr_optim_config_t;
 
 /* One step of every parameter with learning rate lr, from the grads arena
- * (already averaged over ranks). */
-hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *config, double lr);
+ * (already averaged over ranks) times grad_scale (1 / the loss scale; 1
+ * without one), writing the f32 master weights and, in mixed precision,
+ * their low-precision copy in the same pass. */
+hora_status_t tr_optim_step(tr_model_t *model, const tr_optim_config_t *config, double lr, double grad_scale);
 
 #endif

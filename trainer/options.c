@@ -24,6 +24,7 @@ typedef enum {
     OPT_SET,     /* no value: stores set_value into an int */
     OPT_SHAPE,   /* CxHxW into int[3]; "auto" stores zeros */
     OPT_LIST,    /* const char *: comma-separated numbers in [min, max] */
+    OPT_SCALE,   /* double in [min, max], or "auto" (0) or "dynamic" (-1): --loss-scale */
 } opt_type_t;
 
 typedef struct {
@@ -44,6 +45,8 @@ typedef struct {
 #define F(field) offsetof(tr_options_t, field)
 
 static const char *const opt_progress[] = {"auto", "bar", "lines", NULL}; /* tr_progress_t */
+static const char *const opt_precision[] = {"fp32", "bf16", "fp16", NULL}; /* tr_precision_t */
+static const char *const opt_grad_dtype[] = {"auto", "f32", "bf16", "f16", NULL}; /* tr_grad_choice_t */
 
 static const opt_t opt_table[] = {
     {"--model", "NAME", OPT_STRING, F(model), "resnet20", 0, 0, NULL, 0, 0, 0, "Model",
@@ -109,6 +112,16 @@ static const opt_t opt_table[] = {
     {"--lars-eta", "ETA", OPT_DOUBLE, F(optim.lars_eta), "0.001", 0, 1e3, NULL, 0, 0, 0, NULL, "LARS trust coefficient"},
     {"--label-smoothing", "S", OPT_DOUBLE, F(label_smoothing), "0", 0, 1, NULL, 0, 0, 0, NULL, "label smoothing"},
 
+    {"--precision", "P", OPT_CHOICE, F(precision), "fp32", 0, 0, opt_precision, 0, 0, 0, "Precision",
+     "what the layers compute in; bf16/fp16 keep fp32 master weights, momentum and BN statistics"},
+    {"--loss-scale", "S", OPT_SCALE, F(loss_scale), "auto", 1, 1e7, NULL, 0, 0, 0, NULL,
+     "static scale S (a power of two is exact), dynamic, or auto (fp32, bf16: none; fp16: dynamic); "
+     "overflowed steps are skipped"},
+    {"--loss-scale-window", "N", OPT_INT64, F(loss_scale_window), "2000", 1, INT64_MAX / 2, NULL, 0, 0, 0, NULL,
+     "dynamic: clean steps before the scale doubles (it halves on overflow)"},
+    {"--grad-dtype", "T", OPT_CHOICE, F(grad_dtype), "auto", 0, 0, opt_grad_dtype, 0, 0, 0, NULL,
+     "what the gradients are all-reduced in (auto: the compute precision's); see also HORA_COMPRESSION"},
+
     {"--backend", "NAME", OPT_STRING, F(backend), "cpu", 0, 0, NULL, 0, 0, 0, "Runtime",
      "compute backend (the ones built in are listed below)"},
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
@@ -152,6 +165,7 @@ static void opt_describe(const opt_t *e, char *buf, size_t len)
     }
     case OPT_SHAPE: snprintf(buf, len, "CxHxW (e.g. 1x28x28) or auto"); return;
     case OPT_LIST: snprintf(buf, len, "comma-separated numbers in [%g, %g]", e->min, e->max); return;
+    case OPT_SCALE: snprintf(buf, len, "a number in [%g, %g], dynamic or auto", e->min, e->max); return;
     case OPT_STRING:
     case OPT_SET: break;
     }
@@ -233,6 +247,15 @@ static int opt_parse(const opt_t *e, const char *text, tr_options_t *o)
             return opt_bad(e, text);
         *(float *)field = (float)v;
         return 0;
+    case OPT_SCALE:
+        if (!strcmp(text, "auto") || !strcmp(text, "dynamic")) {
+            *(double *)field = text[0] == 'a' ? TR_LOSS_SCALE_OPT_AUTO : TR_LOSS_SCALE_OPT_DYNAMIC;
+            return 0;
+        }
+        if (opt_number(text, &v) || !(v >= e->min && v <= e->max))
+            return opt_bad(e, text);
+        *(double *)field = v;
+        return 0;
     case OPT_CHOICE:
         for (int i = 0; e->choices[i]; i++)
             if (!strcmp(text, e->choices[i])) {
@@ -305,7 +328,7 @@ void tr_options_usage(FILE *out)
         if (e->type != OPT_SET && e->default_value)
             snprintf(def, sizeof(def), " (default %s)", e->default_value);
         if (e->type == OPT_CHOICE || e->type == OPT_INT || e->type == OPT_INT64 || e->type == OPT_DOUBLE ||
-            e->type == OPT_FLOAT) {
+            e->type == OPT_FLOAT || e->type == OPT_SCALE) {
             opt_describe(e, what + 2, sizeof(what) - 2);
             what[0] = ';';
             what[1] = ' ';

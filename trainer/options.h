@@ -17,6 +17,14 @@
 
 typedef enum { TR_PROGRESS_AUTO = 0, TR_PROGRESS_BAR = 1, TR_PROGRESS_LINES = 2 } tr_progress_t;
 
+/* --precision: what the layers compute in. */
+typedef enum { TR_PRECISION_FP32 = 0, TR_PRECISION_BF16 = 1, TR_PRECISION_FP16 = 2 } tr_precision_t;
+/* --grad-dtype: auto (the compute precision's), or a dtype. */
+typedef enum { TR_GRAD_AUTO = 0, TR_GRAD_F32 = 1, TR_GRAD_BF16 = 2, TR_GRAD_F16 = 3 } tr_grad_choice_t;
+/* --loss-scale's words, as stored in loss_scale (a number is > 0). */
+#define TR_LOSS_SCALE_OPT_AUTO 0.0
+#define TR_LOSS_SCALE_OPT_DYNAMIC (-1.0)
+
 typedef struct {
     /* Model */
     const char *model;
@@ -46,6 +54,11 @@ typedef struct {
     /* Optimizer */
     tr_optim_config_t optim;
     double label_smoothing;
+    /* Precision */
+    int precision;             /* tr_precision_t */
+    double loss_scale;         /* > 0 static, or TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC */
+    int64_t loss_scale_window;
+    int grad_dtype;            /* tr_grad_choice_t */
     /* Runtime */
     const char *backend;
     int threads;

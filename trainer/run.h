@@ -24,6 +24,7 @@ typedef struct {
     double scale;           /* the scale in use */
     uint64_t good_steps;    /* steps since the last overflow (dynamic scaling) */
     uint64_t skipped_steps; /* steps skipped because a gradient overflowed */
+    uint64_t consecutive_skips; /* overflowed steps in a row, up to the last one */
 } tr_loss_scale_state_t;
 
 typedef struct {
@@ -31,7 +32,8 @@ typedef struct {
     uint64_t data_seed;     /* the loader's shuffle and augmentation key */
     uint64_t epoch;         /* the epoch in progress, from 0 */
     uint64_t step_in_epoch; /* the next batch of that epoch: the data-order position */
-    uint64_t step;          /* optimizer steps taken: the learning-rate schedule's position */
+    uint64_t step;          /* training steps taken, skipped ones (loss-scale overflows) included:
+                             * the learning-rate schedule's position */
     uint64_t images;        /* samples trained on, all ranks together */
     tr_overlap_state_t overlap;
     tr_loss_scale_state_t loss_scale;

@@ -34,6 +34,8 @@ struct tr_trainer {
     char (*names)[80];
     hora_status_t first_error;
     tr_overlap_state_t *overlap; /* the run state's */
+    tr_loss_scale_state_t *scaler; /* the run state's */
+    hora_dtype_t grad_dtype;     /* the grads arena's, as hora names it */
 };
 
 double tr_now_s(void)
@@ -43,11 +45,27 @@ double tr_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_overlap_state_t *overlap,
+static hora_dtype_t hora_dtype_of(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F16: return HORA_DTYPE_F16;
+    case TR_DTYPE_BF16: return HORA_DTYPE_BF16;
+    case TR_DTYPE_I32: return HORA_DTYPE_I32;
+    case TR_DTYPE_F32: break;
+    }
+    return HORA_DTYPE_F32;
+}
+
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_run_state_t *state,
                               tr_trainer_t **out)
 {
-    if (!overlap)
+    if (!state || !config)
         return HORA_ERR_INVALID_ARG;
+    tr_overlap_state_t *overlap = &state->overlap;
+    if (!(state->loss_scale.scale > 0)) {
+        fprintf(stderr, "hora-train: loss scale %g in the run state\n", state->loss_scale.scale);
+        return HORA_ERR_INVALID_ARG;
+    }
     tr_trainer_t *t = calloc(1, sizeof(*t));
     if (!t)
         return HORA_ERR_NO_MEMORY;
@@ -56,6 +74,8 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
     t->config = *config;
     t->distributed = hora_initialized() && hora_size() > 1;
     t->overlap = overlap;
+    t->scaler = &state->loss_scale;
+    t->grad_dtype = hora_dtype_of(tr_model_arena(model, TR_ARENA_GRADS)->dtype);
     if (!t->distributed)
         overlap->mode = 0;
     else if (overlap->mode < 0 && config->overlap != TR_OVERLAP_AUTO)
@@ -96,9 +116,11 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t)
         return HORA_ERR_UNSUPPORTED;
     }
     hora_status_t status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
-    if (status != HORA_OK)
-        return status;
-    return hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK)
+        status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK)
+        status = tr_model_sync_compute(t->model);
+    return status;
 }
 
 /* The all-reduce of parameter i's gradient, in place. event: the backend's
@@ -109,12 +131,16 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
     if (t->first_error != HORA_OK)
         return;
     const tr_param_t *p = tr_model_param(t->model, i);
+    if (t->config.grad_hook)
+        t->config.grad_hook(t->config.grad_hook_ctx, i, &p->grad);
+    if (!t->distributed)
+        return; /* one rank: the gradient is the average already */
     if (event != NULL || p->grad.memory != TR_MEMORY_HOST) {
         fprintf(stderr, "hora-train: allreduce of %s: gradients in device memory need the GPU runtime\n", p->name);
         t->first_error = HORA_ERR_UNSUPPORTED;
         return;
     }
-    hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, HORA_DTYPE_F32,
+    hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, t->grad_dtype,
                                                 HORA_OP_AVG, NULL, &t->requests[i]);
     if (status != HORA_OK) {
         fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
@@ -153,13 +179,13 @@ static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int3
     hora_status_t status = tr_model_forward(t->model, x, 1);
     if (status != HORA_OK)
         return status;
-    status = tr_model_backward(t->model, labels, t->config.label_smoothing, overlap ? on_grad_ready : NULL,
-                               t, loss);
+    status = tr_model_backward(t->model, labels, t->config.label_smoothing, (float)t->scaler->scale,
+                               overlap ? on_grad_ready : NULL, t, loss);
     if (status != HORA_OK) {
         wait_all(t);
         return status;
     }
-    if (t->distributed && !overlap) {
+    if (!overlap) {
         /* Same order as backprop would have used, all at once. */
         for (int i = tr_model_param_count(t->model) - 1; i >= 0; i--)
             enqueue(t, i, NULL);
@@ -208,10 +234,23 @@ int tr_trainer_overlap(const tr_trainer_t *t, double *ms_on, double *ms_off)
 }
 
 hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, double lr,
-                              float *loss)
+                              float *loss, int *skipped)
 {
+    const double scale = t->scaler->scale; /* this step's: the update below may change it */
+    int skip = 0;
     hora_status_t status = tr_trainer_gradients(t, x, labels, loss);
-    if (status != HORA_OK)
+    if (status == HORA_OK && tr_loss_scale_active(&t->config.loss_scale)) {
+        /* The all-reduced gradients are the same bits on every rank, so
+         * every rank finds the same overflow and takes the same decision. */
+        tr_backend_t *backend = tr_model_backend(t->model);
+        int overflow = 0;
+        status = backend->ops->check_finite(backend, tr_model_arena(t->model, TR_ARENA_GRADS), &overflow);
+        if (status == HORA_OK)
+            status = tr_loss_scale_update(&t->config.loss_scale, t->scaler, overflow, &skip);
+    }
+    if (skipped)
+        *skipped = skip;
+    if (status != HORA_OK || skip)
         return status;
-    return tr_optim_step(t->model, &t->config.optim, lr);
+    return tr_optim_step(t->model, &t->config.optim, lr, 1.0 / scale);
 }

@@ -6,6 +6,7 @@
 #ifndef TR_TRAIN_H
 #define TR_TRAIN_H
 
+#include "loss_scale.h"
 #include "model.h"
 #include "optim.h"
 #include "run.h"
@@ -25,33 +26,53 @@ extern const char *const tr_overlap_names[];
 #define TR_OVERLAP_PROBE_WARMUP 2
 #define TR_OVERLAP_PROBE_STEPS 16
 
+/* Called with parameter index's gradient (a view of the grads arena, in
+ * backend memory, in the gradient dtype, times the loss scale) the moment
+ * backprop has written it, before its all-reduce starts, on the thread
+ * running the step; it may change the gradient in place (per-tensor
+ * clipping, fault injection in tests). On a device backend the gradient is
+ * complete only after the backend's synchronize. */
+typedef void (*tr_grad_hook_fn)(void *ctx, int param_index, const tr_tensor_t *grad);
+
 typedef struct {
     tr_overlap_t overlap;
     float label_smoothing;
     tr_optim_config_t optim;
+    tr_loss_scale_config_t loss_scale; /* mode NONE: fp32 without scaling */
+    tr_grad_hook_fn grad_hook;         /* NULL: none */
+    void *grad_hook_ctx;
 } tr_step_config_t;
 
 typedef struct tr_trainer tr_trainer_t;
 
-/* hora must be initialised (it is used when hora_size() > 1). overlap is
- * the run state's (run.h): the trainer keeps its probe and decision there.
- * A state with mode -1 starts according to config->overlap; 0 or 1 (a
- * resumed run) is kept. */
-hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_overlap_state_t *overlap,
+/* hora must be initialised (it is used when hora_size() > 1). state is the
+ * run state (run.h): the trainer keeps its overlap probe and decision and
+ * the loss scale there. An overlap mode of -1 starts according to
+ * config->overlap; 0 or 1 (a resumed run) is kept. The loss-scale state is
+ * used as it is (tr_loss_scale_begin makes a fresh one). */
+hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_run_state_t *state,
                               tr_trainer_t **out);
 void tr_trainer_free(tr_trainer_t *trainer);
 
-/* Rank 0's parameters and BN statistics to every rank. */
+/* Rank 0's parameters and BN statistics to every rank (and the
+ * low-precision copy remade from them). */
 hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer);
 
 /* Forward + backward on x (a plain NCHW f32 host batch of any size; every
  * rank passes the same size) and its labels (host), the averaged gradients
- * in the model's grads arena, then the optimizer step with lr. *loss: this
- * rank's loss. */
+ * in the model's grads arena (times the loss scale), then, with loss
+ * scaling, the overflow check and the scaler's update, and the optimizer
+ * step with lr unless the gradients overflowed (a skipped step has still
+ * updated the BN running statistics in its forward, as in PyTorch's
+ * mixed-precision training). *loss: this rank's loss;
+ * *skipped (may be NULL): 1 when the step was skipped (the same on every
+ * rank). */
 hora_status_t tr_trainer_step(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels, double lr,
-                              float *loss);
+                              float *loss, int *skipped);
 
-/* Forward + backward + all-reduce without the optimizer step (tests). */
+/* Forward + backward + all-reduce without the check or the optimizer step
+ * (tests): the grads arena holds the averaged gradients times the loss
+ * scale in use. */
 hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels,
                                    float *loss);
 

@@ -10,6 +10,12 @@ usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
              a missing dataset is a failure (tools/setup installs it)
   records    the same through record shards written by hora-mkrecord --from idx
   errors     bad flags and a bad data directory fail cleanly with a message
+  precision  short bf16 / bf16 + static loss scale / fp16 runs: the start line,
+             the loss scale in the log (static stays, dynamic doubles per
+             window), the fp16 fallback where the CPU has no f16 kernels, a
+             falling loss in each
+  accuracy-bf16  the demo's recipe (10 epochs of ResNet-20 on Fashion-MNIST,
+             2 ranks) in bf16 reaches the demo's 92% test top-1
 """
 import json, os, subprocess, sys, tempfile
 
@@ -99,11 +105,76 @@ def fmnist(exe, records=False):
     return None
 
 
+def precision(exe):
+    """Short runs of each precision: what the start line says, the loss scale
+    in the progress line and the log, the fp16 fallback message on a CPU
+    without f16 kernels, and training that lowers the loss in each."""
+    cases = [
+        (["--precision", "bf16"], "compute bf16, gradients bf16, loss scale none", None),
+        (["--precision", "bf16", "--loss-scale", "1024", "--grad-dtype", "f32"],
+         "compute bf16, gradients f32, loss scale 1024", 1024.0),
+        (["--precision", "fp16", "--loss-scale-window", "10"], "gradients f16, loss scale dynamic from 65536", None),
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        for extra, start, static in cases:
+            log = os.path.join(d, "log.jsonl")
+            p = mpirun(2, [exe, "--synthetic", "--model", "resnet8", "--image", "3x16x16", "--batch", "16",
+                           "--steps-per-epoch", "40", "--lr", "0.4", "--lr-decay", "none", "--wd", "0",
+                           "--threads", "1", "--progress", "lines", "--print-every", "10", "--log", log] + extra)
+            if p.returncode != 0:
+                return f"{extra}: hora-train failed"
+            if start not in p.stdout:
+                return f"{extra}: the start line does not say '{start}'"
+            trains = [r for r in read_log(log) if r["type"] == "train"]
+            finals = [r for r in read_log(log) if r["type"] == "final"]
+            if len(trains) != 4 or len(finals) != 1 or "skipped_steps" not in finals[0]:
+                return f"{extra}: expected 4 train records and a final one with skipped_steps: {trains} {finals}"
+            if not trains[-1]["loss"] < trains[0]["loss"]:
+                return f"{extra}: the loss did not fall: {[r['loss'] for r in trains]}"
+            scales = [r["loss_scale"] for r in trains]
+            if static is not None and any(s != static for s in scales):
+                return f"{extra}: a static scale moved: {scales}"
+            if "fp16" in extra:
+                if "--precision fp16:" in p.stdout and "computes in f32 instead" in p.stdout:
+                    print("fp16 falls back to f32 compute here (said so)")
+                elif "compute f16" not in p.stdout:
+                    return f"{extra}: neither f16 compute nor the fallback message"
+                # Window 10, no overflow at these magnitudes: 65536 doubles after steps 10, 20, 30, 40.
+                want = [65536.0 * 2 ** (k + 1) for k in range(4)]
+                if scales != want and trains[-1]["skipped_steps"] == 0:
+                    return f"{extra}: dynamic scale {scales}, expected {want} without overflows"
+            print(f"{extra}: ok, losses {[round(r['loss'], 3) for r in trains]}, scales {scales}")
+    return None
+
+
+def accuracy_bf16(exe):
+    """The demo's recipe (tools/demo: ResNet-20, 2 ranks x batch 64, 10 epochs) in
+    bf16 must reach the demo's bar, 92% test top-1."""
+    if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
+        return f"{FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)"
+    p = mpirun(2, [exe, "--model", "resnet20", "--data", FMNIST, "--epochs", "10", "--batch", "64", "--lr", "0.2",
+                   "--wd", "5e-4", "--warmup-epochs", "1", "--pad-crop", "2", "--flip", "--threads", "1",
+                   "--progress", "lines", "--precision", "bf16"], timeout=1500)
+    if p.returncode != 0:
+        return "hora-train failed"
+    top = final_line(p.stdout)
+    if not top:
+        return "no final line"
+    print(f"bf16: final top-1 {top[0]}% top-5 {top[1]}%")
+    if top[0] < 92.0:
+        return f"bf16 reached {top[0]}% top-1, below the demo's 92%"
+    return None
+
+
 def errors(exe):
     for args, needle in [(["--synthetic", "--bogus"], "unknown option"),
                          (["--synthetic", "--batch", "0"], "--batch"),
                          (["--synthetic", "--model", "resnet7"], "unknown model"),
                          (["--synthetic", "--overlap", "sometimes"], "--overlap wants"),
+                         (["--synthetic", "--precision", "fp8"], "--precision wants"),
+                         (["--synthetic", "--loss-scale", "0"], "--loss-scale wants"),
+                         (["--synthetic", "--loss-scale", "sometimes"], "--loss-scale wants"),
+                         (["--synthetic", "--grad-dtype", "f64"], "--grad-dtype wants"),
                          (["--data", "/nonexistent-dir"], "cannot open")]:
         p = mpirun(1, [exe] + args, timeout=120)
         if p.returncode == 0 or needle not in p.stdout:
@@ -115,6 +186,6 @@ if __name__ == "__main__":
     exe, mode = sys.argv[1], sys.argv[2]
     MKRECORD = sys.argv[3] if len(sys.argv) > 3 else "hora-mkrecord"
     err = {"synthetic": synthetic, "fmnist": fmnist, "records": lambda e: fmnist(e, records=True),
-           "errors": errors}[mode](exe)
+           "errors": errors, "precision": precision, "accuracy-bf16": accuracy_bf16}[mode](exe)
     print("FAIL: " + err if err else "PASS")
     sys.exit(1 if err else 0)

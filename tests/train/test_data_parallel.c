@@ -97,7 +97,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
                            .optim = {.momentum = 0.9, .weight_decay = 1e-3, .nesterov = 1, .decay_bn_bias = 0}};
     tr_run_state_t state = tr_run_state_begin(7);
     tr_trainer_t *trainer;
-    if (tr_trainer_init(dist, &sc, &state.overlap, &trainer) != HORA_OK)
+    if (tr_trainer_init(dist, &sc, &state, &trainer) != HORA_OK)
         return -1;
     /* Rank 0's initial state everywhere (the seed is the same anyway; this
      * checks the broadcast keeps it). */
@@ -130,7 +130,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
             tr_tensor_t xr = tr_tensor_plain(x + (size_t)r * b * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                                              (const int[]){b, spec.in_channels, spec.height, spec.width});
             if (tr_model_forward(ref, &xr, 1) != HORA_OK ||
-                tr_model_backward(ref, y + r * b, 0.0f, NULL, NULL, &loss) != HORA_OK)
+                tr_model_backward(ref, y + r * b, 0.0f, 1.0f, NULL, NULL, &loss) != HORA_OK)
                 return -1;
             for (size_t k = 0; k < ng; k++)
                 avg[k] = r == 0 ? rg[k] : avg[k] + rg[k];
@@ -152,7 +152,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
         /* Same update on both sides from the same gradients. */
         double lr = 0.05 * (step % 3 + 1);
         memcpy(rg, avg, ng * sizeof(float));
-        if (tr_optim_step(dist, &sc.optim, lr) != HORA_OK || tr_optim_step(ref, &sc.optim, lr) != HORA_OK)
+        if (tr_optim_step(dist, &sc.optim, lr, 1.0) != HORA_OK || tr_optim_step(ref, &sc.optim, lr, 1.0) != HORA_OK)
             return -1;
         snprintf(what, sizeof(what), "step %d (batch %d) weights", step, b);
         check(what, arena(dist, TR_ARENA_PARAMS, NULL), arena(ref, TR_ARENA_PARAMS, NULL), np, rank);

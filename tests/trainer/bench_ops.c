@@ -101,10 +101,19 @@ static float *filled(size_t count, float v)
     return a;
 }
 
+/* --dtype: what the layers compute in (activations, conv weights and their
+ * gradients); BN parameters stay f32. */
+static tr_dtype_t bench_dtype = TR_DTYPE_F32;
+
+/* A convolution's geometry; bench_conv adds the dtypes. */
+typedef struct {
+    int c_in, h_in, w_in, c_out, kernel, stride, pad;
+} conv_shape_t;
+
 static tr_tensor_t make(int n, int c, int h, int w)
 {
     tr_tensor_t t;
-    RUN(ops->tensor_alloc(be, n, c, h, w, TR_DTYPE_F32, &t));
+    RUN(ops->tensor_alloc(be, n, c, h, w, bench_dtype, &t));
     tr_tensor_t host = tr_tensor_plain(filled(tr_tensor_count(&t), 1.0f), TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                                        (const int[]){n, c, h, w});
     RUN(ops->tensor_import(be, &host, &t));
@@ -122,8 +131,9 @@ static tr_tensor_t param(int ndim, const int *dims, float v)
 
 /* Times forward, backward data and backward weights of one convolution;
  * returns their sum in ms. */
-static double bench_conv(tr_conv_desc_t d, int n, int count)
+static double bench_conv(conv_shape_t s, int n, int count)
 {
+    const tr_conv_desc_t d = {s.c_in, s.h_in, s.w_in, s.c_out, s.kernel, s.stride, s.pad, bench_dtype, bench_dtype};
     int ho = (d.h_in + 2 * d.pad - d.kernel) / d.stride + 1, wo = (d.w_in + 2 * d.pad - d.kernel) / d.stride + 1;
     const int w_dims[4] = {d.c_out, d.c_in, d.kernel, d.kernel};
     tr_layer_t *layer;
@@ -131,14 +141,22 @@ static double bench_conv(tr_conv_desc_t d, int n, int count)
     tr_tensor_t x = make(n, d.c_in, d.h_in, d.w_in), y = make(n, d.c_out, ho, wo);
     tr_tensor_t dy = make(n, d.c_out, ho, wo), dx = make(n, d.c_in, d.h_in, d.w_in);
     tr_tensor_t w = param(4, w_dims, 0.1f), dw = param(4, w_dims, 0.0f);
-    op_t o = {.layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .w = &w, .dw = &dw};
+    tr_tensor_t w_lp = w, dw_lp = dw; /* the layer's dtype (f32: the same tensors) */
+    if (bench_dtype != TR_DTYPE_F32) {
+        w_lp = param(4, w_dims, 0.0f);
+        dw_lp = param(4, w_dims, 0.0f);
+        w_lp.dtype = dw_lp.dtype = bench_dtype;
+        w_lp.bytes = dw_lp.bytes = tr_tensor_count(&w) * tr_dtype_size(bench_dtype);
+        RUN(ops->cast(be, &w, &w_lp));
+    }
+    op_t o = {.layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .w = &w_lp, .dw = &dw_lp};
     double gflop = 2.0 * n * d.c_out * ho * wo * (double)d.c_in * d.kernel * d.kernel * 1e-9;
     double ms[3];
     static const op_kind_t kinds[3] = {OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_WEIGHTS};
     for (int i = 0; i < 3; i++) {
         o.kind = kinds[i];
         if (i == 1)
-            op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = &w});
+            op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = &w_lp});
         ms[i] = op_time(&o);
     }
     printf("conv %3dx%4dx%3dx%3d -> %4d k%d s%d p%d (x%d): fwd %7.3f ms %6.1f GF/s | bwd data %7.3f ms %6.1f GF/s"
@@ -152,12 +170,16 @@ static double bench_conv(tr_conv_desc_t d, int n, int count)
     ops->tensor_free(be, &dx);
     free(w.data);
     free(dw.data);
+    if (bench_dtype != TR_DTYPE_F32) {
+        free(w_lp.data);
+        free(dw_lp.data);
+    }
     return ms[0] + ms[1] + ms[2];
 }
 
 static void bench_bn(int n, int c, int h, int w)
 {
-    tr_bn_desc_t d = {c, h, w, 1e-5f, 0.1f, 1};
+    tr_bn_desc_t d = {c, h, w, 1e-5f, 0.1f, 1, bench_dtype, TR_DTYPE_F32};
     tr_layer_t *layer;
     RUN(ops->bn_create(be, &d, &layer));
     tr_tensor_t x = make(n, c, h, w), y = make(n, c, h, w), dy = make(n, c, h, w), dx = make(n, c, h, w);
@@ -187,7 +209,7 @@ static void bench_bn(int n, int c, int h, int w)
 
 static void bench_maxpool(int n, int c, int h, int w)
 {
-    tr_pool_desc_t d = {TR_POOL_MAX, c, h, w, 3, 2, 1};
+    tr_pool_desc_t d = {TR_POOL_MAX, c, h, w, 3, 2, 1, bench_dtype};
     int ho = (h + 2 - 3) / 2 + 1, wo = (w + 2 - 3) / 2 + 1;
     tr_layer_t *layer;
     RUN(ops->pool_create(be, &d, &layer));
@@ -211,7 +233,7 @@ static void bench_resnet20(int n)
      * 16, 32, 64 channels; stages 2 and 3 start with a stride-2 conv and a
      * 1x1 stride-2 projection shortcut. */
     static const struct {
-        tr_conv_desc_t d;
+        conv_shape_t d;
         int count;
     } convs[] = {
         {{1, 28, 28, 16, 3, 1, 1}, 1},  {{16, 28, 28, 16, 3, 1, 1}, 6}, {{16, 28, 28, 32, 3, 2, 1}, 1},
@@ -230,7 +252,7 @@ static void bench_resnet20(int n)
 
 static void bench_resnet50(int n)
 {
-    static const tr_conv_desc_t convs[] = {
+    static const conv_shape_t convs[] = {
         {3, 224, 224, 64, 7, 2, 3},   {64, 56, 56, 64, 1, 1, 0},   {64, 56, 56, 64, 3, 1, 1},
         {64, 56, 56, 256, 1, 1, 0},   {256, 56, 56, 64, 1, 1, 0},  {256, 56, 56, 128, 1, 1, 0},
         {128, 56, 56, 128, 3, 2, 1},  {128, 28, 28, 128, 3, 1, 1}, {256, 14, 14, 256, 3, 1, 1},
@@ -260,11 +282,13 @@ int main(int argc, char **argv)
             batch = atoi(argv[++i]);
         else if (strcmp(argv[i], "--net") == 0 && i + 1 < argc)
             net = argv[++i];
+        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc)
+            bench_dtype = strcmp(argv[++i], "bf16") == 0 ? TR_DTYPE_BF16 : TR_DTYPE_F32;
         else if (strcmp(argv[i], "-v") == 0)
             config.verbose = 1;
         else {
             fprintf(stderr, "usage: %s [--net resnet20|resnet50] [--threads N] [--batch N] [--iters N] "
-                            "[--block 0|1|8|16] [-v]\n", argv[0]);
+                            "[--block 0|1|8|16] [--dtype f32|bf16] [-v]\n", argv[0]);
             return 2;
         }
     }

@@ -139,7 +139,7 @@ static hora_status_t xent(const xent_ctx_t *x, float *loss, float *dlogits)
     tr_tensor_t lt = host_tensor(x->logits, TR_DTYPE_F32, 2, nk), dt = host_tensor(dlogits, TR_DTYPE_F32, 2, nk);
     tr_tensor_t yt = host_tensor(x->labels, TR_DTYPE_I32, 1, &x->n);
     tr_tensor_t st = host_tensor(loss, TR_DTYPE_F32, 1, (const int[]){1});
-    return ops->softmax_xent(be, &lt, &yt, x->smoothing, &st, &dt);
+    return ops->softmax_xent(be, &lt, &yt, x->smoothing, 1.0f, &st, &dt);
 }
 
 static double xent_loss(void *p)
@@ -195,7 +195,7 @@ void test_softmax_xent(int n, int k, float smoothing)
     tr_tensor_t yf = host_tensor(x.labels, TR_DTYPE_F32, 1, &n);
     tr_tensor_t st = host_tensor(&loss, TR_DTYPE_F32, 1, (const int[]){1});
     tr_tensor_t dt = host_tensor(x.dlogits, TR_DTYPE_F32, 2, (const int[]){n, k});
-    CHECK(ops->softmax_xent(be, &lt, &yf, smoothing, &st, &dt) == HORA_ERR_INVALID_ARG,
+    CHECK(ops->softmax_xent(be, &lt, &yf, smoothing, 1.0f, &st, &dt) == HORA_ERR_INVALID_ARG,
           "softmax_xent: f32 labels accepted");
     free(x.logits);
     free(x.dlogits);
@@ -229,8 +229,8 @@ static void sgd_ref(float *p, const float *g_in, float *m_buf, size_t count, con
 void test_sgd(size_t count)
 {
     static const tr_sgd_args_t cases[] = {
-        {0.1f, 0.9f, 5e-4f, 1}, {0.1f, 0.9f, 5e-4f, 0}, {0.05f, 0.9f, 0.0f, 1}, {0.2f, 0.0f, 1e-4f, 0},
-        {0.01f, 0.5f, 0.0f, 0},
+        {0.1f, 0.9f, 5e-4f, 1, 1.0f}, {0.1f, 0.9f, 5e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 1.0f}, {0.2f, 0.0f, 1e-4f, 0, 1.0f},
+        {0.01f, 0.5f, 0.0f, 0, 1.0f},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const tr_sgd_args_t *a = &cases[c];
@@ -243,7 +243,7 @@ void test_sgd(size_t count)
         for (int step = 0; step < 3; step++) {
             float *g = rand_array(count, 1.0f);
             tr_tensor_t gt = host_tensor(g, TR_DTYPE_F32, 1, dims);
-            STATUS_OK(ops->sgd_step(be, &pt, &gt, a->momentum != 0.0f ? &mt : NULL, a));
+            STATUS_OK(ops->sgd_step(be, &pt, NULL, &gt, a->momentum != 0.0f ? &mt : NULL, a));
             sgd_ref(p_ref, g, m_ref, count, a);
             for (size_t i = 0; i < count; i++)
                 mismatches += memcmp(&p[i], &p_ref[i], sizeof(float)) != 0 ||
@@ -260,12 +260,12 @@ void test_sgd(size_t count)
         free(m);
         free(m_ref);
     }
-    tr_sgd_args_t bad = {0.1f, 0.0f, 0.0f, 1};
+    tr_sgd_args_t bad = {0.1f, 0.0f, 0.0f, 1, 1.0f};
     float one = 1.0f, two[2] = {1.0f, 2.0f};
     tr_tensor_t t1 = host_tensor(&one, TR_DTYPE_F32, 1, (const int[]){1});
     tr_tensor_t t2 = host_tensor(two, TR_DTYPE_F32, 1, (const int[]){2});
-    CHECK(ops->sgd_step(be, &t1, &t1, NULL, &bad) == HORA_ERR_INVALID_ARG, "sgd: nesterov without momentum");
-    tr_sgd_args_t plain = {0.1f, 0.0f, 0.0f, 0};
-    CHECK(ops->sgd_step(be, &t2, &t1, NULL, &plain) == HORA_ERR_INVALID_ARG, "sgd: gradient of another shape accepted");
+    CHECK(ops->sgd_step(be, &t1, NULL, &t1, NULL, &bad) == HORA_ERR_INVALID_ARG, "sgd: nesterov without momentum");
+    tr_sgd_args_t plain = {0.1f, 0.0f, 0.0f, 0, 1.0f};
+    CHECK(ops->sgd_step(be, &t2, NULL, &t1, NULL, &plain) == HORA_ERR_INVALID_ARG, "sgd: gradient of another shape accepted");
 }
 

@@ -104,7 +104,7 @@ void test_data_movement(void)
  * refuses the ones it cannot take. */
 void test_contract(void)
 {
-    tr_conv_desc_t d = {8, 5, 5, 8, 3, 1, 1};
+    tr_conv_desc_t d = {8, 5, 5, 8, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32};
     const int w_dims[4] = {8, 8, 3, 3};
     tr_layer_t *conv = NULL;
     STATUS_OK(ops->conv_create(be, &d, &conv));
@@ -136,7 +136,7 @@ void test_contract(void)
     if (st == HORA_OK)
         ops->tensor_free(be, &t);
     /* The running statistics of another channel count. */
-    tr_bn_desc_t bd = {8, 5, 5, 1e-5f, 0.1f, 0};
+    tr_bn_desc_t bd = {8, 5, 5, 1e-5f, 0.1f, 0, TR_DTYPE_F32, TR_DTYPE_F32};
     tr_layer_t *bn = NULL;
     STATUS_OK(ops->bn_create(be, &bd, &bn));
     tr_tensor_t g8 = param_rand(1, (const int[]){8}, 1.0f), g7 = param_rand(1, (const int[]){7}, 1.0f);
@@ -162,7 +162,7 @@ void test_api(void)
           "dtype sizes and names");
     tr_tensor_t t;
     CHECK(ops->tensor_alloc(be, 0, 1, 1, 1, TR_DTYPE_F32, &t) == HORA_ERR_INVALID_ARG, "tensor_alloc n = 0");
-    tr_conv_desc_t bad = {1, 2, 2, 1, 5, 1, 0};
+    tr_conv_desc_t bad = {1, 2, 2, 1, 5, 1, 0, TR_DTYPE_F32, TR_DTYPE_F32};
     tr_layer_t *layer = NULL;
     CHECK(ops->conv_create(be, &bad, &layer) == HORA_ERR_INVALID_ARG && layer == NULL, "conv bigger than input");
     void *buf = NULL;

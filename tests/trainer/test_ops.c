@@ -74,15 +74,15 @@ int main(int argc, char **argv)
         test_tensor_roundtrip(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
 
     static const tr_conv_desc_t convs[] = {
-        {3, 7, 7, 16, 3, 1, 1},  /* stem, plain input */
-        {3, 9, 9, 8, 7, 2, 3},   /* ResNet-50 style stem */
-        {1, 6, 6, 16, 3, 1, 1},  /* one input channel (Fashion-MNIST) */
-        {16, 6, 6, 16, 3, 1, 1}, /* basic block */
-        {16, 7, 7, 32, 3, 2, 1}, /* strided */
-        {16, 7, 7, 32, 1, 2, 0}, /* projection shortcut */
-        {32, 5, 5, 8, 1, 1, 0},  /* bottleneck reduce */
-        {8, 5, 5, 16, 3, 1, 0},  /* no padding */
-        {5, 6, 6, 7, 3, 1, 1},   /* odd channels: plain layout */
+        {3, 7, 7, 16, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32},  /* stem, plain input */
+        {3, 9, 9, 8, 7, 2, 3, TR_DTYPE_F32, TR_DTYPE_F32},   /* ResNet-50 style stem */
+        {1, 6, 6, 16, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32},  /* one input channel (Fashion-MNIST) */
+        {16, 6, 6, 16, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32}, /* basic block */
+        {16, 7, 7, 32, 3, 2, 1, TR_DTYPE_F32, TR_DTYPE_F32}, /* strided */
+        {16, 7, 7, 32, 1, 2, 0, TR_DTYPE_F32, TR_DTYPE_F32}, /* projection shortcut */
+        {32, 5, 5, 8, 1, 1, 0, TR_DTYPE_F32, TR_DTYPE_F32},  /* bottleneck reduce */
+        {8, 5, 5, 16, 3, 1, 0, TR_DTYPE_F32, TR_DTYPE_F32},  /* no padding */
+        {5, 6, 6, 7, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32},   /* odd channels: plain layout */
     };
     for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
         test_conv(NULL, &convs[i], 2);
@@ -90,30 +90,30 @@ int main(int argc, char **argv)
     static const int bns[][4] = {{2, 8, 6, 6}, {2, 16, 5, 5}, {2, 3, 7, 7}, {4, 32, 3, 3}};
     for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
         for (int relu = 0; relu < 2; relu++)
-            test_bn(NULL, &(tr_bn_desc_t){bns[i][1], bns[i][2], bns[i][3], 1e-5f, 0.1f, relu}, bns[i][0]);
+            test_bn(NULL, &(tr_bn_desc_t){bns[i][1], bns[i][2], bns[i][3], 1e-5f, 0.1f, relu, TR_DTYPE_F32, TR_DTYPE_F32}, bns[i][0]);
 
     static const tr_pool_desc_t pools[] = {
-        {TR_POOL_MAX, 16, 7, 7, 3, 2, 1},
-        {TR_POOL_MAX, 8, 6, 6, 3, 2, 1},
-        {TR_POOL_MAX, 3, 5, 5, 3, 2, 1},
-        {TR_POOL_MAX, 16, 6, 6, 2, 2, 0},
-        {TR_POOL_GLOBAL_AVERAGE, 16, 5, 5, 0, 0, 0},
-        {TR_POOL_GLOBAL_AVERAGE, 3, 4, 4, 0, 0, 0},
-        {TR_POOL_GLOBAL_AVERAGE, 32, 7, 7, 0, 0, 0},
+        {TR_POOL_MAX, 16, 7, 7, 3, 2, 1, TR_DTYPE_F32},
+        {TR_POOL_MAX, 8, 6, 6, 3, 2, 1, TR_DTYPE_F32},
+        {TR_POOL_MAX, 3, 5, 5, 3, 2, 1, TR_DTYPE_F32},
+        {TR_POOL_MAX, 16, 6, 6, 2, 2, 0, TR_DTYPE_F32},
+        {TR_POOL_GLOBAL_AVERAGE, 16, 5, 5, 0, 0, 0, TR_DTYPE_F32},
+        {TR_POOL_GLOBAL_AVERAGE, 3, 4, 4, 0, 0, 0, TR_DTYPE_F32},
+        {TR_POOL_GLOBAL_AVERAGE, 32, 7, 7, 0, 0, 0, TR_DTYPE_F32},
     };
     for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
         test_pool(NULL, &pools[i], 2);
 
-    test_linear(NULL, &(tr_linear_desc_t){16, 10}, 2);
-    test_linear(NULL, &(tr_linear_desc_t){7, 5}, 3);
-    test_linear(NULL, &(tr_linear_desc_t){32, 10}, 2);
+    test_linear(NULL, &(tr_linear_desc_t){16, 10, TR_DTYPE_F32, TR_DTYPE_F32}, 2);
+    test_linear(NULL, &(tr_linear_desc_t){7, 5, TR_DTYPE_F32, TR_DTYPE_F32}, 3);
+    test_linear(NULL, &(tr_linear_desc_t){32, 10, TR_DTYPE_F32, TR_DTYPE_F32}, 2);
 
     /* One layer of each kind through the batch sweep. */
     {
-        const tr_conv_desc_t cd = {16, 5, 5, 16, 3, 1, 1};
-        const tr_bn_desc_t bd = {16, 4, 4, 1e-5f, 0.1f, 1};
-        const tr_pool_desc_t pd = {TR_POOL_MAX, 16, 6, 6, 3, 2, 1};
-        const tr_linear_desc_t ld = {16, 10};
+        const tr_conv_desc_t cd = {16, 5, 5, 16, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32};
+        const tr_bn_desc_t bd = {16, 4, 4, 1e-5f, 0.1f, 1, TR_DTYPE_F32, TR_DTYPE_F32};
+        const tr_pool_desc_t pd = {TR_POOL_MAX, 16, 6, 6, 3, 2, 1, TR_DTYPE_F32};
+        const tr_linear_desc_t ld = {16, 10, TR_DTYPE_F32, TR_DTYPE_F32};
         tr_layer_t *conv = NULL, *bn = NULL, *pool = NULL, *linear = NULL;
         STATUS_OK(ops->conv_create(be, &cd, &conv));
         STATUS_OK(ops->bn_create(be, &bd, &bn));

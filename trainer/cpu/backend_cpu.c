@@ -12,7 +12,7 @@
  * the thread that made the backend). Our own loops use the same count.
  *
  * Build: trainer/cpu/meson.build lists the sources and their dependencies
- * (libdnnl, OpenMP, kernels/ for k_sgd_step); trainer/meson.build builds
+ * (libdnnl, OpenMP, kernels/ for the SGD step, casts and the overflow check); trainer/meson.build builds
  * them into trainer_backend_lib.
  */
 #include <math.h>
@@ -36,21 +36,6 @@ static int cpu_default_threads(void)
     long ranks = hora_initialized() && hora_local_size() > 0 ? hora_local_size() : 1;
     long threads = cores > 0 ? cores / ranks : 1;
     return threads > 0 ? (int)threads : 1;
-}
-
-static const char *cpu_isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_sse41: return "sse41";
-    default: return "other";
-    }
 }
 
 /* The widest channel block oneDNN's direct kernels use on this CPU: 16
@@ -107,7 +92,7 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
     if (backend->verbose) {
         const dnnl_version_t *v = dnnl_version();
         fprintf(stderr, "hora-train: cpu: oneDNN %d.%d.%d, isa %s, %d threads, activations %s\n", v->major,
-                v->minor, v->patch, cpu_isa_name(dnnl_get_effective_cpu_isa()), backend->threads,
+                v->minor, v->patch, cpu_isa_name(), backend->threads,
                 backend->channel_block == 1 ? "nchw" : backend->channel_block == 8 ? "nChw8c" : "nChw16c");
     }
     *backend_out = &backend->base;
@@ -228,19 +213,19 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
         return cpu_invalid("tensor_alloc: NULL argument");
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
         return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
-    if (dtype != TR_DTYPE_F32) {
-        fprintf(stderr, "hora-train: cpu: tensor_alloc: %s activations are not supported yet (f32 only)\n",
-                tr_dtype_name(dtype));
+    char why[160];
+    if (cpu_compute_dtype_ok(dtype, why, sizeof(why)) != HORA_OK) {
+        fprintf(stderr, "hora-train: cpu: tensor_alloc: no %s activations: %s\n", tr_dtype_name(dtype), why);
         return HORA_ERR_UNSUPPORTED;
     }
     tr_layout_t layout = cpu_layout_for(backend, c);
     dnnl_memory_desc_t md;
-    CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout));
+    CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout, dtype));
     size_t bytes = dnnl_memory_desc_get_size(&md);
     void *data = cpu_alloc(bytes, "an activation tensor");
     if (data == NULL)
         return HORA_ERR_NO_MEMORY;
-    *t = (tr_tensor_t){.ndim = 4, .n = n, .c = c, .h = h, .w = w, .dtype = TR_DTYPE_F32, .layout = layout,
+    *t = (tr_tensor_t){.ndim = 4, .n = n, .c = c, .h = h, .w = w, .dtype = dtype, .layout = layout,
                        .memory = TR_MEMORY_HOST, .data = data, .bytes = bytes};
     return HORA_OK;
 }
@@ -269,18 +254,18 @@ static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
     }
 }
 
-/* t is an activation of this backend and host a plain f32 host tensor
- * (n, c, h, w) of t's (c, h, w) and at most t's batch: the first host->n
- * samples. */
+/* t is an activation of this backend (f32 or bf16) and host a plain f32
+ * host tensor (n, c, h, w) of t's (c, h, w) and at most t's batch: the
+ * first host->n samples. */
 static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t,
                                            const tr_tensor_t *host, const char *what, int *block)
 {
     if (t == NULL || t->data == NULL || host == NULL || host->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
     *block = cpu_tensor_block(backend, t);
-    if (t->dtype != TR_DTYPE_F32 || t->memory != TR_MEMORY_HOST || *block == 0 ||
-        t->bytes != tr_tensor_count(t) * sizeof(float))
-        return cpu_invalid("%s: not an f32 tensor from this backend's tensor_alloc", what);
+    if ((t->dtype != TR_DTYPE_F32 && t->dtype != TR_DTYPE_BF16) || t->memory != TR_MEMORY_HOST || *block == 0 ||
+        t->bytes != tr_tensor_count(t) * tr_dtype_size(t->dtype))
+        return cpu_invalid("%s: not an f32 or bf16 tensor from this backend's tensor_alloc", what);
     if (host->dtype != TR_DTYPE_F32 || host->memory != TR_MEMORY_HOST || host->layout != TR_LAYOUT_NCHW ||
         host->ndim != 4 || host->c != t->c || host->h != t->h || host->w != t->w || host->n < 1 ||
         host->n > t->n || host->bytes < tr_tensor_count(host) * sizeof(float)) {
@@ -293,34 +278,32 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
 }
 
 /* nChw<B>c: element (n, c, h, w) at ((n * C/B + c/B) * H*W + h*W + w) * B
- * + c%B. C is a multiple of B (cpu_layout_for), so there is no padding. */
-static void cpu_nchw_to_blocked(const float *src, float *dst, int samples, const tr_tensor_t *t, int block)
-{
-    size_t hw = (size_t)t->h * (size_t)t->w;
-    int blocks = t->c / block;
-    for (int n = 0; n < samples; n++)
-        for (int cb = 0; cb < blocks; cb++) {
-            const float *s = src + ((size_t)n * t->c + (size_t)cb * block) * hw;
-            float *d = dst + ((size_t)n * blocks + cb) * hw * block;
-            for (size_t i = 0; i < hw; i++)
-                for (int k = 0; k < block; k++)
-                    d[i * block + k] = s[(size_t)k * hw + i];
-        }
-}
-
-static void cpu_blocked_to_nchw(const float *src, float *dst, int samples, const tr_tensor_t *t, int block)
-{
-    size_t hw = (size_t)t->h * (size_t)t->w;
-    int blocks = t->c / block;
-    for (int n = 0; n < samples; n++)
-        for (int cb = 0; cb < blocks; cb++) {
-            const float *s = src + ((size_t)n * blocks + cb) * hw * block;
-            float *d = dst + ((size_t)n * t->c + (size_t)cb * block) * hw;
-            for (int k = 0; k < block; k++)
-                for (size_t i = 0; i < hw; i++)
-                    d[(size_t)k * hw + i] = s[i * block + k];
-        }
-}
+ * + c%B. C is a multiple of B (cpu_layout_for), so there is no padding.
+ * Block 1 is plain NCHW. The f32 host side is converted on the way (bf16:
+ * rounded to nearest even, as everywhere). */
+#define CPU_F32_ID(x) (x)
+#define CPU_LAYOUT_COPY(name, src_t, dst_t, convert, to_blocked)                                   \
+    static void name(const src_t *src, dst_t *dst, int samples, const tr_tensor_t *t, int block)   \
+    {                                                                                              \
+        size_t hw = (size_t)t->h * (size_t)t->w;                                                   \
+        int blocks = t->c / block;                                                                 \
+        for (int n = 0; n < samples; n++)                                                          \
+            for (int cb = 0; cb < blocks; cb++) {                                                  \
+                size_t plain = ((size_t)n * t->c + (size_t)cb * block) * hw;                       \
+                size_t blocked = ((size_t)n * blocks + cb) * hw * block;                           \
+                for (int k = 0; k < block; k++)                                                    \
+                    for (size_t i = 0; i < hw; i++) {                                              \
+                        if (to_blocked)                                                            \
+                            dst[blocked + i * block + k] = convert(src[plain + (size_t)k * hw + i]); \
+                        else                                                                       \
+                            dst[plain + (size_t)k * hw + i] = convert(src[blocked + i * block + k]); \
+                    }                                                                              \
+            }                                                                                      \
+    }
+CPU_LAYOUT_COPY(cpu_import_f32, float, float, CPU_F32_ID, 1)
+CPU_LAYOUT_COPY(cpu_import_bf16, float, uint16_t, cpu_f32_to_bf16, 1)
+CPU_LAYOUT_COPY(cpu_export_f32, float, float, CPU_F32_ID, 0)
+CPU_LAYOUT_COPY(cpu_export_bf16, uint16_t, float, cpu_bf16_to_f32, 0)
 
 static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tensor_t *host, tr_tensor_t *t)
 {
@@ -329,10 +312,12 @@ static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tens
     if (backend == NULL)
         return cpu_invalid("tensor_import: NULL backend");
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_import", &block));
-    if (block == 1)
+    if (t->dtype == TR_DTYPE_BF16)
+        cpu_import_bf16(host->data, t->data, host->n, t, block);
+    else if (block == 1)
         memcpy(t->data, host->data, tr_tensor_count(host) * sizeof(float));
     else
-        cpu_nchw_to_blocked(host->data, t->data, host->n, t, block);
+        cpu_import_f32(host->data, t->data, host->n, t, block);
     return HORA_OK;
 }
 
@@ -343,10 +328,12 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
     if (backend == NULL)
         return cpu_invalid("tensor_export: NULL backend");
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_export", &block));
-    if (block == 1)
+    if (t->dtype == TR_DTYPE_BF16)
+        cpu_export_bf16(t->data, host->data, host->n, t, block);
+    else if (block == 1)
         memcpy(host->data, t->data, tr_tensor_count(host) * sizeof(float));
     else
-        cpu_blocked_to_nchw(t->data, host->data, host->n, t, block);
+        cpu_export_f32(t->data, host->data, host->n, t, block);
     return HORA_OK;
 }
 
@@ -359,10 +346,13 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
  * large tensors. ReLU keeps NaN (x < 0 ? 0 : x), like torch.relu.
  */
 #define CPU_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+/* 16-bit lanes need AVX-512BW (AVX-512F has no 16-bit integer ops): the
+ * Skylake-server set (F, BW, DQ, VL, CD), which every AVX-512 CPU with bf16 has. */
+#define CPU_SIMD_CLONES_16 __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 
 typedef struct {
-    const float *a, *b;
-    float *y;
+    const void *a, *b;
+    void *y;
     int relu;
 } cpu_eltwise_args_t;
 
@@ -404,6 +394,46 @@ CPU_SIMD_CLONES static void cpu_add_chunk(const cpu_eltwise_args_t *args, size_t
     }
 }
 
+/* bf16: the same operations on the widened values, each result rounded
+ * once. ReLU and its mask select without rounding, so they work on the bit
+ * patterns (integer compares vectorise where the widening would not):
+ * x < 0 exactly for 0x8001..0xFF80 (negative, not -0, not NaN), and y > 0
+ * for 0x0001..0x7F80 (positive, not +0, not NaN). */
+CPU_SIMD_CLONES_16 static void cpu_relu_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const uint16_t *x = args->a;
+    uint16_t *y = args->y;
+#pragma omp simd
+    for (size_t i = begin; i < end; i++)
+        y[i] = (uint16_t)(x[i] - 0x8001u) < 0x7F80u ? 0 : x[i];
+}
+
+CPU_SIMD_CLONES_16 static void cpu_relu_backward_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const uint16_t *y = args->a, *dy = args->b;
+    uint16_t *dx = args->y;
+#pragma omp simd
+    for (size_t i = begin; i < end; i++)
+        dx[i] = (uint16_t)(y[i] - 1u) < 0x7F80u ? dy[i] : 0;
+}
+
+CPU_SIMD_CLONES_16 static void cpu_add_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+{
+    const uint16_t *a = args->a, *b = args->b;
+    uint16_t *y = args->y;
+    if (args->relu) {
+#pragma omp simd
+        for (size_t i = begin; i < end; i++) {
+            float s = cpu_bf16_to_f32(a[i]) + cpu_bf16_to_f32(b[i]);
+            y[i] = cpu_f32_to_bf16(s < 0.0f ? 0.0f : s);
+        }
+    } else {
+#pragma omp simd
+        for (size_t i = begin; i < end; i++)
+            y[i] = cpu_f32_to_bf16(cpu_bf16_to_f32(a[i]) + cpu_bf16_to_f32(b[i]));
+    }
+}
+
 /* Below this many floats a parallel region costs more than it saves. */
 #define CPU_PARALLEL_MIN_COUNT ((size_t)1 << 16)
 
@@ -426,10 +456,15 @@ static void cpu_parallel(const cpu_backend_t *backend, size_t count, cpu_chunk_f
     }
 }
 
+/* t has ref's shape and dtype; ref's dtype is one the element-wise ops
+ * take (f32, bf16). */
 static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tensor_t *ref, const tr_tensor_t *t,
                                     const char *what)
 {
-    return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, what);
+    if (ref->dtype != TR_DTYPE_F32 && ref->dtype != TR_DTYPE_BF16)
+        return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32 and bf16)", what,
+                           tr_dtype_name(ref->dtype));
+    return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
 static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
@@ -440,7 +475,8 @@ static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tenso
     CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
     CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
     cpu_eltwise_args_t args = {.a = x->data, .y = y->data};
-    cpu_parallel(backend, tr_tensor_count(x), cpu_relu_chunk, &args);
+    cpu_parallel(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_BF16 ? cpu_relu_chunk_bf16 : cpu_relu_chunk,
+                 &args);
     return HORA_OK;
 }
 
@@ -454,7 +490,8 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
     CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
     cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data};
-    cpu_parallel(backend, tr_tensor_count(y), cpu_relu_backward_chunk, &args);
+    cpu_parallel(backend, tr_tensor_count(y),
+                 y->dtype == TR_DTYPE_BF16 ? cpu_relu_backward_chunk_bf16 : cpu_relu_backward_chunk, &args);
     return HORA_OK;
 }
 
@@ -468,7 +505,8 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
     CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
     CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
     cpu_eltwise_args_t args = {.a = a->data, .b = b->data, .y = y->data, .relu = relu != 0};
-    cpu_parallel(backend, tr_tensor_count(a), cpu_add_chunk, &args);
+    cpu_parallel(backend, tr_tensor_count(a), a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk,
+                 &args);
     return HORA_OK;
 }
 
@@ -480,29 +518,34 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
  * Sums run in double with the row maximum subtracted (no overflow in exp);
  * results are rounded to float once. */
 static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits_t,
-                                      const tr_tensor_t *labels_t, float label_smoothing, tr_tensor_t *loss_t,
-                                      tr_tensor_t *dlogits_t)
+                                      const tr_tensor_t *labels_t, float label_smoothing, float grad_scale,
+                                      tr_tensor_t *loss_t, tr_tensor_t *dlogits_t)
 {
     if (backend == NULL || logits_t == NULL)
         return cpu_invalid("softmax_xent: NULL argument");
     const int n = logits_t->n, k = logits_t->c;
-    if (n <= 0 || k <= 0 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f))
-        return cpu_invalid("softmax_xent: n %d, k %d, label smoothing %g", n, k, (double)label_smoothing);
+    if (n <= 0 || k <= 0 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f) ||
+        !(grad_scale > 0.0f && isfinite(grad_scale)))
+        return cpu_invalid("softmax_xent: n %d, k %d, label smoothing %g, gradient scale %g", n, k,
+                           (double)label_smoothing, (double)grad_scale);
     CPU_CHECK(cpu_check_plain(logits_t, TR_DTYPE_F32, 2, (const int[]){n, k}, "softmax_xent logits"));
     CPU_CHECK(cpu_check_plain(labels_t, TR_DTYPE_I32, 1, (const int[]){n}, "softmax_xent labels"));
     CPU_CHECK(cpu_check_plain(loss_t, TR_DTYPE_F32, 1, (const int[]){1}, "softmax_xent loss"));
-    CPU_CHECK(cpu_check_plain(dlogits_t, TR_DTYPE_F32, 2, (const int[]){n, k}, "softmax_xent dlogits"));
+    const tr_dtype_t ddt = dlogits_t != NULL ? dlogits_t->dtype : TR_DTYPE_F32;
+    if (ddt != TR_DTYPE_F32 && ddt != TR_DTYPE_BF16 && ddt != TR_DTYPE_F16)
+        return cpu_invalid("softmax_xent dlogits: %s (f32, bf16 or f16)", tr_dtype_name(ddt));
+    CPU_CHECK(cpu_check_plain(dlogits_t, ddt, 2, (const int[]){n, k}, "softmax_xent dlogits"));
     const float *logits = logits_t->data;
     const int32_t *labels = labels_t->data;
-    float *dlogits = dlogits_t->data;
+    float *dlogits = dlogits_t->data;      /* f32 */
+    uint16_t *dlogits_16 = dlogits_t->data; /* bf16, f16 */
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= k)
             return cpu_invalid("softmax_xent: label %d of row %d is outside [0, %d)", (int)labels[i], i, k);
 
-    double s = label_smoothing, total = 0.0;
+    double s = label_smoothing, total = 0.0, scale = grad_scale;
     for (int i = 0; i < n; i++) {
         const float *z = logits + (size_t)i * k;
-        float *dz = dlogits + (size_t)i * k;
         double max = z[0];
         for (int j = 1; j < k; j++)
             if (z[j] > max)
@@ -518,7 +561,13 @@ static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *
         total += (1.0 - s) * nll + s * smooth;
         for (int j = 0; j < k; j++) {
             double target = s / k + (j == labels[i] ? 1.0 - s : 0.0);
-            dz[j] = (float)((exp((double)z[j] - lse) - target) / n);
+            double g = (exp((double)z[j] - lse) - target) / n * scale;
+            size_t at = (size_t)i * k + j;
+            /* One rounding from double (through float would round twice). */
+            if (ddt == TR_DTYPE_F32)
+                dlogits[at] = (float)g;
+            else
+                k_cast(dlogits_16 + at, cpu_k_dtype(ddt), &g, K_DTYPE_F64, 1);
         }
     }
     *(float *)loss_t->data = (float)(total / n);
@@ -527,42 +576,111 @@ static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *
 
 /* ---- optimizer ----------------------------------------------------------- */
 
-static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param_t, const tr_tensor_t *grad_t,
-                                  tr_tensor_t *momentum_t, const tr_sgd_args_t *args)
+static int cpu_float_dtype(tr_dtype_t dtype)
+{
+    return dtype == TR_DTYPE_F32 || dtype == TR_DTYPE_BF16 || dtype == TR_DTYPE_F16;
+}
+
+/* fn(begin, end) over [0, count), split across the backend's threads in
+ * whole cache lines when count is large (element-wise work: any split gives
+ * the same bits). */
+#define CPU_SPLIT(backend, count, body)                                                          \
+    do {                                                                                         \
+        if ((backend)->threads <= 1 || (count) < CPU_PARALLEL_MIN_COUNT) {                       \
+            size_t begin = 0, end = (count);                                                     \
+            body;                                                                                \
+        } else {                                                                                 \
+            _Pragma("omp parallel num_threads((backend)->threads)")                              \
+            {                                                                                    \
+                size_t nt_ = (size_t)omp_get_num_threads(), t_ = (size_t)omp_get_thread_num();   \
+                size_t per_ = (((count) + nt_ - 1) / nt_ + 31) / 32 * 32;                        \
+                size_t begin = t_ * per_ < (count) ? t_ * per_ : (count);                        \
+                size_t end = begin + per_ < (count) ? begin + per_ : (count);                    \
+                if (begin < end) {                                                               \
+                    body;                                                                        \
+                }                                                                                \
+            }                                                                                    \
+        }                                                                                        \
+    } while (0)
+
+static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param_t, tr_tensor_t *lp_t,
+                                  const tr_tensor_t *grad_t, tr_tensor_t *momentum_t, const tr_sgd_args_t *args)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || args == NULL || param_t == NULL)
+    if (backend == NULL || args == NULL || param_t == NULL || grad_t == NULL)
         return cpu_invalid("sgd_step: NULL argument");
     const int dims[TR_TENSOR_MAX_DIMS] = {param_t->n, param_t->c, param_t->h, param_t->w};
     CPU_CHECK(cpu_check_plain(param_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step param"));
-    CPU_CHECK(cpu_check_plain(grad_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step grad"));
+    if (!cpu_float_dtype(grad_t->dtype))
+        return cpu_invalid("sgd_step grad: %s (f32, bf16 or f16)", tr_dtype_name(grad_t->dtype));
+    CPU_CHECK(cpu_check_plain(grad_t, grad_t->dtype, param_t->ndim, dims, "sgd_step grad"));
+    if (lp_t != NULL) {
+        if (!cpu_float_dtype(lp_t->dtype))
+            return cpu_invalid("sgd_step param_lp: %s (f32, bf16 or f16)", tr_dtype_name(lp_t->dtype));
+        CPU_CHECK(cpu_check_plain(lp_t, lp_t->dtype, param_t->ndim, dims, "sgd_step param_lp"));
+    }
     if (args->momentum != 0.0f && momentum_t == NULL)
         return cpu_invalid("sgd_step: momentum %g without a momentum buffer", (double)args->momentum);
     if (momentum_t != NULL)
         CPU_CHECK(cpu_check_plain(momentum_t, TR_DTYPE_F32, param_t->ndim, dims, "sgd_step momentum"));
     if (args->nesterov && !(args->momentum > 0.0f)) /* torch.optim.SGD refuses it too */
         return cpu_invalid("sgd_step: nesterov needs a momentum > 0");
+    const float grad_scale = args->grad_scale == 0.0f ? 1.0f : args->grad_scale;
+    if (!(grad_scale > 0.0f && isfinite(grad_scale)))
+        return cpu_invalid("sgd_step: gradient scale %g", (double)grad_scale);
     float *param = param_t->data, *momentum_buf = momentum_t != NULL ? momentum_t->data : NULL;
-    const float *grad = grad_t->data;
-    const size_t count = tr_tensor_count(param_t);
-
-    /* Element-wise, so any split across threads gives the same bits. */
-    if (backend->threads <= 1 || count < CPU_PARALLEL_MIN_COUNT) {
-        k_sgd_step(param, grad, momentum_buf, count, args->lr, args->momentum, args->weight_decay,
-                   args->nesterov);
-        return HORA_OK;
-    }
-#pragma omp parallel num_threads(backend->threads)
-    {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t per = ((count + nt - 1) / nt + 15) / 16 * 16;
-        size_t begin = t * per < count ? t * per : count;
-        size_t end = begin + per < count ? begin + per : count;
-        if (begin < end)
-            k_sgd_step(param + begin, grad + begin, momentum_buf ? momentum_buf + begin : NULL, end - begin,
-                       args->lr, args->momentum, args->weight_decay, args->nesterov);
-    }
+    char *lp = lp_t != NULL ? lp_t->data : NULL;
+    const char *grad = grad_t->data;
+    const size_t count = tr_tensor_count(param_t), gsize = tr_dtype_size(grad_t->dtype),
+                 lsize = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0;
+    const k_dtype_t gdt = cpu_k_dtype(grad_t->dtype), ldt = lp_t != NULL ? cpu_k_dtype(lp_t->dtype)
+                                                                              : K_DTYPE_F32;
+    CPU_SPLIT(backend, count,
+              k_sgd_step_mixed(param + begin, lp != NULL ? lp + begin * lsize : NULL, ldt, grad + begin * gsize, gdt,
+                               grad_scale, momentum_buf != NULL ? momentum_buf + begin : NULL, end - begin, args->lr,
+                               args->momentum, args->weight_decay, args->nesterov));
     return HORA_OK;
+}
+
+/* ---- casts and the overflow check ----------------------------------------- */
+
+static hora_status_t cpu_cast(tr_backend_t *backend_base, const tr_tensor_t *src, tr_tensor_t *dst)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || src == NULL || dst == NULL)
+        return cpu_invalid("cast: NULL argument");
+    const int dims[TR_TENSOR_MAX_DIMS] = {src->n, src->c, src->h, src->w};
+    CPU_CHECK(cpu_check_plain(src, src->dtype, src->ndim, dims, "cast src"));
+    CPU_CHECK(cpu_check_plain(dst, dst->dtype, src->ndim, dims, "cast dst"));
+    cpu_cast_n(backend, dst->data, dst->dtype, src->data, src->dtype, tr_tensor_count(src));
+    return HORA_OK;
+}
+
+static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tensor_t *t, int *nonfinite_out)
+{
+    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
+    if (backend == NULL || t == NULL || nonfinite_out == NULL)
+        return cpu_invalid("check_finite: NULL argument");
+    if (!cpu_float_dtype(t->dtype))
+        return cpu_invalid("check_finite: %s tensor (f32, bf16 or f16)", tr_dtype_name(t->dtype));
+    const int dims[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
+    CPU_CHECK(cpu_check_plain(t, t->dtype, t->ndim, dims, "check_finite"));
+    const size_t count = tr_tensor_count(t), size = tr_dtype_size(t->dtype);
+    const k_dtype_t dt = cpu_k_dtype(t->dtype);
+    const char *data = t->data;
+    int found = 0;
+    CPU_SPLIT(backend, count, {
+        if (k_nonfinite(data + begin * size, dt, end - begin))
+            __atomic_store_n(&found, 1, __ATOMIC_RELAXED);
+    });
+    *nonfinite_out = found;
+    return HORA_OK;
+}
+
+static hora_status_t cpu_compute_dtype(tr_backend_t *backend, tr_dtype_t dtype, char *why, size_t why_len)
+{
+    (void)backend;
+    return cpu_compute_dtype_ok(dtype, why, why_len);
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -579,6 +697,9 @@ const struct tr_backend_ops tr_backend_cpu_ops = {
     .download = cpu_download,
     .fill_zero = cpu_fill_zero,
     .gradient_ready = cpu_gradient_ready,
+    .cast = cpu_cast,
+    .check_finite = cpu_check_finite,
+    .compute_dtype = cpu_compute_dtype,
     .tensor_alloc = cpu_tensor_alloc,
     .tensor_free = cpu_tensor_free,
     .tensor_import = cpu_tensor_import,

@@ -35,6 +35,7 @@ typedef struct {
     cpu_batch_cache_t batches; /* bn_batch_t per batch size */
     float *mean, *var;         /* (C) batch statistics of the last forward_train (owned) */
     float *no_shift;           /* (C) zeros: backward's SHIFT argument (see bn_make_primitives) */
+    float *dgamma, *dbeta;     /* (C) f32 gradients, when grad_dtype is not f32 (owned) */
     int stats_n;               /* batch size of that forward_train; 0: none yet */
 } cpu_bn_t;
 
@@ -54,6 +55,8 @@ static void cpu_bn_free(tr_layer_t *layer)
     free(bn->mean);
     free(bn->var);
     free(bn->no_shift);
+    free(bn->dgamma);
+    free(bn->dbeta);
     free(bn);
 }
 
@@ -72,7 +75,7 @@ static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int
     bn_batch_t *bn = entry;
     const tr_bn_desc_t *d = &layer->desc;
     dnnl_memory_desc_t data_md;
-    CPU_CHECK(cpu_md_4d(&data_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&data_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c), d->dtype));
     unsigned relu = d->fuse_relu ? dnnl_fuse_norm_relu : 0;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | relu;
 
@@ -130,6 +133,7 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
         !(desc->momentum >= 0.0f && desc->momentum <= 1.0f))
         return cpu_invalid("bn_create: bad shape %dx%dx%d, epsilon %g or momentum %g", desc->c, desc->h, desc->w,
                            (double)desc->epsilon, (double)desc->momentum);
+    CPU_CHECK(cpu_check_layer_dtypes(desc->dtype, desc->grad_dtype, "bn_create"));
 
     cpu_bn_t *bn = cpu_alloc(sizeof(*bn), "a bn layer");
     if (bn == NULL)
@@ -144,7 +148,12 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
     bn->mean = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch mean");
     bn->var = cpu_alloc((size_t)desc->c * sizeof(float), "bn batch variance");
     bn->no_shift = cpu_alloc((size_t)desc->c * sizeof(float), "bn zero shift");
-    if (bn->mean == NULL || bn->var == NULL || bn->no_shift == NULL) {
+    if (desc->grad_dtype != TR_DTYPE_F32) {
+        bn->dgamma = cpu_alloc((size_t)desc->c * sizeof(float), "bn f32 dgamma");
+        bn->dbeta = cpu_alloc((size_t)desc->c * sizeof(float), "bn f32 dbeta");
+    }
+    if (bn->mean == NULL || bn->var == NULL || bn->no_shift == NULL ||
+        (desc->grad_dtype != TR_DTYPE_F32 && (bn->dgamma == NULL || bn->dbeta == NULL))) {
         cpu_bn_free(&bn->base);
         return HORA_ERR_NO_MEMORY;
     }
@@ -157,10 +166,11 @@ static cpu_bn_t *bn_of(tr_layer_t *layer)
     return layer != NULL && layer->kind == CPU_LAYER_BN ? (cpu_bn_t *)layer : NULL;
 }
 
-/* gamma, beta, running statistics and their gradients: plain (C). */
-static hora_status_t bn_check_channels(const cpu_bn_t *bn, const tr_tensor_t *t, const char *what)
+/* gamma, beta, running statistics (f32) and their gradients (grad_dtype):
+ * plain (C). */
+static hora_status_t bn_check_channels(const cpu_bn_t *bn, const tr_tensor_t *t, tr_dtype_t dtype, const char *what)
 {
-    return cpu_check_plain(t, TR_DTYPE_F32, 1, (const int[]){bn->desc.c}, what);
+    return cpu_check_plain(t, dtype, 1, (const int[]){bn->desc.c}, what);
 }
 
 /* x and y (or dy, dx) of one call; *n its batch. */
@@ -168,8 +178,8 @@ static hora_status_t bn_check_data(const cpu_bn_t *bn, const tr_tensor_t *x, con
                                    const char *what_y, int *n)
 {
     const tr_bn_desc_t *d = &bn->desc;
-    CPU_CHECK(cpu_check_input(bn->base.backend, x, d->c, d->h, d->w, what_x, n));
-    return cpu_check_tensor(bn->base.backend, y, *n, d->c, d->h, d->w, what_y);
+    CPU_CHECK(cpu_check_input(bn->base.backend, x, d->c, d->h, d->w, d->dtype, what_x, n));
+    return cpu_check_tensor(bn->base.backend, y, *n, d->c, d->h, d->w, d->dtype, what_y);
 }
 
 /* The arguments of a forward (training or inference): x and y of one batch
@@ -186,7 +196,7 @@ static hora_status_t bn_check_forward(const cpu_bn_t *bn, int train, const tr_te
     const char *const *what = names[train != 0];
     CPU_CHECK(bn_check_data(bn, x, y, what[0], what[1], n));
     for (int i = 0; i < 4; i++)
-        CPU_CHECK(bn_check_channels(bn, vectors[i], what[2 + i]));
+        CPU_CHECK(bn_check_channels(bn, vectors[i], TR_DTYPE_F32, what[2 + i]));
     return HORA_OK;
 }
 
@@ -259,10 +269,10 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     cpu_backend_t *backend = layer_bn->base.backend;
     const tr_bn_desc_t *d = &layer_bn->desc;
     CPU_CHECK(bn_check_data(layer_bn, x, dy, "bn_backward x", "bn_backward dy", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "bn_backward dx"));
-    CPU_CHECK(bn_check_channels(layer_bn, gamma, "bn_backward gamma"));
-    CPU_CHECK(bn_check_channels(layer_bn, dgamma, "bn_backward dgamma"));
-    CPU_CHECK(bn_check_channels(layer_bn, dbeta, "bn_backward dbeta"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, d->dtype, "bn_backward dx"));
+    CPU_CHECK(bn_check_channels(layer_bn, gamma, TR_DTYPE_F32, "bn_backward gamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, dgamma, d->grad_dtype, "bn_backward dgamma"));
+    CPU_CHECK(bn_check_channels(layer_bn, dbeta, d->grad_dtype, "bn_backward dbeta"));
     if (layer_bn->stats_n != n)
         return layer_bn->stats_n ? cpu_invalid("bn_backward: batch %d, but the last bn_forward_train had %d", n,
                                                layer_bn->stats_n)
@@ -276,7 +286,17 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     static const int args[10] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,      DNNL_ARG_SHIFT,
                                  DNNL_ARG_MEAN,     DNNL_ARG_VARIANCE,   DNNL_ARG_DIFF_SRC,   DNNL_ARG_DIFF_SCALE,
                                  DNNL_ARG_DIFF_SHIFT, DNNL_ARG_WORKSPACE};
-    const void *const ptrs[10] = {x->data,  dy->data, gamma->data,  layer_bn->no_shift, layer_bn->mean,
-                                  layer_bn->var, dx->data, dgamma->data, dbeta->data,      bn->workspace};
-    return cpu_prim_run(backend, &bn->bwd, d->fuse_relu ? 10 : 9, args, ptrs);
+    /* oneDNN's scale and shift gradients are f32: into the gradients when
+     * those are f32, else into the layer's f32 pair and converted. */
+    int convert = d->grad_dtype != TR_DTYPE_F32;
+    const void *const ptrs[10] = {x->data,       dy->data, gamma->data,
+                                  layer_bn->no_shift, layer_bn->mean, layer_bn->var, dx->data,
+                                  convert ? layer_bn->dgamma : dgamma->data,
+                                  convert ? layer_bn->dbeta : dbeta->data, bn->workspace};
+    CPU_CHECK(cpu_prim_run(backend, &bn->bwd, d->fuse_relu ? 10 : 9, args, ptrs));
+    if (convert) {
+        cpu_grad_store(dgamma, layer_bn->dgamma, (size_t)d->c);
+        cpu_grad_store(dbeta, layer_bn->dbeta, (size_t)d->c);
+    }
+    return HORA_OK;
 }

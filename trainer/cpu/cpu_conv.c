@@ -120,7 +120,8 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
     if (strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) != 0)
         return HORA_OK;
     dnnl_memory_desc_t src_any_md;
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&src_any_md, 4, src_md->dims, dnnl_f32, dnnl_format_tag_any),
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&src_any_md, 4, src_md->dims, src_md->data_type,
+                                                    dnnl_format_tag_any),
                        "conv dx descriptor"));
     dnnl_convolution_desc_t desc;
     CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &src_any_md,
@@ -147,15 +148,23 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
     cpu_backend_t *backend = layer->base.backend;
     conv_batch_t *conv = entry;
     const tr_conv_desc_t *d = &layer->desc;
-    dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md;
-    CPU_CHECK(cpu_md_4d(&src_md, n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in)));
+    dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md, dw_any_md, dw_plain_md;
+    CPU_CHECK(cpu_md_4d(&src_md, n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in), d->dtype));
     CPU_CHECK(cpu_md_4d(&dst_md, n, d->c_out, layer->h_out, layer->w_out,
-                        cpu_layout_for(backend, d->c_out)));
+                        cpu_layout_for(backend, d->c_out), d->dtype));
     dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
+    const dnnl_data_type_t dt = cpu_dnnl_dtype(d->dtype);
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dt, dnnl_format_tag_any),
                        "conv weights descriptor"));
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_plain_md, 4, w_dims, dnnl_f32, dnnl_oihw),
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_plain_md, 4, w_dims, dt, dnnl_oihw),
                        "conv weights descriptor"));
+    /* The weight gradient accumulates in f32 whatever the compute dtype;
+     * the reorder to plain OIHW rounds it to the gradient dtype. */
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&dw_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
+                       "conv weight gradient descriptor"));
+    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&dw_plain_md, 4, w_dims, cpu_dnnl_dtype(d->grad_dtype),
+                                                    dnnl_oihw),
+                       "conv weight gradient descriptor"));
     dnnl_dims_t strides = {d->stride, d->stride};
     dnnl_dims_t pad = {d->pad, d->pad}; /* symmetric, as in PyTorch; output sizes agree */
 
@@ -176,7 +185,7 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
                             conv->fwd.pd));
     CPU_CHECK(conv_fix_plain_backward_data(backend, conv, &src_md, &w_any_md, &dst_md, strides, pad));
     CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_weights_desc_init(
-                           &bwd_weights_desc, dnnl_convolution_direct, &src_md, &w_any_md, NULL,
+                           &bwd_weights_desc, dnnl_convolution_direct, &src_md, &dw_any_md, NULL,
                            &dst_md, strides, pad, pad),
                        "conv backward weights descriptor"));
     CPU_CHECK(cpu_prim_init(backend, &conv->bwd_weights, "conv backward weights", &bwd_weights_desc,
@@ -212,7 +221,7 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
         CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, &w_plain_md, bwd_w_md, 0,
                                        "conv weights reorder (backward data)"));
     }
-    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &w_plain_md, dw_md, 1,
+    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &dw_plain_md, dw_md, 1,
                                    "conv weight gradient reorder"));
 
     /* The reference kernels are orders of magnitude slower (~1 GFLOP/s):
@@ -247,6 +256,7 @@ hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *
         d->pad < 0 || d->h_in + 2 * d->pad < d->kernel || d->w_in + 2 * d->pad < d->kernel)
         return cpu_invalid("conv_create: bad shape c_in %d %dx%d c_out %d kernel %d stride %d pad %d", d->c_in,
                            d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad);
+    CPU_CHECK(cpu_check_layer_dtypes(d->dtype, d->grad_dtype, "conv_create"));
 
     cpu_conv_t *conv = cpu_alloc(sizeof(*conv), "a conv layer");
     if (conv == NULL)
@@ -295,11 +305,12 @@ static hora_status_t conv_forward_weights(cpu_conv_t *layer, conv_batch_t *conv,
     return HORA_OK;
 }
 
-/* OIHW weights (or their gradient) of this layer. */
-static hora_status_t conv_check_weights(const cpu_conv_t *conv, const tr_tensor_t *w, const char *what)
+/* OIHW weights (dtype: the layer's) or their gradient (its grad_dtype). */
+static hora_status_t conv_check_weights(const cpu_conv_t *conv, const tr_tensor_t *w, tr_dtype_t dtype,
+                                        const char *what)
 {
     const tr_conv_desc_t *d = &conv->desc;
-    return cpu_check_plain(w, TR_DTYPE_F32, 4, (const int[]){d->c_out, d->c_in, d->kernel, d->kernel}, what);
+    return cpu_check_plain(w, dtype, 4, (const int[]){d->c_out, d->c_in, d->kernel, d->kernel}, what);
 }
 
 hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y)
@@ -310,9 +321,9 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
         return cpu_invalid("conv_forward: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, "conv_forward x", &n));
-    CPU_CHECK(conv_check_weights(layer_conv, w, "conv_forward w"));
-    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_forward y"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, d->dtype, "conv_forward x", &n));
+    CPU_CHECK(conv_check_weights(layer_conv, w, d->dtype, "conv_forward w"));
+    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype, "conv_forward y"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
     conv_batch_t *conv = entry;
@@ -335,10 +346,10 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
         return cpu_invalid("conv_backward_data: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_input(backend, dy, d->c_out, layer_conv->h_out, layer_conv->w_out, "conv_backward_data dy",
-                              &n));
-    CPU_CHECK(conv_check_weights(layer_conv, w, "conv_backward_data w"));
-    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, d->h_in, d->w_in, "conv_backward_data dx"));
+    CPU_CHECK(cpu_check_input(backend, dy, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype,
+                              "conv_backward_data dy", &n));
+    CPU_CHECK(conv_check_weights(layer_conv, w, d->dtype, "conv_backward_data w"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, d->h_in, d->w_in, d->dtype, "conv_backward_data dx"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
     conv_batch_t *conv = entry;
@@ -377,10 +388,10 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
         return cpu_invalid("conv_backward_weights: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, "conv_backward_weights x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out,
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, d->dtype, "conv_backward_weights x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, dy, n, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype,
                                "conv_backward_weights dy"));
-    CPU_CHECK(conv_check_weights(layer_conv, dw, "conv_backward_weights dw"));
+    CPU_CHECK(conv_check_weights(layer_conv, dw, d->grad_dtype, "conv_backward_weights dw"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
     conv_batch_t *conv = entry;

@@ -6,6 +6,7 @@
  * backend's shared scratchpad) and the per-batch-size cache of a layer's
  * primitives.
  */
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <oneapi/dnnl/dnnl_debug.h>
 
 #include "cpu_internal.h"
+#include "k_cpu.h"
 
 hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what)
 {
@@ -66,7 +68,107 @@ tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c)
     return TR_LAYOUT_NCHW;
 }
 
-hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout)
+const char *cpu_isa_name(void)
+{
+    switch (dnnl_get_effective_cpu_isa()) {
+    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
+    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core: return "avx512_core";
+    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_avx2: return "avx2";
+    case dnnl_cpu_isa_avx: return "avx";
+    case dnnl_cpu_isa_sse41: return "sse41";
+    default: return "other";
+    }
+}
+
+dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F32: return dnnl_f32;
+    case TR_DTYPE_F16: return dnnl_f16;
+    case TR_DTYPE_BF16: return dnnl_bf16;
+    case TR_DTYPE_I32: return dnnl_s32;
+    }
+    return dnnl_data_type_undef;
+}
+
+/* Whether oneDNN computes a 3x3 convolution in dtype with a jit kernel on
+ * this CPU: the layers' test. oneDNN 2.6 has bf16 kernels from AVX-512
+ * (native on avx512_core_bf16, emulated below it) and none for f16 on the
+ * CPU; the reference kernels it would fall back on are far too slow to
+ * train with. */
+static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
+{
+    dnnl_engine_t engine;
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+        snprintf(why, why_len, "no oneDNN CPU engine");
+        return 0;
+    }
+    dnnl_memory_desc_t src, weights, dst;
+    dnnl_dims_t data_dims = {2, 16, 8, 8}, weight_dims = {16, 16, 3, 3}, strides = {1, 1}, pad = {1, 1};
+    dnnl_data_type_t dt = cpu_dnnl_dtype(dtype);
+    dnnl_convolution_desc_t desc;
+    dnnl_primitive_desc_t pd = NULL;
+    const char *impl = "";
+    int ok = dnnl_memory_desc_init_by_tag(&src, 4, data_dims, dt, dnnl_nChw16c) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&dst, 4, data_dims, dt, dnnl_nChw16c) == dnnl_success &&
+             dnnl_memory_desc_init_by_tag(&weights, 4, weight_dims, dt, dnnl_format_tag_any) == dnnl_success &&
+             dnnl_convolution_forward_desc_init(&desc, dnnl_forward_training, dnnl_convolution_direct, &src,
+                                                &weights, NULL, &dst, strides, pad, pad) == dnnl_success &&
+             dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success &&
+             dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+             strncmp(impl, "ref", 3) != 0;
+    if (!ok) {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(why, why_len, "oneDNN %d.%d.%d has no %s%s convolution on this CPU (isa %s)", v->major, v->minor,
+                 v->patch, pd != NULL ? "fast " : "", tr_dtype_name(dtype),
+                 cpu_isa_name());
+    }
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    dnnl_engine_destroy(engine);
+    return ok;
+}
+
+hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len)
+{
+    /* -1 unknown, 0 no, 1 yes, per dtype; the answer is the CPU's and the
+     * library's, the same for every backend of the process. */
+    static int known[4] = {1, -1, -1, 0};
+    static char reasons[4][160];
+    int i = (int)dtype;
+    if (i < 0 || i >= 4) {
+        if (why != NULL && why_len > 0)
+            snprintf(why, why_len, "dtype %d is not a tensor dtype", i);
+        return HORA_ERR_UNSUPPORTED;
+    }
+    if (dtype == TR_DTYPE_I32)
+        snprintf(reasons[i], sizeof(reasons[i]), "layers do not compute in i32");
+#pragma omp critical(cpu_dtype_probe)
+    if (known[i] < 0)
+        known[i] = cpu_dtype_probe(dtype, reasons[i], sizeof(reasons[i]));
+    if (known[i])
+        return HORA_OK;
+    if (why != NULL && why_len > 0)
+        snprintf(why, why_len, "%s", reasons[i]);
+    return HORA_ERR_UNSUPPORTED;
+}
+
+hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what)
+{
+    char why[160];
+    if (cpu_compute_dtype_ok(dtype, why, sizeof(why)) != HORA_OK) {
+        fprintf(stderr, "hora-train: cpu: %s: cannot compute in %s: %s\n", what, tr_dtype_name(dtype), why);
+        return HORA_ERR_UNSUPPORTED;
+    }
+    if (grad_dtype != TR_DTYPE_F32 && grad_dtype != TR_DTYPE_BF16 && grad_dtype != TR_DTYPE_F16)
+        return cpu_invalid("%s: gradient dtype %s (f32, bf16 or f16)", what, tr_dtype_name(grad_dtype));
+    return HORA_OK;
+}
+
+hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype)
 {
     dnnl_format_tag_t tag;
     switch (layout) {
@@ -77,10 +179,10 @@ hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_l
     default: return cpu_invalid("unknown layout %d", (int)layout);
     }
     dnnl_dims_t dims = {n, c, h, w};
-    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, 4, dims, dnnl_f32, tag), "memory descriptor");
+    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, 4, dims, cpu_dnnl_dtype(dtype), tag), "memory descriptor");
 }
 
-hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims)
+hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims, tr_dtype_t dtype)
 {
     static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
                                              dnnl_abcd};
@@ -89,8 +191,45 @@ hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims)
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++)
         d[i] = dims[i];
-    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, tags[ndims]),
+    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, ndims, d, cpu_dnnl_dtype(dtype), tags[ndims]),
                     "memory descriptor");
+}
+
+k_dtype_t cpu_k_dtype(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F16: return K_DTYPE_F16;
+    case TR_DTYPE_BF16: return K_DTYPE_BF16;
+    case TR_DTYPE_I32: return K_DTYPE_I32;
+    case TR_DTYPE_F32: break;
+    }
+    return K_DTYPE_F32;
+}
+
+void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
+                size_t count)
+{
+    const size_t dsize = tr_dtype_size(dst_dtype), ssize = tr_dtype_size(src_dtype);
+    const k_dtype_t ddt = cpu_k_dtype(dst_dtype), sdt = cpu_k_dtype(src_dtype);
+    /* Below this many elements a parallel region costs more than it saves. */
+    if (backend->threads <= 1 || count < ((size_t)1 << 16)) {
+        k_cast(dst, ddt, src, sdt, count);
+        return;
+    }
+#pragma omp parallel num_threads(backend->threads)
+    {
+        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+        size_t per = ((count + nt - 1) / nt + 31) / 32 * 32; /* whole cache lines of 16-bit values */
+        size_t begin = t * per < count ? t * per : count;
+        size_t end = begin + per < count ? begin + per : count;
+        if (begin < end)
+            k_cast((char *)dst + begin * dsize, ddt, (const char *)src + begin * ssize, sdt, end - begin);
+    }
+}
+
+void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count)
+{
+    k_cast(dst->data, cpu_k_dtype(dst->dtype), f32, K_DTYPE_F32, count);
 }
 
 /* Shared tail of both initialisers: the primitive itself and the
@@ -231,7 +370,7 @@ void cpu_prim_free(cpu_prim_t *p)
 }
 
 hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
-                               int w, const char *what)
+                               int w, tr_dtype_t dtype, const char *what)
 {
     if (t == NULL || t->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
@@ -243,10 +382,10 @@ hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *
     if (t->memory != TR_MEMORY_HOST)
         return cpu_invalid("%s: tensor lives in %s memory; the cpu backend computes on host memory", what,
                            tr_memory_name(t->memory));
-    if (t->dtype != TR_DTYPE_F32 || t->layout != cpu_layout_for(backend, c) ||
-        t->bytes != tr_tensor_count(t) * sizeof(float))
-        return cpu_invalid("%s: tensor is %s %s, not an f32 %s tensor from this backend's tensor_alloc", what,
-                           tr_dtype_name(t->dtype), tr_layout_name(t->layout),
+    if (t->dtype != dtype || t->layout != cpu_layout_for(backend, c) ||
+        t->bytes != tr_tensor_count(t) * tr_dtype_size(dtype))
+        return cpu_invalid("%s: tensor is %s %s, not an %s %s tensor from this backend's tensor_alloc", what,
+                           tr_dtype_name(t->dtype), tr_layout_name(t->layout), tr_dtype_name(dtype),
                            tr_layout_name(cpu_layout_for(backend, c)));
     return HORA_OK;
 }
@@ -279,10 +418,10 @@ hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n)
 }
 
 hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
-                              const char *what, int *n)
+                              tr_dtype_t dtype, const char *what, int *n)
 {
     CPU_CHECK(cpu_check_batch(x, what, n));
-    return cpu_check_tensor(backend, x, *n, c, h, w, what);
+    return cpu_check_tensor(backend, x, *n, c, h, w, dtype, what);
 }
 
 hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, void **entry_out)

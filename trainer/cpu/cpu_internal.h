@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend.h"
+#include "k_cpu.h"
 
 typedef struct {
     tr_backend_t base; /* ops; first, so a tr_backend_t * is a cpu_backend_t * */
@@ -99,10 +100,21 @@ hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1,
 
 /* The layout tensor_alloc gives an (n, c, h, w) tensor on this backend. */
 tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c);
-/* A memory descriptor for an f32 (n, c, h, w) tensor in `layout`. */
-hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout);
-/* Plain f32 descriptors: dims[0..ndims) with the row-major tag. */
-hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims);
+/* The instruction set oneDNN uses here ("avx512_core_bf16"). */
+const char *cpu_isa_name(void);
+/* oneDNN's name for a dtype. */
+dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype);
+/* HORA_OK when the layers compute in dtype on this CPU (f32 always; bf16
+ * where oneDNN has jit kernels for it); else HORA_ERR_UNSUPPORTED and a
+ * reason in why (may be NULL). Probed once per process. */
+hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len);
+/* The same for a layer's descriptor dtypes (compute; gradient f32/bf16/f16),
+ * logging the refusal as "<what>: ...". */
+hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what);
+/* A memory descriptor for an (n, c, h, w) tensor of dtype in `layout`. */
+hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype);
+/* Plain descriptors: dims[0..ndims) of dtype with the row-major tag. */
+hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims, tr_dtype_t dtype);
 
 /* Make a primitive from an op descriptor (hint: the forward pd of a
  * backward primitive, else NULL). Grows the shared scratchpad. */
@@ -133,10 +145,10 @@ hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, 
 /* Drop every entry (layer free). */
 void cpu_batch_clear(cpu_batch_cache_t *cache);
 
-/* Checks shared by the layer files. An activation: allocated, host, f32,
+/* Checks shared by the layer files. An activation: allocated, host, dtype,
  * (n, c, h, w) in the layout this backend gives c, no padding. */
 hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
-                               int w, const char *what);
+                               int w, tr_dtype_t dtype, const char *what);
 /* A plain tensor (parameter, gradient, statistics, logits, labels):
  * allocated, host, dtype, the layout NCHW (row-major), shape dims[0..ndim). */
 hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
@@ -145,7 +157,36 @@ hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n);
 /* The activation that sets a call's batch: cpu_check_batch, then
  * cpu_check_tensor at that batch. */
 hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
-                              const char *what, int *n);
+                              tr_dtype_t dtype, const char *what, int *n);
+
+/* kernels/'s number for a dtype (k_cpu.h numbers them its own way). */
+k_dtype_t cpu_k_dtype(tr_dtype_t dtype);
+/* k_cast of count elements, split across the backend's threads when large. */
+void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
+                size_t count);
+/* A parameter gradient out of an op: the op's f32 accumulators (count
+ * values at f32) converted into the plain tensor dst of the layer's
+ * gradient dtype (a copy when that is f32). */
+void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count);
+
+/* bf16 <-> f32 as k_cast converts (round to nearest even, NaN stays a
+ * quiet NaN), inline so the element-wise loops vectorise. */
+static inline float cpu_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof(f));
+    return f;
+}
+
+static inline uint16_t cpu_f32_to_bf16(float f)
+{
+    uint32_t bits;
+    __builtin_memcpy(&bits, &f, sizeof(bits));
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
 
 /* ---- the layer files ----------------------------------------------------- */
 

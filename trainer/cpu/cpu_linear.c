@@ -8,6 +8,11 @@
  * (n, c_in) matrix, so the primitives see x, dx as plain 2-D "nc" and the
  * weights in PyTorch's (out, in) order: no reorders at all. Primitives are
  * made per batch size (linear_batch_t, cpu_batch_cache_t).
+ *
+ * dtypes: x, w, dy, dx in the layer's dtype; y and the bias f32 (oneDNN
+ * accumulates in f32 and the logits feed the f32 loss); the weight and bias
+ * gradients come out of oneDNN in f32 and are rounded once to grad_dtype
+ * (through the layer's f32 pair when that is not f32).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,7 @@ typedef struct {
     struct tr_layer base;
     tr_linear_desc_t desc;
     cpu_batch_cache_t batches; /* linear_batch_t per batch size */
+    float *dw, *dbias;         /* f32 gradients, when grad_dtype is not f32 (owned) */
 } cpu_linear_t;
 
 static void linear_batch_free(void *entry)
@@ -36,6 +42,8 @@ static void cpu_linear_free(tr_layer_t *layer)
 {
     cpu_linear_t *linear = (cpu_linear_t *)layer;
     cpu_batch_clear(&linear->batches);
+    free(linear->dw);
+    free(linear->dbias);
     free(linear);
 }
 
@@ -46,23 +54,25 @@ static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry,
     cpu_backend_t *backend = layer->base.backend;
     linear_batch_t *linear = entry;
     const tr_linear_desc_t *d = &layer->desc;
-    dnnl_memory_desc_t x_md, w_md, bias_md, y_md;
-    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){n, d->c_in}));
-    CPU_CHECK(cpu_md_plain(&w_md, 2, (const int[]){d->c_out, d->c_in}));
-    CPU_CHECK(cpu_md_plain(&bias_md, 1, (const int[]){d->c_out}));
-    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){n, d->c_out}));
+    dnnl_memory_desc_t x_md, w_md, bias_md, y_md, dy_md, dw_md;
+    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){n, d->c_in}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&w_md, 2, (const int[]){d->c_out, d->c_in}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&dw_md, 2, (const int[]){d->c_out, d->c_in}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&bias_md, 1, (const int[]){d->c_out}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){n, d->c_out}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&dy_md, 2, (const int[]){n, d->c_out}, d->dtype));
 
     dnnl_inner_product_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
     CPU_CHECK(cpu_dnnl(dnnl_inner_product_forward_desc_init(&fwd_desc, dnnl_forward_training, &x_md, &w_md,
                                                             &bias_md, &y_md),
                        "linear forward descriptor"));
     CPU_CHECK(cpu_prim_init(backend, &linear->fwd, "linear forward", &fwd_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_data_desc_init(&bwd_data_desc, &x_md, &w_md, &y_md),
+    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_data_desc_init(&bwd_data_desc, &x_md, &w_md, &dy_md),
                        "linear backward data descriptor"));
     CPU_CHECK(cpu_prim_init(backend, &linear->bwd_data, "linear backward data", &bwd_data_desc,
                             linear->fwd.pd));
-    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_weights_desc_init(&bwd_weights_desc, &x_md, &w_md,
-                                                                     &bias_md, &y_md),
+    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_weights_desc_init(&bwd_weights_desc, &x_md, &dw_md,
+                                                                     &bias_md, &dy_md),
                        "linear backward weights descriptor"));
     CPU_CHECK(cpu_prim_init(backend, &linear->bwd_weights, "linear backward weights", &bwd_weights_desc,
                             linear->fwd.pd));
@@ -94,6 +104,7 @@ hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc
         return cpu_invalid("linear_create: NULL argument");
     if (desc->c_in <= 0 || desc->c_out <= 0)
         return cpu_invalid("linear_create: bad shape c_in %d c_out %d", desc->c_in, desc->c_out);
+    CPU_CHECK(cpu_check_layer_dtypes(desc->dtype, desc->grad_dtype, "linear_create"));
 
     cpu_linear_t *linear = cpu_alloc(sizeof(*linear), "a linear layer");
     if (linear == NULL)
@@ -105,6 +116,14 @@ hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc
     linear->batches.entry_bytes = sizeof(linear_batch_t);
     linear->batches.fill = linear_make_primitives;
     linear->batches.drop = linear_batch_free;
+    if (desc->grad_dtype != TR_DTYPE_F32) {
+        linear->dw = cpu_alloc((size_t)desc->c_out * (size_t)desc->c_in * sizeof(float), "linear f32 dw");
+        linear->dbias = cpu_alloc((size_t)desc->c_out * sizeof(float), "linear f32 dbias");
+        if (linear->dw == NULL || linear->dbias == NULL) {
+            cpu_linear_free(&linear->base);
+            return HORA_ERR_NO_MEMORY;
+        }
+    }
     *layer_out = &linear->base;
     return HORA_OK;
 }
@@ -114,16 +133,19 @@ static cpu_linear_t *linear_of(tr_layer_t *layer)
     return layer != NULL && layer->kind == CPU_LAYER_LINEAR ? (cpu_linear_t *)layer : NULL;
 }
 
-/* The weight (c_out, c_in) of this layer, or its gradient. */
-static hora_status_t linear_check_weight(const cpu_linear_t *l, const tr_tensor_t *w, const char *what)
+/* The weight (c_out, c_in) of this layer (its dtype), or its gradient
+ * (grad_dtype). */
+static hora_status_t linear_check_weight(const cpu_linear_t *l, const tr_tensor_t *w, tr_dtype_t dtype,
+                                         const char *what)
 {
-    return cpu_check_plain(w, TR_DTYPE_F32, 2, (const int[]){l->desc.c_out, l->desc.c_in}, what);
+    return cpu_check_plain(w, dtype, 2, (const int[]){l->desc.c_out, l->desc.c_in}, what);
 }
 
-/* The (n, c_out) output rows, or their gradient. */
-static hora_status_t linear_check_rows(const cpu_linear_t *l, const tr_tensor_t *y, int n, const char *what)
+/* The (n, c_out) output rows (f32), or their gradient (the layer's dtype). */
+static hora_status_t linear_check_rows(const cpu_linear_t *l, const tr_tensor_t *y, int n, tr_dtype_t dtype,
+                                       const char *what)
 {
-    return cpu_check_plain(y, TR_DTYPE_F32, 2, (const int[]){n, l->desc.c_out}, what);
+    return cpu_check_plain(y, dtype, 2, (const int[]){n, l->desc.c_out}, what);
 }
 
 hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
@@ -135,10 +157,10 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
         return cpu_invalid("linear_forward: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, "linear_forward x", &n));
-    CPU_CHECK(linear_check_weight(layer_linear, w, "linear_forward w"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, d->dtype, "linear_forward x", &n));
+    CPU_CHECK(linear_check_weight(layer_linear, w, d->dtype, "linear_forward w"));
     CPU_CHECK(cpu_check_plain(bias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_forward bias"));
-    CPU_CHECK(linear_check_rows(layer_linear, y, n, "linear_forward y"));
+    CPU_CHECK(linear_check_rows(layer_linear, y, n, TR_DTYPE_F32, "linear_forward y"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
     linear_batch_t *linear = entry;
@@ -158,9 +180,9 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
     CPU_CHECK(cpu_check_batch(dy, "linear_backward_data dy", &n));
-    CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_data dy"));
-    CPU_CHECK(linear_check_weight(layer_linear, w, "linear_backward_data w"));
-    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, 1, 1, "linear_backward_data dx"));
+    CPU_CHECK(linear_check_rows(layer_linear, dy, n, d->dtype, "linear_backward_data dy"));
+    CPU_CHECK(linear_check_weight(layer_linear, w, d->dtype, "linear_backward_data w"));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c_in, 1, 1, d->dtype, "linear_backward_data dx"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
     linear_batch_t *linear = entry;
@@ -179,15 +201,22 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
         return cpu_invalid("linear_backward_weights: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, "linear_backward_weights x", &n));
-    CPU_CHECK(linear_check_rows(layer_linear, dy, n, "linear_backward_weights dy"));
-    CPU_CHECK(linear_check_weight(layer_linear, dw, "linear_backward_weights dw"));
-    CPU_CHECK(cpu_check_plain(dbias, TR_DTYPE_F32, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, d->dtype, "linear_backward_weights x", &n));
+    CPU_CHECK(linear_check_rows(layer_linear, dy, n, d->dtype, "linear_backward_weights dy"));
+    CPU_CHECK(linear_check_weight(layer_linear, dw, d->grad_dtype, "linear_backward_weights dw"));
+    CPU_CHECK(cpu_check_plain(dbias, d->grad_dtype, 1, (const int[]){d->c_out}, "linear_backward_weights dbias"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
     linear_batch_t *linear = entry;
 
-    return cpu_prim_run(backend, &linear->bwd_weights, 4,
-                        (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},
-                        (const void *const[]){x->data, dy->data, dw->data, dbias->data});
+    int convert = d->grad_dtype != TR_DTYPE_F32;
+    CPU_CHECK(cpu_prim_run(backend, &linear->bwd_weights, 4,
+                           (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},
+                           (const void *const[]){x->data, dy->data, convert ? layer_linear->dw : dw->data,
+                                                 convert ? layer_linear->dbias : dbias->data}));
+    if (convert) {
+        cpu_grad_store(dw, layer_linear->dw, (size_t)d->c_out * (size_t)d->c_in);
+        cpu_grad_store(dbias, layer_linear->dbias, (size_t)d->c_out);
+    }
+    return HORA_OK;
 }

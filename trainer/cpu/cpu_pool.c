@@ -6,6 +6,12 @@
  *
  * Primitives and the argmax depend on the batch size: one pool_batch_t per
  * size (cpu_batch_cache_t).
+ *
+ * bf16: average pooling runs in bf16 (each gradient element gets one
+ * window's share: one rounding). oneDNN's bf16 max-pool backward adds the
+ * gradients of overlapping windows in bf16, rounding after every add, so a
+ * bf16 max pool runs in f32 on widened copies (the forward is exact either
+ * way: a max selects) and rounds dx once.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +22,8 @@ typedef struct {
     cpu_prim_t fwd, bwd;
     void *workspace; /* max: the last forward's argmax at this size (owned); NULL for average */
     int have_argmax; /* max: a forward has filled the workspace */
+    float *wide_in;  /* bf16 max: x (forward) or dx (backward) in f32 (owned) */
+    float *wide_out; /* bf16 max: y (forward) or dy (backward) in f32 (owned) */
 } pool_batch_t;
 
 typedef struct {
@@ -31,6 +39,8 @@ static void pool_batch_free(void *entry)
     cpu_prim_free(&pool->fwd);
     cpu_prim_free(&pool->bwd);
     free(pool->workspace);
+    free(pool->wide_in);
+    free(pool->wide_out);
 }
 
 static void cpu_pool_free(tr_layer_t *layer)
@@ -47,9 +57,17 @@ static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, i
     cpu_backend_t *backend = layer->base.backend;
     pool_batch_t *pool = entry;
     const tr_pool_desc_t *d = &layer->desc;
+    const int widen = d->kind == TR_POOL_MAX && d->dtype != TR_DTYPE_F32;
+    const tr_dtype_t dt = widen ? TR_DTYPE_F32 : d->dtype;
     dnnl_memory_desc_t src_md, dst_md;
-    CPU_CHECK(cpu_md_4d(&src_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c)));
-    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c)));
+    CPU_CHECK(cpu_md_4d(&src_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c), dt));
+    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c), dt));
+    if (widen) {
+        pool->wide_in = cpu_alloc(dnnl_memory_desc_get_size(&src_md), "max pool f32 input");
+        pool->wide_out = cpu_alloc(dnnl_memory_desc_get_size(&dst_md), "max pool f32 output");
+        if (pool->wide_in == NULL || pool->wide_out == NULL)
+            return HORA_ERR_NO_MEMORY;
+    }
 
     dnnl_alg_kind_t alg;
     dnnl_dims_t kernel, strides, pad;
@@ -116,6 +134,7 @@ hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *
          d->h + 2 * d->pad < d->kernel || d->w + 2 * d->pad < d->kernel))
         return cpu_invalid("pool_create: bad max pool kernel %d stride %d pad %d for %dx%d", d->kernel,
                            d->stride, d->pad, d->h, d->w);
+    CPU_CHECK(cpu_check_layer_dtypes(d->dtype, TR_DTYPE_F32, "pool_create"));
 
     cpu_pool_t *pool = cpu_alloc(sizeof(*pool), "a pool layer");
     if (pool == NULL)
@@ -150,8 +169,8 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
         return cpu_invalid("pool_forward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c, d->h, d->w, "pool_forward x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, "pool_forward y"));
+    CPU_CHECK(cpu_check_input(backend, x, d->c, d->h, d->w, d->dtype, "pool_forward x", &n));
+    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_forward y"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
     pool_batch_t *pool = entry;
@@ -159,8 +178,13 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
     /* The workspace (max pooling's argmax) is the last argument, where there is one. */
     static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
     pool->have_argmax = 0;
+    if (pool->wide_in != NULL)
+        cpu_cast_n(backend, pool->wide_in, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
     CPU_CHECK(cpu_prim_run(backend, &pool->fwd, pool->workspace ? 3 : 2, args,
-                           (const void *const[]){x->data, y->data, pool->workspace}));
+                           (const void *const[]){pool->wide_in != NULL ? pool->wide_in : x->data,
+                                                 pool->wide_out != NULL ? pool->wide_out : y->data, pool->workspace}));
+    if (pool->wide_out != NULL) /* exact: every output is one of the inputs */
+        cpu_cast_n(backend, y->data, y->dtype, pool->wide_out, TR_DTYPE_F32, tr_tensor_count(y));
     pool->have_argmax = 1;
     return HORA_OK;
 }
@@ -173,8 +197,8 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
         return cpu_invalid("pool_backward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, "pool_backward dy", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, "pool_backward dx"));
+    CPU_CHECK(cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_backward dy", &n));
+    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, d->dtype, "pool_backward dx"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
     pool_batch_t *pool = entry;
@@ -182,6 +206,12 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
         return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
     static const int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
-    return cpu_prim_run(backend, &pool->bwd, pool->workspace ? 3 : 2, args,
-                        (const void *const[]){dy->data, dx->data, pool->workspace});
+    if (pool->wide_out != NULL)
+        cpu_cast_n(backend, pool->wide_out, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
+    CPU_CHECK(cpu_prim_run(backend, &pool->bwd, pool->workspace ? 3 : 2, args,
+                           (const void *const[]){pool->wide_out != NULL ? pool->wide_out : dy->data,
+                                                 pool->wide_in != NULL ? pool->wide_in : dx->data, pool->workspace}));
+    if (pool->wide_in != NULL) /* the one rounding of dx */
+        cpu_cast_n(backend, dx->data, dx->dtype, pool->wide_in, TR_DTYPE_F32, tr_tensor_count(dx));
+    return HORA_OK;
 }
