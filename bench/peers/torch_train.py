@@ -6,11 +6,17 @@ a plain model when N = 1); prints the images per second of all ranks together.
 
     /usr/bin/python3 bench/peers/torch_train.py --model resnet20 --image 1x28x28 --batch 64 --nproc 2 --threads 1 --steps 20
     /usr/bin/python3 bench/peers/torch_train.py --model resnet50 --image 3x224x224 --batch 16 --nproc 1 --threads 2 --steps 3
+    /usr/bin/python3 bench/peers/torch_train.py --model resnet50 --batch 16 --threads 2 --autocast bf16 --channels-last
 
 --batch is per rank. The first --warmup steps (oneDNN primitive creation, DDP's
 bucket rebuild) are not timed; the timed steps lie between two barriers.
+--autocast bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16)
+(the weights, their gradients and the optimizer stay fp32); --channels-last puts
+the model and the input batch in torch.channels_last (NHWC). The variant's name
+(fp32, fp32+cl, bf16, bf16+cl) is in the printout and the JSON.
 """
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -40,6 +46,10 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--wd", type=float, default=1e-4)
+    ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--channels-last", action="store_true",
+                    help="model and input in torch.channels_last memory format")
     ap.add_argument("--own-resnet50", action="store_true",
                     help="use bench/peers/resnet.py's ResNet-50 even when torchvision is installed")
     ap.add_argument("--json", metavar="FILE")
@@ -56,6 +66,7 @@ def parse_args(argv=None):
         ap.error(f"--image {args.image}: expected CxHxW, e.g. 3x224x224")
     if min(args.batch, args.nproc, args.threads, args.steps) < 1 or args.warmup < 0:
         ap.error("--batch, --nproc, --threads and --steps must be at least 1, --warmup at least 0")
+    args.variant = ("bf16" if args.autocast == "bf16" else "fp32") + ("+cl" if args.channels_last else "")
     return args
 
 
@@ -87,17 +98,28 @@ def worker(rank, args, port, result_queue):
         dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
     torch.manual_seed(1234 + rank)
     model, source = build(args)
+    x = torch.randn(args.batch, *args.shape)
+    y = torch.randint(0, args.classes, (args.batch,))
+    if args.channels_last:
+        # Before DDP wraps it: DDP's buckets are views of the parameters as they are then.
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
     net = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum, nesterov=True,
                           weight_decay=args.wd)
-    x = torch.randn(args.batch, *args.shape)
-    y = torch.randint(0, args.classes, (args.batch,))
     net.train()
+    if args.autocast == "bf16":
+        precision = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    else:
+        precision = contextlib.nullcontext
 
     def step():
         opt.zero_grad(set_to_none=True)
-        F.cross_entropy(net(x), y).backward()
+        with precision():
+            loss = F.cross_entropy(net(x), y)
+        loss.backward()  # outside autocast, as PyTorch's AMP recipe has it
         opt.step()
+        return loss
 
     for _ in range(args.warmup):
         step()
@@ -105,20 +127,24 @@ def worker(rank, args, port, result_queue):
         dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
-        step()
+        loss = step()
     if distributed:
         dist.barrier()
     dt = time.perf_counter() - t0
     if rank == 0:
         img_per_s = args.nproc * args.batch * args.steps / dt
         print(f"torch {torch.__version__} {args.model} ({source}) {args.image} batch {args.batch}/rank "
-              f"np={args.nproc} threads={args.threads}: {args.steps} steps in {dt:.3f} s")
+              f"np={args.nproc} threads={args.threads} {args.variant} (autocast {args.autocast}, "
+              f"channels_last {'on' if args.channels_last else 'off'}): {args.steps} steps in {dt:.3f} s, "
+              f"last loss {loss.item():.3f}")
         print(f"img/s: {img_per_s:.2f}", flush=True)
         result_queue.put({"peer": "torch_train", "torch": torch.__version__, "model": args.model,
                           "model_source": source, "image": args.image, "classes": args.classes,
                           "batch_per_rank": args.batch, "nproc": args.nproc, "threads": args.threads,
-                          "steps": args.steps, "warmup": args.warmup, "seconds": dt,
-                          "step_s": dt / args.steps, "img_per_s": img_per_s})
+                          "variant": args.variant, "autocast": args.autocast,
+                          "channels_last": args.channels_last, "steps": args.steps, "warmup": args.warmup,
+                          "seconds": dt, "step_s": dt / args.steps, "img_per_s": img_per_s,
+                          "last_loss": loss.item()})
     if distributed:
         dist.destroy_process_group()
 
