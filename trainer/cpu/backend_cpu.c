@@ -346,9 +346,6 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
  * large tensors. ReLU keeps NaN (x < 0 ? 0 : x), like torch.relu.
  */
 #define CPU_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-/* 16-bit lanes need AVX-512BW (AVX-512F has no 16-bit integer ops): the
- * Skylake-server set (F, BW, DQ, VL, CD), which every AVX-512 CPU with bf16 has. */
-#define CPU_SIMD_CLONES_16 __attribute__((target_clones("arch=skylake-avx512", "avx2", "default")))
 
 typedef struct {
     const void *a, *b;
@@ -396,28 +393,29 @@ CPU_SIMD_CLONES static void cpu_add_chunk(const cpu_eltwise_args_t *args, size_t
 
 /* bf16: the same operations on the widened values, each result rounded
  * once. ReLU and its mask select without rounding, so they work on the bit
- * patterns (integer compares vectorise where the widening would not):
- * x < 0 exactly for 0x8001..0xFF80 (negative, not -0, not NaN), and y > 0
- * for 0x0001..0x7F80 (positive, not +0, not NaN). */
-CPU_SIMD_CLONES_16 static void cpu_relu_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+ * patterns, as an and-mask (the form GCC vectorises on 16-bit lanes; AVX2
+ * width in the avx512f clone, which lacks 16-bit ops): x < 0 exactly for
+ * 0x8001..0xFF80 (negative, not -0, not NaN), and y > 0 for 0x0001..0x7F80
+ * (positive, not +0, not NaN). */
+CPU_SIMD_CLONES static void cpu_relu_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
 {
     const uint16_t *x = args->a;
     uint16_t *y = args->y;
 #pragma omp simd
     for (size_t i = begin; i < end; i++)
-        y[i] = (uint16_t)(x[i] - 0x8001u) < 0x7F80u ? 0 : x[i];
+        y[i] = x[i] & ((uint16_t)(x[i] - 0x8001u) < (uint16_t)0x7F80u ? 0 : 0xFFFFu);
 }
 
-CPU_SIMD_CLONES_16 static void cpu_relu_backward_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_backward_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
 {
     const uint16_t *y = args->a, *dy = args->b;
     uint16_t *dx = args->y;
 #pragma omp simd
     for (size_t i = begin; i < end; i++)
-        dx[i] = (uint16_t)(y[i] - 1u) < 0x7F80u ? dy[i] : 0;
+        dx[i] = dy[i] & ((uint16_t)(y[i] - 1u) < (uint16_t)0x7F80u ? 0xFFFFu : 0);
 }
 
-CPU_SIMD_CLONES_16 static void cpu_add_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
 {
     const uint16_t *a = args->a, *b = args->b;
     uint16_t *y = args->y;
