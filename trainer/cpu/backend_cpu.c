@@ -579,16 +579,17 @@ static int cpu_float_dtype(tr_dtype_t dtype)
     return dtype == TR_DTYPE_F32 || dtype == TR_DTYPE_BF16 || dtype == TR_DTYPE_F16;
 }
 
-/* fn(begin, end) over [0, count), split across the backend's threads in
- * whole cache lines when count is large (element-wise work: any split gives
- * the same bits). */
-#define CPU_SPLIT(backend, count, body)                                                          \
+/* body over [begin, end) of [0, count), split across the backend's
+ * threads in whole cache lines when count is large (element-wise work: any
+ * split gives the same bits). Uses the caller's `backend` (a _Pragma string
+ * cannot take a macro argument). */
+#define CPU_SPLIT(count, body)                                                                   \
     do {                                                                                         \
-        if ((backend)->threads <= 1 || (count) < CPU_PARALLEL_MIN_COUNT) {                       \
+        if (backend->threads <= 1 || (count) < CPU_PARALLEL_MIN_COUNT) {                         \
             size_t begin = 0, end = (count);                                                     \
             body;                                                                                \
         } else {                                                                                 \
-            _Pragma("omp parallel num_threads((backend)->threads)")                              \
+            _Pragma("omp parallel num_threads(backend->threads)")                                  \
             {                                                                                    \
                 size_t nt_ = (size_t)omp_get_num_threads(), t_ = (size_t)omp_get_thread_num();   \
                 size_t per_ = (((count) + nt_ - 1) / nt_ + 31) / 32 * 32;                        \
@@ -633,7 +634,7 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param
                  lsize = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0;
     const k_dtype_t gdt = cpu_k_dtype(grad_t->dtype), ldt = lp_t != NULL ? cpu_k_dtype(lp_t->dtype)
                                                                               : K_DTYPE_F32;
-    CPU_SPLIT(backend, count,
+    CPU_SPLIT(count,
               k_sgd_step_mixed(param + begin, lp != NULL ? lp + begin * lsize : NULL, ldt, grad + begin * gsize, gdt,
                                grad_scale, momentum_buf != NULL ? momentum_buf + begin : NULL, end - begin, args->lr,
                                args->momentum, args->weight_decay, args->nesterov));
@@ -667,7 +668,7 @@ static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tenso
     const k_dtype_t dt = cpu_k_dtype(t->dtype);
     const char *data = t->data;
     int found = 0;
-    CPU_SPLIT(backend, count, {
+    CPU_SPLIT(count, {
         if (k_nonfinite(data + begin * size, dt, end - begin))
             __atomic_store_n(&found, 1, __ATOMIC_RELAXED);
     });
