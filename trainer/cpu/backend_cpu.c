@@ -589,7 +589,7 @@ static int cpu_float_dtype(tr_dtype_t dtype)
             size_t begin = 0, end = (count);                                                     \
             body;                                                                                \
         } else {                                                                                 \
-            _Pragma("omp parallel num_threads(backend->threads)")                                  \
+            _Pragma("omp parallel num_threads(backend->threads)")                                \
             {                                                                                    \
                 size_t nt_ = (size_t)omp_get_num_threads(), t_ = (size_t)omp_get_thread_num();   \
                 size_t per_ = (((count) + nt_ - 1) / nt_ + 31) / 32 * 32;                        \
