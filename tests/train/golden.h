@@ -38,8 +38,7 @@ int golden_params_upload(const golden_t *g, tr_model_t *model);
 /* Failed checks, over every file. */
 extern int golden_failures;
 
-/* golden_bf16.c: a file with a "mixed" entry (the bf16 run); 0, 77 (the
- * backend cannot compute in bf16 here) or -1. */
+/* golden_bf16.c: a file with a "mixed" entry (the bf16 run); 0 or -1. */
 int run_mixed(const char *path, const golden_t *g);
 
 #endif

@@ -142,5 +142,8 @@ void mixed_cast_exhaustive(void);
 void mixed_check_finite(void);
 void mixed_sgd(void);
 void mixed_contract(void);
+/* compute_dtype's answer for dt, and every layer and tensor_alloc made or
+ * refused (HORA_ERR_UNSUPPORTED) as it says. */
+void mixed_contract_create(tr_dtype_t dt);
 
 #endif

@@ -25,7 +25,7 @@ static long refusals; /* checked, for the summary line */
 
 /* ---- which dtypes, and the layers' creation ----------------------------------------- */
 
-static void contract_create(tr_dtype_t dt)
+void mixed_contract_create(tr_dtype_t dt)
 {
     int before = failures;
     char why[256] = "";
@@ -386,10 +386,10 @@ void mixed_contract(void)
 {
     int before = failures;
     refusals = 0;
-    contract_create(TR_DTYPE_F32);
-    contract_create(TR_DTYPE_BF16);
-    contract_create(TR_DTYPE_F16);
-    contract_create(TR_DTYPE_I32);
+    mixed_contract_create(TR_DTYPE_F32);
+    mixed_contract_create(TR_DTYPE_BF16);
+    mixed_contract_create(TR_DTYPE_F16);
+    mixed_contract_create(TR_DTYPE_I32);
     CHECK(ops->compute_dtype(be, TR_DTYPE_F32, NULL, 0) == HORA_OK, "compute_dtype f32 is not OK");
     CHECK(ops->compute_dtype(be, TR_DTYPE_I32, NULL, 0) == HORA_ERR_UNSUPPORTED, "layers compute in i32?");
     CHECK(ops->compute_dtype(be, (tr_dtype_t)9, NULL, 0) == HORA_ERR_UNSUPPORTED, "compute_dtype of dtype 9");
