@@ -353,10 +353,9 @@ typedef struct {
     int relu;
 } cpu_eltwise_args_t;
 
-typedef void (*cpu_chunk_fn)(const cpu_eltwise_args_t *args, size_t begin, size_t end);
-
-CPU_SIMD_CLONES static void cpu_relu_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_chunk(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const float *x = args->a;
     float *y = args->y;
 #pragma omp simd
@@ -365,8 +364,9 @@ CPU_SIMD_CLONES static void cpu_relu_chunk(const cpu_eltwise_args_t *args, size_
 }
 
 /* a = relu's output y, b = dy. */
-CPU_SIMD_CLONES static void cpu_relu_backward_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_backward_chunk(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const float *y = args->a, *dy = args->b;
     float *dx = args->y;
 #pragma omp simd
@@ -374,8 +374,9 @@ CPU_SIMD_CLONES static void cpu_relu_backward_chunk(const cpu_eltwise_args_t *ar
         dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-CPU_SIMD_CLONES static void cpu_add_chunk(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_add_chunk(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const float *a = args->a, *b = args->b;
     float *y = args->y;
     if (args->relu) {
@@ -397,8 +398,9 @@ CPU_SIMD_CLONES static void cpu_add_chunk(const cpu_eltwise_args_t *args, size_t
  * width in the avx512f clone, which lacks 16-bit ops): x < 0 exactly for
  * 0x8001..0xFF80 (negative, not -0, not NaN), and y > 0 for 0x0001..0x7F80
  * (positive, not +0, not NaN). */
-CPU_SIMD_CLONES static void cpu_relu_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_chunk_bf16(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const uint16_t *x = args->a;
     uint16_t *y = args->y;
 #pragma omp simd
@@ -406,8 +408,9 @@ CPU_SIMD_CLONES static void cpu_relu_chunk_bf16(const cpu_eltwise_args_t *args, 
         y[i] = x[i] & ((uint16_t)(x[i] - 0x8001u) < (uint16_t)0x7F80u ? 0 : 0xFFFFu);
 }
 
-CPU_SIMD_CLONES static void cpu_relu_backward_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_backward_chunk_bf16(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const uint16_t *y = args->a, *dy = args->b;
     uint16_t *dx = args->y;
 #pragma omp simd
@@ -415,8 +418,9 @@ CPU_SIMD_CLONES static void cpu_relu_backward_chunk_bf16(const cpu_eltwise_args_
         dx[i] = dy[i] & ((uint16_t)(y[i] - 1u) < (uint16_t)0x7F80u ? 0xFFFFu : 0);
 }
 
-CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const cpu_eltwise_args_t *args, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const void *ctx, size_t begin, size_t end)
 {
+    const cpu_eltwise_args_t *args = ctx;
     const uint16_t *a = args->a, *b = args->b;
     uint16_t *y = args->y;
     if (args->relu) {
@@ -429,28 +433,6 @@ CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const cpu_eltwise_args_t *args, s
 #pragma omp simd
         for (size_t i = begin; i < end; i++)
             y[i] = cpu_f32_to_bf16(cpu_bf16_to_f32(a[i]) + cpu_bf16_to_f32(b[i]));
-    }
-}
-
-/* Below this many floats a parallel region costs more than it saves. */
-#define CPU_PARALLEL_MIN_COUNT ((size_t)1 << 16)
-
-static void cpu_parallel(const cpu_backend_t *backend, size_t count, cpu_chunk_fn fn,
-                         const cpu_eltwise_args_t *args)
-{
-    if (backend->threads <= 1 || count < CPU_PARALLEL_MIN_COUNT) {
-        fn(args, 0, count);
-        return;
-    }
-#pragma omp parallel num_threads(backend->threads)
-    {
-        size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        /* Whole cache lines per thread, so no two threads write one line. */
-        size_t per = ((count + nt - 1) / nt + 15) / 16 * 16;
-        size_t begin = t * per < count ? t * per : count;
-        size_t end = begin + per < count ? begin + per : count;
-        if (begin < end)
-            fn(args, begin, end);
     }
 }
 
@@ -473,7 +455,7 @@ static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tenso
     CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
     CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
     cpu_eltwise_args_t args = {.a = x->data, .y = y->data};
-    cpu_parallel(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_BF16 ? cpu_relu_chunk_bf16 : cpu_relu_chunk,
+    cpu_split(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_BF16 ? cpu_relu_chunk_bf16 : cpu_relu_chunk,
                  &args);
     return HORA_OK;
 }
@@ -488,7 +470,7 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
     CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
     cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data};
-    cpu_parallel(backend, tr_tensor_count(y),
+    cpu_split(backend, tr_tensor_count(y),
                  y->dtype == TR_DTYPE_BF16 ? cpu_relu_backward_chunk_bf16 : cpu_relu_backward_chunk, &args);
     return HORA_OK;
 }
@@ -503,7 +485,7 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
     CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
     CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
     cpu_eltwise_args_t args = {.a = a->data, .b = b->data, .y = y->data, .relu = relu != 0};
-    cpu_parallel(backend, tr_tensor_count(a), a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk,
+    cpu_split(backend, tr_tensor_count(a), a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk,
                  &args);
     return HORA_OK;
 }
@@ -579,28 +561,24 @@ static int cpu_float_dtype(tr_dtype_t dtype)
     return dtype == TR_DTYPE_F32 || dtype == TR_DTYPE_BF16 || dtype == TR_DTYPE_F16;
 }
 
-/* body over [begin, end) of [0, count), split across the backend's
- * threads in whole cache lines when count is large (element-wise work: any
- * split gives the same bits). Uses the caller's `backend` (a _Pragma string
- * cannot take a macro argument). */
-#define CPU_SPLIT(count, body)                                                                   \
-    do {                                                                                         \
-        if (backend->threads <= 1 || (count) < CPU_PARALLEL_MIN_COUNT) {                         \
-            size_t begin = 0, end = (count);                                                     \
-            body;                                                                                \
-        } else {                                                                                 \
-            _Pragma("omp parallel num_threads(backend->threads)")                                \
-            {                                                                                    \
-                size_t nt_ = (size_t)omp_get_num_threads(), t_ = (size_t)omp_get_thread_num();   \
-                size_t per_ = (((count) + nt_ - 1) / nt_ + 31) / 32 * 32;                        \
-                size_t begin = t_ * per_ < (count) ? t_ * per_ : (count);                        \
-                size_t end = begin + per_ < (count) ? begin + per_ : (count);                    \
-                if (begin < end) {                                                               \
-                    body;                                                                        \
-                }                                                                                \
-            }                                                                                    \
-        }                                                                                        \
-    } while (0)
+typedef struct {
+    float *param, *momentum;
+    char *lp;
+    const char *grad;
+    size_t grad_size, lp_size;
+    k_dtype_t grad_dtype, lp_dtype;
+    float grad_scale;
+    const tr_sgd_args_t *args;
+} cpu_sgd_range_t;
+
+static void cpu_sgd_range(const void *ctx, size_t begin, size_t end)
+{
+    const cpu_sgd_range_t *r = ctx;
+    k_sgd_step_mixed(r->param + begin, r->lp != NULL ? r->lp + begin * r->lp_size : NULL, r->lp_dtype,
+                     r->grad + begin * r->grad_size, r->grad_dtype, r->grad_scale,
+                     r->momentum != NULL ? r->momentum + begin : NULL, end - begin, r->args->lr, r->args->momentum,
+                     r->args->weight_decay, r->args->nesterov);
+}
 
 static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param_t, tr_tensor_t *lp_t,
                                   const tr_tensor_t *grad_t, tr_tensor_t *momentum_t, const tr_sgd_args_t *args)
@@ -627,17 +605,12 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param
     const float grad_scale = args->grad_scale == 0.0f ? 1.0f : args->grad_scale;
     if (!(grad_scale > 0.0f && isfinite(grad_scale)))
         return cpu_invalid("sgd_step: gradient scale %g", (double)grad_scale);
-    float *param = param_t->data, *momentum_buf = momentum_t != NULL ? momentum_t->data : NULL;
-    char *lp = lp_t != NULL ? lp_t->data : NULL;
-    const char *grad = grad_t->data;
-    const size_t count = tr_tensor_count(param_t), gsize = tr_dtype_size(grad_t->dtype),
-                 lsize = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0;
-    const k_dtype_t gdt = cpu_k_dtype(grad_t->dtype), ldt = lp_t != NULL ? cpu_k_dtype(lp_t->dtype)
-                                                                              : K_DTYPE_F32;
-    CPU_SPLIT(count,
-              k_sgd_step_mixed(param + begin, lp != NULL ? lp + begin * lsize : NULL, ldt, grad + begin * gsize, gdt,
-                               grad_scale, momentum_buf != NULL ? momentum_buf + begin : NULL, end - begin, args->lr,
-                               args->momentum, args->weight_decay, args->nesterov));
+    const cpu_sgd_range_t r = {
+        .param = param_t->data, .momentum = momentum_t != NULL ? momentum_t->data : NULL,
+        .lp = lp_t != NULL ? lp_t->data : NULL, .grad = grad_t->data, .grad_size = tr_dtype_size(grad_t->dtype),
+        .lp_size = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0, .grad_dtype = cpu_k_dtype(grad_t->dtype),
+        .lp_dtype = lp_t != NULL ? cpu_k_dtype(lp_t->dtype) : K_DTYPE_F32, .grad_scale = grad_scale, .args = args};
+    cpu_split(backend, tr_tensor_count(param_t), cpu_sgd_range, &r);
     return HORA_OK;
 }
 
@@ -655,6 +628,19 @@ static hora_status_t cpu_cast(tr_backend_t *backend_base, const tr_tensor_t *src
     return HORA_OK;
 }
 
+typedef struct {
+    const tr_tensor_t *t;
+    int *found;
+} cpu_finite_range_t;
+
+static void cpu_finite_range(const void *ctx, size_t begin, size_t end)
+{
+    const cpu_finite_range_t *r = ctx;
+    const size_t size = tr_dtype_size(r->t->dtype);
+    if (k_nonfinite((const char *)r->t->data + begin * size, cpu_k_dtype(r->t->dtype), end - begin))
+        __atomic_store_n(r->found, 1, __ATOMIC_RELAXED);
+}
+
 static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tensor_t *t, int *nonfinite_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -664,14 +650,9 @@ static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tenso
         return cpu_invalid("check_finite: %s tensor (f32, bf16 or f16)", tr_dtype_name(t->dtype));
     const int dims[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
     CPU_CHECK(cpu_check_plain(t, t->dtype, t->ndim, dims, "check_finite"));
-    const size_t count = tr_tensor_count(t), size = tr_dtype_size(t->dtype);
-    const k_dtype_t dt = cpu_k_dtype(t->dtype);
-    const char *data = t->data;
     int found = 0;
-    CPU_SPLIT(count, {
-        if (k_nonfinite(data + begin * size, dt, end - begin))
-            __atomic_store_n(&found, 1, __ATOMIC_RELAXED);
-    });
+    const cpu_finite_range_t r = {t, &found};
+    cpu_split(backend, tr_tensor_count(t), cpu_finite_range, &r);
     *nonfinite_out = found;
     return HORA_OK;
 }

@@ -206,25 +206,44 @@ k_dtype_t cpu_k_dtype(tr_dtype_t dtype)
     return K_DTYPE_F32;
 }
 
-void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
-                size_t count)
+/* Below this many elements a parallel region costs more than it saves. */
+#define CPU_SPLIT_MIN_COUNT ((size_t)1 << 16)
+
+void cpu_split(const cpu_backend_t *backend, size_t count, cpu_range_fn fn, const void *ctx)
 {
-    const size_t dsize = tr_dtype_size(dst_dtype), ssize = tr_dtype_size(src_dtype);
-    const k_dtype_t ddt = cpu_k_dtype(dst_dtype), sdt = cpu_k_dtype(src_dtype);
-    /* Below this many elements a parallel region costs more than it saves. */
-    if (backend->threads <= 1 || count < ((size_t)1 << 16)) {
-        k_cast(dst, ddt, src, sdt, count);
+    if (backend->threads <= 1 || count < CPU_SPLIT_MIN_COUNT) {
+        fn(ctx, 0, count);
         return;
     }
 #pragma omp parallel num_threads(backend->threads)
     {
         size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-        size_t per = ((count + nt - 1) / nt + 31) / 32 * 32; /* whole cache lines of 16-bit values */
+        size_t per = ((count + nt - 1) / nt + 31) / 32 * 32;
         size_t begin = t * per < count ? t * per : count;
         size_t end = begin + per < count ? begin + per : count;
         if (begin < end)
-            k_cast((char *)dst + begin * dsize, ddt, (const char *)src + begin * ssize, sdt, end - begin);
+            fn(ctx, begin, end);
     }
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    tr_dtype_t dst_dtype, src_dtype;
+} cpu_cast_args_t;
+
+static void cpu_cast_range(const void *ctx, size_t begin, size_t end)
+{
+    const cpu_cast_args_t *a = ctx;
+    k_cast((char *)a->dst + begin * tr_dtype_size(a->dst_dtype), cpu_k_dtype(a->dst_dtype),
+           (const char *)a->src + begin * tr_dtype_size(a->src_dtype), cpu_k_dtype(a->src_dtype), end - begin);
+}
+
+void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
+                size_t count)
+{
+    const cpu_cast_args_t args = {dst, src, dst_dtype, src_dtype};
+    cpu_split(backend, count, cpu_cast_range, &args);
 }
 
 void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count)

@@ -161,6 +161,12 @@ hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x
 
 /* kernels/'s number for a dtype (k_cpu.h numbers them its own way). */
 k_dtype_t cpu_k_dtype(tr_dtype_t dtype);
+/* fn(ctx, begin, end) over [0, count), split across the backend's threads
+ * in blocks of 32 elements (whole cache lines for 16- and 32-bit values, so
+ * no two threads write one line) when count is large enough to pay for a
+ * parallel region; element-wise work, so any split gives the same bits. */
+typedef void (*cpu_range_fn)(const void *ctx, size_t begin, size_t end);
+void cpu_split(const cpu_backend_t *backend, size_t count, cpu_range_fn fn, const void *ctx);
 /* k_cast of count elements, split across the backend's threads when large. */
 void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
                 size_t count);
