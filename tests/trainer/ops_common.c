@@ -159,3 +159,26 @@ void fd_check(const char *what, float *p, size_t count, const float *analytic, d
     }
     err_report(what, &e, tol);
 }
+
+/* sgd_ref (ops_test.h). One rounding per operation: a volatile store is a
+ * rounding point the compiler may not fuse across (no FMA), whatever
+ * -ffp-contract says. */
+static float f_mul(float a, float b) { volatile float r = a * b; return r; }
+static float f_add(float a, float b) { volatile float r = a + b; return r; }
+static float f_sub(float a, float b) { volatile float r = a - b; return r; }
+
+void sgd_ref(float *p, const float *g_in, float *m_buf, size_t count, const tr_sgd_args_t *a)
+{
+    const float scale = a->grad_scale == 0.0f ? 1.0f : a->grad_scale;
+    for (size_t i = 0; i < count; i++) {
+        float g = f_mul(g_in[i], scale);
+        if (a->weight_decay != 0.0f)
+            g = f_add(g, f_mul(a->weight_decay, p[i]));
+        float step = g;
+        if (a->momentum != 0.0f) {
+            m_buf[i] = f_add(f_mul(a->momentum, m_buf[i]), g);
+            step = a->nesterov ? f_add(g, f_mul(a->momentum, m_buf[i])) : m_buf[i];
+        }
+        p[i] = f_sub(p[i], f_mul(a->lr, step));
+    }
+}

@@ -205,27 +205,6 @@ void test_softmax_xent(int n, int k, float smoothing)
 
 /* ---- SGD ----------------------------------------------------------------------- */
 
-/* One rounding per operation: a volatile store is a rounding point the
- * compiler may not fuse across (no FMA), whatever -ffp-contract says. */
-static float f_mul(float a, float b) { volatile float r = a * b; return r; }
-static float f_add(float a, float b) { volatile float r = a + b; return r; }
-static float f_sub(float a, float b) { volatile float r = a - b; return r; }
-
-static void sgd_ref(float *p, const float *g_in, float *m_buf, size_t count, const tr_sgd_args_t *a)
-{
-    for (size_t i = 0; i < count; i++) {
-        float g = g_in[i];
-        if (a->weight_decay != 0.0f)
-            g = f_add(g, f_mul(a->weight_decay, p[i]));
-        float step = g;
-        if (a->momentum != 0.0f) {
-            m_buf[i] = f_add(f_mul(a->momentum, m_buf[i]), g);
-            step = a->nesterov ? f_add(g, f_mul(a->momentum, m_buf[i])) : m_buf[i];
-        }
-        p[i] = f_sub(p[i], f_mul(a->lr, step));
-    }
-}
-
 void test_sgd(size_t count)
 {
     static const tr_sgd_args_t cases[] = {

@@ -377,29 +377,6 @@ void mixed_check_finite(void)
 
 /* ---- SGD ------------------------------------------------------------------------ */
 
-/* One rounding per operation, as ops_misc.c's reference: a volatile store
- * is a rounding point the compiler may not fuse across (no FMA). */
-static float f_mul(float a, float b) { volatile float r = a * b; return r; }
-static float f_add(float a, float b) { volatile float r = a + b; return r; }
-static float f_sub(float a, float b) { volatile float r = a - b; return r; }
-
-/* backend.h's step with g = widen(grad) * grad_scale first (0 means 1). */
-static void sgd_ref_mixed(float *p, const float *grad_wide, float *m_buf, size_t count, const tr_sgd_args_t *a)
-{
-    const float scale = a->grad_scale == 0.0f ? 1.0f : a->grad_scale;
-    for (size_t i = 0; i < count; i++) {
-        float g = f_mul(grad_wide[i], scale);
-        if (a->weight_decay != 0.0f)
-            g = f_add(g, f_mul(a->weight_decay, p[i]));
-        float step = g;
-        if (a->momentum != 0.0f) {
-            m_buf[i] = f_add(f_mul(a->momentum, m_buf[i]), g);
-            step = a->nesterov ? f_add(g, f_mul(a->momentum, m_buf[i])) : m_buf[i];
-        }
-        p[i] = f_sub(p[i], f_mul(a->lr, step));
-    }
-}
-
 /* Three steps on count parameters; returns the mismatches of param,
  * momentum and param_lp against the reference. lp_dtype < 0: no param_lp. */
 static long sgd_case(size_t count, tr_dtype_t grad_dtype, int lp_dtype, const tr_sgd_args_t *a)
@@ -423,7 +400,7 @@ static long sgd_case(size_t count, tr_dtype_t grad_dtype, int lp_dtype, const tr
         plain_get(&gt, g_wide);
         plain_poison(&lpt);
         STATUS_OK(ops->sgd_step(be, &pt, lp_dtype >= 0 ? &lpt : NULL, &gt, a->momentum != 0.0f ? &mt : NULL, a));
-        sgd_ref_mixed(p_ref, g_wide, m_ref, count, a);
+        sgd_ref(p_ref, g_wide, m_ref, count, a);
         for (size_t i = 0; i < count; i++) {
             wrong += f32_bits(p[i]) != f32_bits(p_ref[i]) || (a->momentum != 0.0f && f32_bits(m[i]) != f32_bits(m_ref[i]));
             if (lp_dtype == TR_DTYPE_F32)

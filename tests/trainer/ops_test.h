@@ -76,6 +76,9 @@ void test_linear(tr_layer_t *layer, const tr_linear_desc_t *d, int n);
 void test_eltwise(int n, int c, int h, int w);
 void test_softmax_xent(int n, int k, float smoothing);
 void test_sgd(size_t count);
+/* backend.h's SGD step on f32 (or widened) gradients, g = grad * grad_scale
+ * first (0 means 1), one rounding per operation (no FMA). */
+void sgd_ref(float *p, const float *g, float *m_buf, size_t count, const tr_sgd_args_t *a);
 void test_tensor_roundtrip(int n, int c, int h, int w);
 void test_data_movement(void);
 void test_contract(void);
