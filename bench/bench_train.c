@@ -132,16 +132,9 @@ int main(int argc, char **argv)
     tr_backend_t *backend;
     if (!ops || ops->init(&bc, &backend) != HORA_OK)
         goto out_shutdown;
-    if (!strcmp(precision, "bf16")) {
-        char why[160];
-        if (ops->compute_dtype(backend, TR_DTYPE_BF16, why, sizeof(why)) != HORA_OK) {
-            if (rank == 0)
-                fprintf(stderr, "hora-bench-train: --precision bf16: the %s backend cannot compute in bf16: %s\n",
-                        ops->name, why);
-            goto out_backend;
-        }
+    /* tr_model_init refuses a dtype the backend cannot compute in, with its reason. */
+    if (!strcmp(precision, "bf16"))
         spec.compute_dtype = spec.grad_dtype = TR_DTYPE_BF16;
-    }
     tr_model_t *model;
     if (tr_model_init(backend, &spec, batch, size > 1, 1, &model) != HORA_OK)
         goto out_backend;
