@@ -5,7 +5,9 @@
  * Order. Train: the epoch's permutation perm of [0, count) comes from the
  * stream (seed, epoch); rank r's p-th sample is perm[r + world * p] for
  * p < count / world (the same number on every rank, so every rank has the
- * same steps; the up to world - 1 left over differ each epoch). Val: no
+ * same steps; the up to world - 1 left over differ each epoch). An epoch
+ * resumed at another world size skips the samples trained on already:
+ * perm[offset + r + world * p] (tr_loader_start_epoch_at). Val: no
  * permutation; rank r takes the contiguous part tr_record_partition gives
  * it, and every rank reports ceil(ceil(count / world) / batch) steps so
  * collectives over val batches line up (a rank with a shorter part may end
@@ -80,7 +82,8 @@ struct tr_loader {
     tr_dataset_t dataset;
     tr_pipeline_t pipeline;
     size_t sample_bytes;
-    uint64_t per_rank;     /* samples of this rank per epoch */
+    uint64_t per_rank;     /* samples of this rank in the epoch in progress */
+    uint64_t offset;       /* train: samples of the permutation skipped at its start (a re-sharded resume) */
     uint64_t val_begin;    /* val: first sample of this rank's part */
     uint64_t steps;
     int chunk;
@@ -144,7 +147,7 @@ static int loader_step_count(const tr_loader_t *l, uint64_t step)
 static uint64_t loader_order_position(const tr_loader_t *l, uint64_t position)
 {
     if (l->config.split == TR_SPLIT_TRAIN)
-        return (uint64_t)l->config.rank + (uint64_t)l->config.world * position;
+        return l->offset + (uint64_t)l->config.rank + (uint64_t)l->config.world * position;
     return l->val_begin + position;
 }
 
@@ -306,14 +309,23 @@ static hora_status_t loader_check_config(const tr_loader_config_t *c)
     return HORA_OK;
 }
 
+/* Train: samples per rank and steps of an epoch that skips the first offset
+ * samples of its permutation. */
+static void loader_train_plan(const tr_loader_t *l, uint64_t offset, uint64_t *per_rank, uint64_t *steps)
+{
+    const tr_loader_config_t *c = &l->config;
+    uint64_t n = l->dataset.count, batch = (uint64_t)c->batch, world = (uint64_t)c->world;
+    *per_rank = offset < n ? (n - offset) / world : 0;
+    *steps = c->drop_last ? *per_rank / batch : (*per_rank + batch - 1) / batch;
+}
+
 /* Samples per rank and steps per epoch (see the top of this file). */
 static hora_status_t loader_plan_epoch(tr_loader_t *l)
 {
     const tr_loader_config_t *c = &l->config;
     uint64_t n = l->dataset.count, batch = (uint64_t)c->batch, world = (uint64_t)c->world;
     if (c->split == TR_SPLIT_TRAIN) {
-        l->per_rank = n / world;
-        l->steps = c->drop_last ? l->per_rank / batch : (l->per_rank + batch - 1) / batch;
+        loader_train_plan(l, 0, &l->per_rank, &l->steps);
     } else {
         uint64_t end;
         tr_record_partition(n, (unsigned)c->rank, (unsigned)c->world, &l->val_begin, &end);
@@ -471,18 +483,40 @@ void tr_loader_close(tr_loader_t *l)
 void tr_loader_info(const tr_loader_t *l, tr_loader_info_t *info)
 {
     *info = (tr_loader_info_t){.samples = l->dataset.count,
-                               .steps_per_epoch = l->steps,
+                               .steps_per_epoch = tr_loader_epoch_steps(l, 0),
                                .classes = l->dataset.classes,
                                .channels = l->pipeline.channels,
                                .height = l->pipeline.height,
                                .width = l->pipeline.width};
 }
 
+uint64_t tr_loader_epoch_steps(const tr_loader_t *l, uint64_t sample_offset)
+{
+    if (l->config.split != TR_SPLIT_TRAIN)
+        return l->steps;
+    uint64_t per_rank, steps;
+    loader_train_plan(l, sample_offset, &per_rank, &steps);
+    return steps;
+}
+
 hora_status_t tr_loader_start_epoch(tr_loader_t *l, uint64_t epoch, uint64_t first_step)
 {
-    if (first_step > l->steps)
+    return tr_loader_start_epoch_at(l, epoch, first_step, 0);
+}
+
+hora_status_t tr_loader_start_epoch_at(tr_loader_t *l, uint64_t epoch, uint64_t first_step, uint64_t sample_offset)
+{
+    uint64_t per_rank = l->per_rank, steps = l->steps;
+    if (l->config.split == TR_SPLIT_TRAIN)
+        loader_train_plan(l, sample_offset, &per_rank, &steps);
+    else if (sample_offset)
+        return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: a sample offset needs the train split");
+    if (sample_offset > l->dataset.count)
+        return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: sample offset %" PRIu64 " of %" PRIu64
+                            " samples", sample_offset, l->dataset.count);
+    if (first_step > steps)
         return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: step %" PRIu64 " of an epoch "
-                            "of %" PRIu64, first_step, l->steps);
+                            "of %" PRIu64, first_step, steps);
     pthread_mutex_lock(&l->lock);
     l->active = 0;
     while (l->in_flight > 0)
@@ -498,6 +532,9 @@ hora_status_t tr_loader_start_epoch(tr_loader_t *l, uint64_t epoch, uint64_t fir
 
     pthread_mutex_lock(&l->lock);
     l->epoch = epoch;
+    l->offset = sample_offset;
+    l->per_rank = per_rank;
+    l->steps = steps;
     l->claim_step = l->deliver_step = first_step;
     l->claim_offset = 0;
     l->claim_slot = -1;

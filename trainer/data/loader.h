@@ -96,6 +96,15 @@ void tr_loader_info(const tr_loader_t *loader, tr_loader_info_t *info);
  * drops any batches queued. Batches the caller still holds stay valid until
  * released. HORA_ERR_INVALID_ARG for first_step past the end. */
 hora_status_t tr_loader_start_epoch(tr_loader_t *loader, uint64_t epoch, uint64_t first_step);
+/* The same for an epoch whose first sample_offset samples of the permutation
+ * were trained on already (by a run with another world size or batch, which
+ * a checkpoint resumes): rank r's p-th sample is perm[sample_offset + r +
+ * world * p], for p < (samples - sample_offset) / world. Train split only;
+ * tr_loader_epoch_steps says how many steps such an epoch has (info's
+ * steps_per_epoch is for offset 0). */
+hora_status_t tr_loader_start_epoch_at(tr_loader_t *loader, uint64_t epoch, uint64_t first_step,
+                                       uint64_t sample_offset);
+uint64_t tr_loader_epoch_steps(const tr_loader_t *loader, uint64_t sample_offset);
 
 /* Next batch of the epoch, blocking until decoded. *batch_out = NULL (and
  * HORA_OK) after the epoch's last batch. HORA_ERR_CORRUPT (strict, bad data)
