@@ -155,7 +155,7 @@ int main(int argc, char **argv)
                                .optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
         tr_run_state_t state = tr_run_state_begin(1);
         tr_trainer_t *t;
-        ok = tr_trainer_init(model, &sc, &state, &t) == HORA_OK && tr_trainer_broadcast_state(t) == HORA_OK &&
+        ok = tr_trainer_init(model, &sc, &state, &t) == HORA_OK && tr_trainer_broadcast_state(t, 0) == HORA_OK &&
              measure(t, &xt, y, batch, warmup, steps, &ips[overlap]) == 0;
         tr_trainer_free(t);
     }

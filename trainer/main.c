@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "checkpoint.h"
 #include "loader.h"
 #include "loss_scale.h"
 #include "model.h"
@@ -57,6 +58,14 @@ typedef struct {
     FILE *log;
     int tty;
     double t0;
+    /* Checkpoints: the writer (rank 0, with --checkpoint-dir); what a
+     * resume read (rank 0 holds the tensors until they are applied; every
+     * rank the layout of the run that wrote it). */
+    tr_ckpt_writer_t *ckpt;
+    uint64_t last_saved_step;
+    int resumed;
+    tr_ckpt_data_t resume;
+    tr_ckpt_run_info_t saved; /* world size, batch and steps per epoch of the run that wrote it */
 } run_t;
 
 #define CHECK(call)                                                                               \
@@ -156,6 +165,112 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
     return HORA_OK;
 }
 
+/* --resume: rank 0 picks and reads the checkpoint (auto: the newest whose
+ * every CRC and text checks out, reporting and skipping damaged ones) and
+ * tells every rank the outcome and the run state. Runs before the loaders
+ * open, since they are keyed by the state's data seed. */
+static hora_status_t resume_read(run_t *r)
+{
+    const tr_options_t *o = &r->opt;
+    if (!o->resume)
+        return HORA_OK;
+    int32_t found = 0; /* 1: read, 0: nothing to resume (auto, empty directory), -1: failed */
+    if (r->rank == 0) {
+        char err[TR_CKPT_ERR_BYTES];
+        if (strcmp(o->resume, "auto") == 0) {
+            char **paths;
+            int count;
+            if (tr_ckpt_list(o->checkpoint_dir, &paths, &count) != HORA_OK) {
+                fprintf(stderr, "hora-train: --resume auto: cannot list %s: %s\n", o->checkpoint_dir, strerror(errno));
+                found = -1;
+            } else {
+                for (int i = 0; i < count && found == 0; i++) {
+                    if (tr_ckpt_load(paths[i], &r->resume, err, sizeof(err)) == HORA_OK) {
+                        found = 1;
+                    } else {
+                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n", err,
+                                i + 1 < count ? "; trying the previous one" : "");
+                    }
+                }
+                if (found == 0 && count > 0) {
+                    fprintf(stderr, "hora-train: --resume auto: none of the %d checkpoints in %s is usable\n", count,
+                            o->checkpoint_dir);
+                    found = -1;
+                } else if (found == 0) {
+                    printf("hora-train: --resume auto: no checkpoint in %s yet, starting from step 0\n",
+                           o->checkpoint_dir);
+                }
+                tr_ckpt_list_free(paths, count);
+            }
+        } else if (tr_ckpt_load(o->resume, &r->resume, err, sizeof(err)) == HORA_OK) {
+            found = 1;
+        } else {
+            fprintf(stderr, "hora-train: --resume: %s\n", err);
+            found = -1;
+        }
+    }
+    if (r->size > 1)
+        CHECK(hora_broadcast(&found, 1, HORA_DTYPE_I32, 0));
+    if (found < 0)
+        return HORA_ERR_CORRUPT;
+    if (found == 0)
+        return HORA_OK;
+    int64_t layout[3] = {0, 0, 0};
+    if (r->rank == 0) {
+        r->state = r->resume.state;
+        layout[0] = r->resume.info.world_size;
+        layout[1] = r->resume.info.batch;
+        layout[2] = (int64_t)r->resume.info.steps_per_epoch;
+    }
+    if (r->size > 1) {
+        CHECK(hora_broadcast(&r->state, sizeof(r->state), HORA_DTYPE_U8, 0));
+        CHECK(hora_broadcast(layout, 3, HORA_DTYPE_I64, 0));
+    }
+    r->resumed = 1;
+    r->saved = (tr_ckpt_run_info_t){.world_size = (int)layout[0], .batch = (int)layout[1],
+                                    .steps_per_epoch = (uint64_t)layout[2]};
+    if (o->keep_global_batch) {
+        int64_t global = layout[0] * layout[1];
+        if (global % r->size) {
+            if (r->rank == 0)
+                fprintf(stderr, "hora-train: --keep-global-batch: the checkpoint's global batch %" PRId64 " (%d ranks x "
+                        "%d) does not divide over %d ranks\n", global, r->saved.world_size, r->saved.batch, r->size);
+            return HORA_ERR_INVALID_ARG;
+        }
+        r->opt.batch = (int)(global / r->size);
+    }
+    return HORA_OK;
+}
+
+/* After the model is built: rank 0 checks the checkpoint's description
+ * against it and loads the tensors; every rank learns whether that worked
+ * (the tensors themselves travel with the state broadcast). */
+static hora_status_t resume_apply(run_t *r)
+{
+    if (!r->resumed)
+        return HORA_OK;
+    int32_t ok = 1;
+    if (r->rank == 0) {
+        char why[1024];
+        if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, why, sizeof(why))) {
+            fprintf(stderr, "hora-train: cannot resume from %s: it holds another model than this command line "
+                    "builds: %s\n", r->resume.path, why);
+            ok = 0;
+        } else if (tr_ckpt_apply(&r->resume, r->model) != HORA_OK) {
+            fprintf(stderr, "hora-train: cannot resume from %s: loading its tensors failed\n", r->resume.path);
+            ok = 0;
+        } else {
+            printf("hora-train: resuming from %s: epoch %" PRIu64 ", step %" PRIu64 " (written by %d ranks x batch "
+                   "%d)\n", r->resume.path, r->state.epoch + 1, r->state.step, r->saved.world_size, r->saved.batch);
+            fflush(stdout);
+        }
+        tr_ckpt_data_free(&r->resume);
+    }
+    if (r->size > 1)
+        CHECK(hora_broadcast(&ok, 1, HORA_DTYPE_I32, 0));
+    return ok ? HORA_OK : HORA_ERR_INVALID_ARG;
+}
+
 static hora_status_t setup(run_t *r)
 {
     tr_options_t *o = &r->opt;
@@ -210,11 +325,21 @@ static hora_status_t setup(run_t *r)
     CHECK(choose_precision(r, &spec, &ls));
     r->scaler = ls;
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, r->state.seed, &r->model));
+    CHECK(resume_apply(r));
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim, .loss_scale = ls};
-    tr_loss_scale_begin(&ls, &r->state.loss_scale);
+    if (!r->resumed)
+        tr_loss_scale_begin(&ls, &r->state.loss_scale);
     CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));
-    CHECK(tr_trainer_broadcast_state(r->trainer));
+    CHECK(tr_trainer_broadcast_state(r->trainer, r->resumed));
+    if (r->rank == 0 && o->checkpoint_dir) {
+        char err[TR_CKPT_ERR_BYTES];
+        hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt, err, sizeof(err));
+        if (status != HORA_OK) {
+            fprintf(stderr, "hora-train: %s\n", err);
+            return status;
+        }
+    }
 
     if (o->synthetic) {
         const size_t sample = (size_t)spec.in_channels * (size_t)spec.height * (size_t)spec.width;
@@ -321,6 +446,74 @@ static void report_overlap(run_t *r)
              off, overlap ? "true" : "false");
 }
 
+/* A checkpoint of where the run stands now (rank 0, with --checkpoint-dir):
+ * a finished epoch is saved as the start of the next. */
+static hora_status_t save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
+{
+    if (!r->ckpt || r->last_saved_step == r->state.step + 1)
+        return HORA_OK;
+    tr_run_state_t s = r->state;
+    if (s.step_in_epoch >= spe_epoch) {
+        s.epoch++;
+        s.step_in_epoch = 0;
+        s.epoch_sample_offset = 0;
+    }
+    tr_ckpt_run_info_t info = {.arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch,
+                               .steps_per_epoch = spe};
+    double stall_prev, write_prev;
+    uint64_t bytes_prev;
+    tr_ckpt_writer_times(r->ckpt, &stall_prev, &write_prev, &bytes_prev);
+    char err[TR_CKPT_ERR_BYTES];
+    hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info, err, sizeof(err));
+    if (status != HORA_OK) {
+        fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+        return status;
+    }
+    r->last_saved_step = r->state.step + 1; /* + 1: 0 means none yet */
+    double stall, write;
+    uint64_t bytes;
+    tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
+    log_json(r, "{\"type\":\"checkpoint\",\"step\":%" PRIu64 ",\"stall_s\":%.6f,\"previous_write_s\":%.6f,"
+             "\"previous_bytes\":%" PRIu64 "}", r->state.step, stall, write, bytes);
+    return HORA_OK;
+}
+
+/* A resume on another world size or batch: the epoch continues after the
+ * samples the checkpoint's run trained on (re-sharded over this run's
+ * ranks), and the step count and schedule position are converted to this
+ * run's step size. Says what changed. */
+static void reshard(run_t *r, uint64_t spe, double peak_lr)
+{
+    tr_run_state_t *st = &r->state;
+    const int w0 = r->saved.world_size, b0 = r->saved.batch;
+    if (!r->resumed || (w0 == r->size && b0 == r->opt.batch))
+        return;
+    const uint64_t g0 = (uint64_t)w0 * (uint64_t)b0, g1 = (uint64_t)r->size * (uint64_t)r->opt.batch;
+    uint64_t consumed = st->epoch_sample_offset + st->step_in_epoch * g0;
+    if (r->train_loader) {
+        tr_loader_info_t info;
+        tr_loader_info(r->train_loader, &info);
+        if (consumed > info.samples)
+            consumed = info.samples;
+        st->epoch_sample_offset = consumed;
+        st->step_in_epoch = 0;
+    } else {
+        /* Synthetic data has no order: keep the position in the epoch. */
+        st->epoch_sample_offset = 0;
+        st->step_in_epoch = consumed / g1 < spe ? consumed / g1 : spe;
+    }
+    st->step = st->epoch * spe + (consumed + g1 / 2) / g1;
+    if (r->rank == 0) {
+        printf("hora-train: resumed on %d ranks x batch %d (global %" PRIu64 ") from a checkpoint of %d x %d (global "
+               "%" PRIu64 "): %s; peak lr %.4g -> %.4g; epoch %" PRIu64 " continues after its first %" PRIu64
+               " samples, at step %" PRIu64 "\n", r->size, r->opt.batch, g1, w0, b0, g0,
+               r->opt.keep_global_batch ? "--keep-global-batch kept the global batch"
+                                        : "per-rank batch kept, lr scaled with the global batch",
+               r->opt.lr * (double)g0 / 256.0, peak_lr, st->epoch + 1, consumed, st->step);
+        fflush(stdout);
+    }
+}
+
 static hora_status_t run_training(run_t *r)
 {
     tr_options_t *o = &r->opt;
@@ -361,6 +554,7 @@ static hora_status_t run_training(run_t *r)
         total = (uint64_t)o->max_steps;
     int print_every = o->print_every ? o->print_every : (int)(spe / 10 ? spe / 10 : 1);
 
+    reshard(r, spe, sched.peak_lr);
     if (r->rank == 0)
         printf("hora-train: %d epochs x %" PRIu64 " steps, global batch %d, peak lr %.4g, warmup %" PRIu64
                " steps, %s decay, overlap %s\n",
@@ -377,11 +571,16 @@ static hora_status_t run_training(run_t *r)
     double t_since = tr_now_s();
     eval_result_t ev = {0};
     int evaluated_last = 0;
-    for (; st->epoch < (uint64_t)o->epochs && st->step < total; st->epoch++, st->step_in_epoch = 0) {
+    for (; st->epoch < (uint64_t)o->epochs && st->step < total;
+         st->epoch++, st->step_in_epoch = 0, st->epoch_sample_offset = 0) {
         const int epoch = (int)st->epoch;
-        if (r->train_loader)
-            CHECK(tr_loader_start_epoch(r->train_loader, st->epoch, st->step_in_epoch));
-        for (; st->step_in_epoch < spe && st->step < total;) {
+        /* Steps of this epoch: fewer in one resumed after a re-shard. */
+        uint64_t spe_epoch = spe;
+        if (r->train_loader) {
+            spe_epoch = tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset);
+            CHECK(tr_loader_start_epoch_at(r->train_loader, st->epoch, st->step_in_epoch, st->epoch_sample_offset));
+        }
+        for (; st->step_in_epoch < spe_epoch && st->step < total;) {
             tr_tensor_t x = r->synthetic_x;
             const int32_t *y = r->synthetic_y;
             tr_batch_t *b = NULL;
@@ -389,7 +588,7 @@ static hora_status_t run_training(run_t *r)
                 CHECK(tr_loader_next(r->train_loader, &b));
                 if (!b || b->count < 1) {
                     fprintf(stderr, "hora-train: rank %d: the loader ended epoch %d after %" PRIu64
-                            " of %" PRIu64 " steps\n", r->rank, epoch, st->step_in_epoch, spe);
+                            " of %" PRIu64 " steps\n", r->rank, epoch, st->step_in_epoch, spe_epoch);
                     if (b)
                         tr_loader_release(r->train_loader, b);
                     return HORA_ERR_INTERNAL;
@@ -419,7 +618,7 @@ static hora_status_t run_training(run_t *r)
             loss_sum += loss;
             loss_n++;
             images_since += (uint64_t)samples * (uint64_t)r->size;
-            if (st->step % (uint64_t)print_every == 0 || st->step == total || st->step_in_epoch == spe) {
+            if (st->step % (uint64_t)print_every == 0 || st->step == total || st->step_in_epoch == spe_epoch) {
                 /* The same steps on every rank, so this small collective is safe. */
                 double l = loss_sum / loss_n;
                 if (r->size > 1)
@@ -435,7 +634,7 @@ static hora_status_t run_training(run_t *r)
                     if (tr_loss_scale_active(&r->scaler))
                         snprintf(scaling, sizeof(scaling), "  scale %g skipped %" PRIu64, st->loss_scale.scale,
                                  st->loss_scale.skipped_steps);
-                    double frac = (double)st->step_in_epoch / (double)spe;
+                    double frac = (double)(st->step_in_epoch + (spe - spe_epoch)) / (double)spe;
                     if (r->tty) {
                         char bar[21];
                         int fill = (int)(frac * 20);
@@ -462,6 +661,8 @@ static hora_status_t run_training(run_t *r)
                 images_since = 0;
                 t_since = tr_now_s();
             }
+            if (o->checkpoint_every_steps && st->step % (uint64_t)o->checkpoint_every_steps == 0)
+                CHECK(save_checkpoint(r, spe_epoch, spe));
         }
         int last = epoch + 1 == o->epochs || st->step >= total;
         evaluated_last = 0;
@@ -481,9 +682,29 @@ static hora_status_t run_training(run_t *r)
             }
             t_since = tr_now_s();
         }
+        if (st->step_in_epoch >= spe_epoch && o->checkpoint_every_epochs && (epoch + 1) % o->checkpoint_every_epochs == 0)
+            CHECK(save_checkpoint(r, spe_epoch, spe));
+        if (st->step_in_epoch < spe_epoch)
+            break; /* stopped by --steps inside the epoch: the state stays where it is */
     }
     if (!evaluated_last)
         CHECK(evaluate(r, &ev));
+    if (r->ckpt) {
+        /* The end of training is saved too, and the last write waited for. */
+        uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : spe;
+        CHECK(save_checkpoint(r, spe_epoch, spe));
+        char err[TR_CKPT_ERR_BYTES];
+        hora_status_t status = tr_ckpt_writer_wait(r->ckpt, err, sizeof(err));
+        if (status != HORA_OK) {
+            fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+            return status;
+        }
+        double stall, write;
+        uint64_t bytes;
+        tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
+        printf("checkpoint: step %" PRIu64 " in %s, %.1f MB written in %.3f s, training stalled %.1f ms\n", st->step,
+               o->checkpoint_dir, (double)bytes / 1e6, write, 1e3 * stall);
+    }
     if (r->rank == 0) {
         double ips = train_time > 0 ? (double)st->images / train_time : 0.0;
         printf("training: %" PRIu64 " steps (%" PRIu64 " skipped: gradient overflow), %" PRIu64 " images, %.1f img/s "
@@ -501,6 +722,12 @@ static hora_status_t run_training(run_t *r)
 
 static void teardown(run_t *r)
 {
+    if (r->ckpt) {
+        char err[TR_CKPT_ERR_BYTES];
+        if (tr_ckpt_writer_close(r->ckpt, err, sizeof(err)) != HORA_OK)
+            fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+    }
+    tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
     tr_model_free(r->model);
     if (r->backend)
@@ -531,12 +758,15 @@ int main(int argc, char **argv)
     r->tty = r->rank == 0 && (r->opt.progress == TR_PROGRESS_BAR ||
                               (r->opt.progress == TR_PROGRESS_AUTO && isatty(STDOUT_FILENO)));
     if (r->rank == 0 && r->opt.log_path) {
-        r->log = fopen(r->opt.log_path, "w");
+        /* A resumed run continues its log. */
+        r->log = fopen(r->opt.log_path, r->opt.resume ? "a" : "w");
         if (!r->log)
             fprintf(stderr, "hora-train: cannot write %s: %s (continuing without a log)\n", r->opt.log_path,
                     strerror(errno));
     }
-    status = setup(r);
+    status = resume_read(r);
+    if (status == HORA_OK)
+        status = setup(r);
     if (status == HORA_OK)
         status = run_training(r);
     teardown(r);

@@ -122,6 +122,21 @@ static const opt_t opt_table[] = {
     {"--grad-dtype", "T", OPT_CHOICE, F(grad_dtype), "auto", 0, 0, opt_grad_dtype, 0, 0, 0, NULL,
      "what the gradients are all-reduced in (auto: the compute precision's); see also HORA_COMPRESSION"},
 
+    {"--checkpoint-dir", "DIR", OPT_STRING, F(checkpoint_dir), NULL, 0, 0, NULL, 0, 0, 0, "Checkpoints",
+     "write checkpoints into DIR (rank 0; atomic; see trainer/CHECKPOINT.md); none without it"},
+    {"--checkpoint-every-epochs", "E", OPT_INT, F(checkpoint_every_epochs), "1", 0, 100000, NULL, 0, 0, 0, NULL,
+     "a checkpoint after every E-th epoch (0: none per epoch); and one at the end of training"},
+    {"--checkpoint-every-steps", "N", OPT_INT64, F(checkpoint_every_steps), "0", 0, INT64_MAX / 2, NULL, 0, 0, 0,
+     NULL, "also a checkpoint every N steps (0: none)"},
+    {"--keep-checkpoints", "K", OPT_INT, F(keep_checkpoints), "3", 1, 1000000, NULL, 0, 0, 0, NULL,
+     "the newest K checkpoints stay, older ones are removed"},
+    {"--resume", "WHAT", OPT_STRING, F(resume), NULL, 0, 0, NULL, 0, 0, 0, NULL,
+     "auto: the newest good checkpoint in --checkpoint-dir (a fresh start when it has none), or a checkpoint "
+     "file; training continues at its next step, on any number of ranks"},
+    {"--keep-global-batch", NULL, OPT_SET, F(keep_global_batch), "0", 0, 0, NULL, 1, 0, 0, NULL,
+     "resuming on another number of ranks: keep the checkpoint's global batch (and so the learning rate) by "
+     "changing the per-rank batch, instead of keeping --batch and scaling the rate"},
+
     {"--backend", "NAME", OPT_STRING, F(backend), "cpu", 0, 0, NULL, 0, 0, 0, "Runtime",
      "compute backend (the ones built in are listed below)"},
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
@@ -333,7 +348,7 @@ void tr_options_usage(FILE *out)
             what[0] = ';';
             what[1] = ' ';
         }
-        fprintf(out, "  %-22s %s%s%s\n", head, e->doc, def, what);
+        fprintf(out, "  %-27s %s%s%s\n", head, e->doc, def, what);
     }
     fprintf(out, "Backends built in: %s. Models: %s.\n\nSettings of the runtime (environment):\n",
             tr_backend_names(), tr_model_names());
@@ -374,6 +389,10 @@ int tr_options_parse(int argc, char **argv, tr_options_t *o)
     }
     if (!o->data && !o->synthetic) {
         fprintf(stderr, "hora-train: give --data DIR or --synthetic (see --help)\n");
+        return -1;
+    }
+    if (o->resume && strcmp(o->resume, "auto") == 0 && !o->checkpoint_dir) {
+        fprintf(stderr, "hora-train: --resume auto looks in --checkpoint-dir: give one\n");
         return -1;
     }
     return 0;

@@ -59,6 +59,13 @@ typedef struct {
     double loss_scale;         /* > 0 static, or TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC */
     int64_t loss_scale_window;
     int grad_dtype;            /* tr_grad_choice_t */
+    /* Checkpoints */
+    const char *checkpoint_dir;      /* NULL: none */
+    int checkpoint_every_epochs;     /* 0: not per epoch */
+    int64_t checkpoint_every_steps;  /* 0: not per step */
+    int keep_checkpoints;
+    const char *resume;              /* NULL, "auto" or a file */
+    int keep_global_batch;
     /* Runtime */
     const char *backend;
     int threads;

@@ -32,6 +32,9 @@ typedef struct {
     uint64_t data_seed;     /* the loader's shuffle and augmentation key */
     uint64_t epoch;         /* the epoch in progress, from 0 */
     uint64_t step_in_epoch; /* the next batch of that epoch: the data-order position */
+    uint64_t epoch_sample_offset; /* samples of this epoch's order trained on before step_in_epoch 0
+                                   * counts from: nonzero only in an epoch resumed at another world
+                                   * size or batch (the loader's tr_loader_start_epoch_at) */
     uint64_t step;          /* training steps taken, skipped ones (loss-scale overflows) included:
                              * the learning-rate schedule's position */
     uint64_t images;        /* samples trained on, all ranks together */

@@ -106,11 +106,12 @@ void tr_trainer_free(tr_trainer_t *t)
     free(t);
 }
 
-hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t)
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
 {
     if (!t->distributed)
         return HORA_OK;
     const tr_tensor_t *p = tr_model_arena(t->model, TR_ARENA_PARAMS), *s = tr_model_arena(t->model, TR_ARENA_STATS);
+    const tr_tensor_t *m = tr_model_arena(t->model, TR_ARENA_MOMENTUM);
     if (p->memory != TR_MEMORY_HOST) {
         fprintf(stderr, "hora-train: broadcasting device memory needs the GPU runtime\n");
         return HORA_ERR_UNSUPPORTED;
@@ -118,6 +119,8 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t)
     hora_status_t status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
     if (status == HORA_OK)
         status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK && momentum)
+        status = hora_broadcast(m->data, tr_tensor_count(m), HORA_DTYPE_F32, 0);
     if (status == HORA_OK)
         status = tr_model_sync_compute(t->model);
     return status;

@@ -55,8 +55,9 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
 void tr_trainer_free(tr_trainer_t *trainer);
 
 /* Rank 0's parameters and BN statistics to every rank (and the
- * low-precision copy remade from them). */
-hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer);
+ * low-precision copy remade from them); with momentum set, its optimizer
+ * momentum too (a resumed run: a fresh one starts at zero everywhere). */
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer, int momentum);
 
 /* Forward + backward on x (a plain NCHW f32 host batch of any size; every
  * rank passes the same size) and its labels (host), the averaged gradients

@@ -101,7 +101,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
         return -1;
     /* Rank 0's initial state everywhere (the seed is the same anyway; this
      * checks the broadcast keeps it). */
-    if (tr_trainer_broadcast_state(trainer) != HORA_OK)
+    if (tr_trainer_broadcast_state(trainer, 0) != HORA_OK)
         return -1;
     size_t np;
     float *ref_params = arena(ref, TR_ARENA_PARAMS, &np);

@@ -310,7 +310,7 @@ static int setup_init(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overla
     tr_loss_scale_begin(ls, &s->state.loss_scale);
     if (tr_trainer_init(s->model, &s->config, &s->state, &s->trainer) != HORA_OK)
         return -1;
-    if (tr_trainer_broadcast_state(s->trainer) != HORA_OK)
+    if (tr_trainer_broadcast_state(s->trainer, 0) != HORA_OK)
         return -1;
     /* This rank's fixed batch: a function of (rank, index). */
     const size_t sample = (size_t)spec.in_channels * spec.height * spec.width;

@@ -118,12 +118,12 @@ static void test_help_matches_parser(void)
     int flags = 0;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         /* "  --flag VALUE           doc": the flag and its value name fill
-         * a 22-column head, then one space and the doc. */
-        char head[23] = "", name[64] = "", value[64] = "";
+         * a 27-column head, then one space and the doc. */
+        char head[28] = "", name[64] = "", value[64] = "";
         if (strncmp(line, "  --", 4))
             continue;
         flags++;
-        CHECK(strlen(line) > 25 && line[24] == ' ', "--help: '%s' does not keep the 22-column head", line);
+        CHECK(strlen(line) > 30 && line[29] == ' ', "--help: '%s' does not keep the 27-column head", line);
         memcpy(head, line + 2, sizeof(head) - 1);
         sscanf(head, "%63s %63s", name, value);
         const char *def = strstr(line, "(default ");

@@ -1,0 +1,122 @@
+/*
+ * checkpoint.h - hora-train's checkpoints: what a run is (the model
+ * description), where it stands (run.h's struct) and its tensors
+ * (parameters = the f32 master weights, momentum, BN running statistics),
+ * written by rank 0 as one ckpt_file.h file, atomically, from a snapshot on
+ * a background thread; and read back, verified, checked against the
+ * command line and broadcast to every rank.
+ *
+ * Sections (CHECKPOINT.md has the bytes):
+ *   model      text: architecture, shapes, precision, world size, per-rank
+ *              batch, and every tensor's name, shape and arena offset
+ *   run_state  text: every field of tr_run_state_t, exactly (%a for doubles)
+ *   params     f32, the params arena
+ *   momentum   f32, the momentum arena (the params' layout)
+ *   bn_stats   f32, the BN statistics arena
+ *
+ * A directory holds ckpt-SSSSSSSSSS.hckpt files (S: the step count, 10
+ * digits) and `latest`, a small text file naming the newest one. Writing:
+ * ckpt-....hckpt.tmp.PID in the same directory, fsync, rename, fsync the
+ * directory; then latest the same way; then the oldest beyond keep are
+ * removed. A crash at any point leaves the previous checkpoint and a latest
+ * that names a complete file (or the one before).
+ */
+#ifndef TR_CHECKPOINT_H
+#define TR_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckpt_desc.h"
+#include "model.h"
+#include "run.h"
+
+#define TR_CKPT_LATEST "latest"
+#define TR_CKPT_ERR_BYTES 1024
+
+/* What a run is, beyond the model spec: recorded, and compared on resume
+ * where it matters. */
+typedef struct {
+    const char *arch;   /* --model */
+    int world_size;
+    int batch;          /* per rank */
+    uint64_t steps_per_epoch;
+} tr_ckpt_run_info_t;
+
+/* The model description text of the "model" section (malloc'd). */
+char *tr_ckpt_describe(const tr_model_t *model, const tr_ckpt_run_info_t *info);
+
+/* The run_state section's text (malloc'd) and its parse (every field
+ * present; HORA_ERR_CORRUPT naming the first bad line otherwise). */
+char *tr_ckpt_state_text(const tr_run_state_t *state, const tr_ckpt_run_info_t *info);
+hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *state, tr_ckpt_run_info_t *info, char *err,
+                                  size_t err_bytes);
+
+/* A checkpoint read into memory (tr_ckpt_load). */
+typedef struct {
+    char path[4096];
+    char *model_text;
+    char *state_text;
+    tr_ckpt_desc_t desc; /* the model section parsed (and checked) */
+    tr_run_state_t state;
+    tr_ckpt_run_info_t info; /* info.arch points into desc */
+    float *params, *momentum, *stats;
+    size_t params_count, stats_count;
+} tr_ckpt_data_t;
+
+/* Read every section of path, check every CRC and parse the texts.
+ * HORA_ERR_CORRUPT / HORA_ERR_SYSTEM with the file, section and offset in
+ * err. */
+hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *data, char *err, size_t err_bytes);
+void tr_ckpt_data_free(tr_ckpt_data_t *data);
+
+/* The model spec a checkpoint describes (its architecture: desc.arch). */
+hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *data, tr_model_spec_t *spec, char *err, size_t err_bytes);
+
+/* The first difference between the description a checkpoint holds and the
+ * model this run built ("classes: checkpoint 10, this run 100"), or 0 when
+ * they agree on everything a resume needs (architecture, width, classes,
+ * input shape, precision, every tensor's name and shape). World size and
+ * batch may differ. */
+int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch, char *why,
+                    size_t why_bytes);
+
+/* Copy the checkpoint's tensors into the model's arenas (params, momentum,
+ * statistics) and remake the low-precision copy. The description must
+ * match (tr_ckpt_compare). */
+hora_status_t tr_ckpt_apply(const tr_ckpt_data_t *data, tr_model_t *model);
+
+/* A model built from a checkpoint on backend, with its parameters and
+ * statistics (inference: tools). batch: activations for that many samples. */
+hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *data, tr_backend_t *backend, int batch,
+                                  tr_model_t **model, char *err, size_t err_bytes);
+
+/* ---- the writer (rank 0) ---- */
+
+typedef struct tr_ckpt_writer tr_ckpt_writer_t;
+
+/* Start the writer for dir (created if missing), keeping the newest keep
+ * files. Leftover temporary files (*.tmp.*) in dir are removed. */
+hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out, char *err, size_t err_bytes);
+/* Snapshot the model's arenas and state now (the only part that stalls the
+ * caller: waiting for the previous write, then copies), and write them on
+ * the writer's thread. A failure of an earlier write is returned here (and
+ * by _close). */
+hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *model, const tr_run_state_t *state,
+                                  const tr_ckpt_run_info_t *info, char *err, size_t err_bytes);
+/* Wait for the write in flight; its status. */
+hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w, char *err, size_t err_bytes);
+/* Seconds the last save stalled its caller, and the last write took. */
+void tr_ckpt_writer_times(const tr_ckpt_writer_t *w, double *stall_s, double *write_s, uint64_t *bytes);
+/* Wait, then stop the thread. */
+hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w, char *err, size_t err_bytes);
+
+/* ---- choosing what to resume ---- */
+
+/* dir's checkpoints, newest first (by the step in the name; latest's
+ * choice first when it names one): *paths malloc'd array of malloc'd
+ * strings. */
+hora_status_t tr_ckpt_list(const char *dir, char ***paths, int *count);
+void tr_ckpt_list_free(char **paths, int count);
+
+#endif
