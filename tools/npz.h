@@ -1,0 +1,52 @@
+/*
+ * npz.h - NumPy's files for tools/hora-ckpt: .npy (format 1.0, C order,
+ * '<f4' or '<i8') read and written, and .npz, a zip of .npy files stored
+ * uncompressed, each with its CRC-32 (zlib), written. What numpy.load reads;
+ * no ZIP64, so an archive stays under 4 GiB and 65535 entries.
+ *
+ * Only little-endian hosts (the arrays are written as they lie in memory).
+ */
+#ifndef HORA_TOOLS_NPZ_H
+#define HORA_TOOLS_NPZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define NPZ_MAX_DIMS 8
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "npz.c writes arrays as they are in memory: '<' dtypes");
+
+typedef enum { NPZ_F32 = 0, NPZ_I64 = 1 } npz_dtype_t;
+
+/* An array read from a .npy file (npz_read_f32). */
+typedef struct {
+    int ndim;
+    int64_t shape[NPZ_MAX_DIMS];
+    size_t count;
+    float *data; /* malloc'd */
+} npz_array_t;
+
+/* Read path: a version 1.0 (or 2.0) .npy of '<f4' in C order. 0, or -1
+ * with a message naming the file in err. */
+int npz_read_f32(const char *path, npz_array_t *out, char *err, size_t err_bytes);
+void npz_array_free(npz_array_t *a);
+
+/* Write one .npy file. 0, or -1 with a message. */
+int npz_write_npy(const char *path, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data,
+                  char *err, size_t err_bytes);
+
+/* An .npz being written (entries in the order added). */
+typedef struct npz_writer npz_writer_t;
+
+npz_writer_t *npz_open(const char *path, char *err, size_t err_bytes);
+/* Add NAME.npy holding the array (shape dims[0..ndim), ndim 0: a scalar). */
+int npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, const int64_t *shape,
+            const void *data, char *err, size_t err_bytes);
+/* Write the central directory and close: 0, or -1 with a message. After a
+ * failure anywhere the file is removed. Frees w either way. */
+int npz_close(npz_writer_t *w, char *err, size_t err_bytes);
+/* Give up: close and remove the file. */
+void npz_abort(npz_writer_t *w);
+
+#endif
