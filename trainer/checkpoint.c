@@ -821,21 +821,43 @@ hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w, char *err, size_t n)
     return status;
 }
 
+static hora_status_t reserve_arena(const tr_model_t *m, tr_arena_t arena, float **buf, size_t *have)
+{
+    size_t count = tr_tensor_count(tr_model_arena(m, arena));
+    if (count == *have && *buf)
+        return HORA_OK;
+    float *b = realloc(*buf, (count ? count : 1) * sizeof(float));
+    if (!b)
+        return HORA_ERR_NO_MEMORY;
+    memset(b, 0, (count ? count : 1) * sizeof(float)); /* fault the pages in now, not during a save */
+    *buf = b;
+    *have = count;
+    return HORA_OK;
+}
+
 static hora_status_t snapshot_arena(const tr_model_t *m, tr_arena_t arena, float **buf, size_t *have)
 {
+    hora_status_t status = reserve_arena(m, arena, buf, have);
     const tr_tensor_t *a = tr_model_arena(m, arena);
-    size_t count = tr_tensor_count(a);
-    if (count != *have || !*buf) {
-        float *b = realloc(*buf, (count ? count : 1) * sizeof(float));
-        if (!b)
-            return HORA_ERR_NO_MEMORY;
-        *buf = b;
-        *have = count;
-    }
-    if (count == 0)
-        return HORA_OK;
+    if (status != HORA_OK || *have == 0)
+        return status;
     tr_backend_t *backend = tr_model_backend(m);
     return backend->ops->download(backend, a, *buf);
+}
+
+hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *m)
+{
+    pthread_mutex_lock(&w->lock);
+    while (w->pending)
+        pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+    size_t momentum_count = w->params_count;
+    hora_status_t status = reserve_arena(m, TR_ARENA_PARAMS, &w->params, &w->params_count);
+    if (status == HORA_OK)
+        status = reserve_arena(m, TR_ARENA_MOMENTUM, &w->momentum, &momentum_count);
+    if (status == HORA_OK)
+        status = reserve_arena(m, TR_ARENA_STATS, &w->stats, &w->stats_count);
+    return status;
 }
 
 hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *m, const tr_run_state_t *state,

@@ -98,6 +98,9 @@ typedef struct tr_ckpt_writer tr_ckpt_writer_t;
 /* Start the writer for dir (created if missing), keeping the newest keep
  * files. Leftover temporary files (*.tmp.*) in dir are removed. */
 hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out, char *err, size_t err_bytes);
+/* Allocate (and touch) the snapshot buffers for model now, so that the
+ * first save stalls training only for the copy (optional). */
+hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *model);
 /* Snapshot the model's arenas and state now (the only part that stalls the
  * caller: waiting for the previous write, then copies), and write them on
  * the writer's thread. A failure of an earlier write is returned here (and
