@@ -320,19 +320,22 @@ static int bench_transport_select(const char *transport)
 /* Timing and checking                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* A failed collective leaves the other ranks waiting in theirs: abort all. */
+/* A failed collective ends the run: hora_abort tells the other ranks (their
+ * calls fail with this rank's reason instead of waiting), and exiting
+ * non-zero lets mpirun end the job. */
 static void bench_allreduce_or_abort(const void *send, void *recv, size_t count, hora_dtype_t dtype,
                                      hora_op_t op)
 {
     hora_status_t status = hora_allreduce(send, recv, count, dtype, op);
     if (status == HORA_OK)
         return;
-    fprintf(stderr,
-            BENCH_NAME ": rank %d: hora_allreduce(%s, %s, count %zu, %s) failed: %s: %s\n"
-            "  (rerun with HORA_LOG_LEVEL=debug for the runtime's account)\n",
-            hora_rank(), hora_dtype_name(dtype), hora_op_name(op), count,
-            send == recv ? "in place" : "out of place", hora_status_string(status), hora_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    char message[1024];
+    snprintf(message, sizeof(message), BENCH_NAME ": rank %d: hora_allreduce(%s, %s, count %zu, %s) failed: %s: %s",
+             hora_rank(), hora_dtype_name(dtype), hora_op_name(op), count,
+             send == recv ? "in place" : "out of place", hora_status_string(status), hora_last_error());
+    fprintf(stderr, "%s\n  (rerun with HORA_LOG_LEVEL=debug for the runtime's account)\n", message);
+    hora_abort(status, message);
+    exit(1);
 }
 
 /* Microseconds per call of iters calls after warmup_iters untimed ones:
@@ -588,8 +591,12 @@ int main(int argc, char **argv)
         for (int o = 0; o < options.op_count; o++) {
             bench_pattern_t pattern;
             if (bench_pattern_init(&pattern, options.dtypes[d], options.ops[o], rank, nranks) != 0) {
-                fprintf(stderr, BENCH_NAME ": rank %d: out of memory building the check pattern\n", rank);
-                MPI_Abort(MPI_COMM_WORLD, 1);
+                char message[128];
+                snprintf(message, sizeof(message), BENCH_NAME ": rank %d: out of memory building the check pattern",
+                         rank);
+                fprintf(stderr, "%s\n", message);
+                hora_abort(HORA_ERR_NO_MEMORY, message);
+                exit(1);
             }
             for (size_t s = 0; s < size_count; s++) {
                 size_t count = sizes[s] / pattern.elem_bytes;

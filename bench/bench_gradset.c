@@ -344,36 +344,39 @@ static size_t gradset_arena_count_wrong(const gradset_arena_t *a, const char *se
     return wrong;
 }
 
-/* One step: every gradient in backprop order, then wait for all. Returns the
- * first failing status (after waiting for and freeing every request). */
+/* A failed hora call on this rank ends the run: the other ranks may be
+ * blocked waiting for this one, so hora_abort tells them (their calls fail
+ * with this reason) and the non-zero exit lets mpirun end the job. */
+static void gradset_abort(hora_status_t status, const char *what, const char *detail)
+{
+    char message[1024];
+    snprintf(message, sizeof(message), BENCH_NAME ": rank %d: %s failed: %s: %s", gradset_rank, what,
+             hora_status_string(status), detail);
+    fprintf(stderr, "%s\n", message);
+    hora_abort(status, message);
+    exit(1);
+}
+
+/* One step: every gradient in backprop order, then wait for all. A failure
+ * ends the run (gradset_abort); HORA_OK otherwise. */
 static hora_status_t gradset_step(const gradset_arena_t *a)
 {
     hora_request_t reqs[RESNET50_GRAD_COUNT];
-    hora_status_t first = HORA_OK;
     size_t submitted = 0;
     for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
         float *g = gradset_grad(a, k);
         size_t count = resnet50_grads[gradset_backprop_index(k)].count;
         hora_status_t status = hora_allreduce_async(a->names[k], g, g, count, HORA_DTYPE_F32, HORA_OP_AVG, NULL,
                                                     &reqs[submitted]);
-        if (status != HORA_OK) {
-            fprintf(stderr, BENCH_NAME ": rank %d: hora_allreduce_async(%s): %s: %s\n", gradset_rank, a->names[k],
-                    hora_status_string(status), hora_last_error());
-            first = status;
-            break;
-        }
+        if (status != HORA_OK) gradset_abort(status, "hora_allreduce_async", hora_last_error());
         submitted++;
     }
     for (size_t k = 0; k < submitted; k++) {
         hora_status_t status = hora_wait(reqs[k]);
-        if (status != HORA_OK && first == HORA_OK) {
-            fprintf(stderr, BENCH_NAME ": rank %d: %s failed: %s: %s\n", gradset_rank, a->names[k],
-                    hora_status_string(status), hora_request_error(reqs[k]));
-            first = status;
-        }
+        if (status != HORA_OK) gradset_abort(status, a->names[k], hora_request_error(reqs[k]));
         hora_request_free(reqs[k]);
     }
-    return first;
+    return HORA_OK;
 }
 
 /* Mean seconds per step on this rank, maximum over ranks; < 0 on failure. */
@@ -441,7 +444,9 @@ typedef struct {
 /*
  * One round: hora_init with the environment as it stands, layout, timed
  * steps, one checked step, optionally the MPI baselines, hora_shutdown.
- * Returns 0, or 1 on a wrong element or a failed call (reported).
+ * Returns 0, or 1 on a wrong element or a failed hora_init (reported,
+ * agreed by every rank); a failed call on one rank ends the run there
+ * (gradset_abort).
  */
 static int gradset_round(const gradset_options_t *o, const char *variable, long steps, gradset_row_t *row,
                          gradset_default_t *baseline)
@@ -454,19 +459,11 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
     }
     int result = 1;
     gradset_arena_t *a = calloc(1, sizeof(*a));
-    if (!a) {
-        fprintf(stderr, BENCH_NAME ": out of memory\n");
-        hora_shutdown();
-        return 1;
-    }
+    if (!a) gradset_abort(HORA_ERR_NO_MEMORY, "calloc of the arena layout", "out of memory");
     gradset_arena_layout(a);
     void *base = NULL;
     status = hora_mem_alloc(a->arena_bytes, &base);
-    if (status != HORA_OK) {
-        fprintf(stderr, BENCH_NAME ": rank %d: hora_mem_alloc(%zu) failed: %s: %s\n", gradset_rank, a->arena_bytes,
-                hora_status_string(status), hora_last_error());
-        goto out_shutdown;
-    }
+    if (status != HORA_OK) gradset_abort(status, "hora_mem_alloc of the gradient arena", hora_last_error());
     a->base = base;
     memset(a->base, 0, a->arena_bytes);
 
@@ -501,7 +498,6 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
 
 out_free_mem:
     hora_mem_free(a->base);
-out_shutdown:
     hora_shutdown();
     if (result == 0 && baseline) {
         baseline->hora_ms = row->step_ms;

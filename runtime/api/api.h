@@ -21,6 +21,9 @@ struct hora_rt {
     struct mem_pool pool;
     struct coll_ctx coll; /* the transports and the collectives' state */
     struct coord *coord;  /* the coordinator thread; NULL outside init .. shutdown */
+    /* The runtime ended without the peers (hora_abort here, or a shutdown
+     * after a peer's abort or death): no MPI_Finalize at exit, no hora_init. */
+    int aborted;
 };
 
 extern struct hora_rt hora_rt;

@@ -1,8 +1,10 @@
 /* hora.c - runtime lifetime: hora_init / hora_shutdown build the layers
- * bottom up (settings, MPI, topology, pool, collectives with their
- * transports, coordinator) and tear them down top down; topology queries,
+ * bottom up (settings, MPI, topology, /dev/shm space, pool, collectives with
+ * their transports, coordinator) and tear them down top down; hora_abort,
+ * the error exit that does not wait for the peers; topology queries,
  * hora_mem_alloc and the settings printout. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,9 +15,12 @@
 
 struct hora_rt hora_rt;
 
+/* Not after hora_abort: MPI_Finalize waits for peers that may be gone or
+ * blocked, and mpirun is to notice a process that exits without it. */
 static void hora_finalize_mpi_at_exit(void)
 {
     int finalized = 0;
+    if (hora_rt.aborted) return;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
 }
@@ -46,6 +51,26 @@ static hora_status_t hora_start_mpi(void)
     return HORA_OK;
 }
 
+/* /dev/shm must hold what the runtime itself commits in each rank's pool:
+ * its control blocks and the coordinator's fusion buffer (every fused
+ * response that is not zero-copy goes through it), never more than the pool.
+ * Checked here, on every host for all its ranks, instead of failing at the
+ * first large operation. (Blocks of hora_mem_alloc and the staging of other
+ * buffers come on top; their failures name /dev/shm too.) */
+static hora_status_t hora_check_shm_space(void)
+{
+    const struct config *cfg = &hora_rt.cfg;
+    size_t need = MEM_POOL_CTRL_BYTES + cfg->fusion_threshold;
+    if (need > cfg->shm_pool_bytes) need = cfg->shm_pool_bytes;
+    char why[512], fusion[32], pool[32];
+    snprintf(why, sizeof(why),
+             "64 KiB of control blocks and up to HORA_FUSION_THRESHOLD=%s for the coordinator's fusion buffer, at "
+             "most HORA_SHM_POOL_BYTES=%s, plus the blocks of hora_mem_alloc",
+             mem_format_bytes(cfg->fusion_threshold, fusion, sizeof(fusion)),
+             mem_format_bytes(cfg->shm_pool_bytes, pool, sizeof(pool)));
+    return mem_pool_check_space(&hora_rt.topo, hora_rt.world, need, why);
+}
+
 hora_status_t hora_init(void)
 {
     hora_status_t status;
@@ -53,6 +78,10 @@ hora_status_t hora_init(void)
 
     status_clear();
     if (hora_rt.initialized) return status_set(HORA_ERR_ALREADY_INITIALIZED, "hora_init: already initialized");
+    if (hora_rt.aborted)
+        return status_set(HORA_ERR_SHUTDOWN,
+                          "hora_init: the runtime ended in an abort in this process (hora_abort, or a peer's); exit "
+                          "instead");
     int mpi_owned = hora_rt.mpi_owned;
     memset(&hora_rt, 0, sizeof(hora_rt));
     hora_rt.mpi_owned = mpi_owned;
@@ -73,6 +102,8 @@ hora_status_t hora_init(void)
 
     status = topo_init(&hora_rt.topo, hora_rt.world, hora_rt.cfg.fake_nodes);
     if (status < 0) goto err_free_world;
+    status = hora_check_shm_space();
+    if (status < 0) goto err_free_topo;
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
     status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool);
@@ -104,21 +135,73 @@ err_free_world:
     return status;
 }
 
+/* The shutdown barrier: peers may still read our pool until every rank is
+ * here. Polled, so that a rank that aborted (or a host peer that died) ends
+ * the wait instead of leaving this rank in it for good; HORA_OK when every
+ * rank came. */
+static hora_status_t hora_shutdown_barrier(void)
+{
+    MPI_Request req;
+    int done = 0, dead = -1;
+    int err = MPI_Ibarrier(hora_rt.world, &req);
+    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Ibarrier(shutdown)");
+    for (long polls = 0;; polls++) {
+        err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Ibarrier(shutdown)");
+        if (done) return HORA_OK;
+        if (polls < 64) continue;
+        HORA_CHECK(coll_check_abort(&hora_rt.coll));
+        if (!coll_host_peers_alive(&hora_rt.coll, &dead))
+            return status_set(HORA_ERR_TRANSPORT, "hora_shutdown: rank %d died before it shut down", dead);
+        struct timespec nap = {0, 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+}
+
 hora_status_t hora_shutdown(void)
 {
+    hora_status_t status = HORA_OK;
     if (!hora_rt.initialized)
         return status_set(HORA_ERR_NOT_INITIALIZED, "hora_shutdown: the runtime is not initialized");
-    /* Every rank's coordinator stops in the same cycle; then peers may still be
-     * reading our pool until everyone is here. */
+    /* Host peers still blocked in a direct collective that needs this rank
+     * fail now (HORA_ERR_SHUTDOWN) instead of timing out; the coordinators'
+     * operations do not look at it. */
+    coll_notice_shutdown(&hora_rt.coll);
+    /* The first rank's stop stops every coordinator in the same cycle (or
+     * this one has stopped already: an error, an abort). */
     coord_stop(hora_rt.coord);
     hora_rt.coord = NULL;
-    MPI_Barrier(hora_rt.world);
+    /* After an abort (here or on a peer) nobody is coming: no barrier. */
+    status = coll_check_abort(&hora_rt.coll);
+    if (status == HORA_OK) status = hora_shutdown_barrier();
+    if (status < 0) {
+        log_warn("hora_shutdown without the peers: %s", hora_last_error());
+        hora_rt.aborted = 1; /* MPI_Finalize would wait for them */
+    }
     coll_close(&hora_rt.coll);
     mem_pool_free(&hora_rt.pool);
     topo_free(&hora_rt.topo);
-    MPI_Comm_free(&hora_rt.world);
+    if (status == HORA_OK) MPI_Comm_free(&hora_rt.world);
     hora_rt.initialized = 0;
-    return HORA_OK;
+    return status;
+}
+
+hora_status_t hora_abort(hora_status_t status, const char *message)
+{
+    if (!hora_rt.initialized)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_abort called outside hora_init .. hora_shutdown");
+    if (status >= 0) status = HORA_ERR_SHUTDOWN;
+    if (!message || !*message) message = hora_status_string(status);
+    if (hora_rt.aborted) return status;
+    hora_rt.aborted = 1;
+    log_error("hora_abort: %s (%s): telling the peers and stopping", message, hora_status_string(status));
+    /* Peers first (they wait for us; the notice also fails this process's
+     * own waits), then our coordinator, which the notice unblocks. */
+    coll_abort(&hora_rt.coll, status, message);
+    coord_abort(hora_rt.coord, 2.0);
+    /* Nothing of ours is left in /dev/shm: every pool was unlinked once its
+     * host peers had mapped it (mem_pool.c); the mappings go with the process. */
+    return status;
 }
 
 int hora_initialized(void) { return hora_rt.initialized; }
@@ -146,7 +229,9 @@ hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
     if (!hora_rt.initialized)
         return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_alloc called before hora_init");
     if (!ptr) return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_alloc: ptr is NULL");
-    return mem_pool_alloc(&hora_rt.pool, bytes, ptr);
+    char what[64];
+    snprintf(what, sizeof(what), "hora_mem_alloc(%zu)", bytes);
+    return mem_pool_alloc(&hora_rt.pool, bytes, what, ptr);
 }
 
 hora_status_t hora_mem_free(void *ptr)

@@ -38,6 +38,9 @@ struct coll_group {
     int left, right;    /* ring neighbours (world ranks) */
     size_t chunk_bytes; /* pipeline chunk */
     uint64_t op_seq;    /* operation number, identical on every member */
+    const char *what;   /* "allreduce", ...: for messages */
+    int direct;         /* the application's direct collective (not the coordinator's) */
+    int open;           /* between group_begin and group_end of a peer-memory operation */
     void (*on_phase)(void *ctx, const char *phase, int begin); /* optional (timeline) */
     void *phase_ctx;
 };
@@ -55,6 +58,18 @@ static inline int group_member(const struct coll_group *g, int i) { return g->me
 /* Rank r's shard of count elements split n ways (hora_shard's rule; group.c,
  * declared in coll.h too for the layers above). */
 void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
+
+/* One outcome per operation. group_begin before the group's first step
+ * (fails at once when an abort is known; coll.c fails a channel that failed
+ * before);
+ * group_end(status) after its last, also after a failure, with this rank's
+ * status: over peer memory the members agree there (tp_mem_op_end) and every
+ * member returns the same status; the algorithms end with the full
+ * synchronisation that agreement needs (every member's last position seen).
+ * A group of one rank does nothing; over messages group_begin fails at once
+ * when an abort is known (tp_notice.c) and group_end returns status. */
+hora_status_t group_begin(struct coll_group *g);
+hora_status_t group_end(struct coll_group *g, hora_status_t status);
 
 /* group.c: shared by ring.c and oneshot.c. */
 uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done);

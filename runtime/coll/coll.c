@@ -4,6 +4,7 @@
  * and the hierarchical all-reduce. Callers issue them from one thread per
  * purpose, in the same order on every rank. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/status.h"
@@ -51,13 +52,29 @@ static hora_status_t coll_route(const struct coll_ctx *ctx, int purpose, int sco
     return HORA_OK;
 }
 
+/* From now on the channel fails every operation with this status and the
+ * message of the failure (hora_last_error()). */
+static void coll_channel_fail(struct coll_ctx *ctx, int channel, hora_status_t status)
+{
+    if (ctx->failed[channel] < 0) return;
+    ctx->failed[channel] = status;
+    snprintf(ctx->failed_msg[channel], sizeof(ctx->failed_msg[channel]),
+             "this channel failed before and cannot run collectives any more (%s); shut down or hora_abort",
+             hora_last_error());
+}
+
 /* The group of a (purpose, scope) channel for one operation on memory,
- * numbered for this rank (the operation takes the channel's next number). */
-static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory,
+ * numbered for this rank (the operation takes the channel's next number),
+ * and opened (group_begin). Every caller then ends it with coll_group_close,
+ * whatever happens in between: a local failure must reach the members. */
+static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory, const char *what,
                                 const struct coll_hooks *hooks, struct coll_group *out)
 {
     const struct topo *t = ctx->env.topo;
+    const int channel = coll_channel(purpose, scope);
     struct coll_group g = {0};
+    if (ctx->failed[channel] < 0)
+        return status_set(ctx->failed[channel], "%s: %s", what, ctx->failed_msg[channel]);
     HORA_CHECK(coll_route(ctx, purpose, scope, memory, &g.tp, &g.engine));
     switch (scope) {
     case COLL_SCOPE_NODE: g.n = t->local_size, g.r = t->local_rank, g.members = t->node_members; break;
@@ -70,13 +87,29 @@ static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, ho
     g.algorithm = (g.tp->ops->caps & TP_CAP_PEER_MEMORY) && ctx->algorithm != 1 ? GROUP_ALGORITHM_ONESHOT
                                                                                : GROUP_ALGORITHM_RING;
     g.chunk_bytes = hooks && hooks->chunk_bytes ? hooks->chunk_bytes : ctx->chunk_bytes;
-    g.op_seq = ++ctx->op_seq[coll_channel(purpose, scope)];
+    g.op_seq = ++ctx->op_seq[channel];
+    g.what = what;
+    g.direct = purpose == COLL_PURPOSE_USER;
     if (hooks) {
         g.on_phase = hooks->on_phase;
         g.phase_ctx = hooks->ctx;
     }
     *out = g;
-    return HORA_OK;
+    hora_status_t status = group_begin(out);
+    if (status < 0) {
+        status = group_end(out, status);
+        coll_channel_fail(ctx, channel, status);
+    }
+    return status;
+}
+
+/* The outcome of the operation (group_end), remembered when it failed. */
+static hora_status_t coll_group_close(struct coll_ctx *ctx, struct coll_group *g, int purpose, int scope,
+                                      hora_status_t status)
+{
+    status = group_end(g, status);
+    if (status < 0) coll_channel_fail(ctx, coll_channel(purpose, scope), status);
+    return status;
 }
 
 static int coll_peer_memory(const struct tp *tp) { return (tp->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
@@ -102,7 +135,8 @@ static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory
             ctx->scratch[purpose] = NULL;
             ctx->scratch_bytes[purpose] = 0;
         }
-        HORA_CHECK(mem_pool_alloc(ctx->env.pool, bytes, &p));
+        HORA_CHECK(mem_pool_alloc(ctx->env.pool, bytes,
+                                  "staging a buffer not from hora_mem_alloc for a collective over shared memory", &p));
         ctx->scratch[purpose] = p;
         ctx->scratch_bytes[purpose] = bytes;
     }
@@ -150,42 +184,81 @@ static void coll_phase(const struct coll_hooks *hooks, const char *phase, int be
     if (hooks && hooks->on_phase) hooks->on_phase(hooks->ctx, phase, begin);
 }
 
+/* Peers read an allreduce's buffers where they are (peer-memory transports):
+ * what is not shared goes through the staging buffer. On return the
+ * algorithm runs from *send into *work (recv, or the staging buffer, copied
+ * to recv afterwards). */
+static hora_status_t coll_allreduce_stage(struct coll_ctx *ctx, int purpose, hora_memory_t memory, struct tp *tp,
+                                          const struct coll_engine_ops *engine, const void **send, void *recv,
+                                          void **work, size_t bytes)
+{
+    *work = recv;
+    if (coll_peer_memory(tp) && ctx->env.topo->size > 1 && !coll_mapped(tp, recv, bytes)) {
+        HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, work));
+        HORA_CHECK(engine->copy(*work, *send, bytes));
+        *send = *work;
+    } else if (coll_peer_memory(tp) && *send != recv && !coll_mapped(tp, *send, bytes)) {
+        HORA_CHECK(engine->copy(recv, *send, bytes));
+        *send = recv;
+    }
+    return HORA_OK;
+}
+
 /*
- * Hierarchical allreduce of work (in place): the node's ranks reduce-scatter
- * the vector (shard i to local rank i), every local rank i runs one ring
- * across the nodes over shard i only, and the node allgathers the shards.
- * Only 1/local_size of the data crosses the slower inter-node links from each
- * rank, and all local ranks use them at once. A division for AVG happens once,
- * after the cross-node ring, by the world size.
+ * Hierarchical allreduce (in place in work, staged like the flat one): the
+ * node's ranks reduce-scatter the vector (shard i to local rank i), every
+ * local rank i runs one ring across the nodes over shard i only, and the node
+ * allgathers the shards. Only 1/local_size of the data crosses the slower
+ * inter-node links from each rank, and all local ranks use them at once. A
+ * division for AVG happens once, after the cross-node ring, by the world size.
  */
-static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *work,
-                                                 size_t count, const struct group_reduction *red,
+static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpose, hora_memory_t memory,
+                                                 struct tp *tp, const struct coll_engine_ops *engine, const void *send,
+                                                 void *recv, size_t count, const struct group_reduction *red,
                                                  const struct coll_hooks *hooks)
 {
     const struct topo *t = ctx->env.topo;
-    const size_t es = hora_dtype_size(red->dtype);
+    const size_t es = hora_dtype_size(red->dtype), bytes = count * es;
     struct group_reduction sum = *red, cross = *red;
     struct coll_group node, across;
     size_t off, len;
     size_t *counts = malloc(sizeof(size_t) * (size_t)t->local_size);
+    uint8_t *work = recv, *shard = NULL;
 
     if (!counts) return status_fail(HORA_ERR_NO_MEMORY, "out of memory in a hierarchical allreduce");
     for (int i = 0; i < t->local_size; i++) coll_shard(count, t->local_size, i, &off, &counts[i]);
     coll_shard(count, t->local_size, t->local_rank, &off, &len);
     sum.divisor = 1;
     cross.divisor = red->divisor;
-    uint8_t *shard = (uint8_t *)work + off * es;
 
-    hora_status_t status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, hooks, &node);
-    if (status == HORA_OK) status = coll_group_reduce_scatter(&node, work, work, shard, count, &sum);
-    if (status == HORA_OK) status = coll_group(ctx, purpose, COLL_SCOPE_CROSS, memory, NULL, &across);
+    hora_status_t status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, "allreduce (node reduce-scatter)", hooks,
+                                      &node);
+    if (status == HORA_OK) {
+        void *w = NULL;
+        status = coll_allreduce_stage(ctx, purpose, memory, tp, engine, &send, recv, &w, bytes);
+        if (status == HORA_OK) {
+            work = w;
+            shard = work + off * es;
+            if (send != work) status = engine->copy(work, send, bytes);
+        }
+        if (status == HORA_OK) status = coll_group_reduce_scatter(&node, work, work, shard, count, &sum);
+        status = coll_group_close(ctx, &node, purpose, COLL_SCOPE_NODE, status);
+    }
+    if (status == HORA_OK)
+        status = coll_group(ctx, purpose, COLL_SCOPE_CROSS, memory, "allreduce (cross-node)", NULL, &across);
     if (status == HORA_OK) {
         coll_phase(hooks, "ALLREDUCE_CROSS", 1);
         if (len) status = coll_group_allreduce(&across, shard, shard, len, &cross); /* same len on the whole ring */
         coll_phase(hooks, "ALLREDUCE_CROSS", 0);
+        status = coll_group_close(ctx, &across, purpose, COLL_SCOPE_CROSS, status);
     }
-    if (status == HORA_OK) status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, hooks, &node);
-    if (status == HORA_OK) status = coll_group_allgatherv(&node, work, counts, red->dtype);
+    if (status == HORA_OK)
+        status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, "allreduce (node allgather)", hooks, &node);
+    if (status == HORA_OK) {
+        status = coll_group_allgatherv(&node, work, counts, red->dtype);
+        status = coll_group_close(ctx, &node, purpose, COLL_SCOPE_NODE, status);
+    }
+    if (status == HORA_OK && work != (uint8_t *)recv) status = engine->copy(recv, work, bytes);
     free(counts);
     return status;
 }
@@ -206,24 +279,16 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
     struct tp *tp = NULL; /* whose memory rules apply: the node ring's when hierarchical */
     const struct coll_engine_ops *engine = NULL;
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
+    if (hier) return coll_allreduce_hierarchical(ctx, purpose, memory, tp, engine, send, recv, count, &red, hooks);
+
+    /* Staging comes after the group is open: a failure there reaches the
+     * members at once instead of leaving them to time out. */
+    struct coll_group g;
     void *work = recv;
-    if (coll_peer_memory(tp) && ctx->env.topo->size > 1 && !coll_mapped(tp, recv, bytes)) {
-        /* Peers read our buffers where they are: stage what is not shared. */
-        HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &work));
-        HORA_CHECK(engine->copy(work, send, bytes));
-        send = work;
-    } else if (coll_peer_memory(tp) && send != recv && !coll_mapped(tp, send, bytes)) {
-        HORA_CHECK(engine->copy(recv, send, bytes));
-        send = recv;
-    }
-    if (hier) {
-        if (send != work) HORA_CHECK(engine->copy(work, send, bytes));
-        HORA_CHECK(coll_allreduce_hierarchical(ctx, purpose, memory, work, count, &red, hooks));
-    } else {
-        struct coll_group g;
-        HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, hooks, &g));
-        HORA_CHECK(coll_group_allreduce(&g, send, work, count, &red));
-    }
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "allreduce", hooks, &g));
+    hora_status_t status = coll_allreduce_stage(ctx, purpose, memory, tp, engine, &send, recv, &work, bytes);
+    if (status == HORA_OK) status = coll_group_allreduce(&g, send, work, count, &red);
+    HORA_CHECK(coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status));
     if (work != recv) HORA_CHECK(engine->copy(recv, work, bytes));
     return HORA_OK;
 }
@@ -244,16 +309,20 @@ hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: NULL buffer with count %zu", count);
     if (shard && coll_overlap(send, bytes, recv, shard * esize))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: recv must not overlap send");
-    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
-    if (g.n == 1) return coll_group_reduce_scatter(&g, send, NULL, recv, count, &red);
-
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "reduce_scatter", NULL, &g));
+    hora_status_t status = HORA_OK;
+    if (g.n == 1) {
+        status = coll_group_reduce_scatter(&g, send, NULL, recv, count, &red);
+        return coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status);
+    }
     /* Partial sums need a whole vector of room; peers read it in the pool. */
-    HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &work));
-    if (coll_peer_memory(g.tp) && !coll_mapped(g.tp, send, bytes)) {
-        HORA_CHECK(g.engine->copy(work, send, bytes));
+    status = coll_scratch(ctx, purpose, memory, bytes, &work);
+    if (status == HORA_OK && coll_peer_memory(g.tp) && !coll_mapped(g.tp, send, bytes)) {
+        status = g.engine->copy(work, send, bytes);
         send = work;
     }
-    return coll_group_reduce_scatter(&g, send, work, recv, count, &red);
+    if (status == HORA_OK) status = coll_group_reduce_scatter(&g, send, work, recv, count, &red);
+    return coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status);
 }
 
 hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
@@ -276,16 +345,19 @@ hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t m
     if (mine && send != own && coll_overlap(send, mine, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG,
                            "hora_allgatherv: send overlaps recv without being this rank's block of it");
-    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "allgather", NULL, &g));
 
+    hora_status_t status = HORA_OK;
     uint8_t *dst = recv;
     if (coll_peer_memory(g.tp) && n > 1 && !coll_mapped(g.tp, recv, bytes)) {
         void *stage = NULL;
-        HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &stage));
+        status = coll_scratch(ctx, purpose, memory, bytes, &stage);
         dst = stage;
     }
-    if (mine && send != dst + displ * esize) HORA_CHECK(g.engine->copy(dst + displ * esize, send, mine));
-    HORA_CHECK(coll_group_allgatherv(&g, dst, counts, dtype));
+    if (status == HORA_OK && mine && send != dst + displ * esize)
+        status = g.engine->copy(dst + displ * esize, send, mine);
+    if (status == HORA_OK) status = coll_group_allgatherv(&g, dst, counts, dtype);
+    HORA_CHECK(coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status));
     if (dst != (uint8_t *)recv) HORA_CHECK(g.engine->copy(recv, dst, bytes));
     return HORA_OK;
 }
@@ -301,14 +373,18 @@ hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t me
     if (count == 0) return HORA_OK;
     if (!buf) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: NULL buffer with count %zu", count);
     const size_t bytes = count * hora_dtype_size(dtype);
-    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, NULL, &g));
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "broadcast", NULL, &g));
 
-    if (!coll_peer_memory(g.tp) || n == 1 || coll_mapped(g.tp, buf, bytes))
-        return coll_group_broadcast(&g, buf, count, dtype, root);
+    hora_status_t status = HORA_OK;
+    if (!coll_peer_memory(g.tp) || n == 1 || coll_mapped(g.tp, buf, bytes)) {
+        status = coll_group_broadcast(&g, buf, count, dtype, root);
+        return coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status);
+    }
     void *stage = NULL;
-    HORA_CHECK(coll_scratch(ctx, purpose, memory, bytes, &stage));
-    if (r == root) HORA_CHECK(g.engine->copy(stage, buf, bytes));
-    HORA_CHECK(coll_group_broadcast(&g, stage, count, dtype, root));
+    status = coll_scratch(ctx, purpose, memory, bytes, &stage);
+    if (status == HORA_OK && r == root) status = g.engine->copy(stage, buf, bytes);
+    if (status == HORA_OK) status = coll_group_broadcast(&g, stage, count, dtype, root);
+    HORA_CHECK(coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status));
     if (r != root) HORA_CHECK(g.engine->copy(buf, stage, bytes));
     return HORA_OK;
 }

@@ -47,6 +47,13 @@ struct coll_ctx {
     struct tp transports[COLL_CHANNEL_COUNT][TP_KIND_COUNT];
     struct tp *channel_tp[COLL_CHANNEL_COUNT][HORA_MEMORY_COUNT];
     uint64_t op_seq[COLL_CHANNEL_COUNT]; /* collectives issued per channel (same on every rank) */
+    /* A failed operation makes its channel fail every later one at once, with
+     * the same status and message: the members' positions (and, over
+     * messages, stray messages of the failed operation) no longer line up.
+     * Over shm the members agree on that failure (tp_shm.c); here it is
+     * remembered for every transport. */
+    hora_status_t failed[COLL_CHANNEL_COUNT];
+    char failed_msg[COLL_CHANNEL_COUNT][512];
     void *scratch[COLL_PURPOSE_COUNT];   /* shared staging for non-shared host buffers */
     size_t scratch_bytes[COLL_PURPOSE_COUNT];
 };
@@ -57,6 +64,17 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
                         struct mem_pool *pool);
 /* Collective (after a barrier: peers may be reading this rank's pool). */
 void coll_close(struct coll_ctx *ctx);
+
+/* Notices (tp_notice_*): this rank aborts (every wait of this process and,
+ * through shared memory and MPI, of every peer fails with status and
+ * "rank R aborted: reason"); this rank shuts down (host peers blocked in a
+ * direct collective that needs it fail with HORA_ERR_SHUTDOWN); has a rank
+ * aborted (HORA_OK, or its status with the message set)? */
+void coll_abort(struct coll_ctx *ctx, hora_status_t status, const char *reason);
+void coll_notice_shutdown(struct coll_ctx *ctx);
+hora_status_t coll_check_abort(struct coll_ctx *ctx);
+/* false (and *dead_rank) when a host peer's process is gone. */
+bool coll_host_peers_alive(const struct coll_ctx *ctx, int *dead_rank);
 
 /* Name of the transport the user's flat ring uses for host memory. */
 const char *coll_transport_name(const struct coll_ctx *ctx);
@@ -79,7 +97,10 @@ struct coll_hooks {
  * (HORA_ERR_UNSUPPORTED when no engine or transport handles it). Statuses:
  * HORA_OK, HORA_ERR_INVALID_ARG, HORA_ERR_NO_MEMORY, HORA_ERR_UNSUPPORTED,
  * HORA_ERR_MISMATCH and the transports' errors (HORA_ERR_TRANSPORT,
- * HORA_ERR_TIMEOUT, HORA_ERR_MPI).
+ * HORA_ERR_TIMEOUT, HORA_ERR_MPI), and the status of a rank that aborted
+ * (its hora_abort) or HORA_ERR_SHUTDOWN (a member shut down). Over shm every
+ * member returns the same status for an operation; after a failure every
+ * later operation of the channel fails at once with it (ctx->failed).
  */
 hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
                              size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks);

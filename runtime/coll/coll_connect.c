@@ -145,14 +145,19 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
     ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;
     atomic_init(&ctx->env.app_waiters, 0);
-    hora_status_t status = coll_connect_all(ctx, cfg);
-    if (status < 0) coll_close_transports(ctx);
+    hora_status_t status = tp_notice_init(&ctx->env);
+    if (status == HORA_OK) status = coll_connect_all(ctx, cfg);
+    if (status < 0) {
+        coll_close_transports(ctx);
+        tp_notice_close(&ctx->env);
+    }
     return status;
 }
 
 void coll_close(struct coll_ctx *ctx)
 {
     coll_close_transports(ctx);
+    tp_notice_close(&ctx->env);
     /* The scratch buffers lived in the pool, which the caller frees next. */
     memset(ctx->scratch, 0, sizeof(ctx->scratch));
     memset(ctx->scratch_bytes, 0, sizeof(ctx->scratch_bytes));
@@ -165,3 +170,17 @@ const char *coll_transport_name(const struct coll_ctx *ctx)
 }
 
 void coll_app_waiting(struct coll_ctx *ctx, int delta) { atomic_fetch_add(&ctx->env.app_waiters, delta); }
+
+void coll_abort(struct coll_ctx *ctx, hora_status_t status, const char *reason)
+{
+    tp_notice_abort(&ctx->env, status, reason, 2.0);
+}
+
+void coll_notice_shutdown(struct coll_ctx *ctx) { tp_notice_shutdown(&ctx->env); }
+
+hora_status_t coll_check_abort(struct coll_ctx *ctx) { return tp_notice_check(&ctx->env, NULL, 0); }
+
+bool coll_host_peers_alive(const struct coll_ctx *ctx, int *dead_rank)
+{
+    return tp_notice_host_alive(&ctx->env, dead_rank);
+}

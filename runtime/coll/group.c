@@ -22,6 +22,23 @@ uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done)
     return (op << (GROUP_CHUNK_BITS + GROUP_STAGE_BITS)) | ((uint64_t)stage << GROUP_CHUNK_BITS) | chunks_done;
 }
 
+hora_status_t group_begin(struct coll_group *g)
+{
+    if (g->n < 2) return HORA_OK;
+    if (!(g->tp->ops->caps & TP_CAP_PEER_MEMORY)) return tp_notice_known(g->tp->env);
+    const struct tp_mem_op op = {
+        .op_seq = g->op_seq, .what = g->what, .members = g->members, .n = g->n, .direct = g->direct != 0};
+    g->open = 1;
+    return g->tp->ops->mem_op_begin(g->tp, &op);
+}
+
+hora_status_t group_end(struct coll_group *g, hora_status_t status)
+{
+    if (!g->open) return status;
+    g->open = 0;
+    return g->tp->ops->mem_op_end(g->tp, status);
+}
+
 void group_phase(const struct coll_group *g, const char *phase, int begin)
 {
     if (g->on_phase) g->on_phase(g->phase_ctx, phase, begin);

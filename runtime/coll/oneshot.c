@@ -6,7 +6,11 @@
  * touches shard r of any buffer during the operation, so nothing needs
  * ordering between ranks except "everyone's buffers are ready" (each rank's
  * start position) and "nobody touches my buffers any more" (each rank's done
- * position, awaited before returning, since the caller may reuse them).
+ * position, awaited before returning, since the caller may reuse them). Every
+ * rank awaits every done, which is also the full synchronisation the
+ * members' agreement on the outcome needs (tp_shm.c); a rank checks that
+ * outcome before each chunk it writes into its peers' buffers, so that one
+ * resumed after they gave up stops within a chunk.
  *
  * Memory traffic per rank for an allreduce of S bytes: reads S, writes S, and
  * the lines it writes into peers' buffers are the ones it has just read, so
@@ -86,6 +90,10 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
     group_phase(g, "REDUCE_SCATTER", 1);
     for (size_t e = 0; e < len && status == HORA_OK; e += chunk) {
         const size_t m = oneshot_min(chunk, len - e), at = (off + e) * es;
+        /* A rank resumed after its peers gave up (tp_shm.c) must stop writing
+         * into their buffers: at most one chunk more. */
+        status = ops->mem_op_check(g->tp);
+        if (status < 0) break;
         /* Reduce into this rank's own output (its work buffer's shard, which
          * only this rank touches; in place when send == work), then fan the
          * result out while it is still in cache. */

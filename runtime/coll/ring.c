@@ -24,7 +24,10 @@
  *    overwrites a segment of its buffer, rank r waits until its right
  *    neighbour has read the partial sum it left there during reduce-scatter;
  *    and no rank returns before its right neighbour is done reading from it,
- *    since the caller may reuse its buffers right away.
+ *    since the caller may reuse its buffers right away. Every rank then also
+ *    waits for everyone's "done", so that the members can agree on the
+ *    operation's outcome (tp_shm.c: success needs every member's last
+ *    position); with two ranks that costs nothing extra.
  *  - messages (ucx, mpi): each chunk is sent to the right and received from
  *    the left into a double buffer, receiving chunk k+1 while reducing chunk k.
  *
@@ -69,13 +72,18 @@ static hora_status_t ring_mem_begin(struct coll_group *g, const struct tp_mem_de
     return group_desc_check(g, mine, left, g->left);
 }
 
-/* Post "done" and wait until the right neighbour, the only reader of this
- * rank's buffers, is done too. */
+/* Post "done" and wait until every member is done too: first the right
+ * neighbour, the only reader of this rank's buffers (the caller may reuse
+ * them once it is done), then the others, so that this rank has seen every
+ * member's last position before the group agrees on the outcome (group_end;
+ * with two ranks the right neighbour is everyone). */
 static hora_status_t ring_mem_end(struct coll_group *g, unsigned done_stage)
 {
     uint64_t done = group_position(g->op_seq, done_stage, 0);
     HORA_CHECK(g->tp->ops->mem_post(g->tp, done));
-    return g->tp->ops->mem_wait(g->tp, g->right, done);
+    HORA_CHECK(g->tp->ops->mem_wait(g->tp, g->right, done));
+    for (int i = 2; i < g->n; i++) HORA_CHECK(g->tp->ops->mem_wait(g->tp, group_member(g, (g->r + i) % g->n), done));
+    return HORA_OK;
 }
 
 /* Reduce-scatter (out != NULL: the last step writes this rank's shard to out)

@@ -9,8 +9,8 @@
  *     "cache entry i is ready here, or I have joined"), an OR part (bit i:
  *     "some rank really requested i"), another OR part (bit i: "entry i is
  *     invalid: some rank submitted that name with other parameters, or waited
- *     on it too long") and flag words (AND: "I have nothing for the slow path",
- *     "I am shutting down"; OR: "rank 0 has new autotune settings");
+ *     on it too long") and flag words (AND: "I have nothing for the slow path";
+ *     OR: "rank 0 has new autotune settings", "I am shutting down");
  *  3. runs, in cache-id order, the entries ready everywhere: no gather, no
  *     broadcast (the fast path);
  *  4. only when some rank has uncached requests: gathers the request lists to
@@ -32,8 +32,12 @@
 #include "coord/coord_internal.h"
 
 #define COORD_FLAG_NOTHING_UNCACHED 1ull /* AND word */
-#define COORD_FLAG_STOP 2ull             /* AND word */
 #define COORD_FLAG_SETTINGS 1ull         /* OR word */
+/* OR word: some rank called hora_shutdown. Every coordinator stops in that
+ * cycle: a request that needs the stopping rank could never complete, and
+ * waiting for every rank to agree kept a failed rank's peers waiting for
+ * their gradients while it waited in hora_shutdown. */
+#define COORD_FLAG_STOP 2ull
 
 int64_t coord_now_us(void)
 {
@@ -247,8 +251,10 @@ static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
  * The naps double from 20 us up to a quarter of the cycle time: a peer that
  * is busy with backprop may take milliseconds to come, and thousands of
  * 20 us wake-ups (each a context switch on a core that trains) cost more
- * than the at most cycle/4 of extra latency once it does. */
-static int coord_allreduce_bits(struct coord *c)
+ * than the at most cycle/4 of extra latency once it does. Between naps it
+ * looks for notices (tp_notice.c): a rank that aborted will never come, so
+ * the request is abandoned and the coordinator stops. */
+static hora_status_t coord_allreduce_bits(struct coord *c)
 {
     MPI_Request req;
     int done = 0, err;
@@ -256,11 +262,18 @@ static int coord_allreduce_bits(struct coord *c)
     long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
     if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
     err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 1, c->bit_type, c->bit_op, c->comm, &req);
-    if (err != MPI_SUCCESS) return err;
+    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Iallreduce(cache bits)");
     for (int polls = 0;; polls++) {
         err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS || done) return err;
+        if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Allreduce(cache bits)");
+        if (done) return HORA_OK;
         if (polls >= 64) {
+            hora_status_t status = coll_check_abort(c->coll);
+            if (status < 0) {
+                /* A collective cannot be cancelled: MPI may still write vec. */
+                c->vec_in_flight = 1;
+                return status;
+            }
             struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
             nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;
@@ -466,6 +479,13 @@ static int coord_cycle(struct coord *c)
 
     memset(c->vec, 0, (size_t)(3 * W + 2) * sizeof(uint64_t));
     coord_take_incoming(c, &stop);
+    /* A rank aborted (this one, or a peer whose notice has come): stop now,
+     * without the others. */
+    status = coll_check_abort(c->coll);
+    if (status < 0) {
+        coord_fail_everything(c, status, hora_last_error());
+        return 1;
+    }
     /* A request waiting on the cache path too long is demoted to the slow path
      * (via invalidation) so rank 0's stall inspector can see who is missing. */
     for (int i = 0; i < c->cached_count; i++) {
@@ -488,17 +508,18 @@ static int coord_cycle(struct coord *c)
             c->last_inspect_us = start_us;
         }
     }
-    c->vec[3 * W] = (slow ? 0 : COORD_FLAG_NOTHING_UNCACHED) | (stop ? COORD_FLAG_STOP : 0);
-    c->vec[3 * W + 1] = c->settings_changed ? COORD_FLAG_SETTINGS : 0;
+    c->vec[3 * W] = slow ? 0 : COORD_FLAG_NOTHING_UNCACHED;
+    c->vec[3 * W + 1] = (c->settings_changed ? COORD_FLAG_SETTINGS : 0) | (stop ? COORD_FLAG_STOP : 0);
 
-    err = coord_allreduce_bits(c);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "coordinator MPI_Allreduce(cache bits)");
+    status = coord_allreduce_bits(c);
+    if (status < 0) {
         coord_fail_everything(c, status, hora_last_error());
         return 1;
     }
-    if (c->vec[3 * W] & COORD_FLAG_STOP) {
-        coord_fail_everything(c, HORA_ERR_SHUTDOWN, "hora_shutdown was called on every rank");
+    if (c->vec[3 * W + 1] & COORD_FLAG_STOP) {
+        coord_fail_everything(c, HORA_ERR_SHUTDOWN,
+                              stop ? "hora_shutdown was called"
+                                   : "another rank called hora_shutdown before this request ran on every rank");
         return 1;
     }
     /* Invalidations first: their waiters move to the slow path (next cycle). */
@@ -606,7 +627,7 @@ static int coord_cycle(struct coord *c)
         until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000);
         until.tv_nsec = (long)(ns % 1000000000);
         pthread_mutex_lock(&c->lock);
-        while (!c->incoming && !c->stop_requested)
+        while (!c->incoming && !c->stop_requested && !c->abort_requested)
             if (pthread_cond_timedwait(&c->work_cond, &c->lock, &until) == ETIMEDOUT) break;
         pthread_mutex_unlock(&c->lock);
     }
@@ -622,10 +643,18 @@ static void *coord_main(void *arg)
 
 /* ------------------------------------------------------------ start, stop */
 
+/* The cycle vector of an MPI_Iallreduce abandoned after an abort: kept to
+ * the end of the process (MPI may progress the request from any later call,
+ * and write into it). One coordinator per process, and none after an abort. */
+static uint64_t *coord_abandoned_vec;
+
 /* What coord_start allocates before anything that needs MPI, and c itself. */
 static void coord_free_tables(struct coord *c)
 {
-    free(c->vec);
+    if (c->vec_in_flight)
+        coord_abandoned_vec = c->vec;
+    else
+        free(c->vec);
     free(c->cache);
     free(c->cached);
     free(c->joined_ranks);
@@ -718,14 +747,50 @@ err_free:
     return status;
 }
 
+void coord_abort(struct coord *c, double wait_s)
+{
+    if (!c) return;
+    pthread_mutex_lock(&c->lock);
+    const int ended = c->thread_joined || c->abandoned;
+    c->abort_requested = 1;
+    pthread_cond_signal(&c->work_cond);
+    pthread_mutex_unlock(&c->lock);
+    if (ended) return;
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    int64_t ns = (int64_t)deadline.tv_nsec + (int64_t)(wait_s * 1e9);
+    deadline.tv_sec += (time_t)(ns / 1000000000);
+    deadline.tv_nsec = (long)(ns % 1000000000);
+    if (pthread_timedjoin_np(c->thread, NULL, &deadline) == 0) {
+        c->thread_joined = 1;
+        return;
+    }
+    /* Stuck in a call that does not look at notices: leave it running, and
+     * fail what the application waits for from here. */
+    log_error("hora_abort: the coordinator thread did not stop within %.1f s; leaving it", wait_s);
+    pthread_mutex_lock(&c->lock);
+    c->abandoned = 1;
+    c->stopped = 1;
+    c->stop_status = HORA_ERR_SHUTDOWN;
+    snprintf(c->stop_reason, sizeof(c->stop_reason), "hora_abort was called on this rank");
+    size_t n = 0;
+    struct hora_request **list = malloc((c->inflight.count ? c->inflight.count : 1) * sizeof(*list));
+    for (size_t b = 0; list && b < c->inflight.bucket_count; b++)
+        for (struct coord_map_node *m = c->inflight.buckets[b]; m; m = m->next) list[n++] = m->value;
+    pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++) coord_complete(c, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
+    free(list);
+}
+
 void coord_stop(struct coord *c)
 {
     if (!c) return;
+    if (c->abandoned) return; /* its thread may still use c */
     pthread_mutex_lock(&c->lock);
     c->stop_requested = 1;
     pthread_cond_signal(&c->work_cond);
     pthread_mutex_unlock(&c->lock);
-    pthread_join(c->thread, NULL);
+    if (!c->thread_joined) pthread_join(c->thread, NULL);
     /* The thread failed every request before it ended; let the threads that
      * were waiting for one leave coord_wait before c goes away. */
     pthread_mutex_lock(&c->lock);
@@ -736,9 +801,11 @@ void coord_stop(struct coord *c)
     coord_negotiate_free(c);
     timeline_close(c->tl);
     autotune_free(c->at);
-    MPI_Type_free(&c->bit_type);
-    MPI_Op_free(&c->bit_op);
-    MPI_Comm_free(&c->comm);
+    if (!c->vec_in_flight) { /* else the abandoned request still uses them */
+        MPI_Type_free(&c->bit_type);
+        MPI_Op_free(&c->bit_op);
+        MPI_Comm_free(&c->comm);
+    }
     if (c->fusion_buf) mem_pool_release(c->pool, c->fusion_buf);
     if (c->zeros) mem_pool_release(c->pool, c->zeros);
     coord_free_tables(c);

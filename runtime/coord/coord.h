@@ -72,9 +72,17 @@ struct coord_env {
 
 /* Collective over env->world: starts the thread. */
 hora_status_t coord_start(const struct coord_env *env, struct coord **out);
-/* Collective: every rank asks the coordinator to stop; pending requests fail
- * with HORA_ERR_SHUTDOWN. Frees c. */
+/* Stop: the first rank that asks stops every coordinator in the same cycle
+ * (its stop flag is OR'ed), and pending requests fail with
+ * HORA_ERR_SHUTDOWN on every rank. Returns at once when the coordinator has
+ * already stopped (an error, an abort). Frees c (unless coord_abort had to
+ * abandon it). */
 void coord_stop(struct coord *c);
+/* This rank aborts (the notice is out already, so the thread's waits fail
+ * within milliseconds): stop the thread without the peers; every pending
+ * request fails with the abort's status and message. Waits at most wait_s
+ * for the thread; c stays valid until coord_stop. */
+void coord_abort(struct coord *c, double wait_s);
 
 /* Hand a request (or a group of them) to the coordinator. */
 hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n);

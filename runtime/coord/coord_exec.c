@@ -90,13 +90,13 @@ void coord_fuse(struct coord *c, struct coord_responses *list)
     list->count = out;
 }
 
-static hora_status_t coord_buffer(struct coord *c, void **buf, size_t *have, size_t bytes)
+static hora_status_t coord_buffer(struct coord *c, void **buf, size_t *have, size_t bytes, const char *what)
 {
     if (*have >= bytes) return HORA_OK;
     if (*buf) mem_pool_release(c->pool, *buf);
     *buf = NULL;
     *have = 0;
-    HORA_CHECK(mem_pool_alloc(c->pool, bytes ? bytes : 1, buf));
+    HORA_CHECK(mem_pool_alloc(c->pool, bytes ? bytes : 1, what, buf));
     *have = bytes;
     return HORA_OK;
 }
@@ -202,7 +202,8 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
         for (int t = 0; t < r->ntensors && m->prescale != 1.0 && status == HORA_OK; t++)
             status = engine->scale(reqs[t]->recv, reqs[t]->recv, r->metas[t].count, dtype, m->prescale);
     } else {
-        status = coord_buffer(c, &c->fusion_buf, &c->fusion_bytes, total_bytes);
+        status = coord_buffer(c, &c->fusion_buf, &c->fusion_bytes, total_bytes,
+                              "the coordinator's fusion buffer (see HORA_FUSION_THRESHOLD)");
         if (status < 0) goto out;
         work = c->fusion_buf;
         coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 1, NULL);
@@ -268,7 +269,8 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         void *buf = reqs[0] ? reqs[0]->recv : NULL;
         coord_timeline_span(c, r, "QUEUE", 0, NULL);
         if (!buf) {
-            status = coord_buffer(c, &c->zeros, &c->zeros_bytes, bytes);
+            status = coord_buffer(c, &c->zeros, &c->zeros_bytes, bytes,
+                                  "the coordinator's broadcast buffer of a joined rank");
             buf = c->zeros;
         }
         coord_timeline_span(c, r, "BROADCAST", 1, NULL);

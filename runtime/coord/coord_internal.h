@@ -67,8 +67,11 @@ struct coord {
     pthread_cond_t work_cond; /* signalled on every submission: ends the cycle's nap early */
     struct hora_request *incoming, *incoming_tail;
     struct coord_map inflight; /* name -> request, until completion */
-    int stop_requested;
+    int stop_requested;       /* hora_shutdown on this rank */
+    int abort_requested;      /* hora_abort on this rank: stop without the peers */
     int stopped;              /* the thread has ended: new requests fail */
+    int thread_joined;        /* coord_abort joined the thread */
+    int abandoned;            /* coord_abort gave up waiting for it: c is never freed */
     int waiting_threads;      /* application threads inside coord_wait */
     hora_status_t stop_status;
     char stop_reason[256];
@@ -93,6 +96,7 @@ struct coord {
     struct coord_map cache_index;    /* name -> id + 1 */
     uint64_t cache_tick;
     uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
+    int vec_in_flight;               /* an abandoned MPI_Iallreduce may still write vec */
     int words;
     int joined;
     struct hora_request *join_req;

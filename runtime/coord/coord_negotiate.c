@@ -360,17 +360,35 @@ static void coord_table_remove(struct coord *c, struct coord_entry *e)
     coord_entry_free(e);
 }
 
+/* The ranks that have (or have joined) and have not submitted e. */
+static void coord_stall_ranks(const struct coord *c, const struct coord_entry *e, char *ready, size_t ready_len,
+                              char *missing, size_t missing_len)
+{
+    size_t m = 0, k = 0;
+    missing[0] = ready[0] = '\0';
+    for (int r = 0; r < c->size; r++) {
+        if (e->present[r] || c->joined_ranks[r]) {
+            if (k < ready_len) k += (size_t)snprintf(ready + k, ready_len - k, "%s%d", k ? ", " : "", r);
+        } else if (m < missing_len) {
+            m += (size_t)snprintf(missing + m, missing_len - m, "%s%d", m ? ", " : "", r);
+        }
+    }
+}
+
 /* Warn about names some ranks submitted long ago and others have not. */
 static void coord_stall_inspect(struct coord *c, int64_t now, struct coord_responses *out)
 {
     const struct config *cfg = c->cfg;
     for (struct coord_entry *e = c->order_head; e; e = e->next) {
         double age = (double)(now - e->first_us) * 1e-6;
+        char missing[256], ready[256];
         if (cfg->stall_shutdown_s > 0 && age > cfg->stall_shutdown_s) {
-            char msg[512];
+            char msg[768];
+            coord_stall_ranks(c, e, ready, sizeof(ready), missing, sizeof(missing));
             snprintf(msg, sizeof(msg),
-                     "stall inspector: '%s' waited %.0f s for other ranks (HORA_STALL_SHUTDOWN_S=%g): shutting down",
-                     e->name, age, cfg->stall_shutdown_s);
+                     "stall inspector: '%s' waited %.0f s for other ranks (HORA_STALL_SHUTDOWN_S=%g; missing ranks: "
+                     "%s): shutting down",
+                     e->name, age, cfg->stall_shutdown_s, missing);
             log_error("%s", msg);
             struct coord_response *r = coord_responses_add(out);
             if (r) {
@@ -380,16 +398,7 @@ static void coord_stall_inspect(struct coord *c, int64_t now, struct coord_respo
             return;
         }
         if (age > cfg->stall_check_s && (double)(now - e->last_warn_us) * 1e-6 >= cfg->stall_check_s) {
-            char missing[512], ready[512];
-            size_t m = 0, k = 0;
-            missing[0] = ready[0] = '\0';
-            for (int r = 0; r < c->size; r++) {
-                if (e->present[r] || c->joined_ranks[r]) {
-                    if (k < sizeof(ready)) k += (size_t)snprintf(ready + k, sizeof(ready) - k, "%s%d", k ? ", " : "", r);
-                } else if (m < sizeof(missing)) {
-                    m += (size_t)snprintf(missing + m, sizeof(missing) - m, "%s%d", m ? ", " : "", r);
-                }
-            }
+            coord_stall_ranks(c, e, ready, sizeof(ready), missing, sizeof(missing));
             log_warn("stall inspector: '%s' has waited %.0f s; ready on ranks: %s; missing ranks: %s", e->name, age,
                      ready, missing);
             e->last_warn_us = now;

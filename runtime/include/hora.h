@@ -118,9 +118,60 @@ HORA_API hora_status_t hora_init(void);
  * hora_mem_alloc becomes invalid. Threads: as with MPI_Finalize, no other
  * thread may start a hora_* call while hora_shutdown runs; a thread already
  * blocked in hora_wait (or hora_join) returns HORA_ERR_SHUTDOWN before it
- * completes. Returns HORA_OK or HORA_ERR_NOT_INITIALIZED. */
+ * completes. The first rank that calls it stops every rank's coordinator:
+ * requests still pending anywhere fail with HORA_ERR_SHUTDOWN, and a host
+ * peer blocked in a direct collective that needs this rank fails with
+ * HORA_ERR_SHUTDOWN instead of timing out. It never waits for a rank that
+ * aborted (hora_abort) or whose process is gone: then it releases this
+ * rank's resources without the peers and returns that failure (the status
+ * of the abort, or HORA_ERR_TRANSPORT), hora skips MPI_Finalize at exit and
+ * hora_init refuses to run again; the program should exit non-zero.
+ * Returns HORA_OK, HORA_ERR_NOT_INITIALIZED, or such a failure. */
 HORA_API hora_status_t hora_shutdown(void);
 HORA_API int hora_initialized(void);
+
+/*
+ * hora_abort - an error exit: this rank gives up, and the others must not
+ * wait for it. Not collective; call it from any application thread when the
+ * program is about to end on an error (a corrupt record, a failed write, out
+ * of memory, a failed collective), then exit non-zero:
+ *
+ *     hora_status_t st = ...;                  // the error, from any layer
+ *     fprintf(stderr, "prog: %s\n", msg);
+ *     hora_abort(st, msg);                     // msg: what a peer should print
+ *     exit(1);                                 // no hora_shutdown, no MPI_Finalize
+ *
+ * What it does, in this order, without waiting for any peer to agree:
+ *  - every rank on this host learns of it through shared memory at once
+ *    (their blocked waits wake up); every rank, on this host or another,
+ *    through an MPI message that its coordinator and its waits poll for
+ *    (about every 20 ms, or within 1 s when its coordinator is idle). From
+ *    then on their blocked direct collectives, their pending requests and
+ *    every later request or collective fail with `status` and the message
+ *    "rank R aborted: <message>"; their hora_shutdown returns that failure
+ *    without waiting for this rank. A peer blocked on this rank over UCX
+ *    also sees it lose this rank once this process exits.
+ *  - this rank's coordinator stops (its pending requests fail the same way).
+ *  - it returns once the MPI messages are out and every host peer has seen
+ *    the abort, or after 2 s at most (a peer busy outside hora sees it later).
+ * It does not call MPI_Abort: the peers are meant to report the reason
+ * themselves. Ending the job is left to mpirun, which kills what is left of
+ * it as soon as a rank exits non-zero without MPI_Finalize (Open MPI: within
+ * a second). After hora_abort do not call MPI_Finalize (it would wait for
+ * peers that may never come; hora skips its own at exit) and do not call
+ * hora_* functions other than hora_shutdown, hora_wait/test and
+ * hora_request_* (which return the failure); hora_init refuses to run again.
+ * Nothing of hora's is left in /dev/shm: its pools are unlinked as soon as
+ * the host peers have mapped them, at hora_init. (Open MPI 4.1's own
+ * shared-memory BTL may leave its 4 MiB segment files there after any
+ * abnormal end of a job, MPI_Abort included;
+ * OMPI_MCA_btl_vader_backing_directory puts them elsewhere.)
+ * status: any error code (HORA_OK or HORA_IN_PROGRESS become
+ * HORA_ERR_SHUTDOWN); message may be NULL. Returns
+ * status (so `return hora_abort(st, msg);` works), or
+ * HORA_ERR_NOT_INITIALIZED outside hora_init .. hora_shutdown.
+ */
+HORA_API hora_status_t hora_abort(hora_status_t status, const char *message);
 
 /* Topology. Undefined (-1) before hora_init. */
 HORA_API int hora_rank(void);       /* rank in MPI_COMM_WORLD */
@@ -151,6 +202,22 @@ HORA_API int hora_mem_is_shared(const void *ptr);
  * in the same order with the same count, dtype and op (a mismatch the
  * transport can see gives HORA_ERR_MISMATCH). Blocking. send == recv means in
  * place. Any count, including 0 and counts smaller than the number of ranks.
+ *
+ * Failures. A peer that does not answer within HORA_TIMEOUT_S gives
+ * HORA_ERR_TIMEOUT, a dead one HORA_ERR_TRANSPORT, a peer that called
+ * hora_abort its status ("rank R aborted: ..."), one that called
+ * hora_shutdown HORA_ERR_SHUTDOWN. One outcome: over shared memory (the shm
+ * transport: every rank of the operation on one host) every rank that
+ * returns from an operation returns the same status, also a rank that was
+ * stopped past the timeout and resumed after its peers gave up; the
+ * message of a rank that did not itself detect the failure names the rank
+ * that did and its reason. Over ucx and mpi (between hosts, or with shm
+ * disabled) that is not guaranteed: a rank resumed after its peers timed out
+ * may still complete the operation; it learns of their failure at its next
+ * collective (they no longer answer: timeout) or at once when a failed peer
+ * calls hora_abort (as programs should). After a failure the contents of
+ * recv are undefined, and every later direct collective fails at once with
+ * the same status: the program should end (hora_abort, exit non-zero).
  */
 
 /*

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,6 +22,63 @@
 #define MEM_NAME_BYTES 64
 
 static size_t mem_round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+const char *mem_format_bytes(size_t bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%zu B", bytes);
+    else
+        snprintf(buf, len, "%.1f %s", v, units[u]);
+    return buf;
+}
+
+/* Free and total bytes of the file system behind /dev/shm (0, 0 if unknown). */
+static void mem_shm_space(size_t *free_bytes, size_t *total_bytes)
+{
+    struct statvfs v;
+    *free_bytes = *total_bytes = 0;
+    if (statvfs("/dev/shm", &v) == 0) {
+        *free_bytes = (size_t)v.f_bavail * (size_t)v.f_frsize;
+        *total_bytes = (size_t)v.f_blocks * (size_t)v.f_frsize;
+    }
+}
+
+/* What to do about a full /dev/shm, for messages. */
+static const char *const mem_shm_advice =
+    "enlarge /dev/shm (mount -o remount,size=<bytes> /dev/shm; in a container docker run --shm-size=<bytes>)";
+
+hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size_t per_rank_bytes, const char *why)
+{
+    size_t free_bytes, total_bytes;
+    mem_shm_space(&free_bytes, &total_bytes);
+    const size_t need = per_rank_bytes * (size_t)topo->host_size;
+    /* Unknown (no statvfs): let the allocations report it. */
+    struct { int ok, rank; } mine = {total_bytes == 0 || need <= free_bytes, topo->rank}, all;
+    int err = MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, world);
+    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(/dev/shm space)");
+    if (all.ok) return HORA_OK;
+    char host[256] = "?", f[32], t[32], n[32], each[32];
+    gethostname(host, sizeof(host) - 1);
+    if (!mine.ok)
+        return status_fail(HORA_ERR_NO_MEMORY,
+                           "hora_init: /dev/shm on host %s has %s free (of %s), but its %d ranks need %s of it: "
+                           "each rank's pool commits %s (%s). Either %s, or lower those settings",
+                           host, mem_format_bytes(free_bytes, f, sizeof(f)),
+                           mem_format_bytes(total_bytes, t, sizeof(t)),
+                           topo->host_size, mem_format_bytes(need, n, sizeof(n)),
+                           mem_format_bytes(per_rank_bytes, each, sizeof(each)), why, mem_shm_advice);
+    return status_fail(HORA_ERR_NO_MEMORY,
+                       "hora_init: /dev/shm is too small on the host of rank %d (its message says how much it needs: "
+                       "%s, or lower HORA_FUSION_THRESHOLD / HORA_SHM_POOL_BYTES)",
+                       all.rank, mem_shm_advice);
+}
 
 static hora_status_t mem_list_insert(struct mem_extent **list, size_t *count, size_t *cap, size_t at,
                                      struct mem_extent e)
@@ -182,30 +240,39 @@ void mem_pool_free(struct mem_pool *pool)
     memset(pool, 0, sizeof(*pool));
 }
 
-hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, void **ptr)
+hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, const char *what, void **ptr)
 {
     hora_status_t status = HORA_OK;
     size_t want, i, at;
+    char b[32], p[32];
 
     if (bytes == 0) bytes = 1;
     if (bytes > pool->bytes)
-        return status_fail(HORA_ERR_NO_MEMORY, "hora_mem_alloc(%zu): larger than the pool (HORA_SHM_POOL_BYTES=%zu)",
-                           bytes, pool->bytes);
+        return status_fail(HORA_ERR_NO_MEMORY, "%s: %s is larger than the shared pool (HORA_SHM_POOL_BYTES=%s)", what,
+                           mem_format_bytes(bytes, b, sizeof(b)), mem_format_bytes(pool->bytes, p, sizeof(p)));
     want = mem_round_up(bytes, MEM_PAGE);
     pthread_mutex_lock(&pool->lock);
     for (i = 0; i < pool->free_count; i++)
         if (pool->free_list[i].bytes >= want) break;
     if (i == pool->free_count) {
         status = status_fail(HORA_ERR_NO_MEMORY,
-                             "hora_mem_alloc(%zu): the pool's address space is exhausted (raise HORA_SHM_POOL_BYTES=%zu)",
-                             bytes, pool->bytes);
+                             "%s: no room for %s left in the shared pool's address space (raise "
+                             "HORA_SHM_POOL_BYTES=%s)",
+                             what, mem_format_bytes(bytes, b, sizeof(b)), mem_format_bytes(pool->bytes, p, sizeof(p)));
         goto out;
     }
     struct mem_extent block = {pool->free_list[i].offset, want};
     int e = posix_fallocate(pool->fd, (off_t)block.offset, (off_t)want);
     if (e) {
-        status = status_fail(HORA_ERR_NO_MEMORY, "hora_mem_alloc(%zu): cannot commit shared memory: %s (is /dev/shm full?)",
-                             bytes, strerror(e));
+        size_t free_bytes, total_bytes;
+        char f[32], t[32];
+        mem_shm_space(&free_bytes, &total_bytes);
+        status = status_fail(HORA_ERR_NO_MEMORY,
+                             "%s: cannot commit %s of shared memory: %s (/dev/shm has %s free of %s: %s, or use "
+                             "smaller buffers)",
+                             what, mem_format_bytes(bytes, b, sizeof(b)), strerror(e),
+                             mem_format_bytes(free_bytes, f, sizeof(f)), mem_format_bytes(total_bytes, t, sizeof(t)),
+                             mem_shm_advice);
         goto out;
     }
     for (at = 0; at < pool->used_count && pool->used_list[at].offset < block.offset; at++) {}

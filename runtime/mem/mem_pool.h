@@ -5,7 +5,9 @@
  * unlinked as soon as they all have (a crash afterwards leaves nothing in
  * /dev/shm). hora_mem_alloc carves page-aligned blocks out of it and commits
  * their pages with fallocate, so running out of /dev/shm is a clean
- * HORA_ERR_NO_MEMORY, never a SIGBUS later. A peer names memory in this pool by
+ * HORA_ERR_NO_MEMORY, never a SIGBUS later. The virtual size costs nothing;
+ * what /dev/shm must hold is what gets committed, which hora_init checks for
+ * the runtime's own needs (mem_pool_check_space). A peer names memory in this pool by
  * its offset; mem_pool_peer turns that back into a local address. */
 #ifndef HORA_MEM_H
 #define HORA_MEM_H
@@ -40,11 +42,23 @@ struct mem_pool {
     size_t used_count, used_cap;
 };
 
+/* Collective over world, before mem_pool_init: has /dev/shm on every host
+ * room for each of its ranks to commit per_rank_bytes? HORA_OK, or
+ * HORA_ERR_NO_MEMORY on every rank: the ranks of a host that is short say
+ * how much is free and what to change (why: what the bytes are for, naming
+ * the settings), the others which host and rank to look at. */
+hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size_t per_rank_bytes, const char *why);
+
 /* Collective over topo->host_comm when share is true. */
 hora_status_t mem_pool_init(struct mem_pool *pool, const struct topo *topo, size_t bytes, bool share);
 void mem_pool_free(struct mem_pool *pool);
 
-hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, void **ptr);
+/* what: who wants the memory, for the message of a failure
+ * ("hora_mem_alloc(4096)", "the coordinator's fusion buffer", ...): a
+ * runtime buffer must not be reported as the caller's hora_mem_alloc. */
+hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, const char *what, void **ptr);
+/* "12.0 MiB": for messages. */
+const char *mem_format_bytes(size_t bytes, char *buf, size_t len);
 hora_status_t mem_pool_release(struct mem_pool *pool, void *ptr);
 
 /* true when [ptr, ptr+bytes) lies inside this rank's pool; *offset set then. */

@@ -56,3 +56,18 @@ void *tp_unsupported_mem_peer_ptr(struct tp *tp, int p, uint64_t o)
     (void)tp, (void)p, (void)o;
     return NULL;
 }
+hora_status_t tp_unsupported_mem_op_begin(struct tp *tp, const struct tp_mem_op *op)
+{
+    (void)op;
+    return TP_UNSUPPORTED("peer memory");
+}
+hora_status_t tp_unsupported_mem_op_end(struct tp *tp, hora_status_t status)
+{
+    (void)tp;
+    return status;
+}
+hora_status_t tp_unsupported_mem_op_check(struct tp *tp)
+{
+    (void)tp;
+    return HORA_OK;
+}

@@ -8,6 +8,9 @@
  *    rank reduces straight from a neighbour's memory; ranks agree on progress
  *    through monotonically increasing positions (mem_post / mem_wait) and
  *    describe their buffers for the current operation (mem_publish / mem_desc).
+ *    They also agree on each operation's outcome: mem_op_begin / mem_op_end
+ *    bracket it, and every member that returns from mem_op_end returns the
+ *    same status (tp_shm.c explains the protocol).
  * A transport also says which memory kinds it moves (memory_kinds: host
  * today; device memory with cudaipc) and whether it reaches only the ranks of
  * its own host (TP_CAP_HOST_LOCAL: never chosen for the cross-node rings,
@@ -22,6 +25,7 @@
 #define HORA_TP_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -69,6 +73,38 @@ struct tp_mem_desc {
     uint64_t work_offset;
 };
 
+/* One operation over peer memory, as the outcome agreement sees it. */
+struct tp_mem_op {
+    uint64_t op_seq;    /* the channel's operation number, identical on every member */
+    const char *what;   /* "allreduce", ...: for messages */
+    const int *members; /* world rank of each place; NULL: place i is rank i */
+    int n;              /* members */
+    bool direct;        /* a direct collective of the application: a member's shutdown notice fails it */
+};
+
+/* Notices (tp_notice.c): what this process knows of a rank that gave up.
+ * hora_abort on any rank reaches its host peers through a record in its
+ * shared-memory control area and every rank through one MPI message; a rank
+ * that learns of it keeps the first one here, and from then on every wait of
+ * every transport fails with its status and message. */
+#define TP_NOTICE_REASON_BYTES 384
+struct tp_notice {
+    _Atomic int known;       /* 1 once rank/status/reason below are set (release) */
+    int rank;                /* who aborted */
+    hora_status_t status;    /* what it passed to hora_abort */
+    char reason[TP_NOTICE_REASON_BYTES];
+    pthread_mutex_t lock;    /* setting the fields above; the MPI receive */
+    MPI_Comm comm;           /* private: notices only (MPI_COMM_NULL before init) */
+    MPI_Request recv;        /* posted for any source while healthy */
+    int recv_posted;
+    _Atomic int64_t last_poll_us; /* rate limit of tp_notice_check's slow part */
+    int *host_peers;         /* world ranks of the other ranks of this host whose pools are mapped */
+    int host_peer_count;
+    unsigned char msg[16 + TP_NOTICE_REASON_BYTES]; /* receive buffer */
+    unsigned char sent[16 + TP_NOTICE_REASON_BYTES]; /* hora_abort's message: outlives its sends */
+    MPI_Request *sends;      /* hora_abort's sends still in flight when it returned (kept: MPI may use them) */
+};
+
 /* Everything a transport may read about the job, filled by the layer above
  * before the first connect and alive until the last close. */
 struct tp_env {
@@ -83,6 +119,7 @@ struct tp_env {
      * is, the framework is computing on this rank's cores, and a channel
      * flagged spin_only_while_waited must not busy-wait for a slow peer. */
     _Atomic int app_waiters;
+    struct tp_notice notice; /* tp_notice.c */
 };
 
 struct tp_ops {
@@ -104,6 +141,20 @@ struct tp_ops {
     hora_status_t (*mem_wait)(struct tp *tp, int peer, uint64_t position);
     bool (*mem_local_offset)(struct tp *tp, const void *ptr, size_t bytes, uint64_t *offset);
     void *(*mem_peer_ptr)(struct tp *tp, int peer, uint64_t offset);
+    /* The outcome of one operation (peer memory). mem_op_begin fails at once
+     * when this process knows of an abort (the layer above remembers a failed
+     * channel; a member that shut down or died is found by the waits).
+     * mem_op_end(status):
+     * status < 0 proposes this rank's failure (message: hora_last_error());
+     * HORA_OK proposes success and may be passed only after this rank has
+     * seen every member's last position of the operation (so every member's
+     * data is complete). Returns the agreed outcome: HORA_OK, or the failure
+     * every member returns, with a message naming the rank that failed. */
+    hora_status_t (*mem_op_begin)(struct tp *tp, const struct tp_mem_op *op);
+    hora_status_t (*mem_op_end)(struct tp *tp, hora_status_t status);
+    /* During an operation: HORA_OK, or the failure it has been decided to
+     * have (one load: for a rank about to write into its peers' buffers). */
+    hora_status_t (*mem_op_check)(struct tp *tp);
 };
 
 struct tp {
@@ -136,5 +187,34 @@ hora_status_t tp_unsupported_mem_post(struct tp *, uint64_t);
 hora_status_t tp_unsupported_mem_wait(struct tp *, int, uint64_t);
 bool tp_unsupported_mem_local_offset(struct tp *, const void *, size_t, uint64_t *);
 void *tp_unsupported_mem_peer_ptr(struct tp *, int, uint64_t);
+hora_status_t tp_unsupported_mem_op_begin(struct tp *, const struct tp_mem_op *);
+hora_status_t tp_unsupported_mem_op_end(struct tp *, hora_status_t);
+hora_status_t tp_unsupported_mem_op_check(struct tp *);
+
+/*
+ * Notices (tp_notice.c). tp_notice_init is collective over env->world (after
+ * the pool is mapped); tp_notice_close is local.
+ * tp_notice_abort: this rank gives up. Records it here (every later wait of
+ * every transport fails with status and "rank R aborted: reason"), in this
+ * rank's shared-memory record (host peers see it in their waits and wake from
+ * their futexes at once), and sends it to every other rank over MPI (their
+ * coordinators and waits poll for it). Waits at most wait_s for the sends.
+ * tp_notice_shutdown: this rank is in hora_shutdown; host peers blocked in a
+ * direct collective that needs it fail with HORA_ERR_SHUTDOWN.
+ * tp_notice_check: HORA_OK, or the known abort's status with its message set
+ * (and, when members is given, HORA_ERR_SHUTDOWN for a member that shut
+ * down). Cheap when nothing happened: one atomic load, and every 20 ms a look
+ * at the host peers' records and the MPI receive.
+ * tp_notice_host_alive: false when a host peer's process is gone.
+ */
+hora_status_t tp_notice_init(struct tp_env *env);
+void tp_notice_close(struct tp_env *env);
+void tp_notice_abort(struct tp_env *env, hora_status_t status, const char *reason, double wait_s);
+void tp_notice_shutdown(struct tp_env *env);
+hora_status_t tp_notice_check(struct tp_env *env, const int *members, int n);
+/* The cheap part alone: HORA_OK unless an abort is known to this process. */
+hora_status_t tp_notice_known(const struct tp_env *env);
+bool tp_notice_aborted(const struct tp_env *env);
+bool tp_notice_host_alive(const struct tp_env *env, int *dead_rank);
 
 #endif

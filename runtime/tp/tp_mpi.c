@@ -1,7 +1,9 @@
 /* tp_mpi.c - the MPI point-to-point transport: the fallback when nothing
  * faster connects, and a cross-check in the tests. Never the fast path.
  * Waits poll MPI_Test so that a silent peer becomes HORA_ERR_TIMEOUT after
- * HORA_TIMEOUT_S instead of a hang. */
+ * HORA_TIMEOUT_S instead of a hang, and a rank's abort (tp_notice.c) ends
+ * them with its reason. No agreement on an operation's outcome: a rank may
+ * complete an operation its peers failed (hora.h). */
 #define _GNU_SOURCE
 #include <sched.h>
 #include <stdlib.h>
@@ -77,6 +79,12 @@ static hora_status_t tp_mpi_wait(struct tp *tp, int peer, struct tp_req *req)
         if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Test");
         if (done) return HORA_OK;
         if ((spins & 1023) == 1023) {
+            /* A rank that aborted will never send: fail with its reason. */
+            hora_status_t status = tp_notice_check(tp->env, NULL, 0);
+            if (status < 0) {
+                MPI_Cancel(tp_mpi_request(req));
+                return status;
+            }
             double now = MPI_Wtime();
             if (deadline == 0)
                 deadline = now + tp->env->timeout_s;
@@ -105,4 +113,7 @@ const struct tp_ops tp_mpi_ops = {
     .mem_wait = tp_unsupported_mem_wait,
     .mem_local_offset = tp_unsupported_mem_local_offset,
     .mem_peer_ptr = tp_unsupported_mem_peer_ptr,
+    .mem_op_begin = tp_unsupported_mem_op_begin,
+    .mem_op_end = tp_unsupported_mem_op_end,
+    .mem_op_check = tp_unsupported_mem_op_check,
 };

@@ -30,7 +30,10 @@
  * Failure: endpoints use UCP_ERR_HANDLING_MODE_PEER; the error callback
  * records the status per peer, and a wait on that peer fails with
  * HORA_ERR_TRANSPORT naming its rank and host. A peer that stays silent
- * gives HORA_ERR_TIMEOUT after HORA_TIMEOUT_S. Never a hang. */
+ * gives HORA_ERR_TIMEOUT after HORA_TIMEOUT_S, and a rank's abort notice
+ * (tp_notice.c) ends every wait with its reason. Never a hang. No agreement
+ * on an operation's outcome: a rank resumed after its peers gave up may
+ * still complete it (hora.h says what is guaranteed). */
 #define _GNU_SOURCE
 #include "tp/tp.h"
 
@@ -83,6 +86,7 @@ struct tp_ucx {
     struct tp_ucx_req pending; /* list head: requests issued and not yet waited for */
     long spin_count;
     double timeout_s;
+    struct tp_env *env; /* notices (tp_notice.c) */
 };
 
 /* What each rank tells the others at connect. */
@@ -143,8 +147,20 @@ static void tp_ucx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
     atomic_compare_exchange_strong(&p->failure, &healthy, (int)status);
 }
 
+/* A peer that aborted (hora_abort) also ends its connections; its notice
+ * says why and usually comes within milliseconds, so look for it a moment
+ * before reporting a bare loss. */
+#define TP_UCX_NOTICE_GRACE_S 0.2
+
 static hora_status_t tp_ucx_peer_lost(struct tp_ucx *s, const struct tp_ucx_peer *p)
 {
+    for (const double until = tp_ucx_now() + TP_UCX_NOTICE_GRACE_S;;) {
+        hora_status_t notice = tp_notice_check(s->env, NULL, 0);
+        if (notice < 0) return notice;
+        if (tp_ucx_now() > until) break;
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
     return status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d lost rank %d (%s): %s", s->rank, p->rank, p->host,
                        ucs_status_string((ucs_status_t)atomic_load(&p->failure)));
 }
@@ -274,6 +290,7 @@ static hora_status_t tp_ucx_connect(struct tp *tp)
      * 0.26 GB/s spinning, 0.65 GB/s yielding). Spin only when asked to. */
     s->spin_count = env->spin_auto ? 0 : env->spin_count;
     s->timeout_s = env->timeout_s;
+    s->env = tp->env;
     tp->state = s;
     if (gethostname(card.host, sizeof(card.host) - 1) != 0) snprintf(card.host, sizeof(card.host), "?");
     /* A rank that cannot open UCX still takes part in the exchange (size -1),
@@ -398,6 +415,12 @@ static hora_status_t tp_ucx_wait(struct tp *tp, int peer, struct tp_req *req)
             return tp_ucx_peer_lost(s, p);
         }
         if (i <= s->spin_count && (i & 1023)) continue;
+        /* A rank that aborted (tp_notice.c) will never answer. */
+        hora_status_t notice = tp_notice_check(tp->env, NULL, 0);
+        if (notice < 0) {
+            tp_ucx_cancel_pending(s);
+            return notice;
+        }
         double waited = tp_ucx_now() - start;
         if (waited > s->timeout_s) {
             tp_ucx_cancel_pending(s);
@@ -513,6 +536,9 @@ const struct tp_ops tp_ucx_ops = {
     .mem_wait = tp_unsupported_mem_wait,
     .mem_local_offset = tp_unsupported_mem_local_offset,
     .mem_peer_ptr = tp_unsupported_mem_peer_ptr,
+    .mem_op_begin = tp_unsupported_mem_op_begin,
+    .mem_op_end = tp_unsupported_mem_op_end,
+    .mem_op_check = tp_unsupported_mem_op_check,
 };
 
 #else /* !HORA_HAVE_UCX */
@@ -549,6 +575,9 @@ const struct tp_ops tp_ucx_ops = {
     .mem_wait = tp_unsupported_mem_wait,
     .mem_local_offset = tp_unsupported_mem_local_offset,
     .mem_peer_ptr = tp_unsupported_mem_peer_ptr,
+    .mem_op_begin = tp_unsupported_mem_op_begin,
+    .mem_op_end = tp_unsupported_mem_op_end,
+    .mem_op_check = tp_unsupported_mem_op_check,
 };
 
 #endif

@@ -1,0 +1,556 @@
+/*
+ * test_faults.c - one injected fault per run; tests/mpi/faults.py starts it
+ * under mpirun, times it and checks what every rank reports.
+ *
+ *   test_faults MODE        (TEST_FAULTS_DIR: where each rank writes its report)
+ *
+ * The victim is the last rank. Modes:
+ *   sigstop      a helper process stops the victim (SIGSTOP) a few ms into a
+ *                64 MiB all-reduce for HORA_TIMEOUT_S + 1.5 s, then continues it
+ *                (SIGCONT). Every rank must fail the same operation with the
+ *                same status (none may return HORA_OK for it); then every rank
+ *                calls hora_shutdown, which must return.
+ *   abort        the peers are blocked in a direct all-reduce the victim never
+ *                joins; the victim calls hora_abort(HORA_ERR_CORRUPT, reason)
+ *                and exits 1. The peers' all-reduce must fail with that status
+ *                and "rank V aborted: reason"; they hora_abort too and exit 1.
+ *   abort-async  the same while the peers wait (hora_wait) for pending async
+ *                requests; every one of them, and a request submitted after,
+ *                must fail with the victim's status and reason.
+ *   kill         the helper SIGKILLs the victim a few ms into an all-reduce
+ *                (run under mpirun --enable-recovery): every survivor fails the
+ *                same operation with HORA_ERR_TRANSPORT naming the dead rank.
+ *   shutdown     the peers are blocked in a direct all-reduce; the victim calls
+ *                hora_shutdown instead of joining it (a program that hit an
+ *                error and shuts down). The peers must fail at once with
+ *                HORA_ERR_SHUTDOWN naming the victim, and every hora_shutdown
+ *                must return.
+ *   shutdown-async  the same while the peers wait for async requests.
+ *   stall        the victim stops submitting the common requests and waits for
+ *                one nobody else submits; HORA_STALL_SHUTDOWN_S ends every
+ *                pending request on every rank with HORA_ERR_SHUTDOWN, and
+ *                hora_shutdown returns.
+ *   shm-small    run over a small /dev/shm (faults.py mounts one): hora_init
+ *                must fail naming /dev/shm and the settings to change.
+ *   shm-stage    over a small /dev/shm with a small HORA_FUSION_THRESHOLD:
+ *                hora_init succeeds, then a 48 MiB all-reduce of malloc'd
+ *                buffers fails on every rank with a message about staging
+ *                (not blaming hora_mem_alloc, which the caller never called).
+ *
+ * Report (DIR/rank<R>, "key=value" lines, written with one write each):
+ *   pid= at start; then mode, iteration (of the first failed call, -1 none),
+ *   status, message, call_s (how long that call took), fail_at (CLOCK_REALTIME
+ *   when it returned), abort_at (victim: when it called hora_abort),
+ *   agree (sigstop/kill: every rank reported the same iteration and status),
+ *   shutdown_s / shutdown_status, exit.
+ * Exit: 3 after the expected failure, 1 after hora_abort, 2 when something
+ * else went wrong (no failure, a wrong one: the report says what).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hora.h"
+
+#define FAULT_ITERS 200
+#define FAULT_AT 3 /* the victim's fault comes in this iteration */
+
+static int report_fd = -1;
+static int rank = -1, size = 0, victim = -1;
+static int helper_fd = -1; /* victim: commands to the helper process */
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double now_real(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* One "key=value" line of the report; newlines in the value become spaces. */
+static void report(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(const char *key, const char *fmt, ...)
+{
+    char line[2048];
+    int n = snprintf(line, sizeof(line), "%s=", key);
+    va_list ap;
+    va_start(ap, fmt);
+    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+    for (int i = 0; i < n; i++)
+        if (line[i] == '\n') line[i] = ' ';
+    line[n++] = '\n';
+    if (report_fd >= 0 && write(report_fd, line, (size_t)n) != n) perror("test_faults: report");
+}
+
+static void report_open(void)
+{
+    const char *dir = getenv("TEST_FAULTS_DIR");
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!dir || !r) {
+        fprintf(stderr, "test_faults: run me from tests/mpi/faults.py (TEST_FAULTS_DIR and mpirun)\n");
+        exit(2);
+    }
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/rank%s", dir, r);
+    report_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+    if (report_fd < 0) {
+        fprintf(stderr, "test_faults: cannot write %s: %s\n", path, strerror(errno));
+        exit(2);
+    }
+    report("pid", "%d", (int)getpid());
+}
+
+/* ------------------------------------------------------------ the helper */
+
+/* Before MPI starts (fork is safe then): a child that, on command, sends
+ * the victim a signal after a delay, and SIGCONT after another (0: none). */
+struct helper_cmd {
+    double delay_s;
+    int signal;
+    double cont_after_s;
+};
+
+static void helper_start(void)
+{
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("test_faults: pipe");
+        exit(2);
+    }
+    const pid_t parent = getpid();
+    pid_t child = fork();
+    if (child < 0) {
+        perror("test_faults: fork");
+        exit(2);
+    }
+    if (child == 0) {
+        close(fds[1]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        struct helper_cmd cmd;
+        while (read(fds[0], &cmd, sizeof(cmd)) == (ssize_t)sizeof(cmd)) {
+            sleep_s(cmd.delay_s);
+            kill(parent, cmd.signal);
+            if (cmd.cont_after_s > 0) {
+                sleep_s(cmd.cont_after_s);
+                kill(parent, SIGCONT);
+            }
+        }
+        _exit(0);
+    }
+    close(fds[0]);
+    helper_fd = fds[1];
+}
+
+static void helper_send(double delay_s, int sig, double cont_after_s)
+{
+    struct helper_cmd cmd = {delay_s, sig, cont_after_s};
+    if (write(helper_fd, &cmd, sizeof(cmd)) != (ssize_t)sizeof(cmd)) perror("test_faults: helper");
+}
+
+/* --------------------------------------------------------------- reports */
+
+static void report_failure(const char *mode, int iteration, hora_status_t st, const char *message, double call_s)
+{
+    report("mode", "%s", mode);
+    report("iteration", "%d", iteration);
+    report("status", "%s", hora_status_string(st));
+    report("message", "%s", message);
+    report("call_s", "%.3f", call_s);
+    report("fail_at", "%.6f", now_real());
+}
+
+/* After a failure the program gives up the way a real one should. */
+static int give_up(hora_status_t st, const char *message)
+{
+    char copy[1024];
+    snprintf(copy, sizeof(copy), "test_faults rank %d: %s", rank, message);
+    double t0 = now_mono();
+    hora_abort(st, copy);
+    report("abort_s", "%.3f", now_mono() - t0);
+    report("exit", "1");
+    return 1;
+}
+
+/* Every rank's (iteration, status) over MPI: 1 when all are the same. */
+static int agree(int iteration, hora_status_t st)
+{
+    int mine[2] = {iteration, (int)st}, *all = calloc((size_t)size * 2, sizeof(int)), same = 1;
+    MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+    for (int r = 0; r < size; r++)
+        if (all[2 * r] != iteration || all[2 * r + 1] != (int)st) same = 0;
+    char line[1024];
+    size_t k = 0;
+    for (int r = 0; r < size && k < sizeof(line); r++)
+        k += (size_t)snprintf(line + k, sizeof(line) - k, "%srank %d: #%d %s", r ? ", " : "", r, all[2 * r],
+                              hora_status_string((hora_status_t)all[2 * r + 1]));
+    report("all", "%s", line);
+    report("agree", "%d", same);
+    free(all);
+    return same;
+}
+
+static int finish_with_shutdown(void)
+{
+    double t0 = now_mono();
+    hora_status_t st = hora_shutdown();
+    report("shutdown_s", "%.3f", now_mono() - t0);
+    report("shutdown_status", "%s", hora_status_string(st));
+    report("exit", "3");
+    return 3;
+}
+
+/* ----------------------------------------------------------------- modes */
+
+/* The first failed call of a run. */
+struct outcome {
+    int iteration; /* -1: none failed */
+    hora_status_t status;
+    char message[1024];
+};
+
+static void outcome_set(struct outcome *o, int iteration, hora_status_t st, const char *message, double call_s,
+                        const char *mode)
+{
+    o->iteration = iteration;
+    o->status = st;
+    snprintf(o->message, sizeof(o->message), "%s", message);
+    report_failure(mode, iteration, st, message, call_s);
+}
+
+static float *shared_floats(size_t count)
+{
+    float *p = NULL;
+    hora_status_t st = hora_mem_alloc(count * sizeof(float), (void **)&p);
+    if (st != HORA_OK) {
+        report("setup", "hora_mem_alloc: %s", hora_last_error());
+        report("exit", "2");
+        exit(2);
+    }
+    for (size_t i = 0; i < count; i++) p[i] = 1.0f;
+    return p;
+}
+
+/* Direct all-reduces until one fails; in iteration FAULT_AT the victim's
+ * helper sends it sig 4 ms into the call (and SIGCONT cont_after_s later). */
+static void run_direct(const char *mode, int sig, double cont_after_s, size_t count, struct outcome *o)
+{
+    float *buf = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) helper_send(0.004, sig, cont_after_s);
+        double t0 = now_mono();
+        hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
+        if (st != HORA_OK) {
+            outcome_set(o, it, st, hora_last_error(), now_mono() - t0, mode);
+            return;
+        }
+    }
+    outcome_set(o, -1, HORA_OK, "no call failed", 0, mode);
+}
+
+static int mode_sigstop(void)
+{
+    const char *t = getenv("HORA_TIMEOUT_S");
+    struct outcome o;
+    run_direct("sigstop", SIGSTOP, (t ? atof(t) : 60) + 1.5, (size_t)16 << 20, &o);
+    /* Everyone is back, the victim too: compare over MPI, then shut down. */
+    agree(o.iteration, o.status);
+    if (o.iteration < 0) {
+        report("exit", "2");
+        return 2;
+    }
+    return finish_with_shutdown();
+}
+
+static int mode_kill(void)
+{
+    struct outcome o;
+    run_direct("kill", SIGKILL, 0, (size_t)16 << 20, &o);
+    if (o.iteration < 0) {
+        report("exit", "2");
+        return 2;
+    }
+    return give_up(o.status, o.message);
+}
+
+static int mode_abort(void)
+{
+    const size_t count = (size_t)1 << 20;
+    float *buf = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) {
+            sleep_s(0.3); /* the peers are blocked in this iteration's all-reduce now */
+            report("mode", "abort");
+            report("abort_at", "%.6f", now_real());
+            double t0 = now_mono();
+            hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
+            report("abort_s", "%.3f", now_mono() - t0);
+            report("exit", "1");
+            return 1;
+        }
+        double t0 = now_mono();
+        hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
+        if (st != HORA_OK) {
+            struct outcome o;
+            outcome_set(&o, it, st, hora_last_error(), now_mono() - t0, "abort");
+            return give_up(o.status, o.message);
+        }
+    }
+    report_failure("abort", -1, HORA_OK, "no call failed", 0);
+    report("exit", "2");
+    return 2;
+}
+
+#define ASYNC_TENSORS 4
+
+/* The victim, in iteration FAULT_AT: hora_shutdown instead of the call. */
+static int victim_shuts_down(const char *mode)
+{
+    sleep_s(0.3); /* the peers are blocked in this iteration's call now */
+    report("mode", "%s", mode);
+    report("shutdown_at", "%.6f", now_real());
+    return finish_with_shutdown();
+}
+
+static int mode_shutdown(void)
+{
+    const size_t count = (size_t)1 << 20;
+    float *buf = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) return victim_shuts_down("shutdown");
+        double t0 = now_mono();
+        hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
+        if (st != HORA_OK) {
+            struct outcome o;
+            outcome_set(&o, it, st, hora_last_error(), now_mono() - t0, "shutdown");
+            return finish_with_shutdown();
+        }
+    }
+    report_failure("shutdown", -1, HORA_OK, "no call failed", 0);
+    report("exit", "2");
+    return 2;
+}
+
+static int mode_shutdown_async(void)
+{
+    const size_t count = 4096;
+    float *buf = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) return victim_shuts_down("shutdown-async");
+        hora_request_t req;
+        char name[64];
+        snprintf(name, sizeof(name), "grad.%d", it);
+        double t0 = now_mono();
+        hora_status_t st = hora_allreduce_async(name, buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
+        char message[1024];
+        snprintf(message, sizeof(message), "%s", hora_last_error());
+        if (st == HORA_OK) {
+            st = hora_wait(req);
+            snprintf(message, sizeof(message), "%s", hora_request_error(req));
+            hora_request_free(req);
+        }
+        if (st != HORA_OK) {
+            report_failure("shutdown-async", it, st, message, now_mono() - t0);
+            return finish_with_shutdown();
+        }
+    }
+    report_failure("shutdown-async", -1, HORA_OK, "no request failed", 0);
+    report("exit", "2");
+    return 2;
+}
+
+static int mode_abort_async(void)
+{
+    const size_t count = 4096;
+    float *buf[ASYNC_TENSORS];
+    for (int t = 0; t < ASYNC_TENSORS; t++) buf[t] = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) {
+            sleep_s(0.3); /* the peers wait for this iteration's requests now */
+            report("mode", "abort-async");
+            report("abort_at", "%.6f", now_real());
+            double t0 = now_mono();
+            hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
+            report("abort_s", "%.3f", now_mono() - t0);
+            report("exit", "1");
+            return 1;
+        }
+        hora_request_t req[ASYNC_TENSORS];
+        double t0 = now_mono();
+        for (int t = 0; t < ASYNC_TENSORS; t++) {
+            char name[64];
+            snprintf(name, sizeof(name), "grad.%d.%d", it, t);
+            hora_status_t st = hora_allreduce_async(name, buf[t], buf[t], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
+                                                    &req[t]);
+            if (st != HORA_OK) {
+                report_failure("abort-async", it, st, hora_last_error(), now_mono() - t0);
+                report("exit", "2");
+                return 2;
+            }
+        }
+        int failed = 0, same = 1;
+        hora_status_t first = HORA_OK;
+        char message[1024] = "";
+        for (int t = 0; t < ASYNC_TENSORS; t++) {
+            hora_status_t st = hora_wait(req[t]);
+            if (st != HORA_OK) {
+                if (!failed) {
+                    first = st;
+                    snprintf(message, sizeof(message), "%s", hora_request_error(req[t]));
+                } else if (st != first || strcmp(message, hora_request_error(req[t])) != 0) {
+                    same = 0;
+                }
+                failed++;
+            }
+            hora_request_free(req[t]);
+        }
+        if (failed) {
+            report_failure("abort-async", it, first, message, now_mono() - t0);
+            report("failed_requests", "%d", failed);
+            report("same_failure", "%d", same);
+            /* A request after the failure must fail too, at once. */
+            hora_request_t late;
+            double t1 = now_mono();
+            hora_status_t st = hora_allreduce_async("late", buf[0], buf[0], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
+                                                    &late);
+            if (st == HORA_OK) {
+                st = hora_wait(late);
+                report("late_message", "%s", hora_request_error(late));
+                hora_request_free(late);
+            } else {
+                report("late_message", "%s", hora_last_error());
+            }
+            report("late_status", "%s", hora_status_string(st));
+            report("late_s", "%.3f", now_mono() - t1);
+            return give_up(first, message);
+        }
+    }
+    report_failure("abort-async", -1, HORA_OK, "no request failed", 0);
+    report("exit", "2");
+    return 2;
+}
+
+static int mode_stall(void)
+{
+    const size_t count = 4096;
+    float *buf = shared_floats(count), *mine = shared_floats(count);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        hora_request_t req;
+        char name[64];
+        /* The victim stops submitting the common requests: it waits for one
+         * of its own that nobody else ever submits. */
+        if (rank == victim && it == FAULT_AT)
+            snprintf(name, sizeof(name), "victim.only");
+        else
+            snprintf(name, sizeof(name), "step.%d", it);
+        double t0 = now_mono();
+        hora_status_t st = hora_allreduce_async(name, rank == victim && it == FAULT_AT ? mine : buf,
+                                                rank == victim && it == FAULT_AT ? mine : buf, count, HORA_DTYPE_F32,
+                                                HORA_OP_SUM, NULL, &req);
+        const int submitted = st == HORA_OK;
+        char message[1024];
+        snprintf(message, sizeof(message), "%s", hora_last_error());
+        if (submitted) {
+            st = hora_wait(req);
+            snprintf(message, sizeof(message), "%s", hora_request_error(req));
+            hora_request_free(req);
+        }
+        if (st != HORA_OK) {
+            report_failure("stall", it, st, message, now_mono() - t0);
+            return finish_with_shutdown();
+        }
+    }
+    report_failure("stall", -1, HORA_OK, "no request failed", 0);
+    report("exit", "2");
+    return 2;
+}
+
+/* hora_init over a /dev/shm too small for it. */
+static int mode_shm_small(hora_status_t init_status)
+{
+    report("mode", "shm-small");
+    report("status", "%s", hora_status_string(init_status));
+    report("message", "%s", hora_last_error());
+    if (init_status == HORA_OK) {
+        hora_shutdown();
+        report("exit", "2");
+        return 2;
+    }
+    report("exit", "3");
+    return 3;
+}
+
+/* A large all-reduce of malloc'd buffers over a small /dev/shm. */
+static int mode_shm_stage(void)
+{
+    const size_t count = (size_t)12 << 20; /* 48 MiB */
+    float *buf = malloc(count * sizeof(float));
+    if (!buf) return 2;
+    for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
+    double t0 = now_mono();
+    hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
+    struct outcome o;
+    outcome_set(&o, st == HORA_OK ? -1 : 0, st, st == HORA_OK ? "no failure" : hora_last_error(), now_mono() - t0,
+                "shm-stage");
+    agree(o.iteration, o.status);
+    free(buf);
+    if (st == HORA_OK) {
+        hora_shutdown();
+        report("exit", "2");
+        return 2;
+    }
+    return finish_with_shutdown();
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
+    report_open();
+    const char *s = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
+    size = s ? atoi(s) : 1;
+    rank = r ? atoi(r) : 0;
+    victim = size - 1;
+    if (rank == victim && (!strcmp(mode, "sigstop") || !strcmp(mode, "kill"))) helper_start();
+
+    hora_status_t st = hora_init();
+    if (!strcmp(mode, "shm-small")) return mode_shm_small(st);
+    if (st != HORA_OK) {
+        report("setup", "hora_init: %s: %s", hora_status_string(st), hora_last_error());
+        report("exit", "2");
+        return 2;
+    }
+    if (!strcmp(mode, "sigstop")) return mode_sigstop();
+    if (!strcmp(mode, "kill")) return mode_kill();
+    if (!strcmp(mode, "abort")) return mode_abort();
+    if (!strcmp(mode, "abort-async")) return mode_abort_async();
+    if (!strcmp(mode, "shutdown")) return mode_shutdown();
+    if (!strcmp(mode, "shutdown-async")) return mode_shutdown_async();
+    if (!strcmp(mode, "stall")) return mode_stall();
+    if (!strcmp(mode, "shm-stage")) return mode_shm_stage();
+    report("setup", "unknown mode '%s'", mode);
+    report("exit", "2");
+    hora_shutdown();
+    return 2;
+}
