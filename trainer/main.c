@@ -68,14 +68,34 @@ typedef struct {
     tr_ckpt_run_info_t saved; /* world size, batch and steps per epoch of the run that wrote it */
 } run_t;
 
-#define CHECK(call)                                                                               \
-    do {                                                                                          \
-        hora_status_t status_ = (call);                                                           \
-        if (status_ != HORA_OK) {                                                                 \
-            fprintf(stderr, "hora-train: rank %d: %s failed: %s\n", r->rank, #call,               \
-                    hora_status_string(status_));                                                 \
-            return status_;                                                                       \
-        }                                                                                         \
+/* This rank's first error, as it was printed: what hora_abort tells the
+ * peers. */
+static char first_error[1024];
+
+/* Print an error on stderr (one line) and keep the first one. */
+__attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s\n", line);
+    if (!first_error[0])
+        snprintf(first_error, sizeof(first_error), "%s", line);
+}
+
+/* A failed call: report it (a runtime call with the runtime's message) and
+ * return its status. */
+#define CHECK(call)                                                                                          \
+    do {                                                                                                     \
+        hora_status_t status_ = (call);                                                                      \
+        if (status_ != HORA_OK) {                                                                            \
+            int runtime_ = strncmp(#call, "hora_", 5) == 0;                                                  \
+            report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
+                   runtime_ ? " (" : "", runtime_ ? hora_last_error() : "", runtime_ ? ")" : "");            \
+            return status_;                                                                                  \
+        }                                                                                                    \
     } while (0)
 
 /* A loader batch as the model's input: its valid samples only. */
@@ -120,7 +140,7 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     }
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
-        fprintf(stderr, "hora-train: cannot open %s split of %s: %s\n",
+        report("hora-train: cannot open %s split of %s: %s",
                 split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
     return status;
 }
@@ -140,7 +160,7 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
     char why[160];
     if (want != TR_DTYPE_F32 && r->backend->ops->compute_dtype(r->backend, want, why, sizeof(why)) != HORA_OK) {
         if (want != TR_DTYPE_F16) {
-            fprintf(stderr, "hora-train: --precision %s: the %s backend cannot compute in %s: %s\n",
+            report("hora-train: --precision %s: the %s backend cannot compute in %s: %s",
                     tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
             return HORA_ERR_UNSUPPORTED;
         }
@@ -181,7 +201,7 @@ static hora_status_t resume_read(run_t *r)
             char **paths;
             int count;
             if (tr_ckpt_list(o->checkpoint_dir, &paths, &count) != HORA_OK) {
-                fprintf(stderr, "hora-train: --resume auto: cannot list %s: %s\n", o->checkpoint_dir, strerror(errno));
+                report("hora-train: --resume auto: cannot list %s: %s", o->checkpoint_dir, strerror(errno));
                 found = -1;
             } else {
                 for (int i = 0; i < count && found == 0; i++) {
@@ -193,7 +213,7 @@ static hora_status_t resume_read(run_t *r)
                     }
                 }
                 if (found == 0 && count > 0) {
-                    fprintf(stderr, "hora-train: --resume auto: none of the %d checkpoints in %s is usable\n", count,
+                    report("hora-train: --resume auto: none of the %d checkpoints in %s is usable", count,
                             o->checkpoint_dir);
                     found = -1;
                 } else if (found == 0) {
@@ -205,7 +225,7 @@ static hora_status_t resume_read(run_t *r)
         } else if (tr_ckpt_load(o->resume, &r->resume, err, sizeof(err)) == HORA_OK) {
             found = 1;
         } else {
-            fprintf(stderr, "hora-train: --resume: %s\n", err);
+            report("hora-train: --resume: %s", err);
             found = -1;
         }
     }
@@ -233,8 +253,8 @@ static hora_status_t resume_read(run_t *r)
         int64_t global = layout[0] * layout[1];
         if (global % r->size) {
             if (r->rank == 0)
-                fprintf(stderr, "hora-train: --keep-global-batch: the checkpoint's global batch %" PRId64 " (%d ranks x "
-                        "%d) does not divide over %d ranks\n", global, r->saved.world_size, r->saved.batch, r->size);
+                report("hora-train: --keep-global-batch: the checkpoint's global batch %" PRId64 " (%d ranks x "
+                        "%d) does not divide over %d ranks", global, r->saved.world_size, r->saved.batch, r->size);
             return HORA_ERR_INVALID_ARG;
         }
         r->opt.batch = (int)(global / r->size);
@@ -253,11 +273,11 @@ static hora_status_t resume_apply(run_t *r)
     if (r->rank == 0) {
         char why[1024];
         if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, why, sizeof(why))) {
-            fprintf(stderr, "hora-train: cannot resume from %s: it holds another model than this command line "
-                    "builds: %s\n", r->resume.path, why);
+            report("hora-train: cannot resume from %s: it holds another model than this command line "
+                    "builds: %s", r->resume.path, why);
             ok = 0;
         } else if (tr_ckpt_apply(&r->resume, r->model) != HORA_OK) {
-            fprintf(stderr, "hora-train: cannot resume from %s: loading its tensors failed\n", r->resume.path);
+            report("hora-train: cannot resume from %s: loading its tensors failed", r->resume.path);
             ok = 0;
         } else {
             printf("hora-train: resuming from %s: epoch %" PRIu64 ", step %" PRIu64 " (written by %d ranks x batch "
@@ -315,7 +335,7 @@ static hora_status_t setup(run_t *r)
 
     const struct tr_backend_ops *ops = tr_backend_find(o->backend);
     if (!ops) {
-        fprintf(stderr, "hora-train: unknown or unavailable backend '%s' (built in: %s)\n", o->backend,
+        report("hora-train: unknown or unavailable backend '%s' (built in: %s)", o->backend,
                 tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
@@ -336,9 +356,10 @@ static hora_status_t setup(run_t *r)
         char err[TR_CKPT_ERR_BYTES];
         hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt, err, sizeof(err));
         if (status != HORA_OK) {
-            fprintf(stderr, "hora-train: %s\n", err);
+            report("hora-train: %s", err);
             return status;
         }
+        CHECK(tr_ckpt_writer_reserve(r->ckpt, r->model));
     }
 
     if (o->synthetic) {
@@ -466,7 +487,7 @@ static hora_status_t save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
     char err[TR_CKPT_ERR_BYTES];
     hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info, err, sizeof(err));
     if (status != HORA_OK) {
-        fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+        report("hora-train: rank 0: checkpoint failed: %s", err);
         return status;
     }
     r->last_saved_step = r->state.step + 1; /* + 1: 0 means none yet */
@@ -530,7 +551,7 @@ static hora_status_t run_training(run_t *r)
             CHECK(hora_allreduce(&steps, &steps, 1, HORA_DTYPE_I64, HORA_OP_MIN));
         spe = (uint64_t)steps;
         if (spe == 0) {
-            fprintf(stderr, "hora-train: the dataset has fewer than %d samples per epoch\n", r->size);
+            report("hora-train: the dataset has fewer than %d samples per epoch", r->size);
             return HORA_ERR_INVALID_ARG;
         }
     }
@@ -585,10 +606,15 @@ static hora_status_t run_training(run_t *r)
             const int32_t *y = r->synthetic_y;
             tr_batch_t *b = NULL;
             if (r->train_loader) {
-                CHECK(tr_loader_next(r->train_loader, &b));
+                hora_status_t next = tr_loader_next(r->train_loader, &b);
+                if (next != HORA_OK) {
+                    report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, epoch + 1,
+                           st->step_in_epoch, tr_loader_last_error());
+                    return next;
+                }
                 if (!b || b->count < 1) {
-                    fprintf(stderr, "hora-train: rank %d: the loader ended epoch %d after %" PRIu64
-                            " of %" PRIu64 " steps\n", r->rank, epoch, st->step_in_epoch, spe_epoch);
+                    report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64
+                            " of %" PRIu64 " steps", r->rank, epoch, st->step_in_epoch, spe_epoch);
                     if (b)
                         tr_loader_release(r->train_loader, b);
                     return HORA_ERR_INTERNAL;
@@ -611,7 +637,7 @@ static hora_status_t run_training(run_t *r)
             if (b)
                 tr_loader_release(r->train_loader, b);
             if (!isfinite(loss)) {
-                fprintf(stderr, "hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping\n", r->rank,
+                report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank,
                         loss, st->step - 1);
                 return HORA_ERR_INTERNAL;
             }
@@ -696,7 +722,7 @@ static hora_status_t run_training(run_t *r)
         char err[TR_CKPT_ERR_BYTES];
         hora_status_t status = tr_ckpt_writer_wait(r->ckpt, err, sizeof(err));
         if (status != HORA_OK) {
-            fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+            report("hora-train: rank 0: checkpoint failed: %s", err);
             return status;
         }
         double stall, write;
@@ -725,7 +751,7 @@ static void teardown(run_t *r)
     if (r->ckpt) {
         char err[TR_CKPT_ERR_BYTES];
         if (tr_ckpt_writer_close(r->ckpt, err, sizeof(err)) != HORA_OK)
-            fprintf(stderr, "hora-train: rank 0: checkpoint failed: %s\n", err);
+            report("hora-train: rank 0: checkpoint failed: %s", err);
     }
     tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
@@ -769,6 +795,11 @@ int main(int argc, char **argv)
         status = setup(r);
     if (status == HORA_OK)
         status = run_training(r);
+    /* An error ends the job: the peers learn it from the runtime's abort
+     * (their pending work fails with this rank's message) instead of waiting
+     * for gradients that will not come; hora_shutdown then returns at once. */
+    if (status != HORA_OK)
+        hora_abort(status, first_error[0] ? first_error : "hora-train failed");
     teardown(r);
     hora_status_t st2 = hora_shutdown();
     if (status == HORA_OK)

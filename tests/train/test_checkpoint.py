@@ -38,6 +38,8 @@ BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "o
 def run(cmd, env=None, timeout=300, quiet=False):
     print("$", " ".join(cmd), flush=True)
     e = dict(os.environ)
+    # Open MPI's shared-memory BTL leaves its segments behind when a job dies: keep them out of /dev/shm.
+    e["OMPI_MCA_btl_vader_backing_directory"] = tempfile.gettempdir()
     e.update(env or {})
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, env=e)
