@@ -27,9 +27,11 @@ usage: test_checkpoint.py MODE HORA_TRAIN HORA_CKPT HORA_MKRECORD
             global batch and learning rate changed, the epoch continues after
             the samples already trained on, training ends normally
 """
-import gzip, os, re, shutil, struct, subprocess, sys, tempfile, time
+import os, re, shutil, struct, subprocess, sys, tempfile, time
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import fmnist_small  # noqa: E402
+
 TRAIN_SAMPLES, VAL_SAMPLES = 256, 256
 BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--progress", "lines",
         "--print-every", "1000", "--lr", "0.4", "--warmup-epochs", "0.5", "--epochs", "3"]
@@ -55,27 +57,11 @@ def mpirun(np_, args, env=None, timeout=300):
 
 
 def make_data(d):
-    """A small Fashion-MNIST: its first TRAIN_SAMPLES / VAL_SAMPLES images as
-    IDX files, and the same as record shards."""
-    idx = os.path.join(d, "idx")
-    os.mkdir(idx)
-    for split, n in [("train", TRAIN_SAMPLES), ("t10k", VAL_SAMPLES)]:
-        with gzip.open(os.path.join(FMNIST, f"{split}-images-idx3-ubyte.gz")) as f:
-            magic, count, rows, cols = struct.unpack(">IIII", f.read(16))
-            images = f.read(n * rows * cols)
-        with gzip.open(os.path.join(FMNIST, f"{split}-labels-idx1-ubyte.gz")) as f:
-            f.read(8)
-            labels = f.read(n)
-        with open(os.path.join(idx, f"{split}-images-idx3-ubyte"), "wb") as f:
-            f.write(struct.pack(">IIII", magic, n, rows, cols) + images)
-        with open(os.path.join(idx, f"{split}-labels-idx1-ubyte"), "wb") as f:
-            f.write(struct.pack(">II", 0x801, n) + labels)
-    rec = os.path.join(d, "records")
-    for split, prefix in [("train", "train"), ("t10k", "val")]:
-        p = run([HORA_MKRECORD, "--from", "idx", os.path.join(idx, f"{split}-images-idx3-ubyte"),
-                 os.path.join(idx, f"{split}-labels-idx1-ubyte"), os.path.join(rec, prefix), "--shards", "2"])
-        if p.returncode != 0:
-            raise SystemExit("FAIL: hora-mkrecord failed")
+    """TRAIN_SAMPLES / VAL_SAMPLES images of Fashion-MNIST as IDX files and as record shards."""
+    idx = fmnist_small.make_idx(d, TRAIN_SAMPLES, VAL_SAMPLES)
+    rec = fmnist_small.make_records(d, idx, HORA_MKRECORD, 2)
+    if rec is None:
+        raise SystemExit("FAIL: hora-mkrecord failed")
     return idx, rec
 
 
@@ -326,8 +312,8 @@ if __name__ == "__main__":
     mode, HORA_TRAIN, HORA_CKPT, HORA_MKRECORD = sys.argv[1:5]
     modes = {"exact": exact, "crash": crash, "corrupt": corrupt, "mismatch": mismatch, "full-disk": full_disk,
              "reshard": reshard}
-    if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
-        print(f"FAIL: {FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)")
+    if not fmnist_small.available():
+        print(f"FAIL: {fmnist_small.FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)")
         sys.exit(1)
     with tempfile.TemporaryDirectory() as work:
         failures = modes[mode](work)

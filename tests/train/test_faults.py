@@ -11,9 +11,11 @@ usage: test_faults.py MODE HORA_TRAIN HORA_MKRECORD
               capped (prlimit) once it trains, so the larger evaluation batch
               cannot get its activations
 """
-import glob, gzip, os, re, shutil, struct, subprocess, sys, tempfile, time
+import glob, os, re, shutil, subprocess, sys, tempfile, time
 
-FMNIST = "/usr/share/datasets/fashion-mnist"
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import fmnist_small  # noqa: E402
+
 TRAIN_SAMPLES, VAL_SAMPLES = 2048, 256
 BOUND_S = 30  # every fault must end the job well within this (HORA_TIMEOUT_S is 30 s by default)
 BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--progress", "lines",
@@ -47,20 +49,7 @@ def finish(p, t0, timeout=120):
 
 
 def make_idx(d, n_val=VAL_SAMPLES):
-    idx = os.path.join(d, "idx")
-    os.mkdir(idx)
-    for split, n in [("train", TRAIN_SAMPLES), ("t10k", n_val)]:
-        with gzip.open(os.path.join(FMNIST, f"{split}-images-idx3-ubyte.gz")) as f:
-            magic, count, rows, cols = struct.unpack(">IIII", f.read(16))
-            images = f.read(n * rows * cols)
-        with gzip.open(os.path.join(FMNIST, f"{split}-labels-idx1-ubyte.gz")) as f:
-            f.read(8)
-            labels = f.read(n)
-        with open(os.path.join(idx, f"{split}-images-idx3-ubyte"), "wb") as f:
-            f.write(struct.pack(">IIII", magic, n, rows, cols) + images)
-        with open(os.path.join(idx, f"{split}-labels-idx1-ubyte"), "wb") as f:
-            f.write(struct.pack(">II", 0x801, n) + labels)
-    return idx
+    return fmnist_small.make_idx(d, TRAIN_SAMPLES, n_val)
 
 
 def judge(name, out, seconds, needles, before):
@@ -83,12 +72,9 @@ def judge(name, out, seconds, needles, before):
 
 def strict(work):
     idx = make_idx(work)
-    rec = os.path.join(work, "records")
-    for split, prefix in [("train", "train"), ("t10k", "val")]:
-        if subprocess.run([HORA_MKRECORD, "--from", "idx", os.path.join(idx, f"{split}-images-idx3-ubyte"),
-                           os.path.join(idx, f"{split}-labels-idx1-ubyte"), os.path.join(rec, prefix),
-                           "--shards", "1"], stdout=subprocess.DEVNULL).returncode:
-            return ["hora-mkrecord failed"]
+    rec = fmnist_small.make_records(work, idx, HORA_MKRECORD, 1)
+    if rec is None:
+        return ["hora-mkrecord failed"]
     # One byte of a record's payload in the middle of the shard: its CRC fails
     # for whichever rank reads it, the other rank has no bad data.
     shard = glob.glob(os.path.join(rec, "train-*.hrec"))[0]
@@ -176,8 +162,8 @@ def oom(work):
 if __name__ == "__main__":
     mode, HORA_TRAIN, HORA_MKRECORD = sys.argv[1:4]
     HORA_TRAIN = os.path.abspath(HORA_TRAIN)
-    if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
-        print(f"FAIL: {FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)")
+    if not fmnist_small.available():
+        print(f"FAIL: {fmnist_small.FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)")
         sys.exit(1)
     with tempfile.TemporaryDirectory() as work:
         failures = {"strict": strict, "checkpoint": checkpoint, "oom": oom}[mode](work)
