@@ -141,7 +141,7 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
         report("hora-train: cannot open %s split of %s: %s",
-                split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
+               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
     return status;
 }
 
@@ -161,7 +161,7 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
     if (want != TR_DTYPE_F32 && r->backend->ops->compute_dtype(r->backend, want, why, sizeof(why)) != HORA_OK) {
         if (want != TR_DTYPE_F16) {
             report("hora-train: --precision %s: the %s backend cannot compute in %s: %s",
-                    tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
+                   tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
             return HORA_ERR_UNSUPPORTED;
         }
         spec->compute_dtype = TR_DTYPE_F32;
@@ -214,7 +214,7 @@ static hora_status_t resume_read(run_t *r)
                 }
                 if (found == 0 && count > 0) {
                     report("hora-train: --resume auto: none of the %d checkpoints in %s is usable", count,
-                            o->checkpoint_dir);
+                           o->checkpoint_dir);
                     found = -1;
                 } else if (found == 0) {
                     printf("hora-train: --resume auto: no checkpoint in %s yet, starting from step 0\n",
@@ -254,7 +254,7 @@ static hora_status_t resume_read(run_t *r)
         if (global % r->size) {
             if (r->rank == 0)
                 report("hora-train: --keep-global-batch: the checkpoint's global batch %" PRId64 " (%d ranks x "
-                        "%d) does not divide over %d ranks", global, r->saved.world_size, r->saved.batch, r->size);
+                       "%d) does not divide over %d ranks", global, r->saved.world_size, r->saved.batch, r->size);
             return HORA_ERR_INVALID_ARG;
         }
         r->opt.batch = (int)(global / r->size);
@@ -274,7 +274,7 @@ static hora_status_t resume_apply(run_t *r)
         char why[1024];
         if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, why, sizeof(why))) {
             report("hora-train: cannot resume from %s: it holds another model than this command line "
-                    "builds: %s", r->resume.path, why);
+                   "builds: %s", r->resume.path, why);
             ok = 0;
         } else if (tr_ckpt_apply(&r->resume, r->model) != HORA_OK) {
             report("hora-train: cannot resume from %s: loading its tensors failed", r->resume.path);
@@ -336,7 +336,7 @@ static hora_status_t setup(run_t *r)
     const struct tr_backend_ops *ops = tr_backend_find(o->backend);
     if (!ops) {
         report("hora-train: unknown or unavailable backend '%s' (built in: %s)", o->backend,
-                tr_backend_names());
+               tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose};
@@ -614,7 +614,7 @@ static hora_status_t run_training(run_t *r)
                 }
                 if (!b || b->count < 1) {
                     report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64
-                            " of %" PRIu64 " steps", r->rank, epoch, st->step_in_epoch, spe_epoch);
+                           " of %" PRIu64 " steps", r->rank, epoch, st->step_in_epoch, spe_epoch);
                     if (b)
                         tr_loader_release(r->train_loader, b);
                     return HORA_ERR_INTERNAL;
@@ -638,7 +638,7 @@ static hora_status_t run_training(run_t *r)
                 tr_loader_release(r->train_loader, b);
             if (!isfinite(loss)) {
                 report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank,
-                        loss, st->step - 1);
+                       loss, st->step - 1);
                 return HORA_ERR_INTERNAL;
             }
             loss_sum += loss;
