@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "le.h"
 
 #define HEADER_BYTES 64
 #define HEADER_CRC_OFFSET 60 /* the CRC covers bytes [0, 60) and then the table */
@@ -37,8 +38,7 @@ _Static_assert(TR_CKPT_ALIGN >= HEADER_BYTES && TR_CKPT_ALIGN % 8 == 0, "section
 
 /* ---- messages ---- */
 
-__attribute__((format(printf, 4, 5)))
-static hora_status_t fail(hora_status_t status, char *err, size_t err_bytes, const char *fmt, ...)
+hora_status_t tr_ckpt_fail(hora_status_t status, char *err, size_t err_bytes, const char *fmt, ...)
 {
     if (err && err_bytes > 0) {
         va_list ap;
@@ -48,24 +48,6 @@ static hora_status_t fail(hora_status_t status, char *err, size_t err_bytes, con
     }
     return status;
 }
-
-/* ---- little-endian encoding ---- */
-
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 
 static uint64_t align_up(uint64_t v) { return (v + TR_CKPT_ALIGN - 1) / TR_CKPT_ALIGN * TR_CKPT_ALIGN; }
 
@@ -121,19 +103,19 @@ hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sect
     if (!path)
         path = "(checkpoint)";
     if (count < 0 || count > TR_CKPT_MAX_SECTIONS || (count > 0 && !sections))
-        return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: %d sections (at most %d)", path, count,
+        return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: %d sections (at most %d)", path, count,
                     TR_CKPT_MAX_SECTIONS);
     for (int i = 0; i < count; i++) {
         if (!name_valid(sections[i].name))
-            return fail(HORA_ERR_INVALID_ARG, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes,
                         "%s: section %d: bad name (1 to %d printable characters, no spaces)", path, i,
                         TR_CKPT_NAME_BYTES - 1);
         if (!sections[i].data && sections[i].bytes > 0)
-            return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: section '%s': no data for %" PRIu64 " bytes",
+            return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: section '%s': no data for %" PRIu64 " bytes",
                         path, sections[i].name, sections[i].bytes);
         for (int j = 0; j < i; j++)
             if (strncmp(sections[i].name, sections[j].name, TR_CKPT_NAME_BYTES) == 0)
-                return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: two sections called '%s'", path,
+                return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: two sections called '%s'", path,
                             sections[i].name);
     }
 
@@ -149,30 +131,30 @@ hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sect
     uint8_t head[HEADER_BYTES + TR_CKPT_MAX_SECTIONS * ENTRY_BYTES];
     memset(head, 0, sizeof(head));
     memcpy(head, TR_CKPT_MAGIC, 8);
-    put_u32(head + 8, TR_CKPT_VERSION);
-    put_u32(head + 12, (uint32_t)count);
-    put_u64(head + 16, end); /* file_bytes */
-    put_u64(head + 24, HEADER_BYTES); /* table_offset */
-    put_u64(head + 32, table_bytes);
+    tr_le_put_u32(head + 8, TR_CKPT_VERSION);
+    tr_le_put_u32(head + 12, (uint32_t)count);
+    tr_le_put_u64(head + 16, end); /* file_bytes */
+    tr_le_put_u64(head + 24, HEADER_BYTES); /* table_offset */
+    tr_le_put_u64(head + 32, table_bytes);
     for (int i = 0; i < count; i++) {
         uint8_t *e = head + HEADER_BYTES + (size_t)i * ENTRY_BYTES;
         strncpy((char *)e, sections[i].name, TR_CKPT_NAME_BYTES); /* NUL-padded */
-        put_u64(e + 24, sections[i].offset);
-        put_u64(e + 32, sections[i].bytes);
-        put_u32(e + 40, sections[i].crc);
+        tr_le_put_u64(e + 24, sections[i].offset);
+        tr_le_put_u64(e + 32, sections[i].bytes);
+        tr_le_put_u32(e + 40, sections[i].crc);
     }
     uint32_t crc = tr_crc32c(0, head, HEADER_CRC_OFFSET);
     crc = tr_crc32c(crc, head + HEADER_BYTES, (size_t)table_bytes);
-    put_u32(head + HEADER_CRC_OFFSET, crc);
+    tr_le_put_u32(head + HEADER_CRC_OFFSET, crc);
 
     if (write_all(fd, head, HEADER_BYTES + table_bytes) != 0)
-        return fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: writing the header and section table at offset 0: %s", path,
+        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: writing the header and section table at offset 0: %s", path,
                     strerror(errno));
     uint64_t at = HEADER_BYTES + table_bytes;
     for (int i = 0; i < count; i++) {
         const tr_ckpt_section_t *s = &sections[i];
         if (write_all(fd, zeros, s->offset - at) != 0 || write_all(fd, s->data, s->bytes) != 0)
-            return fail(HORA_ERR_SYSTEM, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_SYSTEM, err, err_bytes,
                         "%s: writing section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes): %s", path, s->name,
                         s->offset, s->bytes, strerror(errno));
         at = s->offset + s->bytes;
@@ -226,27 +208,27 @@ static hora_status_t table_check(tr_ckpt_file_t *f, const uint8_t *head, uint64_
         memcpy(s->name, e, TR_CKPT_NAME_BYTES);
         size_t n = strnlen(s->name, TR_CKPT_NAME_BYTES);
         if (!name_valid(s->name) || !all_zero(e + n, TR_CKPT_NAME_BYTES - n))
-            return fail(HORA_ERR_CORRUPT, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                         "%s: section table entry %d at offset %" PRIu64 ": bad name (not a NUL-padded name of "
                         "1 to %d printable characters)", path, i, at, TR_CKPT_NAME_BYTES - 1);
-        s->offset = get_u64(e + 24);
-        s->bytes = get_u64(e + 32);
-        s->crc = get_u32(e + 40);
+        s->offset = tr_le_get_u64(e + 24);
+        s->bytes = tr_le_get_u64(e + 32);
+        s->crc = tr_le_get_u32(e + 40);
         if (!all_zero(e + 44, 20))
-            return fail(HORA_ERR_CORRUPT, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                         "%s: section '%s' (table entry at offset %" PRIu64 "): reserved bytes are not zero", path,
                         s->name, at);
         if (s->offset % TR_CKPT_ALIGN != 0 || s->offset < data_begin)
-            return fail(HORA_ERR_CORRUPT, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                         "%s: section '%s' at offset %" PRIu64 ": not a multiple of %d after the table (which ends "
                         "at %" PRIu64 ")", path, s->name, s->offset, TR_CKPT_ALIGN, data_begin);
         if (s->offset > f->file_bytes || s->bytes > f->file_bytes - s->offset)
-            return fail(HORA_ERR_CORRUPT, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                         "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes): ends past the end of the "
                         "file (%" PRIu64 " bytes)", path, s->name, s->offset, s->bytes, f->file_bytes);
         for (int j = 0; j < i; j++)
             if (strcmp(s->name, f->sections[j].name) == 0)
-                return fail(HORA_ERR_CORRUPT, err, err_bytes,
+                return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                             "%s: section '%s' (table entry at offset %" PRIu64 "): a second section of that name",
                             path, s->name, at);
         order[i] = s;
@@ -255,7 +237,7 @@ static hora_status_t table_check(tr_ckpt_file_t *f, const uint8_t *head, uint64_
     for (int i = 1; i < f->section_count; i++) {
         const tr_ckpt_section_t *a = order[i - 1], *b = order[i];
         if (a->offset + a->bytes > b->offset)
-            return fail(HORA_ERR_CORRUPT, err, err_bytes,
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                         "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes) overlaps section '%s' at offset "
                         "%" PRIu64, path, a->name, a->offset, a->bytes, b->name, b->offset);
     }
@@ -267,21 +249,21 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f, char *err, size_
     memset(f, 0, sizeof(*f));
     f->fd = -1;
     if (!path || strlen(path) >= sizeof(f->path))
-        return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "checkpoint path missing or too long");
+        return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "checkpoint path missing or too long");
     snprintf(f->path, sizeof(f->path), "%s", path);
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: cannot open: %s", path, strerror(errno));
+        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: cannot stat: %s", path, strerror(e));
+        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: not a regular file", path);
+        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, err_bytes, "%s: not a regular file", path);
     }
     uint64_t real_bytes = (uint64_t)st.st_size;
     hora_status_t status = HORA_ERR_CORRUPT;
@@ -291,26 +273,26 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f, char *err, size_
     uint64_t got = real_bytes < HEADER_BYTES ? real_bytes : HEADER_BYTES;
     int r = pread_all(fd, head, got, 0);
     if (r != 0) {
-        status = fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes, "%s: reading the header: %s", path,
+        status = tr_ckpt_fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes, "%s: reading the header: %s", path,
                       r < 0 ? strerror(errno) : "the file shrank while being read");
         goto err_close;
     }
     if (memcmp(head, TR_CKPT_MAGIC, got < 8 ? (size_t)got : 8) != 0) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: offset 0: not a hora checkpoint (no \"%s\" magic)", path,
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: offset 0: not a hora checkpoint (no \"%s\" magic)", path,
              TR_CKPT_MAGIC);
         goto err_close;
     }
     if (real_bytes < HEADER_BYTES) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: truncated: the file has %" PRIu64 " bytes, the header alone %d",
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: truncated: the file has %" PRIu64 " bytes, the header alone %d",
              path, real_bytes, HEADER_BYTES);
         goto err_close;
     }
-    f->version = get_u32(head + 8);
-    uint32_t count = get_u32(head + 12);
-    f->file_bytes = get_u64(head + 16);
-    uint64_t table_offset = get_u64(head + 24), table_bytes = get_u64(head + 32);
+    f->version = tr_le_get_u32(head + 8);
+    uint32_t count = tr_le_get_u32(head + 12);
+    f->file_bytes = tr_le_get_u64(head + 16);
+    uint64_t table_offset = tr_le_get_u64(head + 24), table_bytes = tr_le_get_u64(head + 32);
     if (f->version != TR_CKPT_VERSION) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes,
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
              "%s: header at offset 8: format version %" PRIu32 " (this build reads %u)", path, f->version,
              TR_CKPT_VERSION);
         goto err_close;
@@ -318,52 +300,52 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f, char *err, size_
     /* These fields say how much to read for the CRC, so they are checked
      * before it can be. */
     if (count > TR_CKPT_MAX_SECTIONS) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 12: %" PRIu32 " sections (at most %d)", path,
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 12: %" PRIu32 " sections (at most %d)", path,
              count, TR_CKPT_MAX_SECTIONS);
         goto err_close;
     }
     if (table_offset != HEADER_BYTES) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 24: section table at offset %" PRIu64
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 24: section table at offset %" PRIu64
              " (version 1 has it at %d)", path, table_offset, HEADER_BYTES);
         goto err_close;
     }
     if (table_bytes != (uint64_t)count * ENTRY_BYTES) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 32: section table of %" PRIu64
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 32: section table of %" PRIu64
              " bytes for %" PRIu32 " sections (%d bytes each)", path, table_bytes, count, ENTRY_BYTES);
         goto err_close;
     }
     if (real_bytes < HEADER_BYTES + table_bytes) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes,
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
              "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64 " (the section table alone "
              "ends at %" PRIu64 ")", path, real_bytes, f->file_bytes, HEADER_BYTES + table_bytes);
         goto err_close;
     }
     r = pread_all(fd, head + HEADER_BYTES, table_bytes, HEADER_BYTES);
     if (r != 0) {
-        status = fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes, "%s: reading the section table: %s",
+        status = tr_ckpt_fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes, "%s: reading the section table: %s",
                       path, r < 0 ? strerror(errno) : "the file shrank while being read");
         goto err_close;
     }
     uint32_t crc = tr_crc32c(0, head, HEADER_CRC_OFFSET);
     crc = tr_crc32c(crc, head + HEADER_BYTES, (size_t)table_bytes);
-    uint32_t stored = get_u32(head + HEADER_CRC_OFFSET);
+    uint32_t stored = tr_le_get_u32(head + HEADER_CRC_OFFSET);
     if (crc != stored) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes,
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
              "%s: header and section table at offset 0 (%" PRIu64 " bytes): CRC32C 0x%08" PRIx32
              ", stored 0x%08" PRIx32, path, HEADER_BYTES + table_bytes, crc, stored);
         goto err_close;
     }
     if (!all_zero(head + 40, 20)) {
-        fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 40: reserved bytes are not zero", path);
+        tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes, "%s: header at offset 40: reserved bytes are not zero", path);
         goto err_close;
     }
     if (f->file_bytes != real_bytes) {
         if (real_bytes < f->file_bytes)
-            fail(HORA_ERR_CORRUPT, err, err_bytes,
+            tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                  "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64, path, real_bytes,
                  f->file_bytes);
         else
-            fail(HORA_ERR_CORRUPT, err, err_bytes,
+            tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                  "%s: offset %" PRIu64 ": %" PRIu64 " bytes past the end its header gives (%" PRIu64 " bytes)", path,
                  f->file_bytes, real_bytes - f->file_bytes, f->file_bytes);
         goto err_close;
@@ -400,7 +382,7 @@ const tr_ckpt_section_t *tr_ckpt_find(const tr_ckpt_file_t *f, const char *name)
 static hora_status_t crc_mismatch(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, uint32_t crc, char *err,
                                   size_t err_bytes)
 {
-    return fail(HORA_ERR_CORRUPT, err, err_bytes,
+    return tr_ckpt_fail(HORA_ERR_CORRUPT, err, err_bytes,
                 "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes): CRC32C 0x%08" PRIx32
                 ", stored 0x%08" PRIx32, f->path, s->name, s->offset, s->bytes, crc, s->crc);
 }
@@ -408,7 +390,7 @@ static hora_status_t crc_mismatch(const tr_ckpt_file_t *f, const tr_ckpt_section
 static hora_status_t read_failed(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, int r, uint64_t at, char *err,
                                  size_t err_bytes)
 {
-    return fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes,
+    return tr_ckpt_fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes,
                 "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes): reading at offset %" PRIu64 ": %s",
                 f->path, s->name, s->offset, s->bytes, at, r < 0 ? strerror(errno) : "truncated since it was opened");
 }
@@ -417,7 +399,7 @@ hora_status_t tr_ckpt_read(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, 
                            size_t err_bytes)
 {
     if (f->fd < 0)
-        return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: not open", f->path);
+        return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: not open", f->path);
     int r = pread_all(f->fd, buf, s->bytes, s->offset);
     if (r != 0)
         return read_failed(f, s, r, s->offset, err, err_bytes);
@@ -433,7 +415,7 @@ hora_status_t tr_ckpt_read_alloc(const tr_ckpt_file_t *f, const tr_ckpt_section_
     *out = NULL;
     char *buf = malloc((size_t)s->bytes + 1);
     if (!buf)
-        return fail(HORA_ERR_NO_MEMORY, err, err_bytes, "%s: section '%s': out of memory for %" PRIu64 " bytes",
+        return tr_ckpt_fail(HORA_ERR_NO_MEMORY, err, err_bytes, "%s: section '%s': out of memory for %" PRIu64 " bytes",
                     f->path, s->name, s->bytes);
     hora_status_t status = tr_ckpt_read(f, s, buf, err, err_bytes);
     if (status != HORA_OK) {
@@ -461,7 +443,7 @@ static hora_status_t padding_check(const tr_ckpt_file_t *f, char *err, size_t er
             uint64_t n = next - at;
             int r = n <= sizeof(gap) ? pread_all(f->fd, gap, n, at) : 0;
             if (n > sizeof(gap) || r != 0 || !all_zero(gap, (size_t)n))
-                return fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes,
+                return tr_ckpt_fail(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, err, err_bytes,
                             "%s: padding at offset %" PRIu64 " (%" PRIu64 " bytes, before %s%s%s): %s", f->path, at, n,
                             i < f->section_count ? "section '" : "the end of the file",
                             i < f->section_count ? order[i]->name : "", i < f->section_count ? "'" : "",
@@ -477,10 +459,10 @@ static hora_status_t padding_check(const tr_ckpt_file_t *f, char *err, size_t er
 hora_status_t tr_ckpt_verify(const tr_ckpt_file_t *f, char *err, size_t err_bytes)
 {
     if (f->fd < 0)
-        return fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: not open", f->path);
+        return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, err_bytes, "%s: not open", f->path);
     uint8_t *buf = malloc(IO_CHUNK_BYTES);
     if (!buf)
-        return fail(HORA_ERR_NO_MEMORY, err, err_bytes, "%s: out of memory", f->path);
+        return tr_ckpt_fail(HORA_ERR_NO_MEMORY, err, err_bytes, "%s: out of memory", f->path);
     hora_status_t status = HORA_OK;
     for (int i = 0; i < f->section_count && status == HORA_OK; i++) {
         const tr_ckpt_section_t *s = &f->sections[i];

@@ -17,6 +17,11 @@
 
 #include "hora.h"
 
+/* Format a message into err (when err_bytes > 0) and return status: how
+ * every checkpoint function reports (checkpoint.c, ckpt_writer.c too). */
+__attribute__((format(printf, 4, 5)))
+hora_status_t tr_ckpt_fail(hora_status_t status, char *err, size_t err_bytes, const char *fmt, ...);
+
 #define TR_CKPT_MAGIC "HORACKPT" /* 8 bytes, no terminator in the file */
 #define TR_CKPT_VERSION 1u
 #define TR_CKPT_MAX_SECTIONS 16

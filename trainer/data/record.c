@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "crc32c.h"
+#include "le.h"
 
 struct tr_record_writer {
     FILE *file;
@@ -44,37 +45,17 @@ struct tr_record_reader {
  * one the rest of the data pipeline sets; tr_record_last_error() reads it. */
 const char *tr_record_last_error(void) { return tr_data_last_error(); }
 
-/* ---- little-endian helpers ---- */
-
-static void put_u16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *p) { return get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
-
 static void shard_header_encode(uint8_t h[TR_RECORD_SHARD_HEADER_BYTES], uint64_t count,
                                 uint64_t index_offset)
 {
     memset(h, 0, TR_RECORD_SHARD_HEADER_BYTES);
     memcpy(h, TR_RECORD_MAGIC, 8);
-    put_u32(h + 8, TR_RECORD_VERSION);
-    put_u32(h + 12, 0); /* flags, reserved */
-    put_u64(h + 16, count);
-    put_u64(h + 24, index_offset);
-    put_u32(h + 32, tr_crc32c(0, h, 32));
-    put_u32(h + 36, 0); /* padding: records start 8-byte aligned */
+    tr_le_put_u32(h + 8, TR_RECORD_VERSION);
+    tr_le_put_u32(h + 12, 0); /* flags, reserved */
+    tr_le_put_u64(h + 16, count);
+    tr_le_put_u64(h + 24, index_offset);
+    tr_le_put_u32(h + 32, tr_crc32c(0, h, 32));
+    tr_le_put_u32(h + 36, 0); /* padding: records start 8-byte aligned */
 }
 
 /* ---- writer ---- */
@@ -155,15 +136,15 @@ hora_status_t tr_record_writer_append(tr_record_writer_t *w, const tr_record_t *
     }
     uint64_t record_offset = w->offset;
     uint8_t h[TR_RECORD_HEADER_BYTES];
-    put_u64(h + 0, rec->payload_bytes);
-    put_u32(h + 8, (uint32_t)rec->label);
-    put_u16(h + 12, (uint16_t)rec->kind);
-    put_u16(h + 14, (uint16_t)rec->channels);
-    put_u32(h + 16, rec->height);
-    put_u32(h + 20, rec->width);
-    put_u32(h + 24, tr_crc32c(0, h, 24));
+    tr_le_put_u64(h + 0, rec->payload_bytes);
+    tr_le_put_u32(h + 8, (uint32_t)rec->label);
+    tr_le_put_u16(h + 12, (uint16_t)rec->kind);
+    tr_le_put_u16(h + 14, (uint16_t)rec->channels);
+    tr_le_put_u32(h + 16, rec->height);
+    tr_le_put_u32(h + 20, rec->width);
+    tr_le_put_u32(h + 24, tr_crc32c(0, h, 24));
     uint8_t trailer[TR_RECORD_TRAILER_BYTES];
-    put_u32(trailer, tr_crc32c(0, rec->payload, (size_t)rec->payload_bytes));
+    tr_le_put_u32(trailer, tr_crc32c(0, rec->payload, (size_t)rec->payload_bytes));
     hora_status_t status = writer_put(w, h, sizeof(h));
     if (status == HORA_OK)
         status = writer_put(w, rec->payload, (size_t)rec->payload_bytes);
@@ -186,12 +167,12 @@ hora_status_t tr_record_writer_close(tr_record_writer_t *w)
     for (uint64_t i = 0; i < w->count && status == HORA_OK;) {
         size_t n = 0;
         for (; n < 512 && i < w->count; n++, i++)
-            put_u64(buf + 8 * n, w->offsets[i]);
+            tr_le_put_u64(buf + 8 * n, w->offsets[i]);
         crc = tr_crc32c(crc, buf, 8 * n);
         status = writer_put(w, buf, 8 * n);
     }
     if (status == HORA_OK) {
-        put_u32(buf, crc);
+        tr_le_put_u32(buf, crc);
         status = writer_put(w, buf, 4);
     }
     if (status == HORA_OK) {
@@ -244,16 +225,16 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
         return status;
     if (memcmp(h, TR_RECORD_MAGIC, 8) != 0)
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 0, "bad magic (not a .hrec shard)");
-    if (get_u32(h + 32) != tr_crc32c(0, h, 32))
+    if (tr_le_get_u32(h + 32) != tr_crc32c(0, h, 32))
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 32, "shard header CRC mismatch");
-    if (get_u32(h + 36) != 0) /* padding is outside the CRC, so pin it */
+    if (tr_le_get_u32(h + 36) != 0) /* padding is outside the CRC, so pin it */
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 36, "nonzero header padding");
-    uint32_t version = get_u32(h + 8);
+    uint32_t version = tr_le_get_u32(h + 8);
     if (version != TR_RECORD_VERSION)
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 8, "version %u, this reader knows %u",
                                version, TR_RECORD_VERSION);
-    uint64_t count = get_u64(h + 16);
-    uint64_t index_offset = get_u64(h + 24);
+    uint64_t count = tr_le_get_u64(h + 16);
+    uint64_t index_offset = tr_le_get_u64(h + 24);
     if (index_offset == 0)
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 24,
                                "index offset 0: the writer never finished this shard");
@@ -283,7 +264,7 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
         }
         crc = tr_crc32c(crc, buf, 8 * n);
         for (size_t k = 0; k < n; k++, i++)
-            offsets[i] = get_u64(buf + 8 * k);
+            offsets[i] = tr_le_get_u64(buf + 8 * k);
     }
     uint8_t stored[4];
     status = reader_pread(r, stored, 4, index_offset + 8 * count, "the index CRC");
@@ -291,7 +272,7 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
         free(offsets);
         return status;
     }
-    if (get_u32(stored) != crc) {
+    if (tr_le_get_u32(stored) != crc) {
         free(offsets);
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, index_offset + 8 * count,
                                "index CRC mismatch");
@@ -389,10 +370,10 @@ hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_re
     hora_status_t status = reader_pread(r, h, sizeof(h), offset, "a record header");
     if (status != HORA_OK)
         return status;
-    if (get_u32(h + 24) != tr_crc32c(0, h, 24))
+    if (tr_le_get_u32(h + 24) != tr_crc32c(0, h, 24))
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset, "record %" PRIu64
                                " header CRC mismatch", index);
-    uint64_t payload_bytes = get_u64(h + 0);
+    uint64_t payload_bytes = tr_le_get_u64(h + 0);
     if (payload_bytes > TR_RECORD_MAX_PAYLOAD_BYTES ||
         payload_bytes != span - TR_RECORD_HEADER_BYTES - TR_RECORD_TRAILER_BYTES)
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset,
@@ -400,8 +381,8 @@ hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_re
                                "leaves room for %" PRIu64,
                                index, payload_bytes,
                                span - TR_RECORD_HEADER_BYTES - TR_RECORD_TRAILER_BYTES);
-    uint16_t kind = get_u16(h + 12);
-    uint32_t channels = get_u16(h + 14), height = get_u32(h + 16), width = get_u32(h + 20);
+    uint16_t kind = tr_le_get_u16(h + 12);
+    uint32_t channels = tr_le_get_u16(h + 14), height = tr_le_get_u32(h + 16), width = tr_le_get_u32(h + 20);
     if (kind != TR_PAYLOAD_KIND_RAW_U8 && kind != TR_PAYLOAD_KIND_JPEG)
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + 12,
                                "record %" PRIu64 " has unknown payload kind %u", index, kind);
@@ -409,7 +390,7 @@ hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_re
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + 16,
                                "record %" PRIu64 ": raw %ux%ux%u is not %" PRIu64 " bytes", index,
                                height, width, channels, payload_bytes);
-    rec->label = (int32_t)get_u32(h + 8);
+    rec->label = (int32_t)tr_le_get_u32(h + 8);
     rec->kind = (tr_payload_kind_t)kind;
     rec->height = height;
     rec->width = width;
@@ -441,7 +422,7 @@ hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t 
     status = reader_pread(r, stored, 4, trailer_offset, "a payload CRC");
     if (status != HORA_OK)
         return status;
-    if (get_u32(stored) != tr_crc32c(0, rec->payload, (size_t)payload_bytes))
+    if (tr_le_get_u32(stored) != tr_crc32c(0, rec->payload, (size_t)payload_bytes))
         return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + TR_RECORD_HEADER_BYTES,
                                "record %" PRIu64 " payload CRC mismatch", index);
     return HORA_OK;
