@@ -481,9 +481,6 @@ static hora_status_t save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
     }
     tr_ckpt_run_info_t info = {.arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch,
                                .steps_per_epoch = spe};
-    double stall_prev, write_prev;
-    uint64_t bytes_prev;
-    tr_ckpt_writer_times(r->ckpt, &stall_prev, &write_prev, &bytes_prev);
     char err[TR_CKPT_ERR_BYTES];
     hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info, err, sizeof(err));
     if (status != HORA_OK) {
