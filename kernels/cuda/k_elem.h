@@ -1,0 +1,587 @@
+/*
+ * k_elem.h - the per-element arithmetic of the CUDA kernels, shared with
+ * their CPU twins: every function is K_HD, so the .cu kernels (nvcc, device
+ * code) and k_twin.c (gcc, host code) run the very same lines, and what
+ * the twin computes on the CPU is what the kernel computes on the GPU.
+ *
+ * Private to kernels/cuda. Plain C (and C++ for nvcc); needs only the C
+ * library and libm. The numerics are k_cpu.h's, element for element:
+ *  - f16/bf16 <-> f32 as k_internal.h converts (round to nearest even,
+ *    NaN stays NaN with its top payload bits and the quiet bit, overflow
+ *    -> inf), written here with fewer operations (see the functions);
+ *  - reductions fold in an accumulator per dtype (fp32 for f32/f16/bf16,
+ *    fp64, wrapping integers), then divide (fp32 by (float)divisor, fp64,
+ *    or C's truncating integer division by a multiply, as k_div does), then
+ *    narrow once;
+ *  - k_scale's rounding and saturation, k_cast's one rounding.
+ * Each op is one IEEE operation in the default rounding mode: the twin is
+ * built with -ffp-contract=off and the kernels with -fmad=false, and
+ * neither with fast-math, so no FMA contraction or flushing changes a bit.
+ *
+ * Elements travel as raw bits in a uint64_t (the low 8, 16, 32 or 64 bits,
+ * by the dtype's size), so the kernels can take them straight out of
+ * vector loads and the twin straight out of memcpy.
+ */
+#ifndef K_ELEM_H
+#define K_ELEM_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "k_cpu.h"
+
+#ifdef __CUDACC__
+#define K_HD __host__ __device__ static inline
+#else
+#define K_HD static inline
+#endif
+
+/* ---- bit casts ------------------------------------------------------------ */
+
+K_HD uint32_t k_elem_f32_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(x);
+#else
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof(bits));
+    return bits;
+#endif
+}
+
+K_HD float k_elem_f32_from_bits(uint32_t bits)
+{
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(bits);
+#else
+    float x;
+    memcpy(&x, &bits, sizeof(x));
+    return x;
+#endif
+}
+
+K_HD uint64_t k_elem_f64_bits(double x)
+{
+#ifdef __CUDA_ARCH__
+    return (uint64_t)__double_as_longlong(x);
+#else
+    uint64_t bits;
+    memcpy(&bits, &x, sizeof(bits));
+    return bits;
+#endif
+}
+
+K_HD double k_elem_f64_from_bits(uint64_t bits)
+{
+#ifdef __CUDA_ARCH__
+    return __longlong_as_double((long long)bits);
+#else
+    double x;
+    memcpy(&x, &bits, sizeof(x));
+    return x;
+#endif
+}
+
+/* High 64 bits of a * b. */
+K_HD uint64_t k_elem_mulhi_u64(uint64_t a, uint64_t b)
+{
+#ifdef __CUDA_ARCH__
+    return __umul64hi(a, b);
+#elif defined(__SIZEOF_INT128__)
+    __extension__ typedef unsigned __int128 k_elem_u128_t;
+    return (uint64_t)(((k_elem_u128_t)a * b) >> 64);
+#else
+    uint64_t a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
+    uint64_t lo_lo = a_lo * b_lo, hi_lo = a_hi * b_lo, lo_hi = a_lo * b_hi, hi_hi = a_hi * b_hi;
+    uint64_t mid = (lo_lo >> 32) + (hi_lo & 0xFFFFFFFFu) + lo_hi;
+    return hi_hi + (hi_lo >> 32) + (mid >> 32);
+#endif
+}
+
+/* Number of significant bits of x > 0 (64 - leading zeros). */
+K_HD int k_elem_bit_width_u64(uint64_t x)
+{
+#ifdef __CUDA_ARCH__
+    return 64 - __clzll((long long)x);
+#else
+    return 64 - __builtin_clzll(x);
+#endif
+}
+
+K_HD int k_elem_isnan_f32(float x) { return x != x; }
+K_HD int k_elem_isnan_f64(double x) { return x != x; }
+
+/* ---- f16 / bf16 <-> f32 --------------------------------------------------- */
+
+/* f16 -> f32, exact. Normals rebias the exponent (+112 << 23 on the
+ * shifted bits), subnormals are mant * 2^-24 computed in fp32 (exact, and
+ * no subnormal operand, so a flush-to-zero mode could not change it),
+ * inf/NaN keep their payload and get the quiet bit (what vcvtph2ps does). */
+K_HD float k_elem_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7FFFu; /* exponent and mantissa */
+    uint32_t mant = em & 0x3FFu;
+    uint32_t bits;
+    if (em >= 0x7C00u)
+        bits = 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0u);
+    else if (em >= 0x0400u)
+        bits = (em << 13) + 0x38000000u;
+    else
+        bits = k_elem_f32_bits((float)mant * 0x1p-24f);
+    return k_elem_f32_from_bits(sign | bits);
+}
+
+/* f32 -> f16, round to nearest even. NaN keeps its top payload bits and
+ * is made quiet (vcvtps2ph); from 65520 (max + half an ulp, a tie that
+ * goes to even) on, inf. Normals: rebias and round by adding just under
+ * half an ulp plus the kept lsb (a carry correctly bumps the exponent).
+ * Results below the smallest normal: |x| + 0.5f rounds |x| to a multiple of
+ * 2^-24 (the ulp of 0.5f, which is the subnormal f16 ulp) to nearest even
+ * in one IEEE addition, and the bits above 0.5f's are the f16 mantissa
+ * (0x400, the smallest normal, when it rounds up); an f32 subnormal input
+ * rounds to 0 either way, so flushing it could not change the result. */
+K_HD uint16_t k_elem_f32_to_f16(float x)
+{
+    uint32_t bits = k_elem_f32_bits(x);
+    uint32_t sign = (bits >> 16) & 0x8000u;
+    uint32_t mag = bits & 0x7FFFFFFFu;
+    uint32_t out;
+    if (mag > 0x7F800000u)
+        out = 0x7E00u | ((mag >> 13) & 0x3FFu);
+    else if (mag >= 0x477FF000u)
+        out = 0x7C00u;
+    else if (mag >= 0x38800000u)
+        out = (mag + 0xC8000FFFu + ((mag >> 13) & 1u)) >> 13;
+    else
+        out = k_elem_f32_bits(k_elem_f32_from_bits(mag) + 0.5f) - 0x3F000000u;
+    return (uint16_t)(sign | out);
+}
+
+K_HD float k_elem_bf16_to_f32(uint16_t h) { return k_elem_f32_from_bits((uint32_t)h << 16); }
+
+/* f32 -> bf16, round to nearest even on the dropped 16 bits (cannot wrap:
+ * the largest non-NaN pattern plus 0x8000 stays below 2^32); NaN is
+ * truncated and made quiet. Subnormals round like any other value. */
+K_HD uint16_t k_elem_f32_to_bf16(float x)
+{
+    uint32_t bits = k_elem_f32_bits(x);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+        return (uint16_t)((bits >> 16) | 0x40u);
+    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+/* ---- float MIN/MAX: a if a is NaN, else b if b is NaN (the comparison is
+ * false), else the smaller / larger, b on ties: k_internal.h's rule, so the
+ * first NaN in source order wins, with its bits. -------------------------- */
+
+K_HD float k_elem_min_f32(float a, float b) { return a != a ? a : (a < b ? a : b); }
+K_HD float k_elem_max_f32(float a, float b) { return a != a ? a : (a > b ? a : b); }
+K_HD double k_elem_min_f64(double a, double b) { return a != a ? a : (a < b ? a : b); }
+K_HD double k_elem_max_f64(double a, double b) { return a != a ? a : (a > b ? a : b); }
+
+/* ---- float -> integer: round to nearest (ties to even), saturate ---------- */
+
+/* Independent of the rounding mode: floor and the subtraction are exact.
+ * lo is an integer, so it is odd exactly when lo / 2 is not an integer
+ * (lo * 0.5 is exact). Infinities come back as they are (frac is NaN). */
+K_HD double k_elem_round_half_even(double x)
+{
+    double lo = floor(x);
+    double frac = x - lo;
+    if (frac > 0.5 || (frac == 0.5 && floor(lo * 0.5) != lo * 0.5))
+        return lo + 1.0;
+    return lo;
+}
+
+/* NaN -> 0; the bounds are powers of two, so the comparisons are exact and
+ * the final conversion is in range. */
+K_HD int64_t k_elem_sat_i64(double x)
+{
+    if (x != x)
+        return 0;
+    x = k_elem_round_half_even(x);
+    if (x >= 0x1p63)
+        return INT64_MAX;
+    if (x < -0x1p63)
+        return INT64_MIN;
+    return (int64_t)x;
+}
+
+K_HD int32_t k_elem_sat_i32(double x)
+{
+    if (x != x)
+        return 0;
+    x = k_elem_round_half_even(x);
+    if (x >= 0x1p31)
+        return INT32_MAX;
+    if (x < -0x1p31)
+        return INT32_MIN;
+    return (int32_t)x;
+}
+
+K_HD uint8_t k_elem_sat_u8(double x)
+{
+    if (x != x)
+        return 0;
+    x = k_elem_round_half_even(x);
+    if (x >= 255.0)
+        return 255;
+    if (x <= 0.0)
+        return 0;
+    return (uint8_t)x;
+}
+
+/* ---- division (k_div's, for the divisor of k_reduce_n) -----------------------
+ *
+ * Integers divide by a multiply with a precomputed reciprocal (Granlund &
+ * Montgomery; the argument is in kernels/cpu/k_internal.h): exactly C's
+ * truncating division, without a 64-bit divide per element (dozens of
+ * instructions on a GPU). k_elem_div_init runs on the host, once per call.
+ */
+typedef struct {
+    int divide;         /* divisor > 1 */
+    float f32;          /* (float)divisor: f32, f16, bf16 divide in fp32 */
+    double f64;         /* (double)divisor: f64 */
+    uint32_t i32_magic; /* |x| / d = (|x| * i32_magic) >> i32_shift; 0 and 0 */
+    uint32_t i32_shift; /*   when d >= 2^32 (every quotient is 0) */
+    uint64_t i64_magic; /* |x| / d = mulhi(|x|, i64_magic) >> i64_shift */
+    uint32_t i64_shift; /*   (the shift past the high word) */
+    uint32_t u8_magic;  /* x / d = (x * u8_magic) >> 16; 0 when d >= 256 */
+} k_elem_div_t;
+
+/* Smallest L with 2^L >= d (d >= 1). */
+static inline uint32_t k_elem_ceil_log2(uint64_t d)
+{
+    uint32_t log = 0;
+    while (log < 64 && ((uint64_t)1 << log) < d)
+        log++;
+    return log;
+}
+
+/* The operands for divisor >= 1 (1: no division). Host only. */
+static inline k_elem_div_t k_elem_div_init(int64_t divisor)
+{
+    k_elem_div_t div;
+    memset(&div, 0, sizeof(div));
+    div.divide = divisor > 1;
+    div.f32 = (float)divisor;
+    div.f64 = (double)divisor;
+    if (!div.divide)
+        return div;
+    uint64_t d = (uint64_t)divisor;
+    uint32_t log = k_elem_ceil_log2(d); /* 1 .. 63 */
+    /* i32: |x| <= 2^31, shift 31 + L, magic = ceil(2^shift / d) < 2^32. */
+    if (d <= UINT32_MAX) {
+        uint32_t shift = 31 + log;
+        div.i32_magic = (uint32_t)((((uint64_t)1 << shift) + d - 1) / d);
+        div.i32_shift = shift;
+    }
+    /* i64: |x| <= 2^63, shift s = 63 + L (64 .. 126), magic =
+     * floor((2^s - 1) / d) + 1 < 2^64, by long division of s one bits (the
+     * remainder stays below d < 2^63, so 2r + 1 fits). */
+    uint32_t shift = 63 + log;
+    uint64_t q = 0, r = 0;
+    for (uint32_t bit = 0; bit < shift; bit++) {
+        r = 2 * r + 1;
+        q <<= 1;
+        if (r >= d) {
+            r -= d;
+            q |= 1;
+        }
+    }
+    div.i64_magic = q + 1;
+    div.i64_shift = shift - 64;
+    /* u8: x * e < 2^16 for every d <= 255: shift 16, magic ceil(2^16 / d). */
+    div.u8_magic = d >= 256 ? 0u : (uint32_t)((65536 + d - 1) / d);
+    return div;
+}
+
+/* Branch-free sign handling: sign = all ones for x < 0; (v ^ sign) - sign
+ * is |v| in unsigned arithmetic, and q ^ sign, + 1, puts the sign back. */
+K_HD int32_t k_elem_div_i32(int32_t x, uint32_t magic, uint32_t shift)
+{
+    uint32_t sign = 0u - (uint32_t)(x < 0);
+    uint32_t n = ((uint32_t)x ^ sign) - sign;
+    uint32_t q = (uint32_t)(((uint64_t)n * magic) >> shift);
+    return (int32_t)(q ^ sign) + (int32_t)(sign & 1u);
+}
+
+K_HD int64_t k_elem_div_i64(int64_t x, uint64_t magic, uint32_t shift)
+{
+    uint64_t sign = 0u - (uint64_t)(x < 0);
+    uint64_t n = ((uint64_t)x ^ sign) - sign;
+    uint64_t q = k_elem_mulhi_u64(n, magic) >> shift;
+    return (int64_t)(q ^ sign) + (int64_t)(sign & 1u);
+}
+
+/* ---- reductions, per dtype -----------------------------------------------------
+ *
+ * k_elem_<t>_load(raw) gives an element's accumulator value,
+ * k_elem_<t>_combine(acc, x, op) folds the next source in (op a k_op_t;
+ * the kernels pass it as a constant, so the switch disappears), and
+ * k_elem_<t>_finish(acc, div) divides and narrows to raw bits. An element
+ * of a reduce is
+ *   acc = load(src_0); acc = combine(acc, load(src_j), op) for j = 1..n-1;
+ *   out = finish(acc, div)
+ * in the kernel and in the twin alike.
+ */
+
+K_HD float k_elem_combine_f32(float a, float b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return a + b;
+    case K_OP_MIN: return k_elem_min_f32(a, b);
+    case K_OP_MAX: return k_elem_max_f32(a, b);
+    default: return a * b;
+    }
+}
+
+K_HD double k_elem_combine_f64(double a, double b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return a + b;
+    case K_OP_MIN: return k_elem_min_f64(a, b);
+    case K_OP_MAX: return k_elem_max_f64(a, b);
+    default: return a * b;
+    }
+}
+
+/* Wrapping SUM/PROD in the unsigned type (no signed overflow). */
+K_HD int32_t k_elem_combine_i32(int32_t a, int32_t b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return (int32_t)((uint32_t)a + (uint32_t)b);
+    case K_OP_MIN: return a < b ? a : b;
+    case K_OP_MAX: return a > b ? a : b;
+    default: return (int32_t)((uint32_t)a * (uint32_t)b);
+    }
+}
+
+K_HD int64_t k_elem_combine_i64(int64_t a, int64_t b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case K_OP_MIN: return a < b ? a : b;
+    case K_OP_MAX: return a > b ? a : b;
+    default: return (int64_t)((uint64_t)a * (uint64_t)b);
+    }
+}
+
+/* u8 values in a uint32_t, wrapped to 8 bits at every step as k_reduce's
+ * uint8_t stores do. */
+K_HD uint32_t k_elem_combine_u8(uint32_t a, uint32_t b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return (a + b) & 0xFFu;
+    case K_OP_MIN: return a < b ? a : b;
+    case K_OP_MAX: return a > b ? a : b;
+    default: return (a * b) & 0xFFu;
+    }
+}
+
+/* The combine of each dtype (f16 and bf16 fold in fp32). */
+K_HD float k_elem_f32_combine(float a, float b, int op) { return k_elem_combine_f32(a, b, op); }
+K_HD float k_elem_f16_combine(float a, float b, int op) { return k_elem_combine_f32(a, b, op); }
+K_HD float k_elem_bf16_combine(float a, float b, int op) { return k_elem_combine_f32(a, b, op); }
+K_HD double k_elem_f64_combine(double a, double b, int op) { return k_elem_combine_f64(a, b, op); }
+K_HD int32_t k_elem_i32_combine(int32_t a, int32_t b, int op) { return k_elem_combine_i32(a, b, op); }
+K_HD int64_t k_elem_i64_combine(int64_t a, int64_t b, int op) { return k_elem_combine_i64(a, b, op); }
+K_HD uint32_t k_elem_u8_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u8(a, b, op); }
+
+K_HD float k_elem_f32_load(uint64_t raw) { return k_elem_f32_from_bits((uint32_t)raw); }
+K_HD float k_elem_f16_load(uint64_t raw) { return k_elem_f16_to_f32((uint16_t)raw); }
+K_HD float k_elem_bf16_load(uint64_t raw) { return k_elem_bf16_to_f32((uint16_t)raw); }
+K_HD double k_elem_f64_load(uint64_t raw) { return k_elem_f64_from_bits(raw); }
+K_HD int32_t k_elem_i32_load(uint64_t raw) { return (int32_t)(uint32_t)raw; }
+K_HD int64_t k_elem_i64_load(uint64_t raw) { return (int64_t)raw; }
+K_HD uint32_t k_elem_u8_load(uint64_t raw) { return (uint32_t)(raw & 0xFFu); }
+
+K_HD uint64_t k_elem_f32_finish(float acc, k_elem_div_t div)
+{
+    return k_elem_f32_bits(div.divide ? acc / div.f32 : acc);
+}
+
+K_HD uint64_t k_elem_f16_finish(float acc, k_elem_div_t div)
+{
+    return k_elem_f32_to_f16(div.divide ? acc / div.f32 : acc);
+}
+
+K_HD uint64_t k_elem_bf16_finish(float acc, k_elem_div_t div)
+{
+    return k_elem_f32_to_bf16(div.divide ? acc / div.f32 : acc);
+}
+
+K_HD uint64_t k_elem_f64_finish(double acc, k_elem_div_t div)
+{
+    return k_elem_f64_bits(div.divide ? acc / div.f64 : acc);
+}
+
+K_HD uint64_t k_elem_i32_finish(int32_t acc, k_elem_div_t div)
+{
+    return (uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
+}
+
+K_HD uint64_t k_elem_i64_finish(int64_t acc, k_elem_div_t div)
+{
+    return (uint64_t)(div.divide ? k_elem_div_i64(acc, div.i64_magic, div.i64_shift) : acc);
+}
+
+K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div)
+{
+    return div.divide ? (acc * div.u8_magic) >> 16 : acc;
+}
+
+/* ---- k_scale, per dtype: raw bits in, raw bits out --------------------------
+ * f32: the float factor (float)factor; f64 and the integers: the double. */
+
+K_HD uint64_t k_elem_f32_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f64;
+    return k_elem_f32_bits(k_elem_f32_load(raw) * f32);
+}
+
+K_HD uint64_t k_elem_f16_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f64;
+    return k_elem_f32_to_f16(k_elem_f16_load(raw) * f32);
+}
+
+K_HD uint64_t k_elem_bf16_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f64;
+    return k_elem_f32_to_bf16(k_elem_bf16_load(raw) * f32);
+}
+
+K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return k_elem_f64_bits(k_elem_f64_load(raw) * f64);
+}
+
+K_HD uint64_t k_elem_i32_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return (uint32_t)k_elem_sat_i32((double)k_elem_i32_load(raw) * f64);
+}
+
+K_HD uint64_t k_elem_i64_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return (uint64_t)k_elem_sat_i64((double)k_elem_i64_load(raw) * f64);
+}
+
+K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return k_elem_sat_u8((double)k_elem_u8_load(raw) * f64);
+}
+
+/* ---- k_cast ------------------------------------------------------------------
+ *
+ * One rounding per element, as k_cast.c: floats no wider than f32 convert
+ * through f32 (exact widening, one narrowing); anything with an f64 source
+ * goes through double, integers through int64. Narrowing a double or an
+ * int64 to f16/bf16 first narrows to fp32 with round-to-odd (truncate, set
+ * the lsb if anything was dropped), which keeps the following
+ * round-to-nearest-even correct (k_cast.c explains why).
+ */
+
+K_HD int k_elem_dtype_is_float(int dtype)
+{
+    return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16 || dtype == K_DTYPE_F64;
+}
+
+/* double -> fp32, round to odd; overflow gives FLT_MAX (odd), which still
+ * rounds to inf in f16 and bf16. */
+K_HD float k_elem_f64_to_f32_round_odd(double x)
+{
+    float f = (float)x;
+    if (x != x || (double)f == x)
+        return f;
+    uint32_t bits = k_elem_f32_bits(f);
+    if (fabs((double)f) > fabs(x))
+        bits -= 1; /* rounded away from zero: step back to the truncation */
+    return k_elem_f32_from_bits(bits | 1u);
+}
+
+/* int64 -> fp32, round to odd: the top 24 significant bits, OR a sticky
+ * bit for everything shifted out, times 2^shift (exact). */
+K_HD float k_elem_i64_to_f32_round_odd(int64_t v)
+{
+    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    if (mag < ((uint64_t)1 << 24))
+        return (float)v;
+    int shift = k_elem_bit_width_u64(mag) - 24; /* 1 .. 40 */
+    uint64_t kept = mag >> shift;
+    if (mag & (((uint64_t)1 << shift) - 1))
+        kept |= 1;
+    float f = (float)kept * k_elem_f32_from_bits((uint32_t)(127 + shift) << 23);
+    return v < 0 ? -f : f;
+}
+
+/* Raw bits of a float dtype no wider than f32, widened to f32 (exact). */
+K_HD float k_elem_to_f32(uint64_t raw, int dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_F16: return k_elem_f16_to_f32((uint16_t)raw);
+    case K_DTYPE_BF16: return k_elem_bf16_to_f32((uint16_t)raw);
+    default: return k_elem_f32_from_bits((uint32_t)raw);
+    }
+}
+
+K_HD uint64_t k_elem_from_f32(float x, int dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_F16: return k_elem_f32_to_f16(x);
+    case K_DTYPE_BF16: return k_elem_f32_to_bf16(x);
+    default: return k_elem_f32_bits(x);
+    }
+}
+
+K_HD uint64_t k_elem_from_f64(double x, int dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_F32: return k_elem_f32_bits((float)x);
+    case K_DTYPE_F16: return k_elem_f32_to_f16(k_elem_f64_to_f32_round_odd(x));
+    case K_DTYPE_BF16: return k_elem_f32_to_bf16(k_elem_f64_to_f32_round_odd(x));
+    case K_DTYPE_F64: return k_elem_f64_bits(x);
+    case K_DTYPE_I32: return (uint32_t)k_elem_sat_i32(x);
+    case K_DTYPE_I64: return (uint64_t)k_elem_sat_i64(x);
+    default: return k_elem_sat_u8(x);
+    }
+}
+
+K_HD uint64_t k_elem_from_i64(int64_t v, int dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_F32: return k_elem_f32_bits((float)v);
+    case K_DTYPE_F16: return k_elem_f32_to_f16(k_elem_i64_to_f32_round_odd(v));
+    case K_DTYPE_BF16: return k_elem_f32_to_bf16(k_elem_i64_to_f32_round_odd(v));
+    case K_DTYPE_F64: return k_elem_f64_bits((double)v);
+    case K_DTYPE_I32: return (uint32_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v);
+    case K_DTYPE_I64: return (uint64_t)v;
+    default: return v > 255 ? 255u : v < 0 ? 0u : (uint64_t)v;
+    }
+}
+
+/* One element of k_cast from src_dtype to dst_dtype (different dtypes;
+ * equal ones are a byte copy, done by the callers). */
+K_HD uint64_t k_elem_cast(uint64_t raw, int src_dtype, int dst_dtype)
+{
+    if (src_dtype == K_DTYPE_F64)
+        return k_elem_from_f64(k_elem_f64_from_bits(raw), dst_dtype);
+    if (k_elem_dtype_is_float(src_dtype)) {
+        float x = k_elem_to_f32(raw, src_dtype);
+        if (dst_dtype == K_DTYPE_F32 || dst_dtype == K_DTYPE_F16 || dst_dtype == K_DTYPE_BF16)
+            return k_elem_from_f32(x, dst_dtype);
+        return k_elem_from_f64((double)x, dst_dtype);
+    }
+    int64_t v = src_dtype == K_DTYPE_I32 ? (int64_t)(int32_t)(uint32_t)raw
+                : src_dtype == K_DTYPE_U8 ? (int64_t)(raw & 0xFFu)
+                                          : (int64_t)raw;
+    return k_elem_from_i64(v, dst_dtype);
+}
+
+#endif /* K_ELEM_H */
