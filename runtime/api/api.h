@@ -9,6 +9,7 @@
 #include "base/config.h"
 #include "coll/coll.h"
 #include "coord/coord.h"
+#include "mem/mem_dev.h"
 #include "mem/mem_pool.h"
 #include "mem/topo.h"
 
@@ -19,6 +20,7 @@ struct hora_rt {
     struct config cfg;
     struct topo topo;
     struct mem_pool pool;
+    struct mem_dev dev;   /* the device and its pool (dev.device < 0: no device support) */
     struct coll_ctx coll; /* the transports and the collectives' state */
     struct coord *coord;  /* the coordinator thread; NULL outside init .. shutdown */
     /* The runtime ended without the peers (hora_abort here, or a shutdown

@@ -16,6 +16,33 @@ static hora_status_t api_async_check(const char *what, const char *name, hora_dt
     return HORA_OK;
 }
 
+/* The buffers are where opts says (refused here rather than dereferenced
+ * in the wrong place later), on the runtime's device. */
+static hora_status_t api_async_check_memory(const char *what, const char *name, const hora_opts_t *opts,
+                                            const void *send, const void *recv)
+{
+    const struct mem_dev *dev = &hora_rt.dev;
+    const void *bufs[2] = {send, recv};
+    if (opts->memory == HORA_MEMORY_CUDA) {
+        if (!mem_dev_on(dev))
+            return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): device (CUDA) memory is not supported here: %s",
+                               what, name, dev->why_none);
+        if (opts->device >= 0 && opts->device != dev->device)
+            return status_fail(HORA_ERR_INVALID_ARG,
+                               "%s('%s'): the buffers are on CUDA device %d, the runtime uses device %d (the one "
+                               "current when hora_init ran)",
+                               what, name, opts->device, dev->device);
+    }
+    if (!mem_dev_on(dev)) return HORA_OK;
+    for (int i = 0; i < 2; i++)
+        if (bufs[i] && mem_dev_kind_of(dev, bufs[i]) != opts->memory)
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): %s %p is %s memory but the request says %s", what,
+                               name, i ? "recv" : "send", bufs[i],
+                               opts->memory == HORA_MEMORY_CUDA ? "host" : "device (CUDA)",
+                               opts->memory == HORA_MEMORY_CUDA ? "HORA_MEMORY_CUDA" : "HORA_MEMORY_HOST");
+    return HORA_OK;
+}
+
 /* A request from the common arguments; shape from opts or 1-D. */
 static hora_status_t api_async_new(const char *what, const char *name, uint32_t kind, const void *send, void *recv,
                                    size_t count, hora_dtype_t dtype, hora_op_t op, int root, const hora_opts_t *opts,
@@ -30,12 +57,7 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
                            HORA_MAX_DIMS);
     if ((unsigned)opts->compression > HORA_COMPRESSION_BF16 || (unsigned)opts->memory >= HORA_MEMORY_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid compression or memory kind", what, name);
-    /* Refused here rather than dereferenced on the host later. */
-    if (opts->memory != HORA_MEMORY_HOST)
-        return status_fail(HORA_ERR_UNSUPPORTED,
-                           "%s('%s'): device (CUDA) memory is not supported yet: this build of hora moves host "
-                           "memory only",
-                           what, name);
+    HORA_CHECK(api_async_check_memory(what, name, opts, send, recv));
     if (opts->compression != HORA_COMPRESSION_NONE && dtype != HORA_DTYPE_F32)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s",
                            what, name, hora_dtype_name(dtype));
@@ -75,6 +97,22 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     req->recv = recv;
     req->cache_id = -1;
     req->join_last = -1;
+    req->flag_slot = -1;
+    if (opts->memory == HORA_MEMORY_CUDA) {
+        /* When the data is ready: the caller's event, or one recorded now on
+         * its stream (the coordinator waits for it before the collective). */
+        req->ready_event = opts->ready_event;
+        if (!req->ready_event) {
+            hora_status_t status = mem_dev_event_record(&hora_rt.dev, opts->stream, &req->ready_event);
+            if (status < 0) {
+                free(req->name);
+                free(req);
+                return status;
+            }
+            req->owns_event = 1;
+        }
+        req->flag_slot = mem_dev_flag_take(&hora_rt.dev, &req->flag_value);
+    }
     *out = req;
     return HORA_OK;
 }
@@ -85,8 +123,10 @@ static void api_async_free(struct hora_request *req)
     free(req->name);
     free(req->group);
     free(req->error);
-    free(req->result);
+    coord_free_result((hora_memory_t)req->meta.memory, req->result);
     free(req->rank_counts);
+    if (req->owns_event) mem_dev_event_destroy(req->ready_event);
+    if (req->flag_slot >= 0) mem_dev_flag_give(&hora_rt.dev, req->flag_slot);
     free(req);
 }
 
@@ -191,6 +231,22 @@ hora_status_t hora_join(int *last_rank)
     if (status < 0) status_set(status, "%s", req->error ? req->error : hora_status_string(status));
     api_async_free(req);
     return status;
+}
+
+hora_status_t hora_stream_wait(hora_request_t req, void *stream)
+{
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_stream_wait: req is NULL");
+    if (!mem_dev_on(&hora_rt.dev))
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "hora_stream_wait('%s'): device (CUDA) memory is not supported here: %s", req->name,
+                           hora_rt.dev.why_none);
+    /* On the device where it can (the flag is set at completion, also of a
+     * failure), else here. */
+    if (req->flag_slot >= 0 &&
+        mem_dev_flag_stream_wait(&hora_rt.dev, stream, req->flag_slot, req->flag_value) == HORA_OK)
+        return HORA_OK;
+    hora_status_t status = hora_wait(req);
+    return status < 0 ? status : HORA_OK;
 }
 
 hora_status_t hora_wait(hora_request_t req)

@@ -106,16 +106,22 @@ hora_status_t hora_init(void)
     if (status < 0) goto err_free_topo;
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
-    status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool);
+    /* Device support: every rank with a GPU, or none (mem_dev.h). */
+    status = mem_dev_init(&hora_rt.dev, &hora_rt.topo, hora_rt.world, hora_rt.cfg.cuda_pool_bytes, hora_rt.cfg.cuda);
     if (status < 0) goto err_free_pool;
+    status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool, &hora_rt.dev);
+    if (status < 0) goto err_free_dev;
     /* Nobody may run a collective before every rank's control block is ready. */
     err = MPI_Barrier(hora_rt.world);
     if (err != MPI_SUCCESS) {
         status = status_mpi(err, "MPI_Barrier(init)");
         goto err_close;
     }
-    const struct coord_env coord_env = {
-        .world = hora_rt.world, .cfg = &hora_rt.cfg, .coll = &hora_rt.coll, .pool = &hora_rt.pool};
+    const struct coord_env coord_env = {.world = hora_rt.world,
+                                        .cfg = &hora_rt.cfg,
+                                        .coll = &hora_rt.coll,
+                                        .pool = &hora_rt.pool,
+                                        .dev = &hora_rt.dev};
     status = coord_start(&coord_env, &hora_rt.coord);
     if (status < 0) goto err_close;
     hora_rt.initialized = 1;
@@ -126,6 +132,8 @@ hora_status_t hora_init(void)
 
 err_close:
     coll_close(&hora_rt.coll);
+err_free_dev:
+    mem_dev_free(&hora_rt.dev);
 err_free_pool:
     mem_pool_free(&hora_rt.pool);
 err_free_topo:
@@ -179,6 +187,7 @@ hora_status_t hora_shutdown(void)
         hora_rt.aborted = 1; /* MPI_Finalize would wait for them */
     }
     coll_close(&hora_rt.coll);
+    mem_dev_free(&hora_rt.dev);
     mem_pool_free(&hora_rt.pool);
     topo_free(&hora_rt.topo);
     if (status == HORA_OK) MPI_Comm_free(&hora_rt.world);
@@ -234,19 +243,37 @@ hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
     return mem_pool_alloc(&hora_rt.pool, bytes, what, ptr);
 }
 
+hora_status_t hora_mem_alloc_device(size_t bytes, void **ptr)
+{
+    if (!hora_rt.initialized)
+        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_alloc_device called before hora_init");
+    if (!ptr) return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_alloc_device: ptr is NULL");
+    char what[64];
+    snprintf(what, sizeof(what), "hora_mem_alloc_device(%zu)", bytes);
+    return mem_dev_alloc(&hora_rt.dev, bytes, what, ptr);
+}
+
 hora_status_t hora_mem_free(void *ptr)
 {
+    uint64_t off;
     if (!ptr) return HORA_OK;
     if (!hora_rt.initialized)
         return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_free called outside hora_init .. hora_shutdown");
+    if (mem_dev_offset(&hora_rt.dev, ptr, 1, &off)) {
+        if (mem_dev_release(&hora_rt.dev, ptr) == HORA_OK) return HORA_OK;
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_free(%p): not a block from hora_mem_alloc_device", ptr);
+    }
     return mem_pool_release(&hora_rt.pool, ptr);
 }
 
 int hora_mem_is_shared(const void *ptr)
 {
     uint64_t off;
-    return hora_rt.initialized && mem_pool_offset(&hora_rt.pool, ptr, 1, &off);
+    return hora_rt.initialized &&
+           (mem_pool_offset(&hora_rt.pool, ptr, 1, &off) || mem_dev_offset(&hora_rt.dev, ptr, 1, &off));
 }
+
+int hora_cuda_device(void) { return hora_rt.initialized ? hora_rt.dev.device : -1; }
 
 void hora_config_print(FILE *out)
 {

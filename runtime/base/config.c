@@ -37,6 +37,18 @@ const struct config_entry config_table[] = {
      "never use the UCX transport (tagged messages over UCP; any peer, any host)"},
     {"HORA_DISABLE_MPI", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_mpi),
      "never use the MPI point-to-point transport (fallback)"},
+    {"HORA_DISABLE_CUDAIPC", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_cudaipc),
+     "never use the CUDA IPC transport (device buffers of one host then travel through host memory)"},
+    {"HORA_CUDA", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(cuda),
+     "device (CUDA) memory support: auto (when every rank has a GPU), 0 (never touch CUDA), 1 (an error "
+     "at init when a rank has none)"},
+    {"HORA_CUDA_POOL_BYTES", CONFIG_TYPE_SIZE, "512M", 2.0 * 1024 * 1024, 16384 * GiB, NULL,
+     CONFIG_FIELD(cuda_pool_bytes),
+     "device memory allocated per rank at init for hora_mem_alloc_device, the device fusion buffer and "
+     "staging; the ranks of a host open each other's pools (CUDA IPC)"},
+    {"HORA_CUDA_STAGE_BYTES", CONFIG_TYPE_SIZE, "4M", 64.0 * 1024, 1 * GiB, NULL, CONFIG_FIELD(cuda_stage_bytes),
+     "chunk in which device data crosses to a host-memory transport (ucx, mpi): copying chunk k+1 "
+     "overlaps the collective on chunk k"},
     {"HORA_SHM_POOL_BYTES", CONFIG_TYPE_SIZE, "64G", 16.0 * 1024 * 1024, 16384 * GiB, NULL,
      CONFIG_FIELD(shm_pool_bytes),
      "address space reserved per rank for hora_mem_alloc and staging; pages are "

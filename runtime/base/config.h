@@ -17,6 +17,10 @@ struct config {
     bool disable_shm;       /* HORA_DISABLE_SHM */
     bool disable_ucx;       /* HORA_DISABLE_UCX */
     bool disable_mpi;       /* HORA_DISABLE_MPI */
+    bool disable_cudaipc;   /* HORA_DISABLE_CUDAIPC */
+    int cuda;               /* HORA_CUDA: 0 auto, 1 off, 2 on */
+    size_t cuda_pool_bytes; /* HORA_CUDA_POOL_BYTES: each rank's device pool */
+    size_t cuda_stage_bytes; /* HORA_CUDA_STAGE_BYTES: chunk of device data staged through host memory */
     size_t shm_pool_bytes;  /* HORA_SHM_POOL_BYTES: virtual size of each rank's pool */
     double timeout_s;       /* HORA_TIMEOUT_S: longest wait for a peer */
     long spin_count;        /* HORA_SPIN_COUNT: busy-wait iterations before sleeping; -1 auto */

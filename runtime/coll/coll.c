@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "coll/algo.h"
 #include "coll/coll.h"
+#include "mem/mem_dev.h"
 
 static hora_status_t coll_check(const char *what, hora_dtype_t dtype)
 {
@@ -87,6 +88,10 @@ static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, ho
     g.algorithm = (g.tp->ops->caps & TP_CAP_PEER_MEMORY) && ctx->algorithm != 1 ? GROUP_ALGORITHM_ONESHOT
                                                                                : GROUP_ALGORITHM_RING;
     g.chunk_bytes = hooks && hooks->chunk_bytes ? hooks->chunk_bytes : ctx->chunk_bytes;
+    /* Device data moves in one piece per step: chunks pay off in a CPU's
+     * cache, but on a device every engine op costs a stream
+     * synchronisation (and processes sharing a GPU take turns anyway). */
+    if (memory == HORA_MEMORY_CUDA) g.chunk_bytes = (size_t)1 << 62;
     g.op_seq = ++ctx->op_seq[channel];
     g.what = what;
     g.direct = purpose == COLL_PURPOSE_USER;
@@ -121,27 +126,135 @@ static int coll_mapped(struct tp *tp, const void *p, size_t bytes)
     return tp->ops->mem_local_offset(tp, p, bytes, &off);
 }
 
-/* Staging for buffers the peers cannot map: host memory in the pool, grown
- * on demand, kept until shutdown. */
+/* Staging for buffers the peers cannot map: in the pool of their memory
+ * kind, grown on demand, kept until shutdown. */
 static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory_t memory, size_t bytes,
                                   void **ptr)
 {
-    if (memory != HORA_MEMORY_HOST)
-        return status_fail(HORA_ERR_UNSUPPORTED, "staging of device memory is not built in");
-    if (ctx->scratch_bytes[purpose] < bytes) {
+    void **have = &ctx->scratch[purpose][memory];
+    size_t *have_bytes = &ctx->scratch_bytes[purpose][memory];
+    if (*have_bytes < bytes) {
         void *p;
-        if (ctx->scratch[purpose]) {
-            HORA_CHECK(mem_pool_release(ctx->env.pool, ctx->scratch[purpose]));
-            ctx->scratch[purpose] = NULL;
-            ctx->scratch_bytes[purpose] = 0;
+        if (*have) {
+            if (memory == HORA_MEMORY_HOST)
+                HORA_CHECK(mem_pool_release(ctx->env.pool, *have));
+            else
+                mem_dev_release(ctx->env.dev, *have);
+            *have = NULL;
+            *have_bytes = 0;
+        }
+        if (memory == HORA_MEMORY_HOST)
+            HORA_CHECK(mem_pool_alloc(ctx->env.pool, bytes,
+                                      "staging a buffer not from hora_mem_alloc for a collective over shared memory",
+                                      &p));
+        else
+            HORA_CHECK(mem_dev_alloc(ctx->env.dev, bytes,
+                                     "staging a device buffer not from hora_mem_alloc_device for cudaipc", &p));
+        *have = p;
+        *have_bytes = bytes;
+    }
+    *ptr = *have;
+    return HORA_OK;
+}
+
+/* ---------------------------------------------- device data, host transport */
+
+/* Device data on a channel without a device transport goes through host
+ * memory: is that the case for this (purpose, scope)? */
+static int coll_bounced(const struct coll_ctx *ctx, int purpose, int scope, hora_memory_t memory)
+{
+    return memory == HORA_MEMORY_CUDA && !ctx->channel_tp[coll_channel(purpose, scope)][HORA_MEMORY_CUDA];
+}
+
+/* Pinned host memory in the pool (the host transports share it without a
+ * further copy), grown on demand. */
+static hora_status_t coll_bounce_buffer(struct coll_ctx *ctx, int purpose, size_t bytes, uint8_t **ptr)
+{
+    if (ctx->bounce_bytes[purpose] < bytes) {
+        void *p;
+        if (ctx->bounce[purpose]) {
+            mem_dev_unpin(ctx->env.dev, ctx->bounce[purpose]);
+            HORA_CHECK(mem_pool_release(ctx->env.pool, ctx->bounce[purpose]));
+            ctx->bounce[purpose] = NULL;
+            ctx->bounce_bytes[purpose] = 0;
         }
         HORA_CHECK(mem_pool_alloc(ctx->env.pool, bytes,
-                                  "staging a buffer not from hora_mem_alloc for a collective over shared memory", &p));
-        ctx->scratch[purpose] = p;
-        ctx->scratch_bytes[purpose] = bytes;
+                                  "staging device data for a host transport (HORA_CUDA_STAGE_BYTES)", &p));
+        hora_status_t status = mem_dev_pin(ctx->env.dev, p, bytes);
+        if (status < 0) {
+            mem_pool_release(ctx->env.pool, p);
+            return status;
+        }
+        ctx->bounce[purpose] = p;
+        ctx->bounce_bytes[purpose] = bytes;
     }
-    *ptr = ctx->scratch[purpose];
+    *ptr = ctx->bounce[purpose];
     return HORA_OK;
+}
+
+/* The device engine, or HORA_ERR_UNSUPPORTED saying why there is none. */
+static hora_status_t coll_device_engine(const struct coll_ctx *ctx, const char *what,
+                                        const struct coll_engine_ops **engine)
+{
+    *engine = coll_engine_for(HORA_MEMORY_CUDA);
+    if (!*engine)
+        return status_fail(HORA_ERR_UNSUPPORTED, "%s: device (CUDA) memory is not supported here: %s", what,
+                           ctx->env.dev->why_none);
+    return HORA_OK;
+}
+
+/* What runs on each chunk in host memory. */
+typedef hora_status_t (*coll_bounce_fn)(struct coll_ctx *ctx, int purpose, void *host, size_t count, void *arg);
+
+/*
+ * An elementwise collective of device data through host memory, chunk by
+ * chunk (stage_bytes each), overlapped: while fn runs on chunk k in one half
+ * of the bounce buffer, the device stream copies chunk k+1 into the other
+ * half, after copying chunk k-1's result out of it (one stream: in that
+ * order). Every rank runs the same chunks, so fn's collectives pair up.
+ */
+static hora_status_t coll_bounce_chunks(struct coll_ctx *ctx, int purpose, const void *send, void *recv,
+                                        size_t count, size_t esize, coll_bounce_fn fn, void *arg)
+{
+    const struct coll_engine_ops *e = coll_engine_for(HORA_MEMORY_CUDA);
+    const uint8_t *src = send;
+    uint8_t *dst = recv, *buf;
+    size_t chunk = ctx->stage_bytes / esize;
+    if (chunk == 0) chunk = 1;
+    if (chunk > count) chunk = count;
+    const size_t chunks = (count + chunk - 1) / chunk, half = chunk * esize;
+    HORA_CHECK(coll_bounce_buffer(ctx, purpose, chunks > 1 ? 2 * half : half, &buf));
+    uint8_t *halves[2] = {buf, buf + half};
+    hora_status_t status = e->copy(halves[0], src, half);
+    for (size_t k = 0; k < chunks && status == HORA_OK; k++) {
+        const size_t at = k * chunk, n = count - at < chunk ? count - at : chunk;
+        e->batch_begin();
+        if (k > 0) status = e->copy(dst + (at - chunk) * esize, halves[(k - 1) % 2], half);
+        if (status == HORA_OK && k + 1 < chunks) {
+            const size_t next = count - at - n < chunk ? count - at - n : chunk;
+            status = e->copy(halves[(k + 1) % 2], src + (at + n) * esize, next * esize);
+        }
+        hora_status_t ran = status == HORA_OK ? fn(ctx, purpose, halves[k % 2], n, arg) : status;
+        hora_status_t copied = e->batch_end();
+        status = ran < 0 ? ran : copied;
+        if (status == HORA_OK && k + 1 == chunks) status = e->copy(dst + at * esize, halves[k % 2], n * esize);
+    }
+    return status;
+}
+
+struct coll_bounce_allreduce {
+    hora_dtype_t dtype;
+    hora_op_t op;
+    const struct group_reduction *red; /* the cross ring's (hierarchical), else NULL */
+    const struct coll_hooks *hooks;
+};
+
+/* A chunk of a flat allreduce: the host collective does it all. */
+static hora_status_t coll_bounce_allreduce_flat(struct coll_ctx *ctx, int purpose, void *host, size_t count,
+                                                void *arg)
+{
+    const struct coll_bounce_allreduce *a = arg;
+    return coll_allreduce(ctx, purpose, HORA_MEMORY_HOST, host, host, count, a->dtype, a->op, a->hooks);
 }
 
 /* The algorithm of the group's transport (a group of one copies). */
@@ -204,6 +317,17 @@ static hora_status_t coll_allreduce_stage(struct coll_ctx *ctx, int purpose, hor
     return HORA_OK;
 }
 
+/* A chunk of the hierarchical allreduce's cross-node ring on the host. */
+static hora_status_t coll_bounce_allreduce_cross(struct coll_ctx *ctx, int purpose, void *host, size_t count,
+                                                 void *arg)
+{
+    const struct coll_bounce_allreduce *a = arg;
+    struct coll_group across;
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_CROSS, HORA_MEMORY_HOST, "allreduce (cross-node)", NULL, &across));
+    hora_status_t status = coll_group_allreduce(&across, host, host, count, a->red);
+    return coll_group_close(ctx, &across, purpose, COLL_SCOPE_CROSS, status);
+}
+
 /*
  * Hierarchical allreduce (in place in work, staged like the flat one): the
  * node's ranks reduce-scatter the vector (shard i to local rank i), every
@@ -244,9 +368,18 @@ static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpo
         if (status == HORA_OK) status = coll_group_reduce_scatter(&node, work, work, shard, count, &sum);
         status = coll_group_close(ctx, &node, purpose, COLL_SCOPE_NODE, status);
     }
-    if (status == HORA_OK)
+    if (status == HORA_OK && coll_bounced(ctx, purpose, COLL_SCOPE_CROSS, memory)) {
+        /* Device shards cross the nodes through host memory; the ring of
+         * one local rank has the same len on every node, so all its members
+         * skip it together when it is empty. */
+        struct coll_bounce_allreduce a = {.dtype = red->dtype, .op = red->user_op, .red = &cross, .hooks = NULL};
+        coll_phase(hooks, "ALLREDUCE_CROSS", 1);
+        if (len) status = coll_bounce_chunks(ctx, purpose, shard, shard, len, es, coll_bounce_allreduce_cross, &a);
+        coll_phase(hooks, "ALLREDUCE_CROSS", 0);
+    } else if (status == HORA_OK) {
         status = coll_group(ctx, purpose, COLL_SCOPE_CROSS, memory, "allreduce (cross-node)", NULL, &across);
-    if (status == HORA_OK) {
+    }
+    if (status == HORA_OK && !coll_bounced(ctx, purpose, COLL_SCOPE_CROSS, memory)) {
         coll_phase(hooks, "ALLREDUCE_CROSS", 1);
         if (len) status = coll_group_allreduce(&across, shard, shard, len, &cross); /* same len on the whole ring */
         coll_phase(hooks, "ALLREDUCE_CROSS", 0);
@@ -278,6 +411,14 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
     const int hier = ctx->hierarchical && ctx->env.topo->size > 1;
     struct tp *tp = NULL; /* whose memory rules apply: the node ring's when hierarchical */
     const struct coll_engine_ops *engine = NULL;
+    if (memory == HORA_MEMORY_CUDA) {
+        HORA_CHECK(coll_device_engine(ctx, "hora_allreduce", &engine));
+        if (coll_bounced(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory)) {
+            struct coll_bounce_allreduce a = {.dtype = dtype, .op = op, .red = NULL, .hooks = hooks};
+            return coll_bounce_chunks(ctx, purpose, send, recv, count, hora_dtype_size(dtype),
+                                      coll_bounce_allreduce_flat, &a);
+        }
+    }
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
     if (hier) return coll_allreduce_hierarchical(ctx, purpose, memory, tp, engine, send, recv, count, &red, hooks);
 
@@ -309,6 +450,18 @@ hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: NULL buffer with count %zu", count);
     if (shard && coll_overlap(send, bytes, recv, shard * esize))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reduce_scatter: recv must not overlap send");
+    if (memory == HORA_MEMORY_CUDA) {
+        const struct coll_engine_ops *e;
+        uint8_t *b;
+        HORA_CHECK(coll_device_engine(ctx, "hora_reduce_scatter", &e));
+        if (coll_bounced(ctx, purpose, COLL_SCOPE_FLAT, memory)) {
+            /* Whole, through host memory: the vector, then this rank's shard after it. */
+            HORA_CHECK(coll_bounce_buffer(ctx, purpose, bytes + shard * esize, &b));
+            HORA_CHECK(e->copy(b, send, bytes));
+            HORA_CHECK(coll_reduce_scatter(ctx, purpose, HORA_MEMORY_HOST, b, b + bytes, count, dtype, op));
+            return e->copy(recv, b + bytes, shard * esize);
+        }
+    }
     HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "reduce_scatter", NULL, &g));
     hora_status_t status = HORA_OK;
     if (g.n == 1) {
@@ -345,6 +498,17 @@ hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t m
     if (mine && send != own && coll_overlap(send, mine, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG,
                            "hora_allgatherv: send overlaps recv without being this rank's block of it");
+    if (memory == HORA_MEMORY_CUDA) {
+        const struct coll_engine_ops *e;
+        uint8_t *b;
+        HORA_CHECK(coll_device_engine(ctx, "hora_allgatherv", &e));
+        if (coll_bounced(ctx, purpose, COLL_SCOPE_FLAT, memory)) {
+            HORA_CHECK(coll_bounce_buffer(ctx, purpose, bytes, &b));
+            HORA_CHECK(e->copy(b + displ * esize, send, mine));
+            HORA_CHECK(coll_allgatherv(ctx, purpose, HORA_MEMORY_HOST, b + displ * esize, b, counts, dtype));
+            return e->copy(recv, b, bytes);
+        }
+    }
     HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "allgather", NULL, &g));
 
     hora_status_t status = HORA_OK;
@@ -373,6 +537,17 @@ hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t me
     if (count == 0) return HORA_OK;
     if (!buf) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast: NULL buffer with count %zu", count);
     const size_t bytes = count * hora_dtype_size(dtype);
+    if (memory == HORA_MEMORY_CUDA) {
+        const struct coll_engine_ops *e;
+        uint8_t *b;
+        HORA_CHECK(coll_device_engine(ctx, "hora_broadcast", &e));
+        if (coll_bounced(ctx, purpose, COLL_SCOPE_FLAT, memory)) {
+            HORA_CHECK(coll_bounce_buffer(ctx, purpose, bytes, &b));
+            if (r == root) HORA_CHECK(e->copy(b, buf, bytes));
+            HORA_CHECK(coll_broadcast(ctx, purpose, HORA_MEMORY_HOST, b, count, dtype, root));
+            return r == root ? HORA_OK : e->copy(buf, b, bytes);
+        }
+    }
     HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "broadcast", NULL, &g));
 
     hora_status_t status = HORA_OK;

@@ -7,7 +7,8 @@
  * All state is in struct coll_ctx, which the caller (api/) owns and passes
  * down; nothing here reads a global.
  *
- * May include: base/, mem/, tp/, kernels (through engine_host.c only).
+ * May include: base/, mem/, tp/, kernels (through engine_host.c and
+ * engine_cuda.c only).
  * Nothing above (coord/, api/). */
 #ifndef HORA_COLL_H
 #define HORA_COLL_H
@@ -54,14 +55,24 @@ struct coll_ctx {
      * remembered for every transport. */
     hora_status_t failed[COLL_CHANNEL_COUNT];
     char failed_msg[COLL_CHANNEL_COUNT][512];
-    void *scratch[COLL_PURPOSE_COUNT];   /* shared staging for non-shared host buffers */
-    size_t scratch_bytes[COLL_PURPOSE_COUNT];
+    /* Staging for buffers the peers cannot map, per memory kind: host
+     * memory in the pool, device memory in the device pool. */
+    void *scratch[COLL_PURPOSE_COUNT][HORA_MEMORY_COUNT];
+    size_t scratch_bytes[COLL_PURPOSE_COUNT][HORA_MEMORY_COUNT];
+    /* Device data on a channel whose transport moves host memory only (ucx
+     * and mpi between hosts; shm when cudaipc cannot connect) crosses
+     * through these: host memory in the pool, pinned, two halves of
+     * stage_bytes each (copying one chunk overlaps the collective on the
+     * other). */
+    void *bounce[COLL_PURPOSE_COUNT];
+    size_t bounce_bytes[COLL_PURPOSE_COUNT];
+    size_t stage_bytes; /* HORA_CUDA_STAGE_BYTES */
 };
 
 /* Collective over world: connects every channel (coll_connect.c). On
  * failure nothing stays connected. */
 hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
-                        struct mem_pool *pool);
+                        struct mem_pool *pool, struct mem_dev *dev);
 /* Collective (after a barrier: peers may be reading this rank's pool). */
 void coll_close(struct coll_ctx *ctx);
 
@@ -78,6 +89,9 @@ bool coll_host_peers_alive(const struct coll_ctx *ctx, int *dead_rank);
 
 /* Name of the transport the user's flat ring uses for host memory. */
 const char *coll_transport_name(const struct coll_ctx *ctx);
+/* And for device memory: "cudaipc", or "host staging + <host transport>",
+ * or "none" without device support. */
+const char *coll_device_transport_name(const struct coll_ctx *ctx, char *buf, size_t len);
 
 /* An application thread starts (delta 1) or stops (-1) blocking on the
  * coordinator: the coordinator's channels may spin only meanwhile. */
@@ -94,7 +108,10 @@ struct coll_hooks {
 /*
  * The collectives (hora.h documents them as hora_allreduce & co.). Every rank
  * calls them in the same order per purpose. memory: where the buffers live
- * (HORA_ERR_UNSUPPORTED when no engine or transport handles it). Statuses:
+ * (HORA_ERR_UNSUPPORTED when no engine or transport handles it). Device
+ * buffers go straight through cudaipc where it connects the channel's ring,
+ * else through pinned host memory and the host transport (in chunks of
+ * stage_bytes for allreduce, whole for the others). Statuses:
  * HORA_OK, HORA_ERR_INVALID_ARG, HORA_ERR_NO_MEMORY, HORA_ERR_UNSUPPORTED,
  * HORA_ERR_MISMATCH and the transports' errors (HORA_ERR_TRANSPORT,
  * HORA_ERR_TIMEOUT, HORA_ERR_MPI), and the status of a rank that aborted

@@ -8,9 +8,11 @@
  * connected once per channel and shared by the memory kinds it serves.
  * Cross-node channels never take a host-local transport (TP_CAP_HOST_LOCAL),
  * even between virtual nodes of one host: that traffic is what they exist
- * for. A memory kind no transport moves leaves its slot NULL, and the
- * collectives refuse that memory with HORA_ERR_UNSUPPORTED. */
+ * for. A memory kind no transport moves leaves its slot NULL: device memory
+ * then crosses through host memory (coll.c), and host memory always has a
+ * transport (mpi reaches everyone). */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "coll/coll.h"
+#include "coll/engine.h"
 
 /* Busy-waiting only pays when every rank on the host has a core of its own;
  * oversubscribed, a spinning rank steals the time its peer needs. */
@@ -108,8 +111,10 @@ static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config 
         log_warn("hierarchical all-reduce needs the same number of ranks on every node and more than one node; "
                  "using the flat ring");
     const int user = COLL_PURPOSE_USER;
-    log_info("flat ring: %s; hierarchical: %s (node ring %s, cross-node ring %s)",
+    char dbuf[64];
+    log_info("flat ring: %s (device memory: %s); hierarchical: %s (node ring %s, cross-node ring %s)",
              ctx->channel_tp[coll_channel(user, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST]->ops->name,
+             coll_device_transport_name(ctx, dbuf, sizeof(dbuf)),
              ctx->hierarchical ? "on" : "off",
              node_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_NODE)][HORA_MEMORY_HOST]->ops->name : "-",
              cross_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_CROSS)][HORA_MEMORY_HOST]->ops->name
@@ -130,7 +135,7 @@ static void coll_close_transports(struct coll_ctx *ctx)
 }
 
 hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
-                        struct mem_pool *pool)
+                        struct mem_pool *pool, struct mem_dev *dev)
 {
     memset(ctx, 0, sizeof(*ctx));
     ctx->chunk_bytes = cfg->chunk_bytes;
@@ -144,11 +149,16 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     ctx->env.disable[TP_KIND_SHM] = cfg->disable_shm;
     ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
     ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;
+    ctx->env.disable[TP_KIND_CUDAIPC] = cfg->disable_cudaipc;
+    ctx->env.dev = dev;
+    ctx->stage_bytes = cfg->cuda_stage_bytes;
     atomic_init(&ctx->env.app_waiters, 0);
     hora_status_t status = tp_notice_init(&ctx->env);
+    if (status == HORA_OK) status = coll_engine_cuda_start(dev);
     if (status == HORA_OK) status = coll_connect_all(ctx, cfg);
     if (status < 0) {
         coll_close_transports(ctx);
+        coll_engine_cuda_stop();
         tp_notice_close(&ctx->env);
     }
     return status;
@@ -157,16 +167,32 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
 void coll_close(struct coll_ctx *ctx)
 {
     coll_close_transports(ctx);
+    coll_engine_cuda_stop();
     tp_notice_close(&ctx->env);
-    /* The scratch buffers lived in the pool, which the caller frees next. */
+    /* The staging buffers lived in the pools, which the caller frees next;
+     * the bounce buffers are unpinned first. */
+    for (int p = 0; p < COLL_PURPOSE_COUNT; p++)
+        if (ctx->bounce[p]) mem_dev_unpin(ctx->env.dev, ctx->bounce[p]);
     memset(ctx->scratch, 0, sizeof(ctx->scratch));
     memset(ctx->scratch_bytes, 0, sizeof(ctx->scratch_bytes));
+    memset(ctx->bounce, 0, sizeof(ctx->bounce));
+    memset(ctx->bounce_bytes, 0, sizeof(ctx->bounce_bytes));
 }
 
 const char *coll_transport_name(const struct coll_ctx *ctx)
 {
     const struct tp *tp = ctx->channel_tp[coll_channel(COLL_PURPOSE_USER, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST];
     return tp ? tp->ops->name : "none";
+}
+
+const char *coll_device_transport_name(const struct coll_ctx *ctx, char *buf, size_t len)
+{
+    const int flat = coll_channel(COLL_PURPOSE_USER, COLL_SCOPE_FLAT);
+    const struct tp *tp = ctx->channel_tp[flat][HORA_MEMORY_CUDA];
+    if (!mem_dev_on(ctx->env.dev)) return "none";
+    if (tp) return tp->ops->name;
+    snprintf(buf, len, "host staging + %s", coll_transport_name(ctx));
+    return buf;
 }
 
 void coll_app_waiting(struct coll_ctx *ctx, int delta) { atomic_fetch_add(&ctx->env.app_waiters, delta); }

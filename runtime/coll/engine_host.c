@@ -11,7 +11,7 @@ _Static_assert((int)HORA_DTYPE_F32 == (int)K_DTYPE_F32 && (int)HORA_DTYPE_F16 ==
                    (int)HORA_DTYPE_U8 == (int)K_DTYPE_U8 && (int)HORA_DTYPE_COUNT == (int)K_DTYPE_COUNT,
                "hora and kernel dtypes must agree");
 
-static k_op_t engine_host_op(hora_op_t op)
+int coll_engine_k_op(hora_op_t op)
 {
     switch (op) {
     case HORA_OP_MIN: return K_OP_MIN;
@@ -24,7 +24,7 @@ static k_op_t engine_host_op(hora_op_t op)
 static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                                         hora_op_t op, int64_t divisor)
 {
-    k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, engine_host_op(op), divisor);
+    k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, (k_op_t)coll_engine_k_op(op), divisor);
     return HORA_OK;
 }
 
@@ -53,15 +53,35 @@ static hora_status_t engine_host_zero(void *dst, size_t bytes)
     return HORA_OK;
 }
 
+static hora_status_t engine_host_copy_many(const struct coll_copy *copies, int n)
+{
+    for (int i = 0; i < n; i++) engine_host_copy(copies[i].dst, copies[i].src, copies[i].bytes);
+    return HORA_OK;
+}
+
+static void engine_host_batch_begin(void) {}
+static hora_status_t engine_host_batch_end(void) { return HORA_OK; }
+
+static hora_status_t engine_host_event_wait(void *event)
+{
+    (void)event;
+    return HORA_OK;
+}
+
 static const struct coll_engine_ops coll_engine_host = {
     .reduce = engine_host_reduce,
     .scale = engine_host_scale,
     .cast = engine_host_cast,
     .copy = engine_host_copy,
     .zero = engine_host_zero,
+    .copy_many = engine_host_copy_many,
+    .batch_begin = engine_host_batch_begin,
+    .batch_end = engine_host_batch_end,
+    .event_wait = engine_host_event_wait,
 };
 
 const struct coll_engine_ops *coll_engine_for(hora_memory_t memory)
 {
-    return memory == HORA_MEMORY_HOST ? &coll_engine_host : NULL;
+    if (memory == HORA_MEMORY_HOST) return &coll_engine_host;
+    return memory == HORA_MEMORY_CUDA ? coll_engine_cuda() : NULL;
 }

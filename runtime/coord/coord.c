@@ -68,6 +68,8 @@ void coord_complete(struct coord *c, struct hora_request *req, hora_status_t sta
         req->status = status;
         if (error && *error && !req->error) req->error = strdup(error);
         req->done = 1;
+        /* Streams waiting in hora_stream_wait go on (after a failure too). */
+        if (req->flag_slot >= 0) mem_dev_flag_signal(c->dev, req->flag_slot, req->flag_value);
         if (coord_map_get(&c->inflight, req->name) == req) coord_map_remove(&c->inflight, req->name);
         pthread_cond_broadcast(&c->done_cond);
     }
@@ -682,6 +684,7 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->cfg = cfg;
     c->coll = env->coll;
     c->pool = env->pool;
+    c->dev = env->dev;
     MPI_Comm_rank(env->world, &c->rank);
     MPI_Comm_size(env->world, &c->size);
     c->cache_capacity = cfg->cache_capacity;
@@ -806,7 +809,15 @@ void coord_stop(struct coord *c)
         MPI_Op_free(&c->bit_op);
         MPI_Comm_free(&c->comm);
     }
-    if (c->fusion_buf) mem_pool_release(c->pool, c->fusion_buf);
-    if (c->zeros) mem_pool_release(c->pool, c->zeros);
+    for (int m = 0; m < HORA_MEMORY_COUNT; m++) {
+        void *bufs[3] = {c->fusion_buf[m], c->zeros[m], c->gap_zeros[m]};
+        for (int i = 0; i < 3; i++) {
+            if (!bufs[i]) continue;
+            if (m == HORA_MEMORY_HOST)
+                mem_pool_release(c->pool, bufs[i]);
+            else
+                mem_dev_release(c->dev, bufs[i]);
+        }
+    }
     coord_free_tables(c);
 }

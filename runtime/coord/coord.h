@@ -17,6 +17,7 @@
 #include "base/config.h"
 #include "coll/coll.h"
 #include "hora.h"
+#include "mem/mem_dev.h"
 #include "mem/mem_pool.h"
 
 enum coord_kind {
@@ -46,6 +47,13 @@ struct hora_request {
     const void *send;
     void *recv;
     int64_t enqueue_us; /* CLOCK_MONOTONIC */
+    /* Device requests: the data is ready once ready_event has happened
+     * (the caller's, or one recorded on its stream at submission: owned);
+     * flag_slot >= 0: the completion flag hora_stream_wait waits on. */
+    void *ready_event;
+    int owns_event;
+    int flag_slot;
+    uint32_t flag_value;
     /* coordinator thread only */
     int cache_id;        /* waiting on the cache path under this id, or -1 */
     int64_t cached_since_us;
@@ -62,12 +70,16 @@ struct hora_request {
 
 struct coord;
 
+/* Free an allgather's result (host: malloc, device: mem_dev_malloc). */
+void coord_free_result(hora_memory_t memory, void *result);
+
 /* What a coordinator runs on; everything outlives it. */
 struct coord_env {
     MPI_Comm world;            /* duplicated for the coordinator's own traffic */
     const struct config *cfg;  /* HORA_CYCLE_TIME_MS, fusion, cache, stall, timeline, autotune */
     struct coll_ctx *coll;     /* the data path (its COLL_PURPOSE_COORD channels) */
     struct mem_pool *pool;     /* fusion buffer and zeros live here */
+    struct mem_dev *dev;       /* and those of device requests here */
 };
 
 /* Collective over env->world: starts the thread. */

@@ -90,13 +90,18 @@ void coord_fuse(struct coord *c, struct coord_responses *list)
     list->count = out;
 }
 
-static hora_status_t coord_buffer(struct coord *c, void **buf, size_t *have, size_t bytes, const char *what)
+static hora_status_t coord_buffer(struct coord *c, hora_memory_t memory, void **buf, size_t *have, size_t bytes,
+                                  const char *what)
 {
     if (*have >= bytes) return HORA_OK;
-    if (*buf) mem_pool_release(c->pool, *buf);
+    if (*buf && memory == HORA_MEMORY_HOST) mem_pool_release(c->pool, *buf);
+    if (*buf && memory != HORA_MEMORY_HOST) mem_dev_release(c->dev, *buf);
     *buf = NULL;
     *have = 0;
-    HORA_CHECK(mem_pool_alloc(c->pool, bytes ? bytes : 1, what, buf));
+    if (memory == HORA_MEMORY_HOST)
+        HORA_CHECK(mem_pool_alloc(c->pool, bytes ? bytes : 1, what, buf));
+    else
+        HORA_CHECK(mem_dev_alloc(c->dev, bytes ? bytes : 1, what, buf));
     *have = bytes;
     return HORA_OK;
 }
@@ -131,11 +136,56 @@ static void coord_complete_all(struct coord *c, struct hora_request **reqs, int 
         if (reqs[t]) coord_finish_pending(c, reqs[t], status, error);
 }
 
-/* [p, p + bytes) lies in this rank's pool: the transports can share it. */
-static int coord_in_pool(const struct coord *c, const void *p, size_t bytes)
+/* [p, p + bytes) lies in this rank's pool of that memory kind: the
+ * transports can share it. */
+static int coord_in_pool(const struct coord *c, hora_memory_t memory, const void *p, size_t bytes)
 {
     uint64_t off;
+    if (memory == HORA_MEMORY_CUDA) return mem_dev_offset(c->dev, p, bytes ? bytes : 1, &off);
     return mem_pool_offset(c->pool, p, bytes ? bytes : 1, &off);
+}
+
+/* Device requests: block until each one's data is ready (its ready event);
+ * peers may read it as soon as the collective starts. */
+static hora_status_t coord_wait_ready(const struct coll_engine_ops *e, struct hora_request **reqs, int n)
+{
+    for (int t = 0; t < n; t++)
+        if (reqs[t] && reqs[t]->ready_event) HORA_CHECK(e->event_wait(reqs[t]->ready_event));
+    return HORA_OK;
+}
+
+/* Plain copies in and out of the fusion buffer (no scaling, no cast) as one
+ * batch: on a device one launch instead of one per tensor. Alignment gaps
+ * are copied from a block of zeros (they are shorter than HORA_ALIGN_BYTES).
+ * into: tensors into the buffer, else out of it. */
+static hora_status_t coord_copy_plain(struct coord *c, const struct coll_engine_ops *e, const struct coord_response *r,
+                                      struct hora_request **reqs, const size_t *offs, uint8_t *work, size_t es,
+                                      hora_memory_t memory, int into)
+{
+    struct coll_copy *copies = malloc(sizeof(*copies) * 2 * (size_t)r->ntensors);
+    hora_status_t status = HORA_OK;
+    int n = 0;
+    if (!copies) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    if (into && !c->gap_zeros[memory]) {
+        status = coord_buffer(c, memory, &c->gap_zeros[memory], &c->gap_zeros_bytes[memory], HORA_ALIGN_BYTES,
+                              "the coordinator's block of zeros");
+        if (status == HORA_OK) status = e->zero(c->gap_zeros[memory], HORA_ALIGN_BYTES);
+    }
+    size_t at = 0;
+    for (int t = 0; t < r->ntensors && status == HORA_OK; t++) {
+        const size_t bytes = r->metas[t].count * es;
+        if (into && offs[t] > at) copies[n++] = (struct coll_copy){work + at, c->gap_zeros[memory], offs[t] - at};
+        at = offs[t] + bytes;
+        if (!reqs[t]) {
+            if (into) status = e->zero(work + offs[t], bytes); /* joined: contribute zeros */
+            continue;
+        }
+        copies[n++] = into ? (struct coll_copy){work + offs[t], reqs[t]->send, bytes}
+                           : (struct coll_copy){reqs[t]->recv, work + offs[t], bytes};
+    }
+    if (status == HORA_OK) status = e->copy_many(copies, n);
+    free(copies);
+    return status;
 }
 
 /* Copy one tensor into the fusion buffer (cast to the wire dtype, scaled). */
@@ -185,11 +235,13 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
         total_bytes += r->metas[t].count * wes;
     }
     /* Zero copy: uncompressed, in place, shared, laid out exactly like the fusion. */
-    int zero_copy = wire == dtype && reqs[0] != NULL && coord_in_pool(c, reqs[0]->recv, 1);
+    int zero_copy = wire == dtype && reqs[0] != NULL && coord_in_pool(c, memory, reqs[0]->recv, 1);
     uint8_t *base = reqs[0] ? reqs[0]->recv : NULL;
     for (int t = 0; t < r->ntensors && zero_copy; t++)
         zero_copy = reqs[t] && reqs[t]->send == reqs[t]->recv && (uint8_t *)reqs[t]->recv == base + offs[t] &&
-                    coord_in_pool(c, reqs[t]->recv, r->metas[t].count * es);
+                    coord_in_pool(c, memory, reqs[t]->recv, r->metas[t].count * es);
+    /* Plain copies batch (copy_many); scaling and casts go tensor by tensor. */
+    const int plain = wire == dtype && m->prescale == 1.0 && m->postscale == 1.0;
     struct coord_phase_ctx pctx = {c, r};
     struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes, .on_phase = c->tl ? coord_on_phase : NULL,
                                .ctx = &pctx};
@@ -198,23 +250,36 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
     coord_timeline_span(c, r, "ALLREDUCE", 1, path);
 
     uint8_t *work = base;
+    status = coord_wait_ready(engine, reqs, r->ntensors);
+    if (status < 0) goto out;
     if (zero_copy) {
         for (int t = 0; t < r->ntensors && m->prescale != 1.0 && status == HORA_OK; t++)
             status = engine->scale(reqs[t]->recv, reqs[t]->recv, r->metas[t].count, dtype, m->prescale);
     } else {
-        status = coord_buffer(c, &c->fusion_buf, &c->fusion_bytes, total_bytes,
-                              "the coordinator's fusion buffer (see HORA_FUSION_THRESHOLD)");
+        status = coord_buffer(c, memory, &c->fusion_buf[memory], &c->fusion_bytes[memory], total_bytes,
+                              memory == HORA_MEMORY_HOST
+                                  ? "the coordinator's fusion buffer (see HORA_FUSION_THRESHOLD)"
+                                  : "the coordinator's device fusion buffer (see HORA_FUSION_THRESHOLD and "
+                                    "HORA_CUDA_POOL_BYTES)");
         if (status < 0) goto out;
-        work = c->fusion_buf;
+        work = c->fusion_buf[memory];
         coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 1, NULL);
-        size_t at = 0;
-        for (int t = 0; t < r->ntensors && status == HORA_OK; t++) {
-            /* Alignment gaps get zeros so every byte reduced is defined. */
-            status = engine->zero(work + at, offs[t] - at);
-            at = offs[t] + r->metas[t].count * wes;
-            if (status == HORA_OK)
-                status = coord_pack(engine, &r->metas[t], reqs[t] ? reqs[t]->send : NULL, work + offs[t], dtype, wire);
+        engine->batch_begin();
+        if (plain && memory == HORA_MEMORY_CUDA) {
+            status = coord_copy_plain(c, engine, r, reqs, offs, work, es, memory, 1);
+        } else {
+            size_t at = 0;
+            for (int t = 0; t < r->ntensors && status == HORA_OK; t++) {
+                /* Alignment gaps get zeros so every byte reduced is defined. */
+                status = engine->zero(work + at, offs[t] - at);
+                at = offs[t] + r->metas[t].count * wes;
+                if (status == HORA_OK)
+                    status =
+                        coord_pack(engine, &r->metas[t], reqs[t] ? reqs[t]->send : NULL, work + offs[t], dtype, wire);
+            }
         }
+        hora_status_t packed = engine->batch_end();
+        if (status == HORA_OK) status = packed;
         coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 0, NULL);
     }
     if (status < 0) goto out;
@@ -227,14 +292,29 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
             status = engine->scale(reqs[t]->recv, reqs[t]->recv, r->metas[t].count, dtype, m->postscale);
     } else {
         coord_timeline_span(c, r, "MEMCPY_OUT", 1, NULL);
-        for (int t = 0; t < r->ntensors && status == HORA_OK; t++)
-            if (reqs[t]) status = coord_unpack(engine, &r->metas[t], work + offs[t], reqs[t]->recv, dtype, wire);
+        engine->batch_begin();
+        if (plain && memory == HORA_MEMORY_CUDA) {
+            status = coord_copy_plain(c, engine, r, reqs, offs, work, es, memory, 0);
+        } else {
+            for (int t = 0; t < r->ntensors && status == HORA_OK; t++)
+                if (reqs[t]) status = coord_unpack(engine, &r->metas[t], work + offs[t], reqs[t]->recv, dtype, wire);
+        }
+        hora_status_t unpacked = engine->batch_end();
+        if (status == HORA_OK) status = unpacked;
         coord_timeline_span(c, r, "MEMCPY_OUT", 0, NULL);
     }
 out:
     coord_timeline_span(c, r, "ALLREDUCE", 0, NULL);
     free(offs);
     return status;
+}
+
+void coord_free_result(hora_memory_t memory, void *result)
+{
+    if (memory == HORA_MEMORY_HOST)
+        free(result);
+    else
+        mem_dev_free_buffer(result);
 }
 
 hora_status_t coord_execute(struct coord *c, struct coord_response *r)
@@ -266,17 +346,20 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
     case COORD_KIND_BROADCAST: {
         const struct coord_meta *m = &r->metas[0];
         size_t bytes = m->count * hora_dtype_size((hora_dtype_t)m->dtype);
+        const hora_memory_t memory = (hora_memory_t)m->memory;
         void *buf = reqs[0] ? reqs[0]->recv : NULL;
         coord_timeline_span(c, r, "QUEUE", 0, NULL);
         if (!buf) {
-            status = coord_buffer(c, &c->zeros, &c->zeros_bytes, bytes,
+            status = coord_buffer(c, memory, &c->zeros[memory], &c->zeros_bytes[memory], bytes,
                                   "the coordinator's broadcast buffer of a joined rank");
-            buf = c->zeros;
+            buf = c->zeros[memory];
         }
+        const struct coll_engine_ops *engine = coll_engine_for(memory);
+        if (status == HORA_OK && engine) status = coord_wait_ready(engine, reqs, 1);
         coord_timeline_span(c, r, "BROADCAST", 1, NULL);
         if (status == HORA_OK)
-            status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, (hora_memory_t)m->memory, buf, m->count,
-                                    (hora_dtype_t)m->dtype, m->root);
+            status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, memory, buf, m->count, (hora_dtype_t)m->dtype,
+                                    m->root);
         coord_timeline_span(c, r, "BROADCAST", 0, NULL);
         break;
     }
@@ -290,23 +373,34 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
             break;
         }
         for (int q = 0; q < c->size; q++) total += counts[q] = r->rank_counts[q];
-        void *result = malloc(total * es + 1);
-        if (!result) {
+        /* The result lives where the request's data does. */
+        const hora_memory_t memory = (hora_memory_t)m->memory;
+        void *result = NULL;
+        if (memory == HORA_MEMORY_HOST) {
+            result = malloc(total * es + 1);
+            status = result ? HORA_OK
+                            : status_fail(HORA_ERR_NO_MEMORY, "allgather '%s': out of memory for %zu elements",
+                                          r->names[0], total);
+        } else {
+            status = mem_dev_malloc(c->dev, total * es, "an allgather's result", &result);
+        }
+        const struct coll_engine_ops *engine = coll_engine_for(memory);
+        if (status == HORA_OK && engine) status = coord_wait_ready(engine, reqs, 1);
+        if (status < 0) {
+            coord_free_result(memory, result);
             free(counts);
-            status = status_fail(HORA_ERR_NO_MEMORY, "allgather '%s': out of memory for %zu elements", r->names[0],
-                                 total);
             break;
         }
         coord_timeline_span(c, r, "ALLGATHER", 1, NULL);
-        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, (hora_memory_t)m->memory,
-                                 reqs[0] ? reqs[0]->send : NULL, result, counts, (hora_dtype_t)m->dtype);
+        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, memory, reqs[0] ? reqs[0]->send : NULL, result, counts,
+                                 (hora_dtype_t)m->dtype);
         coord_timeline_span(c, r, "ALLGATHER", 0, NULL);
         if (status == HORA_OK && reqs[0]) {
             reqs[0]->result = result;
             reqs[0]->result_total = total;
             reqs[0]->rank_counts = counts;
         } else {
-            free(result);
+            coord_free_result(memory, result);
             free(counts);
         }
         break;

@@ -80,6 +80,7 @@ struct coord {
     const struct config *cfg;
     struct coll_ctx *coll;
     struct mem_pool *pool;
+    struct mem_dev *dev;
 
     /* coordinator thread only */
     MPI_Comm comm;
@@ -102,10 +103,13 @@ struct coord {
     struct hora_request *join_req;
     struct coord_settings settings;
     int64_t demote_us;
-    void *fusion_buf;
-    size_t fusion_bytes;
-    void *zeros;
-    size_t zeros_bytes;
+    /* Per memory kind (host pool, device pool). */
+    void *fusion_buf[HORA_MEMORY_COUNT];
+    size_t fusion_bytes[HORA_MEMORY_COUNT];
+    void *zeros[HORA_MEMORY_COUNT]; /* a joined rank's broadcast buffer */
+    size_t zeros_bytes[HORA_MEMORY_COUNT];
+    void *gap_zeros[HORA_MEMORY_COUNT]; /* HORA_ALIGN_BYTES of zeros: the fusion buffer's gaps */
+    size_t gap_zeros_bytes[HORA_MEMORY_COUNT];
     uint64_t cycle_bytes; /* allreduced this cycle (autotune) */
 
     /* rank 0 only */

@@ -194,14 +194,37 @@ HORA_API const char *hora_transport_name(void);
  */
 HORA_API hora_status_t hora_mem_alloc(size_t bytes, void **ptr);
 HORA_API hora_status_t hora_mem_free(void *ptr);
-/* 1 if ptr lies inside memory from hora_mem_alloc. */
+/* 1 if ptr lies inside memory from hora_mem_alloc or hora_mem_alloc_device. */
 HORA_API int hora_mem_is_shared(const void *ptr);
+
+/*
+ * Device memory the ranks of a host share (cudaipc): carved out of one
+ * device pool per rank (HORA_CUDA_POOL_BYTES, allocated on the runtime's
+ * device at hora_init, its IPC handle opened by every host peer), so a
+ * one-host device all-reduce reads and writes the peers' buffers directly.
+ * cudaMalloc'd buffers work too, through a copy into the pool. HORA_ALIGN_BYTES
+ * aligned; freed with hora_mem_free. HORA_ERR_UNSUPPORTED without device
+ * support (hora_cuda_device() < 0), HORA_ERR_NO_MEMORY when the pool is full
+ * (the message names HORA_CUDA_POOL_BYTES).
+ */
+HORA_API hora_status_t hora_mem_alloc_device(size_t bytes, void **ptr);
+/* The CUDA device the runtime uses on this rank, -1 when it has none (a build
+ * without CUDA, no device, HORA_CUDA=0, or a rank of the job without one). */
+HORA_API int hora_cuda_device(void);
 
 /*
  * Direct (non-negotiated) collectives over all ranks. Every rank calls them
  * in the same order with the same count, dtype and op (a mismatch the
  * transport can see gives HORA_ERR_MISMATCH). Blocking. send == recv means in
  * place. Any count, including 0 and counts smaller than the number of ranks.
+ *
+ * Buffers may be device memory of the runtime's device (found with
+ * cudaPointerGetAttributes; all buffers of a call in the same kind, every
+ * rank passing the same kind): the data must be ready when the call is made
+ * (synchronise the stream that produced it), and the result is complete on
+ * the device when the call returns. Device buffers from hora_mem_alloc_device
+ * are reduced in place across the ranks of a host; others go through the
+ * device pool (one copy each way).
  *
  * Failures. A peer that does not answer within HORA_TIMEOUT_S gives
  * HORA_ERR_TIMEOUT, a dead one HORA_ERR_TRANSPORT, a peer that called
@@ -279,15 +302,17 @@ typedef enum {
     HORA_COMPRESSION_BF16 = 2,
 } hora_compression_t;
 
-/* Where a request's buffers live. Only host memory is supported so far: a
- * request with HORA_MEMORY_CUDA fails at submission with
- * HORA_ERR_UNSUPPORTED (the device engine and the cudaipc transport come
- * with the GPU runtime). */
+/* Where a request's buffers live. HORA_MEMORY_CUDA: device memory of the
+ * runtime's CUDA device (hora_cuda_device: the device current on the thread
+ * that called hora_init); cudaMalloc'd, or from hora_mem_alloc_device, which
+ * the ranks of a host reduce from without a copy (cudaipc). A build without
+ * CUDA, or a job where a rank has no device, refuses HORA_MEMORY_CUDA with
+ * HORA_ERR_UNSUPPORTED at submission. */
 typedef enum { HORA_MEMORY_HOST = 0, HORA_MEMORY_CUDA = 1, HORA_MEMORY_COUNT = 2 } hora_memory_t;
 
 #define HORA_MAX_DIMS 8
 
-/* Options of a negotiated request. Zero-initialise with HORA_OPTS_INIT. */
+/* Options of a negotiated request. Initialise with HORA_OPTS_INIT. */
 typedef struct {
     double prescale;  /* inputs multiplied by this before the reduction (1 = none) */
     double postscale; /* results multiplied by this after it (1 = none) */
@@ -295,9 +320,18 @@ typedef struct {
     hora_memory_t memory;
     int ndim;                     /* 0: a 1-D tensor of count elements */
     int64_t dims[HORA_MAX_DIMS];  /* shape; the product must equal count */
+    /* HORA_MEMORY_CUDA only. device: the buffers' device (-1: the runtime's;
+     * any other value must equal it). When the data is ready: ready_event
+     * (a cudaEvent_t the caller recorded after producing it) if not NULL,
+     * else the work queued so far on stream (a cudaStream_t; NULL is the
+     * legacy default stream): the runtime records an event on it at
+     * submission and its communication stream waits for that event. */
+    int device;
+    void *stream;
+    void *ready_event;
 } hora_opts_t;
 
-#define HORA_OPTS_INIT {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}}
+#define HORA_OPTS_INIT {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL}
 
 /*
  * Enqueue an allreduce of count elements from send into recv (may be equal).
@@ -340,6 +374,17 @@ HORA_API hora_status_t hora_request_result(hora_request_t req, void **data, size
  * rank that joined last.
  */
 HORA_API hora_status_t hora_join(int *last_rank);
+
+/* Order the work queued on stream after this request (a cudaStream_t, NULL:
+ * the legacy default stream) without blocking the host: the stream waits on
+ * a host-mapped flag the coordinator sets when the request completes
+ * (cuStreamWaitValue32), or, where the device cannot do that, this call waits
+ * for the request on the host and returns its failure, if any. Otherwise
+ * the request's status comes from hora_wait or hora_test; after a failure the
+ * stream is released too and the contents of recv are undefined.
+ * HORA_ERR_UNSUPPORTED without device support. A caller's ready_event must
+ * not be recorded again before the request completes. */
+HORA_API hora_status_t hora_stream_wait(hora_request_t req, void *stream);
 
 /* Block until req completes; returns its final status. */
 HORA_API hora_status_t hora_wait(hora_request_t req);

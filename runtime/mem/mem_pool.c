@@ -80,28 +80,6 @@ hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size
                        all.rank, mem_shm_advice);
 }
 
-static hora_status_t mem_list_insert(struct mem_extent **list, size_t *count, size_t *cap, size_t at,
-                                     struct mem_extent e)
-{
-    if (*count == *cap) {
-        size_t ncap = *cap ? *cap * 2 : 16;
-        struct mem_extent *n = realloc(*list, ncap * sizeof(*n));
-        if (!n) return status_fail(HORA_ERR_NO_MEMORY, "out of memory growing the pool's block list");
-        *list = n;
-        *cap = ncap;
-    }
-    memmove(*list + at + 1, *list + at, (*count - at) * sizeof(**list));
-    (*list)[at] = e;
-    (*count)++;
-    return HORA_OK;
-}
-
-static void mem_list_remove(struct mem_extent *list, size_t *count, size_t at)
-{
-    memmove(list + at, list + at + 1, (*count - at - 1) * sizeof(*list));
-    (*count)--;
-}
-
 static hora_status_t mem_pool_create(struct mem_pool *pool, const struct topo *topo, char *name)
 {
     struct timespec ts;
@@ -208,8 +186,7 @@ hora_status_t mem_pool_init(struct mem_pool *pool, const struct topo *topo, size
     } else {
         shm_unlink(name);
     }
-    status = mem_list_insert(&pool->free_list, &pool->free_count, &pool->free_cap, 0,
-                             (struct mem_extent){MEM_POOL_CTRL_BYTES, pool->bytes - MEM_POOL_CTRL_BYTES});
+    status = mem_extents_init(&pool->blocks, MEM_POOL_CTRL_BYTES, pool->bytes - MEM_POOL_CTRL_BYTES);
     if (status < 0) goto err_unmap;
     return HORA_OK;
 
@@ -227,23 +204,22 @@ err_free_arrays:
 void mem_pool_free(struct mem_pool *pool)
 {
     if (!pool->base) return;
-    if (pool->used_count)
-        log_debug("%zu blocks from hora_mem_alloc were not freed before shutdown", pool->used_count);
+    if (pool->blocks.used_count)
+        log_debug("%zu blocks from hora_mem_alloc were not freed before shutdown", pool->blocks.used_count);
     for (int p = 0; p < pool->peer_count; p++)
         if (pool->peer_base[p]) munmap(pool->peer_base[p], pool->peer_bytes[p]);
     close(pool->fd);
     pthread_mutex_destroy(&pool->lock);
     free(pool->peer_base);
     free(pool->peer_bytes);
-    free(pool->free_list);
-    free(pool->used_list);
+    mem_extents_free(&pool->blocks);
     memset(pool, 0, sizeof(*pool));
 }
 
 hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, const char *what, void **ptr)
 {
     hora_status_t status = HORA_OK;
-    size_t want, i, at;
+    size_t want, offset;
     char b[32], p[32];
 
     if (bytes == 0) bytes = 1;
@@ -252,17 +228,14 @@ hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, const char *wh
                            mem_format_bytes(bytes, b, sizeof(b)), mem_format_bytes(pool->bytes, p, sizeof(p)));
     want = mem_round_up(bytes, MEM_PAGE);
     pthread_mutex_lock(&pool->lock);
-    for (i = 0; i < pool->free_count; i++)
-        if (pool->free_list[i].bytes >= want) break;
-    if (i == pool->free_count) {
+    if (!mem_extents_find(&pool->blocks, want, &offset)) {
         status = status_fail(HORA_ERR_NO_MEMORY,
                              "%s: no room for %s left in the shared pool's address space (raise "
                              "HORA_SHM_POOL_BYTES=%s)",
                              what, mem_format_bytes(bytes, b, sizeof(b)), mem_format_bytes(pool->bytes, p, sizeof(p)));
         goto out;
     }
-    struct mem_extent block = {pool->free_list[i].offset, want};
-    int e = posix_fallocate(pool->fd, (off_t)block.offset, (off_t)want);
+    int e = posix_fallocate(pool->fd, (off_t)offset, (off_t)want);
     if (e) {
         size_t free_bytes, total_bytes;
         char f[32], t[32];
@@ -275,13 +248,8 @@ hora_status_t mem_pool_alloc(struct mem_pool *pool, size_t bytes, const char *wh
                              mem_shm_advice);
         goto out;
     }
-    for (at = 0; at < pool->used_count && pool->used_list[at].offset < block.offset; at++) {}
-    status = mem_list_insert(&pool->used_list, &pool->used_count, &pool->used_cap, at, block);
-    if (status < 0) goto out;
-    pool->free_list[i].offset += want;
-    pool->free_list[i].bytes -= want;
-    if (pool->free_list[i].bytes == 0) mem_list_remove(pool->free_list, &pool->free_count, i);
-    *ptr = pool->base + block.offset;
+    status = mem_extents_take(&pool->blocks, offset, want);
+    if (status == HORA_OK) *ptr = pool->base + offset;
 out:
     pthread_mutex_unlock(&pool->lock);
     return status;
@@ -289,37 +257,20 @@ out:
 
 hora_status_t mem_pool_release(struct mem_pool *pool, void *ptr)
 {
-    hora_status_t status = HORA_OK;
+    hora_status_t status = HORA_ERR_INVALID_ARG;
+    size_t bytes = 0;
     uint8_t *p = ptr;
-    size_t i, at;
 
     pthread_mutex_lock(&pool->lock);
-    for (i = 0; i < pool->used_count; i++)
-        if (pool->base + pool->used_list[i].offset == p) break;
-    if (i == pool->used_count) {
-        status = status_fail(HORA_ERR_INVALID_ARG, "hora_mem_free(%p): not a block from hora_mem_alloc", ptr);
-        goto out;
-    }
-    struct mem_extent block = pool->used_list[i];
-    mem_list_remove(pool->used_list, &pool->used_count, i);
+    if (pool->base && p >= pool->base && p < pool->base + pool->bytes)
+        status = mem_extents_give(&pool->blocks, (size_t)(p - pool->base), &bytes);
     /* Give the pages back to the system; the address range stays reserved. */
-    if (fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)block.offset, (off_t)block.bytes))
+    if (bytes && fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - pool->base),
+                           (off_t)bytes))
         log_debug("releasing pool pages failed: %s", strerror(errno));
-    for (at = 0; at < pool->free_count && pool->free_list[at].offset < block.offset; at++) {}
-    status = mem_list_insert(&pool->free_list, &pool->free_count, &pool->free_cap, at, block);
-    if (status < 0) goto out;
-    /* Coalesce with the following and the preceding extent. */
-    if (at + 1 < pool->free_count &&
-        pool->free_list[at].offset + pool->free_list[at].bytes == pool->free_list[at + 1].offset) {
-        pool->free_list[at].bytes += pool->free_list[at + 1].bytes;
-        mem_list_remove(pool->free_list, &pool->free_count, at + 1);
-    }
-    if (at > 0 && pool->free_list[at - 1].offset + pool->free_list[at - 1].bytes == pool->free_list[at].offset) {
-        pool->free_list[at - 1].bytes += pool->free_list[at].bytes;
-        mem_list_remove(pool->free_list, &pool->free_count, at);
-    }
-out:
     pthread_mutex_unlock(&pool->lock);
+    if (status == HORA_ERR_INVALID_ARG)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_free(%p): not a block from hora_mem_alloc", ptr);
     return status;
 }
 

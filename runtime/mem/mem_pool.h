@@ -18,14 +18,11 @@
 #include <stdint.h>
 
 #include "hora.h"
+#include "mem/mem_extents.h"
 #include "mem/topo.h"
 
 /* Bytes at the start of every pool reserved for transport control blocks. */
 #define MEM_POOL_CTRL_BYTES ((size_t)64 * 1024)
-
-struct mem_extent {
-    size_t offset, bytes;
-};
 
 struct mem_pool {
     int fd;                 /* own object, kept open for fallocate */
@@ -36,10 +33,7 @@ struct mem_pool {
     uint8_t **peer_base;    /* [peer_count], NULL where not mapped; [self] == base */
     size_t *peer_bytes;
     pthread_mutex_t lock;
-    struct mem_extent *free_list; /* sorted by offset, coalesced */
-    size_t free_count, free_cap;
-    struct mem_extent *used_list;
-    size_t used_count, used_cap;
+    struct mem_extents blocks; /* offsets handed out by mem_pool_alloc */
 };
 
 /* Collective over world, before mem_pool_init: has /dev/shm on every host

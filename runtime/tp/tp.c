@@ -5,6 +5,7 @@
 
 const struct tp_ops *const tp_registry[TP_KIND_COUNT] = {
     [TP_KIND_SHM] = &tp_shm_ops,
+    [TP_KIND_CUDAIPC] = &tp_cudaipc_ops,
     [TP_KIND_UCX] = &tp_ucx_ops,
     [TP_KIND_MPI] = &tp_mpi_ops,
 };

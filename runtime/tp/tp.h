@@ -4,15 +4,15 @@
  *
  * Transports come in two flavours and say which through caps:
  *  - message transports (ucx, mpi) move bytes: isend / irecv / wait;
- *  - peer-memory transports (shm, later cudaipc) map the peers' buffers, so a
+ *  - peer-memory transports (shm, cudaipc) map the peers' buffers, so a
  *    rank reduces straight from a neighbour's memory; ranks agree on progress
  *    through monotonically increasing positions (mem_post / mem_wait) and
  *    describe their buffers for the current operation (mem_publish / mem_desc).
  *    They also agree on each operation's outcome: mem_op_begin / mem_op_end
  *    bracket it, and every member that returns from mem_op_end returns the
  *    same status (tp_shm.c explains the protocol).
- * A transport also says which memory kinds it moves (memory_kinds: host
- * today; device memory with cudaipc) and whether it reaches only the ranks of
+ * A transport also says which memory kinds it moves (memory_kinds: host for
+ * shm, ucx and mpi; device memory for cudaipc) and whether it reaches only the ranks of
  * its own host (TP_CAP_HOST_LOCAL: never chosen for the cross-node rings,
  * whose traffic is what they exist for, even between virtual nodes of one
  * host).
@@ -33,12 +33,13 @@
 #include <stdint.h>
 
 #include "hora.h"
+#include "mem/mem_dev.h"
 #include "mem/mem_pool.h"
 #include "mem/topo.h"
 
 struct tp;
 
-enum tp_kind { TP_KIND_SHM = 0, TP_KIND_UCX = 1, TP_KIND_MPI = 2, TP_KIND_COUNT = 3 };
+enum tp_kind { TP_KIND_SHM = 0, TP_KIND_CUDAIPC = 1, TP_KIND_UCX = 2, TP_KIND_MPI = 3, TP_KIND_COUNT = 4 };
 
 enum tp_caps {
     TP_CAP_MESSAGE = 1u << 0,
@@ -111,6 +112,7 @@ struct tp_env {
     MPI_Comm world;          /* world ranks are peers */
     const struct topo *topo;
     struct mem_pool *pool;   /* this rank's pool, mapped by its host peers */
+    struct mem_dev *dev;     /* this rank's device and device pool (dev->device < 0: none) */
     double timeout_s;        /* HORA_TIMEOUT_S */
     long spin_count;         /* resolved HORA_SPIN_COUNT */
     bool spin_auto;          /* HORA_SPIN_COUNT is auto (-1): ucx never spins, the coordinator's channels only while waited for */
@@ -166,6 +168,8 @@ struct tp {
 };
 
 extern const struct tp_ops tp_shm_ops;
+/* Connects nobody without device support (mem_dev_on). */
+extern const struct tp_ops tp_cudaipc_ops;
 /* Without UCX (meson -Ducx=disabled, or libucx-dev missing) this is a stand-in
  * that connects nobody, so the registry keeps its order. */
 extern const struct tp_ops tp_ucx_ops;

@@ -159,7 +159,8 @@ static void tp_notice_wake_host(const struct tp_env *env)
     for (int i = -1; i < n->host_peer_count; i++) {
         struct tp_shm_area *a = tp_shm_area_of(env, i < 0 ? env->topo->rank : n->host_peers[i]);
         if (!a) continue;
-        for (int ch = 0; ch < TP_MAX_CHANNELS; ch++) tp_shm_wake(&a->channel[ch]);
+        for (int set = 0; set < TP_SHM_SET_COUNT; set++)
+            for (int ch = 0; ch < TP_MAX_CHANNELS; ch++) tp_shm_wake(&a->channel[set][ch]);
     }
 }
 

@@ -95,6 +95,7 @@ enum tp_shm_state { TP_SHM_UNDECIDED = 0, TP_SHM_SUCCEEDED = 1, TP_SHM_FAILED = 
 #define TP_SHM_SPIN_CHECK 1024
 
 struct tp_shm {
+    enum tp_shm_set set;
     struct tp_shm_ctrl *self;
     long spin_count;
     /* The operation in progress (mem_op_begin .. mem_op_end). */
@@ -124,11 +125,19 @@ static enum tp_shm_state tp_shm_classify(uint64_t w, uint32_t op)
     return TP_SHM_UNDECIDED;
 }
 
-/* One control block per channel at the start of every pool. */
+/* One control block per set and channel at the start of every pool. */
+static struct tp_shm_ctrl *tp_shm_block(struct tp *tp, enum tp_shm_set set, int peer)
+{
+    return &tp_shm_area_of(tp->env, peer)->channel[set][tp->channel];
+}
+
 static struct tp_shm_ctrl *tp_shm_ctrl_of(struct tp *tp, int peer)
 {
-    return &tp_shm_area_of(tp->env, peer)->channel[tp->channel];
+    return tp_shm_block(tp, ((struct tp_shm *)tp->state)->set, peer);
 }
+
+/* For messages: "shm", "cudaipc" (connect sets tp->ops only after it returns). */
+static const char *tp_shm_name(const struct tp *tp) { return tp->ops ? tp->ops->name : "shm"; }
 
 static int tp_shm_member(const struct tp_shm *s, int i) { return s->op.members ? s->op.members[i] : i; }
 
@@ -138,7 +147,7 @@ static bool tp_shm_can_connect(const struct tp_env *env, int peer)
            env->topo->host_of[peer] == env->topo->host_index;
 }
 
-static hora_status_t tp_shm_connect(struct tp *tp)
+hora_status_t tp_shm_connect_set(struct tp *tp, enum tp_shm_set set)
 {
     struct tp_shm *s = calloc(1, sizeof(*s));
     if (!s) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting the shm transport");
@@ -147,7 +156,8 @@ static hora_status_t tp_shm_connect(struct tp *tp)
         return status_fail(HORA_ERR_INVALID_ARG, "shm transport: channel %d outside 0..%d", tp->channel,
                            TP_MAX_CHANNELS - 1);
     }
-    s->self = tp_shm_ctrl_of(tp, tp->env->topo->rank);
+    s->set = set;
+    s->self = tp_shm_block(tp, set, tp->env->topo->rank);
     s->spin_count = tp->env->spin_count;
     atomic_store(&s->self->position, 0);
     atomic_store(&s->self->outcome, 0);
@@ -155,13 +165,15 @@ static hora_status_t tp_shm_connect(struct tp *tp)
     return HORA_OK;
 }
 
-static void tp_shm_close(struct tp *tp)
+static hora_status_t tp_shm_connect(struct tp *tp) { return tp_shm_connect_set(tp, TP_SHM_SET_HOST); }
+
+void tp_shm_close(struct tp *tp)
 {
     free(tp->state);
     tp->state = NULL;
 }
 
-static hora_status_t tp_shm_mem_publish(struct tp *tp, const struct tp_mem_desc *desc)
+hora_status_t tp_shm_mem_publish(struct tp *tp, const struct tp_mem_desc *desc)
 {
     struct tp_shm *s = tp->state;
     /* Plain copy: neighbours read it only after an acquire load of a position
@@ -170,13 +182,13 @@ static hora_status_t tp_shm_mem_publish(struct tp *tp, const struct tp_mem_desc 
     return HORA_OK;
 }
 
-static hora_status_t tp_shm_mem_desc(struct tp *tp, int peer, struct tp_mem_desc *desc)
+hora_status_t tp_shm_mem_desc(struct tp *tp, int peer, struct tp_mem_desc *desc)
 {
     *desc = tp_shm_ctrl_of(tp, peer)->desc;
     return HORA_OK;
 }
 
-static hora_status_t tp_shm_mem_post(struct tp *tp, uint64_t position)
+hora_status_t tp_shm_mem_post(struct tp *tp, uint64_t position)
 {
     struct tp_shm *s = tp->state;
     atomic_store_explicit(&s->self->position, position, memory_order_seq_cst);
@@ -267,7 +279,7 @@ static hora_status_t tp_shm_look(struct tp *tp)
     }
 }
 
-static hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op)
+hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op)
 {
     struct tp_shm *s = tp->state;
     s->op = *op;
@@ -286,7 +298,7 @@ static hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *
     return HORA_OK;
 }
 
-static hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status)
+hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status)
 {
     struct tp_shm *s = tp->state;
     const uint32_t op = (uint32_t)s->op.op_seq;
@@ -323,7 +335,7 @@ static hora_status_t tp_shm_give_up(struct tp *tp, hora_status_t status)
     return tp_shm_propose_failure(tp, status, 1);
 }
 
-static hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
+hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
 {
     struct tp_shm *s = tp->state;
     struct tp_shm_ctrl *c = tp_shm_ctrl_of(tp, peer);
@@ -363,17 +375,19 @@ static hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
         if (start == 0) start = now;
         status = tp_notice_check(tp->env, s->op.members, s->op.direct ? s->op.n : 0);
         if (status == HORA_OK && peer_notice->pid > 0 && kill(peer_notice->pid, 0) != 0 && errno == ESRCH)
-            status = status_set(HORA_ERR_TRANSPORT, "shm transport: peer rank %d (pid %d) died", peer,
+            status = status_set(HORA_ERR_TRANSPORT, "%s transport: peer rank %d (pid %d) died", tp_shm_name(tp), peer,
                                 (int)peer_notice->pid);
         if (status == HORA_OK && now - start > tp->env->timeout_s)
             status = status_set(HORA_ERR_TIMEOUT,
-                                 "shm transport: rank %d waited %.1f s for rank %d in %s #%llu (HORA_TIMEOUT_S); did "
+                                 "%s transport: rank %d waited %.1f s for rank %d in %s #%llu (HORA_TIMEOUT_S); did "
                                  "every rank call the same collectives in the same order?",
-                                 tp->env->topo->rank, now - start, peer, s->op.what ? s->op.what : "an operation",
-                                 (unsigned long long)s->op.op_seq);
+                                 tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
+                                 s->op.what ? s->op.what : "an operation", (unsigned long long)s->op.op_seq);
         if (status < 0) HORA_CHECK(tp_shm_give_up(tp, status));
     }
 }
+
+hora_status_t tp_shm_mem_op_check(struct tp *tp) { return tp_shm_look(tp); }
 
 static bool tp_shm_mem_local_offset(struct tp *tp, const void *ptr, size_t bytes, uint64_t *offset)
 {
@@ -403,5 +417,5 @@ const struct tp_ops tp_shm_ops = {
     .mem_peer_ptr = tp_shm_mem_peer_ptr,
     .mem_op_begin = tp_shm_mem_op_begin,
     .mem_op_end = tp_shm_mem_op_end,
-    .mem_op_check = tp_shm_look,
+    .mem_op_check = tp_shm_mem_op_check,
 };

@@ -43,8 +43,13 @@ struct tp_shm_notice {
     char reason[TP_NOTICE_REASON_BYTES];
 };
 
+/* Control blocks come in sets, one per transport that runs this protocol:
+ * shm (positions in host memory) and cudaipc (positions in device memory,
+ * the same agreement). */
+enum tp_shm_set { TP_SHM_SET_HOST = 0, TP_SHM_SET_DEVICE = 1, TP_SHM_SET_COUNT = 2 };
+
 struct tp_shm_area {
-    struct tp_shm_ctrl channel[TP_MAX_CHANNELS];
+    struct tp_shm_ctrl channel[TP_SHM_SET_COUNT][TP_MAX_CHANNELS];
     struct tp_shm_notice notice;
 };
 
@@ -78,5 +83,17 @@ static inline double tp_shm_now(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* The protocol's slots (tp_shm.c), which tp_cudaipc.c shares: connect takes
+ * the control-block set; the rest work on the set connected. */
+hora_status_t tp_shm_connect_set(struct tp *tp, enum tp_shm_set set);
+void tp_shm_close(struct tp *tp);
+hora_status_t tp_shm_mem_publish(struct tp *tp, const struct tp_mem_desc *desc);
+hora_status_t tp_shm_mem_desc(struct tp *tp, int peer, struct tp_mem_desc *desc);
+hora_status_t tp_shm_mem_post(struct tp *tp, uint64_t position);
+hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want);
+hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op);
+hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status);
+hora_status_t tp_shm_mem_op_check(struct tp *tp);
 
 #endif
