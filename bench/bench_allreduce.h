@@ -1,7 +1,8 @@
 /*
- * bench_allreduce.h - what hora-bench-allreduce's measuring part
- * (bench_allreduce.c) hands to its reporting part (bench_report.c): the
- * options of the run and one measured row per (type, op, size).
+ * bench_allreduce.h - what the parts of hora-bench-allreduce share: the
+ * options of the run (parsed by bench_allreduce_options.c) and one measured
+ * row per (type, op, size) (bench_allreduce.c measures, bench_report.c
+ * prints).
  *
  * Build: part of hora-bench-allreduce (bench/meson.build).
  */
@@ -15,6 +16,24 @@
 
 #define BENCH_NAME "hora-bench-allreduce"
 
+/* Where the send and recv buffers live (--memory). */
+typedef enum {
+    BENCH_MEMORY_HOST = 0, /* hora_mem_alloc */
+    BENCH_MEMORY_CUDA = 1, /* hora_mem_alloc_device, on this rank's GPU */
+} bench_memory_t;
+
+/* What the last columns compare hora with (--baseline). */
+typedef enum {
+    BENCH_PEER_NONE = 0,
+    BENCH_PEER_MPI = 1,  /* MPI_Allreduce in place on recv (host memory) */
+    BENCH_PEER_NCCL = 2, /* ncclAllReduce in place on the same device buffers */
+    BENCH_PEER_COPY = 3, /* one device-to-device cudaMemcpyAsync of the row's bytes */
+    BENCH_PEER_AUTO = 4, /* asked only: nccl where it can run, else copy */
+} bench_peer_t;
+
+/* Bytes of the texts the run fills in below. */
+#define BENCH_NOTE_BYTES 768
+
 typedef struct {
     size_t min_bytes;
     size_t max_bytes;
@@ -26,11 +45,25 @@ typedef struct {
     int dtype_count;
     hora_op_t ops[HORA_OP_COUNT];
     int op_count;
-    int baseline_mpi;
+    bench_memory_t memory;
+    bench_peer_t baseline; /* as asked; BENCH_PEER_AUTO is --memory cuda's default */
+    const char *nccl_library; /* dlopen name or path of NCCL */
     const char *json_path; /* NULL: no JSON */
     const char *plot_path; /* NULL: no plot */
     const char *transport; /* "shm", "mpi" or "auto" */
     int print_config;
+
+    /* Filled in by the run before the header, the same on every rank. */
+    bench_peer_t peer;                /* what the last columns measure; never AUTO */
+    char peer_detail[64];             /* "NCCL 2.28.9"; "" when nothing to add */
+    char peer_note[BENCH_NOTE_BYTES]; /* why this peer when not the one asked, or "" */
+    char cuda_pool_bytes[32];         /* HORA_CUDA_POOL_BYTES in force ("192M"); "" with host memory */
+    int cuda_pool_from_user;          /* 1: the caller's value was kept, 0: the bench set it */
+    int gpu_turns;                    /* most ranks on one GPU: the copy peer runs in that many turns */
+    /* This rank's GPU (--memory cuda). */
+    int gpu_device;      /* -1 with host memory */
+    char gpu_bus_id[32]; /* "0000:41:00.0" */
+    int gpu_turn;        /* 0 .. gpu_turns-1: this rank's place among the ranks of its GPU */
 } bench_options_t;
 
 /* One line of the table. Times are microseconds per call, bandwidths GB/s
@@ -45,10 +78,41 @@ typedef struct {
     double ip_time_us, ip_algbw, ip_busbw;
     long long ip_wrong;
     long long out_of_bounds; /* guard bytes overwritten, send elements changed */
-    int has_mpi;             /* 0: no baseline asked, no MPI type, or count > INT_MAX */
-    double mpi_time_us, mpi_busbw;
-    double ratio; /* mpi_time / ip_time = ip_busbw / mpi_busbw; NAN when undefined */
+    int has_peer; /* 0: no peer, or it cannot run this row (MPI has no f16/bf16 type; count > INT_MAX) */
+    double peer_time_us;
+    /* mpi, nccl: the peer's busbw; copy: bytes / time (a copy has no bus
+     * factor), the device's speed of moving the row's bytes. */
+    double peer_bw;
+    double ratio; /* peer_time / ip_time (= ip_busbw / peer busbw); NAN when undefined */
 } bench_row_t;
+
+/* The command line (bench_allreduce_options.c). quiet: no messages (the
+ * ranks other than the launcher's first). */
+typedef enum {
+    BENCH_PARSE_RUN = 0,
+    BENCH_PARSE_HELP = 1,
+    BENCH_PARSE_ERROR = 2,
+} bench_parse_t;
+bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t *options, int quiet);
+void bench_usage(FILE *out);
+/* --transport: sets the runtime's kill switches before hora_init; 0 or -1. */
+int bench_transport_select(const char *transport);
+
+/* "mpi", "nccl", "copy", "none" (the --baseline names). */
+const char *bench_peer_name(bench_peer_t peer);
+
+/* --memory cuda's set-up (bench_cuda_setup.c). Before hora_init, on every
+ * rank: set HORA_CUDA_POOL_BYTES (unless the caller did) to hold the send
+ * and recv buffers, and make this rank's GPU current. Returns 0, or -1 with
+ * the reason in why (BENCH_WHY_BYTES); the run goes on to hora_init either
+ * way, so that the ranks can agree to stop. */
+int bench_cuda_prepare(bench_options_t *options, char *why, size_t why_len);
+/* After hora_init, collective: agree that every rank's GPU works for hora
+ * (prepared is bench_cuda_prepare's result on this rank), find the ranks
+ * that share a GPU, choose the peer (options->peer, peer_note, peer_detail),
+ * and load NCCL when it is the peer. Returns 0, or -1 on every rank with
+ * the first failing rank's reason in why. */
+int bench_cuda_setup(bench_options_t *options, int prepared, char *why, size_t why_len);
 
 /* Rank 0 only, except bench_report_header, which is collective (it gathers
  * every rank's pid and host). */
@@ -58,7 +122,8 @@ void bench_report_row(const bench_options_t *options, const bench_row_t *row);
  * bounds, else 0. */
 int bench_report_footer(const bench_options_t *options, const bench_row_t *rows, size_t row_count);
 /* Writes the rows as a JSON array; returns 0 or -1 on a write error. */
-int bench_report_json(FILE *out, const bench_row_t *rows, size_t row_count, int nranks);
+int bench_report_json(FILE *out, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
+                      int nranks);
 /* --plot through gnuplot; a missing or failing gnuplot is only a warning.
  * Rows come grouped by (type, op), types outer, one row per size. */
 void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count,

@@ -161,6 +161,37 @@ int bench_launcher_rank(void)
     return 0;
 }
 
+int bench_launcher_local_rank(void)
+{
+    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                        "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        long rank;
+        const char *text = getenv(names[i]);
+        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0)
+            return (int)rank;
+    }
+    return -1;
+}
+
+int bench_all_ok(int ok, char *why, size_t len)
+{
+    int rank = 0, first_failed = INT_MAX;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int mine = ok ? INT_MAX : rank;
+    MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first_failed == INT_MAX)
+        return 1;
+    /* Every rank passes the same byte count to the broadcast. */
+    char message[BENCH_WHY_BYTES];
+    if (rank == first_failed)
+        snprintf(message, sizeof(message), "rank %d: %s", rank, why);
+    MPI_Bcast(message, (int)sizeof(message), MPI_CHAR, first_failed, MPI_COMM_WORLD);
+    message[sizeof(message) - 1] = '\0';
+    snprintf(why, len, "%s", message);
+    return 0;
+}
+
 int bench_program_on_path(const char *name)
 {
     const char *path = getenv("PATH");

@@ -52,6 +52,21 @@ double bench_allreduce_bus_factor(int nranks);
  * print a usage error once rather than once per rank, before MPI is up. */
 int bench_launcher_rank(void);
 
+/* This process's rank among the processes of its host as the launcher
+ * announces it (Open MPI, MPICH/Hydra, MVAPICH, Slurm), -1 when none does.
+ * Lets a benchmark pick its GPU before hora_init, which binds the runtime to
+ * the device current at that moment. */
+int bench_launcher_local_rank(void);
+
+/* Collective over MPI_COMM_WORLD: 1 when ok is true on every rank. Otherwise
+ * 0, and why (len bytes, len <= BENCH_WHY_BYTES) receives, on every rank,
+ * "rank R: " followed by the why of the lowest rank whose ok was false (that
+ * rank filled its why before the call). One message for the whole job instead
+ * of one per rank, and no rank goes on alone into a collective the others
+ * skip. */
+#define BENCH_WHY_BYTES 512
+int bench_all_ok(int ok, char *why, size_t len);
+
 /* 1 if an executable called name lies on $PATH. */
 int bench_program_on_path(const char *name);
 

@@ -57,6 +57,37 @@ static void report_line_add_centered(report_line_t *line, const char *label, int
     report_line_add(line, "%*s%s%*s", left, "", label, width - len - left, "");
 }
 
+const char *bench_peer_name(bench_peer_t peer)
+{
+    switch (peer) {
+    case BENCH_PEER_NONE: return "none";
+    case BENCH_PEER_MPI: return "mpi";
+    case BENCH_PEER_NCCL: return "nccl";
+    case BENCH_PEER_COPY: return "copy";
+    case BENCH_PEER_AUTO: return "auto";
+    }
+    return "?";
+}
+
+/* The peer block's heading and its bandwidth column. */
+static const char *report_peer_heading(bench_peer_t peer)
+{
+    return peer == BENCH_PEER_MPI ? "mpi baseline" : peer == BENCH_PEER_NCCL ? "nccl peer" : "copy peer";
+}
+
+static const char *report_peer_column(bench_peer_t peer)
+{
+    return peer == BENCH_PEER_MPI ? "mpi_busbw" : peer == BENCH_PEER_NCCL ? "nccl_busbw" : "copy_bw";
+}
+
+/* The series name of the peer in --plot. */
+static const char *report_peer_series(bench_peer_t peer)
+{
+    return peer == BENCH_PEER_MPI    ? "MPI_Allreduce"
+           : peer == BENCH_PEER_NCCL ? "ncclAllReduce"
+                                     : "device copy (bytes / time)";
+}
+
 static void report_line_print(report_line_t *line)
 {
     while (line->used > 0 && line->text[line->used - 1] == ' ')
@@ -71,9 +102,13 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
 {
     /* Every rank's identity, gathered to rank 0 like nccl-tests' device list. */
     struct {
-        int pid, local_rank, node;
+        int pid, local_rank, node, gpu;
         char host[MPI_MAX_PROCESSOR_NAME];
-    } me = {.pid = (int)getpid(), .local_rank = hora_local_rank(), .node = hora_node_rank()}, *all = NULL;
+        char gpu_bus_id[32];
+    } me = {.pid = (int)getpid(), .local_rank = hora_local_rank(), .node = hora_node_rank(),
+            .gpu = options->gpu_device},
+      *all = NULL;
+    snprintf(me.gpu_bus_id, sizeof(me.gpu_bus_id), "%s", options->gpu_bus_id);
     int host_len = 0;
     MPI_Get_processor_name(me.host, &host_len);
     if (rank == 0)
@@ -105,13 +140,36 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     printf("#  redops       : %s\n", list);
     printf("#  iterations   : %d timed, %d warm-up; check %s\n", options->iters, options->warmup_iters,
            options->check ? "on" : "off");
-    printf("#  baseline     : %s\n", options->baseline_mpi ? "MPI_Allreduce in place (avg as MPI_SUM)" : "none");
+    if (options->memory == BENCH_MEMORY_CUDA)
+        printf("#  memory       : cuda (hora_mem_alloc_device; HORA_CUDA_POOL_BYTES=%s, %s)\n",
+               options->cuda_pool_bytes, options->cuda_pool_from_user ? "yours" : "set by the benchmark");
+    switch (options->peer) {
+    case BENCH_PEER_MPI: printf("#  baseline     : MPI_Allreduce in place (avg as MPI_SUM)\n"); break;
+    case BENCH_PEER_NCCL:
+        printf("#  baseline     : nccl: ncclAllReduce in place on the same device buffers (%s)\n",
+               options->peer_detail[0] ? options->peer_detail : "NCCL");
+        break;
+    case BENCH_PEER_COPY:
+        printf("#  baseline     : copy: one device-to-device cudaMemcpyAsync of the row's bytes per call%s;\n"
+               "#                 ratio = hora in-place algbw / copy_bw (bench/README.md: what it can reach)\n",
+               options->gpu_turns > 1 ? ", the ranks of a GPU in turns" : "");
+        break;
+    case BENCH_PEER_NONE:
+    case BENCH_PEER_AUTO: printf("#  baseline     : none\n"); break;
+    }
+    if (options->peer_note[0] != '\0')
+        printf("#  peer note    : %s\n", options->peer_note);
     printf("#  busbw        : algbw * 2(n-1)/n = algbw * %.4f\n", bench_allreduce_bus_factor(nranks));
     printf("#\n");
     if (all != NULL) {
-        for (int r = 0; r < nranks; r++)
-            printf("#  Rank %3d Pid %7d on %-20s node %3d local rank %3d\n", r, all[r].pid, all[r].host,
-                   all[r].node, all[r].local_rank);
+        for (int r = 0; r < nranks; r++) {
+            if (options->memory == BENCH_MEMORY_CUDA)
+                printf("#  Rank %3d Pid %7d on %-20s node %3d local rank %3d device %2d [%s]\n", r, all[r].pid,
+                       all[r].host, all[r].node, all[r].local_rank, all[r].gpu, all[r].gpu_bus_id);
+            else
+                printf("#  Rank %3d Pid %7d on %-20s node %3d local rank %3d\n", r, all[r].pid, all[r].host,
+                       all[r].node, all[r].local_rank);
+        }
         printf("#\n");
     }
     free(all);
@@ -120,19 +178,20 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     report_line_add(&line, "#%*s", W_SIZE + W_COUNT + W_TYPE + W_OP - 1, "");
     report_line_add_centered(&line, "out-of-place", W_BLOCK);
     report_line_add_centered(&line, "in-place", W_BLOCK);
-    if (options->baseline_mpi)
-        report_line_add_centered(&line, "mpi baseline", W_MPI + W_RATIO);
+    int has_peer = options->peer != BENCH_PEER_NONE;
+    if (has_peer)
+        report_line_add_centered(&line, report_peer_heading(options->peer), W_MPI + W_RATIO);
     report_line_print(&line);
     report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "size", W_COUNT, "count", W_TYPE, "type", W_OP, "redop");
     for (int i = 0; i < 2; i++)
         report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "time", W_BW, "algbw", W_BW, "busbw", W_WRONG, "#wrong");
-    if (options->baseline_mpi)
-        report_line_add(&line, "%*s%*s", W_MPI, "mpi_busbw", W_RATIO, "ratio");
+    if (has_peer)
+        report_line_add(&line, "%*s%*s", W_MPI, report_peer_column(options->peer), W_RATIO, "ratio");
     report_line_print(&line);
     report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "(B)", W_COUNT, "(elements)", W_TYPE, "", W_OP, "");
     for (int i = 0; i < 2; i++)
         report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "(us)", W_BW, "(GB/s)", W_BW, "(GB/s)", W_WRONG, "");
-    if (options->baseline_mpi)
+    if (has_peer)
         report_line_add(&line, "%*s%*s", W_MPI, "(GB/s)", W_RATIO, "");
     report_line_print(&line);
     fflush(stdout);
@@ -179,9 +238,9 @@ void bench_report_row(const bench_options_t *options, const bench_row_t *row)
             snprintf(text, sizeof(text), "%lld", wrongs[i]);
         report_cell_text(text, W_WRONG);
     }
-    if (options->baseline_mpi) {
-        if (row->has_mpi)
-            report_cell_number(row->mpi_busbw, W_MPI);
+    if (options->peer != BENCH_PEER_NONE) {
+        if (row->has_peer)
+            report_cell_number(row->peer_bw, W_MPI);
         else
             report_cell_text("n/a", W_MPI);
         if (isnan(row->ratio))
@@ -215,11 +274,14 @@ int bench_report_footer(const bench_options_t *options, const bench_row_t *rows,
     else
         printf("# Out of bounds values : not checked (-c 0)\n");
     printf("# Avg bus bandwidth    : %g\n", row_count ? busbw_sum / (double)row_count : 0.0);
-    if (options->baseline_mpi) {
+    if (options->peer != BENCH_PEER_NONE) {
+        const char *label = options->peer == BENCH_PEER_MPI    ? "Avg ratio vs MPI     "
+                            : options->peer == BENCH_PEER_NCCL ? "Avg ratio vs NCCL    "
+                                                               : "Avg ratio vs copy    ";
         if (ratio_count)
-            printf("# Avg ratio vs MPI     : %g\n", ratio_sum / (double)ratio_count);
+            printf("# %s: %g\n", label, ratio_sum / (double)ratio_count);
         else
-            printf("# Avg ratio vs MPI     : n/a\n");
+            printf("# %s: n/a\n", label);
     }
     if (options->check)
         printf("# Wrong results        : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
@@ -252,7 +314,8 @@ static void report_json_string(FILE *out, const char *text)
 
 /* One object per row; in-place values appear twice, once under the plain
  * names (time_us, algbw, busbw) that other hora benchmarks also use. */
-int bench_report_json(FILE *out, const bench_row_t *rows, size_t row_count, int nranks)
+int bench_report_json(FILE *out, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
+                      int nranks)
 {
     fprintf(out, "[\n");
     for (size_t i = 0; i < row_count; i++) {
@@ -276,28 +339,35 @@ int bench_report_json(FILE *out, const bench_row_t *rows, size_t row_count, int 
             fprintf(out, ", \"wrong\": null");
         else
             fprintf(out, ", \"wrong\": %lld", r->oop_wrong + r->ip_wrong);
-        report_json_number(out, "mpi_busbw", r->mpi_busbw, r->has_mpi);
+        report_json_number(out, "mpi_busbw", r->peer_bw, r->has_peer && options->peer == BENCH_PEER_MPI);
         report_json_number(out, "ratio", r->ratio, !isnan(r->ratio));
+        /* Device memory: where the buffers were and what the peer was. */
+        if (options->memory == BENCH_MEMORY_CUDA) {
+            fprintf(out, ", \"memory\": \"cuda\", \"peer\": ");
+            report_json_string(out, bench_peer_name(options->peer));
+            report_json_number(out, "peer_time_us", r->peer_time_us, r->has_peer);
+            report_json_number(out, "peer_bw", r->peer_bw, r->has_peer);
+        }
         fprintf(out, "}%s\n", i + 1 < row_count ? "," : "");
     }
     fprintf(out, "]\n");
     return ferror(out) ? -1 : 0;
 }
 
-/* Series of one panel: hora in place, hora out of place, MPI. */
-enum { PLOT_IN_PLACE, PLOT_OUT_OF_PLACE, PLOT_MPI, PLOT_KINDS };
+/* Series of one panel: hora in place, hora out of place, the peer. */
+enum { PLOT_IN_PLACE, PLOT_OUT_OF_PLACE, PLOT_PEER, PLOT_KINDS };
 
 /* One panel: busbw against size of one (type, op) group of rows. */
-static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_count, int baseline_mpi)
+static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_count, bench_peer_t peer)
 {
-    static const char *const names[PLOT_KINDS] = {"hora in-place", "hora out-of-place", "MPI_Allreduce"};
+    const char *const names[PLOT_KINDS] = {"hora in-place", "hora out-of-place", report_peer_series(peer)};
     static const char *const styles[PLOT_KINDS] = {"lw 2 pt 7", "lw 2 pt 5 dt 2", "lw 2 pt 9 dt 3"};
-    int kinds = baseline_mpi && group->has_mpi ? 3 : 2;
+    int kinds = peer != BENCH_PEER_NONE && group->has_peer ? 3 : 2;
 
     /* One rank: busbw is 0 throughout; give gnuplot a range it can draw. */
     double top = 0.0;
     for (size_t i = 0; i < size_count; i++) {
-        const double values[3] = {group[i].ip_busbw, group[i].oop_busbw, group[i].mpi_busbw};
+        const double values[3] = {group[i].ip_busbw, group[i].oop_busbw, group[i].peer_bw};
         for (int kind = 0; kind < kinds; kind++)
             top = values[kind] > top ? values[kind] : top;
     }
@@ -311,7 +381,7 @@ static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_co
     for (int kind = 0; kind < kinds; kind++) {
         for (size_t i = 0; i < size_count; i++) {
             const bench_row_t *r = &group[i];
-            double busbw = kind == PLOT_IN_PLACE ? r->ip_busbw : kind == PLOT_OUT_OF_PLACE ? r->oop_busbw : r->mpi_busbw;
+            double busbw = kind == PLOT_IN_PLACE ? r->ip_busbw : kind == PLOT_OUT_OF_PLACE ? r->oop_busbw : r->peer_bw;
             if (r->bytes > 0) /* log axis */
                 fprintf(gp, "%zu %.6g\n", r->bytes, busbw);
         }
@@ -370,8 +440,9 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
     fprintf(gp, ")\n");
 
     char title[200];
-    snprintf(title, sizeof(title), "hora all-reduce bus bandwidth%s, %d ranks, %s transport",
-             multi ? " (GB/s) against message size (bytes)" : "", nranks, hora_transport_name());
+    snprintf(title, sizeof(title), "hora all-reduce bus bandwidth%s, %d ranks, %s transport%s",
+             multi ? " (GB/s) against message size (bytes)" : "", nranks, hora_transport_name(),
+             options->memory == BENCH_MEMORY_CUDA ? ", device memory" : "");
     if (multi) {
         fprintf(gp, "set multiplot layout %d,%d title ", lines, columns);
         bench_gnuplot_quote(gp, title);
@@ -382,7 +453,7 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
             /* Every panel draws the same series; a key below each keeps
              * the panels the same size and off the data. */
             fprintf(gp, "set key below horizontal\n");
-            report_plot_panel(gp, group, size_count, options->baseline_mpi);
+            report_plot_panel(gp, group, size_count, options->peer);
         }
         fprintf(gp, "unset multiplot\n");
     } else if (groups == 1) {
@@ -391,7 +462,7 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
         fprintf(gp, "set key top left\nset title ");
         bench_gnuplot_quote(gp, title);
         fprintf(gp, "\n");
-        report_plot_panel(gp, rows, size_count, options->baseline_mpi);
+        report_plot_panel(gp, rows, size_count, options->peer);
     }
     int status = pclose(gp);
     if (status != 0)
