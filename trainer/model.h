@@ -117,6 +117,15 @@ hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec);
 /* "resnet18, resnet34, ..." */
 const char *tr_model_names(void);
 
+/* The convolution descriptors of spec's network, in forward order (stem,
+ * then each block's convs and its projection; repeats included), as
+ * tr_model_init makes them: the first min(capacity, count) into descs,
+ * *count_out = how many there are (call with capacity 0 to size descs).
+ * Lets a backend plan its convolutions ahead (cuda/cuda_conv.h).
+ * HORA_ERR_NO_MEMORY. */
+hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity,
+                                  int *count_out);
+
 /* Build the model, with activations for batch samples (more grow them).
  * grads_shared: put the gradient arena in hora_mem_alloc memory (hora must
  * be initialised; host backends only). Parameters are initialised from seed

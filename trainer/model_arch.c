@@ -213,6 +213,35 @@ hora_status_t model_declare(tr_model_t *m)
     return HORA_OK;
 }
 
+/* The convolutions of spec in the order forward runs them, from the same
+ * declaration tr_model_init uses (a model without a backend: shapes only). */
+hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity,
+                                  int *count_out)
+{
+    tr_model_t m = {.spec = *spec};
+    hora_status_t status = model_declare(&m);
+    int count = 0;
+    if (status == HORA_OK) {
+        const convbn_t *stem = &m.stem;
+        if (count < capacity)
+            descs[count] = stem->desc;
+        count++;
+        for (int i = 0; i < m.block_count; i++) {
+            const block_t *b = &m.blocks[i];
+            for (int j = 0; j < b->conv_count + b->has_proj; j++) {
+                if (count < capacity)
+                    descs[count] = j < b->conv_count ? b->cb[j].desc : b->proj.desc;
+                count++;
+            }
+        }
+        *count_out = count;
+    }
+    free(m.blocks);
+    free(m.params);
+    free(m.bns);
+    return status;
+}
+
 /* ---- initial values ------------------------------------------------------- */
 
 /* The initialisation stream: splitmix64 (data/rng.h) from one seed, the same

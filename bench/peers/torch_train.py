@@ -7,13 +7,20 @@ a plain model when N = 1); prints the images per second of all ranks together.
     /usr/bin/python3 bench/peers/torch_train.py --model resnet20 --image 1x28x28 --batch 64 --nproc 2 --threads 1 --steps 20
     /usr/bin/python3 bench/peers/torch_train.py --model resnet50 --image 3x224x224 --batch 16 --nproc 1 --threads 2 --steps 3
     /usr/bin/python3 bench/peers/torch_train.py --model resnet50 --batch 16 --threads 2 --autocast bf16 --channels-last
+    python3 bench/peers/torch_train.py --device cuda --model resnet50 --batch 256 --autocast fp16 --channels-last --warmup 20 --steps 50
 
 --batch is per rank. The first --warmup steps (oneDNN primitive creation, DDP's
 bucket rebuild) are not timed; the timed steps lie between two barriers.
 --autocast bf16 runs forward and loss under torch.autocast("cpu", torch.bfloat16)
 (the weights, their gradients and the optimizer stay fp32); --channels-last puts
 the model and the input batch in torch.channels_last (NHWC). The variant's name
-(fp32, fp32+cl, bf16, bf16+cl) is in the printout and the JSON.
+(fp32, fp32+cl, bf16, bf16+cl, fp16+cl) is in the printout and the JSON.
+
+--device cuda (one process per GPU; --nproc > 1 uses NCCL there) is the peer of
+hora-train --backend cuda: the batch on the GPU, torch.backends.cudnn.benchmark on,
+--autocast fp16 runs forward and loss under torch.autocast("cuda", torch.float16)
+with a torch.cuda.amp.GradScaler starting at --loss-scale (1024, as hora-train's
+default), and the timed steps lie between two torch.cuda.synchronize().
 """
 import argparse
 import contextlib
@@ -46,8 +53,11 @@ def parse_args(argv=None):
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--wd", type=float, default=1e-4)
-    ap.add_argument("--autocast", choices=("none", "bf16"), default="none",
-                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--autocast", choices=("none", "bf16", "fp16"), default="none",
+                    help="bf16 / fp16: forward and loss under torch.autocast(device, dtype); fp16 needs --device cuda")
+    ap.add_argument("--loss-scale", type=float, default=1024.0,
+                    help="--autocast fp16: the GradScaler's initial scale")
     ap.add_argument("--channels-last", action="store_true",
                     help="model and input in torch.channels_last memory format")
     ap.add_argument("--own-resnet50", action="store_true",
@@ -66,7 +76,11 @@ def parse_args(argv=None):
         ap.error(f"--image {args.image}: expected CxHxW, e.g. 3x224x224")
     if min(args.batch, args.nproc, args.threads, args.steps) < 1 or args.warmup < 0:
         ap.error("--batch, --nproc, --threads and --steps must be at least 1, --warmup at least 0")
-    args.variant = ("bf16" if args.autocast == "bf16" else "fp32") + ("+cl" if args.channels_last else "")
+    if args.autocast == "fp16" and args.device != "cuda":
+        ap.error("--autocast fp16 needs --device cuda")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch.cuda.is_available() is False (no GPU, or a CPU-only torch)")
+    args.variant = (args.autocast if args.autocast != "none" else "fp32") + ("+cl" if args.channels_last else "")
     return args
 
 
@@ -93,13 +107,19 @@ def build(args):
 def worker(rank, args, port, result_queue):
     torch.set_num_threads(args.threads)
     distributed = args.nproc > 1
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.cuda.set_device(rank % torch.cuda.device_count())
+        torch.backends.cudnn.benchmark = True
     if distributed:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        dist.init_process_group("gloo", rank=rank, world_size=args.nproc)
+        dist.init_process_group("nccl" if cuda else "gloo", rank=rank, world_size=args.nproc)
     torch.manual_seed(1234 + rank)
     model, source = build(args)
     x = torch.randn(args.batch, *args.shape)
     y = torch.randint(0, args.classes, (args.batch,))
+    if cuda:
+        model, x, y = model.cuda(), x.cuda(), y.cuda()
     if args.channels_last:
         # Before DDP wraps it: DDP's buckets are views of the parameters as they are then.
         model = model.to(memory_format=torch.channels_last)
@@ -108,39 +128,50 @@ def worker(rank, args, port, result_queue):
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum, nesterov=True,
                           weight_decay=args.wd)
     net.train()
-    if args.autocast == "bf16":
-        precision = lambda: torch.autocast("cpu", dtype=torch.bfloat16)  # noqa: E731
+    if args.autocast != "none":
+        dtype = torch.bfloat16 if args.autocast == "bf16" else torch.float16
+        precision = lambda: torch.autocast(args.device, dtype=dtype)  # noqa: E731
     else:
         precision = contextlib.nullcontext
+    scaler = torch.cuda.amp.GradScaler(init_scale=args.loss_scale) if args.autocast == "fp16" else None
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
 
     def step():
         opt.zero_grad(set_to_none=True)
         with precision():
             loss = F.cross_entropy(net(x), y)
-        loss.backward()  # outside autocast, as PyTorch's AMP recipe has it
-        opt.step()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()  # outside autocast, as PyTorch's AMP recipe has it
+            opt.step()
         return loss
 
     for _ in range(args.warmup):
         step()
+    sync()
     if distributed:
         dist.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         loss = step()
+    sync()
     if distributed:
         dist.barrier()
     dt = time.perf_counter() - t0
     if rank == 0:
         img_per_s = args.nproc * args.batch * args.steps / dt
-        print(f"torch {torch.__version__} {args.model} ({source}) {args.image} batch {args.batch}/rank "
+        where = torch.cuda.get_device_name() if cuda else "cpu"
+        print(f"torch {torch.__version__} {args.model} ({source}) on {where} {args.image} batch {args.batch}/rank "
               f"np={args.nproc} threads={args.threads} {args.variant} (autocast {args.autocast}, "
               f"channels_last {'on' if args.channels_last else 'off'}): {args.steps} steps in {dt:.3f} s, "
               f"last loss {loss.item():.3f}")
         print(f"img/s: {img_per_s:.2f}", flush=True)
         result_queue.put({"peer": "torch_train", "torch": torch.__version__, "model": args.model,
                           "model_source": source, "image": args.image, "classes": args.classes,
-                          "batch_per_rank": args.batch, "nproc": args.nproc, "threads": args.threads,
+                          "batch_per_rank": args.batch, "device": where, "nproc": args.nproc, "threads": args.threads,
                           "variant": args.variant, "autocast": args.autocast,
                           "channels_last": args.channels_last, "steps": args.steps, "warmup": args.warmup,
                           "seconds": dt, "step_s": dt / args.steps, "img_per_s": img_per_s,
