@@ -37,6 +37,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "cuda_ok.h"
 #include "k_cpu.h"
 #include "k_cuda.h"
 #include "rand.h"
@@ -57,15 +58,6 @@ static unsigned char *host_back;      /* a slot's worth read back */
 static cudaStream_t stream;
 static long cases;
 static twin_report_t report = {"gpu", "twin", 30, 0}; /* the first 30 failures in detail */
-
-#define CUDA_OK(call)                                                                                        \
-    do {                                                                                                     \
-        cudaError_t e_ = (call);                                                                             \
-        if (e_ != cudaSuccess) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));      \
-            exit(1);                                                                                         \
-        }                                                                                                    \
-    } while (0)
 
 /* ---- where buffers go ------------------------------------------------------------ */
 

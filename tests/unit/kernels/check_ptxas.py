@@ -5,7 +5,10 @@ Compiles each .cu file for sm_90 with `-Xptxas -v` (a cubin in a scratch
 directory, device code only) and reads ptxas's report of every kernel:
 registers, stack frame, spill stores and spill loads. Prints one line per
 kernel and fails (exit 1) when a reduction or copy kernel (k_reduce_kernel,
-k_copy_kernel: the data engine's hot loops) spills or has a stack frame, when
+k_copy_kernel: the data engine's hot loops), a training-step kernel
+(k_step_*kernel, k_step.cu), a layer kernel (k_nn_*kernel, k_nn.cu) or the
+channels-last copy (k_layout_kernel, k_layout.cu) spills or has a stack
+frame, when
 compilation fails, or when the report names no reduction or no copy kernel
 (a report this script no longer understands cannot pass). Spills of the
 other kernels (scale, cast) are printed as warnings.
@@ -22,7 +25,7 @@ import sys
 import tempfile
 
 ARCH = ["-gencode", "arch=compute_90,code=sm_90"]
-STRICT = re.compile(r"k_reduce_kernel|k_copy_kernel")
+STRICT = re.compile(r"k_reduce_kernel|k_copy_kernel|k_step_\w*kernel|k_nn_\w*kernel|k_layout_kernel")
 ENTRY = re.compile(r"Compiling entry function '([^']+)' for '(sm_\d+a?)'")
 PROPS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 REGS = re.compile(r"Used (\d+) registers")
@@ -111,7 +114,7 @@ def main():
             tag = "ok  "
         print(f"{tag} {k['file']}: {names[k['name']]}: {k['regs']} registers, {k['stack']} bytes stack, "
               f"{k['stores']} bytes spill stores, {k['loads']} bytes spill loads")
-    print(f"{'FAIL' if failed else 'ok  '} {len(kernels)} kernels ({len(strict)} reduction/copy) in {len(files)} files")
+    print(f"{'FAIL' if failed else 'ok  '} {len(kernels)} kernels ({len(strict)} reduction/copy/step) in {len(files)} files")
     return 1 if failed else 0
 
 
