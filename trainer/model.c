@@ -227,11 +227,6 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
                                            low ? m->params_count : 0};
     const tr_dtype_t dtypes[TR_ARENA_COUNT] = {TR_DTYPE_F32, s->grad_dtype, TR_DTYPE_F32, TR_DTYPE_F32,
                                                s->compute_dtype};
-    if (grads_shared && ops->memory != TR_MEMORY_HOST) {
-        fprintf(stderr, "hora-train: the %s backend's gradients cannot live in hora_mem_alloc memory yet\n",
-                ops->name);
-        return HORA_ERR_UNSUPPORTED;
-    }
     for (int a = 0; a < TR_ARENA_COUNT; a++) {
         void *data = NULL;
         size_t bytes = counts[a] * tr_dtype_size(dtypes[a]);
@@ -243,10 +238,14 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
             return HORA_ERR_INVALID_ARG;
         }
         if (a == TR_ARENA_GRADS && grads_shared) {
-            status = hora_mem_alloc(bytes ? bytes : sizeof(float), &data);
+            /* hora's pool of the backend's memory: fused all-reduces run in
+             * place (shm, cudaipc). */
+            const int device = ops->memory == TR_MEMORY_DEVICE;
+            status = device ? hora_mem_alloc_device(bytes ? bytes : sizeof(float), &data)
+                            : hora_mem_alloc(bytes ? bytes : sizeof(float), &data);
             if (status != HORA_OK)
-                fprintf(stderr, "hora-train: hora_mem_alloc of the %zu-byte gradient arena: %s\n", bytes,
-                        hora_last_error());
+                fprintf(stderr, "hora-train: %s of the %zu-byte gradient arena: %s\n",
+                        device ? "hora_mem_alloc_device" : "hora_mem_alloc", bytes, hora_last_error());
             else
                 m->grads_shared = 1;
         } else {

@@ -127,8 +127,9 @@ hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *d
                                   int *count_out);
 
 /* Build the model, with activations for batch samples (more grow them).
- * grads_shared: put the gradient arena in hora_mem_alloc memory (hora must
- * be initialised; host backends only). Parameters are initialised from seed
+ * grads_shared: put the gradient arena in hora's pool of the backend's
+ * memory, hora_mem_alloc or (device backends) hora_mem_alloc_device (hora
+ * must be initialised, with device support for the latter). Parameters are initialised from seed
  * (Kaiming normal for convs, PyTorch's default for the linear layer, BN
  * gamma 1 / beta 0, running var 1). */
 hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,

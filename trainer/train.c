@@ -112,11 +112,12 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
         return HORA_OK;
     const tr_tensor_t *p = tr_model_arena(t->model, TR_ARENA_PARAMS), *s = tr_model_arena(t->model, TR_ARENA_STATS);
     const tr_tensor_t *m = tr_model_arena(t->model, TR_ARENA_MOMENTUM);
-    if (p->memory != TR_MEMORY_HOST) {
-        fprintf(stderr, "hora-train: broadcasting device memory needs the GPU runtime\n");
-        return HORA_ERR_UNSUPPORTED;
-    }
-    hora_status_t status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
+    /* Device arenas too: hora's direct collectives take device pointers.
+     * The backend's queued writes come first. */
+    tr_backend_t *backend = tr_model_backend(t->model);
+    hora_status_t status = backend->ops->synchronize(backend);
+    if (status == HORA_OK)
+        status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
     if (status == HORA_OK)
         status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
     if (status == HORA_OK && momentum)
@@ -138,13 +139,15 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
         t->config.grad_hook(t->config.grad_hook_ctx, i, &p->grad);
     if (!t->distributed)
         return; /* one rank: the gradient is the average already */
-    if (event != NULL || p->grad.memory != TR_MEMORY_HOST) {
-        fprintf(stderr, "hora-train: allreduce of %s: gradients in device memory need the GPU runtime\n", p->name);
-        t->first_error = HORA_ERR_UNSUPPORTED;
-        return;
+    /* Device gradients: ready when the backend's event is (its compute
+     * stream got past the op that wrote them). */
+    hora_opts_t opts = HORA_OPTS_INIT;
+    if (p->grad.memory == TR_MEMORY_DEVICE) {
+        opts.memory = HORA_MEMORY_CUDA;
+        opts.ready_event = event;
     }
     hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, t->grad_dtype,
-                                                HORA_OP_AVG, NULL, &t->requests[i]);
+                                                HORA_OP_AVG, &opts, &t->requests[i]);
     if (status != HORA_OK) {
         fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
                 hora_last_error());

@@ -15,13 +15,13 @@
  * which is what makes the same code work without a GPU.
  */
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda_conv.h"
+#include "cuda/cuda_log.h"
 
 /* Pointer alignment the plans may assume: tensors are views into arenas
  * and pools at 16-byte multiples at least. */
@@ -66,20 +66,6 @@ void cuda_conv_desc_padded(const tr_conv_desc_t *desc, tr_conv_desc_t *out)
 
 /* ---- errors --------------------------------------------------------------- */
 
-static hora_status_t conv_fail(hora_status_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Log "hora-train: cuda: ..." once, where the failure is seen. */
-static hora_status_t conv_fail(hora_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hora-train: cuda: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return status;
-}
-
 /* HORA_OK, or the failure of call logged with cuDNN's status and its last
  * error message. */
 static hora_status_t conv_cudnn(cudnnStatus_t s, const char *call, const char *what)
@@ -88,7 +74,7 @@ static hora_status_t conv_cudnn(cudnnStatus_t s, const char *call, const char *w
         return HORA_OK;
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof(detail));
-    return conv_fail(s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? HORA_ERR_NO_MEMORY
+    return cuda_fail(s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? HORA_ERR_NO_MEMORY
                                                                              : HORA_ERR_INTERNAL,
                      "%s: %s: %s (%d)%s%s", what, call, cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "",
                      detail);
@@ -166,7 +152,7 @@ static hora_status_t conv_device_make(const char *json, size_t json_bytes, cudnn
         device->prop = NULL;
         size_t version = cudnnGetVersion();
         if (version < CUDA_CONV_DEVICELESS_VERSION)
-            status = conv_fail(HORA_ERR_UNSUPPORTED,
+            status = cuda_fail(HORA_ERR_UNSUPPORTED,
                                "cuDNN %zu has no device-properties descriptor (deviceless plans need cuDNN >= 9.8): "
                                "cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR): %s",
                                version, cudnnGetErrorString(s));
@@ -182,7 +168,7 @@ static hora_status_t conv_device_make(const char *json, size_t json_bytes, cudnn
         if (s != CUDNN_STATUS_SUCCESS) {
             char detail[256] = "";
             cudnnGetLastErrorString(detail, sizeof(detail));
-            status = conv_fail(s / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000 ? HORA_ERR_UNSUPPORTED
+            status = cuda_fail(s / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000 ? HORA_ERR_UNSUPPORTED
                                                                              : HORA_ERR_INVALID_ARG,
                                "cuDNN %zu refused the device-properties JSON (deviceless mode): "
                                "cudnnBackendFinalize(DEVICEPROP): %s (%d)%s%s",
@@ -206,7 +192,7 @@ out:
 hora_status_t cuda_conv_device_from_json(const char *json, size_t json_bytes, cuda_conv_device_t **device_out)
 {
     if (!json || json_bytes == 0 || !device_out)
-        return conv_fail(HORA_ERR_INVALID_ARG, "device properties: empty JSON");
+        return cuda_fail(HORA_ERR_INVALID_ARG, "device properties: empty JSON");
     return conv_device_make(json, json_bytes, NULL, device_out);
 }
 
@@ -214,7 +200,7 @@ hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        return conv_fail(HORA_ERR_INVALID_ARG, "cannot open the device-properties JSON %s", path);
+        return cuda_fail(HORA_ERR_INVALID_ARG, "cannot open the device-properties JSON %s", path);
     char *json = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -237,7 +223,7 @@ hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **
     fclose(f);
     hora_status_t status;
     if (bad || len == 0)
-        status = conv_fail(HORA_ERR_INVALID_ARG, "cannot read the device-properties JSON %s%s", path,
+        status = cuda_fail(HORA_ERR_INVALID_ARG, "cannot read the device-properties JSON %s%s", path,
                            bad ? "" : " (empty)");
     else
         status = cuda_conv_device_from_json(json, len, device_out);
@@ -248,7 +234,7 @@ hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **
 hora_status_t cuda_conv_device_from_handle(cudnnHandle_t handle, cuda_conv_device_t **device_out)
 {
     if (!handle || !device_out)
-        return conv_fail(HORA_ERR_INVALID_ARG, "device properties: no cuDNN handle");
+        return cuda_fail(HORA_ERR_INVALID_ARG, "device properties: no cuDNN handle");
     return conv_device_make(NULL, 0, handle, device_out);
 }
 
@@ -389,7 +375,7 @@ static hora_status_t conv_graph(cuda_conv_op_t op, const tr_conv_desc_t *d, int 
         CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta, what);
         break;
     default:
-        status = conv_fail(HORA_ERR_INVALID_ARG, "conv plan: unknown op %d", (int)op);
+        status = cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: unknown op %d", (int)op);
         goto out;
     }
     CONV_CUDNN(cudnnBackendFinalize(operation), what);
@@ -602,15 +588,15 @@ static hora_status_t conv_check_desc(const tr_conv_desc_t *d, int batch)
 {
     cudnnDataType_t t;
     if (!d)
-        return conv_fail(HORA_ERR_INVALID_ARG, "conv plan: no descriptor");
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no descriptor");
     if (batch < 1 || d->c_in < 1 || d->h_in < 1 || d->w_in < 1 || d->c_out < 1 || d->kernel < 1 || d->stride < 1 ||
         d->pad < 0 || d->h_in + 2 * d->pad < d->kernel || d->w_in + 2 * d->pad < d->kernel)
-        return conv_fail(HORA_ERR_INVALID_ARG,
+        return cuda_fail(HORA_ERR_INVALID_ARG,
                          "conv plan: bad descriptor %dx%dx%d -> %d k%d s%d p%d or batch %d (sizes >= 1, pad >= 0, "
                          "the kernel within the padded input)",
                          d->c_in, d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad, batch);
     if (!conv_cudnn_dtype(d->dtype, &t) || !conv_cudnn_dtype(d->grad_dtype, &t))
-        return conv_fail(HORA_ERR_INVALID_ARG, "conv plan: dtype %d / grad_dtype %d is not f32, f16 or bf16",
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: dtype %d / grad_dtype %d is not f32, f16 or bf16",
                          (int)d->dtype, (int)d->grad_dtype);
     return HORA_OK;
 }
@@ -619,7 +605,7 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
                                     int batch, size_t max_workspace, cuda_conv_plan_t **plan_out)
 {
     if (!device || !plan_out || (unsigned)op >= CUDA_CONV_OP_COUNT)
-        return conv_fail(HORA_ERR_INVALID_ARG, "conv plan: no device, no output or a bad op");
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no device, no output or a bad op");
     hora_status_t status = conv_check_desc(desc, batch);
     if (status != HORA_OK)
         return status;
@@ -640,7 +626,7 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
             break;
     }
     if (status == HORA_OK && !plan->plan)
-        status = conv_fail(HORA_ERR_UNSUPPORTED,
+        status = cuda_fail(HORA_ERR_UNSUPPORTED,
                            "conv %s %dx%dx%d -> %d k%d s%d p%d batch %d, %s (dw %s): no execution plan (engine "
                            "configs tried: heur A %d, B %d, fallback %d; max workspace %zu bytes)",
                            cuda_conv_op_name(op), desc->c_in, desc->h_in, desc->w_in, desc->c_out, desc->kernel,
@@ -676,7 +662,7 @@ hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t
                                      const void *b, void *out, void *workspace)
 {
     if (!plan || !handle || !a || !b || !out || (plan->workspace && !workspace))
-        return conv_fail(HORA_ERR_INVALID_ARG, "conv %s: a pointer or the handle is NULL",
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv %s: a pointer or the handle is NULL",
                          plan ? cuda_conv_op_name(plan->op) : "?");
     hora_status_t status = HORA_OK;
     cudnnBackendDescriptor_t pack = NULL;

@@ -2,13 +2,13 @@
  * cuda_linear.c - the fully connected layer's three matmuls through
  * cuBLASLt (cuda_linear.h says which matrices are which).
  */
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_linear.h"
+#include "cuda_log.h"
 
 /* Pointer alignment the heuristics may assume: tensors are views into
  * arenas at element offsets, so nothing more than a 16-byte vector. */
@@ -25,24 +25,10 @@ struct cuda_linear_plan {
 
 static const char *const linear_op_names[] = {"forward", "backward data", "backward weights"};
 
-static hora_status_t linear_fail(hora_status_t status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Log "hora-train: cuda: ..." once, where the failure is seen. */
-static hora_status_t linear_fail(hora_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hora-train: cuda: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return status;
-}
-
 static hora_status_t linear_lt(cublasStatus_t s, const char *call, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return HORA_OK;
-    return linear_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s (%d)",
+    return cuda_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s (%d)",
                        what, call, cublasLtGetStatusString(s), (int)s);
 }
 
@@ -80,18 +66,18 @@ hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, 
 {
     cudaDataType_t dt, gdt;
     if (!plan_out || !desc || (unsigned)op > CUDA_LINEAR_BACKWARD_WEIGHTS)
-        return linear_fail(HORA_ERR_INVALID_ARG, "linear plan: NULL argument or unknown op %d", (int)op);
+        return cuda_fail(HORA_ERR_INVALID_ARG, "linear plan: NULL argument or unknown op %d", (int)op);
     *plan_out = NULL;
     if (desc->c_in < 1 || desc->c_out < 1 || batch < 1)
-        return linear_fail(HORA_ERR_INVALID_ARG, "linear %s: c_in %d, c_out %d, batch %d (each must be >= 1)",
+        return cuda_fail(HORA_ERR_INVALID_ARG, "linear %s: c_in %d, c_out %d, batch %d (each must be >= 1)",
                            linear_op_names[op], desc->c_in, desc->c_out, batch);
     if (!linear_cuda_dtype(desc->dtype, &dt) || !linear_cuda_dtype(desc->grad_dtype, &gdt))
-        return linear_fail(HORA_ERR_INVALID_ARG, "linear %s: dtype %d / grad_dtype %d (f32, f16 or bf16)",
+        return cuda_fail(HORA_ERR_INVALID_ARG, "linear %s: dtype %d / grad_dtype %d (f32, f16 or bf16)",
                            linear_op_names[op], (int)desc->dtype, (int)desc->grad_dtype);
     const uint64_t cin = (uint64_t)desc->c_in, cout = (uint64_t)desc->c_out, n = (uint64_t)batch;
 
     cuda_linear_plan_t *p = calloc(1, sizeof(*p));
-    if (!p) return linear_fail(HORA_ERR_NO_MEMORY, "linear %s: out of memory", linear_op_names[op]);
+    if (!p) return cuda_fail(HORA_ERR_NO_MEMORY, "linear %s: out of memory", linear_op_names[op]);
     p->op = op;
     cublasLtMatmulPreference_t pref = NULL;
     hora_status_t status = HORA_OK;
@@ -152,7 +138,7 @@ hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, 
     memset(&result, 0, sizeof(result));
     LINEAR_LT(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found), what);
     if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
-        status = linear_fail(HORA_ERR_UNSUPPORTED,
+        status = cuda_fail(HORA_ERR_UNSUPPORTED,
                              "linear %s %dx%d batch %d: cuBLASLt has no algorithm (workspace up to %zu bytes)", what,
                              desc->c_in, desc->c_out, batch, max_workspace);
         goto out;
@@ -186,7 +172,7 @@ hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t
     const void *mat_a = a, *mat_b = b; /* cuBLASLt's A and B (cuda_linear.h) */
     if (plan->op != CUDA_LINEAR_BACKWARD_WEIGHTS) mat_a = b, mat_b = a;
     if (!a || !b || !out || (plan->op != CUDA_LINEAR_BACKWARD_DATA && !vec) || (plan->workspace && !workspace))
-        return linear_fail(HORA_ERR_INVALID_ARG, "%s: NULL pointer", plan->text);
+        return cuda_fail(HORA_ERR_INVALID_ARG, "%s: NULL pointer", plan->text);
     if (plan->op != CUDA_LINEAR_BACKWARD_DATA)
         LINEAR_LT(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vec, sizeof(vec)),
                   linear_op_names[plan->op]);

@@ -57,8 +57,8 @@ const char *cuda_linear_plan_text(const cuda_linear_plan_t *plan);
  *   backward weights  a = x, b = dy, out = dw, vec = dbias (written)
  * The bias pointer is set on the plan's descriptor here: a plan runs from
  * one thread at a time (the backend's). cublasLtCreate needs a GPU, so
- * plans cannot be made deviceless (unlike cuDNN's); the GPU suite checks
- * them against the cpu backend. */
+ * plans cannot be made deviceless (unlike cuDNN's): only a GPU run can
+ * check them (against the cpu backend, issue 15). */
 hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t *plan, const void *a,
                                    const void *b, void *out, void *vec, void *workspace, cudaStream_t stream);
 
