@@ -55,13 +55,7 @@ static void check_case(test_rng_t *rng, cudaStream_t stream, size_t n, size_t c,
 
 int main(void)
 {
-    int devices = 0;
-    cudaError_t e = cudaGetDeviceCount(&devices);
-    if (e != cudaSuccess || devices == 0) {
-        printf("SKIP test_gpu_layout: %s\n", e != cudaSuccess ? cudaGetErrorString(e) : "no device");
-        return 77;
-    }
-    CUDA_OK(cudaSetDevice(0));
+    gpu_test_open("test_gpu_layout");
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     test_rng_t rng = test_rng_seeded(TEST_RNG_SEED);

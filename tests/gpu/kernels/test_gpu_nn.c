@@ -399,13 +399,7 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
-    int devices = 0;
-    cudaError_t e = cudaGetDeviceCount(&devices);
-    if (e != cudaSuccess || devices < 1) {
-        printf("SKIP: no usable GPU (%s)\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found no device");
-        return 77;
-    }
+    gpu_test_open("test_gpu_nn");
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     rng = test_rng_seeded(TEST_RNG_SEED ^ 0x67707532); /* "gpu2" */
 

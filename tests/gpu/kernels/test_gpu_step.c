@@ -566,17 +566,7 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
-    int devices = 0;
-    cudaError_t e = cudaGetDeviceCount(&devices);
-    if (e != cudaSuccess || devices == 0) {
-        printf("SKIP test_gpu_step: %s\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found no device");
-        return 77;
-    }
-    struct cudaDeviceProp prop;
-    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
-    CUDA_OK(cudaSetDevice(0));
-    printf("test_gpu_step: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor, prop.multiProcessorCount);
+    gpu_test_open("test_gpu_step");
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     for (int s = 0; s < N_SLOTS; s++)
         CUDA_OK(cudaMalloc((void **)&slots[s], SLOT_BYTES));
