@@ -185,8 +185,8 @@ struct k_step_input_params {
     const uint8_t *src;
     size_t pixels;
     int src_channels, dst_channels;
-    int vector;   /* dst_channels * 2 is 8 or 16 and dst is aligned to it */
-    int bytewise; /* dst is not even 2-byte aligned */
+    int vector;   /* f16/bf16: dst_channels * 2 is 8 or 16 and dst is aligned to it */
+    int bytewise; /* dst is not even aligned to its element size */
     float mean[K_CUDA_INPUT_MAX_CHANNELS], std[K_CUDA_INPUT_MAX_CHANNELS];
 };
 
@@ -196,21 +196,34 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_input_kernel(const __gr
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int sc = p.src_channels, dc = p.dst_channels;
-    for (size_t px = tid; px < p.pixels; px += stride) {
-        const uint8_t *s = p.src + px * (size_t)sc;
-        unsigned char *d = p.dst + px * (size_t)dc * 2;
-        k_vec out = {};
+    if constexpr (DT == K_DTYPE_F32) {
+        /* f32 (an f32 model): element stores, up to 32 bytes a pixel. */
+        for (size_t px = tid; px < p.pixels; px += stride) {
+            const uint8_t *s = p.src + px * (size_t)sc;
+            unsigned char *d = p.dst + px * (size_t)dc * 4;
 #pragma unroll
-        for (int c = 0; c < K_CUDA_INPUT_MAX_CHANNELS; c++)
-            if (c < sc)
-                k_vec_set<2>(out, c, k_elem_from_f32(k_step_input_value(s[c], p.mean[c], p.std[c]), DT));
-        if (p.vector && dc == 8) {
-            k_vec_store<16>(d, out);
-        } else if (p.vector) {
-            k_vec_store<8>(d, out);
-        } else {
-            for (int c = 0; c < dc; c++)
-                k_elem_put<2>(d + 2 * c, k_vec_get<2>(out, c), p.bytewise);
+            for (int c = 0; c < K_CUDA_INPUT_MAX_CHANNELS; c++)
+                if (c < dc)
+                    k_elem_put<4>(d + 4 * c, c < sc ? k_elem_f32_bits(k_step_input_value(s[c], p.mean[c], p.std[c])) : 0,
+                                  p.bytewise);
+        }
+    } else {
+        for (size_t px = tid; px < p.pixels; px += stride) {
+            const uint8_t *s = p.src + px * (size_t)sc;
+            unsigned char *d = p.dst + px * (size_t)dc * 2;
+            k_vec out = {};
+#pragma unroll
+            for (int c = 0; c < K_CUDA_INPUT_MAX_CHANNELS; c++)
+                if (c < sc)
+                    k_vec_set<2>(out, c, k_elem_from_f32(k_step_input_value(s[c], p.mean[c], p.std[c]), DT));
+            if (p.vector && dc == 8) {
+                k_vec_store<16>(d, out);
+            } else if (p.vector) {
+                k_vec_store<8>(d, out);
+            } else {
+                for (int c = 0; c < dc; c++)
+                    k_elem_put<2>(d + 2 * c, k_vec_get<2>(out, c), p.bytewise);
+            }
         }
     }
 }
@@ -452,8 +465,8 @@ int k_cuda_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, cons
 int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, const uint8_t *src, int src_channels,
                            size_t pixel_count, const float *mean, const float *std, void *stream)
 {
-    if ((dst_dtype != K_DTYPE_F16 && dst_dtype != K_DTYPE_BF16) || src_channels < 1 ||
-        dst_channels < src_channels || dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
+    if (!k_step_half_or_f32(dst_dtype) || src_channels < 1 || dst_channels < src_channels ||
+        dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
         return cudaErrorInvalidValue;
     if (pixel_count == 0)
         return cudaSuccess;
@@ -466,9 +479,9 @@ int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
     p.pixels = pixel_count;
     p.src_channels = src_channels;
     p.dst_channels = dst_channels;
-    const size_t pixel_bytes = (size_t)dst_channels * 2;
-    p.vector = (pixel_bytes == 8 || pixel_bytes == 16) && k_step_aligned(dst, pixel_bytes);
-    p.bytewise = !k_step_aligned(dst, 2);
+    const size_t size = dst_dtype == K_DTYPE_F32 ? 4 : 2, pixel_bytes = (size_t)dst_channels * size;
+    p.vector = size == 2 && (pixel_bytes == 8 || pixel_bytes == 16) && k_step_aligned(dst, pixel_bytes);
+    p.bytewise = !k_step_aligned(dst, size);
     for (int c = 0; c < src_channels; c++) {
         p.mean[c] = mean[c];
         p.std[c] = std[c];
@@ -477,8 +490,9 @@ int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
     cudaError_t err = k_cuda_blocks(pixel_count, &blocks);
     if (err != cudaSuccess)
         return err;
-    const k_step_input_fn kernel =
-        dst_dtype == K_DTYPE_F16 ? k_step_input_kernel<K_DTYPE_F16> : k_step_input_kernel<K_DTYPE_BF16>;
+    const k_step_input_fn kernel = dst_dtype == K_DTYPE_F16    ? k_step_input_kernel<K_DTYPE_F16>
+                                   : dst_dtype == K_DTYPE_BF16 ? k_step_input_kernel<K_DTYPE_BF16>
+                                                               : k_step_input_kernel<K_DTYPE_F32>;
     return k_cuda_launch(kernel, blocks, p, (cudaStream_t)stream);
 }
 

@@ -128,21 +128,22 @@ int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k
 int k_twin_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, const uint8_t *src, int src_channels,
                            size_t pixel_count, const float *mean, const float *std)
 {
-    if ((dst_dtype != K_DTYPE_F16 && dst_dtype != K_DTYPE_BF16) || src_channels < 1 ||
-        dst_channels < src_channels || dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
+    if (!k_step_twin_half_or_f32(dst_dtype) || src_channels < 1 || dst_channels < src_channels ||
+        dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
         return K_CUDA_ERR_INVALID_VALUE;
     if (pixel_count == 0)
         return 0;
     if (!dst || !src || !mean || !std)
         return K_CUDA_ERR_INVALID_VALUE;
     unsigned char *d = dst;
+    const size_t size = dst_dtype == K_DTYPE_F32 ? 4 : 2;
     for (size_t p = 0; p < pixel_count; p++)
         for (int c = 0; c < dst_channels; c++) {
             uint64_t raw = 0; /* +0: the padding */
             if (c < src_channels)
                 raw = k_elem_from_f32(k_step_input_value(src[p * (size_t)src_channels + (size_t)c], mean[c], std[c]),
                                       dst_dtype);
-            k_step_twin_store(d + (p * (size_t)dst_channels + (size_t)c) * 2, 2, raw);
+            k_step_twin_store(d + (p * (size_t)dst_channels + (size_t)c) * size, size, raw);
         }
     return 0;
 }

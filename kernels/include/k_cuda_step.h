@@ -69,7 +69,7 @@ K_CUDA_API int k_cuda_softmax_xent(const float *logits, const int32_t *labels, i
 /*
  * The input step: a batch of pixel_count uint8 pixels of src_channels
  * channels (NHWC, so pixel_count = n * h * w) -> dst, NHWC with
- * dst_channels channels in dst_dtype (f16 or bf16):
+ * dst_channels channels in dst_dtype (f16, bf16, or f32 for an f32 model):
  *   dst[p][c] = round((src[p][c] / 255.0f - mean[c]) / std[c])  c < src_channels
  *               (src[p][c] / 255.0f where std[c] is not > 0)
  *   dst[p][c] = +0                                           otherwise (padding)

@@ -323,12 +323,13 @@ static void test_input(void)
     const int before = failures;
     long n = 0;
     const float mean[4] = {0.485f, 0.456f, 0.406f, 0.5f}, std[4] = {0.229f, 0.224f, 0.0f, -1.0f};
-    for (int d = 1; d < 3; d++)
+    for (int d = 0; d < 3; d++)
         for (int sc = 1; sc <= 4; sc++)
             for (int dc = sc; dc <= K_CUDA_INPUT_MAX_CHANNELS; dc++)
                 for (int pi = 0; pi < 4; pi++)
                     for (int place = 0; place < PLACE_COUNT; place++) {
                         const k_dtype_t dt = half_or_f32[d];
+                        const size_t esize = dt == K_DTYPE_F32 ? 4 : 2;
                         const size_t pixels = (size_t[]){0, 1, 256 + 77, (size_t)224 * 224 * 8 + 5}[pi];
                         if (pi == 3 && (sc != 3 || (dc != 4 && dc != 8)))
                             continue; /* the large batch for the real shapes only */
@@ -336,11 +337,11 @@ static void test_input(void)
                         for (size_t p = 0; p < pixels; p++)
                             for (int c = 0; c < sc; c++)
                                 src[p * sc + c] = p < 256 ? (uint8_t)(p + 41 * c) : (uint8_t)test_rng_below(&rng, 256);
-                        const size_t bytes = pixels * dc * 2;
+                        const size_t bytes = pixels * dc * esize;
                         unsigned char *want = xmalloc(bytes), *got = xmalloc(bytes);
                         memset(want, TWIN_POISON_FINITE, bytes);
                         k_twin_input_normalize(want, dt, dc, src, sc, pixels, mean, std);
-                        const size_t od = place == PLACE_ALIKE ? 0 : place == PLACE_ELEMENT ? 2 : 1;
+                        const size_t od = place == PLACE_ALIKE ? 0 : place == PLACE_ELEMENT ? esize : 1;
                         const size_t os = test_rng_below(&rng, 16);
                         const uint8_t *dsrc = slot_fill(0, os, pixels * sc, src, 0);
                         unsigned char *ddst = slot_fill(1, od, bytes, NULL, TWIN_POISON_NAN);
@@ -486,8 +487,8 @@ static void test_api(void)
     CHECK(k_cuda_nonfinite(d, K_DTYPE_COUNT, 8, flag, NULL) == K_CUDA_ERR_INVALID_VALUE, "nonfinite: bad dtype");
     CHECK(k_cuda_unscale_nonfinite(d, d, K_DTYPE_F64, 8, 1.0f, flag, NULL) == K_CUDA_ERR_INVALID_VALUE,
           "unscale: f64 accepted");
-    CHECK(k_cuda_input_normalize(d, K_DTYPE_F32, 4, d, 3, 8, mean, std, NULL) == K_CUDA_ERR_INVALID_VALUE,
-          "input: f32 accepted");
+    CHECK(k_cuda_input_normalize(d, K_DTYPE_I32, 4, d, 3, 8, mean, std, NULL) == K_CUDA_ERR_INVALID_VALUE,
+          "input: i32 accepted");
     CHECK(k_cuda_input_normalize(d, K_DTYPE_F16, 9, d, 3, 8, mean, std, NULL) == K_CUDA_ERR_INVALID_VALUE,
           "input: 9 channels accepted");
     CHECK(k_cuda_softmax_xent(f, (int32_t *)d, 0, 4, 0.0f, 1.0f, f, d, K_DTYPE_F16, d, flag, NULL) ==

@@ -304,8 +304,9 @@ static void test_input(void)
     long cases = 0;
     const float imagenet_mean[4] = {0.485f, 0.456f, 0.406f, 0.5f}, imagenet_std[4] = {0.229f, 0.224f, 0.225f, 0.25f};
     const float odd_mean[4] = {0.2860f, -1.0f, 0.0f, 1e30f}, odd_std[4] = {0.3530f, 0.0f, -2.0f, 1e-30f};
-    for (int dti = 1; dti < 3; dti++) {
+    for (int dti = 0; dti < 3; dti++) {
         const k_dtype_t dt = half_or_f32[dti];
+        const size_t esize = dt == K_DTYPE_F32 ? 4 : 2;
         for (int stats = 0; stats < 2; stats++)
             for (int sc = 1; sc <= 4; sc++)
                 for (int dc = sc; dc <= K_CUDA_INPUT_MAX_CHANNELS; dc++)
@@ -318,24 +319,32 @@ static void test_input(void)
                             for (int c = 0; c < sc; c++)
                                 src[p * sc + c] = p < 256 ? (uint8_t)((p + 37 * c) & 0xFF)
                                                           : (uint8_t)test_rng_below(&rng, 256);
-                        const size_t bytes = pixels * (size_t)dc * 2;
+                        const size_t bytes = pixels * (size_t)dc * esize;
                         buf_t out = buf_new(bytes, test_rng_below(&rng, 16));
                         memset(out.data, TWIN_POISON_NAN, bytes);
                         int rc = k_twin_input_normalize(out.data, dt, dc, src, sc, pixels, mean, std);
                         long bad = 0;
                         for (size_t p = 0; p < pixels; p++)
                             for (int c = 0; c < dc; c++) {
-                                uint16_t want = 0;
+                                uint32_t want = 0, got = 0;
                                 if (c < sc) {
                                     float r = aug_store_value((float)src[p * sc + c], mean[c], std[c]);
-                                    want = dt == K_DTYPE_F16 ? k_f32_to_f16(r) : k_f32_to_bf16(r);
+                                    if (dt == K_DTYPE_F32)
+                                        memcpy(&want, &r, 4);
+                                    else
+                                        want = dt == K_DTYPE_F16 ? k_f32_to_f16(r) : k_f32_to_bf16(r);
                                 }
-                                uint16_t got;
-                                memcpy(&got, out.data + (p * dc + c) * 2, 2);
+                                if (dt == K_DTYPE_F32) {
+                                    memcpy(&got, out.data + (p * dc + c) * 4, 4);
+                                } else {
+                                    uint16_t h;
+                                    memcpy(&h, out.data + (p * dc + c) * 2, 2);
+                                    got = h;
+                                }
                                 if (got != want && bad++ == 0)
                                     fprintf(stderr,
-                                            "FAIL input %s %d -> %d channels, pixel %zu channel %d: twin 0x%04x, "
-                                            "tr_aug_store 0x%04x\n",
+                                            "FAIL input %s %d -> %d channels, pixel %zu channel %d: twin 0x%08x, "
+                                            "tr_aug_store 0x%08x\n",
                                             twin_dtype_name[dt], sc, dc, p, c, got, want);
                             }
                         CHECK(rc == 0 && bad == 0 && buf_guards_ok(&out), "input %s %d -> %d channels, %zu pixels",
@@ -347,8 +356,8 @@ static void test_input(void)
     }
     uint16_t dst[8];
     uint8_t src[3] = {1, 2, 3};
-    CHECK(k_twin_input_normalize(dst, K_DTYPE_F32, 4, src, 3, 1, imagenet_mean, imagenet_std) ==
-              K_CUDA_ERR_INVALID_VALUE, "input: f32 accepted");
+    CHECK(k_twin_input_normalize(dst, K_DTYPE_I32, 4, src, 3, 1, imagenet_mean, imagenet_std) ==
+              K_CUDA_ERR_INVALID_VALUE, "input: i32 accepted");
     CHECK(k_twin_input_normalize(dst, K_DTYPE_F16, 2, src, 3, 1, imagenet_mean, imagenet_std) ==
               K_CUDA_ERR_INVALID_VALUE, "input: fewer dst channels accepted");
     CHECK(k_twin_input_normalize(dst, K_DTYPE_F16, 9, src, 3, 1, imagenet_mean, imagenet_std) ==
