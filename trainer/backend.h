@@ -71,6 +71,12 @@ typedef struct {
      * (16 with AVX-512, 8 with AVX2, where C divides); 1, 8 or 16 force
      * plain NCHW or that block (tests run every layout). */
     int channel_block;
+    /* cuda: time the first few engine configs cuDNN's heuristics rank for
+     * each convolution (op, shape, batch) on its first use and keep the
+     * fastest, instead of the first (--cudnn-autotune). The choice is then
+     * a measurement: it may differ between runs, and so may the last bits
+     * of the results. cpu: ignored (oneDNN picks its own). */
+    int autotune;
 } tr_backend_config_t;
 
 /* Square kernels; output size (in + 2 pad - kernel) / stride + 1. No bias.
@@ -173,6 +179,22 @@ struct tr_backend_ops {
     hora_status_t (*tensor_import)(tr_backend_t *backend, const tr_tensor_t *host_nchw, tr_tensor_t *t);
     hora_status_t (*tensor_export)(tr_backend_t *backend, const tr_tensor_t *t, tr_tensor_t *host_nchw);
 
+    /* The input step: t (an activation of tensor_alloc, f32/bf16/f16) =
+     * the normalised pixels, (p / 255 - mean[c]) / std[c] in fp32 (p / 255
+     * where std[c] is not > 0), rounded once to t's dtype: tr_aug_store's
+     * arithmetic. pixels is a host u8 tensor (n, c, h, w) in TR_LAYOUT_NHWC
+     * (interleaved, as decoded), n <= t->n; mean and std host arrays of c
+     * floats. May be queued (cuda: an asynchronous copy on its own stream,
+     * the normalisation on the compute stream after it): pixels must stay
+     * unchanged until the backend next synchronizes (synchronize, or a
+     * download); from host_alloc memory the copy runs without staging. */
+    hora_status_t (*input_import)(tr_backend_t *backend, const tr_tensor_t *pixels, const float *mean,
+                                  const float *std, tr_tensor_t *t);
+    /* Host memory the backend copies from and to fastest (cuda: pinned;
+     * cpu: 64-byte aligned malloc), for input batches; zeroed. */
+    hora_status_t (*host_alloc)(tr_backend_t *backend, size_t bytes, void **ptr_out);
+    void (*host_free)(tr_backend_t *backend, void *ptr);
+
     /* Convolution. conv_backward_data's w must hold the values of the last
      * conv_forward's w at the same batch size (the backend may reuse its
      * reordered copy). */
@@ -241,6 +263,14 @@ struct tr_backend_ops {
      * dtype, in the same pass (the low-precision copy layers compute with). */
     hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp,
                               const tr_tensor_t *grad, tr_tensor_t *momentum, const tr_sgd_args_t *args);
+
+    /* Order this backend's next ops after the libhora request req (an
+     * all-reduce of gradients in this backend's memory) without blocking the
+     * host where the device can (cuda: hora_stream_wait on the compute
+     * stream); else wait for it (cpu: hora_wait). HORA_OK means queued (or
+     * done); the request's own status still comes from hora_wait / hora_test,
+     * which the caller must call before it frees req or trusts the result. */
+    hora_status_t (*request_wait)(tr_backend_t *backend, hora_request_t req);
 };
 
 /* The backends built into this binary (cpu; cuda when built with it);

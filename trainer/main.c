@@ -98,11 +98,49 @@ __attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
         }                                                                                                    \
     } while (0)
 
-/* A loader batch as the model's input: its valid samples only. */
-static tr_tensor_t batch_tensor(const tr_batch_t *b, const tr_model_spec_t *spec)
+/* The input statistics the data is normalised with: Fashion-MNIST's for one
+ * channel, ImageNet's for three. */
+static void input_stats(int channels, float mean[3], float std[3])
 {
-    return tr_tensor_plain(b->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
-                           (const int[]){b->count, spec->in_channels, spec->height, spec->width});
+    const float gray_mean = 0.2860f, gray_std = 0.3530f;
+    const float rgb_mean[3] = {0.485f, 0.456f, 0.406f}, rgb_std[3] = {0.229f, 0.224f, 0.225f};
+    for (int c = 0; c < 3; c++) {
+        mean[c] = channels == 1 ? (c ? 0.0f : gray_mean) : rgb_mean[c];
+        std[c] = channels == 1 ? (c ? 0.0f : gray_std) : rgb_std[c];
+    }
+}
+
+/* A device backend takes u8 pixels and normalises them itself (the bytes
+ * cross to the device, not floats); the cpu backend takes normalised f32
+ * NCHW batches from the loader threads. */
+static int device_input(const run_t *r)
+{
+    return r->backend && r->backend->ops->memory == TR_MEMORY_DEVICE;
+}
+
+/* Loader batches in the backend's host memory (pinned for cuda). */
+static void *batch_alloc(void *ctx, size_t bytes)
+{
+    tr_backend_t *backend = ctx;
+    void *p = NULL;
+    return backend->ops->host_alloc(backend, bytes, &p) == HORA_OK ? p : NULL;
+}
+
+static void batch_dealloc(void *ctx, void *ptr)
+{
+    tr_backend_t *backend = ctx;
+    backend->ops->host_free(backend, ptr);
+}
+
+/* A loader batch as the model's input: its valid samples only. */
+static tr_tensor_t batch_tensor(const run_t *r, const tr_batch_t *b, const tr_model_spec_t *spec)
+{
+    const int dims[4] = {b->count, spec->in_channels, spec->height, spec->width};
+    if (!device_input(r))
+        return tr_tensor_plain(b->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4, dims);
+    tr_tensor_t x = tr_tensor_plain(b->data, TR_DTYPE_U8, TR_MEMORY_HOST, 4, dims);
+    x.layout = TR_LAYOUT_NHWC;
+    return x;
 }
 
 static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_loader_t **out)
@@ -123,21 +161,20 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     c.strict = o->strict;
     c.layout = TR_LAYOUT_NCHW;
     c.dtype = TR_DTYPE_F32;
+    if (device_input(r)) {
+        c.layout = TR_LAYOUT_NHWC;
+        c.dtype = TR_DTYPE_U8;
+        c.alloc = batch_alloc;
+        c.dealloc = batch_dealloc;
+        c.alloc_ctx = r->backend;
+    }
     c.flip = o->flip != 0;
     c.pad_crop = o->pad_crop > 0 ? o->pad_crop : 0;
     c.random_resized_crop = o->rrc > 0;
     c.jitter = o->jitter;
     c.lighting = o->lighting;
     c.val_resize_ratio = 0.875f;
-    if (channels == 1) {
-        /* Fashion-MNIST's statistics. */
-        c.mean[0] = 0.2860f;
-        c.std[0] = 0.3530f;
-    } else {
-        const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-        memcpy(c.mean, mean, sizeof(mean));
-        memcpy(c.std, std, sizeof(std));
-    }
+    input_stats(channels, c.mean, c.std);
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
         report("hora-train: cannot open %s split of %s: %s",
@@ -316,9 +353,6 @@ static hora_status_t setup(run_t *r)
             o->pad_crop = info.height < 64 ? 4 : 0;
         if (o->rrc < 0)
             o->rrc = info.height >= 64;
-        CHECK(open_loader(r, TR_SPLIT_TRAIN, info.channels, &r->train_loader));
-        CHECK(open_loader(r, TR_SPLIT_VAL, info.channels, &r->val_loader));
-        tr_loader_info(r->train_loader, &info);
         spec.in_channels = info.channels;
         spec.height = info.height;
         spec.width = info.width;
@@ -339,12 +373,20 @@ static hora_status_t setup(run_t *r)
                tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
-    tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose};
+    tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune};
     CHECK(ops->init(&bc, &r->backend));
+    if (o->data) {
+        /* After the backend: a device one gets u8 batches in its memory. */
+        CHECK(open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
+        CHECK(open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
+    }
     tr_loss_scale_config_t ls;
     CHECK(choose_precision(r, &spec, &ls));
     r->scaler = ls;
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, r->state.seed, &r->model));
+    float mean[3], std[3];
+    input_stats(spec.in_channels, mean, std);
+    tr_model_set_input_norm(r->model, mean, std);
     CHECK(resume_apply(r));
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim, .loss_scale = ls};
@@ -363,17 +405,21 @@ static hora_status_t setup(run_t *r)
     }
 
     if (o->synthetic) {
-        const size_t sample = (size_t)spec.in_channels * (size_t)spec.height * (size_t)spec.width;
-        float *x = malloc((size_t)o->batch * sample * sizeof(float));
+        /* Random pixels (u8 NHWC, the model's input step normalises them)
+         * in the backend's host memory: every backend trains on the same
+         * numbers, and a device one copies them as it would a loader's. */
+        const size_t bytes = (size_t)o->batch * (size_t)spec.in_channels * (size_t)spec.height * (size_t)spec.width;
+        uint8_t *x = batch_alloc(r->backend, bytes);
         r->synthetic_y = malloc((size_t)o->batch * sizeof(int32_t));
-        r->synthetic_x = tr_tensor_plain(x, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
+        r->synthetic_x = tr_tensor_plain(x, TR_DTYPE_U8, TR_MEMORY_HOST, 4,
                                          (const int[]){o->batch, spec.in_channels, spec.height, spec.width});
+        r->synthetic_x.layout = TR_LAYOUT_NHWC;
         if (!x || !r->synthetic_y)
             return HORA_ERR_NO_MEMORY;
         uint64_t s = r->state.seed * 2654435761u + (uint64_t)r->rank;
-        for (size_t i = 0; i < (size_t)o->batch * sample; i++) {
+        for (size_t i = 0; i < bytes; i++) {
             s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-            x[i] = (float)((double)(s >> 40) / (double)(1 << 24) * 2.0 - 1.0);
+            x[i] = (uint8_t)(s >> 56);
         }
         for (int i = 0; i < o->batch; i++)
             r->synthetic_y[i] = i % spec.classes;
@@ -405,6 +451,7 @@ typedef struct {
 static hora_status_t evaluate(run_t *r, eval_result_t *res)
 {
     int64_t counts[3] = {0, 0, 0};
+    CHECK(tr_trainer_settle(r->trainer)); /* the last step's all-reduces, on a device */
     const tr_model_spec_t *spec = tr_model_spec(r->model);
     if (r->val_loader) {
         CHECK(tr_loader_start_epoch(r->val_loader, 0, 0));
@@ -414,7 +461,7 @@ static hora_status_t evaluate(run_t *r, eval_result_t *res)
             if (!b)
                 break;
             if (b->count > 0) {
-                tr_tensor_t x = batch_tensor(b, spec);
+                tr_tensor_t x = batch_tensor(r, b, spec);
                 int64_t t1, t5;
                 CHECK(tr_model_forward(r->model, &x, 0));
                 CHECK(tr_model_topk(r->model, b->labels, &t1, &t5));
@@ -471,6 +518,7 @@ static void report_overlap(run_t *r)
  * a finished epoch is saved as the start of the next. */
 static hora_status_t save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
 {
+    CHECK(tr_trainer_settle(r->trainer)); /* every rank: a failed all-reduce stops them all */
     if (!r->ckpt || r->last_saved_step == r->state.step + 1)
         return HORA_OK;
     tr_run_state_t s = r->state;
@@ -583,6 +631,10 @@ static hora_status_t run_training(run_t *r)
      * after data loading and model building, as the PyTorch peer's does. */
     r->t0 = tr_now_s();
     double train_time = 0;
+    /* --profile: from the third step of this run (the first two make the
+     * plans and primitives). */
+    double profile_time = 0;
+    uint64_t profile_steps = 0, run_steps = 0;
     double loss_sum = 0;
     int loss_n = 0;
     uint64_t images_since = 0;
@@ -616,15 +668,24 @@ static hora_status_t run_training(run_t *r)
                         tr_loader_release(r->train_loader, b);
                     return HORA_ERR_INTERNAL;
                 }
-                x = batch_tensor(b, tr_model_spec(r->model));
+                x = batch_tensor(r, b, tr_model_spec(r->model));
                 y = b->labels;
             }
             const int samples = x.n;
             double lr = tr_lr_at(&sched, st->step);
             float loss;
+            if (o->profile && run_steps == 2)
+                CHECK(tr_model_profile(r->model, 1));
             double ts = tr_now_s();
             int probing = tr_trainer_overlap(r->trainer, NULL, NULL) < 0;
             CHECK(tr_trainer_step(r->trainer, &x, y, lr, &loss, NULL));
+            if (o->profile && run_steps >= 2) {
+                CHECK(tr_trainer_settle(r->trainer));
+                CHECK(r->backend->ops->synchronize(r->backend));
+                profile_time += tr_now_s() - ts;
+                profile_steps++;
+            }
+            run_steps++;
             train_time += tr_now_s() - ts;
             st->step++;
             st->step_in_epoch++;
@@ -735,6 +796,10 @@ static hora_status_t run_training(run_t *r)
                r->size);
         printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev.top1 / ev.count,
                100.0 * ev.top5 / ev.count);
+        if (o->profile && profile_steps)
+            tr_model_profile_print(r->model, 1e3 * profile_time / (double)profile_steps, stdout);
+        else if (o->profile)
+            printf("profile: no step was timed (--profile starts at the third step)\n");
         log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
                  ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f,\"loss_scale\":%.9g}",
                  st->step, st->loss_scale.skipped_steps, st->images, (double)ev.top1 / ev.count,
@@ -753,12 +818,14 @@ static void teardown(run_t *r)
     tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
     tr_model_free(r->model);
-    if (r->backend)
-        r->backend->ops->free(r->backend);
+    /* The batches are the backend's host memory: they go first. */
     tr_loader_close(r->train_loader);
     tr_loader_close(r->val_loader);
-    free(r->synthetic_x.data);
+    if (r->synthetic_x.data)
+        batch_dealloc(r->backend, r->synthetic_x.data);
     free(r->synthetic_y);
+    if (r->backend)
+        r->backend->ops->free(r->backend);
     if (r->log)
         fclose(r->log);
 }

@@ -370,6 +370,7 @@ void tr_model_free(tr_model_t *m)
         ops->layer_free(m->avgpool);
     if (m->fc)
         ops->layer_free(m->fc);
+    free(m->profile);
     for (int a = 0; a < TR_ARENA_COUNT; a++) {
         if (!m->arenas[a].data)
             continue;

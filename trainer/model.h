@@ -149,10 +149,29 @@ const tr_bn_stats_t *tr_model_bn(const tr_model_t *model, int index);
  * grads arena's count includes the zero gaps. */
 const tr_tensor_t *tr_model_arena(const tr_model_t *model, tr_arena_t arena);
 
-/* Forward on x, a plain NCHW f32 host tensor (n, C, H, W) of any batch n >= 1.
- * train: batch statistics (and running-statistic updates), kept for
- * backward; else inference with the running statistics. */
+/* Forward on x, a host tensor (n, C, H, W) of any batch n >= 1: a plain
+ * NCHW f32 batch (normalised already), or u8 pixels in TR_LAYOUT_NHWC,
+ * normalised by the backend's input step with tr_model_set_input_norm's
+ * statistics (a device backend copies the bytes, not floats, and
+ * normalises on the device). train: batch statistics (and running-statistic
+ * updates), kept for backward; else inference with the running statistics. */
 hora_status_t tr_model_forward(tr_model_t *model, const tr_tensor_t *x, int train);
+/* --profile. on: time every conv+BN unit's forward and backward from now
+ * (starting afresh), the backend synchronized before and after each, so the
+ * steps run slower than unprofiled ones and nothing overlaps: a table of
+ * where the time goes, not a benchmark; off: stop. HORA_ERR_NO_MEMORY. */
+hora_status_t tr_model_profile(tr_model_t *model, int on);
+/* The table on out: per unit (model order) forward, backward and total ms
+ * per training step (the mean over the steps timed) and its share of
+ * step_ms (the caller's profiled step time; 0: of the units' sum), then
+ * the units' sum and the rest of the step (input, pooling, the residual
+ * adds, the loss, the all-reduces' waits and the optimizer). Nothing when
+ * no step was timed. */
+void tr_model_profile_print(const tr_model_t *model, double step_ms, FILE *out);
+
+/* The per-channel mean and std (C floats) u8 inputs are normalised with,
+ * (p / 255 - mean) / std; until set, p / 255. */
+void tr_model_set_input_norm(tr_model_t *model, const float *mean, const float *std);
 
 /* After a training forward: the loss (mean softmax cross-entropy with label
  * smoothing) against labels (host, one per sample of that batch), and the

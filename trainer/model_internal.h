@@ -31,6 +31,21 @@ typedef struct {
                              * block's last conv_bn and projection, which read the block's */
 } convbn_t;
 
+/* --profile (tr_model_profile): per conv+BN unit, the seconds its
+ * forward and backward took, summed over the steps timed. */
+#define MODEL_PROFILE_UNITS 128
+typedef struct {
+    const void *key; /* the unit's convbn_t */
+    char name[64];   /* its convolution's, "layer1.0.conv1" */
+    double s[2];     /* forward, backward */
+} model_prof_unit_t;
+
+typedef struct {
+    int steps; /* training forwards timed */
+    int count;
+    model_prof_unit_t units[MODEL_PROFILE_UNITS];
+} model_profile_t;
+
 typedef struct {
     int conv_count;          /* 2 basic, 3 bottleneck */
     convbn_t cb[3];
@@ -61,6 +76,8 @@ struct tr_model {
     int capacity;           /* samples every per-sample tensor holds */
     int batch;              /* the n of the per-sample tensors now */
     int forward_train;      /* the last forward was a training one (backward may follow) */
+    float input_mean[4], input_std[4]; /* u8 inputs' normalisation (tr_model_set_input_norm) */
+    model_profile_t *profile;          /* NULL: not profiling */
 
     tr_param_t *params;
     int param_count, param_capacity;

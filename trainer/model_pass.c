@@ -4,8 +4,83 @@
  * backward with a callback per written gradient, top-k counts. See model.h.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "model_internal.h"
+
+/* ---- --profile ---------------------------------------------------------------- */
+
+static double prof_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+hora_status_t tr_model_profile(tr_model_t *m, int on)
+{
+    free(m->profile);
+    m->profile = NULL;
+    if (!on)
+        return HORA_OK;
+    m->profile = calloc(1, sizeof(*m->profile));
+    return m->profile ? HORA_OK : HORA_ERR_NO_MEMORY;
+}
+
+/* The clock at the start of a unit's op: 0 when not profiling; else after
+ * the backend has drained what came before. */
+static double prof_start(tr_model_t *m)
+{
+    if (!m->profile || B_OPS(m)->synchronize(m->backend) != HORA_OK)
+        return 0;
+    return prof_now();
+}
+
+/* The unit's op is queued: wait for it and book the time. */
+static void prof_stop(tr_model_t *m, const convbn_t *u, int backward, double t0)
+{
+    model_profile_t *p = m->profile;
+    if (!p || t0 == 0 || B_OPS(m)->synchronize(m->backend) != HORA_OK)
+        return;
+    double s = prof_now() - t0;
+    model_prof_unit_t *unit = NULL;
+    for (int i = 0; i < p->count && !unit; i++)
+        if (p->units[i].key == u)
+            unit = &p->units[i];
+    if (!unit && p->count < MODEL_PROFILE_UNITS) {
+        unit = &p->units[p->count++];
+        unit->key = u;
+        snprintf(unit->name, sizeof(unit->name), "%s", m->params[u->w].name);
+        char *dot = strrchr(unit->name, '.');
+        if (dot && strcmp(dot, ".weight") == 0)
+            *dot = '\0';
+    }
+    if (unit)
+        unit->s[backward] += s;
+}
+
+void tr_model_profile_print(const tr_model_t *m, double step_ms, FILE *out)
+{
+    const model_profile_t *p = m->profile;
+    if (!p || p->steps < 1)
+        return;
+    double sum = 0;
+    for (int i = 0; i < p->count; i++)
+        sum += 1e3 * (p->units[i].s[0] + p->units[i].s[1]) / p->steps;
+    const double whole = step_ms > 0 ? step_ms : sum;
+    fprintf(out, "profile: %d steps, ms per step (the backend synchronized around every unit)\n", p->steps);
+    fprintf(out, "  %-24s %9s %9s %9s %6s\n", "conv+bn unit", "forward", "backward", "total", "share");
+    for (int i = 0; i < p->count; i++) {
+        const model_prof_unit_t *u = &p->units[i];
+        double f = 1e3 * u->s[0] / p->steps, b = 1e3 * u->s[1] / p->steps;
+        fprintf(out, "  %-24s %9.3f %9.3f %9.3f %5.1f%%\n", u->name, f, b, f + b, 100 * (f + b) / whole);
+    }
+    fprintf(out, "  %-24s %29.3f %5.1f%%\n", "all units", sum, 100 * sum / whole);
+    if (step_ms > 0)
+        fprintf(out, "  %-24s %29.3f %5.1f%%\n", "rest of the step", step_ms - sum, 100 * (step_ms - sum) / whole);
+}
 
 /* ---- forward -------------------------------------------------------------- */
 
@@ -13,14 +88,27 @@ static hora_status_t convbn_forward(tr_model_t *m, convbn_t *u, int train)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
     tr_bn_stats_t *st = &m->bns[u->stats];
+    double t0 = train ? prof_start(m) : 0;
     hora_status_t status = ops->conv_forward(u->conv, u->in, PC(m, u->w), &u->conv_out);
     if (status != HORA_OK)
         return status;
     if (train)
-        return ops->bn_forward_train(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
-                                     &u->out);
-    return ops->bn_forward_infer(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
-                                 &u->out);
+        status = ops->bn_forward_train(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
+                                       &u->out);
+    else
+        status = ops->bn_forward_infer(u->bn, &u->conv_out, P(m, u->gamma), P(m, u->beta), &st->mean, &st->var,
+                                       &u->out);
+    if (status == HORA_OK && train)
+        prof_stop(m, u, 0, t0);
+    return status;
+}
+
+void tr_model_set_input_norm(tr_model_t *m, const float *mean, const float *std)
+{
+    for (int c = 0; c < m->spec.in_channels && c < 4; c++) {
+        m->input_mean[c] = mean[c];
+        m->input_std[c] = std[c];
+    }
 }
 
 hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
@@ -39,7 +127,14 @@ hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
         return status;
     model_set_batch(m, x->n);
     m->forward_train = 0;
-    status = ops->tensor_import(m->backend, x, &m->input);
+    if (x->dtype == TR_DTYPE_U8 && x->c > 4) {
+        fprintf(stderr, "hora-train: model forward: u8 input of %d channels (images have at most 4)\n", x->c);
+        return HORA_ERR_INVALID_ARG;
+    }
+    if (x->dtype == TR_DTYPE_U8)
+        status = ops->input_import(m->backend, x, m->input_mean, m->input_std, &m->input);
+    else
+        status = ops->tensor_import(m->backend, x, &m->input);
     if (status != HORA_OK)
         return status;
     status = convbn_forward(m, &m->stem, train);
@@ -61,6 +156,8 @@ hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
     if (status == HORA_OK)
         status = ops->linear_forward(m->fc, &m->avg_out, PC(m, m->fc_w), P(m, m->fc_b), &m->logits);
     m->forward_train = status == HORA_OK && train;
+    if (m->forward_train && m->profile)
+        m->profile->steps++;
     return status;
 }
 
@@ -99,6 +196,7 @@ static hora_status_t convbn_backward(tr_model_t *m, convbn_t *u, const tr_tensor
                                      const ready_t *r)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
+    double t0 = prof_start(m);
     hora_status_t status = ops->bn_backward(u->bn, &u->conv_out, dy, P(m, u->gamma), &u->d_conv,
                                             G(m, u->gamma), G(m, u->beta));
     if (status == HORA_OK)
@@ -111,6 +209,8 @@ static hora_status_t convbn_backward(tr_model_t *m, convbn_t *u, const tr_tensor
         status = ready(r, u->w);
     if (status == HORA_OK && dx)
         status = ops->conv_backward_data(u->conv, &u->d_conv, PC(m, u->w), dx);
+    if (status == HORA_OK)
+        prof_stop(m, u, 1, t0);
     return status;
 }
 

@@ -157,6 +157,10 @@ static const opt_t opt_table[] = {
      "initialisation, shuffle and augmentation seed"},
     {"--verbose", NULL, OPT_SET, F(verbose), "0", 0, 0, NULL, 1, 0, 0, NULL,
      "print the backend's implementation choices"},
+    {"--cudnn-autotune", NULL, OPT_SET, F(cudnn_autotune), "0", 0, 0, NULL, 1, 0, 0, NULL,
+     "cuda: time cuDNN's first few engines for each convolution on first use, keep the fastest"},
+    {"--profile", NULL, OPT_SET, F(profile), "0", 0, 0, NULL, 1, 0, 0, NULL,
+     "time every conv+BN layer from the third step on (synchronizing around each) and print a table at the end"},
     {NULL, NULL, 0, 0, NULL, 0, 0, NULL, 0, 0, 0, NULL, NULL},
 };
 

@@ -76,6 +76,8 @@ typedef struct {
     int progress;      /* tr_progress_t */
     int64_t seed;
     int verbose;
+    int profile;
+    int cudnn_autotune; /* --cudnn-autotune (tr_backend_config_t's autotune) */ /* --profile: the per-layer table (model.h's tr_model_profile) */
 } tr_options_t;
 
 /* Defaults (from the table), then argv. Returns 0, 1 for --help (usage

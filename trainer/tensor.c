@@ -13,6 +13,7 @@ size_t tr_dtype_size(tr_dtype_t dtype)
     case TR_DTYPE_F16: return 2;
     case TR_DTYPE_BF16: return 2;
     case TR_DTYPE_I32: return 4;
+    case TR_DTYPE_U8: return 1;
     }
     return 0;
 }
@@ -24,6 +25,7 @@ const char *tr_dtype_name(tr_dtype_t dtype)
     case TR_DTYPE_F16: return "f16";
     case TR_DTYPE_BF16: return "bf16";
     case TR_DTYPE_I32: return "i32";
+    case TR_DTYPE_U8: return "u8";
     }
     return "unknown";
 }
@@ -82,4 +84,20 @@ void tr_tensor_describe(const tr_tensor_t *t, char *buf, size_t len)
     if (used < len)
         snprintf(buf + used, len - used, ") %s %s %s", tr_dtype_name(t->dtype), tr_layout_name(t->layout),
                  tr_memory_name(t->memory));
+}
+
+void tr_tensor_normalize_u8(const tr_tensor_t *pixels, const float *mean, const float *std, float *dst)
+{
+    const uint8_t *src = pixels->data;
+    const size_t c = (size_t)pixels->c, hw = (size_t)pixels->h * (size_t)pixels->w;
+    for (size_t i = 0; i < (size_t)pixels->n; i++)
+        for (size_t k = 0; k < c; k++) {
+            const float m = mean[k], s = std[k];
+            float *out = dst + (i * c + k) * hw;
+            const uint8_t *in = src + i * hw * c + k;
+            for (size_t p = 0; p < hw; p++) {
+                float x = (float)in[p * c];
+                out[p] = s > 0.0f ? (x / 255.0f - m) / s : x / 255.0f;
+            }
+        }
 }

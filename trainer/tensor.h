@@ -26,6 +26,7 @@ typedef enum {
     TR_DTYPE_F16 = 1,
     TR_DTYPE_BF16 = 2,
     TR_DTYPE_I32 = 3,
+    TR_DTYPE_U8 = 4, /* image pixels: a host input batch (tr_model_forward's x; backend.h's input_import) */
 } tr_dtype_t;
 
 typedef enum {
@@ -71,6 +72,12 @@ tr_tensor_t tr_tensor_plain(void *data, tr_dtype_t dtype, tr_memory_t memory, in
  * fit inside base (or of a tensor that is not plain) has data NULL: every
  * op refuses it as not allocated. */
 tr_tensor_t tr_tensor_view(const tr_tensor_t *base, size_t offset, int ndim, const int *dims);
+
+/* The input step on the host: dst (n, c, h, w) f32 NCHW = the u8 NHWC
+ * pixels normalised as backend.h's input_import says (the twin of the
+ * device's k_cuda_input_normalize; what the cpu backend's input_import
+ * hands its tensor_import). */
+void tr_tensor_normalize_u8(const tr_tensor_t *pixels, const float *mean, const float *std, float *dst);
 
 /* "(64, 16, 28, 28) f32 nChw16c host", for messages. */
 void tr_tensor_describe(const tr_tensor_t *t, char *buf, size_t len);

@@ -16,6 +16,16 @@
  * alternately with and without overlap (the gradients are the same either
  * way), takes every rank's times to the slowest with one all-reduce, and
  * keeps the faster mode on every rank.
+ *
+ * Device gradients: the optimizer waits for the all-reduces on the device
+ * (the backend's request_wait: hora_stream_wait on its compute stream), so
+ * the host queues the update right behind backprop instead of waiting for
+ * the last all-reduce. The requests are collected (their statuses read,
+ * then freed) at the next point the host waits anyway: the loss scaler's
+ * overflow check, or the next step's first all-reduce, or
+ * tr_trainer_settle (checkpoints, evaluation, the end of the run), so a
+ * failed all-reduce still stops the run, on every rank, before anything
+ * reads what it left behind.
  */
 #include "train.h"
 
@@ -36,6 +46,7 @@ struct tr_trainer {
     tr_overlap_state_t *overlap; /* the run state's */
     tr_loss_scale_state_t *scaler; /* the run state's */
     hora_dtype_t grad_dtype;     /* the grads arena's, as hora names it */
+    int pending;                 /* requests[] queued on the device, not yet collected */
 };
 
 double tr_now_s(void)
@@ -51,6 +62,7 @@ static hora_dtype_t hora_dtype_of(tr_dtype_t dtype)
     case TR_DTYPE_F16: return HORA_DTYPE_F16;
     case TR_DTYPE_BF16: return HORA_DTYPE_BF16;
     case TR_DTYPE_I32: return HORA_DTYPE_I32;
+    case TR_DTYPE_U8: return HORA_DTYPE_U8;
     case TR_DTYPE_F32: break;
     }
     return HORA_DTYPE_F32;
@@ -99,7 +111,7 @@ void tr_trainer_free(tr_trainer_t *t)
     if (t->requests) {
         for (int i = 0; i < tr_model_param_count(t->model); i++)
             if (t->requests[i])
-                hora_request_free(t->requests[i]);
+                hora_request_free(t->requests[i]); /* waits for it first */
         free(t->requests);
     }
     free(t->names);
@@ -127,11 +139,38 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
     return status;
 }
 
+/* Wait for every request, report the first failure, free them all. */
+static hora_status_t collect(tr_trainer_t *t)
+{
+    hora_status_t result = HORA_OK;
+    for (int i = 0; i < tr_model_param_count(t->model); i++) {
+        if (!t->requests[i])
+            continue;
+        hora_status_t status = hora_wait(t->requests[i]);
+        if (status != HORA_OK && result == HORA_OK) {
+            fprintf(stderr, "hora-train: allreduce of %s failed: %s\n", tr_model_param(t->model, i)->name,
+                    hora_request_error(t->requests[i]));
+            result = status;
+        }
+        hora_request_free(t->requests[i]);
+        t->requests[i] = NULL;
+    }
+    t->pending = 0;
+    return result;
+}
+
+hora_status_t tr_trainer_settle(tr_trainer_t *t)
+{
+    return t->pending ? collect(t) : HORA_OK;
+}
+
 /* The all-reduce of parameter i's gradient, in place. event: the backend's
  * gradient_ready (NULL: ready now; a device event is for the GPU runtime,
  * which takes it with the request). */
 static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
 {
+    if (t->pending && t->first_error == HORA_OK)
+        t->first_error = collect(t); /* the last step's, before the names are reused */
     if (t->first_error != HORA_OK)
         return;
     const tr_param_t *p = tr_model_param(t->model, i);
@@ -160,20 +199,28 @@ static void on_grad_ready(void *ctx, int i, tr_event_t event)
     enqueue(ctx, i, event);
 }
 
+/* The step's all-reduces done before the optimizer runs: device
+ * gradients on the device (collected later, see the top), host ones on
+ * the host. */
 static hora_status_t wait_all(tr_trainer_t *t)
 {
     hora_status_t result = t->first_error;
-    for (int i = 0; i < tr_model_param_count(t->model); i++) {
-        if (!t->requests[i])
-            continue;
-        hora_status_t status = hora_wait(t->requests[i]);
-        if (status != HORA_OK && result == HORA_OK) {
-            fprintf(stderr, "hora-train: allreduce of %s failed: %s\n", tr_model_param(t->model, i)->name,
-                    hora_request_error(t->requests[i]));
-            result = status;
+    tr_backend_t *backend = tr_model_backend(t->model);
+    int device = backend->ops->memory == TR_MEMORY_DEVICE;
+    for (int i = 0; device && result == HORA_OK && i < tr_model_param_count(t->model); i++)
+        if (t->requests[i]) {
+            hora_status_t status = backend->ops->request_wait(backend, t->requests[i]);
+            if (status != HORA_OK) {
+                fprintf(stderr, "hora-train: allreduce of %s: request_wait: %s\n", tr_model_param(t->model, i)->name,
+                        hora_status_string(status));
+                result = status;
+            }
+            t->pending = 1;
         }
-        hora_request_free(t->requests[i]);
-        t->requests[i] = NULL;
+    if (!device || result != HORA_OK) {
+        hora_status_t status = collect(t);
+        if (result == HORA_OK)
+            result = status;
     }
     t->first_error = HORA_OK;
     return result;
@@ -206,6 +253,8 @@ static hora_status_t probe(tr_trainer_t *t, const tr_tensor_t *x, const int32_t 
     int k = o->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
     double start = tr_now_s();
     hora_status_t status = gradients(t, x, labels, with, loss);
+    if (status == HORA_OK)
+        status = tr_trainer_settle(t); /* timed to the end of the all-reduces */
     if (status != HORA_OK)
         return status;
     if (k >= 0)
@@ -220,11 +269,18 @@ static hora_status_t probe(tr_trainer_t *t, const tr_tensor_t *x, const int32_t 
     return HORA_OK;
 }
 
-hora_status_t tr_trainer_gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
+static hora_status_t step_gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
 {
     if (t->overlap->mode < 0)
         return probe(t, x, labels, loss);
     return gradients(t, x, labels, t->overlap->mode, loss);
+}
+
+hora_status_t tr_trainer_gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
+{
+    hora_status_t status = step_gradients(t, x, labels, loss);
+    hora_status_t settled = tr_trainer_settle(t);
+    return status != HORA_OK ? status : settled;
 }
 
 int tr_trainer_overlap(const tr_trainer_t *t, double *ms_on, double *ms_off)
@@ -244,13 +300,18 @@ hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32
 {
     const double scale = t->scaler->scale; /* this step's: the update below may change it */
     int skip = 0;
-    hora_status_t status = tr_trainer_gradients(t, x, labels, loss);
+    hora_status_t status = step_gradients(t, x, labels, loss);
     if (status == HORA_OK && tr_loss_scale_active(&t->config.loss_scale)) {
         /* The all-reduced gradients are the same bits on every rank, so
-         * every rank finds the same overflow and takes the same decision. */
+         * every rank finds the same overflow and takes the same decision.
+         * The check reads them back, so the host waits here anyway: the
+         * all-reduces are collected first, a failed one ends the step. */
         tr_backend_t *backend = tr_model_backend(t->model);
         int overflow = 0;
         status = backend->ops->check_finite(backend, tr_model_arena(t->model, TR_ARENA_GRADS), &overflow);
+        hora_status_t settled = tr_trainer_settle(t);
+        if (status == HORA_OK)
+            status = settled;
         if (status == HORA_OK)
             status = tr_loss_scale_update(&t->config.loss_scale, t->scaler, overflow, &skip);
     }

@@ -59,8 +59,8 @@ void tr_trainer_free(tr_trainer_t *trainer);
  * momentum too (a resumed run: a fresh one starts at zero everywhere). */
 hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer, int momentum);
 
-/* Forward + backward on x (a plain NCHW f32 host batch of any size; every
- * rank passes the same size) and its labels (host), the averaged gradients
+/* Forward + backward on x (a host batch of any size, as tr_model_forward
+ * takes it; every rank passes the same size) and its labels (host), the averaged gradients
  * in the model's grads arena (times the loss scale), then, with loss
  * scaling, the overflow check and the scaler's update, and the optimizer
  * step with lr unless the gradients overflowed (a skipped step has still
@@ -73,9 +73,17 @@ hora_status_t tr_trainer_step(tr_trainer_t *trainer, const tr_tensor_t *x, const
 
 /* Forward + backward + all-reduce without the check or the optimizer step
  * (tests): the grads arena holds the averaged gradients times the loss
- * scale in use. */
+ * scale in use (settled: see tr_trainer_settle). */
 hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels,
                                    float *loss);
+
+/* A device backend's step returns with its all-reduces queued: the
+ * optimizer waits for them on the device, and their statuses are read at
+ * the next step. This collects them now (blocking until they are done) and
+ * returns the first failure; call it before reading the step's results
+ * from elsewhere (a checkpoint, evaluation, the end of the run). HORA_OK
+ * at once when nothing is pending (the cpu backend never leaves any). */
+hora_status_t tr_trainer_settle(tr_trainer_t *trainer);
 
 /* Whether the next step overlaps: 1 or 0, or -1 while TR_OVERLAP_AUTO is
  * still timing both (always 0 on one rank: there is nothing to all-reduce).

@@ -105,7 +105,7 @@ static tr_loader_t *open_or_die(const tr_loader_config_t *c)
 static data_test_epoch_t run_epoch(const tr_loader_config_t *c, uint64_t epoch, uint64_t first)
 {
     tr_loader_t *l = open_or_die(c);
-    data_test_epoch_t e = data_test_collect(l, c->batch, c->dtype == TR_DTYPE_F16 ? 2 : 4,
+    data_test_epoch_t e = data_test_collect(l, c->batch, c->dtype == TR_DTYPE_F16 ? 2 : c->dtype == TR_DTYPE_U8 ? 1 : 4,
                                             epoch, first);
     CHECK(e.status == HORA_OK, "epoch %" PRIu64 ": %s", epoch, tr_loader_last_error());
     tr_loader_close(l);
@@ -374,6 +374,58 @@ static void test_layouts(void)
     data_test_epoch_free(&raw);
 }
 
+/* u8 batches (for a backend that normalises on its device) in memory from
+ * the caller's allocator: with augmentation that keeps pixels integral
+ * (pad-and-crop, flip), the normalised u8 pixels are the f32 batches bit
+ * for bit; every batch buffer comes from alloc and goes back through
+ * dealloc; u8 in NCHW, or alloc without dealloc, is refused. */
+static int allocs, deallocs;
+static void *count_alloc(void *ctx, size_t bytes)
+{
+    CHECK(ctx == (void *)&allocs, "alloc: ctx %p", ctx);
+    allocs++;
+    return calloc(1, bytes);
+}
+static void count_dealloc(void *ctx, void *ptr)
+{
+    CHECK(ctx == (void *)&allocs, "dealloc: ctx %p", ctx);
+    deallocs += ptr != NULL;
+    free(ptr);
+}
+
+static void test_u8(void)
+{
+    tr_loader_config_t c = base_config(dir, TR_SPLIT_TRAIN);
+    c.pad_crop = 2;
+    c.flip = 1;
+    data_test_epoch_t f32 = run_epoch(&c, 3, 0);
+    c.dtype = TR_DTYPE_U8;
+    c.layout = TR_LAYOUT_NHWC;
+    c.alloc = count_alloc;
+    c.dealloc = count_dealloc;
+    c.alloc_ctx = &allocs;
+    data_test_epoch_t u8 = run_epoch(&c, 3, 0);
+    CHECK(allocs > 0 && allocs == deallocs, "alloc called %d times, dealloc %d", allocs, deallocs);
+    CHECK(u8.steps == f32.steps && u8.sample_count == f32.sample_count, "u8: %zu steps of %zu, f32 %zu of %zu",
+          (size_t)u8.steps, u8.sample_count, (size_t)f32.steps, f32.sample_count);
+    size_t bad = 0;
+    for (size_t k = 0; k < f32.steps * 8 && u8.steps == f32.steps; k++) {
+        const uint8_t *q = u8.data + k * u8.sample_count;
+        const float *a = data_test_sample(&f32, k);
+        for (size_t v = 0; v < f32.sample_count; v++)
+            bad += norm(q[v]) != a[v];
+    }
+    CHECK(bad == 0, "u8: %zu normalised pixels differ from the f32 batches", bad);
+    tr_loader_t *l = NULL;
+    c.layout = TR_LAYOUT_NCHW;
+    CHECK(tr_loader_open(&c, &l) == HORA_ERR_INVALID_ARG, "u8 NCHW accepted");
+    c.layout = TR_LAYOUT_NHWC;
+    c.dealloc = NULL;
+    CHECK(tr_loader_open(&c, &l) == HORA_ERR_INVALID_ARG, "alloc without dealloc accepted");
+    data_test_epoch_free(&f32);
+    data_test_epoch_free(&u8);
+}
+
 /* Augmented sample a against plain sample p: is a = p shifted by (dx, dy) -
  * pad with zero (normalised) fill, then mirrored when flip? */
 static int matches_shift(const float *a, const float *p, int pad, int dx, int dy, int flip)
@@ -631,6 +683,7 @@ int main(int argc, char **argv)
     test_threads_and_resume();
     test_ranks();
     test_layouts();
+    test_u8();
     test_pad_crop_flip();
     test_held_buffers_and_errors();
     test_raw_shards();

@@ -100,6 +100,55 @@ void test_data_movement(void)
     free(out);
 }
 
+/* The input step: u8 NHWC pixels of a batch prefix, normalised into an
+ * activation, equal (p / 255 - mean) / std computed here in float, bit for
+ * bit (p / 255 where std is 0); the last sample stays as it was; host
+ * memory from host_alloc comes zeroed; pixels of another dtype or layout
+ * are refused. */
+void test_input_import(int n, int c, int h, int w)
+{
+    const size_t count = (size_t)n * c * h * w, per = count / (size_t)n;
+    const float mean[3] = {0.485f, 0.456f, -0.25f}, std[3] = {0.229f, 0.0f, 2.5f};
+    uint8_t *pixels = NULL;
+    STATUS_OK(ops->host_alloc(be, count, (void **)&pixels));
+    long wrong = 0;
+    for (size_t i = 0; i < count; i++)
+        wrong += pixels[i] != 0;
+    CHECK(wrong == 0, "host_alloc: %ld bytes not zeroed", wrong);
+    for (size_t i = 0; i < count; i++)
+        pixels[i] = (uint8_t)(i < 256 ? i : rng_u64() >> 56);
+    tr_tensor_t t = tensor_make(n, c, h, w);
+    float *zeros = calloc(count, sizeof(float)), *got = nan_array(count);
+    tensor_put(&t, zeros);
+    tr_tensor_t px = tr_tensor_plain(pixels, TR_DTYPE_U8, TR_MEMORY_HOST, 4, (const int[]){n > 1 ? n - 1 : 1, c, h, w});
+    px.layout = TR_LAYOUT_NHWC;
+    STATUS_OK(ops->input_import(be, &px, mean, std, &t));
+    tensor_get(&t, got);
+    const size_t hw = (size_t)h * w;
+    for (int s = 0; s < px.n; s++)
+        for (int k = 0; k < c; k++)
+            for (size_t p = 0; p < hw; p++) {
+                float v = (float)pixels[((size_t)s * hw + p) * c + k];
+                float want = std[k % 3] > 0.0f ? (v / 255.0f - mean[k % 3]) / std[k % 3] : v / 255.0f;
+                wrong += memcmp(&got[((size_t)s * c + k) * hw + p], &want, sizeof(float)) != 0;
+            }
+    if (n > 1)
+        wrong += memcmp(got + count - per, zeros, per * sizeof(float)) != 0;
+    tr_tensor_t nchw = px;
+    nchw.layout = TR_LAYOUT_NCHW;
+    CHECK(ops->input_import(be, &nchw, mean, std, &t) == HORA_ERR_INVALID_ARG, "input_import of nchw pixels accepted");
+    tr_tensor_t f32 = host_tensor(zeros, TR_DTYPE_F32, 4, (const int[]){n, c, h, w});
+    f32.layout = TR_LAYOUT_NHWC;
+    CHECK(ops->input_import(be, &f32, mean, std, &t) == HORA_ERR_INVALID_ARG, "input_import of f32 accepted");
+    CHECK(wrong == 0, "input_import %dx%dx%dx%d: %ld values differ", n, c, h, w, wrong);
+    printf("%s input_import %dx%dx%dx%d %-8s u8 nhwc -> normalised, batch prefix\n", wrong ? "FAIL" : "ok  ", n, c, h,
+           w, tr_layout_name(t.layout));
+    ops->tensor_free(be, &t);
+    ops->host_free(be, pixels);
+    free(zeros);
+    free(got);
+}
+
 /* Every op takes tensors that say their memory kind, dtype and layout, and
  * refuses the ones it cannot take. */
 void test_contract(void)

@@ -81,6 +81,7 @@ void test_sgd(size_t count);
 void sgd_ref(float *p, const float *g, float *m_buf, size_t count, const tr_sgd_args_t *a);
 void test_tensor_roundtrip(int n, int c, int h, int w);
 void test_data_movement(void);
+void test_input_import(int n, int c, int h, int w);
 void test_contract(void);
 void test_api(void);
 

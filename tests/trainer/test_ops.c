@@ -67,6 +67,8 @@ int main(int argc, char **argv)
 
     test_api();
     test_data_movement();
+    test_input_import(3, 3, 5, 7);
+    test_input_import(2, 1, 4, 4);
     test_contract();
     static const int shapes[][4] = {{2, 1, 5, 5}, {2, 3, 7, 7}, {2, 8, 5, 6}, {1, 16, 3, 3}, {2, 24, 2, 3},
                                     {3, 32, 1, 1}, {2, 48, 4, 4}};

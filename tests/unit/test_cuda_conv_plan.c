@@ -31,6 +31,8 @@
 
 /* What the backend will give a plan at most (its workspace pool). */
 #define TEST_MAX_WORKSPACE_BYTES ((size_t)512 << 20)
+/* --cudnn-autotune times up to this many (trainer/cuda/cuda_layers.c). */
+#define TEST_CANDIDATES 4
 #define TEST_MAX_CONVS 256
 
 static const char *const models[] = {"resnet50", "resnet20"};
@@ -207,7 +209,7 @@ int main(int argc, char **argv)
     fflush(stdout);
     check_refusals(device);
 
-    int plans = 0, missing = 0, tensor_core = 0, distinct_total = 0;
+    int plans = 0, candidates = 0, missing = 0, tensor_core = 0, distinct_total = 0;
     size_t max_workspace = 0;
     char max_where[160] = "";
     printf("%-9s %-36s %-15s %5s  %-56s %12s\n", "model", "conv (c_in x h x w -> c_out, k s p)", "op", "batch",
@@ -247,6 +249,30 @@ int main(int argc, char **argv)
                                      cuda_conv_op_name((cuda_conv_op_t)op), batches[bi]);
                         }
                         CHECK(ws <= TEST_MAX_WORKSPACE_BYTES, "workspace %zu over the limit", ws);
+                        /* --cudnn-autotune's candidates: the same first
+                         * choice, then other engines, each within the
+                         * workspace limit. */
+                        cuda_conv_plan_t *cands[TEST_CANDIDATES] = {NULL};
+                        int nc = 0;
+                        hora_status_t cs = cuda_conv_plan_candidates(device, (cuda_conv_op_t)op, d, batches[bi],
+                                                                     TEST_MAX_WORKSPACE_BYTES, TEST_CANDIDATES, cands,
+                                                                     &nc);
+                        CHECK(cs == HORA_OK && nc >= 1 && nc <= TEST_CANDIDATES &&
+                                  strcmp(cuda_conv_plan_text(cands[0]), cuda_conv_plan_text(plan)) == 0,
+                              "%s %s %s batch %d: candidates status %d, %d, the first %s, the plan %s", models[mi],
+                              shape, cuda_conv_op_name((cuda_conv_op_t)op), batches[bi], (int)cs, nc,
+                              nc > 0 ? cuda_conv_plan_text(cands[0]) : "none", cuda_conv_plan_text(plan));
+                        for (int c = 0; cs == HORA_OK && c < nc; c++) {
+                            CHECK(cuda_conv_plan_workspace(cands[c]) <= TEST_MAX_WORKSPACE_BYTES,
+                                  "candidate %d: workspace over the limit", c);
+                            for (int e = 0; e < c; e++)
+                                CHECK(strcmp(cuda_conv_plan_text(cands[c]), cuda_conv_plan_text(cands[e])) != 0,
+                                      "%s %s: candidates %d and %d are the same engine (%s)", models[mi], shape, e, c,
+                                      cuda_conv_plan_text(cands[c]));
+                        }
+                        candidates += cs == HORA_OK ? nc : 0;
+                        for (int c = 0; cs == HORA_OK && c < nc; c++)
+                            cuda_conv_plan_free(cands[c]);
                     } else {
                         printf("%-9s %-36s %-15s %5d  %-56s %12s\n", models[mi], shape,
                                cuda_conv_op_name((cuda_conv_op_t)op), batches[bi], "NO PLAN", "-");
@@ -265,6 +291,7 @@ int main(int argc, char **argv)
            "cores; largest workspace %zu bytes (%s)\n",
            distinct_total, CUDA_CONV_OP_COUNT, (int)(sizeof(batches) / sizeof(batches[0])), plans, missing,
            tensor_core, max_workspace, max_where);
+    printf("autotune candidates: %d (at most %d per plan)\n", candidates, TEST_CANDIDATES);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -321,6 +321,62 @@ static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tens
     return HORA_OK;
 }
 
+/* The input step: normalised into an f32 NCHW host batch (tensor.h's
+ * tr_tensor_normalize_u8), then imported as any host batch. */
+static hora_status_t cpu_input_import(tr_backend_t *backend_base, const tr_tensor_t *pixels, const float *mean,
+                                      const float *std, tr_tensor_t *t)
+{
+    if (backend_base == NULL || pixels == NULL || pixels->data == NULL || mean == NULL || std == NULL || t == NULL)
+        return cpu_invalid("input_import: NULL argument");
+    if (pixels->dtype != TR_DTYPE_U8 || pixels->layout != TR_LAYOUT_NHWC || pixels->memory != TR_MEMORY_HOST ||
+        pixels->ndim != 4 || pixels->n < 1) {
+        char got[96];
+        tr_tensor_describe(pixels, got, sizeof(got));
+        return cpu_invalid("input_import: pixels %s: a host u8 nhwc batch wanted", got);
+    }
+    const int dims[4] = {pixels->n, pixels->c, pixels->h, pixels->w};
+    float *x = malloc(tr_tensor_count(pixels) * sizeof(float));
+    if (x == NULL) {
+        fprintf(stderr, "hora-train: cpu: input_import: out of memory\n");
+        return HORA_ERR_NO_MEMORY;
+    }
+    tr_tensor_normalize_u8(pixels, mean, std, x);
+    tr_tensor_t host = tr_tensor_plain(x, TR_DTYPE_F32, TR_MEMORY_HOST, 4, dims);
+    hora_status_t status = cpu_tensor_import(backend_base, &host, t);
+    free(x);
+    return status;
+}
+
+static hora_status_t cpu_host_alloc(tr_backend_t *backend, size_t bytes, void **ptr_out)
+{
+    (void)backend;
+    void *p = NULL;
+    if (ptr_out == NULL)
+        return cpu_invalid("host_alloc: NULL argument");
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) {
+        fprintf(stderr, "hora-train: cpu: host_alloc: %zu bytes: out of memory\n", bytes);
+        return HORA_ERR_NO_MEMORY;
+    }
+    memset(p, 0, bytes);
+    *ptr_out = p;
+    return HORA_OK;
+}
+
+static void cpu_host_free(tr_backend_t *backend, void *ptr)
+{
+    (void)backend;
+    free(ptr);
+}
+
+/* Every op is complete when it returns: the host waits. */
+static hora_status_t cpu_request_wait(tr_backend_t *backend, hora_request_t req)
+{
+    (void)backend;
+    if (req == NULL)
+        return cpu_invalid("request_wait: NULL request");
+    return hora_wait(req);
+}
+
 static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tensor_t *t, tr_tensor_t *host)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -684,6 +740,9 @@ const struct tr_backend_ops tr_backend_cpu_ops = {
     .tensor_free = cpu_tensor_free,
     .tensor_import = cpu_tensor_import,
     .tensor_export = cpu_tensor_export,
+    .input_import = cpu_input_import,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
     .conv_create = cpu_conv_create,
     .conv_forward = cpu_conv_forward,
     .conv_backward_data = cpu_conv_backward_data,
@@ -705,4 +764,5 @@ const struct tr_backend_ops tr_backend_cpu_ops = {
     .add_forward = cpu_add_forward,
     .softmax_xent = cpu_softmax_xent,
     .sgd_step = cpu_sgd_step,
+    .request_wait = cpu_request_wait,
 };

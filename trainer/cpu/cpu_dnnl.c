@@ -90,6 +90,7 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype)
     case TR_DTYPE_F16: return dnnl_f16;
     case TR_DTYPE_BF16: return dnnl_bf16;
     case TR_DTYPE_I32: return dnnl_s32;
+    case TR_DTYPE_U8: return dnnl_u8;
     }
     return dnnl_data_type_undef;
 }
@@ -201,6 +202,7 @@ k_dtype_t cpu_k_dtype(tr_dtype_t dtype)
     case TR_DTYPE_F16: return K_DTYPE_F16;
     case TR_DTYPE_BF16: return K_DTYPE_BF16;
     case TR_DTYPE_I32: return K_DTYPE_I32;
+    case TR_DTYPE_U8: return K_DTYPE_U8;
     case TR_DTYPE_F32: break;
     }
     return K_DTYPE_F32;

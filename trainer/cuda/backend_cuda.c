@@ -19,6 +19,7 @@
 #include "cuda_internal.h"
 #include "k_cpu.h"
 #include "k_cuda.h"
+#include "k_cuda_step.h"
 
 /* ---- errors --------------------------------------------------------------- */
 
@@ -42,6 +43,7 @@ k_dtype_t cuda_k_dtype(tr_dtype_t dtype)
     case TR_DTYPE_F16: return K_DTYPE_F16;
     case TR_DTYPE_BF16: return K_DTYPE_BF16;
     case TR_DTYPE_I32: return K_DTYPE_I32;
+    case TR_DTYPE_U8: return K_DTYPE_U8;
     default: return K_DTYPE_F32;
     }
 }
@@ -75,8 +77,15 @@ static void cuda_free(tr_backend_t *backend_base)
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     if (b == NULL) return;
     if (b->stream) cudaStreamSynchronize(b->stream);
+    if (b->copy_stream) cudaStreamSynchronize(b->copy_stream);
     for (int i = 0; i < CUDA_EVENT_RING; i++)
         if (b->events[i]) cudaEventDestroy(b->events[i]);
+    for (int i = 0; i < 2; i++) {
+        if (b->input_stage[i]) cudaFree(b->input_stage[i]);
+        if (b->input_copied[i]) cudaEventDestroy(b->input_copied[i]);
+        if (b->input_read[i]) cudaEventDestroy(b->input_read[i]);
+    }
+    if (b->copy_stream) cudaStreamDestroy(b->copy_stream);
     if (b->workspace) cudaFree(b->workspace);
     if (b->dev_flag) cudaFree(b->dev_flag);
     if (b->host_flag) cudaFreeHost(b->host_flag);
@@ -94,6 +103,7 @@ static hora_status_t cuda_init(const tr_backend_config_t *config, tr_backend_t *
     if (b == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "init: out of memory");
     b->base.ops = &tr_backend_cuda_ops;
     b->verbose = config->verbose;
+    b->autotune = config->autotune;
     hora_status_t status = cuda_pick_device(&b->device);
     if (status == HORA_OK) status = cuda_rt(cudaSetDevice(b->device), "cudaSetDevice");
     if (status == HORA_OK)
@@ -114,6 +124,16 @@ static hora_status_t cuda_init(const tr_backend_config_t *config, tr_backend_t *
         status = cuda_rt(cudaMallocHost((void **)&b->host_flag, sizeof(int32_t)), "cudaMallocHost (a flag)");
     for (int i = 0; i < CUDA_EVENT_RING && status == HORA_OK; i++)
         status = cuda_rt(cudaEventCreateWithFlags(&b->events[i], cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    if (status == HORA_OK)
+        status = cuda_rt(cudaStreamCreateWithFlags(&b->copy_stream, cudaStreamNonBlocking),
+                         "cudaStreamCreateWithFlags (input copies)");
+    for (int i = 0; i < 2 && status == HORA_OK; i++) {
+        status = cuda_rt(cudaEventCreateWithFlags(&b->input_copied[i], cudaEventDisableTiming),
+                         "cudaEventCreateWithFlags (input)");
+        if (status == HORA_OK)
+            status = cuda_rt(cudaEventCreateWithFlags(&b->input_read[i], cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags (input)");
+    }
     if (status != HORA_OK) {
         cuda_free(&b->base);
         return status;
@@ -235,6 +255,86 @@ static hora_status_t cuda_gradient_ready(tr_backend_t *backend_base, tr_event_t 
     CUDA_CHECK(cuda_rt(cudaEventRecord(e, b->stream), "gradient_ready: cudaEventRecord"));
     *event_out = e;
     return HORA_OK;
+}
+
+/* ---- the input step -------------------------------------------------------- */
+
+static hora_status_t cuda_host_alloc(tr_backend_t *backend_base, size_t bytes, void **ptr_out)
+{
+    void *p = NULL;
+    if (backend_base == NULL || ptr_out == NULL) return cuda_fail(HORA_ERR_INVALID_ARG, "host_alloc: NULL argument");
+    CUDA_CHECK(cuda_rt(cudaMallocHost(&p, bytes ? bytes : 1), "host_alloc: cudaMallocHost"));
+    memset(p, 0, bytes);
+    *ptr_out = p;
+    return HORA_OK;
+}
+
+static void cuda_host_free(tr_backend_t *backend_base, void *ptr)
+{
+    (void)backend_base;
+    if (ptr) cudaFreeHost(ptr);
+}
+
+/* Staging buffer slot holds at least bytes; the last normalisation that
+ * read it has finished before it is replaced. */
+static hora_status_t cuda_input_stage(cuda_backend_t *b, int slot, size_t bytes)
+{
+    if (b->input_stage_bytes[slot] >= bytes) return HORA_OK;
+    CUDA_CHECK(cuda_rt(cudaEventSynchronize(b->input_read[slot]), "input_import: cudaEventSynchronize"));
+    if (b->input_stage[slot]) cudaFree(b->input_stage[slot]);
+    b->input_stage[slot] = NULL;
+    b->input_stage_bytes[slot] = 0;
+    CUDA_CHECK(cuda_rt(cudaMalloc((void **)&b->input_stage[slot], bytes), "input_import: cudaMalloc (staging)"));
+    b->input_stage_bytes[slot] = bytes;
+    return HORA_OK;
+}
+
+static hora_status_t cuda_input_import(tr_backend_t *backend_base, const tr_tensor_t *pixels, const float *mean,
+                                       const float *std, tr_tensor_t *t)
+{
+    cuda_backend_t *b = (cuda_backend_t *)backend_base;
+    if (b == NULL || pixels == NULL || pixels->data == NULL || mean == NULL || std == NULL || t == NULL)
+        return cuda_fail(HORA_ERR_INVALID_ARG, "input_import: NULL argument");
+    if (pixels->dtype != TR_DTYPE_U8 || pixels->layout != TR_LAYOUT_NHWC || pixels->memory != TR_MEMORY_HOST ||
+        pixels->ndim != 4 || pixels->n < 1 || pixels->n > t->n) {
+        char got[96];
+        tr_tensor_describe(pixels, got, sizeof(got));
+        return cuda_fail(HORA_ERR_INVALID_ARG, "input_import: pixels %s: a host u8 nhwc batch of 1..%d wanted", got,
+                         t->n);
+    }
+    CUDA_CHECK(cuda_check_activation(t, t->dtype, pixels->c, pixels->h, pixels->w, "input_import t"));
+    const int stored = cuda_stored_channels(t->c);
+    if (stored > K_CUDA_INPUT_MAX_CHANNELS)
+        return cuda_fail(HORA_ERR_INVALID_ARG, "input_import: %d channels (images have at most %d)", t->c,
+                         K_CUDA_INPUT_MAX_CHANNELS);
+    const size_t pixel_count = (size_t)pixels->n * (size_t)pixels->h * (size_t)pixels->w;
+    const size_t bytes = pixel_count * (size_t)pixels->c;
+    const int slot = b->input_next;
+    b->input_next ^= 1;
+    CUDA_CHECK(cuda_input_stage(b, slot, bytes));
+    /* The copy waits for the normalisation that last read this slot; the
+     * compute stream waits for the copy. */
+    CUDA_CHECK(cuda_rt(cudaStreamWaitEvent(b->copy_stream, b->input_read[slot], 0), "input_import: cudaStreamWaitEvent"));
+    CUDA_CHECK(cuda_rt(cudaMemcpyAsync(b->input_stage[slot], pixels->data, bytes, cudaMemcpyHostToDevice, b->copy_stream),
+                       "input_import: cudaMemcpyAsync"));
+    CUDA_CHECK(cuda_rt(cudaEventRecord(b->input_copied[slot], b->copy_stream), "input_import: cudaEventRecord"));
+    CUDA_CHECK(cuda_rt(cudaStreamWaitEvent(b->stream, b->input_copied[slot], 0), "input_import: cudaStreamWaitEvent"));
+    CUDA_CHECK(cuda_kernel(k_cuda_input_normalize(t->data, cuda_k_dtype(t->dtype), stored, b->input_stage[slot],
+                                                  pixels->c, pixel_count, mean, std, b->stream),
+                           "input_import: k_cuda_input_normalize"));
+    return cuda_rt(cudaEventRecord(b->input_read[slot], b->stream), "input_import: cudaEventRecord");
+}
+
+/* ---- waiting for libhora --------------------------------------------------- */
+
+static hora_status_t cuda_request_wait(tr_backend_t *backend_base, hora_request_t req)
+{
+    cuda_backend_t *b = (cuda_backend_t *)backend_base;
+    if (b == NULL || req == NULL) return cuda_fail(HORA_ERR_INVALID_ARG, "request_wait: NULL argument");
+    hora_status_t status = hora_stream_wait(req, b->stream);
+    /* Without device support (host gradients of a device model cannot
+     * happen, but a host-staged request can) the host waits. */
+    return status == HORA_ERR_UNSUPPORTED ? hora_wait(req) : status;
 }
 
 /* ---- tensors -------------------------------------------------------------- */
@@ -449,6 +549,9 @@ const struct tr_backend_ops tr_backend_cuda_ops = {
     .tensor_free = cuda_tensor_free,
     .tensor_import = cuda_tensor_import,
     .tensor_export = cuda_tensor_export,
+    .input_import = cuda_input_import,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
     .conv_create = cuda_conv_create,
     .conv_forward = cuda_conv_forward,
     .conv_backward_data = cuda_conv_backward_data,
@@ -470,4 +573,5 @@ const struct tr_backend_ops tr_backend_cuda_ops = {
     .add_forward = cuda_add_forward,
     .softmax_xent = cuda_softmax_xent,
     .sgd_step = cuda_sgd_step,
+    .request_wait = cuda_request_wait,
 };

@@ -471,6 +471,15 @@ out:
     return HORA_OK;
 }
 
+void cuda_conv_plan_free(cuda_conv_plan_t *plan)
+{
+    if (!plan)
+        return;
+    conv_destroy(&plan->plan);
+    conv_destroy(&plan->cfg);
+    free(plan);
+}
+
 static const struct {
     cudnnBackendHeurMode_t mode;
     const char *name;
@@ -480,20 +489,24 @@ static const struct {
     {CUDNN_HEUR_MODE_FALLBACK, "fallback"},
 };
 
-/* Try the engine configs heuristics mode m ranks for graph: HORA_OK with
- * plan filled, HORA_ERR_UNSUPPORTED when none finalises within
- * max_workspace (*tried_out counts the configs). */
+/* Try the engine configs heuristics mode m ranks for graph, tensor-core
+ * engines first, and keep the first max that finalise within max_workspace
+ * as plans[*made_out ...] (op set, made here): HORA_OK with at least one,
+ * HORA_ERR_UNSUPPORTED when none finalises (*tried_out counts the
+ * configs). */
 static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnnBackendDescriptor_t graph, int m,
-                                         size_t max_workspace, cuda_conv_plan_t *plan, int *tried_out)
+                                         cuda_conv_op_t op, size_t max_workspace, int max, cuda_conv_plan_t **plans,
+                                         int *made_out, int *tried_out)
 {
     hora_status_t status = HORA_OK;
     cudnnBackendDescriptor_t heur = NULL, *cfgs = NULL;
     conv_engine_info_t *infos = NULL;
     int64_t count = 0, got = 0, created = 0;
-    int chosen = -1;
+    int made = 0;
     const char *what = "conv heuristics";
     cudnnBackendHeurMode_t mode = conv_heur_modes[m].mode;
     *tried_out = 0;
+    *made_out = 0;
 
     CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur), what);
     CONV_SET(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, what);
@@ -536,13 +549,17 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
     /* Tensor-core engines first (pass 0), in cuDNN's ranking; the others
      * only when none of those finalises. */
     status = HORA_ERR_UNSUPPORTED;
-    for (int pass = 0; pass < 2 && chosen < 0; pass++) {
-        for (int64_t i = 0; i < count && chosen < 0; i++) {
+    for (int pass = 0; pass < 2 && made < max; pass++) {
+        /* The other kind only when the first gave none. */
+        if (pass == 1 && made > 0)
+            break;
+        for (int64_t i = 0; i < count && made < max; i++) {
             if (infos[i].tensor_core != (pass == 0))
                 continue;
             size_t workspace = 0;
+            cudnnBackendDescriptor_t finalised = NULL;
             (*tried_out)++;
-            hora_status_t tried = conv_plan_try(device, cfgs[i], &plan->plan, &workspace);
+            hora_status_t tried = conv_plan_try(device, cfgs[i], &finalised, &workspace);
             if (tried == HORA_ERR_UNSUPPORTED)
                 continue;
             if (tried != HORA_OK) {
@@ -550,10 +567,18 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
                 goto out;
             }
             if (workspace > max_workspace) {
-                conv_destroy(&plan->plan);
+                conv_destroy(&finalised);
                 continue;
             }
-            chosen = (int)i;
+            cuda_conv_plan_t *plan = calloc(1, sizeof(*plan));
+            if (!plan) {
+                conv_destroy(&finalised);
+                status = HORA_ERR_NO_MEMORY;
+                goto out;
+            }
+            plans[made++] = plan;
+            plan->op = op;
+            plan->plan = finalised;
             plan->workspace = workspace;
             plan->tensor_core = infos[i].tensor_core;
             const conv_engine_info_t *e = &infos[i];
@@ -567,21 +592,20 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
         }
     }
 out:
+    if (status != HORA_OK && status != HORA_ERR_UNSUPPORTED) {
+        for (int i = 0; i < made; i++) {
+            cuda_conv_plan_free(plans[i]);
+            plans[i] = NULL;
+        }
+        made = 0;
+    }
+    *made_out = made;
     for (int64_t i = 0; i < created; i++)
         conv_destroy(&cfgs[i]);
     free(cfgs);
     free(infos);
     conv_destroy(&heur);
     return status;
-}
-
-void cuda_conv_plan_free(cuda_conv_plan_t *plan)
-{
-    if (!plan)
-        return;
-    conv_destroy(&plan->plan);
-    conv_destroy(&plan->cfg);
-    free(plan);
 }
 
 static hora_status_t conv_check_desc(const tr_conv_desc_t *d, int batch)
@@ -601,23 +625,20 @@ static hora_status_t conv_check_desc(const tr_conv_desc_t *d, int batch)
     return HORA_OK;
 }
 
-hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_op_t op, const tr_conv_desc_t *desc,
-                                    int batch, size_t max_workspace, cuda_conv_plan_t **plan_out)
+hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op,
+                                        const tr_conv_desc_t *desc, int batch, size_t max_workspace, int max,
+                                        cuda_conv_plan_t **plans_out, int *count_out)
 {
-    if (!device || !plan_out || (unsigned)op >= CUDA_CONV_OP_COUNT)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no device, no output or a bad op");
+    if (!device || !plans_out || !count_out || max < 1 || (unsigned)op >= CUDA_CONV_OP_COUNT)
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no device, no output, max %d or a bad op", max);
     hora_status_t status = conv_check_desc(desc, batch);
     if (status != HORA_OK)
         return status;
-    cuda_conv_plan_t *plan = calloc(1, sizeof(*plan));
-    if (!plan)
-        return HORA_ERR_NO_MEMORY;
-    plan->op = op;
     cudnnBackendDescriptor_t graph = NULL;
     status = conv_graph(op, desc, batch, &graph);
-    int tried[3] = {0, 0, 0};
+    int tried[3] = {0, 0, 0}, made = 0;
     for (int m = 0; status == HORA_OK && m < (int)(sizeof(conv_heur_modes) / sizeof(conv_heur_modes[0])); m++) {
-        status = conv_plan_from_heur(device, graph, m, max_workspace, plan, &tried[m]);
+        status = conv_plan_from_heur(device, graph, m, op, max_workspace, max, plans_out, &made, &tried[m]);
         if (status == HORA_OK)
             break;
         if (status == HORA_ERR_UNSUPPORTED)
@@ -625,7 +646,7 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
         else
             break;
     }
-    if (status == HORA_OK && !plan->plan)
+    if (status == HORA_OK && made == 0)
         status = cuda_fail(HORA_ERR_UNSUPPORTED,
                            "conv %s %dx%dx%d -> %d k%d s%d p%d batch %d, %s (dw %s): no execution plan (engine "
                            "configs tried: heur A %d, B %d, fallback %d; max workspace %zu bytes)",
@@ -633,12 +654,19 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
                            desc->stride, desc->pad, batch, conv_dtype_name(desc->dtype),
                            conv_dtype_name(desc->grad_dtype), tried[0], tried[1], tried[2], max_workspace);
     conv_destroy(&graph);
-    if (status != HORA_OK) {
-        cuda_conv_plan_free(plan);
+    if (status != HORA_OK)
         return status;
-    }
-    *plan_out = plan;
+    *count_out = made;
     return HORA_OK;
+}
+
+hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_op_t op, const tr_conv_desc_t *desc,
+                                    int batch, size_t max_workspace, cuda_conv_plan_t **plan_out)
+{
+    int count = 0;
+    if (!plan_out)
+        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no output");
+    return cuda_conv_plan_candidates(device, op, desc, batch, max_workspace, 1, plan_out, &count);
 }
 
 size_t cuda_conv_plan_workspace(const cuda_conv_plan_t *plan)

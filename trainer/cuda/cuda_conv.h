@@ -106,6 +106,13 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
                                     const tr_conv_desc_t *desc, int batch, size_t max_workspace,
                                     cuda_conv_plan_t **plan_out);
 void cuda_conv_plan_free(cuda_conv_plan_t *plan);
+/* The candidates a tuner times (--cudnn-autotune): up to max plans, the
+ * engine configs of the first heuristics mode that has any, in
+ * cuda_conv_plan_create's order (its choice is plans_out[0]), each a plan
+ * of its own (free each); *count_out >= 1 on HORA_OK. */
+hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op,
+                                        const tr_conv_desc_t *desc, int batch, size_t max_workspace, int max,
+                                        cuda_conv_plan_t **plans_out, int *count_out);
 
 /* Workspace bytes the plan needs (<= max_workspace; may be 0). */
 size_t cuda_conv_plan_workspace(const cuda_conv_plan_t *plan);

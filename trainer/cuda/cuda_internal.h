@@ -29,6 +29,7 @@ typedef struct {
     tr_backend_t base;
     int device;
     int verbose;
+    int autotune; /* tr_backend_config_t's */
     cudaStream_t stream; /* every op runs on it */
     cudnnHandle_t cudnn; /* on stream */
     cublasLtHandle_t lt;
@@ -39,6 +40,16 @@ typedef struct {
     int next_event;
     int32_t *dev_flag;  /* a device int32 the finite check and the loss's label check write */
     int32_t *host_flag; /* pinned: where it is read back */
+    /* The input step (input_import): u8 batches are copied on copy_stream
+     * into one of two device staging buffers, the compute stream waits for
+     * the copy (input_copied) and normalises; the next copy into that
+     * buffer waits until the normalisation read it (input_read). Two, so
+     * the copy of a batch overlaps the previous step's work queued ahead. */
+    cudaStream_t copy_stream;
+    uint8_t *input_stage[2];
+    size_t input_stage_bytes[2];
+    cudaEvent_t input_copied[2], input_read[2];
+    int input_next;
 } cuda_backend_t;
 
 /* Every layer starts with this (trainer/backend.h's tr_layer_t). */

@@ -87,10 +87,57 @@ hora_status_t cuda_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t 
     return HORA_OK;
 }
 
-/* The plan of op at this batch (made and kept on first use) and its
+/* --cudnn-autotune: how many of cuDNN's ranked engine configs are timed,
+ * and how often each runs (one untimed run first). */
+#define CONV_TUNE_CANDIDATES 4
+#define CONV_TUNE_RUNS 3
+
+/* Each candidate run on the layer's real operands (a, b, out: the op's, as
+ * cuda_conv_plan_execute takes them; out is overwritten anyway by the run
+ * that follows), timed with events on the compute stream; *best_out the
+ * fastest. The stream is synchronized: this happens once per (op, batch). */
+static hora_status_t conv_tune(cuda_conv_t *l, cuda_conv_op_t op, int batch, cuda_conv_plan_t **plans, int count,
+                               const void *a, const void *b, void *out, int *best_out)
+{
+    cuda_backend_t *be = l->base.backend;
+    cudaEvent_t start = NULL, stop = NULL;
+    float best_ms = 0;
+    int best = 0;
+    hora_status_t status = cuda_rt(cudaEventCreate(&start), "autotune: cudaEventCreate");
+    if (status == HORA_OK) status = cuda_rt(cudaEventCreate(&stop), "autotune: cudaEventCreate");
+    for (int i = 0; status == HORA_OK && i < count; i++) {
+        void *ws = NULL;
+        status = cuda_workspace(be, cuda_conv_plan_workspace(plans[i]), &ws);
+        if (status == HORA_OK) status = cuda_conv_plan_execute(plans[i], be->cudnn, a, b, out, ws);
+        if (status == HORA_OK) status = cuda_rt(cudaEventRecord(start, be->stream), "autotune: cudaEventRecord");
+        for (int r = 0; status == HORA_OK && r < CONV_TUNE_RUNS; r++)
+            status = cuda_conv_plan_execute(plans[i], be->cudnn, a, b, out, ws);
+        if (status == HORA_OK) status = cuda_rt(cudaEventRecord(stop, be->stream), "autotune: cudaEventRecord");
+        if (status == HORA_OK) status = cuda_rt(cudaEventSynchronize(stop), "autotune: cudaEventSynchronize");
+        float ms = 0;
+        if (status == HORA_OK) status = cuda_rt(cudaEventElapsedTime(&ms, start, stop), "autotune: cudaEventElapsedTime");
+        if (status != HORA_OK) break;
+        ms /= CONV_TUNE_RUNS;
+        if (be->verbose)
+            fprintf(stderr, "hora-train: cuda: autotune conv %s %d->%d %dx%d k%d s%d batch %d: %s %.3f ms\n",
+                    cuda_conv_op_name(op), l->desc.c_in, l->desc.c_out, l->desc.h_in, l->desc.w_in, l->desc.kernel,
+                    l->desc.stride, batch, cuda_conv_plan_text(plans[i]), (double)ms);
+        if (i == 0 || ms < best_ms) {
+            best = i;
+            best_ms = ms;
+        }
+    }
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (status == HORA_OK) *best_out = best;
+    return status;
+}
+
+/* The plan of op at this batch (made and kept on first use; with autotune
+ * the fastest of the candidates on the operands a, b, out) and its
  * workspace. */
-static hora_status_t conv_plan(cuda_conv_t *l, cuda_conv_op_t op, int batch, cuda_conv_plan_t **plan_out,
-                               void **workspace_out)
+static hora_status_t conv_plan(cuda_conv_t *l, cuda_conv_op_t op, int batch, const void *a, const void *b, void *out,
+                               cuda_conv_plan_t **plan_out, void **workspace_out)
 {
     conv_plans_t *slot = NULL;
     for (int i = 0; i < CUDA_LAYER_BATCHES && !slot; i++)
@@ -104,9 +151,17 @@ static hora_status_t conv_plan(cuda_conv_t *l, cuda_conv_op_t op, int batch, cud
         }
         slot->batch = batch;
     }
-    if (slot->plan[op] == NULL)
-        CUDA_CHECK(cuda_conv_plan_create(l->base.backend->conv_device, op, &l->padded, batch, CUDA_MAX_WORKSPACE,
-                                         &slot->plan[op]));
+    if (slot->plan[op] == NULL) {
+        cuda_conv_plan_t *plans[CONV_TUNE_CANDIDATES] = {NULL};
+        int count = 0, best = 0;
+        CUDA_CHECK(cuda_conv_plan_candidates(l->base.backend->conv_device, op, &l->padded, batch, CUDA_MAX_WORKSPACE,
+                                             l->base.backend->autotune ? CONV_TUNE_CANDIDATES : 1, plans, &count));
+        hora_status_t status = count > 1 ? conv_tune(l, op, batch, plans, count, a, b, out, &best) : HORA_OK;
+        for (int i = 0; i < count; i++)
+            if (status != HORA_OK || i != best) cuda_conv_plan_free(plans[i]);
+        CUDA_CHECK(status);
+        slot->plan[op] = plans[best];
+    }
     *plan_out = slot->plan[op];
     if (l->base.backend->verbose && slot->plan[op] != NULL && op == CUDA_CONV_FORWARD)
         fprintf(stderr, "hora-train: cuda: conv %d->%d %dx%d k%d s%d batch %d: %s\n", l->desc.c_in, l->desc.c_out,
@@ -136,7 +191,7 @@ hora_status_t cuda_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const t
                                                    (size_t)l->padded.c_in, (size_t)d->kernel * (size_t)d->kernel,
                                                    l->base.backend->stream),
                            "conv_forward: the weights to KRSC"));
-    CUDA_CHECK(conv_plan(l, CUDA_CONV_FORWARD, x->n, &plan, &ws));
+    CUDA_CHECK(conv_plan(l, CUDA_CONV_FORWARD, x->n, x->data, l->w_krsc, y->data, &plan, &ws));
     return cuda_conv_plan_execute(plan, l->base.backend->cudnn, x->data, l->w_krsc, y->data, ws);
 }
 
@@ -152,7 +207,7 @@ hora_status_t cuda_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, 
     if (dx->n != dy->n)
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv_backward_data: batch of dx %d, of dy %d", dx->n, dy->n);
     /* w_krsc holds the last forward's w (the contract's promise). */
-    CUDA_CHECK(conv_plan(l, CUDA_CONV_BACKWARD_DATA, dy->n, &plan, &ws));
+    CUDA_CHECK(conv_plan(l, CUDA_CONV_BACKWARD_DATA, dy->n, dy->data, l->w_krsc, dx->data, &plan, &ws));
     return cuda_conv_plan_execute(plan, l->base.backend->cudnn, dy->data, l->w_krsc, dx->data, ws);
 }
 
@@ -168,7 +223,7 @@ hora_status_t cuda_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x
     CUDA_CHECK(conv_check_weights(l, dw, d->grad_dtype, "conv_backward_weights dw"));
     if (x->n != dy->n)
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv_backward_weights: batch of x %d, of dy %d", x->n, dy->n);
-    CUDA_CHECK(conv_plan(l, CUDA_CONV_BACKWARD_FILTER, x->n, &plan, &ws));
+    CUDA_CHECK(conv_plan(l, CUDA_CONV_BACKWARD_FILTER, x->n, x->data, dy->data, l->dw_krsc, &plan, &ws));
     CUDA_CHECK(cuda_conv_plan_execute(plan, l->base.backend->cudnn, x->data, dy->data, l->dw_krsc, ws));
     return cuda_kernel(k_cuda_from_channels_last(dw->data, layer_k_dtype(d->grad_dtype), l->dw_krsc,
                                                  layer_k_dtype(d->dtype), (size_t)d->c_out, (size_t)d->c_in,
@@ -206,6 +261,9 @@ hora_status_t cuda_linear_create(tr_backend_t *backend_base, const tr_linear_des
         return cuda_fail(HORA_ERR_INVALID_ARG, "linear_create: NULL argument");
     if (desc->c_in < 1 || desc->c_out < 1)
         return cuda_fail(HORA_ERR_INVALID_ARG, "linear_create: c_in %d, c_out %d", desc->c_in, desc->c_out);
+    if (desc->c_in < CUDA_CONV_CHANNEL_ALIGN) /* x would be stored padded: see bn_create */
+        return cuda_fail(HORA_ERR_UNSUPPORTED, "linear_create: c_in %d (the cuda backend's takes %d or more)",
+                         desc->c_in, CUDA_CONV_CHANNEL_ALIGN);
     cuda_linear_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "linear_create: out of memory");
     l->base.backend = b;

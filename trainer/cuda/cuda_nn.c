@@ -52,6 +52,12 @@ hora_status_t cuda_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *des
         desc->momentum > 1.0f)
         return cuda_fail(HORA_ERR_INVALID_ARG, "bn_create: c %d, %dx%d, epsilon %g, momentum %g", desc->c, desc->h,
                          desc->w, (double)desc->epsilon, (double)desc->momentum);
+    /* Activations of fewer channels are stored padded, which these kernels
+     * do not stride over; in a ResNet only the input is, and a convolution
+     * reads it. */
+    if (desc->c < CUDA_CONV_CHANNEL_ALIGN)
+        return cuda_fail(HORA_ERR_UNSUPPORTED, "bn_create: %d channels (the cuda backend's batch norm takes %d or more)",
+                         desc->c, CUDA_CONV_CHANNEL_ALIGN);
     cuda_bn_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "bn_create: out of memory");
     l->base.backend = b;
@@ -181,6 +187,9 @@ hora_status_t cuda_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t 
                  desc->kernel * desc->kernel > 255)))
         return cuda_fail(HORA_ERR_INVALID_ARG, "pool_create: kind %d, c %d, %dx%d, kernel %d stride %d pad %d",
                          (int)desc->kind, desc->c, desc->h, desc->w, desc->kernel, desc->stride, desc->pad);
+    if (desc->c < CUDA_CONV_CHANNEL_ALIGN) /* as bn_create */
+        return cuda_fail(HORA_ERR_UNSUPPORTED, "pool_create: %d channels (the cuda backend's pooling takes %d or more)",
+                         desc->c, CUDA_CONV_CHANNEL_ALIGN);
     cuda_pool_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "pool_create: out of memory");
     l->base.backend = b;

@@ -279,7 +279,8 @@ void tr_aug_store(const float *work, int width, int height, int channels,
 {
     float *dst_f32 = store->dtype == TR_DTYPE_F32 ? dst : NULL;
     uint16_t *dst_f16 = store->dtype == TR_DTYPE_F16 ? dst : NULL;
-    int nchw = store->layout != TR_LAYOUT_NHWC;
+    uint8_t *dst_u8 = store->dtype == TR_DTYPE_U8 ? dst : NULL;
+    int nchw = store->layout != TR_LAYOUT_NHWC && !dst_u8;
     for (int c = 0; c < channels; c++) {
         float mean = store->mean[c], std = store->std[c];
         for (int y = 0; y < height; y++) {
@@ -291,11 +292,15 @@ void tr_aug_store(const float *work, int width, int height, int channels,
                 if (row_inside && sx >= 0 && sx < width)
                     v = work[((size_t)sy * (size_t)width + (size_t)sx) * (size_t)channels +
                              (size_t)c];
-                float r = std > 0.0f ? (v / 255.0f - mean) / std : v / 255.0f;
                 size_t i = nchw ? ((size_t)c * (size_t)height + (size_t)y) * (size_t)width
                                       + (size_t)x
                                 : ((size_t)y * (size_t)width + (size_t)x) * (size_t)channels
                                       + (size_t)c;
+                if (dst_u8) {
+                    dst_u8[i] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f);
+                    continue;
+                }
+                float r = std > 0.0f ? (v / 255.0f - mean) / std : v / 255.0f;
                 if (dst_f32)
                     dst_f32[i] = r;
                 else

@@ -90,13 +90,17 @@ typedef struct {
     const float *mean;  /* (channels) */
     const float *std;   /* (channels); 0 = only divide by 255 */
     tr_layout_t layout; /* TR_LAYOUT_NCHW or TR_LAYOUT_NHWC */
-    tr_dtype_t dtype;   /* TR_DTYPE_F32 or TR_DTYPE_F16 */
+    tr_dtype_t dtype;   /* TR_DTYPE_F32, TR_DTYPE_F16, or TR_DTYPE_U8 (NHWC, not normalised) */
 } tr_store_t;
 
 /* Write one sample: dst(c, y, x) = norm_c(work(y + dy - pad, x' + dx - pad, c))
  * with x' = width - 1 - x when flipped, and 0 outside the work image;
  * norm_c(v) = (v / 255.0f - mean[c]) / std[c], computed in exactly that
- * order in float (tests recompute it bit for bit). */
+ * order in float (tests recompute it bit for bit). TR_DTYPE_U8 instead
+ * writes v rounded to the nearest integer (halves up) and clamped to
+ * [0, 255], for a device that normalises (backend.h's input_import): the
+ * same as the float path where v is an integer already (raw pixels, no
+ * resampling or colour augmentation). */
 void tr_aug_store(const float *work, int width, int height, int channels,
                   const tr_store_t *store, void *dst);
 

@@ -360,11 +360,18 @@ static hora_status_t loader_alloc(tr_loader_t *l)
     l->workers = calloc((size_t)threads, sizeof(*l->workers));
     if (!l->reported || !l->slots || !l->workers)
         return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+    if (!c->alloc != !c->dealloc)
+        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: alloc and dealloc go together");
     for (int i = 0; i < l->slot_count; i++) {
         tr_batch_t *b = &l->slots[i].batch;
         size_t data_bytes = (size_t)c->batch * l->sample_bytes;
         /* 64-byte aligned for the vector loads of whoever consumes it. */
-        if (posix_memalign(&b->data, 64, data_bytes) != 0) {
+        if (c->alloc) {
+            b->data = c->alloc(c->alloc_ctx, data_bytes);
+            if (!b->data)
+                return tr_data_fail(HORA_ERR_NO_MEMORY, "the batch allocator gave no memory for %d batches "
+                                    "of %zu bytes", l->slot_count, data_bytes);
+        } else if (posix_memalign(&b->data, 64, data_bytes) != 0) {
             b->data = NULL;
             return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory for %d batches of %zu bytes",
                                 l->slot_count, data_bytes);
@@ -392,7 +399,10 @@ static void loader_destroy(tr_loader_t *l)
         tr_record_free(&l->workers[i].record);
     }
     for (int i = 0; l->slots && i < l->slot_count; i++) {
-        free(l->slots[i].batch.data);
+        if (l->config.dealloc)
+            l->config.dealloc(l->config.alloc_ctx, l->slots[i].batch.data);
+        else
+            free(l->slots[i].batch.data);
         free(l->slots[i].batch.labels);
     }
     free(l->workers);

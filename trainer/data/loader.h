@@ -56,7 +56,17 @@ typedef struct {
     int drop_last;      /* 1: drop a last partial batch (train); 0: deliver it */
     int strict;         /* 1: bad data is an error, not skipped */
     tr_layout_t layout; /* TR_LAYOUT_NCHW or TR_LAYOUT_NHWC */
-    tr_dtype_t dtype;   /* TR_DTYPE_F32 or TR_DTYPE_F16 */
+    /* TR_DTYPE_F32 or TR_DTYPE_F16 (normalised), or TR_DTYPE_U8: pixels
+     * (NHWC only), rounded, not normalised, for a backend that normalises
+     * on its device (tr_aug_store says how they compare) */
+    tr_dtype_t dtype;
+    /* Batch memory: alloc(alloc_ctx, bytes), zeroed, given back with
+     * dealloc(alloc_ctx, ptr), when set (a device backend's host_alloc:
+     * pinned, so its copies run asynchronously); else 64-byte aligned
+     * malloc. */
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*dealloc)(void *ctx, void *ptr);
+    void *alloc_ctx;
     /* Augmentation (train split; ignored for val). */
     int pad_crop;       /* small images: pad by this many zero pixels, random crop back */
     int flip;           /* random horizontal flip, p = 0.5 */

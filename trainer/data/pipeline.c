@@ -28,9 +28,11 @@ hora_status_t tr_pipeline_init(tr_pipeline_t *p, const tr_loader_config_t *confi
     if (config->layout != TR_LAYOUT_NCHW && config->layout != TR_LAYOUT_NHWC)
         return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: layout %d: NCHW or NHWC",
                             (int)config->layout);
-    if (config->dtype != TR_DTYPE_F32 && config->dtype != TR_DTYPE_F16)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: dtype %d: f32 or f16",
+    if (config->dtype != TR_DTYPE_F32 && config->dtype != TR_DTYPE_F16 && config->dtype != TR_DTYPE_U8)
+        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: dtype %d: f32, f16 or u8",
                             (int)config->dtype);
+    if (config->dtype == TR_DTYPE_U8 && config->layout != TR_LAYOUT_NHWC)
+        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: u8 pixels are NHWC only");
     if (config->pad_crop < 0 || config->pad_crop > PIPELINE_MAX_SIDE)
         return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: pad_crop %d", config->pad_crop);
     if (!(config->jitter >= 0.0f && config->jitter <= 1.0f))
@@ -86,8 +88,8 @@ hora_status_t tr_pipeline_init(tr_pipeline_t *p, const tr_loader_config_t *confi
 
 size_t tr_pipeline_sample_bytes(const tr_pipeline_t *p)
 {
-    return (size_t)p->channels * (size_t)p->height * (size_t)p->width *
-           (p->dtype == TR_DTYPE_F16 ? 2u : 4u);
+    const size_t size = p->dtype == TR_DTYPE_F32 ? 4u : p->dtype == TR_DTYPE_F16 ? 2u : 1u;
+    return (size_t)p->channels * (size_t)p->height * (size_t)p->width * size;
 }
 
 hora_status_t tr_pipeline_scratch_init(const tr_pipeline_t *p, int need_jpeg,
