@@ -67,6 +67,11 @@ static hora_status_t cuda_pick_device(int *device_out)
                          err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount found none");
     }
     int device = hora_initialized() ? hora_cuda_device() : -1;
+    /* Several ranks all-reduce and broadcast the device arenas: libhora must
+     * take device pointers. */
+    if (device < 0 && hora_initialized() && hora_size() > 1)
+        return cuda_fail(HORA_ERR_UNSUPPORTED, "%d ranks need libhora's device support for device gradients "
+                         "(HORA_CUDA is 0 here, or hora found no device for this rank)", hora_size());
     if (device < 0) device = hora_initialized() && hora_local_rank() >= 0 ? hora_local_rank() % count : 0;
     *device_out = device;
     return HORA_OK;
