@@ -28,7 +28,10 @@ steps since the common checkpoint moved the arena) within TOL_ARENA, and
 every arena moved since step 3 on both; the loss of every step 4-9 within TOL_LOSS of A's
 (relative); the runs say they resumed from the right files.
 """
-import array, json, math, os, struct, subprocess, sys, tempfile, time
+import array, json, math, os, struct, sys, tempfile
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from test_checkpoint import run  # noqa: E402  (prints the command and its output, times it)
 
 # The tolerances (derivation in trainer/CHECKPOINT.md, "Across backends").
 TOL_ARENA = {"params": 1e-2, "momentum": 1e-2, "bn_stats": 1e-3}
@@ -45,19 +48,6 @@ OTHERS = {
 # What hora-train prints when it cannot use a backend here: not built in, or
 # (cuda) no device it can use.
 NO_BACKEND = ("unknown or unavailable backend", "no usable CUDA device")
-
-
-def run(cmd, env=None, timeout=300):
-    print("$", " ".join(cmd), flush=True)
-    e = dict(os.environ)
-    # Open MPI's shared-memory BTL leaves its segments behind when a job dies: keep them out of /dev/shm.
-    e["OMPI_MCA_btl_vader_backing_directory"] = tempfile.gettempdir()
-    e.update(env or {})
-    t0 = time.monotonic()
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, env=e)
-    p.seconds = time.monotonic() - t0
-    print(p.stdout, flush=True)
-    return p
 
 
 def mpirun(args, env=None):
