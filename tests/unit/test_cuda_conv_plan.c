@@ -124,6 +124,44 @@ static void check_refusals(const cuda_conv_device_t *device)
           "cuda_conv_pad_channels");
 }
 
+/* --precision fp32: f32 convolutions (dw f32) of ResNet shapes get plans in
+ * every op, and none of them (nor an autotune candidate) is a tensor-core
+ * engine, which on f32 operands rounds them to TF32. */
+static void check_f32(const cuda_conv_device_t *device)
+{
+    const tr_conv_desc_t shapes[] = {
+        {.c_in = 8, .h_in = 28, .w_in = 28, .c_out = 16, .kernel = 3, .stride = 1, .pad = 1},
+        {.c_in = 16, .h_in = 28, .w_in = 28, .c_out = 32, .kernel = 3, .stride = 2, .pad = 1},
+        {.c_in = 64, .h_in = 56, .w_in = 56, .c_out = 256, .kernel = 1, .stride = 1, .pad = 0},
+    };
+    int planned = 0;
+    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
+        for (int op = 0; op < CUDA_CONV_OP_COUNT; op++) {
+            tr_conv_desc_t d = shapes[i];
+            d.dtype = d.grad_dtype = TR_DTYPE_F32;
+            cuda_conv_plan_t *plans[TEST_CANDIDATES] = {NULL};
+            int count = 0;
+            hora_status_t status = cuda_conv_plan_candidates(device, (cuda_conv_op_t)op, &d, 32,
+                                                             TEST_MAX_WORKSPACE_BYTES, TEST_CANDIDATES, plans, &count);
+            CHECK(status == HORA_OK && count > 0, "f32 conv %s %dx%dx%d -> %d k%d s%d: no plan (status %d)",
+                  cuda_conv_op_name((cuda_conv_op_t)op), d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride,
+                  (int)status);
+            for (int k = 0; status == HORA_OK && k < count; k++) {
+                CHECK(!cuda_conv_plan_tensor_core(plans[k]) &&
+                          strstr(cuda_conv_plan_text(plans[k]), "down-converts") == NULL,
+                      "f32 conv %s %dx%dx%d -> %d: candidate %d is TF32 (tensor core or down-converting): %s",
+                      cuda_conv_op_name((cuda_conv_op_t)op), d.c_in, d.h_in, d.w_in, d.c_out, k,
+                      cuda_conv_plan_text(plans[k]));
+                if (k == 0)
+                    printf("f32 %-15s %3dx%2dx%2d -> %3d k%d s%d: %s\n", cuda_conv_op_name((cuda_conv_op_t)op),
+                           d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, cuda_conv_plan_text(plans[k]));
+                cuda_conv_plan_free(plans[k]);
+            }
+            planned += status == HORA_OK && count > 0;
+        }
+    printf("f32 (no TF32): %d of %d convolutions planned\n", planned, 3 * CUDA_CONV_OP_COUNT);
+}
+
 /* cuDNN dlopens NVRTC (to see whether runtime-compiled engines can be
  * built) and dlcloses it again; NVRTC carries its own static libstdc++,
  * whose exception-handling pool then becomes memory of an unmapped module,
@@ -208,6 +246,7 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
     check_refusals(device);
+    check_f32(device);
 
     int plans = 0, candidates = 0, missing = 0, tensor_core = 0, distinct_total = 0;
     size_t max_workspace = 0;

@@ -204,12 +204,16 @@ static hora_status_t cuda_buffer_alloc(tr_backend_t *backend_base, size_t bytes,
 
 static void cuda_buffer_free(tr_backend_t *backend_base, void *ptr)
 {
-    (void)backend_base;
+    cuda_backend_t *b = (cuda_backend_t *)backend_base;
     if (ptr == NULL) return;
-    if (hora_initialized() && hora_mem_is_shared(ptr))
+    if (hora_initialized() && hora_mem_is_shared(ptr)) {
+        /* Pool memory is handed out again at once (cudaFree would wait for
+         * the device): let queued work that uses it finish first. */
+        cudaStreamSynchronize(b->stream);
         hora_mem_free(ptr);
-    else
+    } else {
         cudaFree(ptr);
+    }
 }
 
 /* ---- data movement -------------------------------------------------------- */

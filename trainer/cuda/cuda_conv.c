@@ -490,13 +490,14 @@ static const struct {
 };
 
 /* Try the engine configs heuristics mode m ranks for graph, tensor-core
- * engines first, and keep the first max that finalise within max_workspace
+ * engines first (with strict_f32 none of those, nor one that down-converts
+ * its inputs: no TF32), and keep the first max that finalise within max_workspace
  * as plans[*made_out ...] (op set, made here): HORA_OK with at least one,
  * HORA_ERR_UNSUPPORTED when none finalises (*tried_out counts the
  * configs). */
 static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnnBackendDescriptor_t graph, int m,
-                                         cuda_conv_op_t op, size_t max_workspace, int max, cuda_conv_plan_t **plans,
-                                         int *made_out, int *tried_out)
+                                         cuda_conv_op_t op, int strict_f32, size_t max_workspace, int max,
+                                         cuda_conv_plan_t **plans, int *made_out, int *tried_out)
 {
     hora_status_t status = HORA_OK;
     cudnnBackendDescriptor_t heur = NULL, *cfgs = NULL;
@@ -555,6 +556,10 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
             break;
         for (int64_t i = 0; i < count && made < max; i++) {
             if (infos[i].tensor_core != (pass == 0))
+                continue;
+            /* f32 stays f32: on f32 operands a tensor-core engine is TF32
+             * (PyTorch's allow_tf32 = False filters the same notes). */
+            if (strict_f32 && (infos[i].tensor_core || infos[i].down_convert))
                 continue;
             size_t workspace = 0;
             cudnnBackendDescriptor_t finalised = NULL;
@@ -638,7 +643,8 @@ hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_c
     status = conv_graph(op, desc, batch, &graph);
     int tried[3] = {0, 0, 0}, made = 0;
     for (int m = 0; status == HORA_OK && m < (int)(sizeof(conv_heur_modes) / sizeof(conv_heur_modes[0])); m++) {
-        status = conv_plan_from_heur(device, graph, m, op, max_workspace, max, plans_out, &made, &tried[m]);
+        status = conv_plan_from_heur(device, graph, m, op, desc->dtype == TR_DTYPE_F32, max_workspace, max, plans_out,
+                                     &made, &tried[m]);
         if (status == HORA_OK)
             break;
         if (status == HORA_ERR_UNSUPPORTED)

@@ -10,7 +10,11 @@
  *   w      (c_out, c_in, k, k)      KRSC (the filter channels-last), dtype
  *   dw     (c_out, c_in, k, k)      KRSC, grad_dtype
  * Accumulation is f32 (CUDNN_DATA_FLOAT compute type); the plans prefer
- * engines with CUDNN_NUMERICAL_NOTE_TENSOR_CORE. What cuDNN 9.19 plans
+ * engines with CUDNN_NUMERICAL_NOTE_TENSOR_CORE. An f32 convolution stays
+ * f32: no engine with CUDNN_NUMERICAL_NOTE_TENSOR_CORE (on f32 operands,
+ * TF32) or _DOWN_CONVERT_INPUTS is chosen for it, unlike PyTorch's default
+ * (torch.backends.cudnn.allow_tf32), so --precision fp32 on the GPU is the
+ * reference the mixed-precision runs are compared with. What cuDNN 9.19 plans
  * (deviceless, tests/unit/test_cuda_conv_plan.c): f16 or bf16 x/w/y with a
  * dw of the same dtype; an f32 dw (or f16 dw from bf16) gets no engine
  * config, so with grad_dtype f32 the backend converts the dw itself.
