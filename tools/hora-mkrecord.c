@@ -25,7 +25,8 @@
  * reported and skipped (fatal with --strict). A progress bar goes to stderr
  * on a terminal, a summary of classes and counts to stdout.
  *
- * Build: part of the meson project (tools/); needs zlib and libturbojpeg.
+ * Build: part of the meson project (tools/), on trainer/data: gzipped IDX
+ * input needs zlib there, JPEG input libturbojpeg (each refused without).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -37,9 +38,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <pthread.h>
-#include <zlib.h>
 
 #include "error.h"
+#include "gz.h"
 #include "jpeg.h"
 #include "record.h"
 
@@ -257,21 +258,20 @@ static void mkrecord_summary(const mkrecord_t *m, const char *prefix)
 
 /* ---- IDX (MNIST / Fashion-MNIST) ---- */
 
-static int gz_read_exact(gzFile f, void *buf, size_t bytes)
+static int gz_read_exact(tr_gz_t *f, void *buf, size_t bytes)
 {
     size_t done = 0;
     while (done < bytes) {
-        int n = gzread(f, (uint8_t *)buf + done, (unsigned)(bytes - done > (1u << 30)
-                                                                ? (1u << 30)
-                                                                : bytes - done));
-        if (n <= 0)
+        size_t n;
+        const char *why;
+        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why) != HORA_OK || n == 0)
             return -1;
-        done += (size_t)n;
+        done += n;
     }
     return 0;
 }
 
-static int idx_read_header(gzFile f, const char *path, uint32_t want_magic, uint32_t *dims,
+static int idx_read_header(tr_gz_t *f, const char *path, uint32_t want_magic, uint32_t *dims,
                            unsigned dim_count)
 {
     uint8_t b[4 * 4];
@@ -297,11 +297,9 @@ static int convert_idx(mkrecord_t *m, const char *images_path, const char *label
 {
     int rc = -1;
     uint8_t *image = NULL;
-    gzFile images = gzopen(images_path, "rb"); /* reads plain files too */
-    gzFile labels = gzopen(labels_path, "rb");
-    if (!images || !labels) {
-        fprintf(stderr, "hora-mkrecord: cannot open %s: %s\n", !images ? images_path : labels_path,
-                strerror(errno));
+    tr_gz_t *images = NULL, *labels = NULL; /* plain files read the same way */
+    if (tr_gz_open(images_path, &images) != HORA_OK || tr_gz_open(labels_path, &labels) != HORA_OK) {
+        fprintf(stderr, "hora-mkrecord: %s\n", tr_data_last_error());
         goto out;
     }
     uint32_t idims[3], ldims[1];
@@ -347,10 +345,8 @@ out:
     if (mkrecord_close(m, prefix) != 0)
         rc = -1;
     free(image);
-    if (images)
-        gzclose(images);
-    if (labels)
-        gzclose(labels);
+    tr_gz_close(images);
+    tr_gz_close(labels);
     if (rc == 0)
         mkrecord_summary(m, prefix);
     return rc;

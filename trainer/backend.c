@@ -1,25 +1,33 @@
 /*
  * backend.c - tr_backend_find: the compute backends built into this
- * binary, by name. "cpu" (oneDNN, cpu/backend_cpu.c) always; "cuda" (cuDNN +
- * cuBLAS + kernels/cuda, cuda/backend_cuda.c) when meson builds that backend
- * and defines HORA_HAVE_CUDA_BACKEND.
+ * binary, by name. "cpu" (oneDNN, cpu/backend_cpu.c) when meson builds it
+ * and defines HORA_HAVE_CPU_BACKEND; "cuda" (cuDNN + cuBLAS + kernels/cuda,
+ * cuda/backend_cuda.c) when it defines HORA_HAVE_CUDA_BACKEND. At least one
+ * of the two (trainer/meson.build builds no trainer without a backend).
  */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
+#ifdef HORA_HAVE_CPU_BACKEND
 #include "cpu/backend_cpu.h"
+#endif
 #ifdef HORA_HAVE_CUDA_BACKEND
 #include "cuda/backend_cuda.h"
 #endif
 
 static const struct tr_backend_ops *const tr_backends[] = {
+#ifdef HORA_HAVE_CPU_BACKEND
     &tr_backend_cpu_ops,
+#endif
 #ifdef HORA_HAVE_CUDA_BACKEND
     &tr_backend_cuda_ops,
 #endif
 };
+
+/* Every backend hora has, built in or not. */
+static const char *const tr_backend_all_names[] = {"cpu", "cuda"};
 
 #define TR_BACKEND_COUNT (sizeof(tr_backends) / sizeof(tr_backends[0]))
 
@@ -41,4 +49,12 @@ const char *tr_backend_names(void)
             snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
                      tr_backends[i]->name);
     return names;
+}
+
+int tr_backend_known(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof(tr_backend_all_names) / sizeof(tr_backend_all_names[0]); i++)
+        if (strcmp(tr_backend_all_names[i], name) == 0)
+            return 1;
+    return 0;
 }

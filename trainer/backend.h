@@ -2,9 +2,9 @@
  * backend.h - the compute backend ops table (struct tr_backend_ops), contract v2.
  *
  * A backend computes the layers of a ResNet on one device: "cpu" uses
- * oneDNN (cpu/backend_cpu.c); "cuda" (cuDNN + cuBLAS + kernels/, the CUDA
- * backend issue) will fill the same table. Slots a backend lacks point to a function returning
- * HORA_ERR_UNSUPPORTED, never NULL.
+ * oneDNN (cpu/backend_cpu.c); "cuda" cuDNN + cuBLAS + kernels/
+ * (cuda/backend_cuda.c). A build has either or both. Slots a backend lacks
+ * point to a function returning HORA_ERR_UNSUPPORTED, never NULL.
  *
  * Layers with state (primitives, saved statistics, workspaces) are
  * tr_layer_t objects made by *_create and released by layer_free; stateless
@@ -273,11 +273,14 @@ struct tr_backend_ops {
     hora_status_t (*request_wait)(tr_backend_t *backend, hora_request_t req);
 };
 
-/* The backends built into this binary (cpu; cuda when built with it);
- * NULL for an unknown or unavailable name. */
+/* The backends built into this binary (cpu, cuda, or both: meson's
+ * -Dtrainer_cpu and -Dcuda); NULL for an unknown or unavailable name. */
 const struct tr_backend_ops *tr_backend_find(const char *name);
-/* "cpu" or "cpu, cuda": the names tr_backend_find knows. */
+/* "cpu", "cuda" or "cpu, cuda": the names tr_backend_find knows. */
 const char *tr_backend_names(void);
+/* 1 when name is a backend hora has, built into this binary or not (so a
+ * caller can tell "left out of this build" from "no such backend"). */
+int tr_backend_known(const char *name);
 
 /* A backend handle starts with its ops, so generic code can reach them. */
 struct tr_backend {

@@ -369,8 +369,12 @@ static hora_status_t setup(run_t *r)
 
     const struct tr_backend_ops *ops = tr_backend_find(o->backend);
     if (!ops) {
-        report("hora-train: unknown or unavailable backend '%s' (built in: %s)", o->backend,
-               tr_backend_names());
+        if (tr_backend_known(o->backend)) {
+            report("hora-train: this hora-train was built without the %s backend (built in: %s; meson's "
+                   "-Dtrainer_cpu and -Dcuda choose the backends)", o->backend, tr_backend_names());
+            return HORA_ERR_UNSUPPORTED;
+        }
+        report("hora-train: unknown backend '%s' (built in: %s)", o->backend, tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune};

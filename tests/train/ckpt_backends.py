@@ -47,7 +47,7 @@ OTHERS = {
 }
 # What hora-train prints when it cannot use a backend here: not built in, or
 # (cuda) no device it can use.
-NO_BACKEND = ("unknown or unavailable backend", "no usable CUDA device")
+NO_BACKEND = ("was built without the", "no usable CUDA device")
 
 
 def mpirun(args, env=None):

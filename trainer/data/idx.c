@@ -6,38 +6,30 @@
 #include "idx.h"
 
 #include "error.h"
+#include "gz.h"
 
-#include <errno.h>
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #define idx_fail tr_data_fail_at
 
 /* Read exactly bytes (of the decompressed stream); a short read is a
  * truncated file (or a damaged gzip stream: zlib says which). */
-static hora_status_t idx_read(gzFile f, const char *path, uint64_t offset, void *buf,
+static hora_status_t idx_read(tr_gz_t *f, const char *path, uint64_t offset, void *buf,
                               size_t bytes)
 {
     size_t done = 0;
     while (done < bytes) {
-        size_t want = bytes - done;
-        if (want > (1u << 30))
-            want = 1u << 30;
-        int n = gzread(f, (uint8_t *)buf + done, (unsigned)want);
-        if (n < 0) {
-            int zerr;
-            const char *msg = gzerror(f, &zerr);
-            return idx_fail(zerr == Z_ERRNO ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, path,
-                            offset + done, "read failed: %s",
-                            zerr == Z_ERRNO ? strerror(errno) : msg);
-        }
+        size_t n;
+        const char *why;
+        hora_status_t status = tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why);
+        if (status != HORA_OK)
+            return idx_fail(status, path, offset + done, "read failed: %s", why);
         if (n == 0)
             return idx_fail(HORA_ERR_CORRUPT, path, offset + done,
                             "file ends early: %zu more bytes expected", bytes - done);
-        done += (size_t)n;
+        done += n;
     }
     return HORA_OK;
 }
@@ -49,13 +41,14 @@ static uint32_t get_be32(const uint8_t *p)
 
 /* Open path, check the magic and read dim_count dimensions. */
 static hora_status_t idx_open(const char *path, uint32_t want_magic, uint32_t *dims,
-                              unsigned dim_count, gzFile *file_out)
+                              unsigned dim_count, tr_gz_t **file_out)
 {
-    gzFile f = gzopen(path, "rb");
-    if (!f)
-        return idx_fail(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+    tr_gz_t *f;
+    hora_status_t status = tr_gz_open(path, &f);
+    if (status != HORA_OK)
+        return status;
     uint8_t header[16];
-    hora_status_t status = idx_read(f, path, 0, header, 4 * (1 + dim_count));
+    status = idx_read(f, path, 0, header, 4 * (1 + dim_count));
     if (status != HORA_OK)
         goto err_close;
     uint32_t magic = get_be32(header);
@@ -77,21 +70,20 @@ static hora_status_t idx_open(const char *path, uint32_t want_magic, uint32_t *d
     *file_out = f;
     return HORA_OK;
 err_close:
-    gzclose(f);
+    tr_gz_close(f);
     return status;
 }
 
 /* After the data: the stream must end here (a longer file means the header
  * does not describe it). */
-static hora_status_t idx_expect_end(gzFile f, const char *path, uint64_t offset)
+static hora_status_t idx_expect_end(tr_gz_t *f, const char *path, uint64_t offset)
 {
     uint8_t extra;
-    int n = gzread(f, &extra, 1);
-    if (n < 0) {
-        int zerr;
-        const char *msg = gzerror(f, &zerr);
-        return idx_fail(HORA_ERR_CORRUPT, path, offset, "read failed: %s", msg);
-    }
+    size_t n;
+    const char *why;
+    hora_status_t status = tr_gz_read(f, &extra, 1, &n, &why);
+    if (status != HORA_OK)
+        return idx_fail(status, path, offset, "read failed: %s", why);
     if (n > 0)
         return idx_fail(HORA_ERR_CORRUPT, path, offset,
                         "trailing bytes after the data the header describes");
@@ -101,7 +93,7 @@ static hora_status_t idx_expect_end(gzFile f, const char *path, uint64_t offset)
 hora_status_t tr_idx_load(const char *images_path, const char *labels_path, tr_idx_t *idx)
 {
     memset(idx, 0, sizeof(*idx));
-    gzFile images = NULL, labels = NULL;
+    tr_gz_t *images = NULL, *labels = NULL;
     uint32_t idims[3] = {0}, ldims[1] = {0};
     hora_status_t status = idx_open(images_path, TR_IDX_MAGIC_IMAGES_U8, idims, 3, &images);
     if (status != HORA_OK)
@@ -152,17 +144,17 @@ hora_status_t tr_idx_load(const char *images_path, const char *labels_path, tr_i
     idx->rows = idims[1];
     idx->cols = idims[2];
     idx->classes = largest + 1;
-    gzclose(labels);
-    gzclose(images);
+    tr_gz_close(labels);
+    tr_gz_close(images);
     return HORA_OK;
 err_buffers:
     free(idx->images);
     free(idx->labels);
     memset(idx, 0, sizeof(*idx));
 err_labels:
-    gzclose(labels);
+    tr_gz_close(labels);
 err_images:
-    gzclose(images);
+    tr_gz_close(images);
     return status;
 }
 

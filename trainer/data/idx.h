@@ -4,15 +4,17 @@
  * IDX is big-endian: a magic 0x00000800 | (type << 8) | dim_count, then
  * dim_count u32 sizes, then the data. hora reads the two kinds MNIST and
  * Fashion-MNIST use: images 0x00000803 (u8, [count, rows, cols]) and labels
- * 0x00000801 (u8, [count]). A .gz file is inflated by zlib; a plain file
- * reads the same way (gzread passes it through).
+ * 0x00000801 (u8, [count]). A .gz file is inflated by zlib (gz.h); a plain
+ * file reads the same way. A build without zlib reads plain files only and
+ * refuses a gzipped one (HORA_ERR_UNSUPPORTED, naming the file).
  *
  * Everything is checked before it is trusted: the magic, dimensions that are
  * nonzero and plausible (rows * cols <= 2^24), image and label counts that
  * agree, and a data length that is exactly what the header says (a short
  * file and trailing bytes are both errors). Errors are HORA_ERR_CORRUPT (the
- * file is wrong), HORA_ERR_SYSTEM (cannot open/read) or HORA_ERR_NO_MEMORY,
- * with a message "FILE: offset N: what" in tr_data_last_error() (error.h).
+ * file is wrong), HORA_ERR_SYSTEM (cannot open/read), HORA_ERR_UNSUPPORTED
+ * (gzip without zlib) or HORA_ERR_NO_MEMORY, with a message "FILE: offset N:
+ * what" in tr_data_last_error() (error.h).
  */
 #ifndef TR_DATA_IDX_H
 #define TR_DATA_IDX_H

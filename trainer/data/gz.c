@@ -1,0 +1,109 @@
+/*
+ * gz.c - a file that may be gzip-compressed, through zlib where the build
+ * has it, plain files only where not (gz.h).
+ */
+#include "gz.h"
+
+#include "error.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef HORA_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+#define GZ_MAX_READ_BYTES (1u << 30)
+
+#ifdef HORA_HAVE_ZLIB
+
+struct tr_gz {
+    gzFile z;
+};
+
+hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
+{
+    tr_gz_t *f = malloc(sizeof(*f));
+    if (!f)
+        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+    f->z = gzopen(path, "rb");
+    if (!f->z) {
+        free(f);
+        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+    }
+    *out = f;
+    return HORA_OK;
+}
+
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+{
+    int n = gzread(f->z, buf, (unsigned)(bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES));
+    if (n < 0) {
+        int zerr;
+        const char *msg = gzerror(f->z, &zerr);
+        *why = zerr == Z_ERRNO ? strerror(errno) : msg;
+        return zerr == Z_ERRNO ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT;
+    }
+    *got = (size_t)n;
+    return HORA_OK;
+}
+
+void tr_gz_close(tr_gz_t *f)
+{
+    if (!f)
+        return;
+    gzclose(f->z);
+    free(f);
+}
+
+#else /* !HORA_HAVE_ZLIB */
+
+struct tr_gz {
+    FILE *file;
+};
+
+hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
+{
+    tr_gz_t *f = malloc(sizeof(*f));
+    if (!f)
+        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+    f->file = fopen(path, "rb");
+    if (!f->file) {
+        free(f);
+        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+    }
+    unsigned char magic[2];
+    size_t n = fread(magic, 1, sizeof(magic), f->file);
+    if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
+        fclose(f->file);
+        free(f);
+        return tr_data_fail_at(HORA_ERR_UNSUPPORTED, path, 0,
+                               "gzip-compressed, but this build has no zlib (meson -Dzlib=disabled or "
+                               "zlib not found): gunzip the file or rebuild with zlib");
+    }
+    rewind(f->file);
+    *out = f;
+    return HORA_OK;
+}
+
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+{
+    size_t n = fread(buf, 1, bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES, f->file);
+    if (n == 0 && ferror(f->file)) {
+        *why = strerror(errno);
+        return HORA_ERR_SYSTEM;
+    }
+    *got = n;
+    return HORA_OK;
+}
+
+void tr_gz_close(tr_gz_t *f)
+{
+    if (!f)
+        return;
+    fclose(f->file);
+    free(f);
+}
+
+#endif
