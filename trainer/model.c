@@ -387,6 +387,52 @@ void tr_model_free(tr_model_t *m)
     free(m);
 }
 
+/* ---- description without a backend ---------------------------------------- */
+
+static double convbn_flops(const convbn_t *u)
+{
+    const tr_conv_desc_t *d = &u->desc;
+    return 2.0 * d->c_out * d->c_in * d->kernel * d->kernel * u->h_out * u->w_out;
+}
+
+hora_status_t tr_model_describe(const tr_model_spec_t *spec, tr_param_desc_t **descs_out, int *count_out)
+{
+    if (!spec || !descs_out || !count_out)
+        return HORA_ERR_INVALID_ARG;
+    tr_model_t m = {.spec = *spec};
+    tr_param_desc_t *descs = NULL;
+    hora_status_t status = model_declare(&m);
+    if (status == HORA_OK && !(descs = calloc((size_t)m.param_count, sizeof(*descs))))
+        status = HORA_ERR_NO_MEMORY;
+    if (status == HORA_OK) {
+        /* descs[last - i] describes parameter i (PyTorch's order reversed). */
+        const int last = m.param_count - 1;
+        for (int i = 0; i <= last; i++) {
+            const tr_param_t *p = &m.params[i];
+            tr_param_desc_t *d = &descs[last - i];
+            snprintf(d->name, sizeof(d->name), "%s", p->name);
+            d->kind = p->kind;
+            d->count = p->count;
+        }
+        descs[last - m.stem.w].forward_flops = convbn_flops(&m.stem);
+        for (int i = 0; i < m.block_count; i++) {
+            const block_t *b = &m.blocks[i];
+            for (int j = 0; j < b->conv_count; j++)
+                descs[last - b->cb[j].w].forward_flops = convbn_flops(&b->cb[j]);
+            if (b->has_proj)
+                descs[last - b->proj.w].forward_flops = convbn_flops(&b->proj);
+        }
+        const tr_param_t *fc = &m.params[m.fc_w];
+        descs[last - m.fc_w].forward_flops = 2.0 * fc->dims[0] * fc->dims[1];
+        *descs_out = descs;
+        *count_out = m.param_count;
+    }
+    free(m.blocks);
+    free(m.params);
+    free(m.bns);
+    return status;
+}
+
 /* ---- accessors ------------------------------------------------------------ */
 
 const tr_model_spec_t *tr_model_spec(const tr_model_t *m) { return &m->spec; }

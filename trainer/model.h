@@ -126,6 +126,23 @@ const char *tr_model_names(void);
 hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity,
                                   int *count_out);
 
+/* One parameter tensor of a spec's network, as a model without a backend
+ * describes it (tr_model_describe). */
+typedef struct {
+    char name[64];          /* torchvision-style name, as in tr_param_t */
+    tr_param_kind_t kind;
+    size_t count;           /* elements */
+    double forward_flops;   /* per sample, on a conv or linear weight: its layer's forward FLOPs
+                             * (2 x multiply-adds); 0 on BN parameters and the bias */
+} tr_param_desc_t;
+
+/* Every parameter of spec's network in the order backprop makes their
+ * gradients ready (the grads arena's order, the reverse of PyTorch's), from
+ * the declaration tr_model_init uses: no backend, no hora_init. *descs_out
+ * (free() it) gets *count_out entries; set only on success.
+ * HORA_ERR_INVALID_ARG for a NULL argument, HORA_ERR_NO_MEMORY. */
+hora_status_t tr_model_describe(const tr_model_spec_t *spec, tr_param_desc_t **descs_out, int *count_out);
+
 /* Build the model, with activations for batch samples (more grow them).
  * grads_shared: put the gradient arena in hora's pool of the backend's
  * memory, hora_mem_alloc or (device backends) hora_mem_alloc_device (hora

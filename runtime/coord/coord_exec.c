@@ -66,9 +66,8 @@ static int coord_merge(struct coord_response *dst, struct coord_response *src)
     return 0;
 }
 
-void coord_fuse(struct coord *c, struct coord_responses *list)
+void coord_fuse_list(size_t threshold, struct coord_responses *list)
 {
-    const size_t threshold = c->settings.fusion_threshold;
     int out = 0;
     for (int i = 0; i < list->count; i++) {
         struct coord_response *r = &list->items[i];
@@ -89,6 +88,8 @@ void coord_fuse(struct coord *c, struct coord_responses *list)
     }
     list->count = out;
 }
+
+void coord_fuse(struct coord *c, struct coord_responses *list) { coord_fuse_list(c->settings.fusion_threshold, list); }
 
 static hora_status_t coord_buffer(struct coord *c, hora_memory_t memory, void **buf, size_t *have, size_t bytes,
                                   const char *what)

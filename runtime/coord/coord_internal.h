@@ -142,6 +142,12 @@ void coord_responses_clear(struct coord_responses *list);
 void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len);
 
 /* coord_exec.c */
+/* Fuse list in place (threshold 0: no fusion): a pure function of the
+ * threshold and the list, so tools/sim's hora-sim runs this very code on the
+ * responses it builds. Merged responses take over their tensors' names and
+ * metas; a failed allocation leaves that response unfused. */
+void coord_fuse_list(size_t threshold, struct coord_responses *list);
+/* coord_fuse_list with this coordinator's HORA_FUSION_THRESHOLD. */
 void coord_fuse(struct coord *c, struct coord_responses *list);
 /* Run one response; HORA_OK, or a fatal transport error that stops the coordinator. */
 hora_status_t coord_execute(struct coord *c, struct coord_response *resp);
