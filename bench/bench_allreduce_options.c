@@ -61,7 +61,7 @@ void bench_usage(FILE *out)
             "  -n, --iters N          timed iterations per row (default 20)\n"
             "  -w, --warmup_iters N   untimed iterations before them (default 5)\n"
             "  -c, --check 0|1        check every element of one more call (default 1)\n"
-            "  -d, --datatype TYPE    f32 (default), f16, bf16, f64, i32, i64, u8, ... or all\n"
+            "  -d, --datatype TYPE    f32 (default), f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool, ... or all\n"
             "  -o, --op OP            sum (default), avg, min, max, prod or all\n"
             "      --memory host|cuda where send and recv live: hora_mem_alloc (default) or\n"
             "                         hora_mem_alloc_device on this rank's GPU (local rank %% GPUs)\n"
@@ -178,7 +178,7 @@ bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t *option
                 int dtype = hora_dtype_parse(optarg);
                 if (dtype < 0 || dtype >= HORA_DTYPE_COUNT) {
                     if (err)
-                        fprintf(err, BENCH_NAME ": %s: unknown type '%s' (f32, f16, bf16, f64, i32, i64, u8 or all)\n",
+                        fprintf(err, BENCH_NAME ": %s: unknown type '%s' (f32, f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool or all)\n",
                                 name, optarg);
                     return BENCH_PARSE_ERROR;
                 }

@@ -23,7 +23,7 @@
 
 static int check_dtype_is_signed(hora_dtype_t dtype)
 {
-    return dtype != HORA_DTYPE_U8;
+    return dtype != HORA_DTYPE_U8 && dtype != HORA_DTYPE_U16 && dtype != HORA_DTYPE_BOOL;
 }
 
 /*
@@ -98,6 +98,16 @@ static void check_encode_integer(hora_dtype_t dtype, long long value, unsigned c
         break;
     }
     case HORA_DTYPE_U8: *out = (uint8_t)(unsigned long long)value; break;
+    case HORA_DTYPE_I8: *out = (uint8_t)(unsigned long long)value; break;
+    case HORA_DTYPE_I16:
+    case HORA_DTYPE_U16: {
+        uint16_t v = (uint16_t)(unsigned long long)value;
+        memcpy(out, &v, sizeof(v));
+        break;
+    }
+    /* The inputs are >= 0 for an unsigned type, so SUM/MAX != 0 is OR,
+     * MIN/PROD != 0 is AND: bool's ops. */
+    case HORA_DTYPE_BOOL: *out = value != 0; break;
     case HORA_DTYPE_COUNT: break;
     }
 }
@@ -140,6 +150,18 @@ static void check_encode_average(hora_dtype_t dtype, long long sum, int nranks, 
         break;
     }
     case HORA_DTYPE_U8: *out = (uint8_t)((uint8_t)(unsigned long long)sum / (unsigned)nranks); break;
+    case HORA_DTYPE_I8: *out = (uint8_t)(int8_t)((int8_t)(uint8_t)(unsigned long long)sum / nranks); break;
+    case HORA_DTYPE_I16: {
+        int16_t v = (int16_t)((int16_t)(uint16_t)(unsigned long long)sum / nranks);
+        memcpy(out, &v, sizeof(v));
+        break;
+    }
+    case HORA_DTYPE_U16: {
+        uint16_t v = (uint16_t)((uint16_t)(unsigned long long)sum / (unsigned)nranks);
+        memcpy(out, &v, sizeof(v));
+        break;
+    }
+    case HORA_DTYPE_BOOL: /* refused by the runtime; the benchmark skips the row */
     case HORA_DTYPE_COUNT: break;
     }
 }

@@ -123,6 +123,10 @@ MPI_Datatype bench_mpi_datatype(hora_dtype_t dtype)
     case HORA_DTYPE_I32: return MPI_INT32_T;
     case HORA_DTYPE_I64: return MPI_INT64_T;
     case HORA_DTYPE_U8: return MPI_UINT8_T;
+    case HORA_DTYPE_I8: return MPI_INT8_T;
+    case HORA_DTYPE_I16: return MPI_INT16_T;
+    case HORA_DTYPE_U16: return MPI_UINT16_T;
+    case HORA_DTYPE_BOOL: /* MPI_C_BOOL has no SUM/MIN/MAX/PROD (only the logical ops) */
     case HORA_DTYPE_F16:
     case HORA_DTYPE_BF16:
     case HORA_DTYPE_COUNT: break;

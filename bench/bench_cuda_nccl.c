@@ -29,7 +29,8 @@ typedef struct {
     char internal[128]; /* NCCL_UNIQUE_ID_BYTES */
 } nccl_unique_id_t;
 
-enum { /* ncclDataType_t */
+enum { /* ncclDataType_t (NCCL has no int16, uint16 or bool: those rows have no NCCL column) */
+    NCCL_INT8 = 0,
     NCCL_INT32 = 2,
     NCCL_INT64 = 4,
     NCCL_UINT8 = 1,
@@ -166,6 +167,10 @@ static int nccl_datatype(hora_dtype_t dtype)
     case HORA_DTYPE_I32: return NCCL_INT32;
     case HORA_DTYPE_I64: return NCCL_INT64;
     case HORA_DTYPE_U8: return NCCL_UINT8;
+    case HORA_DTYPE_I8: return NCCL_INT8;
+    case HORA_DTYPE_I16:
+    case HORA_DTYPE_U16:
+    case HORA_DTYPE_BOOL:
     case HORA_DTYPE_COUNT: break;
     }
     return -1;

@@ -12,6 +12,8 @@
  *
  * k_cast goes through a small stack buffer: floats widen exactly to double,
  * integers (and u8) to int64, then each is written out in the target type.
+ * bool reads as 0/1 and is written as value != 0 (so bool -> bool, unlike
+ * the other equal pairs, is not a byte copy: it normalises).
  * The common mixed-precision pairs (f32 <-> f16/bf16) get direct loops.
  */
 #include "k_internal.h"
@@ -77,6 +79,10 @@ static void k_load_i64(int64_t *out, const void *src, k_dtype_t dtype, size_t n)
         switch (dtype) {
         case K_DTYPE_I32: out[i] = ((const int32_t *)src)[i]; break;
         case K_DTYPE_U8: out[i] = ((const uint8_t *)src)[i]; break;
+        case K_DTYPE_I8: out[i] = ((const int8_t *)src)[i]; break;
+        case K_DTYPE_I16: out[i] = ((const int16_t *)src)[i]; break;
+        case K_DTYPE_U16: out[i] = ((const uint16_t *)src)[i]; break;
+        case K_DTYPE_BOOL: out[i] = ((const uint8_t *)src)[i] != 0; break;
         default: out[i] = ((const int64_t *)src)[i]; break;
         }
     }
@@ -98,6 +104,10 @@ static void k_store_from_f64(void *dst, k_dtype_t dtype, const double *in, size_
         case K_DTYPE_I32: ((int32_t *)dst)[i] = k_double_to_i32_sat(x); break;
         case K_DTYPE_I64: ((int64_t *)dst)[i] = k_double_to_i64_sat(x); break;
         case K_DTYPE_U8: ((uint8_t *)dst)[i] = k_double_to_u8_sat(x); break;
+        case K_DTYPE_I8: ((int8_t *)dst)[i] = k_double_to_i8_sat(x); break;
+        case K_DTYPE_I16: ((int16_t *)dst)[i] = k_double_to_i16_sat(x); break;
+        case K_DTYPE_U16: ((uint16_t *)dst)[i] = k_double_to_u16_sat(x); break;
+        case K_DTYPE_BOOL: ((uint8_t *)dst)[i] = x != 0.0; break; /* NaN -> 1, as C's _Bool */
         case K_DTYPE_COUNT: break;
         }
     }
@@ -121,6 +131,12 @@ static void k_store_from_i64(void *dst, k_dtype_t dtype, const int64_t *in, size
             break;
         case K_DTYPE_I64: ((int64_t *)dst)[i] = v; break;
         case K_DTYPE_U8: ((uint8_t *)dst)[i] = v > 255 ? 255 : v < 0 ? 0 : (uint8_t)v; break;
+        case K_DTYPE_I8: ((int8_t *)dst)[i] = v > INT8_MAX ? INT8_MAX : v < INT8_MIN ? INT8_MIN : (int8_t)v; break;
+        case K_DTYPE_I16:
+            ((int16_t *)dst)[i] = v > INT16_MAX ? INT16_MAX : v < INT16_MIN ? INT16_MIN : (int16_t)v;
+            break;
+        case K_DTYPE_U16: ((uint16_t *)dst)[i] = v > 65535 ? 65535 : v < 0 ? 0 : (uint16_t)v; break;
+        case K_DTYPE_BOOL: ((uint8_t *)dst)[i] = v != 0; break;
         case K_DTYPE_COUNT: break;
         }
     }
@@ -152,7 +168,7 @@ void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype
 {
     if ((unsigned)dst_dtype >= K_DTYPE_COUNT || (unsigned)src_dtype >= K_DTYPE_COUNT)
         return;
-    if (dst_dtype == src_dtype) {
+    if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
         /* bit copy: keeps NaN payloads and -0 exactly */
         memmove(dst, src, count * k_dtype_size(src_dtype));
         return;

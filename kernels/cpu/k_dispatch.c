@@ -98,6 +98,10 @@ size_t k_dtype_size(k_dtype_t dtype)
     case K_DTYPE_I32: return 4;
     case K_DTYPE_I64: return 8;
     case K_DTYPE_U8: return 1;
+    case K_DTYPE_I8: return 1;
+    case K_DTYPE_I16: return 2;
+    case K_DTYPE_U16: return 2;
+    case K_DTYPE_BOOL: return 1;
     case K_DTYPE_COUNT: break;
     }
     return 0;
@@ -180,7 +184,9 @@ void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype
         return;
     }
     if (n == 1) {
-        if (divisor > 1)
+        /* bool's outputs are 0 or 1 even from one source: k_div's
+         * normalising pass (divisor 1 keeps the truth value). */
+        if (divisor > 1 || dtype == K_DTYPE_BOOL)
             k_div(dst, srcs[0], count, dtype, divisor);
         else if (dst != srcs[0])
             memcpy(dst, srcs[0], count * k_dtype_size(dtype));

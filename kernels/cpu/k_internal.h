@@ -42,7 +42,11 @@ extern const k_reduce_table_t k_reduce_table_avx512;
     X(f64, sum) X(f64, min) X(f64, max) X(f64, prod)                          \
     X(i32, sum) X(i32, min) X(i32, max) X(i32, prod)                          \
     X(i64, sum) X(i64, min) X(i64, max) X(i64, prod)                          \
-    X(u8, sum) X(u8, min) X(u8, max) X(u8, prod)
+    X(u8, sum) X(u8, min) X(u8, max) X(u8, prod)                          \
+    X(i8, sum) X(i8, min) X(i8, max) X(i8, prod)                          \
+    X(i16, sum) X(i16, min) X(i16, max) X(i16, prod)                      \
+    X(u16, sum) X(u16, min) X(u16, max) X(u16, prod)                      \
+    X(bool, sum) X(bool, min) X(bool, max) X(bool, prod)
 
 #define K_DECLARE_SCALAR_REDUCE(type, op)                                     \
     void k_reduce_scalar_##type##_##op(void *dst, const void *a, const void *b, size_t count);
@@ -67,7 +71,7 @@ typedef struct {
 typedef void (*k_reduce_n_fn)(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
                               const k_reduce_n_args_t *args);
 
-/* Every slot filled: f64 and the integers (which k_reduce_n computes as
+/* Every slot filled: f64, the integers and bool (which k_reduce_n computes as
  * chained k_reduce / k_div calls) point at k_reduce_n_chained. */
 typedef k_reduce_n_fn k_reduce_n_table_t[K_DTYPE_COUNT][K_OP_COUNT];
 
@@ -89,6 +93,8 @@ void k_reduce_n_chained(void *dst, const void *const *srcs, int n, size_t begin,
         [K_DTYPE_F32] = {f32_row}, [K_DTYPE_F16] = {f16_row}, [K_DTYPE_BF16] = {bf16_row}, \
         [K_DTYPE_F64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I32] = {K_REDUCE_N_CHAINED_ROW}, \
         [K_DTYPE_I64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_U8] = {K_REDUCE_N_CHAINED_ROW}, \
+        [K_DTYPE_I8] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I16] = {K_REDUCE_N_CHAINED_ROW}, \
+        [K_DTYPE_U16] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_BOOL] = {K_REDUCE_N_CHAINED_ROW}, \
     }
 
 /* The dtypes with their own kernels: fp32 accumulation, one rounding. */
@@ -124,7 +130,7 @@ typedef struct {
     double f64; /* (double)divisor or factor: f64, and integer k_scale */
     /* k_div only, for the integer dtype being divided (divisor >= 2; the
      * entry point copies for divisor 1): */
-    uint32_t i32_magic; /* |x| / d = (|x| * i32_magic) >> i32_shift, |x| <= 2^31; */
+    uint32_t i32_magic; /* |x| / d = (|x| * i32_magic) >> i32_shift, |x| <= 2^31 (also i8, i16, u16); */
     uint32_t i32_shift; /*   both 0 for d >= 2^32 (every quotient is 0) */
     uint64_t i64_magic; /* |x| / d = (|x| * i64_magic) >> i64_shift in 128 bits, */
     uint32_t i64_shift; /*   |x| <= 2^63 (unused without __int128) */
@@ -145,7 +151,7 @@ extern const k_unary_table_t k_div_table_avx2, k_scale_table_avx2;
 extern const k_unary_table_t k_div_table_avx512, k_scale_table_avx512;
 #endif
 
-#define K_DTYPE_LIST(X) X(f32) X(f16) X(bf16) X(f64) X(i32) X(i64) X(u8)
+#define K_DTYPE_LIST(X) X(f32) X(f16) X(bf16) X(f64) X(i32) X(i64) X(u8) X(i8) X(i16) X(u16) X(bool)
 
 /* Scalar kernels: the reference, and the tails of the SIMD loops. */
 #define K_DECLARE_SCALAR_UNARY(type)                                          \
@@ -297,6 +303,28 @@ static inline uint8_t k_double_to_u8_sat(double x)
     if (x <= 0.0)
         return 0;
     return (uint8_t)x;
+}
+
+/* The same for the narrow integers, into [lo, hi] (exact small bounds). */
+static inline int64_t k_double_to_range_sat(double x, double lo, double hi)
+{
+    if (isnan(x))
+        return 0;
+    x = k_round_half_even(x);
+    if (x >= hi)
+        return (int64_t)hi;
+    if (x <= lo)
+        return (int64_t)lo;
+    return (int64_t)x;
+}
+static inline int8_t k_double_to_i8_sat(double x) { return (int8_t)k_double_to_range_sat(x, -128.0, 127.0); }
+static inline int16_t k_double_to_i16_sat(double x)
+{
+    return (int16_t)k_double_to_range_sat(x, -32768.0, 32767.0);
+}
+static inline uint16_t k_double_to_u16_sat(double x)
+{
+    return (uint16_t)k_double_to_range_sat(x, 0.0, 65535.0);
 }
 
 #endif /* K_INTERNAL_H */

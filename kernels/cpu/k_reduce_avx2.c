@@ -130,6 +130,10 @@ K_AVX2_INT(u8, uint8_t, min, _mm256_min_epu8)
 K_AVX2_INT(u8, uint8_t, max, _mm256_max_epu8)
 K_AVX2_INT(u8, uint8_t, prod, k_avx2_mul_epu8)
 
+#define K_SCALAR_ROW(type)                                                    \
+    [K_OP_SUM] = k_reduce_scalar_##type##_sum, [K_OP_MIN] = k_reduce_scalar_##type##_min, \
+    [K_OP_MAX] = k_reduce_scalar_##type##_max, [K_OP_PROD] = k_reduce_scalar_##type##_prod
+
 #define K_ROW(type)                                                           \
     [K_OP_SUM] = k_avx2_##type##_sum, [K_OP_MIN] = k_avx2_##type##_min,       \
     [K_OP_MAX] = k_avx2_##type##_max, [K_OP_PROD] = k_avx2_##type##_prod
@@ -143,6 +147,12 @@ const k_reduce_table_t k_reduce_table_avx2 = {
     [K_DTYPE_I64] = {[K_OP_SUM] = k_avx2_i64_sum, [K_OP_MIN] = k_avx2_i64_min,
                      [K_OP_MAX] = k_avx2_i64_max, [K_OP_PROD] = k_reduce_scalar_i64_prod},
     [K_DTYPE_U8] = {K_ROW(u8)},
+    /* Not vectorised (rare in gradients: masks, counters, flags): the
+     * scalar kernels, which are the reference anyway. */
+    [K_DTYPE_I8] = {K_SCALAR_ROW(i8)},
+    [K_DTYPE_I16] = {K_SCALAR_ROW(i16)},
+    [K_DTYPE_U16] = {K_SCALAR_ROW(u16)},
+    [K_DTYPE_BOOL] = {K_SCALAR_ROW(bool)},
 };
 
 #else

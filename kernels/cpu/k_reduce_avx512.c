@@ -116,6 +116,10 @@ K_AVX512_INT(u8, uint8_t, min, _mm512_min_epu8)
 K_AVX512_INT(u8, uint8_t, max, _mm512_max_epu8)
 K_AVX512_INT(u8, uint8_t, prod, k_avx512_mul_epu8)
 
+#define K_SCALAR_ROW(type)                                                    \
+    [K_OP_SUM] = k_reduce_scalar_##type##_sum, [K_OP_MIN] = k_reduce_scalar_##type##_min, \
+    [K_OP_MAX] = k_reduce_scalar_##type##_max, [K_OP_PROD] = k_reduce_scalar_##type##_prod
+
 #define K_ROW(type)                                                           \
     [K_OP_SUM] = k_avx512_##type##_sum, [K_OP_MIN] = k_avx512_##type##_min,   \
     [K_OP_MAX] = k_avx512_##type##_max, [K_OP_PROD] = k_avx512_##type##_prod
@@ -124,6 +128,12 @@ const k_reduce_table_t k_reduce_table_avx512 = {
     [K_DTYPE_F32] = {K_ROW(f32)},   [K_DTYPE_F16] = {K_ROW(f16)}, [K_DTYPE_BF16] = {K_ROW(bf16)},
     [K_DTYPE_F64] = {K_ROW(f64)},   [K_DTYPE_I32] = {K_ROW(i32)}, [K_DTYPE_I64] = {K_ROW(i64)},
     [K_DTYPE_U8] = {K_ROW(u8)},
+    /* Not vectorised (rare in gradients: masks, counters, flags): the
+     * scalar kernels, which are the reference anyway. */
+    [K_DTYPE_I8] = {K_SCALAR_ROW(i8)},
+    [K_DTYPE_I16] = {K_SCALAR_ROW(i16)},
+    [K_DTYPE_U16] = {K_SCALAR_ROW(u16)},
+    [K_DTYPE_BOOL] = {K_SCALAR_ROW(bool)},
 };
 
 #else

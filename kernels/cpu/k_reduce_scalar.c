@@ -75,6 +75,31 @@ K_SCALAR_REDUCE(u8_min, uint8_t, p < q ? p : q)
 K_SCALAR_REDUCE(u8_max, uint8_t, p > q ? p : q)
 K_SCALAR_REDUCE(u8_prod, uint8_t, (uint8_t)(p * q))
 
+/* i8/i16 wrap through their unsigned types like i32; uint8_t/uint16_t
+ * promote to int, so the product goes through uint32_t (65535 * 65535
+ * would overflow int) and the cast back wraps. */
+K_SCALAR_REDUCE(i8_sum, uint8_t, (uint8_t)(p + q))
+K_SCALAR_REDUCE(i8_min, int8_t, p < q ? p : q)
+K_SCALAR_REDUCE(i8_max, int8_t, p > q ? p : q)
+K_SCALAR_REDUCE(i8_prod, uint8_t, (uint8_t)((uint32_t)p * q))
+
+K_SCALAR_REDUCE(i16_sum, uint16_t, (uint16_t)(p + q))
+K_SCALAR_REDUCE(i16_min, int16_t, p < q ? p : q)
+K_SCALAR_REDUCE(i16_max, int16_t, p > q ? p : q)
+K_SCALAR_REDUCE(i16_prod, uint16_t, (uint16_t)((uint32_t)p * q))
+
+K_SCALAR_REDUCE(u16_sum, uint16_t, (uint16_t)(p + q))
+K_SCALAR_REDUCE(u16_min, uint16_t, p < q ? p : q)
+K_SCALAR_REDUCE(u16_max, uint16_t, p > q ? p : q)
+K_SCALAR_REDUCE(u16_prod, uint16_t, (uint16_t)((uint32_t)p * q))
+
+/* bool: any nonzero byte is true, outputs are 0 or 1. SUM and MAX are OR,
+ * PROD and MIN are AND (k_cpu.h). */
+K_SCALAR_REDUCE(bool_sum, uint8_t, (uint8_t)((p | q) != 0))
+K_SCALAR_REDUCE(bool_min, uint8_t, (uint8_t)(p != 0 && q != 0))
+K_SCALAR_REDUCE(bool_max, uint8_t, (uint8_t)((p | q) != 0))
+K_SCALAR_REDUCE(bool_prod, uint8_t, (uint8_t)(p != 0 && q != 0))
+
 #define K_ROW(type)                                                           \
     [K_OP_SUM] = k_reduce_scalar_##type##_sum, [K_OP_MIN] = k_reduce_scalar_##type##_min, \
     [K_OP_MAX] = k_reduce_scalar_##type##_max, [K_OP_PROD] = k_reduce_scalar_##type##_prod
@@ -82,5 +107,6 @@ K_SCALAR_REDUCE(u8_prod, uint8_t, (uint8_t)(p * q))
 const k_reduce_table_t k_reduce_table_scalar = {
     [K_DTYPE_F32] = {K_ROW(f32)},   [K_DTYPE_F16] = {K_ROW(f16)}, [K_DTYPE_BF16] = {K_ROW(bf16)},
     [K_DTYPE_F64] = {K_ROW(f64)},   [K_DTYPE_I32] = {K_ROW(i32)}, [K_DTYPE_I64] = {K_ROW(i64)},
-    [K_DTYPE_U8] = {K_ROW(u8)},
+    [K_DTYPE_U8] = {K_ROW(u8)},     [K_DTYPE_I8] = {K_ROW(i8)},   [K_DTYPE_I16] = {K_ROW(i16)},
+    [K_DTYPE_U16] = {K_ROW(u16)},   [K_DTYPE_BOOL] = {K_ROW(bool)},
 };

@@ -150,6 +150,39 @@ void k_div_scalar_u8(void *dst, const void *src, size_t count, const k_unary_arg
         d[i] = (uint8_t)((s[i] * magic) >> 16);
 }
 
+/* i8, i16 and u16 widen to int32 and take i32's magic (|x| <= 2^16 is
+ * within its n_max of 2^31); the quotient fits the type again. */
+#define K_DIV_SCALAR_NARROW(type, elem_t)                                     \
+    void k_div_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
+    {                                                                         \
+        elem_t *d = dst;                                                      \
+        const elem_t *s = src;                                                \
+        uint64_t magic = args->i32_magic;                                     \
+        uint32_t shift = args->i32_shift;                                     \
+        for (size_t i = 0; i < count; i++) {                                  \
+            int32_t x = s[i];                                                 \
+            uint32_t sign = 0u - (uint32_t)(x < 0);                           \
+            uint32_t n = ((uint32_t)x ^ sign) - sign;                         \
+            uint32_t q = (uint32_t)((n * magic) >> shift);                    \
+            d[i] = (elem_t)((int32_t)(q ^ sign) + (int32_t)(sign & 1u));      \
+        }                                                                     \
+    }
+K_DIV_SCALAR_NARROW(i8, int8_t)
+K_DIV_SCALAR_NARROW(i16, int16_t)
+K_DIV_SCALAR_NARROW(u16, uint16_t)
+#undef K_DIV_SCALAR_NARROW
+
+/* bool: the truncated quotient of 0 or 1, so 0 for divisor >= 2; divisor 1
+ * (the entry point passes it for bool) normalises. */
+void k_div_scalar_bool(void *dst, const void *src, size_t count, const k_unary_args_t *args)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    uint8_t keep = args->divisor == 1;
+    for (size_t i = 0; i < count; i++)
+        d[i] = (uint8_t)(s[i] != 0) & keep;
+}
+
 void k_scale_scalar_f32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
 {
     float *d = dst;
@@ -214,18 +247,46 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
         d[i] = args->u8_table[s[i]];
 }
 
+#define K_SCALE_SCALAR_NARROW(type, elem_t, sat)                              \
+    void k_scale_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
+    {                                                                         \
+        elem_t *d = dst;                                                      \
+        const elem_t *s = src;                                                \
+        double factor = args->f64;                                            \
+        for (size_t i = 0; i < count; i++)                                    \
+            d[i] = sat((double)s[i] * factor);                                \
+    }
+K_SCALE_SCALAR_NARROW(i8, int8_t, k_double_to_i8_sat)
+K_SCALE_SCALAR_NARROW(i16, int16_t, k_double_to_i16_sat)
+K_SCALE_SCALAR_NARROW(u16, uint16_t, k_double_to_u16_sat)
+#undef K_SCALE_SCALAR_NARROW
+
+/* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
+void k_scale_scalar_bool(void *dst, const void *src, size_t count, const k_unary_args_t *args)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    uint8_t keep = args->f64 != 0.0;
+    for (size_t i = 0; i < count; i++)
+        d[i] = (uint8_t)(s[i] != 0) & keep;
+}
+
 const k_unary_table_t k_div_table_scalar = {
     [K_DTYPE_F32] = k_div_scalar_f32, [K_DTYPE_F16] = k_div_scalar_f16,
     [K_DTYPE_BF16] = k_div_scalar_bf16, [K_DTYPE_F64] = k_div_scalar_f64,
     [K_DTYPE_I32] = k_div_scalar_i32, [K_DTYPE_I64] = k_div_scalar_i64,
-    [K_DTYPE_U8] = k_div_scalar_u8,
+    [K_DTYPE_U8] = k_div_scalar_u8,   [K_DTYPE_I8] = k_div_scalar_i8,
+    [K_DTYPE_I16] = k_div_scalar_i16, [K_DTYPE_U16] = k_div_scalar_u16,
+    [K_DTYPE_BOOL] = k_div_scalar_bool,
 };
 
 const k_unary_table_t k_scale_table_scalar = {
     [K_DTYPE_F32] = k_scale_scalar_f32, [K_DTYPE_F16] = k_scale_scalar_f16,
     [K_DTYPE_BF16] = k_scale_scalar_bf16, [K_DTYPE_F64] = k_scale_scalar_f64,
     [K_DTYPE_I32] = k_scale_scalar_i32, [K_DTYPE_I64] = k_scale_scalar_i64,
-    [K_DTYPE_U8] = k_scale_scalar_u8,
+    [K_DTYPE_U8] = k_scale_scalar_u8,   [K_DTYPE_I8] = k_scale_scalar_i8,
+    [K_DTYPE_I16] = k_scale_scalar_i16, [K_DTYPE_U16] = k_scale_scalar_u16,
+    [K_DTYPE_BOOL] = k_scale_scalar_bool,
 };
 
 /* ---- entry points -------------------------------------------------------------- */
@@ -262,7 +323,8 @@ void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t di
     if (divisor < 1 || count == 0 || (unsigned)dtype >= K_DTYPE_COUNT)
         return;
 
-    int is_int = dtype == K_DTYPE_I32 || dtype == K_DTYPE_I64 || dtype == K_DTYPE_U8;
+    int is_int = dtype == K_DTYPE_I32 || dtype == K_DTYPE_I64 || dtype == K_DTYPE_U8 ||
+                 dtype == K_DTYPE_I8 || dtype == K_DTYPE_I16 || dtype == K_DTYPE_U16;
     if (is_int && divisor == 1) {
         /* x / 1 == x; the kernels assume divisor >= 2 (u8's magic needs it).
          * Floats still divide: x / 1.0 quiets a signalling NaN. */
@@ -272,7 +334,7 @@ void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t di
     }
 
     k_unary_args_t args = {.f32 = (float)divisor, .f64 = (double)divisor, .divisor = divisor};
-    if (dtype == K_DTYPE_I32)
+    if (dtype == K_DTYPE_I32 || dtype == K_DTYPE_I8 || dtype == K_DTYPE_I16 || dtype == K_DTYPE_U16)
         k_div_args_i32(&args, divisor);
     else if (dtype == K_DTYPE_I64)
         k_div_args_i64(&args, divisor);

@@ -147,6 +147,9 @@ const k_unary_table_t k_div_table_avx2 = {
     [K_DTYPE_BF16] = k_avx2_div_bf16, [K_DTYPE_F64] = k_avx2_div_f64,
     [K_DTYPE_I32] = k_avx2_div_i32, [K_DTYPE_I64] = k_div_scalar_i64,
     [K_DTYPE_U8] = k_avx2_div_u8,
+    /* not vectorised: the scalar kernels */
+    [K_DTYPE_I8] = k_div_scalar_i8, [K_DTYPE_I16] = k_div_scalar_i16,
+    [K_DTYPE_U16] = k_div_scalar_u16, [K_DTYPE_BOOL] = k_div_scalar_bool,
 };
 
 const k_unary_table_t k_scale_table_avx2 = {
@@ -154,6 +157,9 @@ const k_unary_table_t k_scale_table_avx2 = {
     [K_DTYPE_BF16] = k_avx2_scale_bf16, [K_DTYPE_F64] = k_avx2_scale_f64,
     [K_DTYPE_I32] = k_avx2_scale_i32, [K_DTYPE_I64] = k_scale_scalar_i64,
     [K_DTYPE_U8] = k_scale_scalar_u8,
+    /* not vectorised: the scalar kernels */
+    [K_DTYPE_I8] = k_scale_scalar_i8, [K_DTYPE_I16] = k_scale_scalar_i16,
+    [K_DTYPE_U16] = k_scale_scalar_u16, [K_DTYPE_BOOL] = k_scale_scalar_bool,
 };
 
 #else

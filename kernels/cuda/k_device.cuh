@@ -27,8 +27,10 @@ static_assert(K_CUDA_ERR_INVALID_VALUE == (int)cudaErrorInvalidValue, "k_cuda.h'
 /* Size in bytes of a dtype, as a constant (k_dtype_size's values). */
 template <int DT> struct k_dtype_bytes {
     static constexpr int value = DT == K_DTYPE_F64 || DT == K_DTYPE_I64 ? 8
-                                 : DT == K_DTYPE_F16 || DT == K_DTYPE_BF16 ? 2
-                                 : DT == K_DTYPE_U8 ? 1
+                                 : DT == K_DTYPE_F16 || DT == K_DTYPE_BF16 || DT == K_DTYPE_I16 ||
+                                           DT == K_DTYPE_U16
+                                     ? 2
+                                 : DT == K_DTYPE_U8 || DT == K_DTYPE_I8 || DT == K_DTYPE_BOOL ? 1
                                                     : 4;
 };
 

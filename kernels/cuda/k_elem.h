@@ -233,6 +233,19 @@ K_HD uint8_t k_elem_sat_u8(double x)
     return (uint8_t)x;
 }
 
+/* The narrow integers: round to nearest even, saturate to [lo, hi], NaN -> 0. */
+K_HD int32_t k_elem_sat_range(double x, double lo, double hi)
+{
+    if (x != x)
+        return 0;
+    x = k_elem_round_half_even(x);
+    if (x >= hi)
+        return (int32_t)hi;
+    if (x <= lo)
+        return (int32_t)lo;
+    return (int32_t)x;
+}
+
 /* ---- division (k_div's, for the divisor of k_reduce_n) -----------------------
  *
  * Integers divide by a multiply with a precomputed reciprocal (Granlund &
@@ -370,7 +383,7 @@ K_HD int64_t k_elem_combine_i64(int64_t a, int64_t b, int op)
 }
 
 /* u8 values in a uint32_t, wrapped to 8 bits at every step as k_reduce's
- * uint8_t stores do. */
+ * uint8_t stores do (u16 likewise to 16 bits, below). */
 K_HD uint32_t k_elem_combine_u8(uint32_t a, uint32_t b, int op)
 {
     switch (op) {
@@ -381,6 +394,42 @@ K_HD uint32_t k_elem_combine_u8(uint32_t a, uint32_t b, int op)
     }
 }
 
+K_HD uint32_t k_elem_combine_u16(uint32_t a, uint32_t b, int op)
+{
+    switch (op) {
+    case K_OP_SUM: return (a + b) & 0xFFFFu;
+    case K_OP_MIN: return a < b ? a : b;
+    case K_OP_MAX: return a > b ? a : b;
+    default: return (a * b) & 0xFFFFu;
+    }
+}
+
+/* i8 / i16 in an int32_t, sign-extended from `bits` after every wrapping
+ * step (done on uint32_t: no signed overflow), as k_reduce's stores of the
+ * unsigned type wrap. */
+K_HD int32_t k_elem_wrap_signed(uint32_t v, int bits)
+{
+    const uint32_t m = (uint32_t)1 << (bits - 1);
+    v &= (m << 1) - 1u;
+    return (int32_t)(v ^ m) - (int32_t)m;
+}
+
+K_HD int32_t k_elem_combine_narrow(int32_t a, int32_t b, int op, int bits)
+{
+    switch (op) {
+    case K_OP_SUM: return k_elem_wrap_signed((uint32_t)a + (uint32_t)b, bits);
+    case K_OP_MIN: return a < b ? a : b;
+    case K_OP_MAX: return a > b ? a : b;
+    default: return k_elem_wrap_signed((uint32_t)a * (uint32_t)b, bits);
+    }
+}
+
+/* bool as 0 / 1 in a uint32_t: SUM and MAX are OR, MIN and PROD AND. */
+K_HD uint32_t k_elem_combine_bool(uint32_t a, uint32_t b, int op)
+{
+    return op == K_OP_SUM || op == K_OP_MAX ? (a | b) : (a & b);
+}
+
 /* The combine of each dtype (f16 and bf16 fold in fp32). */
 K_HD float k_elem_f32_combine(float a, float b, int op) { return k_elem_combine_f32(a, b, op); }
 K_HD float k_elem_f16_combine(float a, float b, int op) { return k_elem_combine_f32(a, b, op); }
@@ -389,6 +438,10 @@ K_HD double k_elem_f64_combine(double a, double b, int op) { return k_elem_combi
 K_HD int32_t k_elem_i32_combine(int32_t a, int32_t b, int op) { return k_elem_combine_i32(a, b, op); }
 K_HD int64_t k_elem_i64_combine(int64_t a, int64_t b, int op) { return k_elem_combine_i64(a, b, op); }
 K_HD uint32_t k_elem_u8_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u8(a, b, op); }
+K_HD int32_t k_elem_i8_combine(int32_t a, int32_t b, int op) { return k_elem_combine_narrow(a, b, op, 8); }
+K_HD int32_t k_elem_i16_combine(int32_t a, int32_t b, int op) { return k_elem_combine_narrow(a, b, op, 16); }
+K_HD uint32_t k_elem_u16_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u16(a, b, op); }
+K_HD uint32_t k_elem_bool_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_bool(a, b, op); }
 
 K_HD float k_elem_f32_load(uint64_t raw) { return k_elem_f32_from_bits((uint32_t)raw); }
 K_HD float k_elem_f16_load(uint64_t raw) { return k_elem_f16_to_f32((uint16_t)raw); }
@@ -397,6 +450,10 @@ K_HD double k_elem_f64_load(uint64_t raw) { return k_elem_f64_from_bits(raw); }
 K_HD int32_t k_elem_i32_load(uint64_t raw) { return (int32_t)(uint32_t)raw; }
 K_HD int64_t k_elem_i64_load(uint64_t raw) { return (int64_t)raw; }
 K_HD uint32_t k_elem_u8_load(uint64_t raw) { return (uint32_t)(raw & 0xFFu); }
+K_HD int32_t k_elem_i8_load(uint64_t raw) { return k_elem_wrap_signed((uint32_t)raw, 8); }
+K_HD int32_t k_elem_i16_load(uint64_t raw) { return k_elem_wrap_signed((uint32_t)raw, 16); }
+K_HD uint32_t k_elem_u16_load(uint64_t raw) { return (uint32_t)(raw & 0xFFFFu); }
+K_HD uint32_t k_elem_bool_load(uint64_t raw) { return (raw & 0xFFu) != 0; } /* any nonzero byte: true */
 
 K_HD uint64_t k_elem_f32_finish(float acc, k_elem_div_t div)
 {
@@ -432,6 +489,27 @@ K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div)
 {
     return div.divide ? (acc * div.u8_magic) >> 16 : acc;
 }
+
+/* i8, i16, u16 divide as int32 (|x| <= 2^16, within i32's magic), then
+ * keep the type's bits. */
+K_HD uint64_t k_elem_i8_finish(int32_t acc, k_elem_div_t div)
+{
+    return (uint8_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
+}
+
+K_HD uint64_t k_elem_i16_finish(int32_t acc, k_elem_div_t div)
+{
+    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
+}
+
+K_HD uint64_t k_elem_u16_finish(uint32_t acc, k_elem_div_t div)
+{
+    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)
+                                           : (int32_t)acc);
+}
+
+/* bool: the truncated quotient of 0 or 1 is 0 for a divisor >= 2. */
+K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.divide ? 0u : acc; }
 
 /* ---- k_scale, per dtype: raw bits in, raw bits out --------------------------
  * f32: the float factor (float)factor; f64 and the integers: the double. */
@@ -476,6 +554,31 @@ K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
     return k_elem_sat_u8((double)k_elem_u8_load(raw) * f64);
+}
+
+K_HD uint64_t k_elem_i8_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return (uint8_t)(uint32_t)k_elem_sat_range((double)k_elem_i8_load(raw) * f64, -128.0, 127.0);
+}
+
+K_HD uint64_t k_elem_i16_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return (uint16_t)(uint32_t)k_elem_sat_range((double)k_elem_i16_load(raw) * f64, -32768.0, 32767.0);
+}
+
+K_HD uint64_t k_elem_u16_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return (uint32_t)k_elem_sat_range((double)k_elem_u16_load(raw) * f64, 0.0, 65535.0);
+}
+
+/* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
+K_HD uint64_t k_elem_bool_scale(uint64_t raw, float f32, double f64)
+{
+    (void)f32;
+    return k_elem_bool_load(raw) & (uint32_t)(f64 != 0.0);
 }
 
 /* ---- k_cast ------------------------------------------------------------------
@@ -549,6 +652,10 @@ K_HD uint64_t k_elem_from_f64(double x, int dtype)
     case K_DTYPE_F64: return k_elem_f64_bits(x);
     case K_DTYPE_I32: return (uint32_t)k_elem_sat_i32(x);
     case K_DTYPE_I64: return (uint64_t)k_elem_sat_i64(x);
+    case K_DTYPE_I8: return (uint8_t)(uint32_t)k_elem_sat_range(x, -128.0, 127.0);
+    case K_DTYPE_I16: return (uint16_t)(uint32_t)k_elem_sat_range(x, -32768.0, 32767.0);
+    case K_DTYPE_U16: return (uint32_t)k_elem_sat_range(x, 0.0, 65535.0);
+    case K_DTYPE_BOOL: return x != 0.0; /* NaN -> 1, as C's _Bool */
     default: return k_elem_sat_u8(x);
     }
 }
@@ -562,12 +669,17 @@ K_HD uint64_t k_elem_from_i64(int64_t v, int dtype)
     case K_DTYPE_F64: return k_elem_f64_bits((double)v);
     case K_DTYPE_I32: return (uint32_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v);
     case K_DTYPE_I64: return (uint64_t)v;
+    case K_DTYPE_I8: return (uint8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
+    case K_DTYPE_I16: return (uint16_t)(v > 32767 ? 32767 : v < -32768 ? -32768 : v);
+    case K_DTYPE_U16: return v > 65535 ? 65535u : v < 0 ? 0u : (uint64_t)v;
+    case K_DTYPE_BOOL: return v != 0;
     default: return v > 255 ? 255u : v < 0 ? 0u : (uint64_t)v;
     }
 }
 
-/* One element of k_cast from src_dtype to dst_dtype (different dtypes;
- * equal ones are a byte copy, done by the callers). */
+/* One element of k_cast from src_dtype to dst_dtype (different dtypes, or
+ * bool -> bool, which normalises; other equal ones are a byte copy, done
+ * by the callers). */
 K_HD uint64_t k_elem_cast(uint64_t raw, int src_dtype, int dst_dtype)
 {
     if (src_dtype == K_DTYPE_F64)
@@ -578,9 +690,13 @@ K_HD uint64_t k_elem_cast(uint64_t raw, int src_dtype, int dst_dtype)
             return k_elem_from_f32(x, dst_dtype);
         return k_elem_from_f64((double)x, dst_dtype);
     }
-    int64_t v = src_dtype == K_DTYPE_I32 ? (int64_t)(int32_t)(uint32_t)raw
-                : src_dtype == K_DTYPE_U8 ? (int64_t)(raw & 0xFFu)
-                                          : (int64_t)raw;
+    int64_t v = src_dtype == K_DTYPE_I32    ? (int64_t)(int32_t)(uint32_t)raw
+                : src_dtype == K_DTYPE_U8   ? (int64_t)(raw & 0xFFu)
+                : src_dtype == K_DTYPE_I8   ? (int64_t)k_elem_i8_load(raw)
+                : src_dtype == K_DTYPE_I16  ? (int64_t)k_elem_i16_load(raw)
+                : src_dtype == K_DTYPE_U16  ? (int64_t)(raw & 0xFFFFu)
+                : src_dtype == K_DTYPE_BOOL ? (int64_t)k_elem_bool_load(raw)
+                                            : (int64_t)raw;
     return k_elem_from_i64(v, dst_dtype);
 }
 

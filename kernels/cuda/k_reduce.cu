@@ -54,6 +54,10 @@ K_RED(f64, K_DTYPE_F64, double)
 K_RED(i32, K_DTYPE_I32, int32_t)
 K_RED(i64, K_DTYPE_I64, int64_t)
 K_RED(u8, K_DTYPE_U8, uint32_t)
+K_RED(i8, K_DTYPE_I8, int32_t)
+K_RED(i16, K_DTYPE_I16, int32_t)
+K_RED(u16, K_DTYPE_U16, uint32_t)
+K_RED(bool, K_DTYPE_BOOL, uint32_t)
 #undef K_RED
 
 /* acc[k] = combine(acc[k], element k of x) for the V elements of a vector. */
@@ -124,7 +128,8 @@ typedef void (*k_reduce_fn)(k_reduce_params);
      k_reduce_kernel<DT, K_OP_PROD>}
 const k_reduce_fn k_reduce_kernels[K_DTYPE_COUNT][K_OP_COUNT] = {
     K_REDUCE_ROW(K_DTYPE_F32), K_REDUCE_ROW(K_DTYPE_F16), K_REDUCE_ROW(K_DTYPE_BF16), K_REDUCE_ROW(K_DTYPE_F64),
-    K_REDUCE_ROW(K_DTYPE_I32), K_REDUCE_ROW(K_DTYPE_I64), K_REDUCE_ROW(K_DTYPE_U8),
+    K_REDUCE_ROW(K_DTYPE_I32), K_REDUCE_ROW(K_DTYPE_I64), K_REDUCE_ROW(K_DTYPE_U8), K_REDUCE_ROW(K_DTYPE_I8),
+    K_REDUCE_ROW(K_DTYPE_I16), K_REDUCE_ROW(K_DTYPE_U16), K_REDUCE_ROW(K_DTYPE_BOOL),
 };
 #undef K_REDUCE_ROW
 
@@ -142,8 +147,9 @@ int k_cuda_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_d
         return cudaErrorInvalidValue;
     const size_t size = k_dtype_size(dtype);
     cudaStream_t s = (cudaStream_t)stream;
-    if (n == 1 && divisor == 1) {
-        /* k_reduce_n's definition: the bytes unchanged. */
+    if (n == 1 && divisor == 1 && dtype != K_DTYPE_BOOL) {
+        /* k_reduce_n's definition: the bytes unchanged (bool runs the
+         * kernel, which writes every truth value as 0 or 1). */
         if (dst == srcs[0])
             return cudaSuccess;
         return cudaMemcpyAsync(dst, srcs[0], count * size, cudaMemcpyDefault, s);

@@ -391,7 +391,11 @@ int k_cuda_nonfinite(const void *src, k_dtype_t dtype, size_t count, int32_t *fl
     case K_DTYPE_F64: kernel = k_step_nonfinite_kernel<K_DTYPE_F64>; break;
     case K_DTYPE_I32:
     case K_DTYPE_I64:
-    case K_DTYPE_U8: return cudaSuccess; /* no inf or NaN to find */
+    case K_DTYPE_U8:
+    case K_DTYPE_I8:
+    case K_DTYPE_I16:
+    case K_DTYPE_U16:
+    case K_DTYPE_BOOL: return cudaSuccess; /* no inf or NaN to find */
     default: return cudaErrorInvalidValue;
     }
     if (count == 0)

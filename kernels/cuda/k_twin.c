@@ -81,6 +81,10 @@ K_TWIN_REDUCE(f64, K_DTYPE_F64, double)
 K_TWIN_REDUCE(i32, K_DTYPE_I32, int32_t)
 K_TWIN_REDUCE(i64, K_DTYPE_I64, int64_t)
 K_TWIN_REDUCE(u8, K_DTYPE_U8, uint32_t)
+K_TWIN_REDUCE(i8, K_DTYPE_I8, int32_t)
+K_TWIN_REDUCE(i16, K_DTYPE_I16, int32_t)
+K_TWIN_REDUCE(u16, K_DTYPE_U16, uint32_t)
+K_TWIN_REDUCE(bool, K_DTYPE_BOOL, uint32_t)
 
 int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
                     int64_t divisor)
@@ -91,9 +95,10 @@ int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_d
         return 0;
     if (!srcs)
         return K_CUDA_ERR_INVALID_VALUE;
-    if (n == 1 && divisor == 1) {
+    if (n == 1 && divisor == 1 && dtype != K_DTYPE_BOOL) {
         /* k_reduce_n's definition: the bytes unchanged (a signalling NaN
-         * stays signalling, which a widen/narrow round trip would quiet). */
+         * stays signalling, which a widen/narrow round trip would quiet);
+         * bool normalises (the fold below with one source). */
         if (dst != srcs[0])
             memcpy(dst, srcs[0], count * k_dtype_size(dtype));
         return 0;
@@ -111,6 +116,10 @@ int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_d
     case K_DTYPE_I32: k_twin_reduce_i32(d, s, n, count, op, div); break;
     case K_DTYPE_I64: k_twin_reduce_i64(d, s, n, count, op, div); break;
     case K_DTYPE_U8: k_twin_reduce_u8(d, s, n, count, op, div); break;
+    case K_DTYPE_I8: k_twin_reduce_i8(d, s, n, count, op, div); break;
+    case K_DTYPE_I16: k_twin_reduce_i16(d, s, n, count, op, div); break;
+    case K_DTYPE_U16: k_twin_reduce_u16(d, s, n, count, op, div); break;
+    case K_DTYPE_BOOL: k_twin_reduce_bool(d, s, n, count, op, div); break;
     case K_DTYPE_COUNT: break;
     }
     return 0;
@@ -136,6 +145,10 @@ int k_twin_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, doub
         case K_DTYPE_I32: out = k_elem_i32_scale(raw, f32, factor); break;
         case K_DTYPE_I64: out = k_elem_i64_scale(raw, f32, factor); break;
         case K_DTYPE_U8: out = k_elem_u8_scale(raw, f32, factor); break;
+        case K_DTYPE_I8: out = k_elem_i8_scale(raw, f32, factor); break;
+        case K_DTYPE_I16: out = k_elem_i16_scale(raw, f32, factor); break;
+        case K_DTYPE_U16: out = k_elem_u16_scale(raw, f32, factor); break;
+        case K_DTYPE_BOOL: out = k_elem_bool_scale(raw, f32, factor); break;
         case K_DTYPE_COUNT: break;
         }
         k_twin_store(d + i * size, size, out);
@@ -150,8 +163,9 @@ int k_twin_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_d
     if (!k_twin_dtype_ok(dst_dtype) || !k_twin_dtype_ok(src_dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     const size_t src_size = k_dtype_size(src_dtype), dst_size = k_dtype_size(dst_dtype);
-    if (dst_dtype == src_dtype) {
-        /* a byte copy: NaN payloads and -0 exactly */
+    if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
+        /* a byte copy: NaN payloads and -0 exactly (bool -> bool
+         * normalises, below) */
         if (count && dst != src)
             memmove(dst, src, count * src_size);
         return 0;

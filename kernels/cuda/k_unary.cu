@@ -39,6 +39,14 @@ template <int DT> __device__ __forceinline__ uint64_t k_scale_elem(uint64_t raw,
         return k_elem_i32_scale(raw, f32, f64);
     else if constexpr (DT == K_DTYPE_I64)
         return k_elem_i64_scale(raw, f32, f64);
+    else if constexpr (DT == K_DTYPE_I8)
+        return k_elem_i8_scale(raw, f32, f64);
+    else if constexpr (DT == K_DTYPE_I16)
+        return k_elem_i16_scale(raw, f32, f64);
+    else if constexpr (DT == K_DTYPE_U16)
+        return k_elem_u16_scale(raw, f32, f64);
+    else if constexpr (DT == K_DTYPE_BOOL)
+        return k_elem_bool_scale(raw, f32, f64);
     else
         return k_elem_u8_scale(raw, f32, f64);
 }
@@ -74,7 +82,8 @@ typedef void (*k_unary_fn)(k_unary_params);
 const k_unary_fn k_scale_kernels[K_DTYPE_COUNT] = {
     k_scale_kernel<K_DTYPE_F32>, k_scale_kernel<K_DTYPE_F16>, k_scale_kernel<K_DTYPE_BF16>,
     k_scale_kernel<K_DTYPE_F64>, k_scale_kernel<K_DTYPE_I32>, k_scale_kernel<K_DTYPE_I64>,
-    k_scale_kernel<K_DTYPE_U8>,
+    k_scale_kernel<K_DTYPE_U8>,  k_scale_kernel<K_DTYPE_I8>,  k_scale_kernel<K_DTYPE_I16>,
+    k_scale_kernel<K_DTYPE_U16>, k_scale_kernel<K_DTYPE_BOOL>,
 };
 
 /* ---- cast ------------------------------------------------------------------- */
@@ -109,10 +118,11 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_cast_kernel(const __grid_con
     }
 }
 
-/* Equal dtypes are a byte copy (cudaMemcpyAsync): no kernel. */
+/* Equal dtypes are a byte copy (cudaMemcpyAsync): no kernel; except
+ * bool -> bool, which normalises every byte to 0 or 1. */
 template <int SD, int DD> constexpr k_unary_fn k_cast_entry()
 {
-    if constexpr (SD == DD)
+    if constexpr (SD == DD && SD != K_DTYPE_BOOL)
         return nullptr;
     else
         return k_cast_kernel<SD, DD>;
@@ -121,10 +131,12 @@ template <int SD, int DD> constexpr k_unary_fn k_cast_entry()
 #define K_CAST_ROW(SD)                                                                             \
     {k_cast_entry<SD, K_DTYPE_F32>(), k_cast_entry<SD, K_DTYPE_F16>(), k_cast_entry<SD, K_DTYPE_BF16>(), \
      k_cast_entry<SD, K_DTYPE_F64>(), k_cast_entry<SD, K_DTYPE_I32>(), k_cast_entry<SD, K_DTYPE_I64>(), \
-     k_cast_entry<SD, K_DTYPE_U8>()}
+     k_cast_entry<SD, K_DTYPE_U8>(), k_cast_entry<SD, K_DTYPE_I8>(), k_cast_entry<SD, K_DTYPE_I16>(), \
+     k_cast_entry<SD, K_DTYPE_U16>(), k_cast_entry<SD, K_DTYPE_BOOL>()}
 const k_unary_fn k_cast_kernels[K_DTYPE_COUNT][K_DTYPE_COUNT] = {
     K_CAST_ROW(K_DTYPE_F32), K_CAST_ROW(K_DTYPE_F16), K_CAST_ROW(K_DTYPE_BF16), K_CAST_ROW(K_DTYPE_F64),
-    K_CAST_ROW(K_DTYPE_I32), K_CAST_ROW(K_DTYPE_I64), K_CAST_ROW(K_DTYPE_U8),
+    K_CAST_ROW(K_DTYPE_I32), K_CAST_ROW(K_DTYPE_I64), K_CAST_ROW(K_DTYPE_U8),  K_CAST_ROW(K_DTYPE_I8),
+    K_CAST_ROW(K_DTYPE_I16), K_CAST_ROW(K_DTYPE_U16), K_CAST_ROW(K_DTYPE_BOOL),
 };
 #undef K_CAST_ROW
 
@@ -174,7 +186,7 @@ int k_cuda_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_d
     if (count == 0)
         return cudaSuccess;
     const size_t src_size = k_dtype_size(src_dtype), dst_size = k_dtype_size(dst_dtype);
-    if (dst_dtype == src_dtype) {
+    if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
         if (dst == src)
             return cudaSuccess;
         return cudaMemcpyAsync(dst, src, count * src_size, cudaMemcpyDefault, (cudaStream_t)stream);

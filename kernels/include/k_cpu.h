@@ -37,8 +37,28 @@ typedef enum {
     K_DTYPE_I32 = 4,
     K_DTYPE_I64 = 5,
     K_DTYPE_U8 = 6,
-    K_DTYPE_COUNT = 7
+    K_DTYPE_I8 = 7,
+    K_DTYPE_I16 = 8,
+    K_DTYPE_U16 = 9,
+    K_DTYPE_BOOL = 10, /* one byte, 0 or 1; any other byte reads as 1 (true) */
+    K_DTYPE_COUNT = 11
 } k_dtype_t;
+
+/*
+ * The integer dtypes (i32, i64, u8, i8, i16, u16) behave alike: SUM/PROD
+ * wrap modulo 2^bits (computed on the unsigned type), MIN/MAX compare
+ * signed or unsigned as the type is, k_div truncates (C's division),
+ * k_scale rounds to nearest even and saturates (NaN -> 0).
+ *
+ * bool is the logical type: every input byte other than 0 reads as true,
+ * and every output is 0 or 1. SUM and MAX are logical OR ("any"), PROD and
+ * MIN logical AND ("all"); k_div truncates the 0/1 value (divisor 1 keeps
+ * it, divisor >= 2 gives 0); k_scale gives x AND (factor != 0) (a NaN
+ * factor counts as nonzero); casts to bool give value != 0 (NaN -> 1),
+ * from bool 0 or 1; a bool -> bool cast normalises too. (The runtime
+ * refuses AVERAGE and pre/postscale for bool; the kernels still define
+ * them so that no table slot is empty.)
+ */
 
 /* Element-wise reduction ops (AVG is SUM then k_div, done by the runtime). */
 typedef enum { K_OP_SUM = 0, K_OP_MIN = 1, K_OP_MAX = 2, K_OP_PROD = 3, K_OP_COUNT = 4 } k_op_t;

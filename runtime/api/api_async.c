@@ -61,6 +61,19 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     if (opts->compression != HORA_COMPRESSION_NONE && dtype != HORA_DTYPE_F32)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s",
                            what, name, hora_dtype_name(dtype));
+    if (kind == COORD_KIND_ALLREDUCE && dtype == HORA_DTYPE_BOOL) {
+        /* No truth value in between: refused here, on every rank that
+         * makes the call, before any negotiation. */
+        if (op == HORA_OP_AVG)
+            return status_fail(HORA_ERR_INVALID_ARG,
+                               "%s('%s'): op avg is not defined for dtype bool (use sum or max for any, min or prod "
+                               "for all)",
+                               what, name);
+        if (opts->prescale != 1.0 || opts->postscale != 1.0)
+            return status_fail(HORA_ERR_INVALID_ARG,
+                               "%s('%s'): prescale %g / postscale %g: dtype bool cannot be scaled (both must be 1)",
+                               what, name, opts->prescale, opts->postscale);
+    }
     struct hora_request *req = calloc(1, sizeof(*req));
     if (!req || !(req->name = strdup(name))) {
         free(req);

@@ -35,9 +35,9 @@ const char *hora_status_string(hora_status_t status)
     return "HORA_ERR_UNKNOWN";
 }
 
-static const char *const dtype_names[HORA_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64",
-                                                          "i32", "i64", "u8"};
-static const size_t dtype_sizes[HORA_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1};
+static const char *const dtype_names[HORA_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
+                                                          "u8",  "i8",  "i16",  "u16", "bool"};
+static const size_t dtype_sizes[HORA_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1, 1, 2, 2, 1};
 static const char *const op_names[HORA_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
 
 const char *hora_dtype_name(hora_dtype_t dtype)
@@ -61,7 +61,8 @@ int hora_dtype_parse(const char *name)
         {"float", HORA_DTYPE_F32},  {"float32", HORA_DTYPE_F32}, {"half", HORA_DTYPE_F16},
         {"float16", HORA_DTYPE_F16}, {"bfloat16", HORA_DTYPE_BF16}, {"double", HORA_DTYPE_F64},
         {"float64", HORA_DTYPE_F64}, {"int", HORA_DTYPE_I32},     {"int32", HORA_DTYPE_I32},
-        {"int64", HORA_DTYPE_I64},  {"uint8", HORA_DTYPE_U8},
+        {"int64", HORA_DTYPE_I64},  {"uint8", HORA_DTYPE_U8},      {"int8", HORA_DTYPE_I8},
+        {"int16", HORA_DTYPE_I16},  {"uint16", HORA_DTYPE_U16},   {"boolean", HORA_DTYPE_BOOL},
     };
     if (!name) return -1;
     for (int i = 0; i < HORA_DTYPE_COUNT; i++)

@@ -23,6 +23,10 @@ static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what
                                     hora_dtype_t dtype, struct group_reduction *red)
 {
     if ((unsigned)op >= HORA_OP_COUNT) return status_fail(HORA_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
+    if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG)
+        return status_fail(HORA_ERR_INVALID_ARG,
+                           "%s: op avg is not defined for dtype bool (use sum or max for any, min or prod for all)",
+                           what);
     red->dtype = dtype;
     red->op = op == HORA_OP_AVG ? HORA_OP_SUM : op;
     red->user_op = op;
@@ -257,11 +261,23 @@ static hora_status_t coll_bounce_allreduce_flat(struct coll_ctx *ctx, int purpos
     return coll_allreduce(ctx, purpose, HORA_MEMORY_HOST, host, host, count, a->dtype, a->op, a->hooks);
 }
 
+/* A group of one: its result is its input, copied; bool's is normalised
+ * (every output byte 0 or 1, as from any other group size). */
+static hora_status_t coll_group_single(struct coll_group *g, const void *send, void *out, size_t count,
+                                       const struct group_reduction *red)
+{
+    if (red->dtype == HORA_DTYPE_BOOL) {
+        const void *srcs[1] = {send};
+        return g->engine->reduce(out, srcs, 1, count, red->dtype, red->op, 1);
+    }
+    return g->engine->copy(out, send, count * hora_dtype_size(red->dtype));
+}
+
 /* The algorithm of the group's transport (a group of one copies). */
 static hora_status_t coll_group_allreduce(struct coll_group *g, const void *send, void *work, size_t count,
                                           const struct group_reduction *red)
 {
-    if (g->n == 1) return g->engine->copy(work, send, count * hora_dtype_size(red->dtype));
+    if (g->n == 1) return coll_group_single(g, send, work, count, red);
     if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_reduce(g, send, work, NULL, count, red);
     return ring_allreduce(g, send, work, count, red);
 }
@@ -269,7 +285,7 @@ static hora_status_t coll_group_allreduce(struct coll_group *g, const void *send
 static hora_status_t coll_group_reduce_scatter(struct coll_group *g, const void *send, void *work, void *out,
                                                size_t count, const struct group_reduction *red)
 {
-    if (g->n == 1) return g->engine->copy(out, send, count * hora_dtype_size(red->dtype));
+    if (g->n == 1) return coll_group_single(g, send, out, count, red);
     if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_reduce(g, send, work, out, count, red);
     return ring_reduce_scatter(g, send, work, out, count, red);
 }

@@ -8,7 +8,9 @@
 _Static_assert((int)HORA_DTYPE_F32 == (int)K_DTYPE_F32 && (int)HORA_DTYPE_F16 == (int)K_DTYPE_F16 &&
                    (int)HORA_DTYPE_BF16 == (int)K_DTYPE_BF16 && (int)HORA_DTYPE_F64 == (int)K_DTYPE_F64 &&
                    (int)HORA_DTYPE_I32 == (int)K_DTYPE_I32 && (int)HORA_DTYPE_I64 == (int)K_DTYPE_I64 &&
-                   (int)HORA_DTYPE_U8 == (int)K_DTYPE_U8 && (int)HORA_DTYPE_COUNT == (int)K_DTYPE_COUNT,
+                   (int)HORA_DTYPE_U8 == (int)K_DTYPE_U8 && (int)HORA_DTYPE_I8 == (int)K_DTYPE_I8 &&
+                   (int)HORA_DTYPE_I16 == (int)K_DTYPE_I16 && (int)HORA_DTYPE_U16 == (int)K_DTYPE_U16 &&
+                   (int)HORA_DTYPE_BOOL == (int)K_DTYPE_BOOL && (int)HORA_DTYPE_COUNT == (int)K_DTYPE_COUNT,
                "hora and kernel dtypes must agree");
 
 int coll_engine_k_op(hora_op_t op)

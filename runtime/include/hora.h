@@ -75,12 +75,23 @@ typedef enum {
     HORA_DTYPE_I32 = 4,
     HORA_DTYPE_I64 = 5,
     HORA_DTYPE_U8 = 6,
-    HORA_DTYPE_COUNT = 7
+    HORA_DTYPE_I8 = 7,
+    HORA_DTYPE_I16 = 8,
+    HORA_DTYPE_U16 = 9,
+    HORA_DTYPE_BOOL = 10, /* one byte: 0 false, anything else true (reduced results are 0 or 1) */
+    HORA_DTYPE_COUNT = 11
 } hora_dtype_t;
 
 /* Reduction operations. Integer SUM and PROD wrap modulo 2^bits; AVG is SUM
  * followed by a division by the number of ranks (truncating for integers,
- * in fp32 for f32/f16/bf16, in fp64 for f64). MIN and MAX propagate NaN. */
+ * in fp32 for f32/f16/bf16, in fp64 for f64). MIN and MAX propagate NaN,
+ * and compare integers signed or unsigned as their type is. prescale and
+ * postscale on an integer round to nearest (ties to even) and saturate.
+ * bool: SUM and MAX are logical OR ("any rank true"), MIN and PROD logical
+ * AND ("all ranks true"), every output byte 0 or 1; AVG and a prescale or
+ * postscale other than 1 are refused (HORA_ERR_INVALID_ARG, at the call,
+ * on every rank that makes it). Broadcast and allgather move the bytes of
+ * every dtype unchanged. */
 typedef enum {
     HORA_OP_SUM = 0,
     HORA_OP_AVG = 1,

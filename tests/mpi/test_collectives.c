@@ -1,7 +1,8 @@
 /*
  * test_collectives.c - every direct collective x dtype x op x {in place, out
  * of place} x counts {0, 1, n-1, n+1, 1000003, 16 MiB} x {shared, malloc'd
- * buffers}, checked exactly. Inputs are small integers derived from (rank,
+ * buffers}, checked exactly (bool: inputs with bytes other than 0/1, results
+ * 0/1; its refused AVG in test_bool_refusals). Inputs are small integers derived from (rank,
  * index), chosen so that every result is exactly representable in every
  * dtype; the expected value is computed independently on every rank.
  * The transport is whatever HORA_DISABLE_* leaves (meson runs it both ways).
@@ -83,7 +84,7 @@ static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_
     for (int r = 1; r < size; r++)
         acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
     if (op != HORA_OP_AVG) {
-        store_int(out, j, dtype, acc);
+        store_int(out, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
         return;
     }
     switch (dtype) {
@@ -237,6 +238,36 @@ static void test_broadcast(size_t count, hora_dtype_t dtype, int root, int share
     test_buf_free(shared, buf);
 }
 
+/* What bool refuses (hora.h): AVG, in the direct allreduce and
+ * reduce-scatter, on every rank, with a message naming the dtype and the
+ * op; nothing written. The runtime stays usable afterwards. */
+static void test_bool_refusals(void)
+{
+    uint8_t x[4] = {1, 0, 1, 1}, y[4] = {7, 7, 7, 7};
+    checks++;
+    hora_status_t st = hora_allreduce(x, y, 4, HORA_DTYPE_BOOL, HORA_OP_AVG);
+    if (st != HORA_ERR_INVALID_ARG)
+        fail("bool avg allreduce: %s, expected HORA_ERR_INVALID_ARG", hora_status_string(st));
+    else if (!strstr(hora_last_error(), "bool") || !strstr(hora_last_error(), "avg"))
+        fail("bool avg allreduce: the message names neither dtype nor op: %s", hora_last_error());
+    if (y[0] != 7 || y[3] != 7) fail("bool avg allreduce wrote its output");
+    checks++;
+    size_t off, shard;
+    hora_shard(4, size, rank, &off, &shard);
+    st = hora_reduce_scatter(x, y, 4, HORA_DTYPE_BOOL, HORA_OP_AVG);
+    if (st != HORA_ERR_INVALID_ARG || !strstr(hora_last_error(), "bool"))
+        fail("bool avg reduce_scatter: %s: %s", hora_status_string(st), hora_last_error());
+    /* the names parse both ways */
+    checks++;
+    static const char *const names[][2] = {{"i8", "int8"}, {"i16", "int16"}, {"u16", "uint16"}, {"bool", "boolean"}};
+    static const hora_dtype_t dtypes[] = {HORA_DTYPE_I8, HORA_DTYPE_I16, HORA_DTYPE_U16, HORA_DTYPE_BOOL};
+    static const size_t sizes[] = {1, 2, 2, 1};
+    for (int i = 0; i < 4; i++)
+        if (hora_dtype_parse(names[i][0]) != (int)dtypes[i] || hora_dtype_parse(names[i][1]) != (int)dtypes[i] ||
+            strcmp(hora_dtype_name(dtypes[i]), names[i][0]) || hora_dtype_size(dtypes[i]) != sizes[i])
+            fail("dtype %s: name, parse or size wrong", names[i][0]);
+}
+
 static void test_errors(void)
 {
     float x = 1;
@@ -280,6 +311,7 @@ int main(int argc, char **argv)
                hora_node_count(), quick ? " (quick)" : "");
 
     test_errors();
+    test_bool_refusals();
     for (int dtype = 0; dtype < HORA_DTYPE_COUNT; dtype++) {
         size_t es = hora_dtype_size((hora_dtype_t)dtype);
         size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 1000003, ((size_t)16 << 20) / es};
@@ -293,6 +325,7 @@ int main(int argc, char **argv)
                  * buffers go through the same ring after one staging copy. */
                 for (int op = 0; op < HORA_OP_COUNT; op++) {
                     if (big && !shared && op != HORA_OP_SUM) continue;
+                    if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG) continue; /* refused: test_bool_refusals */
                     for (int inplace = 0; inplace < 2; inplace++)
                         test_allreduce(count, (hora_dtype_t)dtype, (hora_op_t)op, inplace, shared);
                     if (!(big && op != HORA_OP_SUM && op != HORA_OP_MAX))

@@ -474,6 +474,7 @@ static void ac_batch_dtype(hora_dtype_t dtype)
                  * op). The big count: SUM, MIN and AVG on the pool, SUM
                  * cudaMalloc'd. */
                 if (kind == GC_BUF_CUDA && op != HORA_OP_SUM && op != HORA_OP_MAX) continue;
+                if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG) continue; /* refused (hora.h) */
                 if (counts[c] == big && (kind == GC_BUF_CUDA ? op != HORA_OP_SUM
                                                              : op != HORA_OP_SUM && op != HORA_OP_MIN &&
                                                                    op != HORA_OP_AVG))

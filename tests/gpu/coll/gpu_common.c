@@ -137,7 +137,7 @@ void gc_fill_expected(void *want, size_t offset, size_t count, hora_dtype_t dtyp
         for (int r = 1; r < gc_size; r++)
             acc = (int64_t)exact_reduce(op, (double)acc, (double)gc_input_value(dtype, op, r, i, salt));
         if (op != HORA_OP_AVG) {
-            gc_store(want, j, dtype, acc);
+            gc_store(want, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
             continue;
         }
         switch (dtype) {

@@ -232,6 +232,7 @@ static void direct_sweep(void)
                 const int staged = kind == GC_BUF_CUDA;
                 for (int op = 0; op < HORA_OP_COUNT && !direct_broken; op++) {
                     if (staged && op != HORA_OP_SUM && op != HORA_OP_MAX) continue;
+                    if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG) continue; /* refused (hora.h) */
                     for (int inplace = 0; inplace < 2 && !direct_broken; inplace++)
                         if (!(staged && count == big && op != HORA_OP_SUM))
                             direct_allreduce(count, dtype, (hora_op_t)op, inplace, (enum gc_buf_kind)kind, 0);

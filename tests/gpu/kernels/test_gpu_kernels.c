@@ -10,7 +10,7 @@
  *    source), a source given twice, NaN / inf / subnormal inputs in half
  *    the cases;
  *  - k_cuda_scale (every dtype, factors with rounding ties, saturation,
- *    inf and NaN) and k_cuda_cast (all 49 pairs) the same way;
+ *    inf and NaN) and k_cuda_cast (all 121 pairs) the same way;
  *  - k_cuda_copy_batch against memcpy: batches of 0..40 copies, one of
  *    exactly the small parameter block's size, thousands (several
  *    launches), large copies at every relative alignment;
@@ -354,7 +354,7 @@ static void test_cast(void)
                 cast_case((k_dtype_t)sd, (k_dtype_t)dd, c, (int)(n_cases % PLACE_COUNT));
                 n_cases++;
             }
-    printf("%s cast: %ld cases (all 49 pairs), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
+    printf("%s cast: %ld cases (all 121 pairs), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
            checks - checks_before);
 }
 

@@ -55,6 +55,7 @@ static double ar_expected(const struct ar_case *c, size_t i)
         else
             acc = (double)((int64_t)acc / size);
     }
+    if (c->dtype == HORA_DTYPE_BOOL) return acc != 0; /* OR / AND of the truth values: 0 or 1 */
     return wire(comp, acc * c->opts.postscale);
 }
 

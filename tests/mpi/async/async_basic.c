@@ -202,10 +202,38 @@ void mode_basic(void)
     if (!runtime_start("basic")) return;
     if (rank == 0) printf("test_async basic: %d ranks, transport %s\n", size, hora_transport_name());
 
-    /* Every dtype x op x in/out of place x shared/malloc'd. */
+    /* bool refuses AVG and scaling at the call, on every rank (each makes
+     * it), naming the dtype and what is refused; nothing is enqueued. */
+    {
+        uint8_t x[3] = {1, 0, 2}, y[3] = {9, 9, 9};
+        hora_opts_t opts = HORA_OPTS_INIT;
+        hora_request_t req = NULL;
+        checks++;
+        hora_status_t st = hora_allreduce_async("bool.avg", x, y, 3, HORA_DTYPE_BOOL, HORA_OP_AVG, &opts, &req);
+        if (st != HORA_ERR_INVALID_ARG || req || !strstr(hora_last_error(), "bool") ||
+            !strstr(hora_last_error(), "avg"))
+            fail("bool avg: %s (req %p): %s", hora_status_string(st), (void *)req, hora_last_error());
+        checks++;
+        opts.prescale = 2;
+        st = hora_allreduce_async("bool.scaled", x, y, 3, HORA_DTYPE_BOOL, HORA_OP_SUM, &opts, &req);
+        if (st != HORA_ERR_INVALID_ARG || req || !strstr(hora_last_error(), "bool") ||
+            !strstr(hora_last_error(), "prescale"))
+            fail("bool prescale: %s: %s", hora_status_string(st), hora_last_error());
+        checks++;
+        opts.prescale = 1;
+        opts.postscale = 0.5;
+        st = hora_allreduce_async("bool.scaled", x, y, 3, HORA_DTYPE_BOOL, HORA_OP_MAX, &opts, &req);
+        if (st != HORA_ERR_INVALID_ARG || req || !strstr(hora_last_error(), "bool"))
+            fail("bool postscale: %s: %s", hora_status_string(st), hora_last_error());
+        if (y[0] != 9 || y[2] != 9) fail("a refused bool allreduce wrote its output");
+    }
+
+    /* Every dtype x op x in/out of place x shared/malloc'd (bool x AVG is
+     * refused, above). */
     for (int dtype = 0; dtype < HORA_DTYPE_COUNT; dtype++)
         for (int op = 0; op < HORA_OP_COUNT; op++)
             for (int v = 0; v < 4; v++) {
+                if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG) continue;
                 size_t count = counts[(size_t)(dtype * 5 + op + v) % 3];
                 ar_case_init(&ar[nar++], "ar", (hora_dtype_t)dtype, (hora_op_t)op, count, v & 1, v >> 1, salt++);
             }
@@ -248,11 +276,13 @@ void mode_basic(void)
             }
 
     /* Broadcast from every root, several dtypes, all in flight together. */
-    static const hora_dtype_t bc_dtypes[] = {HORA_DTYPE_F32, HORA_DTYPE_F16, HORA_DTYPE_I64, HORA_DTYPE_U8};
-    int nbc = size * 4;
+    static const hora_dtype_t bc_dtypes[] = {HORA_DTYPE_F32, HORA_DTYPE_F16, HORA_DTYPE_I64, HORA_DTYPE_U8,
+                                             HORA_DTYPE_I8,  HORA_DTYPE_I16, HORA_DTYPE_U16, HORA_DTYPE_BOOL};
+    enum { N_BC_DTYPES = sizeof(bc_dtypes) / sizeof(bc_dtypes[0]) };
+    int nbc = size * N_BC_DTYPES;
     struct bc_case *bc = calloc((size_t)nbc, sizeof(*bc));
     for (int root = 0, k = 0; root < size; root++)
-        for (int d = 0; d < 4; d++, k++) {
+        for (int d = 0; d < N_BC_DTYPES; d++, k++) {
             bc[k].dtype = bc_dtypes[d];
             bc[k].root = root;
             bc[k].count = (size_t)(1000 + 7 * root + d);
@@ -262,18 +292,20 @@ void mode_basic(void)
         }
 
     /* Allgather with a per-rank first dimension. */
-    struct ag_case ag[4] = {{.dtype = HORA_DTYPE_F32, .ndim = 2},
-                            {.dtype = HORA_DTYPE_I32, .ndim = 2},
-                            {.dtype = HORA_DTYPE_BF16, .ndim = 2},
-                            {.dtype = HORA_DTYPE_I64, .ndim = 0}};
-    for (int k = 0; k < 4; k++) {
+    /* (bool's bytes other than 0/1 are moved unchanged: data, not truth values) */
+    enum { N_AG = 8 };
+    struct ag_case ag[N_AG] = {{.dtype = HORA_DTYPE_F32, .ndim = 2}, {.dtype = HORA_DTYPE_I32, .ndim = 2},
+                               {.dtype = HORA_DTYPE_BF16, .ndim = 2}, {.dtype = HORA_DTYPE_I64, .ndim = 0},
+                               {.dtype = HORA_DTYPE_I8, .ndim = 2},  {.dtype = HORA_DTYPE_I16, .ndim = 0},
+                               {.dtype = HORA_DTYPE_U16, .ndim = 2}, {.dtype = HORA_DTYPE_BOOL, .ndim = 2}};
+    for (int k = 0; k < N_AG; k++) {
         ag[k].salt = salt++;
         snprintf(ag[k].name, sizeof(ag[k].name), "ag.%d.%s.%dd", k, hora_dtype_name(ag[k].dtype), ag[k].ndim ? 2 : 1);
     }
 
     /* Enqueue everything in a rank-dependent order: the coordinator must
      * still run them in one order everywhere. */
-    int total = nar + nbc + 4;
+    int total = nar + nbc + N_AG;
     int *order = malloc(sizeof(int) * (size_t)total);
     for (int k = 0; k < total; k++) order[k] = k;
     shuffle(order, total, 0xB0A5ull + (uint64_t)rank);

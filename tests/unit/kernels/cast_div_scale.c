@@ -1,5 +1,5 @@
 /*
- * cast_div_scale.c - k_cast (all 49 pairs), k_div and k_scale on
+ * cast_div_scale.c - k_cast (all 121 pairs), k_div and k_scale on
  * representative values against an exact-value reference; and k_div /
  * k_scale on every ISA x dtype: random values (specials, integer extremes,
  * numerators next to multiples of the divisor), divisors 1..9 up to
@@ -30,6 +30,31 @@ static const ref_fmt_t *float_fmt(k_dtype_t dtype)
     }
 }
 
+/* The range of an integer dtype (bool: 0 .. 1). */
+static int64_t int_lo(k_dtype_t dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_I32: return INT32_MIN;
+    case K_DTYPE_I8: return INT8_MIN;
+    case K_DTYPE_I16: return INT16_MIN;
+    case K_DTYPE_U8: case K_DTYPE_U16: case K_DTYPE_BOOL: return 0;
+    default: return INT64_MIN;
+    }
+}
+
+static int64_t int_hi(k_dtype_t dtype)
+{
+    switch (dtype) {
+    case K_DTYPE_I32: return INT32_MAX;
+    case K_DTYPE_I8: return INT8_MAX;
+    case K_DTYPE_I16: return INT16_MAX;
+    case K_DTYPE_U8: return UINT8_MAX;
+    case K_DTYPE_U16: return UINT16_MAX;
+    case K_DTYPE_BOOL: return 1;
+    default: return INT64_MAX;
+    }
+}
+
 static value_t load_value(k_dtype_t dtype, const void *p)
 {
     value_t v = {0, 0, 0};
@@ -41,6 +66,10 @@ static value_t load_value(k_dtype_t dtype, const void *p)
     case K_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); v.is_int = 1; v.i = x; break; }
     case K_DTYPE_I64: v.is_int = 1; memcpy(&v.i, p, 8); break;
     case K_DTYPE_U8: v.is_int = 1; v.i = *(const uint8_t *)p; break;
+    case K_DTYPE_I8: v.is_int = 1; v.i = *(const int8_t *)p; break;
+    case K_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); v.is_int = 1; v.i = x; break; }
+    case K_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); v.is_int = 1; v.i = x; break; }
+    case K_DTYPE_BOOL: v.is_int = 1; v.i = *(const uint8_t *)p != 0; break; /* any nonzero byte: true */
     case K_DTYPE_COUNT: break;
     }
     return v;
@@ -61,14 +90,17 @@ static void store_value(k_dtype_t dtype, void *p, value_t v)
     case K_DTYPE_I32: { int32_t x = (int32_t)v.i; memcpy(p, &x, 4); break; }
     case K_DTYPE_I64: memcpy(p, &v.i, 8); break;
     case K_DTYPE_U8: *(uint8_t *)p = (uint8_t)v.i; break;
+    case K_DTYPE_I8: *(int8_t *)p = (int8_t)v.i; break;
+    case K_DTYPE_I16: { int16_t x = (int16_t)v.i; memcpy(p, &x, 2); break; }
+    case K_DTYPE_U16: { uint16_t x = (uint16_t)v.i; memcpy(p, &x, 2); break; }
+    case K_DTYPE_BOOL: *(uint8_t *)p = (uint8_t)v.i; break;
     case K_DTYPE_COUNT: break;
     }
 }
 
 static int64_t saturate(int64_t x, k_dtype_t dtype)
 {
-    int64_t lo = dtype == K_DTYPE_I32 ? INT32_MIN : dtype == K_DTYPE_U8 ? 0 : INT64_MIN;
-    int64_t hi = dtype == K_DTYPE_I32 ? INT32_MAX : dtype == K_DTYPE_U8 ? 255 : INT64_MAX;
+    int64_t lo = int_lo(dtype), hi = int_hi(dtype);
     return x < lo ? lo : x > hi ? hi : x;
 }
 
@@ -92,6 +124,9 @@ static value_t ref_convert(value_t v, k_dtype_t dtype)
     const ref_fmt_t *fmt = float_fmt(dtype);
     if (fmt) {
         r.f = v.is_int ? ref_round_i64(v.i, *fmt) : ref_round(v.f, *fmt);
+    } else if (dtype == K_DTYPE_BOOL) {
+        r.is_int = 1; /* value != 0, NaN -> 1 (C's _Bool) */
+        r.i = v.is_int ? v.i != 0 : v.f != 0.0;
     } else {
         r.is_int = 1;
         r.i = v.is_int ? saturate(v.i, dtype) : ref_double_to_int(v.f, dtype);
@@ -204,6 +239,9 @@ static value_t ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, dou
         float fx = (float)x.f; /* f32, f16, bf16 compute in fp32 */
         float res = divisor ? fx / (float)divisor : fx * (float)factor;
         r.f = ref_round(res, *fmt);
+    } else if (dtype == K_DTYPE_BOOL) {
+        r.is_int = 1; /* k_cpu.h: truncating division of 0/1; scale: x AND factor != 0 */
+        r.i = divisor ? x.i / divisor : (x.i && factor != 0.0);
     } else {
         r.is_int = 1;
         r.i = divisor ? x.i / divisor : ref_double_to_int((double)x.i * factor, dtype);
@@ -297,8 +335,7 @@ static const double unary_factors[] = {
 /* An integer of dtype at p next to a multiple of `divisor`, or an extreme. */
 static void div_edge_element(k_dtype_t dtype, int64_t divisor, void *p)
 {
-    int64_t lo = dtype == K_DTYPE_I32 ? INT32_MIN : dtype == K_DTYPE_U8 ? 0 : INT64_MIN;
-    int64_t hi = dtype == K_DTYPE_I32 ? INT32_MAX : dtype == K_DTYPE_U8 ? 255 : INT64_MAX;
+    int64_t lo = int_lo(dtype), hi = int_hi(dtype);
     int64_t v;
     uint32_t kind = test_rng_below(&rng, 10);
     if (kind < 2) {
@@ -457,6 +494,48 @@ static void test_div_int_exhaustive(k_isa_t isa)
                 printf("  u8 %d / %lld: got %d\n", x, (long long)d, u8_out[x]);
     }
 
+    /* i8, i16, u16: every value by divisors 1..70 and a few large ones;
+     * bool: every byte (normalised first) by the same */
+    static const int64_t narrow_divisors[] = {127, 128, 129, 255, 256, 32767, 32768, 32769, 65535,
+                                              65536, 1LL << 31, 1LL << 32, INT64_MAX};
+    int16_t *n_src = malloc(65536 * 2), *n_out = malloc(65536 * 2);
+    if (!n_src || !n_out) {
+        printf("test_div_int_exhaustive: out of memory\n");
+        exit(1);
+    }
+    for (size_t dj = 0; dj < 70 + sizeof(narrow_divisors) / sizeof(narrow_divisors[0]); dj++) {
+        int64_t d = dj < 70 ? (int64_t)dj + 1 : narrow_divisors[dj - 70];
+        int8_t *s8 = (int8_t *)n_src, *o8 = (int8_t *)n_out;
+        uint8_t *sb = (uint8_t *)n_src, *ob = (uint8_t *)n_out;
+        uint16_t *su = (uint16_t *)n_src, *ou = (uint16_t *)n_out;
+        for (int x = 0; x < 256; x++)
+            s8[x] = (int8_t)(x - 128);
+        k_div(o8, s8, 256, K_DTYPE_I8, d);
+        for (int x = 0; x < 256; x++, checks++)
+            if (o8[x] != (x - 128) / d && failures++ < MAX_PRINTED)
+                printf("  i8 %d / %lld: got %d\n", x - 128, (long long)d, o8[x]);
+        for (int x = 0; x < 256; x++)
+            sb[x] = (uint8_t)x;
+        k_div(ob, sb, 256, K_DTYPE_BOOL, d);
+        for (int x = 0; x < 256; x++, checks++)
+            if (ob[x] != (x != 0) / d && failures++ < MAX_PRINTED)
+                printf("  bool %d / %lld: got %d\n", x, (long long)d, ob[x]);
+        for (int x = 0; x < 65536; x++)
+            n_src[x] = (int16_t)(x - 32768);
+        k_div(n_out, n_src, 65536, K_DTYPE_I16, d);
+        for (int x = 0; x < 65536; x++, checks++)
+            if (n_out[x] != (x - 32768) / d && failures++ < MAX_PRINTED)
+                printf("  i16 %d / %lld: got %d\n", x - 32768, (long long)d, n_out[x]);
+        for (int x = 0; x < 65536; x++)
+            su[x] = (uint16_t)x;
+        k_div(ou, su, 65536, K_DTYPE_U16, d);
+        for (int x = 0; x < 65536; x++, checks++)
+            if (ou[x] != x / d && failures++ < MAX_PRINTED)
+                printf("  u16 %d / %lld: got %d\n", x, (long long)d, ou[x]);
+    }
+    free(n_src);
+    free(n_out);
+
     int64_t divisors[4096 + 3 * 34];
     size_t n_div = 0;
     for (int64_t d = 1; d <= 4096; d++)
@@ -486,7 +565,7 @@ static void test_div_int_exhaustive(k_isa_t isa)
                 printf("  i32 %d / %lld: got %d\n", src[i], (long long)d, out[i]);
     }
     char what[64];
-    snprintf(what, sizeof(what), "div %-6s u8 all, i32 near multiples", k_isa_name(isa));
+    snprintf(what, sizeof(what), "div %-6s u8/i8/i16/u16/bool all, i32 near multiples", k_isa_name(isa));
     report(what, checks, failures);
 }
 

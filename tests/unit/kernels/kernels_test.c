@@ -7,8 +7,8 @@
 
 test_rng_t rng = {TEST_RNG_SEED};
 
-const char *const dtype_names[K_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64",
-                                                "i32", "i64", "u8"};
+const char *const dtype_names[K_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
+                                                "u8",  "i8",  "i16",  "u16", "bool"};
 const char *const op_names[K_OP_COUNT] = {"sum", "min", "max", "prod"};
 
 int groups_run;
@@ -183,6 +183,34 @@ void random_element(test_rng_t *gen, k_dtype_t dtype, void *p)
         memcpy(p, &v, 1);
         return;
     }
+    case K_DTYPE_I8: {
+        static const int8_t extremes[] = {INT8_MIN, INT8_MAX, -1, 0, 1, INT8_MIN + 1, INT8_MAX - 1};
+        int8_t v = kind < 60 ? (int8_t)(uint8_t)test_rng_u64(gen) : extremes[test_rng_below(gen, 7)];
+        memcpy(p, &v, 1);
+        return;
+    }
+    case K_DTYPE_I16: {
+        static const int16_t extremes[] = {INT16_MIN, INT16_MAX, -1, 0, 1, INT16_MIN + 1, INT16_MAX - 1};
+        int16_t v = kind < 50   ? (int16_t)(uint16_t)test_rng_u64(gen)
+                    : kind < 80 ? (int16_t)(test_rng_below(gen, 401) - 200)
+                                : extremes[test_rng_below(gen, 7)];
+        memcpy(p, &v, 2);
+        return;
+    }
+    case K_DTYPE_U16: {
+        static const uint16_t extremes[] = {0, 1, 2, 255, 256, UINT16_MAX, UINT16_MAX - 1};
+        uint16_t v = kind < 50   ? (uint16_t)test_rng_u64(gen)
+                     : kind < 80 ? (uint16_t)test_rng_below(gen, 400)
+                                 : extremes[test_rng_below(gen, 7)];
+        memcpy(p, &v, 2);
+        return;
+    }
+    case K_DTYPE_BOOL: {
+        /* mostly 0 / 1, a quarter other bytes (true, to be normalised) */
+        uint8_t v = kind < 75 ? (uint8_t)(kind & 1) : (uint8_t)(2 + test_rng_below(gen, 254));
+        memcpy(p, &v, 1);
+        return;
+    }
     case K_DTYPE_COUNT: return;
     }
 }
@@ -277,6 +305,50 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         if (op == K_OP_MIN) r = a < b ? a : b;
         else if (op == K_OP_MAX) r = a > b ? a : b;
         else r = (uint8_t)(wide & 0xFF);
+        memcpy(out, &r, 1);
+        return;
+    }
+    case K_DTYPE_I8:
+    case K_DTYPE_I16:
+    case K_DTYPE_U16: {
+        /* exact in int64, then wrapped by hand to the type's width */
+        int64_t a, b, r;
+        if (dtype == K_DTYPE_I8) {
+            a = *(const int8_t *)pa, b = *(const int8_t *)pb;
+        } else if (dtype == K_DTYPE_I16) {
+            int16_t x, y;
+            memcpy(&x, pa, 2), memcpy(&y, pb, 2);
+            a = x, b = y;
+        } else {
+            uint16_t x, y;
+            memcpy(&x, pa, 2), memcpy(&y, pb, 2);
+            a = x, b = y;
+        }
+        int bits = dtype == K_DTYPE_I8 ? 8 : 16;
+        int64_t modulus = (int64_t)1 << bits;
+        if (op == K_OP_MIN) r = a < b ? a : b;
+        else if (op == K_OP_MAX) r = a > b ? a : b;
+        else {
+            r = op == K_OP_SUM ? a + b : a * b;
+            r = ((r % modulus) + modulus) % modulus; /* 0 .. 2^bits - 1 */
+            if (dtype != K_DTYPE_U16 && r >= modulus / 2)
+                r -= modulus;
+        }
+        if (dtype == K_DTYPE_I8) {
+            int8_t v = (int8_t)r;
+            memcpy(out, &v, 1);
+        } else if (dtype == K_DTYPE_I16) {
+            int16_t v = (int16_t)r;
+            memcpy(out, &v, 2);
+        } else {
+            uint16_t v = (uint16_t)r;
+            memcpy(out, &v, 2);
+        }
+        return;
+    }
+    case K_DTYPE_BOOL: {
+        int a = *(const uint8_t *)pa != 0, b = *(const uint8_t *)pb != 0;
+        uint8_t r = (uint8_t)(op == K_OP_SUM || op == K_OP_MAX ? (a || b) : (a && b));
         memcpy(out, &r, 1);
         return;
     }

@@ -769,11 +769,12 @@ void test_mixed_api(void)
     uint64_t ints[41];
     for (size_t i = 0; i < 41; i++)
         ints[i] = looks_bad[i % 4];
-    for (int dt = K_DTYPE_I32; dt <= K_DTYPE_U8; dt++)
+    for (int dt = K_DTYPE_I32; dt < K_DTYPE_COUNT; dt++) /* i32 .. bool */
         EXPECT(k_nonfinite(ints, (k_dtype_t)dt, 41) == 0, "k_nonfinite(%s) != 0", dtype_names[dt]);
 
     /* unscale refuses the other dtypes and writes nothing */
-    static const int refused[] = {K_DTYPE_F64, K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8, K_DTYPE_COUNT, -1};
+    static const int refused[] = {K_DTYPE_F64, K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8,   K_DTYPE_I8,
+                                  K_DTYPE_I16, K_DTYPE_U16, K_DTYPE_BOOL, K_DTYPE_COUNT, -1};
     uint8_t dst[2 * GUARD_BYTES + 64];
     for (size_t r = 0; r < sizeof(refused) / sizeof(refused[0]); r++) {
         memset(dst, POISON, sizeof(dst));

@@ -104,8 +104,10 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
     *any_nan_ok = 0;
     *either_zero_ok = 0;
     memcpy(out, src[0] + i * size, size);
+    if (dtype == K_DTYPE_BOOL)
+        *(uint8_t *)out = *(uint8_t *)out != 0; /* every bool output is 0 or 1, even from one source */
     if (n == 1 && divisor == 1)
-        return; /* a copy: the bytes unchanged */
+        return; /* a copy: the bytes unchanged (bool: normalised) */
 
     if (is_minmax(op) || !is_float(dtype)) {
         /* MIN/MAX pick an input (no rounding, k_reduce's NaN rule) and the
@@ -124,6 +126,20 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
             memcpy(&x32, out, 4);
             x32 = (int32_t)((int64_t)x32 / divisor);
             memcpy(out, &x32, 4);
+        } else if (dtype == K_DTYPE_I8) {
+            *(int8_t *)out = (int8_t)(*(int8_t *)out / divisor);
+        } else if (dtype == K_DTYPE_I16) {
+            int16_t x16;
+            memcpy(&x16, out, 2);
+            x16 = (int16_t)(x16 / divisor);
+            memcpy(out, &x16, 2);
+        } else if (dtype == K_DTYPE_U16) {
+            uint16_t x16;
+            memcpy(&x16, out, 2);
+            x16 = (uint16_t)(x16 / divisor);
+            memcpy(out, &x16, 2);
+        } else if (dtype == K_DTYPE_BOOL) {
+            *(uint8_t *)out = (uint8_t)((*(uint8_t *)out != 0) / divisor);
         } else if (dtype == K_DTYPE_I64) {
             memcpy(&x64, out, 8);
             x64 /= divisor;
@@ -174,7 +190,9 @@ static void library_chain(void *out, const void *const *srcs, int n, size_t coun
 {
     if (count == 0)
         return;
-    if (n == 1)
+    if (n == 1 && dtype == K_DTYPE_BOOL)
+        k_div(out, srcs[0], count, dtype, 1); /* bool's one source, normalised */
+    else if (n == 1)
         memcpy(out, srcs[0], count * k_dtype_size(dtype));
     else
         k_reduce(out, srcs[0], srcs[1], count, dtype, op);

@@ -7,7 +7,7 @@
  *  - conversions.c: f16/bf16 <-> f32, exhaustive and at every rounding edge;
  *  - reduce.c: k_reduce, every ISA this CPU has x dtype x op, odd counts,
  *    unaligned, in place, guard bytes;
- *  - cast_div_scale.c: k_cast (all 49 pairs), k_div and k_scale on
+ *  - cast_div_scale.c: k_cast (all 121 pairs), k_div and k_scale on
  *    representative values and on every ISA;
  *  - sgd.c: k_sgd_step on every ISA, bit for bit;
  *  - reduce_n.c: k_reduce_n on every ISA (n sources, fp32 accumulation and

@@ -12,7 +12,7 @@
  *    source and dst at its own offset (1..15 bytes where the element size
  *    allows), in place (dst == a source), a source given twice, NaN / inf /
  *    subnormal inputs in half the cases, on every ISA path of this CPU;
- *  - k_twin_scale against k_scale and k_twin_cast against k_cast (all 49
+ *  - k_twin_scale against k_scale and k_twin_cast against k_cast (all 121
  *    pairs, rounding ties, saturation, values that need one rounding);
  *  - k_twin_copy_batch against memcpy (random sizes and alignments, a
  *    batch of thousands);
@@ -347,7 +347,7 @@ static void test_cast(void)
                 buf_free(&b);
                 n_cases++;
             }
-    printf("%s cast: %ld cases (all 49 pairs), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
+    printf("%s cast: %ld cases (all 121 pairs), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
            checks - checks_before);
 }
 

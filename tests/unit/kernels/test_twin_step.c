@@ -240,6 +240,9 @@ static void test_nonfinite(void)
     unsigned char ints[64];
     memset(ints, 0xFF, sizeof(ints));
     CHECK(k_twin_nonfinite(ints, K_DTYPE_I32, 16, &flag) == 0 && flag == 5, "nonfinite i32 touched the flag");
+    for (int dt = K_DTYPE_U8; dt < K_DTYPE_COUNT; dt++) /* u8, i8, i16, u16, bool: no inf or NaN */
+        CHECK(k_twin_nonfinite(ints, (k_dtype_t)dt, 16, &flag) == 0 && flag == 5, "nonfinite %d touched the flag",
+              dt);
     CHECK(k_twin_nonfinite(ints, K_DTYPE_COUNT, 16, &flag) == K_CUDA_ERR_INVALID_VALUE,
           "nonfinite: bad dtype accepted");
     CHECK(k_twin_nonfinite(NULL, K_DTYPE_F32, 0, NULL) == 0, "nonfinite: count 0 refused");

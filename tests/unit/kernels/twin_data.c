@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *const twin_dtype_name[K_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64", "u8"};
+const char *const twin_dtype_name[K_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
+                                                     "u8",  "i8",  "i16",  "u16", "bool"};
 const char *const twin_op_name[K_OP_COUNT] = {"sum", "min", "max", "prod"};
 
 /* 2^62 + 2^38 + 1 goes to fp32 as 2^62 + 2^39; 16777217 is not a float. */
@@ -111,7 +112,20 @@ void twin_random_element(test_rng_t *rng, k_dtype_t dtype, int specials, unsigne
         v = (uint64_t)x;
         break;
     }
-    default: v = test_rng_u64(rng) & 0xFF; break;
+    case K_DTYPE_I16:
+    case K_DTYPE_U16: {
+        /* random bits, small values around 0, and both types' limits */
+        static const uint16_t extremes[] = {0x8000, 0x7FFF, 0xFFFF, 0, 1, 0x8001, 0xFFFE};
+        v = kind < 50   ? test_rng_u64(rng) & 0xFFFF
+            : kind < 85 ? (uint16_t)(test_rng_below(rng, 401) - 200)
+                        : extremes[test_rng_below(rng, 7)];
+        break;
+    }
+    case K_DTYPE_BOOL:
+        /* 0 and 1 mostly, the rest other bytes that read as true */
+        v = kind < 70 ? kind & 1 : test_rng_u64(rng) & 0xFF;
+        break;
+    default: v = test_rng_u64(rng) & 0xFF; break; /* u8, i8: every byte is as likely */
     }
     memcpy(p, &v, k_dtype_size(dtype)); /* little endian: the low bytes */
 }
