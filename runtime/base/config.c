@@ -83,6 +83,8 @@ const struct config_entry config_table[] = {
      "tune fusion threshold, cycle time and chunk size online (variables set explicitly stay fixed)"},
     {"HORA_AUTOTUNE_LOG", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(autotune_log),
      "CSV file of every autotune sample and the winner"},
+    {"HORA_LIBRARY", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(library),
+     "the libhora.so the Python binding (runtime/python, hora.torch) loads; libhora itself does not use it"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

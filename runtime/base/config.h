@@ -35,6 +35,7 @@ struct config {
     int timeline_max_mb;    /* HORA_TIMELINE_MAX_MB */
     bool autotune;          /* HORA_AUTOTUNE */
     char autotune_log[512]; /* HORA_AUTOTUNE_LOG: CSV of every sample */
+    char library[512];      /* HORA_LIBRARY: the libhora.so hora.torch loads (read there, not here) */
 };
 
 enum config_type {

@@ -1,0 +1,171 @@
+"""hora - Python face of libhora, hora's communication runtime.
+
+The package holds no collective logic: it loads libhora.so with ctypes and
+declares the C signatures of runtime/include/hora.h. `hora.torch` builds the
+horovod.torch API on top of it.
+
+libhora.so is looked up, in this order:
+  1. $HORA_LIBRARY (a path to libhora.so);
+  2. the build tree next to this package: <repo>/build/runtime/libhora.so
+     (this file lives in <repo>/runtime/python/hora/);
+  3. the system loader ("libhora.so", e.g. after `meson install`).
+It is loaded with RTLD_GLOBAL so that Open MPI's plugins, which libmpi dlopens,
+resolve MPI's symbols.
+"""
+import ctypes
+import os
+
+__all__ = ["lib", "library_path", "HoraError", "Opts", "status_string", "last_error"]
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
+
+
+def _candidates():
+    env = os.environ.get("HORA_LIBRARY")
+    if env:
+        return [("$HORA_LIBRARY", env)]
+    return [("build tree", os.path.join(_REPO, "build", "runtime", "libhora.so")),
+            ("system loader", "libhora.so")]
+
+
+def _load():
+    tried = []
+    for what, path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            tried.append("%s %s: no such file" % (what, path))
+            continue
+        try:
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
+        except OSError as e:
+            tried.append("%s %s: %s" % (what, path, e))
+    raise ImportError("hora: cannot load libhora.so; tried " + "; ".join(tried) +
+                      " (build it with tools/setup or meson+ninja, or set HORA_LIBRARY=/path/to/libhora.so)")
+
+
+lib, library_path = _load()
+
+# hora_status_t
+OK = 0
+IN_PROGRESS = 1
+ERR_INVALID_ARG = -1
+ERR_NO_MEMORY = -2
+ERR_NOT_INITIALIZED = -3
+ERR_UNSUPPORTED = -4
+ERR_MISMATCH = -9
+ERR_DUPLICATE = -10
+ERR_SHUTDOWN = -11
+ERR_ALREADY_INITIALIZED = -13
+
+# hora_op_t
+OP_SUM, OP_AVG, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3, 4
+# hora_compression_t, hora_memory_t
+COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
+MEMORY_HOST, MEMORY_CUDA = 0, 1
+MAX_DIMS = 8
+
+# hora_dtype_t values (stable: they travel between ranks). A name whose value
+# the loaded libhora does not know (hora_dtype_size == 0) is left out of
+# `dtypes`, so the torch mapping refuses it with a clear error.
+_DTYPE_VALUES = {
+    "f32": 0, "f16": 1, "bf16": 2, "f64": 3, "i32": 4, "i64": 5, "u8": 6,
+    "i8": 7, "i16": 8, "u16": 9, "bool": 10,
+}
+
+
+class Opts(ctypes.Structure):
+    """hora_opts_t (initialise through Opts.make(), the HORA_OPTS_INIT values)."""
+    _fields_ = [
+        ("prescale", ctypes.c_double),
+        ("postscale", ctypes.c_double),
+        ("compression", ctypes.c_int),
+        ("memory", ctypes.c_int),
+        ("ndim", ctypes.c_int),
+        ("dims", ctypes.c_int64 * MAX_DIMS),
+        ("device", ctypes.c_int),
+        ("stream", ctypes.c_void_p),
+        ("ready_event", ctypes.c_void_p),
+    ]
+
+    @classmethod
+    def make(cls, prescale=1.0, postscale=1.0, shape=None, compression=COMPRESSION_NONE):
+        o = cls()
+        o.prescale = float(prescale)
+        o.postscale = float(postscale)
+        o.compression = compression
+        o.memory = MEMORY_HOST
+        o.device = -1
+        o.ndim = 0
+        if shape is not None and 0 < len(shape) <= MAX_DIMS:
+            o.ndim = len(shape)
+            for i, d in enumerate(shape):
+                o.dims[i] = int(d)
+        return o
+
+
+def _declare(name, restype, argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = argtypes
+    return f
+
+
+_c = ctypes
+_vp = _c.c_void_p
+_st = _c.c_int
+_declare("hora_status_string", _c.c_char_p, [_st])
+_declare("hora_dtype_name", _c.c_char_p, [_c.c_int])
+_declare("hora_op_name", _c.c_char_p, [_c.c_int])
+_declare("hora_dtype_size", _c.c_size_t, [_c.c_int])
+_declare("hora_last_error", _c.c_char_p, [])
+_declare("hora_init", _st, [])
+_declare("hora_shutdown", _st, [])
+_declare("hora_initialized", _c.c_int, [])
+_declare("hora_abort", _st, [_st, _c.c_char_p])
+for _n in ("hora_rank", "hora_size", "hora_local_rank", "hora_local_size", "hora_node_rank",
+           "hora_node_count", "hora_cuda_device"):
+    _declare(_n, _c.c_int, [])
+_declare("hora_transport_name", _c.c_char_p, [])
+_declare("hora_allreduce", _st, [_vp, _vp, _c.c_size_t, _c.c_int, _c.c_int])
+_declare("hora_shard", None, [_c.c_size_t, _c.c_int, _c.c_int, _c.POINTER(_c.c_size_t),
+                              _c.POINTER(_c.c_size_t)])
+_declare("hora_reduce_scatter", _st, [_vp, _vp, _c.c_size_t, _c.c_int, _c.c_int])
+_declare("hora_allgatherv", _st, [_vp, _vp, _c.POINTER(_c.c_size_t), _c.c_int])
+_declare("hora_broadcast", _st, [_vp, _c.c_size_t, _c.c_int, _c.c_int])
+_OptsP = _c.POINTER(Opts)
+_declare("hora_allreduce_async", _st, [_c.c_char_p, _vp, _vp, _c.c_size_t, _c.c_int, _c.c_int, _OptsP,
+                                       _c.POINTER(_vp)])
+_declare("hora_grouped_allreduce_async", _st, [_c.c_int, _c.POINTER(_c.c_char_p), _c.POINTER(_vp),
+                                               _c.POINTER(_vp), _c.POINTER(_c.c_size_t), _c.c_int, _c.c_int,
+                                               _OptsP, _c.POINTER(_vp)])
+_declare("hora_broadcast_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, _c.c_int, _OptsP,
+                                       _c.POINTER(_vp)])
+_declare("hora_allgather_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, _OptsP, _c.POINTER(_vp)])
+_declare("hora_request_result", _st, [_vp, _c.POINTER(_vp), _c.POINTER(_c.c_size_t),
+                                      _c.POINTER(_c.POINTER(_c.c_size_t))])
+_declare("hora_join", _st, [_c.POINTER(_c.c_int)])
+# hora_wait and hora_join block: ctypes releases the GIL around every CDLL call.
+_declare("hora_wait", _st, [_vp])
+_declare("hora_test", _st, [_vp, _c.POINTER(_c.c_int)])
+_declare("hora_request_error", _c.c_char_p, [_vp])
+_declare("hora_request_free", None, [_vp])
+
+dtypes = {n: v for n, v in _DTYPE_VALUES.items() if lib.hora_dtype_size(v) > 0}
+
+
+def status_string(status):
+    s = lib.hora_status_string(status)
+    return s.decode() if s else "HORA_STATUS_%d" % status
+
+
+def last_error():
+    s = lib.hora_last_error()
+    return s.decode(errors="replace") if s else ""
+
+
+class HoraError(RuntimeError):
+    """A libhora call failed; .status is the hora_status_t."""
+
+    def __init__(self, status, message):
+        self.status = status
+        super().__init__("%s: %s" % (status_string(status), message) if message else status_string(status))

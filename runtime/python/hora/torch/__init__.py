@@ -1,0 +1,32 @@
+"""hora.torch - Horovod's PyTorch API (horovod.torch) over libhora.
+
+    import hora.torch as hvd      # instead of: import horovod.torch as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+
+Run under mpirun like any Horovod program. CPU tensors only for now; what
+libhora lacks (alltoall, barrier, process sets, sparse allreduce, Adasum,
+grouped allgather/reducescatter) raises NotImplementedError saying so.
+"""
+from .compression import Compression
+from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalError, ProcessSet,
+                      global_process_set, add_process_set, remove_process_set,
+                      init, shutdown, is_initialized, rank, size, local_rank, local_size, cross_rank,
+                      cross_size, is_homogeneous, mpi_threads_supported, mpi_enabled, mpi_built,
+                      gloo_enabled, gloo_built, nccl_built, ddl_built, ccl_built, cuda_built, rocm_built,
+                      start_timeline, stop_timeline,
+                      allreduce, allreduce_, allreduce_async, allreduce_async_,
+                      grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+                      allgather, allgather_async, grouped_allgather, grouped_allgather_async,
+                      broadcast, broadcast_, broadcast_async, broadcast_async_,
+                      reducescatter, reducescatter_async, grouped_reducescatter, grouped_reducescatter_async,
+                      alltoall, alltoall_async, barrier, sparse_allreduce_async,
+                      join, poll, synchronize)
+from .functions import broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object
+from .optimizer import DistributedOptimizer
+
+
+class SyncBatchNorm:
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("hora.torch.SyncBatchNorm: not supported yet")

@@ -1,0 +1,796 @@
+"""The horovod.torch operations over libhora's async API.
+
+Every collective is a libhora request (hora_*_async, then hora_wait/hora_test
+in synchronize/poll); this file only maps torch tensors to buffers, keeps
+them (and any contiguous copy) alive until the request completes, and names
+unnamed requests deterministically ("allreduce.noname.N", a counter per
+operation, so ranks that call in the same order agree).
+"""
+import ctypes
+import itertools
+import threading
+
+import torch
+
+import hora as _h
+from hora import lib as _lib
+
+# Horovod's op constants (same values as horovod.torch).
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+
+_HORA_OPS = {Average: _h.OP_AVG, Sum: _h.OP_SUM, Min: _h.OP_MIN, Max: _h.OP_MAX, Product: _h.OP_PROD}
+
+
+class HorovodInternalError(RuntimeError):
+    """A collective failed in the runtime (mismatch across ranks, a peer gone,
+    shutdown); the message is libhora's."""
+
+
+# torch dtype -> hora dtype name. Adding a dtype libhora gains is one line.
+_TORCH_TO_HORA = [
+    (torch.float32, "f32"),
+    (torch.float16, "f16"),
+    (torch.bfloat16, "bf16"),
+    (torch.float64, "f64"),
+    (torch.int32, "i32"),
+    (torch.int64, "i64"),
+    (torch.uint8, "u8"),
+    (torch.int8, "i8"),
+    (torch.int16, "i16"),
+    (torch.bool, "bool"),
+]
+_DTYPES = {t: _h.dtypes[n] for t, n in _TORCH_TO_HORA if n in _h.dtypes}
+
+
+def _hora_dtype(tensor):
+    try:
+        return _DTYPES[tensor.dtype]
+    except KeyError:
+        raise TypeError("hora.torch: tensors of dtype %s are not supported by libhora (supported: %s)" %
+                        (tensor.dtype, ", ".join(str(t) for t in _DTYPES))) from None
+
+
+def _check_tensor(tensor, what):
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("hora.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    if tensor.is_sparse:
+        raise NotImplementedError("hora.torch.%s: sparse tensors are not supported yet (the runtime has no "
+                                  "sparse allreduce; use sparse_as_dense or .to_dense())" % what)
+    if tensor.device.type != "cpu":
+        raise NotImplementedError("hora.torch.%s: %s tensors are not supported yet (hora.torch moves CPU "
+                                  "tensors only; move the tensor to the CPU)" % (what, tensor.device.type))
+    return _hora_dtype(tensor)
+
+
+# ---- process sets (only the global one: the runtime has no process sets yet) ----
+
+class ProcessSet:
+    def __init__(self, ranks_or_comm=None):
+        self.ranks = ranks_or_comm
+        self.process_set_id = None
+
+    def size(self):
+        return size()
+
+    def rank(self):
+        return rank()
+
+    def included(self):
+        return True
+
+    def __repr__(self):
+        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
+
+
+global_process_set = ProcessSet()
+global_process_set.process_set_id = 0
+
+
+def _check_process_set(process_set, what):
+    if process_set is not None and process_set is not global_process_set and \
+            getattr(process_set, "process_set_id", None) != 0:
+        raise NotImplementedError("hora.torch.%s: process sets are not supported yet (libhora has no process "
+                                  "sets; only global_process_set)" % what)
+
+
+def add_process_set(process_set):
+    raise NotImplementedError("hora.torch.add_process_set: process sets are not supported yet (libhora has "
+                              "no process sets)")
+
+
+def remove_process_set(process_set):
+    raise NotImplementedError("hora.torch.remove_process_set: process sets are not supported yet (libhora "
+                              "has no process sets)")
+
+
+# ---- init and topology -----------------------------------------------------
+
+_registered_atexit = False
+
+
+def init(comm=None, process_sets=None):
+    """Start libhora (collective). A second call while running does nothing."""
+    global _registered_atexit
+    if comm is not None:
+        raise NotImplementedError("hora.torch.init: a custom communicator is not supported (hora runs on "
+                                  "MPI_COMM_WORLD)")
+    if process_sets:
+        raise NotImplementedError("hora.torch.init: process sets are not supported yet (libhora has none)")
+    if _lib.hora_initialized():
+        return
+    st = _lib.hora_init()
+    if st not in (_h.OK, _h.ERR_ALREADY_INITIALIZED):
+        raise HorovodInternalError("hora_init failed: %s: %s" % (_h.status_string(st), _h.last_error()))
+    global_process_set.ranks = list(range(_lib.hora_size()))
+    if not _registered_atexit:
+        import atexit
+        atexit.register(shutdown)
+        _registered_atexit = True
+
+
+def shutdown():
+    """Stop libhora (collective); pending requests fail with HORA_ERR_SHUTDOWN."""
+    if not _lib.hora_initialized():
+        return
+    with _lock:
+        pending = list(_handles.values())
+        _handles.clear()
+    st = _lib.hora_shutdown()
+    for p in pending:
+        p.free()
+    if st not in (_h.OK, _h.ERR_NOT_INITIALIZED):
+        raise HorovodInternalError("hora_shutdown failed: %s: %s" % (_h.status_string(st), _h.last_error()))
+
+
+def is_initialized():
+    return bool(_lib.hora_initialized())
+
+
+def _need_init():
+    if not _lib.hora_initialized():
+        raise ValueError("Horovod has not been initialized; use hvd.init().")
+
+
+def _topo(f):
+    _need_init()
+    return f()
+
+
+def rank():
+    return _topo(_lib.hora_rank)
+
+
+def size():
+    return _topo(_lib.hora_size)
+
+
+def local_rank():
+    return _topo(_lib.hora_local_rank)
+
+
+def local_size():
+    return _topo(_lib.hora_local_size)
+
+
+def cross_rank():
+    return _topo(_lib.hora_node_rank)
+
+
+def cross_size():
+    return _topo(_lib.hora_node_count)
+
+
+def is_homogeneous():
+    return True
+
+
+def mpi_threads_supported():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def mpi_built():
+    return True
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    raise NotImplementedError("hora.torch.start_timeline: the runtime has no dynamic timeline; set "
+                              "HORA_TIMELINE=file.json before the job starts")
+
+
+def stop_timeline():
+    raise NotImplementedError("hora.torch.stop_timeline: the runtime has no dynamic timeline (HORA_TIMELINE)")
+
+
+# ---- requests ----------------------------------------------------------------
+
+_lock = threading.Lock()
+_handles = {}
+_handle_ids = itertools.count(1)
+_name_counters = {}
+_dummy = ctypes.create_string_buffer(64)  # a valid address for empty tensors
+
+
+def _auto_name(kind, name):
+    if name is not None:
+        return name
+    with _lock:
+        n = _name_counters.get(kind, 0)
+        _name_counters[kind] = n + 1
+    return "%s.noname.%d" % (kind, n)
+
+
+def _ptr(tensor):
+    return tensor.data_ptr() if tensor.numel() > 0 else ctypes.addressof(_dummy)
+
+
+def _shape(tensor):
+    return tuple(tensor.shape) if tensor.dim() > 0 else (1,)
+
+
+class _Pending:
+    """The requests of one handle and everything they use."""
+
+    def __init__(self, reqs, keep, finish):
+        self.reqs = reqs      # ctypes.c_void_p each
+        self.keep = keep      # tensors, names: alive until the requests complete
+        self.finish = finish  # () -> output, after every request succeeded
+
+    def free(self):
+        for r in self.reqs:
+            if r:
+                _lib.hora_request_free(r)
+        self.reqs = []
+        self.keep = None
+
+
+def _register(p):
+    with _lock:
+        h = next(_handle_ids)
+        _handles[h] = p
+    return h
+
+
+def _submit_error(status, what, name):
+    msg = _h.last_error()
+    text = "hora.torch.%s('%s'): %s: %s" % (what, name, _h.status_string(status), msg)
+    if status == _h.ERR_NOT_INITIALIZED:
+        return ValueError("Horovod has not been initialized; use hvd.init(). (" + text + ")")
+    if status in (_h.ERR_DUPLICATE, _h.ERR_INVALID_ARG):
+        return ValueError(text)
+    if status == _h.ERR_UNSUPPORTED:
+        return NotImplementedError(text)
+    return HorovodInternalError(text)
+
+
+def poll(handle):
+    """True when the operation behind handle has completed (synchronize will not block)."""
+    with _lock:
+        p = _handles.get(handle)
+    if p is None:
+        raise ValueError("hora.torch.poll: unknown handle %r" % (handle,))
+    done = ctypes.c_int(0)
+    for r in p.reqs:
+        _lib.hora_test(r, ctypes.byref(done))
+        if not done.value:
+            return False
+    return True
+
+
+def synchronize(handle):
+    """Wait for the operation behind handle and return its output tensor."""
+    with _lock:
+        p = _handles.pop(handle, None)
+    if p is None:
+        raise ValueError("hora.torch.synchronize: unknown handle %r (already synchronized?)" % (handle,))
+    try:
+        error = None
+        for r in p.reqs:
+            st = _lib.hora_wait(r)  # releases the GIL
+            if st != _h.OK and error is None:
+                msg = _lib.hora_request_error(r)
+                error = "%s: %s" % (_h.status_string(st), msg.decode(errors="replace") if msg else "")
+        if error is not None:
+            raise HorovodInternalError(error)
+        return p.finish()
+    finally:
+        p.free()
+
+
+# ---- allreduce ---------------------------------------------------------------
+
+def _resolve_op(average, op, what):
+    if op is not None and average is not None:
+        raise ValueError("hora.torch.%s: the op parameter supersedes average; give only one" % what)
+    if op is None:
+        op = Average if average is None or average else Sum
+    if op == Adasum:
+        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum; use "
+                                  "Average or Sum)" % what)
+    if op not in _HORA_OPS:
+        raise ValueError("hora.torch.%s: unknown op %r" % (what, op))
+    return op
+
+
+def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what):
+    """Submit one all-reduce of tensor into output (output is tensor: in place)."""
+    dtype = _check_tensor(tensor, what)
+    name = _auto_name("allreduce", name)
+    src = tensor.detach().contiguous()
+    copy_back = None
+    if output is tensor:
+        dst = src
+        if src.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
+            copy_back = tensor
+        send = dst
+    else:
+        dst = torch.empty_like(src, memory_format=torch.contiguous_format)
+        send = src
+    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src))
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_allreduce_async(nameb, _ptr(send), _ptr(dst), src.numel(), dtype, _HORA_OPS[op],
+                                   ctypes.byref(opts), ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, what, name)
+
+    def finish():
+        if copy_back is not None:
+            with torch.no_grad():
+                copy_back.copy_(dst)
+            return copy_back
+        return tensor if output is tensor else dst
+
+    return _register(_Pending([req], [tensor, src, dst, nameb], finish))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                    process_set=global_process_set):
+    _check_process_set(process_set, "allreduce_async")
+    op = _resolve_op(average, op, "allreduce_async")
+    return _allreduce_start(tensor, None, name, op, prescale_factor, postscale_factor, "allreduce_async")
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                     process_set=global_process_set):
+    _check_process_set(process_set, "allreduce_async_")
+    op = _resolve_op(average, op, "allreduce_async_")
+    return _allreduce_start(tensor, tensor, name, op, prescale_factor, postscale_factor, "allreduce_async_")
+
+
+class _AllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return synchronize(_allreduce_start(tensor, None, name, op, prescale_factor, postscale_factor,
+                                            "allreduce"))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # d(op over ranks)/d(input) for Average/Sum: the same reduction of the gradients.
+        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post), \
+            None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, process_set=global_process_set):
+    """op over ranks of tensor (default Average); tensor is not modified. Differentiable."""
+    _check_process_set(process_set, "allreduce")
+    op = _resolve_op(average, op, "allreduce")
+    if compression is None:
+        from .compression import Compression
+        compression = Compression.none
+    compressed, cctx = compression.compress(tensor)
+    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+               process_set=global_process_set):
+    """In place: tensor receives op over ranks of tensor."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor, postscale_factor,
+                                        process_set))
+
+
+# ---- grouped allreduce -------------------------------------------------------
+
+def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_factor, what):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("hora.torch.%s: no tensors" % what)
+    dtypes = {_check_tensor(t, what) for t in tensors}
+    if len(dtypes) != 1:
+        raise ValueError("hora.torch.%s: the tensors of a group must have one dtype (got %s)" %
+                         (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
+    dtype = dtypes.pop()
+    base = _auto_name("grouped_allreduce", name)
+    n = len(tensors)
+    srcs, dsts, copy_backs = [], [], []
+    for t in tensors:
+        s = t.detach().contiguous()
+        if in_place:
+            d = s
+            copy_backs.append(t if (s.data_ptr() != t.data_ptr() or not t.is_contiguous()) else None)
+        else:
+            d = torch.empty_like(s, memory_format=torch.contiguous_format)
+            copy_backs.append(None)
+        srcs.append(s)
+        dsts.append(d)
+    names = [("%s_%d_of_%d" % (base, i + 1, n)).encode() for i in range(n)]
+    c_names = (ctypes.c_char_p * n)(*names)
+    c_send = (ctypes.c_void_p * n)(*[_ptr(s) for s in srcs])
+    c_recv = (ctypes.c_void_p * n)(*[_ptr(d) for d in dsts])
+    c_counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
+    c_reqs = (ctypes.c_void_p * n)()
+    opts = _h.Opts.make(prescale_factor, postscale_factor)
+    st = _lib.hora_grouped_allreduce_async(n, c_names, c_send, c_recv, c_counts, dtype, _HORA_OPS[op],
+                                           ctypes.byref(opts), c_reqs)
+    if st != _h.OK:
+        raise _submit_error(st, what, base)
+    reqs = [ctypes.c_void_p(c_reqs[i]) for i in range(n)]
+
+    def finish():
+        out = []
+        for t, d, cb in zip(tensors, dsts, copy_backs):
+            if cb is not None:
+                with torch.no_grad():
+                    cb.copy_(d)
+                out.append(cb)
+            elif in_place:
+                out.append(t)
+            else:
+                out.append(d)
+        return out
+
+    return _register(_Pending(reqs, [tensors, srcs, dsts, names, c_names], finish))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    _check_process_set(process_set, "grouped_allreduce_async")
+    op = _resolve_op(average, op, "grouped_allreduce_async")
+    return _grouped_start(tensors, False, name, op, prescale_factor, postscale_factor,
+                          "grouped_allreduce_async")
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    _check_process_set(process_set, "grouped_allreduce_async_")
+    op = _resolve_op(average, op, "grouped_allreduce_async_")
+    return _grouped_start(tensors, True, name, op, prescale_factor, postscale_factor,
+                          "grouped_allreduce_async_")
+
+
+class _GroupedAllreduceFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return tuple(synchronize(_grouped_start(tensors, False, name, op, prescale_factor, postscale_factor,
+                                                "grouped_allreduce")))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        g = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post)
+        return (None, None, None, None) + tuple(g)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, process_set=global_process_set):
+    _check_process_set(process_set, "grouped_allreduce")
+    op = _resolve_op(average, op, "grouped_allreduce")
+    if compression is None:
+        from .compression import Compression
+        compression = Compression.none
+    pairs = [compression.compress(t) for t in tensors]
+    out = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, *[p[0] for p in pairs])
+    return [compression.decompress(o, p[1]) for o, p in zip(out, pairs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                       process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor, postscale_factor,
+                                                process_set))
+
+
+# ---- allgather ---------------------------------------------------------------
+
+def _allgather_start(tensor, name, what):
+    dtype = _check_tensor(tensor, what)
+    name = _auto_name("allgather", name)
+    src = tensor.detach().contiguous()
+    shape = _shape(src)
+    opts = _h.Opts.make(shape=shape)
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_allgather_async(nameb, _ptr(src), src.numel(), dtype, ctypes.byref(opts), ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, what, name)
+    row = 1
+    for d in shape[1:]:
+        row *= d
+
+    def finish():
+        data = ctypes.c_void_p()
+        total = ctypes.c_size_t()
+        counts = ctypes.POINTER(ctypes.c_size_t)()
+        st2 = _lib.hora_request_result(req, ctypes.byref(data), ctypes.byref(total), ctypes.byref(counts))
+        if st2 != _h.OK:
+            raise HorovodInternalError("hora_request_result('%s'): %s: %s" %
+                                       (name, _h.status_string(st2), _h.last_error()))
+        rows = total.value // row if row else 0
+        out = torch.empty((rows,) + tuple(shape[1:]), dtype=src.dtype)
+        nbytes = total.value * src.element_size()
+        if nbytes:
+            ctypes.memmove(out.data_ptr(), data.value, nbytes)
+        return out
+
+    return _register(_Pending([req], [tensor, src, nameb], finish))
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    _check_process_set(process_set, "allgather_async")
+    return _allgather_start(tensor, name, "allgather_async")
+
+
+class _AllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, name):
+        ctx.dim = tensor.shape[0] if tensor.dim() > 0 else 1
+        return synchronize(_allgather_start(tensor, name, "allgather"))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Every rank's output depends on this rank's rows: their gradient is
+        # the average over ranks of the gradient of the gathered rows (Horovod's).
+        grad = allreduce(grad_output, op=Average)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64))
+        r = rank()
+        offset = int(dims[:r].sum().item()) if r else 0
+        return grad.narrow(0, offset, ctx.dim), None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenation over ranks along the first dimension (which may differ per rank). Differentiable."""
+    _check_process_set(process_set, "allgather")
+    return _AllgatherFn.apply(tensor, name)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """One allgather request per tensor (named <base>_<i>_of_<n>); one handle
+    whose synchronize returns the list of results."""
+    _check_process_set(process_set, "grouped_allgather_async")
+    tensors = list(tensors)
+    base = _auto_name("grouped_allgather", name)
+    parts = []
+    try:
+        for i, t in enumerate(tensors):
+            h = _allgather_start(t, "%s_%d_of_%d" % (base, i + 1, len(tensors)), "grouped_allgather_async")
+            with _lock:
+                parts.append(_handles.pop(h))
+    except Exception:
+        for p in parts:  # already submitted: wait for them (the peers submit them too) before freeing
+            p.free()
+        raise
+    return _register(_Pending([r for p in parts for r in p.reqs], [p.keep for p in parts],
+                              lambda: [p.finish() for p in parts]))
+
+
+class _GroupedAllgatherFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.dims = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
+        return tuple(synchronize(grouped_allgather_async(tensors, name)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        out = [None]
+        r = rank()
+        for g, d in zip(grads, ctx.dims):
+            g = allreduce(g, op=Average)
+            dims = allgather(torch.tensor([d], dtype=torch.int64))
+            offset = int(dims[:r].sum().item()) if r else 0
+            out.append(g.narrow(0, offset, d))
+        return tuple(out)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """allgather of each tensor. Differentiable."""
+    _check_process_set(process_set, "grouped_allgather")
+    return list(_GroupedAllgatherFn.apply(name, *tensors))
+
+
+# ---- broadcast ---------------------------------------------------------------
+
+def _broadcast_start(tensor, output, root_rank, name, what):
+    dtype = _check_tensor(tensor, what)
+    name = _auto_name("broadcast", name)
+    if output is tensor:
+        buf = tensor.detach().contiguous()
+        copy_back = tensor if (buf.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous()) else None
+    else:
+        buf = tensor.detach().clone(memory_format=torch.contiguous_format)
+        copy_back = None
+    opts = _h.Opts.make(shape=_shape(buf))
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_broadcast_async(nameb, _ptr(buf), buf.numel(), dtype, int(root_rank), ctypes.byref(opts),
+                                   ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, what, name)
+
+    def finish():
+        if copy_back is not None:
+            with torch.no_grad():
+                copy_back.copy_(buf)
+            return copy_back
+        return tensor if output is tensor else buf
+
+    return _register(_Pending([req], [tensor, buf, nameb], finish))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    _check_process_set(process_set, "broadcast_async")
+    return _broadcast_start(tensor, None, root_rank, name, "broadcast_async")
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    _check_process_set(process_set, "broadcast_async_")
+    return _broadcast_start(tensor, tensor, root_rank, name, "broadcast_async_")
+
+
+class _BroadcastFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(_broadcast_start(tensor, None, root_rank, name, "broadcast"))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        # Only the root's input reaches the outputs.
+        grad = allreduce(grad_output, op=Average)
+        if rank() != ctx.root_rank:
+            grad = grad * 0
+        return grad, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """tensor of root_rank on every rank; tensor is not modified. Differentiable."""
+    _check_process_set(process_set, "broadcast")
+    return _BroadcastFn.apply(tensor, root_rank, name)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- join, reducescatter, what the runtime lacks -----------------------------
+
+def join(device=-1):
+    """Blocking: this rank has no more data; it contributes zeros to the
+    allreduces other ranks still submit until every rank has joined. Returns
+    the rank that joined last."""
+    _need_init()
+    last = ctypes.c_int(-1)
+    st = _lib.hora_join(ctypes.byref(last))  # releases the GIL
+    if st != _h.OK:
+        raise HorovodInternalError("hora_join: %s: %s" % (_h.status_string(st), _h.last_error()))
+    return last.value
+
+
+def _reducescatter_direct(tensor, op, prescale_factor, postscale_factor, what):
+    dtype = _check_tensor(tensor, what)
+    if op == Adasum:
+        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum)" % what)
+    if op not in (Average, Sum):
+        raise ValueError("hora.torch.%s: op must be Average or Sum" % what)
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("hora.torch.%s: prescale/postscale factors are not supported yet (the "
+                                  "runtime's direct hora_reduce_scatter has no scaling)" % what)
+    src = tensor.detach().contiguous()
+    if src.dim() == 0:
+        raise ValueError("hora.torch.%s: a tensor of at least one dimension is needed" % what)
+    n = size()
+    rows, row = src.shape[0], src[0].numel() if src.shape[0] else 0
+    if rows % n != 0 and row != 1:
+        raise NotImplementedError(
+            "hora.torch.%s: a first dimension (%d) not divisible by the number of ranks (%d) is not supported "
+            "yet: the runtime's hora_reduce_scatter splits by elements, not by rows" % (what, rows, n))
+    off, cnt = ctypes.c_size_t(), ctypes.c_size_t()
+    _lib.hora_shard(src.numel(), n, rank(), ctypes.byref(off), ctypes.byref(cnt))
+    my_rows = cnt.value // row if row else 0
+    out = torch.empty((my_rows,) + tuple(src.shape[1:]), dtype=src.dtype)
+    st = _lib.hora_reduce_scatter(_ptr(src), _ptr(out), src.numel(), dtype, _HORA_OPS[op])
+    if st != _h.OK:
+        raise HorovodInternalError("hora_reduce_scatter: %s: %s" % (_h.status_string(st), _h.last_error()))
+    return out
+
+
+class _ReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, op):
+        ctx.op = op
+        return _reducescatter_direct(tensor, op, 1.0, 1.0, "reducescatter")
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        g = grad_output * size() if ctx.op == Sum else grad_output
+        return allgather(g), None
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average, process_set=global_process_set,
+                  prescale_factor=1.0, postscale_factor=1.0):
+    """op over ranks of tensor, split along the first dimension: this rank's
+    rows. Runs the runtime's direct (blocking, unnegotiated) hora_reduce_scatter:
+    every rank must call it in the same order."""
+    _check_process_set(process_set, "reducescatter")
+    if prescale_factor != 1.0 or postscale_factor != 1.0:
+        raise NotImplementedError("hora.torch.reducescatter: prescale/postscale factors are not supported yet "
+                                  "(the runtime's direct hora_reduce_scatter has no scaling)")
+    return _ReducescatterFn.apply(tensor, op)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """Runs at once (the runtime has no negotiated reducescatter yet); the handle is already complete."""
+    _check_process_set(process_set, "reducescatter_async")
+    out = _reducescatter_direct(tensor, op, prescale_factor, postscale_factor, "reducescatter_async")
+    return _register(_Pending([], [out], lambda: out))
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average, process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    raise NotImplementedError("hora.torch.grouped_reducescatter: not supported yet (the runtime has no "
+                              "grouped reducescatter)")
+
+
+grouped_reducescatter_async = grouped_reducescatter
+
+
+def _lacks(what):
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("hora.torch.%s: not supported yet: the hora runtime (libhora) has no %s" %
+                                  (what, what))
+    refuse.__name__ = what
+    return refuse
+
+
+alltoall = _lacks("alltoall")
+alltoall_async = _lacks("alltoall")
+barrier = _lacks("barrier")
+sparse_allreduce_async = _lacks("sparse allreduce")
