@@ -110,37 +110,42 @@ static void study_reference(struct study *s)
         s->rc = 1;
 }
 
-/* The per-GPU speed at which link_gbit gives exactly STUDY_ENOUGH (bisection
- * on a log scale); 0 when even 100 img/s is too fast, INFINITY when 100,000
- * is not. */
-static double study_speed_limit(struct study *s, double link_gbit)
+static int study_enough(struct study *s, double img_s, double link_gbit)
 {
-    double lo = 100, hi = 100000;
-    if (study_eff64(s, lo, link_gbit, NULL) < STUDY_ENOUGH) return 0;
-    if (study_eff64(s, hi, link_gbit, NULL) >= STUDY_ENOUGH) return INFINITY;
+    return study_eff64(s, img_s, link_gbit, NULL) >= STUDY_ENOUGH;
+}
+
+/* Bisection on a log scale between lo and hi for where STUDY_ENOUGH at 64
+ * GPUs ends, over the per-GPU speed (vary_speed, at link other) or the link
+ * (at speed other); ok_lo says which end is enough, and that side's end is
+ * returned. */
+static double study_bisect(struct study *s, double lo, double hi, int ok_lo, int vary_speed, double other)
+{
     for (int i = 0; i < 24 && !s->rc; i++) {
         double mid = sqrt(lo * hi);
-        if (study_eff64(s, mid, link_gbit, NULL) >= STUDY_ENOUGH)
+        int ok = vary_speed ? study_enough(s, mid, other) : study_enough(s, other, mid);
+        if (ok == ok_lo)
             lo = mid;
         else
             hi = mid;
     }
-    return lo;
+    return ok_lo ? lo : hi;
+}
+
+/* The per-GPU speed at which link_gbit gives exactly STUDY_ENOUGH; 0 when
+ * even 100 img/s is too fast, INFINITY when 100,000 is not. */
+static double study_speed_limit(struct study *s, double link_gbit)
+{
+    if (!study_enough(s, 100, link_gbit)) return 0;
+    if (study_enough(s, 100000, link_gbit)) return INFINITY;
+    return study_bisect(s, 100, 100000, 1, 1, link_gbit);
 }
 
 /* The link speed img_s needs for STUDY_ENOUGH at 64 GPUs. */
 static double study_link_needed(struct study *s, double img_s)
 {
-    double lo = 0.5, hi = 3200;
-    if (study_eff64(s, img_s, hi, NULL) < STUDY_ENOUGH) return INFINITY;
-    for (int i = 0; i < 24 && !s->rc; i++) {
-        double mid = sqrt(lo * hi);
-        if (study_eff64(s, img_s, mid, NULL) >= STUDY_ENOUGH)
-            hi = mid;
-        else
-            lo = mid;
-    }
-    return hi;
+    if (!study_enough(s, img_s, 3200)) return INFINITY;
+    return study_bisect(s, 0.5, 3200, 0, 0, img_s);
 }
 
 static void study_links_enough(struct study *s)

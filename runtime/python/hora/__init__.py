@@ -57,20 +57,15 @@ ERR_DUPLICATE = -10
 ERR_SHUTDOWN = -11
 ERR_ALREADY_INITIALIZED = -13
 
-# hora_op_t
-OP_SUM, OP_AVG, OP_MIN, OP_MAX, OP_PROD = 0, 1, 2, 3, 4
 # hora_compression_t, hora_memory_t
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 MAX_DIMS = 8
 
-# hora_dtype_t values (stable: they travel between ranks). A name whose value
-# the loaded libhora does not know (hora_dtype_size == 0) is left out of
-# `dtypes`, so the torch mapping refuses it with a clear error.
-_DTYPE_VALUES = {
-    "f32": 0, "f16": 1, "bf16": 2, "f64": 3, "i32": 4, "i64": 5, "u8": 6,
-    "i8": 7, "i16": 8, "u16": 9, "bool": 10,
-}
+# hora_dtype_t names; their values come from the loaded libhora
+# (hora_dtype_parse). A name it does not know is left out of `dtypes`, so the
+# torch mapping refuses it with a clear error.
+_DTYPE_NAMES = ("f32", "f16", "bf16", "f64", "i32", "i64", "u8", "i8", "i16", "u16", "bool")
 
 
 class Opts(ctypes.Structure):
@@ -117,6 +112,8 @@ _declare("hora_status_string", _c.c_char_p, [_st])
 _declare("hora_dtype_name", _c.c_char_p, [_c.c_int])
 _declare("hora_op_name", _c.c_char_p, [_c.c_int])
 _declare("hora_dtype_size", _c.c_size_t, [_c.c_int])
+_declare("hora_dtype_parse", _c.c_int, [_c.c_char_p])
+_declare("hora_op_parse", _c.c_int, [_c.c_char_p])
 _declare("hora_last_error", _c.c_char_p, [])
 _declare("hora_init", _st, [])
 _declare("hora_shutdown", _st, [])
@@ -150,7 +147,9 @@ _declare("hora_test", _st, [_vp, _c.POINTER(_c.c_int)])
 _declare("hora_request_error", _c.c_char_p, [_vp])
 _declare("hora_request_free", None, [_vp])
 
-dtypes = {n: v for n, v in _DTYPE_VALUES.items() if lib.hora_dtype_size(v) > 0}
+dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
+# hora_op_t, from the library too.
+OP_SUM, OP_AVG, OP_MIN, OP_MAX, OP_PROD = (lib.hora_op_parse(n) for n in (b"sum", b"avg", b"min", b"max", b"prod"))
 
 
 def status_string(status):
