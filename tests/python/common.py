@@ -1,6 +1,7 @@
 """Shared helpers of hora.torch's tests: run under mpirun, every rank checks
 exact results computed from (rank, index), and the job fails if any rank
-fails. Exit 77 (meson's skip) where torch or libhora is missing."""
+fails. Missing torch or libhora is a failure, not a skip (tools/setup
+installs python3-torch; skips are for a missing GPU only)."""
 import os
 import sys
 import traceback
@@ -8,13 +9,13 @@ import traceback
 try:
     import torch  # noqa: F401
 except ImportError:
-    print("SKIP: this python (%s) has no torch" % sys.executable)
-    sys.exit(77)
+    print("FAIL: this python (%s) has no torch (tools/setup installs python3-torch)" % sys.executable)
+    sys.exit(1)
 try:
     import hora.torch as hvd
 except ImportError as e:
-    print("SKIP: %s" % e)
-    sys.exit(77)
+    print("FAIL: %s" % e)
+    sys.exit(1)
 
 failures = []
 
