@@ -255,7 +255,7 @@ static inline float k_max_f32(float a, float b) { return isnan(a) ? a : (a > b ?
 static inline double k_min_f64(double a, double b) { return isnan(a) ? a : (a < b ? a : b); }
 static inline double k_max_f64(double a, double b) { return isnan(a) ? a : (a > b ? a : b); }
 
-/* ---- float -> integer: round to nearest (ties to even), saturate --------- */
+/* ---- float -> integer for k_cast: round to nearest (ties to even), saturate */
 
 /* Independent of the FP rounding mode. x - floor(x) is exact for doubles. */
 static inline double k_round_half_even(double x)
@@ -325,6 +325,57 @@ static inline int16_t k_double_to_i16_sat(double x)
 static inline uint16_t k_double_to_u16_sat(double x)
 {
     return (uint16_t)k_double_to_range_sat(x, 0.0, 65535.0);
+}
+
+/* ---- float -> integer for k_scale: truncate toward zero, saturate ----------
+ *
+ * Horovod scales an integer tensor in double and converts the product back
+ * with C's conversion, which discards the fraction (7 * 0.5 = 3.5 -> 3,
+ * -3.5 -> -3); k_scale does the same, so hora's integer pre/postscale
+ * gives Horovod's numbers. C leaves the conversion undefined for NaN and
+ * for a value whose truncation does not fit the type (x86's cvttsd2si
+ * answers INT_MIN, other targets other things), so hora defines those
+ * cases: NaN -> 0 and saturation at the type's limits.
+ *
+ * The bounds are integers held exactly in a double, so the comparisons are
+ * exact, and x >= hi (or x <= lo) is exactly the set where the truncation
+ * is hi or more (lo or less). In between, lo < x < hi, the conversion is
+ * defined and is the truncation. No trunc() call: the cast is it. */
+static inline int64_t k_trunc_to_i64_sat(double x)
+{
+    if (isnan(x))
+        return 0;
+    if (x >= 0x1p63) /* INT64_MAX + 1 */
+        return INT64_MAX;
+    if (x <= -0x1p63)
+        return INT64_MIN;
+    return (int64_t)x;
+}
+
+/* [lo, hi] within +-2^53 (every integer dtype but i64). */
+static inline int64_t k_trunc_to_range_sat(double x, double lo, double hi)
+{
+    if (isnan(x))
+        return 0;
+    if (x >= hi)
+        return (int64_t)hi;
+    if (x <= lo)
+        return (int64_t)lo;
+    return (int64_t)x;
+}
+static inline int32_t k_trunc_to_i32_sat(double x)
+{
+    return (int32_t)k_trunc_to_range_sat(x, -2147483648.0, 2147483647.0);
+}
+static inline uint8_t k_trunc_to_u8_sat(double x) { return (uint8_t)k_trunc_to_range_sat(x, 0.0, 255.0); }
+static inline int8_t k_trunc_to_i8_sat(double x) { return (int8_t)k_trunc_to_range_sat(x, -128.0, 127.0); }
+static inline int16_t k_trunc_to_i16_sat(double x)
+{
+    return (int16_t)k_trunc_to_range_sat(x, -32768.0, 32767.0);
+}
+static inline uint16_t k_trunc_to_u16_sat(double x)
+{
+    return (uint16_t)k_trunc_to_range_sat(x, 0.0, 65535.0);
 }
 
 #endif /* K_INTERNAL_H */

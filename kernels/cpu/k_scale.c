@@ -219,13 +219,16 @@ void k_scale_scalar_f64(void *dst, const void *src, size_t count, const k_unary_
         d[i] = s[i] * factor;
 }
 
+/* Integers, Horovod's way: the product in double, truncated toward zero by
+ * C's conversion, NaN -> 0 and saturated where C's conversion would be
+ * undefined (k_trunc_to_*_sat in k_internal.h). */
 void k_scale_scalar_i32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
 {
     int32_t *d = dst;
     const int32_t *s = src;
     double factor = args->f64;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_double_to_i32_sat((double)s[i] * factor);
+        d[i] = k_trunc_to_i32_sat((double)s[i] * factor);
 }
 
 void k_scale_scalar_i64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -234,7 +237,7 @@ void k_scale_scalar_i64(void *dst, const void *src, size_t count, const k_unary_
     const int64_t *s = src;
     double factor = args->f64;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_double_to_i64_sat((double)s[i] * factor);
+        d[i] = k_trunc_to_i64_sat((double)s[i] * factor);
 }
 
 /* A u8 has 256 values: the entry point tabulates them all (with the same
@@ -256,9 +259,9 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
         for (size_t i = 0; i < count; i++)                                    \
             d[i] = sat((double)s[i] * factor);                                \
     }
-K_SCALE_SCALAR_NARROW(i8, int8_t, k_double_to_i8_sat)
-K_SCALE_SCALAR_NARROW(i16, int16_t, k_double_to_i16_sat)
-K_SCALE_SCALAR_NARROW(u16, uint16_t, k_double_to_u16_sat)
+K_SCALE_SCALAR_NARROW(i8, int8_t, k_trunc_to_i8_sat)
+K_SCALE_SCALAR_NARROW(i16, int16_t, k_trunc_to_i16_sat)
+K_SCALE_SCALAR_NARROW(u16, uint16_t, k_trunc_to_u16_sat)
 #undef K_SCALE_SCALAR_NARROW
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
@@ -356,11 +359,11 @@ void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double f
             uint8_t *d = dst;
             const uint8_t *s = src;
             for (size_t i = 0; i < count; i++)
-                d[i] = k_double_to_u8_sat((double)s[i] * factor);
+                d[i] = k_trunc_to_u8_sat((double)s[i] * factor);
             return;
         }
         for (int x = 0; x < 256; x++)
-            args.u8_table[x] = k_double_to_u8_sat((double)x * factor);
+            args.u8_table[x] = k_trunc_to_u8_sat((double)x * factor);
     }
     /* x * NaN for a NaN x may return either NaN's payload, and multiply
      * commutes, so the compiler picks the operand order of the scalar and

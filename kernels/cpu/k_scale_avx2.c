@@ -44,15 +44,16 @@ K_AVX2 static inline __m256i k_avx2_vdiv_u8(__m256i x, __m256i magic)
     return _mm256_or_si256(q_even, _mm256_slli_epi16(q_odd, 8));
 }
 
-/* i32 * factor for 4 lanes, as k_double_to_i32_sat: exact product in
- * double, round half to even (vroundpd with the rounding in the immediate
- * equals k_round_half_even, infinities included), NaN -> 0, then clamp.
- * After rounding, r >= 2^31 is the same as r > INT32_MAX, so min/max with
- * the exact bounds saturate like the scalar comparisons. */
+/* i32 * factor for 4 lanes, as k_trunc_to_i32_sat: the product in double
+ * (exact widening, one rounding, as the scalar kernel's), NaN -> 0 (before
+ * the clamp: maxpd would turn a NaN into the bound), clamp to [INT32_MIN,
+ * INT32_MAX], then vcvttpd2dq, which
+ * truncates toward zero whatever MXCSR says. The bounds are integers, so
+ * clamping before truncating gives what truncating before clamping gives
+ * (the scalar order), and the clamped value always converts in range. */
 K_AVX2 static inline __m128i k_avx2_vscale_i32x4(__m128i x, __m256d factor)
 {
     __m256d r = _mm256_mul_pd(_mm256_cvtepi32_pd(x), factor);
-    r = _mm256_round_pd(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm256_and_pd(r, _mm256_cmp_pd(r, r, _CMP_ORD_Q));
     r = _mm256_min_pd(_mm256_max_pd(r, _mm256_set1_pd(-2147483648.0)),
                       _mm256_set1_pd(2147483647.0));

@@ -34,11 +34,11 @@ K_AVX512 static inline __m512i k_avx512_vdiv_u8(__m512i x, __m512i magic)
     return _mm512_or_si512(q_even, _mm512_slli_epi16(q_odd, 8));
 }
 
-/* As k_double_to_i32_sat for 8 lanes: round half even, NaN -> 0, clamp. */
+/* As k_trunc_to_i32_sat for 8 lanes (see k_avx2_vscale_i32x4): NaN -> 0,
+ * clamp, then vcvttpd2dq truncates toward zero. */
 K_AVX512 static inline __m256i k_avx512_vscale_i32x8(__m256i x, __m512d factor)
 {
     __m512d r = _mm512_mul_pd(_mm512_cvtepi32_pd(x), factor);
-    r = _mm512_roundscale_pd(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     r = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(r, r, _CMP_ORD_Q), r);
     r = _mm512_min_pd(_mm512_max_pd(r, _mm512_set1_pd(-2147483648.0)),
                       _mm512_set1_pd(2147483647.0));
@@ -52,15 +52,14 @@ K_AVX512 static inline __m512i k_avx512_vscale_i32(__m512i x, __m512d factor)
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* As k_double_to_i64_sat: (double)x rounds to nearest like the scalar
- * conversion (both follow MXCSR), the product is rounded half even; then
- * vcvttpd2qq turns NaN and everything outside [-2^63, 2^63) into INT64_MIN,
- * which is right below the range, so only NaN (-> 0) and r >= 2^63
- * (-> INT64_MAX) need patching. */
+/* As k_trunc_to_i64_sat: (double)x rounds to nearest like the scalar
+ * conversion (both follow MXCSR), then vcvttpd2qq truncates the product
+ * toward zero and turns NaN and everything outside [-2^63, 2^63) into
+ * INT64_MIN, which is the saturated value below the range, so only NaN
+ * (-> 0) and r >= 2^63 (-> INT64_MAX) need patching. */
 K_AVX512 static inline __m512i k_avx512_vscale_i64(__m512i x, __m512d factor)
 {
     __m512d r = _mm512_mul_pd(_mm512_cvtepi64_pd(x), factor);
-    r = _mm512_roundscale_pd(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __mmask8 ordered = _mm512_cmp_pd_mask(r, r, _CMP_ORD_Q);
     __mmask8 too_big = _mm512_cmp_pd_mask(r, _mm512_set1_pd(0x1p63), _CMP_GE_OQ);
     __m512i q = _mm512_maskz_mov_epi64(ordered, _mm512_cvttpd_epi64(r));

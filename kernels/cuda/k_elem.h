@@ -13,7 +13,8 @@
  *    fp64, wrapping integers), then divide (fp32 by (float)divisor, fp64,
  *    or C's truncating integer division by a multiply, as k_div does), then
  *    narrow once;
- *  - k_scale's rounding and saturation, k_cast's one rounding.
+ *  - k_scale's truncation and saturation of integers, k_cast's one
+ *    rounding (float -> integer to nearest even, saturated).
  * Each op is one IEEE operation in the default rounding mode: the twin is
  * built with -ffp-contract=off and the kernels with -fmad=false, and
  * neither with fast-math, so no FMA contraction or flushing changes a bit.
@@ -181,7 +182,7 @@ K_HD float k_elem_max_f32(float a, float b) { return a != a ? a : (a > b ? a : b
 K_HD double k_elem_min_f64(double a, double b) { return a != a ? a : (a < b ? a : b); }
 K_HD double k_elem_max_f64(double a, double b) { return a != a ? a : (a > b ? a : b); }
 
-/* ---- float -> integer: round to nearest (ties to even), saturate ---------- */
+/* ---- float -> integer for k_cast: round to nearest (ties to even), saturate */
 
 /* Independent of the rounding mode: floor and the subtraction are exact.
  * lo is an integer, so it is odd exactly when lo / 2 is not an integer
@@ -239,6 +240,38 @@ K_HD int32_t k_elem_sat_range(double x, double lo, double hi)
     if (x != x)
         return 0;
     x = k_elem_round_half_even(x);
+    if (x >= hi)
+        return (int32_t)hi;
+    if (x <= lo)
+        return (int32_t)lo;
+    return (int32_t)x;
+}
+
+/* ---- float -> integer for k_scale: truncate toward zero, saturate ----------
+ *
+ * As k_trunc_to_*_sat of kernels/cpu/k_internal.h (Horovod's semantics): C's
+ * conversion, which discards the fraction, where it is defined; NaN -> 0,
+ * and the type's limits where the truncation does not fit (C leaves both
+ * undefined, and the GPU's cvt.rzi and x86's cvttsd2si answer differently).
+ * The bounds are integers held exactly, so x >= hi (x <= lo) is exactly
+ * where the truncation is hi or more (lo or less); in between the cast is
+ * in range and truncates, on the device (cvt.rzi) as on the host. */
+K_HD int64_t k_elem_trunc_i64(double x)
+{
+    if (x != x)
+        return 0;
+    if (x >= 0x1p63) /* INT64_MAX + 1 */
+        return INT64_MAX;
+    if (x <= -0x1p63)
+        return INT64_MIN;
+    return (int64_t)x;
+}
+
+/* [lo, hi] within int32 (i32, u8, i8, i16, u16). */
+K_HD int32_t k_elem_trunc_range(double x, double lo, double hi)
+{
+    if (x != x)
+        return 0;
     if (x >= hi)
         return (int32_t)hi;
     if (x <= lo)
@@ -512,7 +545,8 @@ K_HD uint64_t k_elem_u16_finish(uint32_t acc, k_elem_div_t div)
 K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.divide ? 0u : acc; }
 
 /* ---- k_scale, per dtype: raw bits in, raw bits out --------------------------
- * f32: the float factor (float)factor; f64 and the integers: the double. */
+ * f32: the float factor (float)factor; f64 and the integers: the double.
+ * Integers: the product in double, truncated toward zero and saturated. */
 
 K_HD uint64_t k_elem_f32_scale(uint64_t raw, float f32, double f64)
 {
@@ -541,37 +575,37 @@ K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
 K_HD uint64_t k_elem_i32_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint32_t)k_elem_sat_i32((double)k_elem_i32_load(raw) * f64);
+    return (uint32_t)k_elem_trunc_range((double)k_elem_i32_load(raw) * f64, -2147483648.0, 2147483647.0);
 }
 
 K_HD uint64_t k_elem_i64_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint64_t)k_elem_sat_i64((double)k_elem_i64_load(raw) * f64);
+    return (uint64_t)k_elem_trunc_i64((double)k_elem_i64_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return k_elem_sat_u8((double)k_elem_u8_load(raw) * f64);
+    return (uint32_t)k_elem_trunc_range((double)k_elem_u8_load(raw) * f64, 0.0, 255.0);
 }
 
 K_HD uint64_t k_elem_i8_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint8_t)(uint32_t)k_elem_sat_range((double)k_elem_i8_load(raw) * f64, -128.0, 127.0);
+    return (uint8_t)(uint32_t)k_elem_trunc_range((double)k_elem_i8_load(raw) * f64, -128.0, 127.0);
 }
 
 K_HD uint64_t k_elem_i16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint16_t)(uint32_t)k_elem_sat_range((double)k_elem_i16_load(raw) * f64, -32768.0, 32767.0);
+    return (uint16_t)(uint32_t)k_elem_trunc_range((double)k_elem_i16_load(raw) * f64, -32768.0, 32767.0);
 }
 
 K_HD uint64_t k_elem_u16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint32_t)k_elem_sat_range((double)k_elem_u16_load(raw) * f64, 0.0, 65535.0);
+    return (uint32_t)k_elem_trunc_range((double)k_elem_u16_load(raw) * f64, 0.0, 65535.0);
 }
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */

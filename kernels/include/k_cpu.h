@@ -48,7 +48,7 @@ typedef enum {
  * The integer dtypes (i32, i64, u8, i8, i16, u16) behave alike: SUM/PROD
  * wrap modulo 2^bits (computed on the unsigned type), MIN/MAX compare
  * signed or unsigned as the type is, k_div truncates (C's division),
- * k_scale rounds to nearest even and saturates (NaN -> 0).
+ * k_scale truncates toward zero and saturates (NaN -> 0).
  *
  * bool is the logical type: every input byte other than 0 reads as true,
  * and every output is 0 or 1. SUM and MAX are logical OR ("any"), PROD and
@@ -127,8 +127,11 @@ K_API void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int6
 
 /*
  * dst[i] = src[i] * factor. Floats multiply in fp32 by (float)factor (f64 in
- * fp64); integers compute in double, round to nearest (ties to even) and
- * saturate to the type's range. dst may be src.
+ * fp64); integers compute (double)src[i] * factor and truncate it toward
+ * zero, as C's conversion and Horovod do (7 * 0.5 -> 3, -7 * 0.5 -> -3).
+ * Where C's conversion is undefined, hora defines it: a NaN product gives
+ * 0, and a product whose truncation is outside the type's range saturates
+ * to its minimum or maximum. bool: see above. dst may be src.
  */
 K_API void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
 

@@ -79,8 +79,8 @@ K_CUDA_API int k_cuda_reduce_n(void *dst, const void *const *srcs, int n, size_t
                                k_op_t op, int64_t divisor, void *stream);
 
 /* As k_scale: dst[i] = src[i] * factor; floats in fp32 by (float)factor
- * (f64 in fp64), integers in double, rounded to nearest even and
- * saturated. dst may be src. */
+ * (f64 in fp64), integers in double, truncated toward zero and saturated
+ * (NaN -> 0). dst may be src. */
 K_CUDA_API int k_cuda_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor,
                             void *stream);
 

@@ -4,10 +4,10 @@
  * (salt, rank, element), so every rank computes the exact result of every
  * element. The runtime's rounding is reproduced step by step, as hora.h and
  * k_cpu.h state it: prescale multiplies each input in fp32 by (float)factor
- * and rounds to the dtype (f64 in fp64; integers in double, rounded to
- * nearest even and saturated), the reduction is exact for these inputs
- * (integers wrap modulo 2^bits), AVG divides in fp32 (f64 in fp64, integers
- * truncating), postscale rounds like prescale. With fp16/bf16 wire
+ * and rounds to the dtype (f64 in fp64; integers in double, truncated
+ * toward zero as Horovod does, and saturated), the reduction is exact for
+ * these inputs (integers wrap modulo 2^bits), AVG divides in fp32 (f64 in
+ * fp64, integers truncating), postscale rounds like prescale. With fp16/bf16 wire
  * compression all of that happens in the wire dtype. Broadcast and allgather
  * only copy, so their inputs are arbitrary bit patterns. */
 #include <math.h>
@@ -44,7 +44,7 @@ static double soak_scale(hora_dtype_t d, double v, double factor)
 {
     if (d == HORA_DTYPE_F64) return v * factor;
     if (soak_is_float(d)) return soak_round(d, (double)((float)v * (float)factor));
-    double r = nearbyint(v * factor), lo, hi;
+    double r = trunc(v * factor), lo, hi;
     switch (d) {
     case HORA_DTYPE_I32: lo = INT32_MIN, hi = INT32_MAX; break;
     case HORA_DTYPE_U8: lo = 0, hi = UINT8_MAX; break;

@@ -45,7 +45,8 @@ static void test_narrow_limits(void)
             static const int8_t avg3[] = {-63, 63, -64, 24, 63, 22, 0, 0};
             const void *srcs[3] = {a, b, b};
             k_reduce_n(d, srcs, 3, 8, K_DTYPE_I8, K_OP_SUM, 2), NARROW_CHECK("i8 reduce_n sum / 2", d, avg3);
-            static const int8_t scaled[] = {127, -128, -128, 24, -128, 127, -2, 0}; /* x 1.5, ties even, saturated */
+            /* x 1.5, truncated toward zero, saturated: -1.5 -> -1 */
+            static const int8_t scaled[] = {127, -128, -128, 24, -128, 127, -1, 0};
             k_scale(d, a, 8, K_DTYPE_I8, 1.5), NARROW_CHECK("i8 scale 1.5", d, scaled);
         }
         {
@@ -75,7 +76,8 @@ static void test_narrow_limits(void)
             k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_PROD), NARROW_CHECK("u16 prod", d, prod);
             k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_MIN), NARROW_CHECK("u16 min", d, min);
             k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_MAX), NARROW_CHECK("u16 max", d, max);
-            static const uint16_t scaled[] = {32768, 32768, 128, 0, 32768, 20000, 0, 1}; /* x 0.5, ties to even */
+            /* x 0.5, truncated toward zero: 32767.5 -> 32767, 0.5 -> 0 */
+            static const uint16_t scaled[] = {32767, 32767, 128, 0, 32767, 20000, 0, 1};
             k_scale(d, a, 8, K_DTYPE_U16, 0.5), NARROW_CHECK("u16 scale 0.5", d, scaled);
         }
         {

@@ -6,6 +6,10 @@
  * INT64_MAX, every count to 200 and large odd ones, unaligned, in place;
  * equal to the reference and bit-identical to the scalar path. Integer
  * division also exhaustively for u8 and near the largest multiples for i32.
+ * Integer k_scale truncates toward zero (Horovod's semantics; casts round
+ * to nearest even): the reference says so, and hand-written cases on every
+ * ISA show it where rounding would differ, with negative values,
+ * saturation at both ends and NaN products.
  */
 #include "kernels_test.h"
 
@@ -104,7 +108,8 @@ static int64_t saturate(int64_t x, k_dtype_t dtype)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
-/* double -> integer dtype: round half even, saturate, NaN -> 0 */
+/* double -> integer dtype as k_cast converts: round half even, saturate,
+ * NaN -> 0 */
 static int64_t ref_double_to_int(double x, k_dtype_t dtype)
 {
     if (isnan(x))
@@ -115,6 +120,22 @@ static int64_t ref_double_to_int(double x, k_dtype_t dtype)
     if (r < -0x1p63)
         return saturate(INT64_MIN, dtype);
     return saturate((int64_t)r, dtype);
+}
+
+/* An integer k_scale's product -> integer dtype: truncated toward zero
+ * (Horovod's C conversion), saturated, NaN -> 0. The truncation is the
+ * floor of the magnitude with the sign put back, not the library's range
+ * comparisons. */
+static int64_t ref_scale_to_int(double x, k_dtype_t dtype)
+{
+    if (isnan(x))
+        return 0;
+    double t = copysign(floor(fabs(x)), x);
+    if (t >= 0x1p63)
+        return saturate(INT64_MAX, dtype);
+    if (t < -0x1p63)
+        return saturate(INT64_MIN, dtype);
+    return saturate((int64_t)t, dtype);
 }
 
 /* The value `v` converted to dtype exactly as k_cast must do it. */
@@ -244,7 +265,7 @@ static value_t ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, dou
         r.i = divisor ? x.i / divisor : (x.i && factor != 0.0);
     } else {
         r.is_int = 1;
-        r.i = divisor ? x.i / divisor : ref_double_to_int((double)x.i * factor, dtype);
+        r.i = divisor ? x.i / divisor : ref_scale_to_int((double)x.i * factor, dtype);
     }
     return r;
 }
@@ -254,7 +275,7 @@ static void test_div_scale(void)
     static const int64_t divisors[] = {1, 2, 3, 4, 7, 10, 255, 256, 1000, 1 << 20, 123456789,
                                        (1LL << 40) + 1, INT64_MAX};
     static const double factors[] = {1.0, 0.5, -1.5, 3.0, 1.0 / 3.0, 1e-3, 2.5, 0.0, 1e10,
-                                     -1e10, 65536.0, 1e-30};
+                                     -1e10, 65536.0, 1e-30, 0.3, -0.5, 2.9999, 0.9999};
     size_t n_div = sizeof(divisors) / sizeof(divisors[0]);
     size_t n_fac = sizeof(factors) / sizeof(factors[0]);
 
@@ -569,10 +590,157 @@ static void test_div_int_exhaustive(k_isa_t isa)
     report(what, checks, failures);
 }
 
+/* ---- integer k_scale truncates, by hand --------------------------------------
+ * k_cpu.h: (double)x * factor truncated toward zero (as Horovod's C
+ * conversion), NaN -> 0, saturated at the type's limits. The results are
+ * written out by hand (worked in exact decimal from the double product),
+ * not computed; "round:" notes what rounding to nearest even would have
+ * given where it differs. Each case runs at its own count and, its values
+ * repeated, at 67 and 300 elements (every value in the vector body and in
+ * the scalar tail; 300 takes u8's table path), at offsets 0 and 3, out of
+ * place and in place. */
+
+#define TRUNC_MAX_VALUES 12
+
+typedef struct {
+    k_dtype_t dtype;
+    double factor;
+    size_t count;
+    int64_t x[TRUNC_MAX_VALUES];
+    int64_t want[TRUNC_MAX_VALUES];
+} scale_trunc_case_t;
+
+static const scale_trunc_case_t scale_trunc_cases[] = {
+    /* i32. 3.5 -> 3, -3.5 -> -3, 1.5 -> 1, 1073741823.5 -> 1073741823
+     * (round: 4, -4, 2, 1073741824) */
+    {K_DTYPE_I32, 0.5, 11, {7, -7, 5, -5, 3, -3, 1, -1, 0, INT32_MAX, INT32_MIN},
+     {3, -3, 2, -2, 1, -1, 0, 0, 0, 1073741823, -1073741824}},
+    /* 1.5 -> 1, 2.6999.. -> 2, 3.0 stays (round: 2, 3, 3) */
+    {K_DTYPE_I32, 0.3, 7, {5, -5, 9, -9, 10, -10, 1}, {1, -1, 2, -2, 3, -3, 0}},
+    /* 2.9999 -> 2, 5.9998 -> 5 (round: 3, 6) */
+    {K_DTYPE_I32, 2.9999, 4, {1, -1, 2, -2}, {2, -2, 5, -5}},
+    /* 2.9997 -> 2 (round: 3); 9999.0 is exact */
+    {K_DTYPE_I32, 0.9999, 4, {3, -3, 10000, -10000}, {2, -2, 9999, -9999}},
+    /* just past the limits, +-0.2147..: the truncation still fits */
+    {K_DTYPE_I32, 1.0000000001, 3, {INT32_MAX, INT32_MIN, INT32_MAX - 1}, {INT32_MAX, INT32_MIN, INT32_MAX - 1}},
+    /* saturation at both ends; 2147483646 and 2147483649 exactly */
+    {K_DTYPE_I32, 3.0, 8, {INT32_MAX, INT32_MIN, 1000000000, -1000000000, 715827882, -715827882, 715827883, -715827883},
+     {INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 2147483646, -2147483646, INT32_MAX, INT32_MIN}},
+    {K_DTYPE_I32, -1e10, 3, {1, -1, 0}, {INT32_MIN, INT32_MAX, 0}},
+    {K_DTYPE_I32, -1.0, 2, {INT32_MIN, INT32_MAX}, {INT32_MAX, -INT32_MAX}},
+    {K_DTYPE_I32, INFINITY, 3, {5, -5, 0}, {INT32_MAX, INT32_MIN, 0}}, /* 0 * inf is NaN */
+    {K_DTYPE_I32, NAN, 6, {1, -1, 0, INT32_MAX, INT32_MIN, 7}, {0, 0, 0, 0, 0, 0}},
+    /* i64: (double)x rounds first, INT64_MAX to 2^63 (so x 0.5 gives 2^62) */
+    {K_DTYPE_I64, 0.5, 10, {7, -7, 5, -5, 3, -3, 1, -1, INT64_MAX, INT64_MIN},
+     {3, -3, 2, -2, 1, -1, 0, 0, 4611686018427387904LL, -4611686018427387904LL}},
+    /* 1.5 -> 1, 2.1 -> 2, 2.6999.. -> 2 (round: 2, 2, 3) */
+    {K_DTYPE_I64, 0.3, 6, {5, -5, 7, -7, 9, -9}, {1, -1, 2, -2, 2, -2}},
+    {K_DTYPE_I64, -0.5, 2, {7, -7}, {-3, 3}},   /* round: -4, 4 */
+    {K_DTYPE_I64, 2.9999, 2, {1, -1}, {2, -2}}, /* round: 3, -3 */
+    /* 2^63 and beyond saturate, -2^63 itself fits */
+    {K_DTYPE_I64, 2.0, 6, {INT64_MAX, INT64_MIN, 1LL << 62, -(1LL << 62), 3, -3},
+     {INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 6, -6}},
+    {K_DTYPE_I64, -1.0, 2, {INT64_MIN, INT64_MAX}, {INT64_MAX, INT64_MIN}},
+    {K_DTYPE_I64, -INFINITY, 3, {5, -5, 0}, {INT64_MIN, INT64_MAX, 0}},
+    {K_DTYPE_I64, NAN, 6, {1, -1, 0, INT64_MAX, INT64_MIN, 7}, {0, 0, 0, 0, 0, 0}},
+    /* u8. 127.5 -> 127, 3.5 -> 3, 1.5 -> 1 (round: 128, 4, 2) */
+    {K_DTYPE_U8, 0.5, 8, {255, 254, 7, 5, 3, 1, 0, 128}, {127, 127, 3, 2, 1, 0, 0, 64}},
+    /* 1.5 -> 1, 2.6999.. -> 2, 76.5 -> 76 (round: 2, 3, 76) */
+    {K_DTYPE_U8, 0.3, 5, {5, 10, 9, 255, 1}, {1, 3, 2, 76, 0}},
+    /* 382.5 and 256.5 saturate, 255.0 exact, 253.5 -> 253, 7.5 -> 7 (round: 254, 8) */
+    {K_DTYPE_U8, 1.5, 6, {255, 170, 171, 169, 3, 5}, {255, 255, 255, 253, 4, 7}},
+    {K_DTYPE_U8, 0.9999, 2, {3, 255}, {2, 254}}, /* 2.9997, 254.9745 (round: 3, 255) */
+    {K_DTYPE_U8, -0.5, 4, {1, 0, 255, 2}, {0, 0, 0, 0}}, /* -0.5 truncates to 0, the rest saturate */
+    {K_DTYPE_U8, INFINITY, 3, {0, 1, 255}, {0, 255, 255}},
+    {K_DTYPE_U8, NAN, 4, {0, 1, 128, 255}, {0, 0, 0, 0}},
+    /* i8. 63.5 -> 63, 3.5 -> 3 (round: 64, 4) */
+    {K_DTYPE_I8, 0.5, 8, {127, -128, 7, -7, 5, -5, 1, -1}, {63, -64, 3, -3, 2, -2, 0, 0}},
+    /* -127.5 -> -127 (round: -128), 7.5 -> 7 (round: 8); 190.5, 129 saturate */
+    {K_DTYPE_I8, 1.5, 10, {127, -128, 85, -85, 86, -86, 3, -3, 5, -5}, {127, -128, 127, -127, 127, -128, 4, -4, 7, -7}},
+    {K_DTYPE_I8, 0.3, 4, {5, -5, 9, -9}, {1, -1, 2, -2}}, /* round: 2, -2, 3, -3 */
+    {K_DTYPE_I8, -1.0, 3, {-128, 127, 0}, {127, -127, 0}},
+    {K_DTYPE_I8, INFINITY, 3, {1, -1, 0}, {127, -128, 0}},
+    {K_DTYPE_I8, NAN, 5, {1, -1, 0, 127, -128}, {0, 0, 0, 0, 0}},
+    /* i16. 16383.5 -> 16383 (round: 16384) */
+    {K_DTYPE_I16, 0.5, 6, {32767, -32768, 7, -7, 3, -3}, {16383, -16384, 3, -3, 1, -1}},
+    /* 32767.5 -> 32767, -32767.5 -> -32767 (round: -32768); +-32769 saturate */
+    {K_DTYPE_I16, 1.5, 6, {21845, -21845, 21846, -21846, 5, -5}, {32767, -32767, 32767, -32768, 7, -7}},
+    /* 32763.72.. -> 32763, -32764.72.. -> -32764 (round: 32764, -32765) */
+    {K_DTYPE_I16, 0.9999, 4, {3, -3, 32767, -32768}, {2, -2, 32763, -32764}},
+    {K_DTYPE_I16, -INFINITY, 3, {1, -1, 0}, {-32768, 32767, 0}},
+    {K_DTYPE_I16, NAN, 5, {1, -1, 0, 32767, -32768}, {0, 0, 0, 0, 0}},
+    /* u16. 32767.5 -> 32767 (round: 32768) */
+    {K_DTYPE_U16, 0.5, 8, {65535, 65534, 7, 5, 3, 1, 0, 40000}, {32767, 32767, 3, 2, 1, 0, 0, 20000}},
+    /* 65535.0 exact, 65536.5 saturates, 7.5 -> 7 (round: 8) */
+    {K_DTYPE_U16, 1.5, 5, {43690, 43691, 65535, 3, 5}, {65535, 65535, 65535, 4, 7}},
+    {K_DTYPE_U16, 0.3, 2, {5, 9}, {1, 2}}, /* round: 2, 3 */
+    {K_DTYPE_U16, -2.0, 3, {1, 0, 65535}, {0, 0, 0}},
+    {K_DTYPE_U16, NAN, 4, {0, 1, 40000, 65535}, {0, 0, 0, 0}},
+};
+#define N_SCALE_TRUNC_CASES (sizeof(scale_trunc_cases) / sizeof(scale_trunc_cases[0]))
+#define TRUNC_MAX_COUNT 300
+
+static void test_scale_trunc_by_hand(k_isa_t isa)
+{
+    static const size_t repeated_counts[] = {67, TRUNC_MAX_COUNT};
+    static uint8_t src[TRUNC_MAX_COUNT * 8], want[TRUNC_MAX_COUNT * 8];
+    static uint8_t buf[2 * GUARD_BYTES + (TRUNC_MAX_COUNT + MAX_OFFSET) * 8];
+    long checks = 0, failures = 0;
+    int dtype_seen[K_DTYPE_COUNT] = {0};
+
+    k_isa_set(isa);
+    for (size_t c = 0; c < N_SCALE_TRUNC_CASES; c++) {
+        const scale_trunc_case_t *t = &scale_trunc_cases[c];
+        size_t size = k_dtype_size(t->dtype);
+        dtype_seen[t->dtype] = 1;
+        for (size_t k = 0; k < 1 + sizeof(repeated_counts) / sizeof(repeated_counts[0]); k++) {
+            size_t count = k == 0 ? t->count : repeated_counts[k - 1];
+            for (size_t i = 0; i < count; i++) {
+                value_t x = {1, 0, t->x[i % t->count]}, w = {1, 0, t->want[i % t->count]};
+                store_value(t->dtype, src + i * size, x);
+                store_value(t->dtype, want + i * size, w);
+            }
+            for (int layout = 0; layout < 4; layout++) {
+                size_t off = layout & 1 ? 3 : 0;
+                int in_place = layout >> 1;
+                memset(buf, POISON, sizeof(buf));
+                uint8_t *out = buf + GUARD_BYTES + off * size;
+                if (in_place)
+                    memcpy(out, src, count * size);
+                k_scale(out, in_place ? out : src, count, t->dtype, t->factor);
+                for (size_t i = 0; i < count; i++) {
+                    checks++;
+                    if (memcmp(out + i * size, want + i * size, size) == 0)
+                        continue;
+                    if (failures++ < MAX_PRINTED)
+                        printf("  %s scale %lld by %.17g (count %zu off %zu%s elem %zu): got %lld want %lld\n",
+                               dtype_names[t->dtype], (long long)t->x[i % t->count], t->factor, count, off,
+                               in_place ? " in place" : "", i, (long long)load_value(t->dtype, out + i * size).i,
+                               (long long)t->want[i % t->count]);
+                }
+                checks++;
+                if (!guards_intact(buf + off * size, count * size))
+                    failures++, printf("  %s scale by %g count %zu: guard overwritten\n", dtype_names[t->dtype],
+                                       t->factor, count);
+            }
+        }
+    }
+    /* every integer dtype has its cases */
+    static const k_dtype_t int_dtypes[] = {K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8,
+                                           K_DTYPE_I8,  K_DTYPE_I16, K_DTYPE_U16};
+    for (size_t d = 0; d < sizeof(int_dtypes) / sizeof(int_dtypes[0]); d++, checks++)
+        if (!dtype_seen[int_dtypes[d]])
+            failures++, printf("  no by-hand scale case for %s\n", dtype_names[int_dtypes[d]]);
+    char what[64];
+    snprintf(what, sizeof(what), "scale %-6s integers truncate, by hand", k_isa_name(isa));
+    report(what, checks, failures);
+}
+
 void test_div_scale_isa(k_isa_t isa)
 {
     test_unary_isa(isa);
     test_div_int_exhaustive(isa);
+    test_scale_trunc_by_hand(isa);
 }
 
 void test_cast_div_scale(void)
