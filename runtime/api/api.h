@@ -5,6 +5,7 @@
 #define HORA_API_H
 
 #include <mpi.h>
+#include <pthread.h>
 
 #include "base/config.h"
 #include "coll/coll.h"
@@ -12,6 +13,16 @@
 #include "mem/mem_dev.h"
 #include "mem/mem_pool.h"
 #include "mem/topo.h"
+
+/* A process set (api_sets.c). Members have a communicator and a
+ * coordinator of their own; every rank knows every set's members. */
+struct api_set {
+    int id;              /* > 0 */
+    int size, rank;      /* rank: this rank's place among the members, -1 outside */
+    int *members;        /* world ranks, ascending */
+    MPI_Comm comm;       /* members only, else MPI_COMM_NULL */
+    struct coord *coord; /* members only */
+};
 
 struct hora_rt {
     int initialized;
@@ -26,11 +37,31 @@ struct hora_rt {
     /* The runtime ended without the peers (hora_abort here, or a shutdown
      * after a peer's abort or death): no MPI_Finalize at exit, no hora_init. */
     int aborted;
+    /* Process sets by id (slot 0, the world, stays NULL; freed sets leave
+     * NULL). Created and freed collectively; lookups take sets_lock. */
+    struct api_set **sets;
+    int set_slots;
+    pthread_mutex_t sets_lock;
 };
 
 extern struct hora_rt hora_rt;
 
 /* HORA_OK when the runtime is up, else HORA_ERR_NOT_INITIALIZED naming what. */
 hora_status_t api_check_initialized(const char *what);
+
+/* api_sets.c. The coordinator that runs requests of process set `set` on
+ * this rank, with the set's size and this rank's place in it; an unknown
+ * set or one this rank is not in fails naming what and name. */
+hora_status_t api_set_coord(int set, const char *what, const char *name, struct coord **coord, int *size,
+                            int *rank);
+/* The coordinator a request was submitted to, NULL once its set is freed
+ * (the request has completed then). */
+struct coord *api_request_coord(const struct hora_request *req);
+/* The world rank of member q of set (set 0: q itself), -1 if out of range. */
+int api_set_world_rank(int set, int q);
+/* hora_init (HORA_PROCESS_SETS) and hora_shutdown / hora_abort. */
+hora_status_t api_sets_create_static(const char *spec);
+void api_sets_stop_all(void);
+void api_sets_abort_all(double wait_s);
 
 #endif

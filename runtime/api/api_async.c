@@ -1,5 +1,6 @@
 /* api_async.c - the public negotiated API: argument checks, request objects,
  * hand-off to the coordinator thread, waiting. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,9 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
 {
     static const hora_opts_t defaults = HORA_OPTS_INIT;
     if (!opts) opts = &defaults;
-    if (count && ((!send && kind != COORD_KIND_BROADCAST) || (!recv && kind != COORD_KIND_ALLGATHER)))
+    const int allocates = kind == COORD_KIND_ALLGATHER || kind == COORD_KIND_ALLTOALL; /* the result */
+    /* A reduce-scatter's recv is checked against this rank's rows (it may have none). */
+    if (count && ((!send && kind != COORD_KIND_BROADCAST) || (!recv && !allocates && kind != COORD_KIND_REDUCESCATTER)))
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): NULL buffer with count %zu", what, name, count);
     if (opts->ndim < 0 || opts->ndim > HORA_MAX_DIMS)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): ndim %d outside 0..%d", what, name, opts->ndim,
@@ -58,10 +61,26 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     if ((unsigned)opts->compression > HORA_COMPRESSION_BF16 || (unsigned)opts->memory >= HORA_MEMORY_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid compression or memory kind", what, name);
     HORA_CHECK(api_async_check_memory(what, name, opts, send, recv));
+    struct coord *coord;
+    int set_size, set_rank;
+    HORA_CHECK(api_set_coord(opts->process_set, what, name, &coord, &set_size, &set_rank));
+    if (opts->process_set != HORA_PROCESS_SET_WORLD && opts->memory != HORA_MEMORY_HOST)
+        return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): process sets move host memory only", what, name);
+    if (kind == COORD_KIND_BROADCAST) {
+        int member = 0;
+        for (int q = 0; q < set_size && !member; q++) member = api_set_world_rank(opts->process_set, q) == root;
+        if (!member)
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): root %d is not a member of process set %d", what,
+                               name, root, opts->process_set);
+    }
     if (opts->compression != HORA_COMPRESSION_NONE && dtype != HORA_DTYPE_F32)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s",
                            what, name, hora_dtype_name(dtype));
-    if (kind == COORD_KIND_ALLREDUCE && dtype == HORA_DTYPE_BOOL) {
+    if ((kind == COORD_KIND_REDUCESCATTER || kind == COORD_KIND_ALLTOALL) && opts->compression != HORA_COMPRESSION_NONE)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): compression applies to allreduce only", what, name);
+    if (kind == COORD_KIND_ALLTOALL && opts->memory != HORA_MEMORY_HOST)
+        return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): alltoall moves host memory only", what, name);
+    if ((kind == COORD_KIND_ALLREDUCE || kind == COORD_KIND_REDUCESCATTER) && dtype == HORA_DTYPE_BOOL) {
         /* No truth value in between: refused here, on every rank that
          * makes the call, before any negotiation. */
         if (op == HORA_OP_AVG)
@@ -108,6 +127,7 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     }
     req->send = send;
     req->recv = recv;
+    req->set = opts->process_set;
     req->cache_id = -1;
     req->join_last = -1;
     req->flag_slot = -1;
@@ -135,6 +155,7 @@ static void api_async_free(struct hora_request *req)
     if (!req) return;
     free(req->name);
     free(req->group);
+    free(req->splits);
     free(req->error);
     coord_free_result((hora_memory_t)req->meta.memory, req->result);
     free(req->rank_counts);
@@ -143,9 +164,18 @@ static void api_async_free(struct hora_request *req)
     free(req);
 }
 
+/* The coordinator of the request's set (freed since its creation: NULL). */
+static hora_status_t api_async_submit(struct hora_request **reqs, int n)
+{
+    struct coord *c = api_request_coord(reqs[0]);
+    if (!c)
+        return status_fail(HORA_ERR_INVALID_ARG, "'%s': process set %d was freed", reqs[0]->name, reqs[0]->set);
+    return coord_submit(c, reqs, n);
+}
+
 static hora_status_t api_async_submit_one(struct hora_request *req, hora_request_t *out)
 {
-    hora_status_t status = coord_submit(hora_rt.coord, &req, 1);
+    hora_status_t status = api_async_submit(&req, 1);
     if (status < 0) {
         api_async_free(req);
         return status;
@@ -167,6 +197,44 @@ hora_status_t hora_allreduce_async(const char *name, const void *send, void *rec
     return api_async_submit_one(r, req);
 }
 
+/* Members of a group: names[i], with the group's key and size. */
+static hora_status_t api_async_new_group(const char *what, int n, const char *const *names, uint32_t kind,
+                                         const void *const *send, void *const *recv, const size_t *counts,
+                                         hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts, int opts_per_member,
+                                         struct hora_request **list)
+{
+    hora_status_t status = HORA_OK;
+    /* The group is known by its first member's name. */
+    size_t key_len = strlen(names[0]) + 8;
+    for (int i = 0; i < n && status == HORA_OK; i++) {
+        status = api_async_check(what, names[i], dtype);
+        if (status == HORA_OK)
+            status = api_async_new(what, names[i], kind, send[i], recv[i], counts[i], dtype, op, -1,
+                                   opts && opts_per_member ? &opts[i] : opts, &list[i]);
+        if (status == HORA_OK) {
+            list[i]->group = malloc(key_len);
+            if (!list[i]->group) return status_fail(HORA_ERR_NO_MEMORY, "%s: out of memory", what);
+            snprintf(list[i]->group, key_len, "%s#group", names[0]);
+            list[i]->meta.group_size = n;
+        }
+    }
+    return status;
+}
+
+/* Submit a group (all or none). */
+static hora_status_t api_async_submit_group(struct hora_request **list, int n, hora_request_t *reqs,
+                                            hora_status_t status)
+{
+    if (status == HORA_OK) status = api_async_submit(list, n);
+    if (status < 0) {
+        for (int i = 0; i < n; i++) api_async_free(list[i]);
+    } else {
+        for (int i = 0; i < n; i++) reqs[i] = list[i];
+    }
+    free(list);
+    return status;
+}
+
 hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
                                            void *const *recv, const size_t *counts, hora_dtype_t dtype, hora_op_t op,
                                            const hora_opts_t *opts, hora_request_t *reqs)
@@ -178,32 +246,115 @@ hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, cons
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_allreduce_async: invalid op %d", (int)op);
     struct hora_request **list = calloc((size_t)n, sizeof(*list));
     if (!list) return status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_allreduce_async: out of memory");
-    hora_status_t status = HORA_OK;
-    /* The group is known by its first member's name. */
-    size_t key_len = strlen(names[0]) + 8;
-    for (int i = 0; i < n && status == HORA_OK; i++) {
-        status = api_async_check("hora_grouped_allreduce_async", names[i], dtype);
-        if (status == HORA_OK)
-            status = api_async_new("hora_grouped_allreduce_async", names[i], COORD_KIND_ALLREDUCE, send[i], recv[i],
-                                   counts[i], dtype, op, -1, opts, &list[i]);
-        if (status == HORA_OK) {
-            list[i]->group = malloc(key_len);
-            if (!list[i]->group) {
-                status = status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_allreduce_async: out of memory");
-                break;
-            }
-            snprintf(list[i]->group, key_len, "%s#group", names[0]);
-            list[i]->meta.group_size = n;
-        }
+    hora_status_t status = api_async_new_group("hora_grouped_allreduce_async", n, names, COORD_KIND_ALLREDUCE, send,
+                                               recv, counts, dtype, op, opts, 0, list);
+    return api_async_submit_group(list, n, reqs, status);
+}
+
+/* A reduce-scatter's recv, where this rank gets rows (frees r otherwise). */
+static hora_status_t api_async_check_shard(const char *what, struct hora_request *r)
+{
+    size_t offset, rows;
+    struct coord *coord;
+    int size, rank;
+    if (api_set_coord(r->set, what, r->name, &coord, &size, &rank) < 0) {
+        api_async_free(r);
+        return HORA_ERR_INVALID_ARG;
     }
-    if (status == HORA_OK) status = coord_submit(hora_rt.coord, list, n);
-    if (status < 0) {
-        for (int i = 0; i < n; i++) api_async_free(list[i]);
-    } else {
-        for (int i = 0; i < n; i++) reqs[i] = list[i];
-    }
-    free(list);
+    coll_shard((size_t)r->meta.dims[0], size, rank, &offset, &rows);
+    if (r->recv || !rows || !r->meta.count) return HORA_OK;
+    hora_status_t status = status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): recv is NULL and this rank gets %zu rows",
+                                       what, r->name, rows);
+    api_async_free(r);
     return status;
+}
+
+hora_status_t hora_reducescatter_async(const char *name, const void *send, void *recv, size_t count,
+                                       hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    HORA_CHECK(api_async_check("hora_reducescatter_async", name, dtype));
+    if ((unsigned)op >= HORA_OP_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): invalid op %d", name, (int)op);
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): req is NULL", name);
+    HORA_CHECK(api_async_new("hora_reducescatter_async", name, COORD_KIND_REDUCESCATTER, send, recv, count, dtype, op,
+                             -1, opts, &r));
+    HORA_CHECK(api_async_check_shard("hora_reducescatter_async", r));
+    return api_async_submit_one(r, req);
+}
+
+hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, const void *const *send,
+                                               void *const *recv, const size_t *counts, hora_dtype_t dtype,
+                                               hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs)
+{
+    if (n <= 0 || !names || !send || !recv || !counts || !reqs)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: bad arguments");
+    HORA_CHECK(api_async_check("hora_grouped_reducescatter_async", names[0], dtype));
+    if ((unsigned)op >= HORA_OP_COUNT)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: invalid op %d", (int)op);
+    struct hora_request **list = calloc((size_t)n, sizeof(*list));
+    if (!list) return status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_reducescatter_async: out of memory");
+    hora_status_t status = api_async_new_group("hora_grouped_reducescatter_async", n, names,
+                                               COORD_KIND_REDUCESCATTER, send, recv, counts, dtype, op, opts, 1, list);
+    for (int i = 0; i < n && status == HORA_OK; i++) {
+        status = api_async_check_shard("hora_grouped_reducescatter_async", list[i]);
+        if (status < 0) list[i] = NULL; /* freed */
+    }
+    return api_async_submit_group(list, n, reqs, status);
+}
+
+hora_status_t hora_alltoall_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
+                                  const size_t *splits, const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    struct coord *coord;
+    int size, set_rank;
+    HORA_CHECK(api_async_check("hora_alltoall_async", name, dtype));
+    HORA_CHECK(api_set_coord(opts ? opts->process_set : HORA_PROCESS_SET_WORLD, "hora_alltoall_async", name, &coord,
+                             &size, &set_rank));
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_alltoall_async('%s'): req is NULL", name);
+    if (count > INT_MAX)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "hora_alltoall_async('%s'): %zu elements: at most INT_MAX (MPI_Alltoallv's counts)", name,
+                           count);
+    HORA_CHECK(api_async_new("hora_alltoall_async", name, COORD_KIND_ALLTOALL, send, NULL, count, dtype, HORA_OP_SUM,
+                             -1, opts, &r));
+    const uint64_t rows = (uint64_t)r->meta.dims[0];
+    hora_status_t status = HORA_OK;
+    if (!(r->splits = calloc((size_t)size, sizeof(uint64_t)))) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "hora_alltoall_async('%s'): out of memory", name);
+    } else if (!splits) {
+        if (rows % (uint64_t)size)
+            status = status_fail(HORA_ERR_INVALID_ARG,
+                                 "hora_alltoall_async('%s'): without splits the first dimension (%llu) must be a "
+                                 "multiple of the number of ranks (%d)",
+                                 name, (unsigned long long)rows, size);
+        for (int q = 0; q < size; q++) r->splits[q] = rows / (uint64_t)size;
+    } else {
+        uint64_t sum = 0;
+        for (int q = 0; q < size; q++) sum += r->splits[q] = splits[q];
+        if (sum != rows)
+            status = status_fail(HORA_ERR_INVALID_ARG,
+                                 "hora_alltoall_async('%s'): the splits sum to %llu rows, the first dimension is %llu",
+                                 name, (unsigned long long)sum, (unsigned long long)rows);
+    }
+    if (status < 0) {
+        api_async_free(r);
+        return status;
+    }
+    return api_async_submit_one(r, req);
+}
+
+hora_status_t hora_barrier_async(const char *name, const hora_opts_t *opts, hora_request_t *req)
+{
+    struct hora_request *r = NULL;
+    hora_opts_t o = HORA_OPTS_INIT;
+    HORA_CHECK(api_async_check("hora_barrier_async", name, HORA_DTYPE_U8));
+    if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_barrier_async('%s'): req is NULL", name);
+    if (opts) o.process_set = opts->process_set; /* nothing else applies */
+    HORA_CHECK(api_async_new("hora_barrier_async", name, COORD_KIND_BARRIER, NULL, NULL, 0, HORA_DTYPE_U8, HORA_OP_SUM,
+                             -1, &o, &r));
+    return api_async_submit_one(r, req);
 }
 
 hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
@@ -265,7 +416,7 @@ hora_status_t hora_stream_wait(hora_request_t req, void *stream)
 hora_status_t hora_wait(hora_request_t req)
 {
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_wait: req is NULL");
-    struct coord *c = hora_rt.coord;
+    struct coord *c = api_request_coord(req);
     if (!c) return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
     hora_status_t status = coord_wait(c, req);
     if (status < 0) status_set(status, "%s", req->error ? req->error : hora_status_string(status));
@@ -276,7 +427,7 @@ hora_status_t hora_test(hora_request_t req, int *done)
 {
     hora_status_t status = HORA_IN_PROGRESS;
     if (!req || !done) return status_fail(HORA_ERR_INVALID_ARG, "hora_test: NULL argument");
-    struct coord *c = hora_rt.coord;
+    struct coord *c = api_request_coord(req);
     if (!c) {
         *done = req->done;
         return req->done ? req->status : HORA_ERR_NOT_INITIALIZED;
@@ -289,7 +440,7 @@ const char *hora_request_error(hora_request_t req)
 {
     hora_status_t status;
     if (!req) return "";
-    struct coord *c = hora_rt.coord;
+    struct coord *c = api_request_coord(req);
     if (c && !coord_is_done(c, req, &status)) return "";
     return req->error ? req->error : "";
 }
@@ -298,12 +449,13 @@ hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total
 {
     hora_status_t status = HORA_IN_PROGRESS;
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result: req is NULL");
-    struct coord *c = hora_rt.coord;
+    struct coord *c = api_request_coord(req);
     if (c && !coord_is_done(c, req, &status))
         return status_set(HORA_IN_PROGRESS, "hora_request_result('%s'): not finished", req->name);
     if (req->status < 0) return req->status;
-    if (req->meta.kind != COORD_KIND_ALLGATHER)
-        return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result('%s'): only allgather has a result", req->name);
+    if (req->meta.kind != COORD_KIND_ALLGATHER && req->meta.kind != COORD_KIND_ALLTOALL)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_request_result('%s'): only allgather and alltoall have a result",
+                           req->name);
     if (data) *data = req->result;
     if (total_count) *total_count = req->result_total;
     if (rank_counts) *rank_counts = req->rank_counts;
@@ -313,7 +465,7 @@ hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total
 void hora_request_free(hora_request_t req)
 {
     if (!req) return;
-    struct coord *c = hora_rt.coord;
+    struct coord *c = api_request_coord(req);
     if (c) coord_wait(c, req);
     api_async_free(req);
 }

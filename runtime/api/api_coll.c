@@ -53,3 +53,12 @@ hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int ro
     HORA_CHECK(api_coll_memory("hora_broadcast", buf, NULL, &memory));
     return coll_broadcast(&hora_rt.coll, COLL_PURPOSE_USER, memory, buf, count, dtype, root);
 }
+
+hora_status_t hora_barrier(void)
+{
+    /* One byte all-reduced: every rank must have arrived for it to finish. */
+    uint8_t token = 1;
+    HORA_CHECK(api_check_initialized("hora_barrier"));
+    return coll_allreduce(&hora_rt.coll, COLL_PURPOSE_USER, HORA_MEMORY_HOST, &token, &token, 1, HORA_DTYPE_U8,
+                          HORA_OP_MAX, NULL);
+}

@@ -86,6 +86,7 @@ hora_status_t hora_init(void)
     memset(&hora_rt, 0, sizeof(hora_rt));
     hora_rt.mpi_owned = mpi_owned;
     hora_rt.world = MPI_COMM_NULL;
+    pthread_mutex_init(&hora_rt.sets_lock, NULL);
 
     /* Settings first: a bad value must fail before anything is created. */
     status = config_load(&hora_rt.cfg);
@@ -125,6 +126,16 @@ hora_status_t hora_init(void)
     status = coord_start(&coord_env, &hora_rt.coord);
     if (status < 0) goto err_close;
     hora_rt.initialized = 1;
+    if (hora_rt.cfg.process_sets[0]) {
+        status = api_sets_create_static(hora_rt.cfg.process_sets);
+        if (status < 0) {
+            /* Every rank fails alike (creation agrees across ranks). */
+            char msg[512];
+            snprintf(msg, sizeof(msg), "%s", hora_last_error());
+            hora_shutdown();
+            return status_set(status, "hora_init: %s", msg);
+        }
+    }
     log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
              hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
              hora_rt.topo.local_size, hora_transport_name());
@@ -176,7 +187,9 @@ hora_status_t hora_shutdown(void)
      * operations do not look at it. */
     coll_notice_shutdown(&hora_rt.coll);
     /* The first rank's stop stops every coordinator in the same cycle (or
-     * this one has stopped already: an error, an abort). */
+     * this one has stopped already: an error, an abort): the process sets'
+     * first, in id order, then the world's. */
+    api_sets_stop_all();
     coord_stop(hora_rt.coord);
     hora_rt.coord = NULL;
     /* After an abort (here or on a peer) nobody is coming: no barrier. */
@@ -207,6 +220,7 @@ hora_status_t hora_abort(hora_status_t status, const char *message)
     /* Peers first (they wait for us; the notice also fails this process's
      * own waits), then our coordinator, which the notice unblocks. */
     coll_abort(&hora_rt.coll, status, message);
+    api_sets_abort_all(1.0);
     coord_abort(hora_rt.coord, 2.0);
     /* Nothing of ours is left in /dev/shm: every pool was unlinked once its
      * host peers had mapped it (mem_pool.c); the mappings go with the process. */

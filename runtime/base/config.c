@@ -85,6 +85,8 @@ const struct config_entry config_table[] = {
      "CSV file of every autotune sample and the winner"},
     {"HORA_LIBRARY", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(library),
      "the libhora.so the Python binding (runtime/python, hora.torch) loads; libhora itself does not use it"},
+    {"HORA_PROCESS_SETS", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(process_sets),
+     "process sets created at hora_init, ids 1, 2, ... in order: rank lists separated by ';' (\"0,1;2,3\")"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

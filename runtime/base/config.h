@@ -36,6 +36,7 @@ struct config {
     bool autotune;          /* HORA_AUTOTUNE */
     char autotune_log[512]; /* HORA_AUTOTUNE_LOG: CSV of every sample */
     char library[512];      /* HORA_LIBRARY: the libhora.so hora.torch loads (read there, not here) */
+    char process_sets[512]; /* HORA_PROCESS_SETS: sets created at hora_init, "0,1;2,3" */
 };
 
 enum config_type {

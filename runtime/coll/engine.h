@@ -36,7 +36,7 @@ struct coll_engine_ops {
      * SUM with divisor = ranks). */
     hora_status_t (*reduce)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                             hora_op_t op, int64_t divisor);
-    /* dst[i] = src[i] * factor (k_scale's rounding and saturation). */
+    /* dst[i] = src[i] * factor (k_scale: integers truncate toward zero and saturate). */
     hora_status_t (*scale)(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor);
     /* Convert count elements (k_cast). */
     hora_status_t (*cast)(void *dst, hora_dtype_t dst_dtype, const void *src, hora_dtype_t src_dtype,

@@ -46,6 +46,13 @@ int64_t coord_now_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+int coord_kind_cacheable(uint32_t kind)
+{
+    /* Not allgather and alltoall, whose counts differ between ranks, nor
+     * barrier, which moves nothing. */
+    return kind == COORD_KIND_ALLREDUCE || kind == COORD_KIND_BROADCAST || kind == COORD_KIND_REDUCESCATTER;
+}
+
 const char *coord_kind_name(uint32_t kind)
 {
     switch (kind) {
@@ -55,6 +62,9 @@ const char *coord_kind_name(uint32_t kind)
     case COORD_KIND_JOIN: return "join";
     case COORD_KIND_ERROR: return "error";
     case COORD_KIND_SHUTDOWN: return "shutdown";
+    case COORD_KIND_BARRIER: return "barrier";
+    case COORD_KIND_ALLTOALL: return "alltoall";
+    case COORD_KIND_REDUCESCATTER: return "reducescatter";
     }
     return "unknown";
 }
@@ -256,31 +266,40 @@ static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
  * than the at most cycle/4 of extra latency once it does. Between naps it
  * looks for notices (tp_notice.c): a rank that aborted will never come, so
  * the request is abandoned and the coordinator stops. */
-static hora_status_t coord_allreduce_bits(struct coord *c)
+hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what)
 {
-    MPI_Request req;
     int done = 0, err;
     long nap_ns = 20 * 1000;
     long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
     if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
-    err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 1, c->bit_type, c->bit_op, c->comm, &req);
-    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Iallreduce(cache bits)");
+    const int64_t start_us = coord_now_us();
     for (int polls = 0;; polls++) {
-        err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Allreduce(cache bits)");
+        err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return status_mpi(err, what);
         if (done) return HORA_OK;
         if (polls >= 64) {
             hora_status_t status = coll_check_abort(c->coll);
-            if (status < 0) {
-                /* A collective cannot be cancelled: MPI may still write vec. */
-                c->vec_in_flight = 1;
-                return status;
-            }
+            if (status < 0) return status;
+            if (timeout_s > 0 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
+                return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
+                                   "(HORA_TIMEOUT_S)", what, timeout_s);
             struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
             nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;
         }
     }
+}
+
+static hora_status_t coord_allreduce_bits(struct coord *c)
+{
+    MPI_Request req;
+    int err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 1, c->bit_type, c->bit_op, c->comm, &req);
+    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Iallreduce(cache bits)");
+    /* No timeout: an idle peer turns a cycle only every stall-inspection period. */
+    hora_status_t status = coord_mpi_wait(c, &req, 0, "MPI_Iallreduce(cache bits)");
+    /* A collective cannot be cancelled: MPI may still write vec. */
+    if (status < 0) c->vec_in_flight = 1;
+    return status;
 }
 
 static void coord_take_incoming(struct coord *c, int *stop)
@@ -305,7 +324,7 @@ static void coord_take_incoming(struct coord *c, int *stop)
             continue;
         }
         uintptr_t slot = 0;
-        if (c->cache_capacity > 0 && !req->group && req->meta.kind != COORD_KIND_ALLGATHER)
+        if (c->cache_capacity > 0 && !req->group && coord_kind_cacheable(req->meta.kind))
             slot = (uintptr_t)coord_map_get(&c->cache_index, req->name);
         if (!slot) {
             coord_uncached_push(c, req);
@@ -499,8 +518,15 @@ static int coord_cycle(struct coord *c)
         c->vec[id / 64] |= 1ull << (id % 64);
         c->vec[W + id / 64] |= 1ull << (id % 64);
     }
+    /* A joined rank is ready for every cached allreduce (it contributes
+     * zeros). Nothing else runs while a rank has joined: it evicts the other
+     * entries, so their requests go to rank 0, which refuses them. */
     if (c->joined)
-        for (int w = 0; w < W; w++) c->vec[w] = ~0ull;
+        for (int id = 0; id < c->cache_capacity; id++)
+            if (c->cache[id].valid) {
+                int word = (c->cache[id].meta.kind == COORD_KIND_ALLREDUCE ? 0 : 2 * W) + id / 64;
+                c->vec[word] |= 1ull << (id % 64);
+            }
     int slow = c->uncached != NULL;
     /* Rank 0 sees stalls only in the slow path: while names wait in its table,
      * force one now and then even when nobody has anything new. */
@@ -660,6 +686,7 @@ static void coord_free_tables(struct coord *c)
     free(c->cache);
     free(c->cached);
     free(c->joined_ranks);
+    free(c->members);
     coord_map_free(&c->inflight);
     coord_map_free(&c->pending);
     coord_map_free(&c->cache_index);
@@ -687,6 +714,15 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->dev = env->dev;
     MPI_Comm_rank(env->world, &c->rank);
     MPI_Comm_size(env->world, &c->size);
+    c->set_id = env->set_id;
+    if (env->members) {
+        c->members = malloc(sizeof(int) * (size_t)c->size);
+        if (!c->members) {
+            status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
+            goto err_free;
+        }
+        memcpy(c->members, env->members, sizeof(int) * (size_t)c->size);
+    }
     c->cache_capacity = cfg->cache_capacity;
     c->words = (c->cache_capacity + 63) / 64;
     c->settings.fusion_threshold = cfg->fusion_threshold;
@@ -716,10 +752,15 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     MPI_Type_contiguous(3 * c->words + 2, MPI_UINT64_T, &c->bit_type);
     MPI_Type_commit(&c->bit_type);
     if (c->rank == 0 && cfg->timeline[0]) {
-        status = timeline_open(&c->tl, cfg->timeline, (size_t)cfg->timeline_max_mb << 20);
+        /* A process set's timeline beside the world's. */
+        char path[sizeof(cfg->timeline) + 16];
+        snprintf(path, sizeof(path), c->members ? "%s.set%d" : "%s", cfg->timeline, c->set_id);
+        status = timeline_open(&c->tl, path, (size_t)cfg->timeline_max_mb << 20);
         if (status < 0) goto err_free_comm;
     }
-    if (c->rank == 0 && cfg->autotune) {
+    /* Autotune tunes the world's data path (coll's channels); a set's MPI
+     * path keeps the settings. */
+    if (c->rank == 0 && cfg->autotune && !c->members) {
         struct autotune_config ac = {
             .initial = {c->settings.fusion_threshold, c->settings.cycle_time_ms, c->settings.chunk_bytes},
             .fixed = (config_is_set("HORA_FUSION_THRESHOLD") ? AUTOTUNE_FIX_FUSION : 0) |

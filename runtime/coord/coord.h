@@ -28,6 +28,10 @@ enum coord_kind {
     /* responses only */
     COORD_KIND_ERROR = 5,
     COORD_KIND_SHUTDOWN = 6,
+    /* requests again */
+    COORD_KIND_BARRIER = 7,
+    COORD_KIND_ALLTOALL = 8,
+    COORD_KIND_REDUCESCATTER = 9,
 };
 
 /* Everything about a request that must agree across ranks. Plain data: it
@@ -42,10 +46,12 @@ struct coord_meta {
 
 struct hora_request {
     char *name;
-    char *group; /* grouped allreduce: key shared by the members, else NULL */
+    char *group; /* grouped allreduce or reducescatter: key shared by the members, else NULL */
+    int set;     /* the process set it was submitted to (0: the world) */
     struct coord_meta meta;
     const void *send;
     void *recv;
+    uint64_t *splits; /* alltoall: rows to each rank (size entries, owned) */
     int64_t enqueue_us; /* CLOCK_MONOTONIC */
     /* Device requests: the data is ready once ready_event has happened
      * (the caller's, or one recorded on its stream at submission: owned);
@@ -80,6 +86,13 @@ struct coord_env {
     struct coll_ctx *coll;     /* the data path (its COLL_PURPOSE_COORD channels) */
     struct mem_pool *pool;     /* fusion buffer and zeros live here */
     struct mem_dev *dev;       /* and those of device requests here */
+    /* A process set's coordinator: world is the set's communicator, members
+     * its world ranks (messages and a broadcast's root name world ranks),
+     * and the data moves over MPI on that communicator instead of coll's
+     * channels (which connect the world's rings); coll still brings the
+     * abort notices. NULL / 0 for the world's. */
+    const int *members;
+    int set_id;
 };
 
 /* Collective over env->world: starts the thread. */
@@ -105,5 +118,7 @@ int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *stat
 
 int64_t coord_now_us(void);
 const char *coord_kind_name(uint32_t kind);
+/* Requests of this kind may take the response cache's fast path. */
+int coord_kind_cacheable(uint32_t kind);
 
 #endif

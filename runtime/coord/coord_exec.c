@@ -13,6 +13,8 @@
  * into the fusion buffer and back. Each rank decides for itself: the layout,
  * not the memory, is what the ranks agree on. Buffer contents are touched
  * only through the data engine of the request's memory kind (coll/engine.h). */
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +216,33 @@ static hora_status_t coord_unpack(const struct coll_engine_ops *e, const struct 
     return e->copy(dst, src, m->count * hora_dtype_size(dtype));
 }
 
+/* The data path: coll's channels for the world, MPI for a process set. */
+static hora_status_t coord_data_allreduce(struct coord *c, hora_memory_t memory, void *work, size_t count,
+                                          hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks)
+{
+    if (c->members) return coord_set_allreduce(c, work, count, dtype, op);
+    return coll_allreduce(c->coll, COLL_PURPOSE_COORD, memory, work, work, count, dtype, op, hooks);
+}
+
+static hora_status_t coord_data_broadcast(struct coord *c, hora_memory_t memory, void *buf, size_t count,
+                                          hora_dtype_t dtype, int root)
+{
+    if (!c->members) return coll_broadcast(c->coll, COLL_PURPOSE_COORD, memory, buf, count, dtype, root);
+    /* root is a world rank: its place in the set. */
+    int place = -1;
+    for (int q = 0; q < c->size && place < 0; q++)
+        if (c->members[q] == root) place = q;
+    if (place < 0) return status_fail(HORA_ERR_INTERNAL, "coordinator: broadcast root %d is not in the set", root);
+    return coord_set_broadcast(c, buf, count, dtype, place);
+}
+
+static hora_status_t coord_data_allgatherv(struct coord *c, hora_memory_t memory, const void *send, void *recv,
+                                           const size_t *counts, hora_dtype_t dtype)
+{
+    if (c->members) return coord_set_allgatherv(c, send, recv, counts, dtype);
+    return coll_allgatherv(c->coll, COLL_PURPOSE_COORD, memory, send, recv, counts, dtype);
+}
+
 static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response *r, struct hora_request **reqs)
 {
     const struct coord_meta *m = &r->metas[0];
@@ -284,8 +313,7 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
         coord_timeline_span(c, r, "MEMCPY_IN_FUSION", 0, NULL);
     }
     if (status < 0) goto out;
-    status = coll_allreduce(c->coll, COLL_PURPOSE_COORD, memory, work, work, total_bytes / wes, wire,
-                            (hora_op_t)m->op, &hooks);
+    status = coord_data_allreduce(c, memory, work, total_bytes / wes, wire, (hora_op_t)m->op, &hooks);
     if (status < 0) goto out;
     c->cycle_bytes += total_bytes;
     if (zero_copy) {
@@ -310,6 +338,187 @@ out:
     return status;
 }
 
+/* Reduce-scatter along the first dimension: the reduction of every rank's
+ * tensor (scaled into the fusion buffer), of which this rank keeps its rows
+ * (hora_shard of the first dimension). When the rows divide evenly, those
+ * are coll_reduce_scatter's element shards; otherwise the whole tensor is
+ * all-reduced and this rank's rows copied out. */
+static hora_status_t coord_run_reducescatter(struct coord *c, struct coord_response *r, struct hora_request **reqs)
+{
+    const struct coord_meta *m = &r->metas[0];
+    const hora_dtype_t dtype = (hora_dtype_t)m->dtype;
+    const hora_memory_t memory = (hora_memory_t)m->memory;
+    const struct coll_engine_ops *engine = coll_engine_for(memory);
+    const size_t es = hora_dtype_size(dtype), d0 = (size_t)m->dims[0];
+    const size_t row = d0 ? m->count / d0 : 0;
+    size_t first_row, rows;
+    hora_status_t status = HORA_OK;
+
+    coord_timeline_span(c, r, "QUEUE", 0, NULL);
+    if (!engine) return status_fail(HORA_ERR_UNSUPPORTED, "coordinator: no data engine for memory kind %u", m->memory);
+    if (m->count == 0) return HORA_OK;
+    coll_shard(d0, c->size, c->rank, &first_row, &rows);
+    void *recv = reqs[0] ? reqs[0]->recv : NULL;
+    /* (A process set's MPI path has no reduce-scatter of its own.) */
+    const int even = d0 % (size_t)c->size == 0 && !c->members;
+    status = coord_wait_ready(engine, reqs, 1);
+    if (status == HORA_OK)
+        status = coord_buffer(c, memory, &c->fusion_buf[memory], &c->fusion_bytes[memory], m->count * es,
+                              memory == HORA_MEMORY_HOST ? "the coordinator's fusion buffer (a reduce-scatter)"
+                                                         : "the coordinator's device fusion buffer (a reduce-scatter; "
+                                                           "see HORA_CUDA_POOL_BYTES)");
+    if (status < 0) return status;
+    uint8_t *work = c->fusion_buf[memory];
+    /* This rank's rows in the all-reduced tensor (the uneven path). */
+    uint8_t *mine = work + first_row * row * es;
+    coord_timeline_span(c, r, "REDUCESCATTER", 1, even ? "{\"path\":\"reduce-scatter\"}" : "{\"path\":\"allreduce\"}");
+    engine->batch_begin();
+    status = coord_pack(engine, m, reqs[0] ? reqs[0]->send : NULL, work, dtype, dtype);
+    hora_status_t packed = engine->batch_end();
+    if (status == HORA_OK) status = packed;
+    if (status == HORA_OK && even) {
+        /* The output may not overlap the input: this rank's shard goes to
+         * recv (or, with no request here, to a spare copy in place). */
+        void *out = recv;
+        if (!out) {
+            status = coord_buffer(c, memory, &c->zeros[memory], &c->zeros_bytes[memory], rows * row * es,
+                                  "the coordinator's reduce-scatter output of a joined rank");
+            out = c->zeros[memory];
+        }
+        if (status == HORA_OK)
+            status = coll_reduce_scatter(c->coll, COLL_PURPOSE_COORD, memory, work, out, m->count, dtype,
+                                         (hora_op_t)m->op);
+        if (status == HORA_OK && recv && m->postscale != 1.0)
+            status = engine->scale(recv, recv, rows * row, dtype, m->postscale);
+    } else if (status == HORA_OK) {
+        struct coord_phase_ctx pctx = {c, r};
+        struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes,
+                                   .on_phase = c->tl ? coord_on_phase : NULL, .ctx = &pctx};
+        status = coord_data_allreduce(c, memory, work, m->count, dtype, (hora_op_t)m->op, &hooks);
+        if (status == HORA_OK && recv && rows) {
+            engine->batch_begin();
+            status = m->postscale != 1.0 ? engine->scale(recv, mine, rows * row, dtype, m->postscale)
+                                         : engine->copy(recv, mine, rows * row * es);
+            hora_status_t copied = engine->batch_end();
+            if (status == HORA_OK) status = copied;
+        }
+    }
+    coord_timeline_span(c, r, "REDUCESCATTER", 0, NULL);
+    return status;
+}
+
+/* Alltoall with MPI_Ialltoallv on the coordinator's communicator. First
+ * every rank learns every rank's splits and whether it could allocate its
+ * result, so a call no rank can run (a count past MPI's int, no memory)
+ * fails on every rank alike and the coordinator goes on (*agreed = 1).
+ * Other failures stop the coordinator; the buffers of an alltoall still in
+ * flight are then kept (MPI may write them yet). */
+static hora_status_t coord_run_alltoall(struct coord *c, struct coord_response *r, struct hora_request **reqs,
+                                        int *agreed)
+{
+    const struct coord_meta *m = &r->metas[0];
+    const int n = c->size, me = c->rank;
+    const size_t es = hora_dtype_size((hora_dtype_t)m->dtype);
+    struct hora_request *req = reqs[0];
+    uint64_t row = 1;
+    for (int d = 1; d < m->ndim; d++) row *= (uint64_t)m->dims[d];
+    const size_t w = (size_t)n + 1; /* per rank: n splits, then "allocated" */
+    uint64_t *mine = calloc(w, sizeof(uint64_t)), *table = calloc(w * (size_t)n, sizeof(uint64_t));
+    int *counts = calloc(4 * (size_t)n, sizeof(int));
+    size_t *rank_counts = calloc((size_t)n, sizeof(size_t));
+    void *result = NULL;
+    char why[256] = "";
+    MPI_Request mreq;
+    MPI_Datatype type = MPI_DATATYPE_NULL;
+    hora_status_t status = HORA_OK;
+
+    coord_timeline_span(c, r, "QUEUE", 0, NULL);
+    *agreed = 0;
+    if (!mine || !table || !counts || !rank_counts) {
+        free(mine);
+        free(table);
+        free(counts);
+        free(rank_counts);
+        return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    }
+    for (int q = 0; q < n && req; q++) mine[q] = req->splits[q];
+    coord_timeline_span(c, r, "ALLTOALL", 1, NULL);
+    /* Exchange the splits (a rank without the request sends nothing). */
+    int err = MPI_Iallgather(mine, (int)w, MPI_UINT64_T, table, (int)w, MPI_UINT64_T, c->comm, &mreq);
+    status = err == MPI_SUCCESS ? coord_mpi_wait(c, &mreq, c->cfg->timeout_s, "MPI_Iallgather(alltoall splits)")
+                                : status_mpi(err, "coordinator MPI_Iallgather(alltoall splits)");
+    if (status < 0) {
+        free(counts);
+        free(rank_counts);
+        return status; /* mine and table may still be written: kept */
+    }
+    /* Every rank's receive counts and displacements must fit an int; all
+     * ranks check all of them, so they agree. */
+    int *scount = counts, *sdispl = counts + n, *rcount = counts + 2 * n, *rdispl = counts + 3 * n;
+    uint64_t total = 0;
+    for (int p = 0; p < n && !why[0]; p++) {
+        uint64_t sum = 0;
+        for (int q = 0; q < n; q++) sum += table[(size_t)q * w + (size_t)p] * row;
+        if (sum > INT_MAX)
+            snprintf(why, sizeof(why), "alltoall '%s': rank %d would receive %llu elements: at most INT_MAX "
+                     "(MPI_Alltoallv's counts)", r->names[0], p, (unsigned long long)sum);
+        if (p == me) total = sum;
+    }
+    uint64_t at = 0;
+    for (int q = 0; q < n && !why[0]; q++) {
+        scount[q] = (int)(mine[q] * row);
+        sdispl[q] = (int)at;
+        at += mine[q] * row;
+        rcount[q] = (int)(table[(size_t)q * w + (size_t)me] * row);
+        rank_counts[q] = (size_t)rcount[q];
+        rdispl[q] = q ? rdispl[q - 1] + rcount[q - 1] : 0;
+    }
+    hora_status_t why_status = why[0] ? HORA_ERR_UNSUPPORTED : HORA_ERR_NO_MEMORY;
+    if (!why[0] && !(result = malloc(total * es + 1)))
+        snprintf(why, sizeof(why), "alltoall '%s': out of memory for %llu elements on rank %d", r->names[0],
+                 (unsigned long long)total, me);
+    /* Did every rank allocate? (The int checks came out alike everywhere.) */
+    int ok = !why[0], all_ok = 0;
+    err = MPI_Iallreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, c->comm, &mreq);
+    status = err == MPI_SUCCESS ? coord_mpi_wait(c, &mreq, c->cfg->timeout_s, "MPI_Iallreduce(alltoall ready)")
+                                : status_mpi(err, "coordinator MPI_Iallreduce(alltoall ready)");
+    if (status < 0) return status; /* everything kept */
+    if (!all_ok) {
+        *agreed = 1;
+        if (!why[0])
+            snprintf(why, sizeof(why), "alltoall '%s': another rank could not allocate its result", r->names[0]);
+        status = status_fail(why_status, "%s", why);
+        goto out;
+    }
+    err = MPI_Type_contiguous((int)es, MPI_BYTE, &type);
+    if (err == MPI_SUCCESS) err = MPI_Type_commit(&type);
+    if (err != MPI_SUCCESS) {
+        /* Local and deterministic: every rank fails here alike. */
+        status = status_mpi(err, "coordinator MPI_Type_contiguous(alltoall)");
+        goto out;
+    }
+    err = MPI_Ialltoallv(req ? req->send : NULL, scount, sdispl, type, result, rcount, rdispl, type, c->comm, &mreq);
+    status = err == MPI_SUCCESS ? coord_mpi_wait(c, &mreq, c->cfg->timeout_s, "MPI_Ialltoallv")
+                                : status_mpi(err, "coordinator MPI_Ialltoallv");
+    MPI_Type_free(&type);
+    if (status < 0) return status; /* everything kept */
+    if (req) {
+        req->result = result;
+        req->result_total = (size_t)total;
+        req->rank_counts = rank_counts;
+        result = NULL;
+        rank_counts = NULL;
+    }
+out:
+    coord_timeline_span(c, r, "ALLTOALL", 0, NULL);
+    free(mine);
+    free(table);
+    free(counts);
+    free(rank_counts);
+    free(result);
+    return status;
+}
+
 void coord_free_result(hora_memory_t memory, void *result)
 {
     if (memory == HORA_MEMORY_HOST)
@@ -322,6 +531,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
 {
     struct hora_request **reqs = calloc((size_t)r->ntensors + 1, sizeof(*reqs));
     hora_status_t status = HORA_OK;
+    int agreed = 0;
 
     if (!reqs) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
     for (int t = 0; t < r->ntensors; t++) {
@@ -332,7 +542,8 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
     switch (r->kind) {
     case COORD_KIND_ERROR:
         coord_timeline_span(c, r, "QUEUE", 0, NULL);
-        coord_complete_all(c, reqs, r->ntensors, HORA_ERR_MISMATCH, r->error);
+        coord_complete_all(c, reqs, r->ntensors, r->last_joined >= 0 ? HORA_ERR_INVALID_ARG : HORA_ERR_MISMATCH,
+                           r->error);
         break;
     case COORD_KIND_JOIN:
         if (c->join_req) {
@@ -343,6 +554,16 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         break;
     case COORD_KIND_ALLREDUCE:
         status = coord_run_allreduce(c, r, reqs);
+        break;
+    case COORD_KIND_REDUCESCATTER:
+        status = coord_run_reducescatter(c, r, reqs);
+        break;
+    case COORD_KIND_ALLTOALL:
+        status = coord_run_alltoall(c, r, reqs, &agreed);
+        break;
+    case COORD_KIND_BARRIER:
+        /* Negotiation was the barrier: every rank had submitted it. */
+        coord_timeline_span(c, r, "QUEUE", 0, NULL);
         break;
     case COORD_KIND_BROADCAST: {
         const struct coord_meta *m = &r->metas[0];
@@ -359,8 +580,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         if (status == HORA_OK && engine) status = coord_wait_ready(engine, reqs, 1);
         coord_timeline_span(c, r, "BROADCAST", 1, NULL);
         if (status == HORA_OK)
-            status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, memory, buf, m->count, (hora_dtype_t)m->dtype,
-                                    m->root);
+            status = coord_data_broadcast(c, memory, buf, m->count, (hora_dtype_t)m->dtype, m->root);
         coord_timeline_span(c, r, "BROADCAST", 0, NULL);
         break;
     }
@@ -393,8 +613,8 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
             break;
         }
         coord_timeline_span(c, r, "ALLGATHER", 1, NULL);
-        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, memory, reqs[0] ? reqs[0]->send : NULL, result, counts,
-                                 (hora_dtype_t)m->dtype);
+        status = coord_data_allgatherv(c, memory, reqs[0] ? reqs[0]->send : NULL, result, counts,
+                                       (hora_dtype_t)m->dtype);
         coord_timeline_span(c, r, "ALLGATHER", 0, NULL);
         if (status == HORA_OK && reqs[0]) {
             reqs[0]->result = result;
@@ -409,7 +629,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
     default: break;
     }
 
-    if (r->kind == COORD_KIND_ALLREDUCE || r->kind == COORD_KIND_BROADCAST || r->kind == COORD_KIND_ALLGATHER) {
+    if (r->kind != COORD_KIND_ERROR && r->kind != COORD_KIND_JOIN) {
         if (status == HORA_OK) {
             /* New entries from the slow path, and a touch for those that came
              * from the cache: the same on every rank, so ids stay in step. */
@@ -421,5 +641,6 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         }
     }
     free(reqs);
-    return status;
+    /* A failure every rank agreed on ends the request, not the coordinator. */
+    return agreed ? HORA_OK : status;
 }

@@ -25,7 +25,7 @@ struct coord_response {
     struct coord_meta *metas;
     uint64_t *rank_counts; /* ALLGATHER: one per rank */
     char *error;           /* ERROR, SHUTDOWN */
-    int32_t last_joined;   /* JOIN */
+    int32_t last_joined;   /* JOIN; ERROR: >= 0 when the request came while this rank had joined */
     uint32_t cacheable;    /* insert into the response cache after success */
     int32_t cache_id;      /* >= 0: built from the cache (touch it) */
 };
@@ -81,6 +81,11 @@ struct coord {
     struct coll_ctx *coll;
     struct mem_pool *pool;
     struct mem_dev *dev;
+
+    /* A process set's (NULL / 0 for the world's): members' world ranks,
+     * the set's id. Its data moves over MPI on comm (coord_set.c). */
+    int *members;
+    int set_id;
 
     /* coordinator thread only */
     MPI_Comm comm;
@@ -152,7 +157,22 @@ void coord_fuse(struct coord *c, struct coord_responses *list);
 /* Run one response; HORA_OK, or a fatal transport error that stops the coordinator. */
 hora_status_t coord_execute(struct coord *c, struct coord_response *resp);
 
+/* The world rank of place q (a process set's member q, else q). */
+static inline int coord_world_rank(const struct coord *c, int q) { return c->members ? c->members[q] : q; }
+
+/* coord_set.c: a process set's data path, MPI on c->comm, the same
+ * contracts as coll's (host memory). root: a place in the set. */
+hora_status_t coord_set_allreduce(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, hora_op_t op);
+hora_status_t coord_set_broadcast(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, int root);
+hora_status_t coord_set_allgatherv(struct coord *c, const void *send, void *recv, const size_t *counts,
+                                   hora_dtype_t dtype);
+
 /* coord.c */
+/* Poll a nonblocking MPI operation on c->comm to its end: HORA_OK, or an
+ * MPI error, the status of a rank that aborted, or HORA_ERR_TIMEOUT after
+ * timeout_s (0: none). A failed wait leaves the operation in flight (MPI
+ * cannot cancel a collective): its buffers must never be freed. */
+hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what);
 void coord_cache_store(struct coord *c, const char *name, const struct coord_meta *meta);
 void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
 

@@ -194,7 +194,7 @@ static char *coord_validate(const char *name, int ra, const struct coord_meta *a
     } else if (a->dtype != b->dtype) {
         snprintf(msg, sizeof(msg), "mismatched dtype for '%s': rank %d has %s, rank %d has %s", name, ra,
                  hora_dtype_name((hora_dtype_t)a->dtype), rb, hora_dtype_name((hora_dtype_t)b->dtype));
-    } else if (a->kind == COORD_KIND_ALLREDUCE && a->op != b->op) {
+    } else if ((a->kind == COORD_KIND_ALLREDUCE || a->kind == COORD_KIND_REDUCESCATTER) && a->op != b->op) {
         snprintf(msg, sizeof(msg), "mismatched reduction op for '%s': rank %d has %s, rank %d has %s", name, ra,
                  hora_op_name((hora_op_t)a->op), rb, hora_op_name((hora_op_t)b->op));
     } else if (a->kind == COORD_KIND_BROADCAST && a->root != b->root) {
@@ -212,16 +212,18 @@ static char *coord_validate(const char *name, int ra, const struct coord_meta *a
     } else if (a->memory != b->memory) {
         snprintf(msg, sizeof(msg), "mismatched memory kind for '%s': rank %d has %s, rank %d has %s", name, ra,
                  a->memory == HORA_MEMORY_CUDA ? "cuda" : "host", rb, b->memory == HORA_MEMORY_CUDA ? "cuda" : "host");
-    } else if (a->kind == COORD_KIND_ALLGATHER) {
+    } else if (a->kind == COORD_KIND_BARRIER) {
+        /* nothing else to agree on */
+    } else if (a->kind == COORD_KIND_ALLGATHER || a->kind == COORD_KIND_ALLTOALL) {
         int same = a->ndim == b->ndim;
         for (int d = 1; d < a->ndim && same; d++) same = a->dims[d] == b->dims[d];
         if (!same) {
             coord_meta_describe_shape(a, sa, sizeof(sa));
             coord_meta_describe_shape(b, sb, sizeof(sb));
             snprintf(msg, sizeof(msg),
-                     "mismatched shape for '%s': allgather needs equal dimensions after the first: rank %d has %s, "
+                     "mismatched shape for '%s': %s needs equal dimensions after the first: rank %d has %s, "
                      "rank %d has %s",
-                     name, ra, sa, rb, sb);
+                     name, coord_kind_name(a->kind), ra, sa, rb, sb);
         }
     } else {
         int same = a->ndim == b->ndim && a->count == b->count;
@@ -312,22 +314,31 @@ static hora_status_t coord_respond(struct coord *c, struct coord_entry *e, struc
                 first = q;
                 continue;
             }
-            if (!r->error) r->error = coord_validate(e->name, first, &e->metas[first], q, &e->metas[q]);
+            if (!r->error)
+                r->error = coord_validate(e->name, coord_world_rank(c, first), &e->metas[first],
+                                          coord_world_rank(c, q), &e->metas[q]);
         }
     r->metas[0] = e->metas[first];
     r->kind = r->error ? COORD_KIND_ERROR : e->metas[first].kind;
-    if (r->kind == COORD_KIND_BROADCAST && c->joined_ranks[e->metas[first].root]) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "broadcast '%s': root rank %d has already joined", e->name, e->metas[first].root);
+    /* Only allreduces run while a rank has joined (it contributes zeros);
+     * anything else fails, as Horovod raises. */
+    int joined = -1;
+    for (int q = 0; q < c->size && joined < 0; q++)
+        if (c->joined_ranks[q] && !e->present[q]) joined = q;
+    if (r->kind != COORD_KIND_ERROR && r->kind != COORD_KIND_ALLREDUCE && joined >= 0) {
+        char msg[320];
+        snprintf(msg, sizeof(msg), "%s '%s': rank %d has already joined (hora_join): only allreduce runs until every "
+                 "rank has joined", coord_kind_name(r->kind), e->name, joined);
         r->error = strdup(msg);
         r->kind = COORD_KIND_ERROR;
+        r->last_joined = joined; /* an ERROR naming a joined rank: HORA_ERR_INVALID_ARG */
     }
     if (r->kind == COORD_KIND_ALLGATHER) {
         r->rank_counts = calloc((size_t)c->size, sizeof(uint64_t));
         if (!r->rank_counts) goto err;
-        for (int q = 0; q < c->size; q++) r->rank_counts[q] = e->present[q] ? e->metas[q].count : 0;
+        for (int q = 0; q < c->size; q++) r->rank_counts[q] = e->metas[q].count;
     }
-    r->cacheable = r->kind != COORD_KIND_ERROR && !e->group && r->kind != COORD_KIND_ALLGATHER;
+    r->cacheable = r->kind != COORD_KIND_ERROR && !e->group && coord_kind_cacheable(r->kind);
     if (c->tl) {
         char args[1024];
         size_t used = (size_t)snprintf(args, sizeof(args), "{\"ranks_ready_us\":[");
@@ -368,9 +379,10 @@ static void coord_stall_ranks(const struct coord *c, const struct coord_entry *e
     missing[0] = ready[0] = '\0';
     for (int r = 0; r < c->size; r++) {
         if (e->present[r] || c->joined_ranks[r]) {
-            if (k < ready_len) k += (size_t)snprintf(ready + k, ready_len - k, "%s%d", k ? ", " : "", r);
+            if (k < ready_len)
+                k += (size_t)snprintf(ready + k, ready_len - k, "%s%d", k ? ", " : "", coord_world_rank(c, r));
         } else if (m < missing_len) {
-            m += (size_t)snprintf(missing + m, missing_len - m, "%s%d", m ? ", " : "", r);
+            m += (size_t)snprintf(missing + m, missing_len - m, "%s%d", m ? ", " : "", coord_world_rank(c, r));
         }
     }
 }

@@ -86,7 +86,8 @@ typedef enum {
  * followed by a division by the number of ranks (truncating for integers,
  * in fp32 for f32/f16/bf16, in fp64 for f64). MIN and MAX propagate NaN,
  * and compare integers signed or unsigned as their type is. prescale and
- * postscale on an integer round to nearest (ties to even) and saturate.
+ * postscale on an integer truncate toward zero (C's conversion, as Horovod
+ * does) and saturate at the type's range (where C's conversion is undefined).
  * bool: SUM and MAX are logical OR ("any rank true"), MIN and PROD logical
  * AND ("all ranks true"), every output byte 0 or 1; AVG and a prescale or
  * postscale other than 1 are refused (HORA_ERR_INVALID_ARG, at the call,
@@ -293,6 +294,10 @@ HORA_API hora_status_t hora_allgatherv(const void *send, void *recv, const size_
 /* buf on root is sent to buf on every rank. */
 HORA_API hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
 
+/* Returns once every rank has called it (on the user's channels, like the
+ * collectives above; the coordinator's requests are not ordered by it). */
+HORA_API hora_status_t hora_barrier(void);
+
 /* ------------------------------------------------------------------------
  * Negotiated asynchronous operations (the coordinator).
  *
@@ -340,9 +345,42 @@ typedef struct {
     int device;
     void *stream;
     void *ready_event;
+    /* The ranks that run the request: HORA_PROCESS_SET_WORLD (0) or a set
+     * from hora_process_set_create, which this rank must belong to. */
+    int process_set;
 } hora_opts_t;
 
-#define HORA_OPTS_INIT {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL}
+#define HORA_PROCESS_SET_WORLD 0
+
+#define HORA_OPTS_INIT                                                                                             \
+    {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL, HORA_PROCESS_SET_WORLD}
+
+/*
+ * Process sets (Horovod's): a subset of the ranks with a coordinator of its
+ * own, which negotiates, caches, fuses, inspects stalls and writes a
+ * timeline (HORA_TIMELINE with ".set<id>" appended) for its members only.
+ * A request names its set in opts.process_set; ranks refer to world ranks
+ * everywhere (a broadcast's root, messages), while an allgather's or
+ * alltoall's per-rank counts, an alltoall's splits and a reducescatter's
+ * shards are per member, in the order of ascending world rank. Requests on
+ * disjoint sets, and on a set and the world, run concurrently. Sets move
+ * host memory only (HORA_MEMORY_CUDA on a set is HORA_ERR_UNSUPPORTED), over
+ * MPI on a communicator of their own; hora_join is the world's alone.
+ *
+ * hora_process_set_create: collective over every rank (members or not),
+ * all passing the same ranks (any order, no repeats; a mismatch fails on
+ * every rank with HORA_ERR_MISMATCH). *set is a new id > 0, the same on
+ * every rank; ids are never reused. HORA_PROCESS_SETS=0,1;2,3 creates sets
+ * (ids 1, 2, ...) at hora_init. hora_process_set_free: collective over every
+ * rank; the set's pending requests fail with HORA_ERR_SHUTDOWN. hora_shutdown
+ * frees the sets left.
+ */
+HORA_API hora_status_t hora_process_set_create(const int *ranks, int count, int *set);
+HORA_API hora_status_t hora_process_set_free(int set);
+/* Members (world ranks, ascending; up to max of them into ranks, which may be
+ * NULL), and this rank's place among them (-1: not a member). Local: any
+ * rank may ask about any set. HORA_ERR_INVALID_ARG for an unknown id. */
+HORA_API hora_status_t hora_process_set_info(int set, int *size, int *rank_in_set, int *ranks, int max);
 
 /*
  * Enqueue an allreduce of count elements from send into recv (may be equal).
@@ -372,17 +410,56 @@ HORA_API hora_status_t hora_broadcast_async(const char *name, void *buf, size_t 
  * hora_request_result gives it and each rank's count. */
 HORA_API hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
                                    const hora_opts_t *opts, hora_request_t *req);
-/* Result of a finished allgather: data (owned by req, valid until
- * hora_request_free), total elements, and per-rank element counts (size
- * entries, owned by req). */
+/* Result of a finished allgather or alltoall: data (owned by req, valid
+ * until hora_request_free), total elements, and per-rank element counts
+ * (size entries, owned by req). */
 HORA_API hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count,
                                   const size_t **rank_counts);
 
+/* Reduce-scatter along the first dimension (Horovod's reducescatter):
+ * send holds count elements of shape opts->dims (1-D when opts->ndim is 0);
+ * the first dimension d0 is split as hora_shard(d0, size, rank) splits it
+ * (the first d0 % size ranks get one row more), and recv receives this
+ * rank's rows of the reduction: rows * (count / d0) elements. op and
+ * prescale/postscale as for hora_allreduce_async (AVG divides by the number
+ * of ranks); every rank passes the same shape. Compression is refused. */
+HORA_API hora_status_t hora_reducescatter_async(const char *name, const void *send, void *recv, size_t count,
+                                       hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
+                                       hora_request_t *req);
+/* A group of reduce-scatters negotiated atomically (none runs before all are
+ * ready on every rank). opts: NULL, or an array of n (member i's shape and,
+ * the same for every member, its scales and memory kind). */
+HORA_API hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, const void *const *send,
+                                               void *const *recv, const size_t *counts, hora_dtype_t dtype,
+                                               hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
+
+/* Alltoall along the first dimension (Horovod's alltoall): send holds count
+ * elements of shape opts->dims (1-D when opts->ndim is 0); splits (size
+ * entries, may be NULL) says how many first-dimension rows go to each rank,
+ * in rank order, and sums to d0; NULL sends d0 / size rows to each (d0
+ * must then be a multiple of size). Every dimension after the first must
+ * match across ranks; splits may differ. The runtime allocates the result:
+ * hora_request_result gives the rows received from every rank in rank order,
+ * the total element count, and the elements received from each rank (size
+ * entries; divide by count / d0 for rows). Host memory only (HORA_MEMORY_CUDA
+ * is HORA_ERR_UNSUPPORTED). The data moves with MPI_Alltoallv, at most
+ * INT_MAX elements per rank and call. */
+HORA_API hora_status_t hora_alltoall_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
+                                  const size_t *splits, const hora_opts_t *opts, hora_request_t *req);
+
+/* A negotiated barrier: completes once every rank (of opts->process_set;
+ * opts may be NULL) has submitted a barrier under this name, in the
+ * coordinator's order with the other requests. */
+HORA_API hora_status_t hora_barrier_async(const char *name, const hora_opts_t *opts, hora_request_t *req);
+
 /*
  * Blocking. This rank has no more data: until every rank has joined it
- * contributes zeros to allreduces (and nothing to allgathers) that other ranks
- * submit. Returns when all ranks have joined; *last_rank (may be NULL) is the
- * rank that joined last.
+ * contributes zeros to the allreduces that other ranks submit. Every other
+ * operation (allgather, broadcast, alltoall, reducescatter, barrier) that
+ * becomes ready while a rank has joined fails on every rank that submitted
+ * it, with HORA_ERR_INVALID_ARG and a message naming the joined rank, as
+ * Horovod raises. Returns when all ranks have joined; *last_rank (may be
+ * NULL) is the rank that joined last.
  */
 HORA_API hora_status_t hora_join(int *last_rank);
 

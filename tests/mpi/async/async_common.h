@@ -115,5 +115,7 @@ void mode_stall_busy(void);
 void mode_timeline(void);
 void mode_badenv(void);
 void mode_idle(void);
+void mode_ops(void);
+void mode_sets(void);
 
 #endif

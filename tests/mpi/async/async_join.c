@@ -1,8 +1,10 @@
 /* async_join.c - mode join: ranks run different numbers of steps (5 + 3 *
  * rank) of allreduces and an allgather, then hora_join; joined ranks
- * contribute nothing. */
+ * contribute zeros to the allreduces, and an allgather submitted while a
+ * rank has joined fails (as in Horovod) with a message naming that rank. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "async_common.h"
 #include "buf.h"
@@ -48,11 +50,31 @@ void mode_join(void)
                   hora_last_error());
             ok[t] = st == HORA_OK;
         }
-        /* Joined ranks contribute nothing to allgathers. */
+        /* From step join_steps(0) on, rank 0 has joined: the allgather fails. */
         for (int i = 0; i <= rank; i++) ag_send[i] = rank * 1000 + s * 10 + i;
         hora_status_t st = hora_allgather_async("gag", ag_send, (size_t)rank + 1, HORA_DTYPE_I32, NULL, &ag_req);
         CHECK(st == HORA_OK, "join step %d gag: enqueue returned %s: %s", s, hora_status_string(st), hora_last_error());
         ag_ok = st == HORA_OK;
+        /* A broadcast from the last rank under one name: from the second
+         * step on it runs from the response cache, which must not let it
+         * run while rank 0 has joined either. */
+        int32_t bc[4] = {rank, s, -rank, 7};
+        hora_request_t bc_req = REQ_SENTINEL;
+        st = hora_broadcast_async("gbc", bc, 4, HORA_DTYPE_I32, size - 1, NULL, &bc_req);
+        CHECK(st == HORA_OK, "join step %d gbc: enqueue returned %s: %s", s, hora_status_string(st), hora_last_error());
+        if (st == HORA_OK) {
+            snprintf(what, sizeof(what), "join step %d broadcast gbc", s);
+            if (s >= join_steps(0)) {
+                st = hora_wait(bc_req);
+                CHECK(st == HORA_ERR_INVALID_ARG && strstr(request_message(bc_req), "rank 0 has already joined"),
+                      "%s: after rank 0 joined it returned %s '%s', expected HORA_ERR_INVALID_ARG naming rank 0",
+                      what, hora_status_string(st), request_message(bc_req));
+            } else if (wait_ok(bc_req, what)) {
+                const int32_t want_bc[4] = {size - 1, s, -(size - 1), 7};
+                compare(what, bc, want_bc, 4, HORA_DTYPE_I32);
+            }
+            hora_request_free(bc_req);
+        }
 
         for (int t = 0; t < JOIN_TENSORS; t++) {
             snprintf(what, sizeof(what), "join step %d of %d, g%d", s, join_steps(rank), t);
@@ -69,23 +91,27 @@ void mode_join(void)
             hora_request_free(req[t]);
         }
         snprintf(what, sizeof(what), "join step %d allgather gag", s);
-        if (ag_ok && wait_ok(ag_req, what)) {
+        if (ag_ok && s >= join_steps(0)) {
+            st = hora_wait(ag_req);
+            CHECK(st == HORA_ERR_INVALID_ARG, "%s: after rank 0 joined it returned %s, expected HORA_ERR_INVALID_ARG",
+                  what, hora_status_string(st));
+            CHECK(strstr(request_message(ag_req), "rank 0 has already joined") != NULL,
+                  "%s: the message does not name the joined rank: '%s'", what, request_message(ag_req));
+        } else if (ag_ok && wait_ok(ag_req, what)) {
             void *data = NULL;
             size_t total = 0, expect_total = 0, at = 0;
             const size_t *rc = NULL;
             int32_t expect[64];
             for (int r = 0; r < size; r++)
-                if (join_steps(r) > s)
-                    for (int i = 0; i <= r; i++) expect[expect_total++] = r * 1000 + s * 10 + i;
+                for (int i = 0; i <= r; i++) expect[expect_total++] = r * 1000 + s * 10 + i;
             st = hora_request_result(ag_req, &data, &total, &rc);
             CHECK(st == HORA_OK, "%s: hora_request_result returned %s", what, hora_status_string(st));
             if (st == HORA_OK) {
                 int shape_ok = total == expect_total && rc;
                 CHECK(total == expect_total, "%s: total %zu, expected %zu", what, total, expect_total);
                 for (int r = 0; rc && r < size; r++) {
-                    size_t e = join_steps(r) > s ? (size_t)r + 1 : 0;
-                    CHECK(rc[r] == e, "%s: rank_counts[%d] = %zu, expected %zu (joined ranks contribute nothing)", what,
-                          r, rc[r], e);
+                    size_t e = (size_t)r + 1;
+                    CHECK(rc[r] == e, "%s: rank_counts[%d] = %zu, expected %zu", what, r, rc[r], e);
                     shape_ok &= rc[r] == e;
                     at += rc[r];
                 }

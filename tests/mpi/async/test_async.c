@@ -12,7 +12,8 @@
  *                  naming both values, and the next request works; local
  *                  argument errors; duplicate names; calls outside
  *                  init/shutdown; init -> shutdown -> init.
- *   join           ranks run different numbers of steps, then hora_join.
+ *   join           ranks run different numbers of steps, then hora_join;
+ *                  an allgather while a rank has joined fails.
  *   stress         2 threads per rank, thousands of random subsets of 32
  *                  tensors submitted in a different order on every rank.
  *   stall          the stall inspector names the tensor and the missing rank.
@@ -25,6 +26,12 @@
  *                  exact.
  *   timeline       HORA_TIMELINE is valid JSON mid-run and after shutdown.
  *   badenv         a bad HORA_* value fails hora_init with HORA_ERR_CONFIG.
+ *   ops            reducescatter (grouped too), alltoall with splits,
+ *                  barrier (negotiated and direct), integer scaling
+ *                  truncating toward zero.
+ *   sets           process sets: every operation on overlapping and
+ *                  disjoint sets beside the world, concurrency, refusals,
+ *                  creation and release (HORA_PROCESS_SETS=0,1 too).
  *
  * Inputs are small integers derived from (rank, tensor, element, iteration),
  * so every rank computes the exact expected result in every dtype.
@@ -89,6 +96,8 @@ static const struct {
     {"timeline", mode_timeline, 600},
     {"badenv", mode_badenv, 120},
     {"idle", mode_idle, 120},
+    {"ops", mode_ops, 300},
+    {"sets", mode_sets, 300},
 };
 
 int main(int argc, char **argv)
