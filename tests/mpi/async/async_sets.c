@@ -9,12 +9,14 @@
  * refused; a dtype mismatch inside a set names world ranks; creation with
  * different lists fails on every rank; ids are never reused. With
  * HORA_PROCESS_SETS=0,1 in the environment, set 1 = {0, 1} exists from
- * hora_init on. Expected values come from the members' world ranks. */
+ * hora_init on; with HORA_TIMELINE, every set's lowest member finds the
+ * set's requests in its timeline (HORA_TIMELINE.set<id>). Expected values come from the members' world ranks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "async_common.h"
+#include "file.h"
 
 #define SETS_MAX 64
 
@@ -365,5 +367,16 @@ void mode_sets(void)
     }
     /* Sets left over are freed by hora_shutdown. */
     runtime_stop("sets");
+    /* HORA_TIMELINE: each set's lowest member wrote one beside the world's. */
+    const char *tl = getenv("HORA_TIMELINE");
+    for (int k = 0; tl && *tl && k < 3; k++) {
+        if (sets[k].place != 0) continue;
+        char path[600];
+        snprintf(path, sizeof(path), "%s.set%d", tl, sets[k].id);
+        char *text = test_read_file(path, NULL);
+        CHECK(text && strstr(text, "\"rs\"") && strstr(text, "\"a2a\"") && strstr(text, "ALLREDUCE"),
+              "set %d's timeline %s: %s", sets[k].id, path, text ? "lacks its requests" : "missing");
+        free(text);
+    }
     free(sets);
 }
