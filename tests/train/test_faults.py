@@ -103,9 +103,16 @@ def checkpoint(work):
     # After the first checkpoint, the directory becomes a file: the next write fails.
     while time.monotonic() - t0 < 60 and not os.path.exists(os.path.join(d, "latest")):
         time.sleep(0.05)
-    shutil.rmtree(d, ignore_errors=True)
-    with open(d, "w") as f:
-        f.write("not a directory\n")
+    # A rank may be writing into it meanwhile (rmtree then leaves it behind):
+    # again until the file takes its place.
+    for _ in range(200):
+        shutil.rmtree(d, ignore_errors=True)
+        try:
+            with open(d, "x") as f:
+                f.write("not a directory\n")
+            break
+        except (IsADirectoryError, FileExistsError):
+            time.sleep(0.01)
     out, seconds = finish(p, t0)
     f = judge("checkpoint", out, seconds, [r"checkpoint failed: .*(Not a directory|No such file)", r"aborted|abort"],
               before)
