@@ -192,23 +192,6 @@ def test_objects():
     check(got == [{"rank": q, "pad": "y" * q} for q in range(n)], "allgather_object: %r" % got)
 
 
-def test_reducescatter():
-    r, n = hvd.rank(), hvd.size()
-    rows = 2 * n
-    x = (torch.arange(rows * 3, dtype=torch.float32).reshape(rows, 3) + 1) * (r + 1)
-    full = (torch.arange(rows * 3, dtype=torch.float32).reshape(rows, 3) + 1) * (n * (n + 1) / 2)
-    equal(hvd.reducescatter(x, op=hvd.Sum), full[2 * r:2 * r + 2], "reducescatter sum")
-    equal(hvd.reducescatter(x), full[2 * r:2 * r + 2] / n, "reducescatter average", atol=1e-4)
-    v = torch.arange(n + 1, dtype=torch.int64) * (r + 1)  # 1-d, uneven: rank 0 gets 2 rows
-    lo = 0 if r == 0 else r + 1
-    cnt = 2 if r == 0 else 1
-    equal(hvd.reducescatter(v, op=hvd.Sum), (torch.arange(n + 1) * (n * (n + 1) // 2))[lo:lo + cnt],
-          "reducescatter uneven 1-d")
-    if n > 1:
-        raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(n + 1, 2)), "reducescatter uneven rows",
-               contains="not divisible")
-
-
 def test_autograd():
     r, n = hvd.rank(), hvd.size()
     w = float(r + 1)
@@ -249,13 +232,19 @@ def test_topology():
 
 
 def test_refusals():
-    raises(NotImplementedError, lambda: hvd.alltoall(torch.ones(2)), "alltoall", contains="alltoall")
-    raises(NotImplementedError, hvd.barrier, "barrier", contains="barrier")
     raises(NotImplementedError, lambda: hvd.add_process_set([0]), "add_process_set", contains="process sets")
+    odd = hvd.ProcessSet([0])
+    odd.process_set_id = 1
+    for name, fn in [("allreduce", lambda: hvd.allreduce(torch.ones(2), process_set=odd)),
+                     ("alltoall", lambda: hvd.alltoall(torch.ones(2), process_set=odd)),
+                     ("reducescatter", lambda: hvd.reducescatter(torch.ones(2), process_set=odd)),
+                     ("barrier", lambda: hvd.barrier(process_set=odd))]:
+        raises(NotImplementedError, fn, "%s on a process set" % name, contains="process sets")
     raises(NotImplementedError, lambda: hvd.allreduce(torch.ones(2), op=hvd.Adasum), "Adasum", contains="Adasum")
     raises(TypeError, lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)), "complex64", contains="complex64")
-    raises(NotImplementedError, lambda: hvd.allreduce(torch.ones(2).to_sparse()), "sparse", contains="sparse")
+    raises(ValueError, lambda: hvd.allreduce(torch.ones(2).to_sparse()), "sparse", contains="sparse")
     raises(ValueError, lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum), "average and op")
+    raises(NotImplementedError, lambda: hvd.SyncBatchNorm(3), "SyncBatchNorm", contains="SyncBatchNorm")
 
 
 def test_join():
@@ -278,4 +267,4 @@ def test_join():
 if __name__ == "__main__":
     run([test_topology, test_allreduce_ops, test_allreduce_shapes, test_allreduce_inplace, test_grouped,
          test_async_poll, test_allgather, test_broadcast, test_broadcast_parameters, test_broadcast_optimizer_state,
-         test_objects, test_reducescatter, test_autograd, test_compression, test_refusals, test_join])
+         test_objects, test_autograd, test_compression, test_refusals, test_join])

@@ -15,7 +15,7 @@ resolve MPI's symbols.
 import ctypes
 import os
 
-__all__ = ["lib", "library_path", "HoraError", "Opts", "status_string", "last_error"]
+__all__ = ["lib", "library_path", "HoraError", "Opts", "status_string", "last_error", "missing"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
@@ -61,6 +61,7 @@ ERR_ALREADY_INITIALIZED = -13
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 MAX_DIMS = 8
+PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank (hora.torch has no other sets)
 
 # hora_dtype_t names; their values come from the loaded libhora
 # (hora_dtype_parse). A name it does not know is left out of `dtypes`, so the
@@ -80,6 +81,7 @@ class Opts(ctypes.Structure):
         ("device", ctypes.c_int),
         ("stream", ctypes.c_void_p),
         ("ready_event", ctypes.c_void_p),
+        ("process_set", ctypes.c_int),
     ]
 
     @classmethod
@@ -90,6 +92,7 @@ class Opts(ctypes.Structure):
         o.compression = compression
         o.memory = MEMORY_HOST
         o.device = -1
+        o.process_set = PROCESS_SET_WORLD
         o.ndim = 0
         if shape is not None and 0 < len(shape) <= MAX_DIMS:
             o.ndim = len(shape)
@@ -141,11 +144,35 @@ _declare("hora_allgather_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, 
 _declare("hora_request_result", _st, [_vp, _c.POINTER(_vp), _c.POINTER(_c.c_size_t),
                                       _c.POINTER(_c.POINTER(_c.c_size_t))])
 _declare("hora_join", _st, [_c.POINTER(_c.c_int)])
+
 # hora_wait and hora_join block: ctypes releases the GIL around every CDLL call.
 _declare("hora_wait", _st, [_vp])
 _declare("hora_test", _st, [_vp, _c.POINTER(_c.c_int)])
 _declare("hora_request_error", _c.c_char_p, [_vp])
 _declare("hora_request_free", None, [_vp])
+
+
+# Functions a libhora older than this binding may lack: their names go to
+# `missing`, and hora.torch refuses those operations saying so (rebuild libhora).
+missing = set()
+
+
+def _declare_optional(name, restype, argtypes):
+    try:
+        return _declare(name, restype, argtypes)
+    except AttributeError:
+        missing.add(name)
+        return None
+
+
+_declare_optional("hora_reducescatter_async", _st, [_c.c_char_p, _vp, _vp, _c.c_size_t, _c.c_int, _c.c_int,
+                                                    _OptsP, _c.POINTER(_vp)])
+_declare_optional("hora_grouped_reducescatter_async", _st, [_c.c_int, _c.POINTER(_c.c_char_p), _c.POINTER(_vp),
+                                                            _c.POINTER(_vp), _c.POINTER(_c.c_size_t), _c.c_int,
+                                                            _c.c_int, _OptsP, _c.POINTER(_vp)])
+_declare_optional("hora_alltoall_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_size_t),
+                                               _OptsP, _c.POINTER(_vp)])
+_declare_optional("hora_barrier_async", _st, [_c.c_char_p, _OptsP, _c.POINTER(_vp)])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

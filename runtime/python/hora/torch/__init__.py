@@ -5,9 +5,9 @@
     opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
-Run under mpirun like any Horovod program. CPU tensors only for now; what
-libhora lacks (alltoall, barrier, process sets, sparse allreduce, Adasum,
-grouped allgather/reducescatter) raises NotImplementedError saying so.
+Run under mpirun like any Horovod program. CPU tensors only; what it does
+not do (process sets other than the global one, Adasum, CUDA tensors,
+SyncBatchNorm, a dynamic timeline) raises NotImplementedError saying so.
 """
 from .compression import Compression
 from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalError, ProcessSet,

@@ -1,10 +1,14 @@
 """The horovod.torch operations over libhora's async API.
 
 Every collective is a libhora request (hora_*_async, then hora_wait/hora_test
-in synchronize/poll); this file only maps torch tensors to buffers, keeps
-them (and any contiguous copy) alive until the request completes, and names
-unnamed requests deterministically ("allreduce.noname.N", a counter per
-operation, so ranks that call in the same order agree).
+in synchronize/poll; hora_request_result for allgather and alltoall, whose
+results libhora allocates); join is the direct hora_join. This file only maps
+torch tensors to buffers (a reducescatter's output sized as hora_shard splits
+the first dimension), keeps them (and any contiguous copy) alive until the
+request completes, and names unnamed requests deterministically
+("allreduce.noname.N", a counter per operation, so ranks that call in the
+same order agree). What Horovod itself does in Python (sparse allreduce as two
+allgathers, the autograd functions) it does the same way.
 """
 import ctypes
 import itertools
@@ -59,15 +63,17 @@ def _check_tensor(tensor, what):
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("hora.torch.%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
     if tensor.is_sparse:
-        raise NotImplementedError("hora.torch.%s: sparse tensors are not supported yet (the runtime has no "
-                                  "sparse allreduce; use sparse_as_dense or .to_dense())" % what)
+        # Horovod's refusal too (a ValueError): sparse tensors have their own path.
+        raise ValueError("hora.torch.%s: sparse tensors are not supported here (use sparse_allreduce_async, "
+                         "which allgathers indices and values as Horovod does, or .to_dense())" % what)
     if tensor.device.type != "cpu":
-        raise NotImplementedError("hora.torch.%s: %s tensors are not supported yet (hora.torch moves CPU "
-                                  "tensors only; move the tensor to the CPU)" % (what, tensor.device.type))
+        raise NotImplementedError("hora.torch.%s: %s tensors are not supported (hora.torch passes CPU tensors "
+                                  "only: it does not hand device memory and streams to libhora yet; move the "
+                                  "tensor to the CPU)" % (what, tensor.device.type))
     return _hora_dtype(tensor)
 
 
-# ---- process sets (only the global one: the runtime has no process sets yet) ----
+# ---- process sets (only the global one: hora.torch maps no other sets yet) ----
 
 class ProcessSet:
     def __init__(self, ranks_or_comm=None):
@@ -94,18 +100,18 @@ global_process_set.process_set_id = 0
 def _check_process_set(process_set, what):
     if process_set is not None and process_set is not global_process_set and \
             getattr(process_set, "process_set_id", None) != 0:
-        raise NotImplementedError("hora.torch.%s: process sets are not supported yet (libhora has no process "
-                                  "sets; only global_process_set)" % what)
+        raise NotImplementedError("hora.torch.%s: process sets are not supported yet (hora.torch runs every "
+                                  "collective on global_process_set only)" % what)
 
 
 def add_process_set(process_set):
-    raise NotImplementedError("hora.torch.add_process_set: process sets are not supported yet (libhora has "
-                              "no process sets)")
+    raise NotImplementedError("hora.torch.add_process_set: process sets are not supported yet (hora.torch runs "
+                              "every collective on global_process_set only)")
 
 
 def remove_process_set(process_set):
-    raise NotImplementedError("hora.torch.remove_process_set: process sets are not supported yet (libhora "
-                              "has no process sets)")
+    raise NotImplementedError("hora.torch.remove_process_set: process sets are not supported yet (hora.torch "
+                              "runs every collective on global_process_set only)")
 
 
 # ---- init and topology -----------------------------------------------------
@@ -120,7 +126,8 @@ def init(comm=None, process_sets=None):
         raise NotImplementedError("hora.torch.init: a custom communicator is not supported (hora runs on "
                                   "MPI_COMM_WORLD)")
     if process_sets:
-        raise NotImplementedError("hora.torch.init: process sets are not supported yet (libhora has none)")
+        raise NotImplementedError("hora.torch.init: process sets are not supported yet (hora.torch runs every "
+                                  "collective on global_process_set only)")
     if _lib.hora_initialized():
         return
     st = _lib.hora_init()
@@ -699,12 +706,13 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-# ---- join, reducescatter, what the runtime lacks -----------------------------
+# ---- join, barrier ----------------------------------------------------------
 
 def join(device=-1):
     """Blocking: this rank has no more data; it contributes zeros to the
-    allreduces other ranks still submit until every rank has joined. Returns
-    the rank that joined last."""
+    allreduces other ranks still submit until every rank has joined (any other
+    collective submitted meanwhile fails with HorovodInternalError on the
+    ranks that submitted it, as in Horovod). Returns the rank that joined last."""
     _need_init()
     last = ctypes.c_int(-1)
     st = _lib.hora_join(ctypes.byref(last))  # releases the GIL
@@ -713,84 +721,301 @@ def join(device=-1):
     return last.value
 
 
-def _reducescatter_direct(tensor, op, prescale_factor, postscale_factor, what):
+def _need_function(cname, what):
+    if cname in _h.missing:
+        raise NotImplementedError("hora.torch.%s: the loaded libhora (%s) has no %s; rebuild it from this tree" %
+                                  (what, _h.library_path, cname))
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank has called it: a negotiated request
+    (hora_barrier_async), ordered by the coordinator with the other requests.
+    One name for every barrier, as Horovod's ("barrier.noname"): a barrier
+    blocks, so a rank has one in flight at a time, and ranks whose earlier
+    calls differed (a barrier refused after a join) still agree."""
+    _check_process_set(process_set, "barrier")
+    _need_init()
+    _need_function("hora_barrier_async", "barrier")
+    name = "barrier.noname"
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_barrier_async(nameb, None, ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, "barrier", name)
+    synchronize(_register(_Pending([req], [nameb], lambda: None)))
+
+
+# ---- reducescatter -----------------------------------------------------------
+
+def _reducescatter_check(tensor, op, what):
     dtype = _check_tensor(tensor, what)
     if op == Adasum:
-        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum)" % what)
-    if op not in (Average, Sum):
-        raise ValueError("hora.torch.%s: op must be Average or Sum" % what)
-    if prescale_factor != 1.0 or postscale_factor != 1.0:
-        raise NotImplementedError("hora.torch.%s: prescale/postscale factors are not supported yet (the "
-                                  "runtime's direct hora_reduce_scatter has no scaling)" % what)
-    src = tensor.detach().contiguous()
-    if src.dim() == 0:
-        raise ValueError("hora.torch.%s: a tensor of at least one dimension is needed" % what)
-    n = size()
-    rows, row = src.shape[0], src[0].numel() if src.shape[0] else 0
-    if rows % n != 0 and row != 1:
-        raise NotImplementedError(
-            "hora.torch.%s: a first dimension (%d) not divisible by the number of ranks (%d) is not supported "
-            "yet: the runtime's hora_reduce_scatter splits by elements, not by rows" % (what, rows, n))
+        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum; use "
+                                  "Average or Sum)" % what)
+    if op not in _HORA_OPS:
+        raise ValueError("hora.torch.%s: unknown op %r" % (what, op))
+    if tensor.dim() == 0:
+        raise ValueError("hora.torch.%s: reducescatter needs a tensor of at least one dimension" % what)
+    return dtype
+
+
+def _reducescatter_output(src):
+    """This rank's rows of a reduce-scatter of src: the first d0 % size ranks
+    get one row more (hora_shard's split, libhora's and Horovod's)."""
     off, cnt = ctypes.c_size_t(), ctypes.c_size_t()
-    _lib.hora_shard(src.numel(), n, rank(), ctypes.byref(off), ctypes.byref(cnt))
-    my_rows = cnt.value // row if row else 0
-    out = torch.empty((my_rows,) + tuple(src.shape[1:]), dtype=src.dtype)
-    st = _lib.hora_reduce_scatter(_ptr(src), _ptr(out), src.numel(), dtype, _HORA_OPS[op])
+    _lib.hora_shard(src.shape[0], size(), rank(), ctypes.byref(off), ctypes.byref(cnt))
+    return torch.empty((cnt.value,) + tuple(src.shape[1:]), dtype=src.dtype)
+
+
+def _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, what):
+    dtype = _reducescatter_check(tensor, op, what)
+    _need_function("hora_reducescatter_async", what)
+    name = _auto_name("reducescatter", name)
+    src = tensor.detach().contiguous()
+    out = _reducescatter_output(src)
+    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src))
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_reducescatter_async(nameb, _ptr(src), _ptr(out), src.numel(), dtype, _HORA_OPS[op],
+                                       ctypes.byref(opts), ctypes.byref(req))
     if st != _h.OK:
-        raise HorovodInternalError("hora_reduce_scatter: %s: %s" % (_h.status_string(st), _h.last_error()))
-    return out
+        raise _submit_error(st, what, name)
+    return _register(_Pending([req], [tensor, src, out, nameb], lambda: out))
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
+                        postscale_factor=1.0):
+    """op over ranks of tensor (same shape on every rank), split along the
+    first dimension; synchronize returns this rank's rows."""
+    _check_process_set(process_set, "reducescatter_async")
+    return _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, "reducescatter_async")
+
+
+def _reducescatter_grad_scale(grad, op, prescale_factor, postscale_factor):
+    # Horovod's: Sum multiplies by the number of ranks, Average leaves the
+    # gradient as it is, and both scales apply.
+    if op == Sum:
+        grad = grad * size()
+    if prescale_factor != 1.0:
+        grad = grad * prescale_factor
+    if postscale_factor != 1.0:
+        grad = grad * postscale_factor
+    return grad
 
 
 class _ReducescatterFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, op):
-        ctx.op = op
-        return _reducescatter_direct(tensor, op, 1.0, 1.0, "reducescatter")
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return synchronize(_reducescatter_start(tensor, name, op, prescale_factor, postscale_factor,
+                                                "reducescatter"))
 
     @staticmethod
     def backward(ctx, grad_output):
-        g = grad_output * size() if ctx.op == Sum else grad_output
-        return allgather(g), None
+        grad = _reducescatter_grad_scale(grad_output, ctx.op, ctx.pre, ctx.post)
+        return allgather(grad), None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=None, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
     """op over ranks of tensor, split along the first dimension: this rank's
-    rows. Runs the runtime's direct (blocking, unnegotiated) hora_reduce_scatter:
-    every rank must call it in the same order."""
+    rows (the first d0 % size ranks get one more). Differentiable."""
     _check_process_set(process_set, "reducescatter")
-    if prescale_factor != 1.0 or postscale_factor != 1.0:
-        raise NotImplementedError("hora.torch.reducescatter: prescale/postscale factors are not supported yet "
-                                  "(the runtime's direct hora_reduce_scatter has no scaling)")
-    return _ReducescatterFn.apply(tensor, op)
+    if compression is None:
+        from .compression import Compression
+        compression = Compression.none
+    compressed, cctx = compression.compress(tensor)
+    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
 
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set, prescale_factor=1.0,
-                        postscale_factor=1.0):
-    """Runs at once (the runtime has no negotiated reducescatter yet); the handle is already complete."""
-    _check_process_set(process_set, "reducescatter_async")
-    out = _reducescatter_direct(tensor, op, prescale_factor, postscale_factor, "reducescatter_async")
-    return _register(_Pending([], [out], lambda: out))
+def _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_factor, what):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("hora.torch.%s: no tensors" % what)
+    dtypes = {_reducescatter_check(t, op, what) for t in tensors}
+    if len(dtypes) != 1:
+        raise ValueError("hora.torch.%s: the tensors of a group must have one dtype (got %s)" %
+                         (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
+    dtype = dtypes.pop()
+    _need_function("hora_grouped_reducescatter_async", what)
+    base = _auto_name("grouped_reducescatter", name)
+    n = len(tensors)
+    srcs = [t.detach().contiguous() for t in tensors]
+    outs = [_reducescatter_output(s) for s in srcs]
+    names = [("%s_%d_of_%d" % (base, i + 1, n)).encode() for i in range(n)]
+    c_names = (ctypes.c_char_p * n)(*names)
+    c_send = (ctypes.c_void_p * n)(*[_ptr(s) for s in srcs])
+    c_recv = (ctypes.c_void_p * n)(*[_ptr(o) for o in outs])
+    c_counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
+    c_opts = (_h.Opts * n)(*[_h.Opts.make(prescale_factor, postscale_factor, _shape(s)) for s in srcs])
+    c_reqs = (ctypes.c_void_p * n)()
+    st = _lib.hora_grouped_reducescatter_async(n, c_names, c_send, c_recv, c_counts, dtype, _HORA_OPS[op],
+                                               c_opts, c_reqs)
+    if st != _h.OK:
+        raise _submit_error(st, what, base)
+    reqs = [ctypes.c_void_p(c_reqs[i]) for i in range(n)]
+    return _register(_Pending(reqs, [tensors, srcs, outs, names, c_names], lambda: list(outs)))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """reducescatter of each tensor, negotiated as one group (members named
+    <base>_<i>_of_<n>); synchronize returns the list of this rank's rows."""
+    _check_process_set(process_set, "grouped_reducescatter_async")
+    return _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_factor,
+                                        "grouped_reducescatter_async")
+
+
+class _GroupedReducescatterFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
+        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+        return tuple(synchronize(_grouped_reducescatter_start(tensors, name, op, prescale_factor,
+                                                              postscale_factor, "grouped_reducescatter")))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = [_reducescatter_grad_scale(g, ctx.op, ctx.pre, ctx.post) for g in grads]
+        return (None, None, None, None) + tuple(grouped_allgather(grads))
 
 
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average, process_set=global_process_set,
                           prescale_factor=1.0, postscale_factor=1.0):
-    raise NotImplementedError("hora.torch.grouped_reducescatter: not supported yet (the runtime has no "
-                              "grouped reducescatter)")
+    """reducescatter of each tensor, negotiated as one group. Differentiable."""
+    _check_process_set(process_set, "grouped_reducescatter")
+    if compression is None:
+        from .compression import Compression
+        compression = Compression.none
+    pairs = [compression.compress(t) for t in tensors]
+    out = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor, *[p[0] for p in pairs])
+    return [compression.decompress(o, p[1]) for o, p in zip(out, pairs)]
 
 
-grouped_reducescatter_async = grouped_reducescatter
+# ---- alltoall ----------------------------------------------------------------
+
+def _alltoall_start(tensor, splits, name, what):
+    dtype = _check_tensor(tensor, what)
+    _need_function("hora_alltoall_async", what)
+    if tensor.dim() == 0:
+        raise ValueError("hora.torch.%s: alltoall needs a tensor of at least one dimension" % what)
+    n = size()
+    src = tensor.detach().contiguous()
+    c_splits = None
+    splits_device = torch.device("cpu")
+    if splits is not None:
+        # As Horovod: a list is taken as int32; a tensor must hold int32, one
+        # entry per rank, none negative, summing to at most the first dimension
+        # (rows past the sum are not sent).
+        if isinstance(splits, torch.Tensor):
+            splits_device = splits.device
+            if splits.dtype != torch.int32:
+                raise ValueError("hora.torch.%s: alltoall expects splits to contain 32-bit integer elements "
+                                 "(got %s)" % (what, splits.dtype))
+            if splits.dim() > 1:
+                raise ValueError("hora.torch.%s: alltoall expects a 1-D splits tensor" % what)
+            rows = [int(v) for v in splits.cpu().tolist()]
+        else:
+            rows = [int(v) for v in torch.tensor(splits, dtype=torch.int32).reshape(-1).tolist()]
+        if len(rows) != n:
+            raise ValueError("hora.torch.%s: %d entries in splits, not the number of ranks (%d)" %
+                             (what, len(rows), n))
+        if any(v < 0 for v in rows):
+            raise ValueError("hora.torch.%s: splits must not be negative (got %s)" % (what, rows))
+        if sum(rows) > src.shape[0]:
+            raise ValueError("hora.torch.%s: the sum of splits (%d) is greater than the first dimension of "
+                             "the tensor (%d)" % (what, sum(rows), src.shape[0]))
+        if sum(rows) < src.shape[0]:
+            src = src.narrow(0, 0, sum(rows))
+        c_splits = (ctypes.c_size_t * n)(*rows)
+    name = _auto_name("alltoall", name)
+    shape = _shape(src)
+    row = 1
+    for d in shape[1:]:
+        row *= d
+    opts = _h.Opts.make(shape=shape)
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = _lib.hora_alltoall_async(nameb, _ptr(src), src.numel(), dtype, c_splits, ctypes.byref(opts),
+                                  ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, what, name)
+
+    def finish():
+        data = ctypes.c_void_p()
+        total = ctypes.c_size_t()
+        counts = ctypes.POINTER(ctypes.c_size_t)()
+        st2 = _lib.hora_request_result(req, ctypes.byref(data), ctypes.byref(total), ctypes.byref(counts))
+        if st2 != _h.OK:
+            raise HorovodInternalError("hora_request_result('%s'): %s: %s" %
+                                       (name, _h.status_string(st2), _h.last_error()))
+        # libhora counts elements; Horovod's received_splits are rows.
+        received = [counts[q] // row if row else 0 for q in range(n)]
+        out = torch.empty((sum(received),) + tuple(shape[1:]), dtype=src.dtype)
+        nbytes = total.value * src.element_size()
+        if nbytes:
+            ctypes.memmove(out.data_ptr(), data.value, nbytes)
+        return out, torch.tensor(received, dtype=torch.int32, device=splits_device)
+
+    return _register(_Pending([req], [tensor, src, c_splits, nameb], finish))
 
 
-def _lacks(what):
-    def refuse(*args, **kwargs):
-        raise NotImplementedError("hora.torch.%s: not supported yet: the hora runtime (libhora) has no %s" %
-                                  (what, what))
-    refuse.__name__ = what
-    return refuse
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Scatter the first-dimension slices of tensor to the ranks (splits[i]
+    rows to rank i; None: an equal split) and gather what every rank sent this
+    one; synchronize returns (output, received_splits)."""
+    _check_process_set(process_set, "alltoall_async")
+    return _alltoall_start(tensor, splits, name, "alltoall_async")
 
 
-alltoall = _lacks("alltoall")
-alltoall_async = _lacks("alltoall")
-barrier = _lacks("barrier")
-sparse_allreduce_async = _lacks("sparse allreduce")
+class _AlltoallFn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        output, received_splits = synchronize(_alltoall_start(tensor, splits, name, "alltoall"))
+        ctx.recvsplits = received_splits
+        ctx.rows = tensor.shape[0]
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received_splits)
+        return output, received_splits
+
+    @staticmethod
+    def backward(ctx, grad_output, *dead_gradients):
+        # The rows this rank received go back where they came from.
+        grad, _ = alltoall(grad_output, splits=ctx.recvsplits)
+        if grad.shape[0] < ctx.rows:  # rows past the sum of splits were not sent: no gradient
+            grad = torch.cat([grad, grad.new_zeros((ctx.rows - grad.shape[0],) + tuple(grad.shape[1:]))])
+        return grad, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """alltoall_async, waited for: the output, and received_splits (int32, rows
+    from each rank) when splits was given. Differentiable."""
+    _check_process_set(process_set, "alltoall")
+    return _AlltoallFn.apply(tensor, splits, name)
+
+
+# ---- sparse allreduce (Horovod's: allgathers of indices and values) ---------
+
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """A sparse tensor's op (Average or Sum) over ranks, as Horovod does it:
+    allgathers of its indices and of its values (duplicates add up when the
+    result is coalesced). Returns a function that waits and returns the sparse
+    result."""
+    _check_process_set(process_set, "sparse_allreduce_async")
+    name = _auto_name("sparse_allreduce", name)
+    if op not in (Average, Sum):
+        raise ValueError("hora.torch.sparse_allreduce_async: op must be Average or Sum (got %r)" % (op,))
+    t = tensor
+    # allgather concatenates along the first dimension: indices travel as (nnz, ndim).
+    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name)
+    values_handle = allgather_async(t._values(), name="%s.values" % name)
+
+    def handle():
+        values = synchronize(values_handle)
+        indices = synchronize(indices_handle)
+        if op == Average:
+            values = values / size()
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
+
+    return handle
