@@ -76,8 +76,8 @@ hvd_size = [0]
 _orig_init = hvd.init
 
 
-def _init():
-    _orig_init()
+def _init(*args, **kwargs):
+    _orig_init(*args, **kwargs)
     hvd_rank_was_zero[0] = hvd.rank() == 0
     hvd_size[0] = hvd.size()
 

@@ -61,7 +61,7 @@ ERR_ALREADY_INITIALIZED = -13
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
 MEMORY_HOST, MEMORY_CUDA = 0, 1
 MAX_DIMS = 8
-PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank (hora.torch has no other sets)
+PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank
 
 # hora_dtype_t names; their values come from the loaded libhora
 # (hora_dtype_parse). A name it does not know is left out of `dtypes`, so the
@@ -85,14 +85,15 @@ class Opts(ctypes.Structure):
     ]
 
     @classmethod
-    def make(cls, prescale=1.0, postscale=1.0, shape=None, compression=COMPRESSION_NONE):
+    def make(cls, prescale=1.0, postscale=1.0, shape=None, compression=COMPRESSION_NONE,
+             process_set=PROCESS_SET_WORLD):
         o = cls()
         o.prescale = float(prescale)
         o.postscale = float(postscale)
         o.compression = compression
         o.memory = MEMORY_HOST
         o.device = -1
-        o.process_set = PROCESS_SET_WORLD
+        o.process_set = process_set
         o.ndim = 0
         if shape is not None and 0 < len(shape) <= MAX_DIMS:
             o.ndim = len(shape)
@@ -173,6 +174,10 @@ _declare_optional("hora_grouped_reducescatter_async", _st, [_c.c_int, _c.POINTER
 _declare_optional("hora_alltoall_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, _c.POINTER(_c.c_size_t),
                                                _OptsP, _c.POINTER(_vp)])
 _declare_optional("hora_barrier_async", _st, [_c.c_char_p, _OptsP, _c.POINTER(_vp)])
+_declare_optional("hora_process_set_create", _st, [_c.POINTER(_c.c_int), _c.c_int, _c.POINTER(_c.c_int)])
+_declare_optional("hora_process_set_free", _st, [_c.c_int])
+_declare_optional("hora_process_set_info", _st, [_c.c_int, _c.POINTER(_c.c_int), _c.POINTER(_c.c_int),
+                                                 _c.POINTER(_c.c_int), _c.c_int])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

@@ -74,7 +74,7 @@ def broadcast_optimizer_state(optimizer, root_rank, prefix="Parameter."):
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=_ops.global_process_set):
     """obj of root_rank (pickled) on every rank."""
-    name = _ops._auto_name("broadcast_object", name)
+    name = _ops._auto_name("broadcast_object", name, process_set)
     if _ops.rank() == root_rank:
         buf = io.BytesIO()
         _pickler.dump(obj, buf)
@@ -91,7 +91,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=_ops.global_proces
 
 def allgather_object(obj, name=None, process_set=_ops.global_process_set):
     """A list of every rank's obj (pickled), in rank order."""
-    name = _ops._auto_name("allgather_object", name)
+    name = _ops._auto_name("allgather_object", name, process_set)
     buf = io.BytesIO()
     _pickler.dump(obj, buf)
     data = torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)

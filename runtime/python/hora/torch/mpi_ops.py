@@ -73,45 +73,120 @@ def _check_tensor(tensor, what):
     return _hora_dtype(tensor)
 
 
-# ---- process sets (only the global one: hora.torch maps no other sets yet) ----
+# ---- process sets ------------------------------------------------------------
 
 class ProcessSet:
-    def __init__(self, ranks_or_comm=None):
-        self.ranks = ranks_or_comm
+    """Horovod's ProcessSet: world ranks (sorted), and process_set_id once it
+    was added (hvd.init(process_sets=[...]) or hvd.add_process_set), which
+    makes it a libhora process set (hora_process_set_create): a coordinator
+    of its own for its members. Pass it as process_set= to any collective."""
+    process_set_id = None
+    ranks = None
+    mpi_comm = None
+
+    def __init__(self, ranks_or_comm):
+        try:
+            ranks = sorted(ranks_or_comm)
+        except TypeError:
+            raise ValueError("ProcessSet should be initialized with a list of process ranks (hora.torch takes no "
+                             "MPI communicator objects)")
+        if any(not isinstance(r, int) for r in ranks):
+            raise ValueError("ProcessSet should be initialized with a list of process ranks")
+        self.ranks = ranks
+
+    def _invalidate(self):
         self.process_set_id = None
 
+    def _info(self):
+        n, r = ctypes.c_int(), ctypes.c_int()
+        st = _lib.hora_process_set_info(self.process_set_id, ctypes.byref(n), ctypes.byref(r), None, 0)
+        if st != _h.OK:
+            raise ValueError("hora.torch: %s: %s" % (self, _h.last_error()))
+        return n.value, r.value
+
     def size(self):
-        return size()
+        """The number of ranks, None before the set was added."""
+        if self.process_set_id is None:
+            return None
+        return size() if self.process_set_id == 0 else self._info()[0]
 
     def rank(self):
-        return rank()
+        """This rank's place among the members (-1 outside), None before the
+        set was added. Collectives still name ranks by hvd.rank() (a
+        broadcast's root_rank); this serves to read an allgather's result."""
+        if self.process_set_id is None:
+            return None
+        return rank() if self.process_set_id == 0 else self._info()[1]
 
     def included(self):
-        return True
+        """Whether this rank is a member (None without ranks)."""
+        if self.ranks is None:
+            return None
+        return rank() in self.ranks
 
-    def __repr__(self):
-        return "ProcessSet(process_set_id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
+    def __str__(self):
+        return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=None)" % (self.process_set_id, self.ranks)
+
+    __repr__ = __str__
 
 
-global_process_set = ProcessSet()
+global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
 
-def _check_process_set(process_set, what):
-    if process_set is not None and process_set is not global_process_set and \
-            getattr(process_set, "process_set_id", None) != 0:
-        raise NotImplementedError("hora.torch.%s: process sets are not supported yet (hora.torch runs every "
-                                  "collective on global_process_set only)" % what)
+def _set_of(process_set, what):
+    """The ProcessSet a collective runs on (None: the global one), which must
+    have been added."""
+    ps = global_process_set if process_set is None else process_set
+    if not isinstance(ps, ProcessSet):
+        raise ValueError("hora.torch.%s: process_set must be a hvd.ProcessSet (got %s)" %
+                         (what, type(ps).__name__))
+    if ps.process_set_id is None:
+        raise ValueError("hora.torch.%s: %s has not been added (hvd.add_process_set, or hvd.init(process_sets=...))"
+                         % (what, ps))
+    return ps
+
+
+def _set_size_rank(ps):
+    if ps.process_set_id == 0:
+        return size(), rank()
+    return ps._info()
 
 
 def add_process_set(process_set):
-    raise NotImplementedError("hora.torch.add_process_set: process sets are not supported yet (hora.torch runs "
-                              "every collective on global_process_set only)")
+    """Make a process set (collective over every rank, all passing the same
+    ranks) and return it, its process_set_id set. A set with the same ranks
+    that exists already: ValueError."""
+    _need_init()
+    _need_function("hora_process_set_create", "add_process_set")
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    key = tuple(process_set.ranks)
+    if key in _sets_by_ranks or key == tuple(global_process_set.ranks):
+        raise ValueError("Attempted to add a duplicate process set: %s" % process_set)
+    ranks = (ctypes.c_int * max(len(key), 1))(*key)
+    sid = ctypes.c_int(-1)
+    st = _lib.hora_process_set_create(ranks, len(key), ctypes.byref(sid))
+    if st != _h.OK:
+        raise _submit_error(st, "add_process_set", str(list(key)))
+    process_set.process_set_id = sid.value
+    _sets_by_ranks[key] = process_set
+    return process_set
 
 
 def remove_process_set(process_set):
-    raise NotImplementedError("hora.torch.remove_process_set: process sets are not supported yet (hora.torch "
-                              "runs every collective on global_process_set only)")
+    """Free a process set (collective over every rank): True when it was
+    removed, False for the global set or a set not added."""
+    sid = getattr(process_set, "process_set_id", None)
+    if sid is None or sid == 0:
+        return False
+    _need_function("hora_process_set_free", "remove_process_set")
+    process_set._invalidate()
+    _sets_by_ranks.pop(tuple(process_set.ranks), None)
+    return _lib.hora_process_set_free(sid) == _h.OK
+
+
+_sets_by_ranks = {}
 
 
 # ---- init and topology -----------------------------------------------------
@@ -125,15 +200,17 @@ def init(comm=None, process_sets=None):
     if comm is not None:
         raise NotImplementedError("hora.torch.init: a custom communicator is not supported (hora runs on "
                                   "MPI_COMM_WORLD)")
-    if process_sets:
-        raise NotImplementedError("hora.torch.init: process sets are not supported yet (hora.torch runs every "
-                                  "collective on global_process_set only)")
     if _lib.hora_initialized():
         return
     st = _lib.hora_init()
     if st not in (_h.OK, _h.ERR_ALREADY_INITIALIZED):
         raise HorovodInternalError("hora_init failed: %s: %s" % (_h.status_string(st), _h.last_error()))
     global_process_set.ranks = list(range(_lib.hora_size()))
+    # Horovod's process_sets: a list of ProcessSet (or rank lists), or
+    # "dynamic" (sets added later, which hora always allows).
+    if process_sets and process_sets != "dynamic":
+        for ps in process_sets:
+            add_process_set(ps)
     if not _registered_atexit:
         import atexit
         atexit.register(shutdown)
@@ -150,6 +227,11 @@ def shutdown():
     st = _lib.hora_shutdown()
     for p in pending:
         p.free()
+    for ps in _sets_by_ranks.values():  # hora_shutdown freed them
+        ps._invalidate()
+    _sets_by_ranks.clear()
+    with _lock:
+        _name_counters.clear()  # nothing is in flight any more: names start again
     if st not in (_h.OK, _h.ERR_NOT_INITIALIZED):
         raise HorovodInternalError("hora_shutdown failed: %s: %s" % (_h.status_string(st), _h.last_error()))
 
@@ -254,12 +336,16 @@ _name_counters = {}
 _dummy = ctypes.create_string_buffer(64)  # a valid address for empty tensors
 
 
-def _auto_name(kind, name):
+def _auto_name(kind, name, ps=None):
+    """name, or <kind>.noname.N with a counter per operation and process set:
+    names only have to agree among a set's members, whose coordinator alone
+    sees them, and a rank's calls on other sets must not shift them."""
     if name is not None:
         return name
+    key = (kind, ps.process_set_id if ps is not None else 0)
     with _lock:
-        n = _name_counters.get(kind, 0)
-        _name_counters[kind] = n + 1
+        n = _name_counters.get(key, 0)
+        _name_counters[key] = n + 1
     return "%s.noname.%d" % (kind, n)
 
 
@@ -355,10 +441,10 @@ def _resolve_op(average, op, what):
     return op
 
 
-def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what):
-    """Submit one all-reduce of tensor into output (output is tensor: in place)."""
+def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what, ps):
+    """Submit one all-reduce of tensor into output (output is tensor: in place) on process set ps."""
     dtype = _check_tensor(tensor, what)
-    name = _auto_name("allreduce", name)
+    name = _auto_name("allreduce", name, ps)
     src = tensor.detach().contiguous()
     copy_back = None
     if output is tensor:
@@ -369,7 +455,7 @@ def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         send = src
-    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src))
+    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_allreduce_async(nameb, _ptr(send), _ptr(dst), src.numel(), dtype, _HORA_OPS[op],
@@ -389,42 +475,42 @@ def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                     process_set=global_process_set):
-    _check_process_set(process_set, "allreduce_async")
+    ps = _set_of(process_set, "allreduce_async")
     op = _resolve_op(average, op, "allreduce_async")
-    return _allreduce_start(tensor, None, name, op, prescale_factor, postscale_factor, "allreduce_async")
+    return _allreduce_start(tensor, None, name, op, prescale_factor, postscale_factor, "allreduce_async", ps)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                      process_set=global_process_set):
-    _check_process_set(process_set, "allreduce_async_")
+    ps = _set_of(process_set, "allreduce_async_")
     op = _resolve_op(average, op, "allreduce_async_")
-    return _allreduce_start(tensor, tensor, name, op, prescale_factor, postscale_factor, "allreduce_async_")
+    return _allreduce_start(tensor, tensor, name, op, prescale_factor, postscale_factor, "allreduce_async_", ps)
 
 
 class _AllreduceFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, ps):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, ps
         return synchronize(_allreduce_start(tensor, None, name, op, prescale_factor, postscale_factor,
-                                            "allreduce"))
+                                            "allreduce", ps))
 
     @staticmethod
     def backward(ctx, grad_output):
         # d(op over ranks)/d(input) for Average/Sum: the same reduction of the gradients.
-        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post), \
-            None, None, None, None
+        return allreduce(grad_output, op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post,
+                         process_set=ctx.ps), None, None, None, None, None
 
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
               postscale_factor=1.0, process_set=global_process_set):
     """op over ranks of tensor (default Average); tensor is not modified. Differentiable."""
-    _check_process_set(process_set, "allreduce")
+    ps = _set_of(process_set, "allreduce")
     op = _resolve_op(average, op, "allreduce")
     if compression is None:
         from .compression import Compression
         compression = Compression.none
     compressed, cctx = compression.compress(tensor)
-    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _AllreduceFn.apply(compressed, name, op, prescale_factor, postscale_factor, ps)
     return compression.decompress(out, cctx)
 
 
@@ -437,7 +523,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0, po
 
 # ---- grouped allreduce -------------------------------------------------------
 
-def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_factor, what):
+def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_factor, what, ps):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("hora.torch.%s: no tensors" % what)
@@ -446,7 +532,7 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
         raise ValueError("hora.torch.%s: the tensors of a group must have one dtype (got %s)" %
                          (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
     dtype = dtypes.pop()
-    base = _auto_name("grouped_allreduce", name)
+    base = _auto_name("grouped_allreduce", name, ps)
     n = len(tensors)
     srcs, dsts, copy_backs = [], [], []
     for t in tensors:
@@ -465,7 +551,7 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
     c_recv = (ctypes.c_void_p * n)(*[_ptr(d) for d in dsts])
     c_counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
     c_reqs = (ctypes.c_void_p * n)()
-    opts = _h.Opts.make(prescale_factor, postscale_factor)
+    opts = _h.Opts.make(prescale_factor, postscale_factor, process_set=ps.process_set_id)
     st = _lib.hora_grouped_allreduce_async(n, c_names, c_send, c_recv, c_counts, dtype, _HORA_OPS[op],
                                            ctypes.byref(opts), c_reqs)
     if st != _h.OK:
@@ -490,42 +576,43 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set, "grouped_allreduce_async")
+    ps = _set_of(process_set, "grouped_allreduce_async")
     op = _resolve_op(average, op, "grouped_allreduce_async")
     return _grouped_start(tensors, False, name, op, prescale_factor, postscale_factor,
-                          "grouped_allreduce_async")
+                          "grouped_allreduce_async", ps)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set, "grouped_allreduce_async_")
+    ps = _set_of(process_set, "grouped_allreduce_async_")
     op = _resolve_op(average, op, "grouped_allreduce_async_")
     return _grouped_start(tensors, True, name, op, prescale_factor, postscale_factor,
-                          "grouped_allreduce_async_")
+                          "grouped_allreduce_async_", ps)
 
 
 class _GroupedAllreduceFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+    def forward(ctx, name, op, prescale_factor, postscale_factor, ps, *tensors):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, ps
         return tuple(synchronize(_grouped_start(tensors, False, name, op, prescale_factor, postscale_factor,
-                                                "grouped_allreduce")))
+                                                "grouped_allreduce", ps)))
 
     @staticmethod
     def backward(ctx, *grads):
-        g = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post)
-        return (None, None, None, None) + tuple(g)
+        g = grouped_allreduce(list(grads), op=ctx.op, prescale_factor=ctx.pre, postscale_factor=ctx.post,
+                              process_set=ctx.ps)
+        return (None, None, None, None, None) + tuple(g)
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set, "grouped_allreduce")
+    ps = _set_of(process_set, "grouped_allreduce")
     op = _resolve_op(average, op, "grouped_allreduce")
     if compression is None:
         from .compression import Compression
         compression = Compression.none
     pairs = [compression.compress(t) for t in tensors]
-    out = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, *[p[0] for p in pairs])
+    out = _GroupedAllreduceFn.apply(name, op, prescale_factor, postscale_factor, ps, *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(out, pairs)]
 
 
@@ -537,12 +624,12 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 # ---- allgather ---------------------------------------------------------------
 
-def _allgather_start(tensor, name, what):
+def _allgather_start(tensor, name, what, ps):
     dtype = _check_tensor(tensor, what)
-    name = _auto_name("allgather", name)
+    name = _auto_name("allgather", name, ps)
     src = tensor.detach().contiguous()
     shape = _shape(src)
-    opts = _h.Opts.make(shape=shape)
+    opts = _h.Opts.make(shape=shape, process_set=ps.process_set_id)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_allgather_async(nameb, _ptr(src), src.numel(), dtype, ctypes.byref(opts), ctypes.byref(req))
@@ -571,43 +658,44 @@ def _allgather_start(tensor, name, what):
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    _check_process_set(process_set, "allgather_async")
-    return _allgather_start(tensor, name, "allgather_async")
+    ps = _set_of(process_set, "allgather_async")
+    return _allgather_start(tensor, name, "allgather_async", ps)
 
 
 class _AllgatherFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name):
+    def forward(ctx, tensor, name, ps):
         ctx.dim = tensor.shape[0] if tensor.dim() > 0 else 1
-        return synchronize(_allgather_start(tensor, name, "allgather"))
+        ctx.ps = ps
+        return synchronize(_allgather_start(tensor, name, "allgather", ps))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Every rank's output depends on this rank's rows: their gradient is
         # the average over ranks of the gradient of the gathered rows (Horovod's).
-        grad = allreduce(grad_output, op=Average)
-        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64))
-        r = rank()
+        grad = allreduce(grad_output, op=Average, process_set=ctx.ps)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64), process_set=ctx.ps)
+        r = _set_size_rank(ctx.ps)[1]
         offset = int(dims[:r].sum().item()) if r else 0
-        return grad.narrow(0, offset, ctx.dim), None
+        return grad.narrow(0, offset, ctx.dim), None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenation over ranks along the first dimension (which may differ per rank). Differentiable."""
-    _check_process_set(process_set, "allgather")
-    return _AllgatherFn.apply(tensor, name)
+    ps = _set_of(process_set, "allgather")
+    return _AllgatherFn.apply(tensor, name, ps)
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """One allgather request per tensor (named <base>_<i>_of_<n>); one handle
     whose synchronize returns the list of results."""
-    _check_process_set(process_set, "grouped_allgather_async")
+    ps = _set_of(process_set, "grouped_allgather_async")
     tensors = list(tensors)
-    base = _auto_name("grouped_allgather", name)
+    base = _auto_name("grouped_allgather", name, ps)
     parts = []
     try:
         for i, t in enumerate(tensors):
-            h = _allgather_start(t, "%s_%d_of_%d" % (base, i + 1, len(tensors)), "grouped_allgather_async")
+            h = _allgather_start(t, "%s_%d_of_%d" % (base, i + 1, len(tensors)), "grouped_allgather_async", ps)
             with _lock:
                 parts.append(_handles.pop(h))
     except Exception:
@@ -620,17 +708,18 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
 
 class _GroupedAllgatherFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, *tensors):
+    def forward(ctx, name, ps, *tensors):
         ctx.dims = [t.shape[0] if t.dim() > 0 else 1 for t in tensors]
-        return tuple(synchronize(grouped_allgather_async(tensors, name)))
+        ctx.ps = ps
+        return tuple(synchronize(grouped_allgather_async(tensors, name, process_set=ps)))
 
     @staticmethod
     def backward(ctx, *grads):
-        out = [None]
-        r = rank()
+        out = [None, None]
+        r = _set_size_rank(ctx.ps)[1]
         for g, d in zip(grads, ctx.dims):
-            g = allreduce(g, op=Average)
-            dims = allgather(torch.tensor([d], dtype=torch.int64))
+            g = allreduce(g, op=Average, process_set=ctx.ps)
+            dims = allgather(torch.tensor([d], dtype=torch.int64), process_set=ctx.ps)
             offset = int(dims[:r].sum().item()) if r else 0
             out.append(g.narrow(0, offset, d))
         return tuple(out)
@@ -638,22 +727,22 @@ class _GroupedAllgatherFn(torch.autograd.Function):
 
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """allgather of each tensor. Differentiable."""
-    _check_process_set(process_set, "grouped_allgather")
-    return list(_GroupedAllgatherFn.apply(name, *tensors))
+    ps = _set_of(process_set, "grouped_allgather")
+    return list(_GroupedAllgatherFn.apply(name, ps, *tensors))
 
 
 # ---- broadcast ---------------------------------------------------------------
 
-def _broadcast_start(tensor, output, root_rank, name, what):
+def _broadcast_start(tensor, output, root_rank, name, what, ps):
     dtype = _check_tensor(tensor, what)
-    name = _auto_name("broadcast", name)
+    name = _auto_name("broadcast", name, ps)
     if output is tensor:
         buf = tensor.detach().contiguous()
         copy_back = tensor if (buf.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous()) else None
     else:
         buf = tensor.detach().clone(memory_format=torch.contiguous_format)
         copy_back = None
-    opts = _h.Opts.make(shape=_shape(buf))
+    opts = _h.Opts.make(shape=_shape(buf), process_set=ps.process_set_id)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_broadcast_async(nameb, _ptr(buf), buf.numel(), dtype, int(root_rank), ctypes.byref(opts),
@@ -672,34 +761,34 @@ def _broadcast_start(tensor, output, root_rank, name, what):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    _check_process_set(process_set, "broadcast_async")
-    return _broadcast_start(tensor, None, root_rank, name, "broadcast_async")
+    ps = _set_of(process_set, "broadcast_async")
+    return _broadcast_start(tensor, None, root_rank, name, "broadcast_async", ps)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    _check_process_set(process_set, "broadcast_async_")
-    return _broadcast_start(tensor, tensor, root_rank, name, "broadcast_async_")
+    ps = _set_of(process_set, "broadcast_async_")
+    return _broadcast_start(tensor, tensor, root_rank, name, "broadcast_async_", ps)
 
 
 class _BroadcastFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return synchronize(_broadcast_start(tensor, None, root_rank, name, "broadcast"))
+    def forward(ctx, tensor, root_rank, name, ps):
+        ctx.root_rank, ctx.ps = root_rank, ps
+        return synchronize(_broadcast_start(tensor, None, root_rank, name, "broadcast", ps))
 
     @staticmethod
     def backward(ctx, grad_output):
         # Only the root's input reaches the outputs.
-        grad = allreduce(grad_output, op=Average)
+        grad = allreduce(grad_output, op=Average, process_set=ctx.ps)
         if rank() != ctx.root_rank:
             grad = grad * 0
-        return grad, None, None
+        return grad, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """tensor of root_rank on every rank; tensor is not modified. Differentiable."""
-    _check_process_set(process_set, "broadcast")
-    return _BroadcastFn.apply(tensor, root_rank, name)
+    ps = _set_of(process_set, "broadcast")
+    return _BroadcastFn.apply(tensor, root_rank, name, ps)
 
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
@@ -728,18 +817,19 @@ def _need_function(cname, what):
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called it: a negotiated request
-    (hora_barrier_async), ordered by the coordinator with the other requests.
+    """Returns once every rank (of process_set) has called it: a negotiated
+    request (hora_barrier_async), ordered by the coordinator with the other requests.
     One name for every barrier, as Horovod's ("barrier.noname"): a barrier
     blocks, so a rank has one in flight at a time, and ranks whose earlier
     calls differed (a barrier refused after a join) still agree."""
-    _check_process_set(process_set, "barrier")
+    ps = _set_of(process_set, "barrier")
     _need_init()
     _need_function("hora_barrier_async", "barrier")
     name = "barrier.noname"
     req = ctypes.c_void_p()
     nameb = name.encode()
-    st = _lib.hora_barrier_async(nameb, None, ctypes.byref(req))
+    opts = _h.Opts.make(process_set=ps.process_set_id)
+    st = _lib.hora_barrier_async(nameb, ctypes.byref(opts), ctypes.byref(req))
     if st != _h.OK:
         raise _submit_error(st, "barrier", name)
     synchronize(_register(_Pending([req], [nameb], lambda: None)))
@@ -759,21 +849,22 @@ def _reducescatter_check(tensor, op, what):
     return dtype
 
 
-def _reducescatter_output(src):
-    """This rank's rows of a reduce-scatter of src: the first d0 % size ranks
-    get one row more (hora_shard's split, libhora's and Horovod's)."""
+def _reducescatter_output(src, ps):
+    """This rank's rows of a reduce-scatter of src over ps: the first d0 % n
+    members get one row more (hora_shard's split, libhora's and Horovod's)."""
     off, cnt = ctypes.c_size_t(), ctypes.c_size_t()
-    _lib.hora_shard(src.shape[0], size(), rank(), ctypes.byref(off), ctypes.byref(cnt))
+    n, r = _set_size_rank(ps)
+    _lib.hora_shard(src.shape[0], n, r, ctypes.byref(off), ctypes.byref(cnt))
     return torch.empty((cnt.value,) + tuple(src.shape[1:]), dtype=src.dtype)
 
 
-def _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, what):
+def _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, what, ps):
     dtype = _reducescatter_check(tensor, op, what)
     _need_function("hora_reducescatter_async", what)
-    name = _auto_name("reducescatter", name)
+    name = _auto_name("reducescatter", name, ps)
     src = tensor.detach().contiguous()
-    out = _reducescatter_output(src)
-    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src))
+    out = _reducescatter_output(src, ps)
+    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_reducescatter_async(nameb, _ptr(src), _ptr(out), src.numel(), dtype, _HORA_OPS[op],
@@ -787,15 +878,15 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
                         postscale_factor=1.0):
     """op over ranks of tensor (same shape on every rank), split along the
     first dimension; synchronize returns this rank's rows."""
-    _check_process_set(process_set, "reducescatter_async")
-    return _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, "reducescatter_async")
+    ps = _set_of(process_set, "reducescatter_async")
+    return _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, "reducescatter_async", ps)
 
 
-def _reducescatter_grad_scale(grad, op, prescale_factor, postscale_factor):
+def _reducescatter_grad_scale(grad, op, prescale_factor, postscale_factor, ps):
     # Horovod's: Sum multiplies by the number of ranks, Average leaves the
     # gradient as it is, and both scales apply.
     if op == Sum:
-        grad = grad * size()
+        grad = grad * _set_size_rank(ps)[0]
     if prescale_factor != 1.0:
         grad = grad * prescale_factor
     if postscale_factor != 1.0:
@@ -805,31 +896,31 @@ def _reducescatter_grad_scale(grad, op, prescale_factor, postscale_factor):
 
 class _ReducescatterFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+    def forward(ctx, tensor, name, op, prescale_factor, postscale_factor, ps):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, ps
         return synchronize(_reducescatter_start(tensor, name, op, prescale_factor, postscale_factor,
-                                                "reducescatter"))
+                                                "reducescatter", ps))
 
     @staticmethod
     def backward(ctx, grad_output):
-        grad = _reducescatter_grad_scale(grad_output, ctx.op, ctx.pre, ctx.post)
-        return allgather(grad), None, None, None, None
+        grad = _reducescatter_grad_scale(grad_output, ctx.op, ctx.pre, ctx.post, ctx.ps)
+        return allgather(grad, process_set=ctx.ps), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=None, op=Average, process_set=global_process_set,
                   prescale_factor=1.0, postscale_factor=1.0):
     """op over ranks of tensor, split along the first dimension: this rank's
     rows (the first d0 % size ranks get one more). Differentiable."""
-    _check_process_set(process_set, "reducescatter")
+    ps = _set_of(process_set, "reducescatter")
     if compression is None:
         from .compression import Compression
         compression = Compression.none
     compressed, cctx = compression.compress(tensor)
-    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _ReducescatterFn.apply(compressed, name, op, prescale_factor, postscale_factor, ps)
     return compression.decompress(out, cctx)
 
 
-def _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_factor, what):
+def _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_factor, what, ps):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("hora.torch.%s: no tensors" % what)
@@ -839,16 +930,17 @@ def _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_f
                          (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
     dtype = dtypes.pop()
     _need_function("hora_grouped_reducescatter_async", what)
-    base = _auto_name("grouped_reducescatter", name)
+    base = _auto_name("grouped_reducescatter", name, ps)
     n = len(tensors)
     srcs = [t.detach().contiguous() for t in tensors]
-    outs = [_reducescatter_output(s) for s in srcs]
+    outs = [_reducescatter_output(s, ps) for s in srcs]
     names = [("%s_%d_of_%d" % (base, i + 1, n)).encode() for i in range(n)]
     c_names = (ctypes.c_char_p * n)(*names)
     c_send = (ctypes.c_void_p * n)(*[_ptr(s) for s in srcs])
     c_recv = (ctypes.c_void_p * n)(*[_ptr(o) for o in outs])
     c_counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
-    c_opts = (_h.Opts * n)(*[_h.Opts.make(prescale_factor, postscale_factor, _shape(s)) for s in srcs])
+    c_opts = (_h.Opts * n)(*[_h.Opts.make(prescale_factor, postscale_factor, _shape(s),
+                                          process_set=ps.process_set_id) for s in srcs])
     c_reqs = (ctypes.c_void_p * n)()
     st = _lib.hora_grouped_reducescatter_async(n, c_names, c_send, c_recv, c_counts, dtype, _HORA_OPS[op],
                                                c_opts, c_reqs)
@@ -862,44 +954,44 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
                                 prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter of each tensor, negotiated as one group (members named
     <base>_<i>_of_<n>); synchronize returns the list of this rank's rows."""
-    _check_process_set(process_set, "grouped_reducescatter_async")
+    ps = _set_of(process_set, "grouped_reducescatter_async")
     return _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_factor,
-                                        "grouped_reducescatter_async")
+                                        "grouped_reducescatter_async", ps)
 
 
 class _GroupedReducescatterFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, name, op, prescale_factor, postscale_factor, *tensors):
-        ctx.op, ctx.pre, ctx.post = op, prescale_factor, postscale_factor
+    def forward(ctx, name, op, prescale_factor, postscale_factor, ps, *tensors):
+        ctx.op, ctx.pre, ctx.post, ctx.ps = op, prescale_factor, postscale_factor, ps
         return tuple(synchronize(_grouped_reducescatter_start(tensors, name, op, prescale_factor,
-                                                              postscale_factor, "grouped_reducescatter")))
+                                                              postscale_factor, "grouped_reducescatter", ps)))
 
     @staticmethod
     def backward(ctx, *grads):
-        grads = [_reducescatter_grad_scale(g, ctx.op, ctx.pre, ctx.post) for g in grads]
-        return (None, None, None, None) + tuple(grouped_allgather(grads))
+        grads = [_reducescatter_grad_scale(g, ctx.op, ctx.pre, ctx.post, ctx.ps) for g in grads]
+        return (None, None, None, None, None) + tuple(grouped_allgather(grads, process_set=ctx.ps))
 
 
 def grouped_reducescatter(tensors, name=None, compression=None, op=Average, process_set=global_process_set,
                           prescale_factor=1.0, postscale_factor=1.0):
     """reducescatter of each tensor, negotiated as one group. Differentiable."""
-    _check_process_set(process_set, "grouped_reducescatter")
+    ps = _set_of(process_set, "grouped_reducescatter")
     if compression is None:
         from .compression import Compression
         compression = Compression.none
     pairs = [compression.compress(t) for t in tensors]
-    out = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor, *[p[0] for p in pairs])
+    out = _GroupedReducescatterFn.apply(name, op, prescale_factor, postscale_factor, ps, *[p[0] for p in pairs])
     return [compression.decompress(o, p[1]) for o, p in zip(out, pairs)]
 
 
 # ---- alltoall ----------------------------------------------------------------
 
-def _alltoall_start(tensor, splits, name, what):
+def _alltoall_start(tensor, splits, name, what, ps):
     dtype = _check_tensor(tensor, what)
     _need_function("hora_alltoall_async", what)
     if tensor.dim() == 0:
         raise ValueError("hora.torch.%s: alltoall needs a tensor of at least one dimension" % what)
-    n = size()
+    n = _set_size_rank(ps)[0]
     src = tensor.detach().contiguous()
     c_splits = None
     splits_device = torch.device("cpu")
@@ -928,12 +1020,12 @@ def _alltoall_start(tensor, splits, name, what):
         if sum(rows) < src.shape[0]:
             src = src.narrow(0, 0, sum(rows))
         c_splits = (ctypes.c_size_t * n)(*rows)
-    name = _auto_name("alltoall", name)
+    name = _auto_name("alltoall", name, ps)
     shape = _shape(src)
     row = 1
     for d in shape[1:]:
         row *= d
-    opts = _h.Opts.make(shape=shape)
+    opts = _h.Opts.make(shape=shape, process_set=ps.process_set_id)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_alltoall_async(nameb, _ptr(src), src.numel(), dtype, c_splits, ctypes.byref(opts),
@@ -964,15 +1056,15 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Scatter the first-dimension slices of tensor to the ranks (splits[i]
     rows to rank i; None: an equal split) and gather what every rank sent this
     one; synchronize returns (output, received_splits)."""
-    _check_process_set(process_set, "alltoall_async")
-    return _alltoall_start(tensor, splits, name, "alltoall_async")
+    ps = _set_of(process_set, "alltoall_async")
+    return _alltoall_start(tensor, splits, name, "alltoall_async", ps)
 
 
 class _AlltoallFn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, tensor, splits, name):
-        output, received_splits = synchronize(_alltoall_start(tensor, splits, name, "alltoall"))
-        ctx.recvsplits = received_splits
+    def forward(ctx, tensor, splits, name, ps):
+        output, received_splits = synchronize(_alltoall_start(tensor, splits, name, "alltoall", ps))
+        ctx.recvsplits, ctx.ps = received_splits, ps
         ctx.rows = tensor.shape[0]
         if splits is None:
             return output
@@ -982,17 +1074,17 @@ class _AlltoallFn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output, *dead_gradients):
         # The rows this rank received go back where they came from.
-        grad, _ = alltoall(grad_output, splits=ctx.recvsplits)
+        grad, _ = alltoall(grad_output, splits=ctx.recvsplits, process_set=ctx.ps)
         if grad.shape[0] < ctx.rows:  # rows past the sum of splits were not sent: no gradient
             grad = torch.cat([grad, grad.new_zeros((ctx.rows - grad.shape[0],) + tuple(grad.shape[1:]))])
-        return grad, None, None
+        return grad, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """alltoall_async, waited for: the output, and received_splits (int32, rows
     from each rank) when splits was given. Differentiable."""
-    _check_process_set(process_set, "alltoall")
-    return _AlltoallFn.apply(tensor, splits, name)
+    ps = _set_of(process_set, "alltoall")
+    return _AlltoallFn.apply(tensor, splits, name, ps)
 
 
 # ---- sparse allreduce (Horovod's: allgathers of indices and values) ---------
@@ -1002,20 +1094,21 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     allgathers of its indices and of its values (duplicates add up when the
     result is coalesced). Returns a function that waits and returns the sparse
     result."""
-    _check_process_set(process_set, "sparse_allreduce_async")
-    name = _auto_name("sparse_allreduce", name)
+    ps = _set_of(process_set, "sparse_allreduce_async")
+    name = _auto_name("sparse_allreduce", name, ps)
     if op not in (Average, Sum):
         raise ValueError("hora.torch.sparse_allreduce_async: op must be Average or Sum (got %r)" % (op,))
     t = tensor
     # allgather concatenates along the first dimension: indices travel as (nnz, ndim).
-    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name)
-    values_handle = allgather_async(t._values(), name="%s.values" % name)
+    indices_handle = allgather_async(t._indices().transpose(0, 1).contiguous(), name="%s.indices" % name,
+                                     process_set=ps)
+    values_handle = allgather_async(t._values(), name="%s.values" % name, process_set=ps)
 
     def handle():
         values = synchronize(values_handle)
         indices = synchronize(indices_handle)
         if op == Average:
-            values = values / size()
+            values = values / _set_size_rank(ps)[0]
         return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
 
     return handle

@@ -79,7 +79,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = groups
         self._p_to_group = {}
         self._group_counts = {}
-        if _ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1":
+        # A rank outside process_set neither reduces nor waits (Horovod's).
+        if self.process_set.included() and (_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1"):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -138,12 +139,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
-                return _ops.sparse_allreduce_async(tensor, name=name, op=self.op), None
+                return _ops.sparse_allreduce_async(tensor, name=name, op=self.op,
+                                                   process_set=self.process_set), None
             tensor = tensor.to_dense()  # p.grad stays sparse; synchronize makes the result sparse again
         compressed, ctx = self._compression.compress(tensor)
         pre, post = self._scales()
         handle = _ops.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
-                                       postscale_factor=post)
+                                       postscale_factor=post, process_set=self.process_set)
         return handle, ctx
 
     def _grouped_allreduce_grad_async(self, ps):
@@ -161,7 +163,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctxs = zip(*[self._compression.compress(t) for t in tensors])
         pre, post = self._scales()
         handle = _ops.grouped_allreduce_async_(list(compressed), name=name, op=self.op, prescale_factor=pre,
-                                               postscale_factor=post)
+                                               postscale_factor=post, process_set=self.process_set)
         return handle, ctxs
 
     def _make_hook(self, p):
@@ -201,6 +203,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Wait for every gradient's all-reduce (submitting those that backward did not)."""
+        if not self.process_set.included():
+            self._synchronized = True
+            return
         completed = set()
         for key in self._handles:
             completed.update(key) if isinstance(key, tuple) else completed.add(key)
@@ -266,7 +271,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """Wrap a torch optimizer: gradients are all-reduced (op, default Average)
     across ranks during backward, and step() waits for them. groups: an int
     (that many grouped allreduces) or a list of parameter lists."""
-    _ops._check_process_set(process_set, "DistributedOptimizer")
+    process_set = _ops._set_of(process_set, "DistributedOptimizer")
     if op == _ops.Adasum:
         raise NotImplementedError("hora.torch.DistributedOptimizer: op Adasum is not supported (libhora has no "
                                   "Adasum; use Average or Sum)")
