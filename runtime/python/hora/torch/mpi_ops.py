@@ -624,6 +624,17 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 # ---- allgather ---------------------------------------------------------------
 
+def _request_result(req, name):
+    """A finished allgather's or alltoall's result: (address, elements, per-rank element counts)."""
+    data = ctypes.c_void_p()
+    total = ctypes.c_size_t()
+    counts = ctypes.POINTER(ctypes.c_size_t)()
+    st = _lib.hora_request_result(req, ctypes.byref(data), ctypes.byref(total), ctypes.byref(counts))
+    if st != _h.OK:
+        raise HorovodInternalError("hora_request_result('%s'): %s: %s" % (name, _h.status_string(st), _h.last_error()))
+    return data, total.value, counts
+
+
 def _allgather_start(tensor, name, what, ps):
     dtype = _check_tensor(tensor, what)
     name = _auto_name("allgather", name, ps)
@@ -640,16 +651,10 @@ def _allgather_start(tensor, name, what, ps):
         row *= d
 
     def finish():
-        data = ctypes.c_void_p()
-        total = ctypes.c_size_t()
-        counts = ctypes.POINTER(ctypes.c_size_t)()
-        st2 = _lib.hora_request_result(req, ctypes.byref(data), ctypes.byref(total), ctypes.byref(counts))
-        if st2 != _h.OK:
-            raise HorovodInternalError("hora_request_result('%s'): %s: %s" %
-                                       (name, _h.status_string(st2), _h.last_error()))
-        rows = total.value // row if row else 0
+        data, total, _ = _request_result(req, name)
+        rows = total // row if row else 0
         out = torch.empty((rows,) + tuple(shape[1:]), dtype=src.dtype)
-        nbytes = total.value * src.element_size()
+        nbytes = total * src.element_size()
         if nbytes:
             ctypes.memmove(out.data_ptr(), data.value, nbytes)
         return out
@@ -1034,17 +1039,11 @@ def _alltoall_start(tensor, splits, name, what, ps):
         raise _submit_error(st, what, name)
 
     def finish():
-        data = ctypes.c_void_p()
-        total = ctypes.c_size_t()
-        counts = ctypes.POINTER(ctypes.c_size_t)()
-        st2 = _lib.hora_request_result(req, ctypes.byref(data), ctypes.byref(total), ctypes.byref(counts))
-        if st2 != _h.OK:
-            raise HorovodInternalError("hora_request_result('%s'): %s: %s" %
-                                       (name, _h.status_string(st2), _h.last_error()))
+        data, total, counts = _request_result(req, name)
         # libhora counts elements; Horovod's received_splits are rows.
         received = [counts[q] // row if row else 0 for q in range(n)]
         out = torch.empty((sum(received),) + tuple(shape[1:]), dtype=src.dtype)
-        nbytes = total.value * src.element_size()
+        nbytes = total * src.element_size()
         if nbytes:
             ctypes.memmove(out.data_ptr(), data.value, nbytes)
         return out, torch.tensor(received, dtype=torch.int32, device=splits_device)
