@@ -57,8 +57,8 @@ hora_status_t api_set_coord(int set, const char *what, const char *name, struct 
 /* The coordinator a request was submitted to, NULL once its set is freed
  * (the request has completed then). */
 struct coord *api_request_coord(const struct hora_request *req);
-/* The world rank of member q of set (set 0: q itself), -1 if out of range. */
-int api_set_world_rank(int set, int q);
+/* The place of world_rank among set's members (set 0: world_rank itself), -1 if not a member. */
+int api_set_place(int set, int world_rank);
 /* hora_init (HORA_PROCESS_SETS) and hora_shutdown / hora_abort. */
 hora_status_t api_sets_create_static(const char *spec);
 void api_sets_stop_all(void);

@@ -67,9 +67,7 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     if (opts->process_set != HORA_PROCESS_SET_WORLD && opts->memory != HORA_MEMORY_HOST)
         return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): process sets move host memory only", what, name);
     if (kind == COORD_KIND_BROADCAST) {
-        int member = 0;
-        for (int q = 0; q < set_size && !member; q++) member = api_set_world_rank(opts->process_set, q) == root;
-        if (!member)
+        if (api_set_place(opts->process_set, root) < 0)
             return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): root %d is not a member of process set %d", what,
                                name, root, opts->process_set);
     }

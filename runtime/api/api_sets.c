@@ -56,14 +56,16 @@ struct coord *api_request_coord(const struct hora_request *req)
     return c;
 }
 
-int api_set_world_rank(int set, int q)
+int api_set_place(int set, int world_rank)
 {
-    if (set == HORA_PROCESS_SET_WORLD) return q >= 0 && q < hora_rt.topo.size ? q : -1;
+    if (set == HORA_PROCESS_SET_WORLD) return world_rank >= 0 && world_rank < hora_rt.topo.size ? world_rank : -1;
     pthread_mutex_lock(&hora_rt.sets_lock);
     const struct api_set *s = api_set_get_locked(set);
-    int r = s && q >= 0 && q < s->size ? s->members[q] : -1;
+    int place = -1;
+    for (int q = 0; s && q < s->size && place < 0; q++)
+        if (s->members[q] == world_rank) place = q;
     pthread_mutex_unlock(&hora_rt.sets_lock);
-    return r;
+    return place;
 }
 
 static int api_int_cmp(const void *a, const void *b)

@@ -80,19 +80,31 @@ static hora_status_t coord_set_types_ready(void)
 /* The largest piece one MPI call takes. */
 #define COORD_SET_PIECE ((size_t)INT_MAX)
 
-hora_status_t coord_set_allreduce(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, hora_op_t op)
+/* An in-place allreduce (root < 0) or broadcast of buf, in pieces MPI's int
+ * counts can hold, each polled to its end. */
+static hora_status_t coord_set_pieces(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, hora_op_t op,
+                                      int root)
 {
     const size_t es = hora_dtype_size(dtype);
+    const char *what = root < 0 ? "MPI_Iallreduce(process set)" : "MPI_Ibcast(process set)";
     HORA_CHECK(coord_set_types_ready());
     for (size_t at = 0; at < count;) {
         const size_t n = count - at < COORD_SET_PIECE ? count - at : COORD_SET_PIECE;
+        void *piece = (char *)buf + at * es;
         MPI_Request req;
-        int err = MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + at * es, (int)n, coord_set_types[dtype],
-                                 coord_set_ops[op], c->comm, &req);
-        if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Iallreduce(process set)");
-        HORA_CHECK(coord_mpi_wait(c, &req, c->cfg->timeout_s, "MPI_Iallreduce(process set)"));
+        int err = root < 0 ? MPI_Iallreduce(MPI_IN_PLACE, piece, (int)n, coord_set_types[dtype], coord_set_ops[op],
+                                            c->comm, &req)
+                           : MPI_Ibcast(piece, (int)n, coord_set_types[dtype], root, c->comm, &req);
+        if (err != MPI_SUCCESS) return status_mpi(err, what);
+        HORA_CHECK(coord_mpi_wait(c, &req, c->cfg->timeout_s, what));
         at += n;
     }
+    return HORA_OK;
+}
+
+hora_status_t coord_set_allreduce(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, hora_op_t op)
+{
+    HORA_CHECK(coord_set_pieces(c, buf, count, dtype, op, -1));
     if (op == HORA_OP_AVG && count) {
         const void *srcs[1] = {buf};
         return coll_engine_for(HORA_MEMORY_HOST)->reduce(buf, srcs, 1, count, dtype, HORA_OP_SUM, c->size);
@@ -102,17 +114,7 @@ hora_status_t coord_set_allreduce(struct coord *c, void *buf, size_t count, hora
 
 hora_status_t coord_set_broadcast(struct coord *c, void *buf, size_t count, hora_dtype_t dtype, int root)
 {
-    const size_t es = hora_dtype_size(dtype);
-    HORA_CHECK(coord_set_types_ready());
-    for (size_t at = 0; at < count;) {
-        const size_t n = count - at < COORD_SET_PIECE ? count - at : COORD_SET_PIECE;
-        MPI_Request req;
-        int err = MPI_Ibcast((char *)buf + at * es, (int)n, coord_set_types[dtype], root, c->comm, &req);
-        if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Ibcast(process set)");
-        HORA_CHECK(coord_mpi_wait(c, &req, c->cfg->timeout_s, "MPI_Ibcast(process set)"));
-        at += n;
-    }
-    return HORA_OK;
+    return coord_set_pieces(c, buf, count, dtype, HORA_OP_SUM, root);
 }
 
 hora_status_t coord_set_allgatherv(struct coord *c, const void *send, void *recv, const size_t *counts,
