@@ -67,6 +67,9 @@ const struct config_entry config_table[] = {
      "than one node and more than one rank per node), 0 or 1"},
     {"HORA_CYCLE_TIME_MS", CONFIG_TYPE_DOUBLE, "1", 0.01, 10000, NULL, CONFIG_FIELD(cycle_time_ms),
      "coordinator cycle: how often ranks agree which named requests are ready"},
+    {"HORA_DEFER_MS", CONFIG_TYPE_DOUBLE, "20", 0, 10000, NULL, CONFIG_FIELD(defer_ms),
+     "host-memory requests that no thread waits on or polls start within this long, not at once: the "
+     "compute they would interrupt goes on (0 = start at once; device memory always starts at once)"},
     {"HORA_FUSION_THRESHOLD", CONFIG_TYPE_SIZE, "128M", 0, 64 * GiB, NULL, CONFIG_FIELD(fusion_threshold),
      "pack ready allreduces into buffers of up to this many bytes (0 = no fusion)"},
     {"HORA_CACHE_CAPACITY", CONFIG_TYPE_INT, "1024", 0, 65536, NULL, CONFIG_FIELD(cache_capacity),

@@ -27,6 +27,7 @@ struct config {
     int algorithm;          /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;       /* HORA_HIERARCHICAL: 0 auto, 1 off, 2 on */
     double cycle_time_ms;   /* HORA_CYCLE_TIME_MS: coordinator cycle */
+    double defer_ms;        /* HORA_DEFER_MS: longest deferral of a host request nothing waits for, 0 = none */
     size_t fusion_threshold; /* HORA_FUSION_THRESHOLD: bytes per fused buffer, 0 = no fusion */
     int cache_capacity;     /* HORA_CACHE_CAPACITY: response-cache entries, 0 = off */
     double stall_check_s;   /* HORA_STALL_CHECK_S */

@@ -86,12 +86,21 @@ void coord_complete(struct coord *c, struct hora_request *req, hora_status_t sta
     pthread_mutex_unlock(&c->lock);
 }
 
+/* Under c->lock: whether host requests wait up to HORA_DEFER_MS before
+ * their cycle (see coord_nap): only while no thread waits on a request or
+ * polls one, and never once device memory has come. */
+static int coord_defers(const struct coord *c)
+{
+    return c->defer_us > 0 && !c->saw_device && !c->waiting_threads && !c->polled;
+}
+
 hora_status_t coord_wait(struct coord *c, struct hora_request *req)
 {
     pthread_mutex_lock(&c->lock);
     if (!req->done) {
         c->waiting_threads++;
         coll_app_waiting(c->coll, 1);
+        if (c->nap_kind == COORD_NAP_DEFER) pthread_cond_signal(&c->work_cond); /* wanted now */
         while (!req->done) pthread_cond_wait(&c->done_cond, &c->lock);
         coll_app_waiting(c->coll, -1);
         /* coord_stop frees c only once no thread is left in here. */
@@ -106,7 +115,12 @@ int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *stat
 {
     pthread_mutex_lock(&c->lock);
     int done = req->done;
-    if (done) *status = req->status;
+    if (done)
+        *status = req->status;
+    else {
+        c->polled = 1; /* wanted: no deferral until nothing is in flight */
+        if (c->nap_kind == COORD_NAP_DEFER) pthread_cond_signal(&c->work_cond);
+    }
     pthread_mutex_unlock(&c->lock);
     return done;
 }
@@ -126,7 +140,10 @@ hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
             return status_set(HORA_ERR_DUPLICATE, "a request named '%s' is already in flight on rank %d",
                               reqs[i]->name, c->rank);
         }
+    const int64_t now_us = coord_now_us();
     for (int i = 0; i < n; i++) {
+        reqs[i]->enqueue_us = now_us;
+        if (reqs[i]->meta.memory != HORA_MEMORY_HOST) c->saw_device = 1;
         if (coord_map_put(&c->inflight, reqs[i]->name, reqs[i])) {
             for (int j = 0; j < i; j++) coord_map_remove(&c->inflight, reqs[j]->name);
             pthread_mutex_unlock(&c->lock);
@@ -139,7 +156,9 @@ hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
             c->incoming = reqs[i];
         c->incoming_tail = reqs[i];
     }
-    pthread_cond_signal(&c->work_cond);
+    /* The nap ends at once for a request that starts at once; a deferred one
+     * moves an idle nap's deadline to the deferral's. */
+    if (!coord_defers(c) || c->nap_kind == COORD_NAP_IDLE) pthread_cond_signal(&c->work_cond);
     pthread_mutex_unlock(&c->lock);
     return HORA_OK;
 }
@@ -489,6 +508,67 @@ static int64_t coord_inspect_period_us(const struct coord *c)
     return every > 1000000 ? 1000000 : every;
 }
 
+/* The nap after a cycle that started at start_us. Its deadline follows
+ * from the state, read again at every wake-up (a submission, a waiter or a
+ * poll signals work_cond when it may move it):
+ *  - requests have come and start at once: no nap (the framework enqueues
+ *    faster than a cycle turns, so requests coming together still meet in
+ *    one cycle);
+ *  - requests have come, or are pending, but nothing wants them yet
+ *    (coord_defers): until the first point at or after the first arrival
+ *    on a grid HORA_DEFER_MS apart, counted from the end of the last cycle's
+ *    allreduce. On a machine whose cores all compute (CPU training), a
+ *    coordinator that starts each gradient's all-reduce at once interrupts
+ *    backprop hundreds of times a step, for each negotiation and each nap
+ *    waiting for a peer that is still computing; deferred, the gradients
+ *    meet in a few cycles, most of them when the step waits for them;
+ *  - pending, started at once: the rest of the cycle;
+ *  - nothing in flight here: skip cycles until a request (or hora_shutdown)
+ *    arrives. A peer's cycle then waits for this rank in the cycle's
+ *    allreduce, which is what it would do anyway - no response can run
+ *    without this rank submitting. Between training steps, that keeps the
+ *    coordinators from interrupting compute a thousand times a second. An
+ *    idle rank still turns a cycle every stall-inspection period, so rank 0
+ *    can see that it lacks what others wait for. Rank 0 is never idle while
+ *    its table holds names (the stall inspector's state). */
+static void coord_nap(struct coord *c, int64_t start_us)
+{
+    const int64_t cycle_us = (int64_t)(c->settings.cycle_time_ms * 1000.0);
+    int64_t idle_us = coord_inspect_period_us(c);
+    if (idle_us < cycle_us) idle_us = cycle_us;
+    const int64_t defer_us = c->defer_us > cycle_us ? c->defer_us : cycle_us;
+    const int busy = c->pending.count > 0 || c->order_head;
+    pthread_mutex_lock(&c->lock);
+    if (!busy && !c->incoming) c->polled = 0; /* what was polled has completed */
+    while (!c->stop_requested && !c->abort_requested) {
+        const int defer = coord_defers(c);
+        int64_t deadline_us = start_us + idle_us;
+        c->nap_kind = COORD_NAP_IDLE;
+        if (c->incoming && !defer) break;
+        if (defer && (c->incoming || busy)) {
+            /* On a grid of deferrals from the last cycle's allreduce, so
+             * that ranks whose requests came within one deferral of each
+             * other meet without waiting for one another. */
+            const int64_t since = c->incoming ? c->incoming->enqueue_us - c->sync_us : 0;
+            deadline_us = c->sync_us + defer_us * (since > 0 ? (since + defer_us - 1) / defer_us : 1);
+            c->nap_kind = COORD_NAP_DEFER;
+        } else if (busy) {
+            deadline_us = start_us + cycle_us;
+            c->nap_kind = COORD_NAP_CYCLE;
+        }
+        const int64_t now_us = coord_now_us();
+        if (now_us >= deadline_us) break;
+        struct timespec now, until;
+        clock_gettime(CLOCK_REALTIME, &now);
+        const int64_t ns = (int64_t)now.tv_nsec + (deadline_us - now_us) * 1000;
+        until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000);
+        until.tv_nsec = (long)(ns % 1000000000);
+        pthread_cond_timedwait(&c->work_cond, &c->lock, &until);
+    }
+    c->nap_kind = COORD_NAP_CYCLE;
+    pthread_mutex_unlock(&c->lock);
+}
+
 /* One cycle. Returns 0 to go on, 1 when the coordinator must stop. */
 static int coord_cycle(struct coord *c)
 {
@@ -544,6 +624,7 @@ static int coord_cycle(struct coord *c)
         coord_fail_everything(c, status, hora_last_error());
         return 1;
     }
+    c->sync_us = coord_now_us();
     if (c->vec[3 * W + 1] & COORD_FLAG_STOP) {
         coord_fail_everything(c, HORA_ERR_SHUTDOWN,
                               stop ? "hora_shutdown was called"
@@ -633,32 +714,7 @@ static int coord_cycle(struct coord *c)
             c->settings_changed = 1;
         }
     }
-    /* Nap for the rest of the cycle, unless work arrives: a request that
-     * comes while we sleep should not wait for the timer. (Requests arriving
-     * together still meet in one cycle: the framework enqueues them faster
-     * than a cycle turns.)
-     * With nothing in flight here, skip cycles: sleep until a request (or
-     * hora_shutdown) arrives. A peer's cycle then waits for this rank in the
-     * allreduce above, which is what it would do anyway - no response can
-     * run without this rank submitting. Between training steps, that keeps
-     * the coordinators from interrupting compute a thousand times a second.
-     * An idle rank still turns a cycle every stall-inspection period, so
-     * rank 0 can see that it lacks what others wait for. Rank 0 is never
-     * idle while its table holds names (the stall inspector's state). */
-    int64_t period_us = (int64_t)(c->settings.cycle_time_ms * 1000.0), idle_us = coord_inspect_period_us(c);
-    if (c->pending.count == 0 && !c->order_head && idle_us > period_us) period_us = idle_us;
-    int64_t deadline_us = start_us + period_us;
-    if (deadline_us > end_us) {
-        struct timespec now, until;
-        clock_gettime(CLOCK_REALTIME, &now);
-        int64_t ns = (int64_t)now.tv_nsec + (deadline_us - end_us) * 1000;
-        until.tv_sec = now.tv_sec + (time_t)(ns / 1000000000);
-        until.tv_nsec = (long)(ns % 1000000000);
-        pthread_mutex_lock(&c->lock);
-        while (!c->incoming && !c->stop_requested && !c->abort_requested)
-            if (pthread_cond_timedwait(&c->work_cond, &c->lock, &until) == ETIMEDOUT) break;
-        pthread_mutex_unlock(&c->lock);
-    }
+    coord_nap(c, start_us);
     return 0;
 }
 
@@ -728,6 +784,7 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->settings.fusion_threshold = cfg->fusion_threshold;
     c->settings.cycle_time_ms = cfg->cycle_time_ms;
     c->settings.chunk_bytes = cfg->chunk_bytes;
+    c->defer_us = (int64_t)(cfg->defer_ms * 1000.0);
     c->demote_us = (int64_t)(cfg->stall_check_s * 0.5e6);
     if (c->demote_us > 5000000) c->demote_us = 5000000;
     c->last_joined = -1;

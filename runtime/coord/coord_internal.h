@@ -54,6 +54,9 @@ struct coord_entry {
     struct coord_entry *next; /* arrival order */
 };
 
+/* What the coordinator's nap between cycles waits for (coord_nap). */
+enum { COORD_NAP_CYCLE = 0, COORD_NAP_IDLE = 1, COORD_NAP_DEFER = 2 };
+
 struct coord_settings {
     size_t fusion_threshold;
     double cycle_time_ms;
@@ -64,7 +67,7 @@ struct coord {
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
     pthread_cond_t done_cond;
-    pthread_cond_t work_cond; /* signalled on every submission: ends the cycle's nap early */
+    pthread_cond_t work_cond; /* signalled when the nap's deadline may move: see coord_nap */
     struct hora_request *incoming, *incoming_tail;
     struct coord_map inflight; /* name -> request, until completion */
     int stop_requested;       /* hora_shutdown on this rank */
@@ -73,11 +76,15 @@ struct coord {
     int thread_joined;        /* coord_abort joined the thread */
     int abandoned;            /* coord_abort gave up waiting for it: c is never freed */
     int waiting_threads;      /* application threads inside coord_wait */
+    int polled;               /* hora_test found a request not done; cleared once nothing is in flight */
+    int saw_device;           /* a device-memory request was submitted: never defer again */
+    int nap_kind;             /* what the coordinator's nap waits for (COORD_NAP_*) */
     hora_status_t stop_status;
     char stop_reason[256];
 
     /* set at start, read-only after */
     const struct config *cfg;
+    int64_t defer_us;         /* HORA_DEFER_MS: 0 = start host requests at once */
     struct coll_ctx *coll;
     struct mem_pool *pool;
     struct mem_dev *dev;
@@ -92,6 +99,7 @@ struct coord {
     MPI_Op bit_op;
     MPI_Datatype bit_type; /* one cycle vector: 3 * words + 2 uint64 */
     int rank, size;
+    int64_t sync_us; /* when the last cycle's allreduce ended: the same moment on every rank */
     struct coord_map pending;        /* name -> request taken from incoming */
     struct hora_request *uncached;   /* to send to rank 0 at the next slow path, in */
     struct hora_request *uncached_tail; /* submission order (fusion keeps that order) */

@@ -108,6 +108,7 @@ void mode_basic(void);
 void mode_errors(void);
 void errors_memory_refused(void); /* part of mode errors */
 void mode_join(void);
+void mode_defer(void);
 void mode_stress(void);
 void mode_stall(void);
 void mode_stall_shutdown(void);

@@ -96,6 +96,7 @@ static const struct {
     {"timeline", mode_timeline, 600},
     {"badenv", mode_badenv, 120},
     {"idle", mode_idle, 120},
+    {"defer", mode_defer, 120},
     {"ops", mode_ops, 300},
     {"sets", mode_sets, 300},
 };
