@@ -1,7 +1,9 @@
 """hora.torch's alltoall, barrier, reducescatter (and grouped), sparse
-allreduce, collectives after a join, and integer scaling, exactly: inputs are
+allreduce, collectives after a join, integer scaling and shared_tensors
+(hora's zero-copy tensors), exactly: inputs are
 a function of (rank, index) so each rank computes the expected result.
 mpirun -np N python3 test_torch_collectives.py"""
+import gc
 import math
 import time
 
@@ -412,7 +414,63 @@ def test_join_then_collectives():
     equal(hvd.reducescatter(torch.ones(n, 1), op=hvd.Sum), torch.full((cnt, 1), float(n)), "reducescatter after join")
 
 
+# ---- shared tensors --------------------------------------------------------------
+
+def test_shared_tensors():
+    """hora's shared_tensors: the layout it promises, zeros, exact in-place
+    all-reduces grouped and one by one (again through the response cache),
+    other dtypes, a view keeping the block, refusals."""
+    r, n = hvd.rank(), hvd.size()
+    shapes = [(5, 3), (0,), (7,), (2, 2, 2), (1,)]
+    ts = hvd.shared_tensors(shapes)
+    check([tuple(t.shape) for t in ts] == shapes, "shapes: %s" % [tuple(t.shape) for t in ts])
+    check(all(hvd.is_shared(t) for t in ts if t.numel()), "every tensor lies in shared memory")
+    check(not hvd.is_shared(torch.ones(4)), "a plain tensor is not shared")
+    off = 0
+    for t, shape in zip(ts, shapes):
+        off = -(-off // 64) * 64
+        if t.numel():  # an empty tensor's data_ptr means nothing
+            check(t.data_ptr() == ts[0].data_ptr() + off, "%s starts %d bytes into the block" % (shape, off))
+        off += math.prod(shape) * 4
+    check(all(torch.equal(t, torch.zeros(s)) for t, s in zip(ts, shapes)), "zero-filled")
+
+    def fill(k):
+        for i, t in enumerate(ts):
+            t.copy_((torch.arange(t.numel(), dtype=torch.float32) + 10 * i + 100 * r + k).reshape(t.shape))
+
+    def want(i, t, k):  # the sum over ranks q of arange + 10 i + 100 q + k
+        v = (torch.arange(t.numel(), dtype=torch.float32) + 10 * i + k) * n + 100 * n * (n - 1) / 2
+        return v.reshape(t.shape)
+
+    for k in range(3):
+        fill(k)
+        hvd.synchronize(hvd.grouped_allreduce_async_(ts, op=hvd.Sum, name="shared.group"))
+        for i, t in enumerate(ts):
+            equal(t, want(i, t, k), "grouped allreduce of shared tensor %d, round %d" % (i, k))
+        fill(k + 7)
+        for h in [hvd.allreduce_async_(t, op=hvd.Sum, name="shared.%d" % i) for i, t in enumerate(ts)]:
+            hvd.synchronize(h)
+        for i, t in enumerate(ts):
+            equal(t, want(i, t, k + 7), "allreduce of shared tensor %d, round %d" % (i, k))
+    for dt in supported([torch.float64, torch.bfloat16, torch.int32, torch.int8]):
+        a, b = hvd.shared_tensors([(3,), (4,)], dtype=dt)
+        a.copy_((torch.arange(3) + r).to(dt))
+        b.copy_((torch.arange(4) * 2 + r).to(dt))
+        hvd.grouped_allreduce_([a, b], op=hvd.Sum, name="shared.%s" % dt)
+        equal(a, (torch.arange(3) * n + n * (n - 1) // 2).to(dt), "shared %s tensor a" % dt)
+        equal(b, (torch.arange(4) * 2 * n + n * (n - 1) // 2).to(dt), "shared %s tensor b" % dt)
+    view = ts[2][2:4]
+    kept = view.clone()
+    del ts, t
+    gc.collect()
+    check(hvd.is_shared(view), "a view keeps its block")
+    equal(view, kept, "a view outlives the other tensors of its block")
+    raises(ValueError, lambda: hvd.shared_tensors([(2, -1)]), "a negative dimension", "negative")
+    raises(TypeError, lambda: hvd.shared_tensors([(2,)], dtype=torch.complex64), "a dtype libhora lacks")
+
+
 if __name__ == "__main__":
     run([test_alltoall_equal_split, test_alltoall_uneven, test_alltoall_grad, test_alltoall_errors, test_barrier,
          test_reducescatter, test_reducescatter_errors, test_reducescatter_grad, test_grouped_reducescatter,
-         test_integer_scaling_truncates, test_sparse_allreduce, test_join_then_collectives])
+         test_integer_scaling_truncates, test_sparse_allreduce, test_join_then_collectives,
+         test_shared_tensors])

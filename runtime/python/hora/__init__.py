@@ -145,6 +145,9 @@ _declare("hora_allgather_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c.c_int, 
 _declare("hora_request_result", _st, [_vp, _c.POINTER(_vp), _c.POINTER(_c.c_size_t),
                                       _c.POINTER(_c.POINTER(_c.c_size_t))])
 _declare("hora_join", _st, [_c.POINTER(_c.c_int)])
+_declare("hora_mem_alloc", _st, [_c.c_size_t, _c.POINTER(_vp)])
+_declare("hora_mem_free", _st, [_vp])
+_declare("hora_mem_is_shared", _c.c_int, [_vp])
 
 # hora_wait and hora_join block: ctypes releases the GIL around every CDLL call.
 _declare("hora_wait", _st, [_vp])

@@ -6,8 +6,9 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Run under mpirun like any Horovod program. CPU tensors only; what it does
-not do (process sets other than the global one, Adasum, CUDA tensors,
-SyncBatchNorm, a dynamic timeline) raises NotImplementedError saying so.
+not do (Adasum, CUDA tensors, SyncBatchNorm, a dynamic timeline) raises
+NotImplementedError saying so. hora's own addition: shared_tensors, tensors
+in memory the ranks of a host share, whose fused all-reduces need no copy.
 """
 from .compression import Compression
 from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalError, ProcessSet,
@@ -25,6 +26,7 @@ from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalEr
                       join, poll, synchronize)
 from .functions import broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object
 from .optimizer import DistributedOptimizer
+from .memory import shared_tensors, is_shared
 
 
 class SyncBatchNorm:

@@ -194,6 +194,9 @@ _sets_by_ranks = {}
 _registered_atexit = False
 
 
+_generation = 0  # hora_shutdown calls so far: which runtime a shared block belongs to
+
+
 def init(comm=None, process_sets=None):
     """Start libhora (collective). A second call while running does nothing."""
     global _registered_atexit
@@ -221,9 +224,11 @@ def shutdown():
     """Stop libhora (collective); pending requests fail with HORA_ERR_SHUTDOWN."""
     if not _lib.hora_initialized():
         return
+    global _generation
     with _lock:
         pending = list(_handles.values())
         _handles.clear()
+    _generation += 1  # shared_tensors' blocks die with this runtime
     st = _lib.hora_shutdown()
     for p in pending:
         p.free()
