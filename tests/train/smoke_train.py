@@ -14,8 +14,8 @@ usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
              the loss scale in the log (static stays, dynamic doubles per
              window), the fp16 fallback where the CPU has no f16 kernels, a
              falling loss in each
-  accuracy-bf16  the demo's recipe (10 epochs of ResNet-20 on Fashion-MNIST,
-             2 ranks) in bf16 reaches the demo's 92% test top-1
+  accuracy-bf16  the demo's recipe (ResNet-20 on Fashion-MNIST, 2 ranks) cut to
+             3 epochs, in bf16, reaches 88% test top-1 (89.02% measured)
 """
 import json, os, subprocess, sys, tempfile
 
@@ -148,21 +148,24 @@ def precision(exe):
 
 
 def accuracy_bf16(exe):
-    """The demo's recipe (tools/demo: ResNet-20, 2 ranks x batch 64, 10 epochs) in
-    bf16 must reach the demo's bar, 92% test top-1."""
+    """The demo's recipe (tools/demo: ResNet-20, 2 ranks x batch 64, lr 0.2, wd
+    5e-4, one warmup epoch, poly decay, pad-crop and flip) over 3 epochs instead
+    of 10, in bf16, must reach 88% test top-1. It reached 89.02% (epochs: 36.0,
+    87.1, 89.0%; the run is deterministic) in 221 s here; the whole 10 epochs
+    (92%+, tools/demo) took 640 s, a third of CI."""
     if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
         return f"{FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)"
-    p = mpirun(2, [exe, "--model", "resnet20", "--data", FMNIST, "--epochs", "10", "--batch", "64", "--lr", "0.2",
+    p = mpirun(2, [exe, "--model", "resnet20", "--data", FMNIST, "--epochs", "3", "--batch", "64", "--lr", "0.2",
                    "--wd", "5e-4", "--warmup-epochs", "1", "--pad-crop", "2", "--flip", "--threads", "1",
-                   "--progress", "lines", "--precision", "bf16"], timeout=1500)
+                   "--progress", "lines", "--precision", "bf16"], timeout=900)
     if p.returncode != 0:
         return "hora-train failed"
     top = final_line(p.stdout)
     if not top:
         return "no final line"
     print(f"bf16: final top-1 {top[0]}% top-5 {top[1]}%")
-    if top[0] < 92.0:
-        return f"bf16 reached {top[0]}% top-1, below the demo's 92%"
+    if top[0] < 88.0:
+        return f"bf16 reached {top[0]}% top-1 in 3 epochs, below 88%"
     return None
 
 
