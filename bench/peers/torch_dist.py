@@ -15,12 +15,16 @@ DistributedOptimizer (op Average) and broadcast parameters and optimizer state
 from rank 0; ddp wraps the model in DistributedDataParallel over gloo (the ranks
 meet through MPI's environment: OMPI_COMM_WORLD_RANK/SIZE, a TCP store on
 127.0.0.1). --warmup untimed steps, then --steps timed between two barriers;
-img/s = ranks x batch x steps / time.
+img/s = ranks x batch x steps / time. --no-allreduce (hora, horovod) leaves the
+optimizer unwrapped: the ranks compute the same steps without exchanging
+gradients, the ceiling any backend can reach on this machine.
 
 gradset: ResNet-50's 161 gradient tensors (resnet.py's resnet50, torchvision's
 names and sizes, 25,557,032 values, in backprop order), separate torch tensors
 like a model's .grad, all-reduced per step with allreduce_async_ and
-synchronize (or, --grouped, one grouped_allreduce_async_), op Sum. Step time =
+synchronize (or, --grouped, one grouped_allreduce_async_), op Sum; --shared
+(hora only) puts them in one block of hora.torch.shared_tensors, in that order,
+so that the fused all-reduce runs in place (hora's zero-copy path). Step time =
 mean over --iters steps per rank, max over ranks; then one step is checked
 (every rank fills rank + 1, expects n(n+1)/2 everywhere).
 
@@ -97,7 +101,8 @@ def train(a, d):
         model = torch.nn.parallel.DistributedDataParallel(model)
     else:
         hvd = d.hvd
-        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
+        if not a.no_allreduce:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), op=hvd.Average)
         hvd.broadcast_parameters(model.state_dict(), root_rank=0)
         hvd.broadcast_optimizer_state(opt, root_rank=0)
     x = torch.randn(a.batch, 1, 28, 28)
@@ -126,7 +131,12 @@ def gradset(a, d):
     hvd = d.hvd
     params = [(n, p.numel()) for n, p in resnet.resnet50().named_parameters()]
     order = list(reversed(params))
-    tensors = [torch.ones(c) for _, c in order]
+    if a.shared:
+        tensors = hvd.shared_tensors([(c,) for _, c in order])
+        for t in tensors:
+            t.fill_(1.0)
+    else:
+        tensors = [torch.ones(c) for _, c in order]
     names = [n for n, _ in order]
 
     def step():
@@ -153,7 +163,7 @@ def gradset(a, d):
     wrong = d.reduce(float(sum(int((t != want).sum()) for t in tensors)), "sum")
     total = sum(c for _, c in order)
     return {"step_ms": dt * 1e3, "tensors": len(order), "bytes": total * 4, "wrong": int(wrong),
-            "grouped": a.grouped}
+            "grouped": a.grouped, "shared": a.shared}
 
 
 def main():
@@ -166,14 +176,20 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--grouped", action="store_true", help="gradset: one grouped allreduce per step")
+    ap.add_argument("--no-allreduce", action="store_true", help="train: no DistributedOptimizer (compute only)")
+    ap.add_argument("--shared", action="store_true", help="gradset, hora: tensors from hora.torch.shared_tensors")
     a = ap.parse_args()
     if a.what == "gradset" and a.backend == "ddp":
         ap.error("gradset runs over hora or horovod")
+    if a.no_allreduce and (a.what != "train" or a.backend == "ddp"):
+        ap.error("--no-allreduce is for train over hora or horovod")
+    if a.shared and (a.what != "gradset" or a.backend != "hora"):
+        ap.error("--shared is for gradset over hora")
     torch.set_num_threads(a.threads)
     d = Dist(a.backend)
     out = train(a, d) if a.what == "train" else gradset(a, d)
     out.update({"what": a.what, "backend": d.version(), "np": d.size, "torch": torch.__version__,
-                "batch": a.batch, "threads": a.threads})
+                "batch": a.batch, "threads": a.threads, "no_allreduce": a.no_allreduce})
     if d.rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
     d.shutdown()
