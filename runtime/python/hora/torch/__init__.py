@@ -21,9 +21,9 @@ from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalEr
                       grouped_allreduce, grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
                       allgather, allgather_async, grouped_allgather, grouped_allgather_async,
                       broadcast, broadcast_, broadcast_async, broadcast_async_,
-                      reducescatter, reducescatter_async, grouped_reducescatter, grouped_reducescatter_async,
-                      alltoall, alltoall_async, barrier, sparse_allreduce_async,
-                      join, poll, synchronize)
+                      poll, synchronize)
+from .collectives import (reducescatter, reducescatter_async, grouped_reducescatter, grouped_reducescatter_async,
+                          alltoall, alltoall_async, barrier, sparse_allreduce_async, join)
 from .functions import broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object
 from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
+from . import collectives as _coll
 from .compression import Compression
 from .functions import broadcast_object
 
@@ -139,7 +140,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         tensor = p.grad
         if tensor.is_sparse:
             if not self.sparse_as_dense:
-                return _ops.sparse_allreduce_async(tensor, name=name, op=self.op,
+                return _coll.sparse_allreduce_async(tensor, name=name, op=self.op,
                                                    process_set=self.process_set), None
             tensor = tensor.to_dense()  # p.grad stays sparse; synchronize makes the result sparse again
         compressed, ctx = self._compression.compress(tensor)
