@@ -1,6 +1,7 @@
 /* coord_internal.h - state shared by coord.c (thread, cache, cycle),
- * coord_negotiate.c (rank 0's table, validation, wire format) and
- * coord_exec.c (fusion and execution of responses). */
+ * coord_queue.c (submission, waiting, completion, the nap), coord_negotiate.c
+ * (rank 0's table, validation, wire format), coord_exec.c (fusion and
+ * execution of responses) and coord_set.c (a process set's data path). */
 #ifndef HORA_COORD_INTERNAL_H
 #define HORA_COORD_INTERNAL_H
 
@@ -183,5 +184,8 @@ hora_status_t coord_set_allgatherv(struct coord *c, const void *send, void *recv
 hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what);
 void coord_cache_store(struct coord *c, const char *name, const struct coord_meta *meta);
 void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
+/* coord_queue.c: the nap after a cycle that started at start_us; idle_us is
+ * how long to sleep with nothing in flight (the stall-inspection period). */
+void coord_nap(struct coord *c, int64_t start_us, int64_t idle_us);
 
 #endif

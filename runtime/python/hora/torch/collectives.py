@@ -10,8 +10,9 @@ import torch
 import hora as _h
 from hora import lib as _lib
 from .mpi_ops import (Adasum, Average, HorovodInternalError, Sum, _HORA_OPS, _Pending, _auto_name, _check_tensor,
-                      _need_function, _need_init, _ptr, _register, _request_result, _set_of, _set_size_rank, _shape,
-                      _submit_error, allgather, allgather_async, global_process_set, grouped_allgather, synchronize)
+                      _need_function, _need_init, _ptr, _reduce_submit, _register, _request_result, _set_of,
+                      _set_size_rank, _shape, _submit_error, allgather, allgather_async, global_process_set,
+                      grouped_allgather, synchronize)
 
 
 # ---- join, barrier ----------------------------------------------------------
@@ -79,13 +80,8 @@ def _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, wh
     name = _auto_name("reducescatter", name, ps)
     src = tensor.detach().contiguous()
     out = _reducescatter_output(src, ps)
-    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
-    req = ctypes.c_void_p()
-    nameb = name.encode()
-    st = _lib.hora_reducescatter_async(nameb, _ptr(src), _ptr(out), src.numel(), dtype, _HORA_OPS[op],
-                                       ctypes.byref(opts), ctypes.byref(req))
-    if st != _h.OK:
-        raise _submit_error(st, what, name)
+    req, nameb = _reduce_submit(_lib.hora_reducescatter_async, name, src, out, src, dtype, op, prescale_factor,
+                                postscale_factor, what, ps)
     return _register(_Pending([req], [tensor, src, out, nameb], lambda: out))
 
 

@@ -453,6 +453,19 @@ def _resolve_op(average, op, what):
     return op
 
 
+def _reduce_submit(cfn, name, send, recv, src, dtype, op, prescale_factor, postscale_factor, what, ps):
+    """One hora_allreduce_async or hora_reducescatter_async call (cfn) of src's
+    elements from send into recv; returns the request and the encoded name
+    (which must stay alive with it). Raises as _submit_error says."""
+    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
+    req = ctypes.c_void_p()
+    nameb = name.encode()
+    st = cfn(nameb, _ptr(send), _ptr(recv), src.numel(), dtype, _HORA_OPS[op], ctypes.byref(opts), ctypes.byref(req))
+    if st != _h.OK:
+        raise _submit_error(st, what, name)
+    return req, nameb
+
+
 def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what, ps):
     """Submit one all-reduce of tensor into output (output is tensor: in place) on process set ps."""
     dtype = _check_tensor(tensor, what)
@@ -467,13 +480,8 @@ def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor
     else:
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         send = src
-    opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
-    req = ctypes.c_void_p()
-    nameb = name.encode()
-    st = _lib.hora_allreduce_async(nameb, _ptr(send), _ptr(dst), src.numel(), dtype, _HORA_OPS[op],
-                                   ctypes.byref(opts), ctypes.byref(req))
-    if st != _h.OK:
-        raise _submit_error(st, what, name)
+    req, nameb = _reduce_submit(_lib.hora_allreduce_async, name, send, dst, src, dtype, op, prescale_factor,
+                                postscale_factor, what, ps)
 
     def finish():
         if copy_back is not None:
