@@ -288,7 +288,7 @@ int main(int argc, char **argv)
             config.verbose = 1;
         else {
             fprintf(stderr, "usage: %s [--net resnet20|resnet50] [--threads N] [--batch N] [--iters N] "
-                            "[--block 0|1|8|16] [--dtype f32|bf16] [-v]\n", argv[0]);
+                            "[--block 0|1|8|16|-1] [--dtype f32|bf16] [-v]\n", argv[0]);
             return 2;
         }
     }

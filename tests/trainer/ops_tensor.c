@@ -18,10 +18,11 @@ void test_tensor_roundtrip(int n, int c, int h, int w)
     float *in = rand_array(count, 1.0f), *out = nan_array(count);
     tensor_put(&t, in);
     tensor_get(&t, out);
-    int block = t.layout == TR_LAYOUT_NCHW8C ? 8 : t.layout == TR_LAYOUT_NCHW16C ? 16 : 1;
+    /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
+    int block = t.layout == TR_LAYOUT_NCHW8C ? 8 : t.layout == TR_LAYOUT_NCHW16C ? 16 : t.layout == TR_LAYOUT_NHWC ? c : 1;
     long wrong = memcmp(in, out, count * sizeof(float)) != 0;
     /* Where each element sits: nChw<B>c puts (n, c, h, w) at
-     * ((n * C/B + c/B) * H*W + h*W + w) * B + c%B; nchw at the usual place. */
+     * ((n * C/B + c/B) * H*W + h*W + w) * B + c%B (nhwc: B = C); nchw at the usual place. */
     CHECK(t.layout == TR_LAYOUT_NCHW || c % block == 0, "layout %s for C %d", tr_layout_name(t.layout), c);
     CHECK(t.bytes >= count * sizeof(float) && t.dtype == TR_DTYPE_F32 && t.memory == ops->memory && t.ndim == 4,
           "tensor %zu bytes, %s, %s memory, ndim %d", t.bytes, tr_dtype_name(t.dtype), tr_memory_name(t.memory),

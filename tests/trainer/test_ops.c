@@ -25,7 +25,7 @@
  * to write fails (NaN never passes). One line per check group gives its
  * max abs error and max error relative to the largest reference value.
  *
- * Usage: test_ops [--block 0|1|8|16] [--threads N] [-v]
+ * Usage: test_ops [--block 0|1|8|16|-1] [--threads N] [-v]
  *   --block forces the cpu backend's activation layout (0 = its choice),
  *   -v prints the oneDNN implementation of every primitive.
  * Exit status 0 = all passed, 1 = something failed.
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "-v") == 0)
             config.verbose = 1;
         else {
-            fprintf(stderr, "usage: %s [--block 0|1|8|16] [--threads N] [-v]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--block 0|1|8|16|-1] [--threads N] [-v]\n", argv[0]);
             return 2;
         }
     }

@@ -31,7 +31,7 @@
  * Outputs are poisoned with NaN before each op (NaN never passes). One line
  * per check; a summary of the worst error per op and dtype at the end.
  *
- * Usage: test_ops_mixed [--dtype bf16|f16] [--block 0|1|8|16] [--threads N] [-v]
+ * Usage: test_ops_mixed [--dtype bf16|f16] [--block 0|1|8|16|-1] [--threads N] [-v]
  *   --dtype f16 runs the layer checks in f16 only; where compute_dtype says
  *   the backend has no f16, it checks that f16 layers and tensors are
  *   refused with that reason instead (a CPU's answer, not a skip).
@@ -244,6 +244,6 @@ int main(int argc, char **argv)
     return finish();
 
 usage:
-    fprintf(stderr, "usage: %s [--dtype bf16|f16] [--block 0|1|8|16] [--threads N] [-v]\n", argv[0]);
+    fprintf(stderr, "usage: %s [--dtype bf16|f16] [--block 0|1|8|16|-1] [--threads N] [-v]\n", argv[0]);
     return 2;
 }

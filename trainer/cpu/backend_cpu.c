@@ -51,6 +51,22 @@ static int cpu_best_block(void)
     return 1;
 }
 
+/* Which dtypes' activations are NHWC. oneDNN 3's fast bf16 and f16
+ * kernels (brgconv, on AVX512-BF16/FP16 and AMX tiles) take channels-last
+ * activations, and on blocked ones it falls back on its older jit_bf16
+ * kernels at a third to half their speed (trainer/cpu/README.md has the
+ * numbers); f32 stays blocked, where its direct kernels are fastest.
+ * oneDNN 2.6 has no such kernels: everything blocked. channel_block -1
+ * forces NHWC for every dtype, 1/8/16 blocks for every dtype. */
+static unsigned cpu_nhwc_dtypes(int channel_block)
+{
+    if (channel_block == -1)
+        return ~0u;
+    if (channel_block != 0 || !CPU_DNNL3)
+        return 0;
+    return (1u << TR_DTYPE_BF16) | (1u << TR_DTYPE_F16);
+}
+
 static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **backend_out)
 {
     if (config == NULL || backend_out == NULL)
@@ -58,8 +74,8 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
     if (config->threads < 0)
         return cpu_invalid("init: threads %d (0 = automatic)", config->threads);
     if (config->channel_block != 0 && config->channel_block != 1 && config->channel_block != 8 &&
-        config->channel_block != 16)
-        return cpu_invalid("init: channel_block %d (0 = automatic, 1, 8 or 16)", config->channel_block);
+        config->channel_block != 16 && config->channel_block != -1)
+        return cpu_invalid("init: channel_block %d (0 = automatic, 1, 8, 16 or -1 for NHWC)", config->channel_block);
 
     cpu_backend_t *backend = cpu_alloc(sizeof(*backend), "the cpu backend");
     if (backend == NULL)
@@ -68,6 +84,7 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
     backend->threads = config->threads > 0 ? config->threads : cpu_default_threads();
     backend->verbose = config->verbose;
     backend->channel_block = config->channel_block > 0 ? config->channel_block : cpu_best_block();
+    backend->nhwc = cpu_nhwc_dtypes(config->channel_block);
     /* Before any primitive exists: oneDNN sizes its kernels' work split by
      * the thread count it sees when a primitive is made. */
     omp_set_num_threads(backend->threads);
@@ -91,9 +108,13 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
 
     if (backend->verbose) {
         const dnnl_version_t *v = dnnl_version();
-        fprintf(stderr, "hora-train: cpu: oneDNN %d.%d.%d, isa %s, %d threads, activations %s\n", v->major,
-                v->minor, v->patch, cpu_isa_name(), backend->threads,
-                backend->channel_block == 1 ? "nchw" : backend->channel_block == 8 ? "nChw8c" : "nChw16c");
+        const char *blocked = backend->channel_block == 1   ? "nchw"
+                              : backend->channel_block == 8 ? "nChw8c"
+                                                            : "nChw16c";
+        fprintf(stderr, "hora-train: cpu: oneDNN %d.%d.%d, isa %s, %d threads, activations f32 %s, bf16/f16 %s\n",
+                v->major, v->minor, v->patch, cpu_isa_name(), backend->threads,
+                backend->nhwc & (1u << TR_DTYPE_F32) ? "nhwc" : blocked,
+                backend->nhwc & (1u << TR_DTYPE_BF16) ? "nhwc" : blocked);
     }
     *backend_out = &backend->base;
     return HORA_OK;
@@ -218,10 +239,11 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
         fprintf(stderr, "hora-train: cpu: tensor_alloc: no %s activations: %s\n", tr_dtype_name(dtype), why);
         return HORA_ERR_UNSUPPORTED;
     }
-    tr_layout_t layout = cpu_layout_for(backend, c);
-    dnnl_memory_desc_t md;
+    tr_layout_t layout = cpu_layout_for(backend, c, dtype);
+    cpu_md_t md;
     CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout, dtype));
-    size_t bytes = dnnl_memory_desc_get_size(&md);
+    size_t bytes = dnnl_memory_desc_get_size(md);
+    cpu_md_free(md);
     void *data = cpu_alloc(bytes, "an activation tensor");
     if (data == NULL)
         return HORA_ERR_NO_MEMORY;
@@ -244,12 +266,13 @@ static void cpu_tensor_free(tr_backend_t *backend, tr_tensor_t *t)
  * never gives out. */
 static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
 {
-    if (t->layout != cpu_layout_for(backend, t->c))
+    if (t->layout != cpu_layout_for(backend, t->c, t->dtype))
         return 0;
     switch (t->layout) {
     case TR_LAYOUT_NCHW: return 1;
     case TR_LAYOUT_NCHW8C: return 8;
     case TR_LAYOUT_NCHW16C: return 16;
+    case TR_LAYOUT_NHWC: return t->c; /* one block of all C channels */
     default: return 0;
     }
 }

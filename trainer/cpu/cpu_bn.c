@@ -4,7 +4,7 @@
  * y > 0 in a workspace and the backward applies it to dy first).
  *
  * gamma and beta are separate arrays in the trainer's arena, which is what
- * dnnl_use_scale | dnnl_use_shift (oneDNN >= 2.3) take; no packing into the
+ * dnnl_use_scale | dnnl_use_shift (oneDNN >= 2.3, and 3) take; no packing into the
  * old 2 x C scaleshift array.
  *
  * Statistics: oneDNN normalises with the batch mean and the biased
@@ -27,6 +27,7 @@ typedef struct {
     cpu_prim_t fwd_train, fwd_infer, bwd;
     void *workspace; /* fuse_relu: the last forward_train's relu mask at this size (owned) */
     int mask_valid;  /* a forward_train at this size filled it */
+    int bwd_shift;   /* the backward takes SHIFT (oneDNN 2.6 does; 3 does not) */
 } bn_batch_t;
 
 typedef struct {
@@ -67,49 +68,42 @@ static hora_status_t bn_add_args(cpu_backend_t *backend, cpu_prim_t *p, const in
     return HORA_OK;
 }
 
-/* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+static hora_status_t bn_make(const cpu_bn_t *layer, bn_batch_t *bn, int n, cpu_md_t *data_md)
 {
-    const cpu_bn_t *layer = (const cpu_bn_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
-    bn_batch_t *bn = entry;
     const tr_bn_desc_t *d = &layer->desc;
-    dnnl_memory_desc_t data_md;
-    CPU_CHECK(cpu_md_4d(&data_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c), d->dtype));
+    CPU_CHECK(cpu_md_4d(data_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c, d->dtype), d->dtype));
     unsigned relu = d->fuse_relu ? dnnl_fuse_norm_relu : 0;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | relu;
 
-    dnnl_batch_normalization_desc_t train_desc, infer_desc, bwd_desc;
-    CPU_CHECK(cpu_dnnl(dnnl_batch_normalization_forward_desc_init(&train_desc, dnnl_forward_training,
-                                                                  &data_md, d->epsilon, flags),
-                       "bn forward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &bn->fwd_train, "bn forward (training)", &train_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_batch_normalization_forward_desc_init(&infer_desc, dnnl_forward_inference,
-                                                                  &data_md, d->epsilon,
-                                                                  flags | dnnl_use_global_stats),
-                       "bn inference descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &bn->fwd_infer, "bn forward (inference)", &infer_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_batch_normalization_backward_desc_init(&bwd_desc, dnnl_backward, &data_md,
-                                                                   &data_md, d->epsilon, flags),
-                       "bn backward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &bn->bwd, "bn backward", &bwd_desc, bn->fwd_train.pd));
+    CPU_CHECK(cpu_prim_made(backend, &bn->fwd_train, "bn forward (training)",
+                            cpu_pd_bn_forward(&bn->fwd_train.pd, backend, dnnl_forward_training, *data_md,
+                                              d->epsilon, flags)));
+    CPU_CHECK(cpu_prim_made(backend, &bn->fwd_infer, "bn forward (inference)",
+                            cpu_pd_bn_forward(&bn->fwd_infer.pd, backend, dnnl_forward_inference, *data_md,
+                                              d->epsilon, flags | dnnl_use_global_stats)));
+    CPU_CHECK(cpu_prim_made(backend, &bn->bwd, "bn backward",
+                            cpu_pd_bn_backward(&bn->bwd.pd, backend, *data_md, d->epsilon, flags, bn->fwd_train.pd)));
 
     static const int train_args[] = {DNNL_ARG_SRC,  DNNL_ARG_DST,  DNNL_ARG_SCALE,
                                      DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
     static const int infer_args[] = {DNNL_ARG_SRC,  DNNL_ARG_DST,  DNNL_ARG_SCALE,
                                      DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
-    /* The shift enters no gradient, but oneDNN 2.6 counts SHIFT among the
-     * backward pass's inputs with dnnl_use_shift and refuses to run without
-     * it; backend.h's bn_backward has no beta, so it gets zeros. */
-    static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,
-                                   DNNL_ARG_SHIFT,    DNNL_ARG_MEAN,     DNNL_ARG_VARIANCE,
-                                   DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
+    static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,      DNNL_ARG_MEAN,
+                                   DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
     CPU_CHECK(bn_add_args(backend, &bn->fwd_train, train_args, 6));
     CPU_CHECK(bn_add_args(backend, &bn->fwd_infer, infer_args, 6));
-    CPU_CHECK(bn_add_args(backend, &bn->bwd, bwd_args, 9));
+    CPU_CHECK(bn_add_args(backend, &bn->bwd, bwd_args, 8));
+    /* The shift enters no gradient, but oneDNN 2.6 counts SHIFT among the
+     * backward pass's inputs with dnnl_use_shift and refuses to run without
+     * it (oneDNN 3 does not take it); backend.h's bn_backward has no beta,
+     * so it gets zeros. */
+    bn->bwd_shift = !CPU_DNNL3;
+    if (bn->bwd_shift)
+        CPU_CHECK(cpu_prim_add_arg(&bn->bwd, backend->engine, DNNL_ARG_SHIFT));
 
     if (d->fuse_relu) {
-        const dnnl_memory_desc_t *ws_md = cpu_prim_md(&bn->fwd_train, DNNL_ARG_WORKSPACE);
+        cpu_cmd_t ws_md = cpu_prim_md(&bn->fwd_train, DNNL_ARG_WORKSPACE);
         bn->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "bn relu workspace");
         if (bn->workspace == NULL)
             return HORA_ERR_NO_MEMORY;
@@ -122,6 +116,15 @@ static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int
                 d->c, d->h, d->w, d->fuse_relu ? " +relu" : "", cpu_prim_impl(&bn->fwd_train),
                 cpu_prim_impl(&bn->fwd_infer), cpu_prim_impl(&bn->bwd));
     return HORA_OK;
+}
+
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+{
+    cpu_md_t data_md = NULL;
+    hora_status_t status = bn_make((const cpu_bn_t *)layer_base, entry, n, &data_md);
+    cpu_md_free(data_md);
+    return status;
 }
 
 hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc, tr_layer_t **layer_out)
@@ -283,17 +286,24 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     if (d->fuse_relu && !bn->mask_valid) /* evicted since its forward: more batch sizes than slots in between */
         return cpu_invalid("bn_backward: the relu mask of the forward at batch %d is gone", n);
 
-    static const int args[10] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,      DNNL_ARG_SHIFT,
-                                 DNNL_ARG_MEAN,     DNNL_ARG_VARIANCE,   DNNL_ARG_DIFF_SRC,   DNNL_ARG_DIFF_SCALE,
-                                 DNNL_ARG_DIFF_SHIFT, DNNL_ARG_WORKSPACE};
     /* oneDNN's scale and shift gradients are f32: into the gradients when
-     * those are f32, else into the layer's f32 pair and converted. */
+     * those are f32, else into the layer's f32 pair and converted. The
+     * optional arguments (the relu mask, the zero shift) come last. */
     int convert = d->grad_dtype != TR_DTYPE_F32;
-    const void *const ptrs[10] = {x->data,       dy->data, gamma->data,
-                                  layer_bn->no_shift, layer_bn->mean, layer_bn->var, dx->data,
-                                  convert ? layer_bn->dgamma : dgamma->data,
-                                  convert ? layer_bn->dbeta : dbeta->data, bn->workspace};
-    CPU_CHECK(cpu_prim_run(backend, &bn->bwd, d->fuse_relu ? 10 : 9, args, ptrs));
+    int args[10] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,      DNNL_ARG_MEAN,
+                    DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
+    const void *ptrs[10] = {x->data,  dy->data, gamma->data, layer_bn->mean, layer_bn->var, dx->data,
+                            convert ? layer_bn->dgamma : dgamma->data, convert ? layer_bn->dbeta : dbeta->data};
+    int count = 8;
+    if (d->fuse_relu) {
+        args[count] = DNNL_ARG_WORKSPACE;
+        ptrs[count++] = bn->workspace;
+    }
+    if (bn->bwd_shift) {
+        args[count] = DNNL_ARG_SHIFT;
+        ptrs[count++] = layer_bn->no_shift;
+    }
+    CPU_CHECK(cpu_prim_run(backend, &bn->bwd, count, args, ptrs));
     if (convert) {
         cpu_grad_store(dgamma, layer_bn->dgamma, (size_t)d->c);
         cpu_grad_store(dbeta, layer_bn->dbeta, (size_t)d->c);

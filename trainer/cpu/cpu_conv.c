@@ -93,10 +93,8 @@ static hora_status_t conv_buffer_reserve(conv_buffer_t *b, size_t bytes, const c
 
 /* A reorder between plain OIHW and the format a primitive chose for its
  * (diff) weights. Leaves it empty when the primitive chose OIHW itself. */
-static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder,
-                                          const dnnl_memory_desc_t *plain_md,
-                                          const dnnl_memory_desc_t *chosen_md, int to_plain,
-                                          const char *what)
+static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, cpu_cmd_t plain_md,
+                                          cpu_cmd_t chosen_md, int to_plain, const char *what)
 {
     if (dnnl_memory_desc_equal(plain_md, chosen_md))
         return HORA_OK;
@@ -108,88 +106,69 @@ static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *re
 /* A plain-layout input (the 1- or 3-channel image) with a blocked output
  * is a mix only oneDNN's reference kernel takes for backward data, over a
  * hundred times slower than the rest (220 ms for ResNet-20's stem). If
- * that is what we got, let oneDNN pick dx's layout, and reorder dx into the
- * tensor's layout after each call. (The trainer rarely wants the image's
- * gradient, but the op must not be a trap.) */
-static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_batch_t *conv,
-                                                  const dnnl_memory_desc_t *src_md,
-                                                  const dnnl_memory_desc_t *w_any_md,
-                                                  const dnnl_memory_desc_t *dst_md, const dnnl_dims_t strides,
-                                                  const dnnl_dims_t pad)
+ * that is what we got, let oneDNN pick dx's layout (src_any_md), and
+ * reorder dx into the tensor's layout after each call. (The trainer rarely
+ * wants the image's gradient, but the op must not be a trap.) */
+static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_batch_t *conv, cpu_cmd_t src_md,
+                                                  cpu_cmd_t src_any_md, cpu_cmd_t w_any_md, cpu_cmd_t dst_md,
+                                                  const dnnl_dims_t strides, const dnnl_dims_t pad)
 {
     if (strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) != 0)
         return HORA_OK;
-    dnnl_memory_desc_t src_any_md;
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&src_any_md, 4, src_md->dims, src_md->data_type,
-                                                    dnnl_format_tag_any),
-                       "conv dx descriptor"));
-    dnnl_convolution_desc_t desc;
-    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, &src_any_md,
-                                                                w_any_md, dst_md, strides, pad, pad),
-                       "conv backward data descriptor"));
     cpu_prim_t retry = {0};
-    hora_status_t status = cpu_prim_init(backend, &retry, "conv backward data", &desc, conv->fwd.pd);
+    hora_status_t status = cpu_prim_made(
+        backend, &retry, "conv backward data",
+        cpu_pd_conv_backward_data(&retry.pd, backend, src_any_md, w_any_md, dst_md, strides, pad, conv->fwd.pd));
     if (status != HORA_OK || strncmp(cpu_prim_impl(&retry), "ref", 3) == 0) {
         cpu_prim_free(&retry); /* keep the first one: slow, but it works */
         return status == HORA_ERR_UNSUPPORTED ? HORA_OK : status;
     }
     cpu_prim_free(&conv->bwd_data);
     conv->bwd_data = retry;
-    const dnnl_memory_desc_t *chosen = cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC);
+    cpu_cmd_t chosen = cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC);
     if (dnnl_memory_desc_equal(chosen, src_md))
         return HORA_OK;
     return cpu_prim_init_reorder(backend, &conv->dx_to_plain, "conv dx reorder", chosen, src_md);
 }
 
-/* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+/* The memory descriptors conv_make uses (cpu_md_t, released together). */
+enum { CONV_SRC, CONV_SRC_ANY, CONV_DST, CONV_W_ANY, CONV_W_PLAIN, CONV_DW_ANY, CONV_DW_PLAIN, CONV_MD_COUNT };
+
+static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int n, cpu_md_t *md)
 {
-    const cpu_conv_t *layer = (const cpu_conv_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
-    conv_batch_t *conv = entry;
     const tr_conv_desc_t *d = &layer->desc;
-    dnnl_memory_desc_t src_md, dst_md, w_any_md, w_plain_md, dw_any_md, dw_plain_md;
-    CPU_CHECK(cpu_md_4d(&src_md, n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in), d->dtype));
-    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c_out, layer->h_out, layer->w_out,
-                        cpu_layout_for(backend, d->c_out), d->dtype));
+    CPU_CHECK(cpu_md_4d(&md[CONV_SRC], n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in, d->dtype), d->dtype));
+    CPU_CHECK(cpu_md_4d(&md[CONV_DST], n, d->c_out, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c_out, d->dtype),
+                        d->dtype));
+    dnnl_dims_t src_dims = {n, d->c_in, d->h_in, d->w_in};
     dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
     const dnnl_data_type_t dt = cpu_dnnl_dtype(d->dtype);
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_any_md, 4, w_dims, dt, dnnl_format_tag_any),
-                       "conv weights descriptor"));
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&w_plain_md, 4, w_dims, dt, dnnl_oihw),
-                       "conv weights descriptor"));
+    CPU_CHECK(cpu_md_tag(&md[CONV_SRC_ANY], 4, src_dims, dt, dnnl_format_tag_any));
+    CPU_CHECK(cpu_md_tag(&md[CONV_W_ANY], 4, w_dims, dt, dnnl_format_tag_any));
+    CPU_CHECK(cpu_md_tag(&md[CONV_W_PLAIN], 4, w_dims, dt, dnnl_oihw));
     /* The weight gradient accumulates in f32 whatever the compute dtype;
      * the reorder to plain OIHW rounds it to the gradient dtype. */
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&dw_any_md, 4, w_dims, dnnl_f32, dnnl_format_tag_any),
-                       "conv weight gradient descriptor"));
-    CPU_CHECK(cpu_dnnl(dnnl_memory_desc_init_by_tag(&dw_plain_md, 4, w_dims, cpu_dnnl_dtype(d->grad_dtype),
-                                                    dnnl_oihw),
-                       "conv weight gradient descriptor"));
+    CPU_CHECK(cpu_md_tag(&md[CONV_DW_ANY], 4, w_dims, dnnl_f32, dnnl_format_tag_any));
+    CPU_CHECK(cpu_md_tag(&md[CONV_DW_PLAIN], 4, w_dims, cpu_dnnl_dtype(d->grad_dtype), dnnl_oihw));
     dnnl_dims_t strides = {d->stride, d->stride};
     dnnl_dims_t pad = {d->pad, d->pad}; /* symmetric, as in PyTorch; output sizes agree */
 
     /* Direct convolution, not "auto": auto may pick Winograd, whose
      * rounding differs from PyTorch's direct/GEMM results by more than
      * float noise. */
-    dnnl_convolution_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
-    CPU_CHECK(cpu_dnnl(dnnl_convolution_forward_desc_init(&fwd_desc, dnnl_forward_training,
-                                                          dnnl_convolution_direct, &src_md, &w_any_md,
-                                                          NULL, &dst_md, strides, pad, pad),
-                       "conv forward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &conv->fwd, "conv forward", &fwd_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_data_desc_init(&bwd_data_desc, dnnl_convolution_direct,
-                                                                &src_md, &w_any_md, &dst_md, strides,
-                                                                pad, pad),
-                       "conv backward data descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &conv->bwd_data, "conv backward data", &bwd_data_desc,
-                            conv->fwd.pd));
-    CPU_CHECK(conv_fix_plain_backward_data(backend, conv, &src_md, &w_any_md, &dst_md, strides, pad));
-    CPU_CHECK(cpu_dnnl(dnnl_convolution_backward_weights_desc_init(
-                           &bwd_weights_desc, dnnl_convolution_direct, &src_md, &dw_any_md, NULL,
-                           &dst_md, strides, pad, pad),
-                       "conv backward weights descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &conv->bwd_weights, "conv backward weights", &bwd_weights_desc,
-                            conv->fwd.pd));
+    CPU_CHECK(cpu_prim_made(backend, &conv->fwd, "conv forward",
+                            cpu_pd_conv_forward(&conv->fwd.pd, backend, md[CONV_SRC], md[CONV_W_ANY], md[CONV_DST],
+                                                strides, pad)));
+    CPU_CHECK(cpu_prim_made(backend, &conv->bwd_data, "conv backward data",
+                            cpu_pd_conv_backward_data(&conv->bwd_data.pd, backend, md[CONV_SRC], md[CONV_W_ANY],
+                                                      md[CONV_DST], strides, pad, conv->fwd.pd)));
+    CPU_CHECK(conv_fix_plain_backward_data(backend, conv, md[CONV_SRC], md[CONV_SRC_ANY], md[CONV_W_ANY],
+                                           md[CONV_DST], strides, pad));
+    CPU_CHECK(cpu_prim_made(backend, &conv->bwd_weights, "conv backward weights",
+                            cpu_pd_conv_backward_weights(&conv->bwd_weights.pd, backend, md[CONV_SRC],
+                                                         md[CONV_DW_ANY], md[CONV_DST], strides, pad,
+                                                         conv->fwd.pd)));
 
     CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_WEIGHTS));
@@ -207,21 +186,21 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
     CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_DIFF_DST));
     CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_DIFF_WEIGHTS));
 
-    const dnnl_memory_desc_t *fwd_w_md = cpu_prim_md(&conv->fwd, DNNL_ARG_WEIGHTS);
-    const dnnl_memory_desc_t *bwd_w_md = cpu_prim_md(&conv->bwd_data, DNNL_ARG_WEIGHTS);
-    const dnnl_memory_desc_t *dw_md = cpu_prim_md(&conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS);
-    CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_fwd, &w_plain_md, fwd_w_md, 0,
+    cpu_cmd_t fwd_w_md = cpu_prim_md(&conv->fwd, DNNL_ARG_WEIGHTS);
+    cpu_cmd_t bwd_w_md = cpu_prim_md(&conv->bwd_data, DNNL_ARG_WEIGHTS);
+    cpu_cmd_t dw_md = cpu_prim_md(&conv->bwd_weights, DNNL_ARG_DIFF_WEIGHTS);
+    CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_fwd, md[CONV_W_PLAIN], fwd_w_md, 0,
                                    "conv weights reorder (forward)"));
-    if (dnnl_memory_desc_equal(bwd_w_md, &w_plain_md)) {
+    if (dnnl_memory_desc_equal(bwd_w_md, md[CONV_W_PLAIN])) {
         conv->bwd_w_source = CONV_BWD_W_PLAIN;
     } else if (dnnl_memory_desc_equal(bwd_w_md, fwd_w_md)) {
         conv->bwd_w_source = CONV_BWD_W_FWD_COPY;
     } else {
         conv->bwd_w_source = CONV_BWD_W_OWN_COPY;
-        CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, &w_plain_md, bwd_w_md, 0,
+        CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, md[CONV_W_PLAIN], bwd_w_md, 0,
                                        "conv weights reorder (backward data)"));
     }
-    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, &dw_plain_md, dw_md, 1,
+    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, md[CONV_DW_PLAIN], dw_md, 1,
                                    "conv weight gradient reorder"));
 
     /* The reference kernels are orders of magnitude slower (~1 GFLOP/s):
@@ -244,6 +223,15 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
                 cpu_prim_impl(&conv->bwd_weights),
                 conv->bwd_w_source == CONV_BWD_W_OWN_COPY ? " (own backward weight copy)" : "");
     return HORA_OK;
+}
+
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+{
+    cpu_md_t md[CONV_MD_COUNT] = {0};
+    hora_status_t status = conv_make((const cpu_conv_t *)layer_base, entry, n, md);
+    cpu_md_free_all(md, CONV_MD_COUNT);
+    return status;
 }
 
 hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *desc, tr_layer_t **layer_out)

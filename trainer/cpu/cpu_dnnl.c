@@ -56,8 +56,11 @@ void *cpu_alloc(size_t bytes, const char *what)
     return p;
 }
 
-tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c)
+tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c, tr_dtype_t dtype)
 {
+    /* NHWC is one block of all C channels: no padding either. */
+    if (backend->nhwc & (1u << dtype))
+        return TR_LAYOUT_NHWC;
     /* Blocked layouts only where C fills whole blocks: then no tensor has
      * padding channels, so element-wise ops may run over t->bytes flat and
      * an (n, c, 1, 1) tensor is the same bytes as a plain (n, c) matrix. */
@@ -71,6 +74,10 @@ tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c)
 const char *cpu_isa_name(void)
 {
     switch (dnnl_get_effective_cpu_isa()) {
+#if CPU_DNNL3
+    case dnnl_cpu_isa_avx512_core_amx_fp16: return "avx512_core_amx_fp16";
+    case dnnl_cpu_isa_avx512_core_fp16: return "avx512_core_fp16";
+#endif
     case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
     case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
     case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
@@ -95,42 +102,62 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype)
     return dnnl_data_type_undef;
 }
 
-/* Whether oneDNN computes a 3x3 convolution in dtype with a jit kernel on
- * this CPU: the layers' test. oneDNN 2.6 has bf16 kernels from AVX-512
- * (native on avx512_core_bf16, emulated below it) and none for f16 on the
- * CPU; the reference kernels it would fall back on are far too slow to
- * train with. */
+/* Whether oneDNN trains a 3x3 convolution and a batch norm in dtype with
+ * optimised kernels on this CPU (forward, backward data, backward
+ * weights; the weight gradient in f32 as the layers ask): the layers'
+ * test. The reference kernels it would otherwise fall back on are far too
+ * slow to train with. oneDNN 2.6 has bf16 kernels from AVX-512 (native on
+ * avx512_core_bf16, emulated below it) and no f16 ones on the CPU; oneDNN
+ * 3 adds f16 where the CPU has AVX512-FP16, and AMX tiles for both. */
 static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
 {
-    dnnl_engine_t engine;
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
+    cpu_backend_t probe = {0}; /* an engine and no attributes: all cpu_pd_* read */
+    if (dnnl_engine_create(&probe.engine, dnnl_cpu, 0) != dnnl_success) {
         snprintf(why, why_len, "no oneDNN CPU engine");
         return 0;
     }
-    dnnl_memory_desc_t src, weights, dst;
+    enum { SRC, DST, W, DW, MD_COUNT };
+    cpu_md_t md[MD_COUNT] = {0};
+    dnnl_primitive_desc_t pd[5] = {0};
+    const char *what[5] = {"convolution", "convolution backward data", "convolution backward weights",
+                           "batch norm", "batch norm backward"};
     dnnl_dims_t data_dims = {2, 16, 8, 8}, weight_dims = {16, 16, 3, 3}, strides = {1, 1}, pad = {1, 1};
     dnnl_data_type_t dt = cpu_dnnl_dtype(dtype);
-    dnnl_convolution_desc_t desc;
-    dnnl_primitive_desc_t pd = NULL;
-    const char *impl = "";
-    int ok = dnnl_memory_desc_init_by_tag(&src, 4, data_dims, dt, dnnl_nChw16c) == dnnl_success &&
-             dnnl_memory_desc_init_by_tag(&dst, 4, data_dims, dt, dnnl_nChw16c) == dnnl_success &&
-             dnnl_memory_desc_init_by_tag(&weights, 4, weight_dims, dt, dnnl_format_tag_any) == dnnl_success &&
-             dnnl_convolution_forward_desc_init(&desc, dnnl_forward_training, dnnl_convolution_direct, &src,
-                                                &weights, NULL, &dst, strides, pad, pad) == dnnl_success &&
-             dnnl_primitive_desc_create(&pd, &desc, NULL, engine, NULL) == dnnl_success &&
-             dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
-             strncmp(impl, "ref", 3) != 0;
-    if (!ok) {
-        const dnnl_version_t *v = dnnl_version();
-        snprintf(why, why_len, "oneDNN %d.%d.%d has no %s%s convolution on this CPU (isa %s)", v->major, v->minor,
-                 v->patch, pd != NULL ? "fast " : "", tr_dtype_name(dtype),
-                 cpu_isa_name());
+    unsigned bn_flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
+    int made = cpu_md_tag(&md[SRC], 4, data_dims, dt, dnnl_nChw16c) == HORA_OK &&
+               cpu_md_tag(&md[DST], 4, data_dims, dt, dnnl_nChw16c) == HORA_OK &&
+               cpu_md_tag(&md[W], 4, weight_dims, dt, dnnl_format_tag_any) == HORA_OK &&
+               cpu_md_tag(&md[DW], 4, weight_dims, dnnl_f32, dnnl_format_tag_any) == HORA_OK;
+    int failed = -1; /* the first primitive without a fast kernel */
+    for (int k = 0; made && k < 5 && failed < 0; k++) {
+        dnnl_status_t st = dnnl_unimplemented;
+        switch (k) {
+        case 0: st = cpu_pd_conv_forward(&pd[k], &probe, md[SRC], md[W], md[DST], strides, pad); break;
+        case 1: st = cpu_pd_conv_backward_data(&pd[k], &probe, md[SRC], md[W], md[DST], strides, pad, pd[0]); break;
+        case 2:
+            st = cpu_pd_conv_backward_weights(&pd[k], &probe, md[SRC], md[DW], md[DST], strides, pad, pd[0]);
+            break;
+        case 3: st = cpu_pd_bn_forward(&pd[k], &probe, dnnl_forward_training, md[SRC], 1e-5f, bn_flags); break;
+        case 4: st = cpu_pd_bn_backward(&pd[k], &probe, md[SRC], 1e-5f, bn_flags, pd[3]); break;
+        }
+        const char *impl = "";
+        if (st != dnnl_success || dnnl_primitive_desc_query(pd[k], dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+            strncmp(impl, "ref", 3) == 0)
+            failed = k;
     }
-    if (pd != NULL)
-        dnnl_primitive_desc_destroy(pd);
-    dnnl_engine_destroy(engine);
-    return ok;
+    if (!made)
+        failed = 0;
+    if (failed >= 0) {
+        const dnnl_version_t *v = dnnl_version();
+        snprintf(why, why_len, "oneDNN %d.%d.%d has no %s%s %s on this CPU (isa %s)", v->major, v->minor, v->patch,
+                 pd[failed] != NULL ? "fast " : "", tr_dtype_name(dtype), what[failed], cpu_isa_name());
+    }
+    for (int k = 0; k < 5; k++)
+        if (pd[k] != NULL)
+            dnnl_primitive_desc_destroy(pd[k]);
+    cpu_md_free_all(md, MD_COUNT);
+    dnnl_engine_destroy(probe.engine);
+    return failed < 0;
 }
 
 hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len)
@@ -169,7 +196,7 @@ hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, co
     return HORA_OK;
 }
 
-hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype)
+hora_status_t cpu_md_4d(cpu_md_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype)
 {
     dnnl_format_tag_t tag;
     switch (layout) {
@@ -180,10 +207,10 @@ hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_l
     default: return cpu_invalid("unknown layout %d", (int)layout);
     }
     dnnl_dims_t dims = {n, c, h, w};
-    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, 4, dims, cpu_dnnl_dtype(dtype), tag), "memory descriptor");
+    return cpu_md_tag(md, 4, dims, cpu_dnnl_dtype(dtype), tag);
 }
 
-hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims, tr_dtype_t dtype)
+hora_status_t cpu_md_plain(cpu_md_t *md, int ndims, const int *dims, tr_dtype_t dtype)
 {
     static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
                                              dnnl_abcd};
@@ -192,8 +219,7 @@ hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims, t
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++)
         d[i] = dims[i];
-    return cpu_dnnl(dnnl_memory_desc_init_by_tag(md, ndims, d, cpu_dnnl_dtype(dtype), tags[ndims]),
-                    "memory descriptor");
+    return cpu_md_tag(md, ndims, d, cpu_dnnl_dtype(dtype), tags[ndims]);
 }
 
 k_dtype_t cpu_k_dtype(tr_dtype_t dtype)
@@ -253,16 +279,19 @@ void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count)
     k_cast(dst->data, cpu_k_dtype(dst->dtype), f32, K_DTYPE_F32, count);
 }
 
-/* Shared tail of both initialisers: the primitive itself and the
- * scratchpad, which every primitive of the backend shares because they
- * run one at a time. */
-static hora_status_t cpu_prim_finish(cpu_backend_t *backend, cpu_prim_t *p)
+/* The primitive itself and the scratchpad, which every primitive of the
+ * backend shares because they run one at a time. */
+hora_status_t cpu_prim_made(cpu_backend_t *backend, cpu_prim_t *p, const char *what, dnnl_status_t made)
 {
-    hora_status_t status = cpu_dnnl(dnnl_primitive_create(&p->prim, p->pd), p->what);
+    p->what = what;
+    hora_status_t status = cpu_dnnl(made, what);
+    if (status != HORA_OK)
+        return status;
+    status = cpu_dnnl(dnnl_primitive_create(&p->prim, p->pd), p->what);
     if (status != HORA_OK)
         return status;
 
-    const dnnl_memory_desc_t *scratch_md = cpu_prim_md(p, DNNL_ARG_SCRATCHPAD);
+    cpu_cmd_t scratch_md = cpu_prim_md(p, DNNL_ARG_SCRATCHPAD);
     size_t scratch_bytes = scratch_md ? dnnl_memory_desc_get_size(scratch_md) : 0;
     if (scratch_bytes == 0)
         return HORA_OK;
@@ -277,37 +306,17 @@ static hora_status_t cpu_prim_finish(cpu_backend_t *backend, cpu_prim_t *p)
     return cpu_prim_add_arg(p, backend->engine, DNNL_ARG_SCRATCHPAD);
 }
 
-hora_status_t cpu_prim_init(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
-                            const_dnnl_op_desc_t op_desc, const_dnnl_primitive_desc_t hint)
+hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what, cpu_cmd_t src_md,
+                                    cpu_cmd_t dst_md)
 {
-    p->what = what;
-    hora_status_t status = cpu_dnnl(
-        dnnl_primitive_desc_create(&p->pd, op_desc, backend->attr, backend->engine, hint), what);
-    if (status != HORA_OK)
-        return status;
-    return cpu_prim_finish(backend, p);
-}
-
-hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
-                                    const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md)
-{
-    p->what = what;
-    hora_status_t status = cpu_dnnl(dnnl_reorder_primitive_desc_create(&p->pd, src_md, backend->engine,
-                                                                       dst_md, backend->engine,
-                                                                       backend->attr),
-                                    what);
-    if (status != HORA_OK)
-        return status;
-    status = cpu_prim_finish(backend, p);
-    if (status != HORA_OK)
-        return status;
-    status = cpu_prim_add_arg(p, backend->engine, DNNL_ARG_FROM);
-    if (status != HORA_OK)
-        return status;
+    CPU_CHECK(cpu_prim_made(backend, p, what,
+                            dnnl_reorder_primitive_desc_create(&p->pd, src_md, backend->engine, dst_md,
+                                                               backend->engine, backend->attr)));
+    CPU_CHECK(cpu_prim_add_arg(p, backend->engine, DNNL_ARG_FROM));
     return cpu_prim_add_arg(p, backend->engine, DNNL_ARG_TO);
 }
 
-const dnnl_memory_desc_t *cpu_prim_md(const cpu_prim_t *p, int arg)
+cpu_cmd_t cpu_prim_md(const cpu_prim_t *p, int arg)
 {
     return dnnl_primitive_desc_query_md(p->pd, dnnl_query_exec_arg_md, arg);
 }
@@ -326,7 +335,7 @@ hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
 {
     if (p->nargs == CPU_PRIM_MAX_ARGS)
         return cpu_invalid("%s: more than %d arguments", p->what, CPU_PRIM_MAX_ARGS);
-    const dnnl_memory_desc_t *md = cpu_prim_md(p, arg);
+    cpu_cmd_t md = cpu_prim_md(p, arg);
     if (md == NULL)
         return cpu_dnnl(dnnl_invalid_arguments, p->what);
     dnnl_memory_t mem;
@@ -348,8 +357,8 @@ static hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg
          * no padding except in reordered weights, which are our own
          * buffers, so the zero-padding this call may do never writes to a
          * caller's input. */
-        return cpu_dnnl(dnnl_memory_set_data_handle_v2(p->args[i].memory, (void *)ptr, backend->stream),
-                        p->what);
+        (void)backend;
+        return cpu_dnnl(dnnl_memory_set_data_handle(p->args[i].memory, (void *)ptr), p->what);
     }
     return cpu_invalid("%s: no argument %d", p->what, arg);
 }
@@ -403,11 +412,11 @@ hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *
     if (t->memory != TR_MEMORY_HOST)
         return cpu_invalid("%s: tensor lives in %s memory; the cpu backend computes on host memory", what,
                            tr_memory_name(t->memory));
-    if (t->dtype != dtype || t->layout != cpu_layout_for(backend, c) ||
+    if (t->dtype != dtype || t->layout != cpu_layout_for(backend, c, dtype) ||
         t->bytes != tr_tensor_count(t) * tr_dtype_size(dtype))
         return cpu_invalid("%s: tensor is %s %s, not an %s %s tensor from this backend's tensor_alloc", what,
                            tr_dtype_name(t->dtype), tr_layout_name(t->layout), tr_dtype_name(dtype),
-                           tr_layout_name(cpu_layout_for(backend, c)));
+                           tr_layout_name(cpu_layout_for(backend, c, dtype)));
     return HORA_OK;
 }
 

@@ -21,6 +21,20 @@
 #include "backend.h"
 #include "k_cpu.h"
 
+/* oneDNN 3 (the registry's, in .deps/onednn) or the 2.6 fallback
+ * (Debian's): cpu_pd.c hides the difference. A cpu_md_t is a memory
+ * descriptor made by cpu_md_tag and released by cpu_md_free; a cpu_cmd_t
+ * is one to read (what oneDNN's queries return). */
+#if DNNL_VERSION_MAJOR >= 3
+#define CPU_DNNL3 1
+typedef dnnl_memory_desc_t cpu_md_t;
+typedef const_dnnl_memory_desc_t cpu_cmd_t;
+#else
+#define CPU_DNNL3 0
+typedef dnnl_memory_desc_t *cpu_md_t;
+typedef const dnnl_memory_desc_t *cpu_cmd_t;
+#endif
+
 typedef struct {
     tr_backend_t base; /* ops; first, so a tr_backend_t * is a cpu_backend_t * */
     dnnl_engine_t engine;
@@ -29,6 +43,7 @@ typedef struct {
     int threads;
     int verbose;
     int channel_block; /* 1 (plain NCHW only), 8 or 16: see cpu_layout_for */
+    unsigned nhwc;     /* bit tr_dtype_t: activations of that dtype are NHWC (channels last) */
     void *scratch;     /* shared scratchpad, as large as the largest primitive's */
     size_t scratch_bytes;
 } cpu_backend_t;
@@ -98,8 +113,9 @@ hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
 /* Log a bad argument; returns HORA_ERR_INVALID_ARG. */
 hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The layout tensor_alloc gives an (n, c, h, w) tensor on this backend. */
-tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c);
+/* The layout tensor_alloc gives an (n, c, h, w) tensor of dtype on this
+ * backend. */
+tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c, tr_dtype_t dtype);
 /* The instruction set oneDNN uses here ("avx512_core_bf16"). */
 const char *cpu_isa_name(void);
 /* oneDNN's name for a dtype. */
@@ -111,22 +127,62 @@ hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len);
 /* The same for a layer's descriptor dtypes (compute; gradient f32/bf16/f16),
  * logging the refusal as "<what>: ...". */
 hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what);
-/* A memory descriptor for an (n, c, h, w) tensor of dtype in `layout`. */
-hora_status_t cpu_md_4d(dnnl_memory_desc_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype);
+/* A memory descriptor for an (n, c, h, w) tensor of dtype in `layout`
+ * (release with cpu_md_free). */
+hora_status_t cpu_md_4d(cpu_md_t *md, int n, int c, int h, int w, tr_layout_t layout, tr_dtype_t dtype);
 /* Plain descriptors: dims[0..ndims) of dtype with the row-major tag. */
-hora_status_t cpu_md_plain(dnnl_memory_desc_t *md, int ndims, const int *dims, tr_dtype_t dtype);
+hora_status_t cpu_md_plain(cpu_md_t *md, int ndims, const int *dims, tr_dtype_t dtype);
 
-/* Make a primitive from an op descriptor (hint: the forward pd of a
- * backward primitive, else NULL). Grows the shared scratchpad. */
-hora_status_t cpu_prim_init(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
-                            const_dnnl_op_desc_t op_desc, const_dnnl_primitive_desc_t hint);
-/* Same for a reorder from src_md to dst_md. */
-hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what,
-                                    const dnnl_memory_desc_t *src_md, const dnnl_memory_desc_t *dst_md);
+/* Finish a primitive whose descriptor made (the dnnl_status_t of the
+ * cpu_pd_* call that filled p->pd): the primitive itself, and the shared
+ * scratchpad grown to what it needs. */
+hora_status_t cpu_prim_made(cpu_backend_t *backend, cpu_prim_t *p, const char *what, dnnl_status_t made);
+/* A reorder from src_md to dst_md, with its FROM and TO arguments. */
+hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what, cpu_cmd_t src_md,
+                                    cpu_cmd_t dst_md);
 /* Add a memory object for `arg`, described as the primitive wants it. */
 hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg);
 /* The descriptor the primitive wants for `arg` (a zero md if unused). */
-const dnnl_memory_desc_t *cpu_prim_md(const cpu_prim_t *p, int arg);
+cpu_cmd_t cpu_prim_md(const cpu_prim_t *p, int arg);
+
+/* ---- cpu_pd.c: descriptors on oneDNN 3 and 2.6 ---------------------------- */
+
+/* A memory descriptor of dims[0..ndims) with a format tag (or
+ * dnnl_format_tag_any). */
+hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt,
+                         dnnl_format_tag_t tag);
+void cpu_md_free(cpu_md_t md); /* NULL is fine */
+void cpu_md_free_all(cpu_md_t *mds, int count);
+
+/* Primitive descriptors with oneDNN 3's arguments (symmetric padding, no
+ * dilation, no bias for convolutions; hint: the forward pd of a backward
+ * primitive), made with the backend's engine and attributes. */
+dnnl_status_t cpu_pd_conv_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t src, cpu_cmd_t w,
+                                  cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t pad);
+dnnl_status_t cpu_pd_conv_backward_data(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t diff_src,
+                                        cpu_cmd_t w, cpu_cmd_t diff_dst, const dnnl_dims_t strides,
+                                        const dnnl_dims_t pad, const_dnnl_primitive_desc_t hint);
+dnnl_status_t cpu_pd_conv_backward_weights(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t src,
+                                           cpu_cmd_t diff_w, cpu_cmd_t diff_dst, const dnnl_dims_t strides,
+                                           const dnnl_dims_t pad, const_dnnl_primitive_desc_t hint);
+dnnl_status_t cpu_pd_bn_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_prop_kind_t prop,
+                                cpu_cmd_t data, float epsilon, unsigned flags);
+dnnl_status_t cpu_pd_bn_backward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t data, float epsilon,
+                                 unsigned flags, const_dnnl_primitive_desc_t hint);
+dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg,
+                                  cpu_cmd_t src, cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t kernel,
+                                  const dnnl_dims_t pad_l, const dnnl_dims_t pad_r);
+dnnl_status_t cpu_pd_pool_backward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg,
+                                   cpu_cmd_t diff_src, cpu_cmd_t diff_dst, const dnnl_dims_t strides,
+                                   const dnnl_dims_t kernel, const dnnl_dims_t pad_l, const dnnl_dims_t pad_r,
+                                   const_dnnl_primitive_desc_t hint);
+dnnl_status_t cpu_pd_ip_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t src, cpu_cmd_t w,
+                                cpu_cmd_t bias, cpu_cmd_t dst);
+dnnl_status_t cpu_pd_ip_backward_data(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t diff_src,
+                                      cpu_cmd_t w, cpu_cmd_t diff_dst, const_dnnl_primitive_desc_t hint);
+dnnl_status_t cpu_pd_ip_backward_weights(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t src,
+                                         cpu_cmd_t diff_w, cpu_cmd_t diff_bias, cpu_cmd_t diff_dst,
+                                         const_dnnl_primitive_desc_t hint);
 /* The name of the implementation oneDNN picked ("jit:avx512_core"). */
 const char *cpu_prim_impl(const cpu_prim_t *p);
 /* Point count arguments (args[i] at ptrs[i]) and run it, waiting for it:

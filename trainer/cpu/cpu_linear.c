@@ -47,35 +47,29 @@ static void cpu_linear_free(tr_layer_t *layer)
     free(linear);
 }
 
-/* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry, int n)
-{
-    const cpu_linear_t *layer = (const cpu_linear_t *)layer_base;
-    cpu_backend_t *backend = layer->base.backend;
-    linear_batch_t *linear = entry;
-    const tr_linear_desc_t *d = &layer->desc;
-    dnnl_memory_desc_t x_md, w_md, bias_md, y_md, dy_md, dw_md;
-    CPU_CHECK(cpu_md_plain(&x_md, 2, (const int[]){n, d->c_in}, d->dtype));
-    CPU_CHECK(cpu_md_plain(&w_md, 2, (const int[]){d->c_out, d->c_in}, d->dtype));
-    CPU_CHECK(cpu_md_plain(&dw_md, 2, (const int[]){d->c_out, d->c_in}, TR_DTYPE_F32));
-    CPU_CHECK(cpu_md_plain(&bias_md, 1, (const int[]){d->c_out}, TR_DTYPE_F32));
-    CPU_CHECK(cpu_md_plain(&y_md, 2, (const int[]){n, d->c_out}, TR_DTYPE_F32));
-    CPU_CHECK(cpu_md_plain(&dy_md, 2, (const int[]){n, d->c_out}, d->dtype));
+/* The memory descriptors linear_make uses (cpu_md_t, released together). */
+enum { LIN_X, LIN_W, LIN_DW, LIN_BIAS, LIN_Y, LIN_DY, LIN_MD_COUNT };
 
-    dnnl_inner_product_desc_t fwd_desc, bwd_data_desc, bwd_weights_desc;
-    CPU_CHECK(cpu_dnnl(dnnl_inner_product_forward_desc_init(&fwd_desc, dnnl_forward_training, &x_md, &w_md,
-                                                            &bias_md, &y_md),
-                       "linear forward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &linear->fwd, "linear forward", &fwd_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_data_desc_init(&bwd_data_desc, &x_md, &w_md, &dy_md),
-                       "linear backward data descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &linear->bwd_data, "linear backward data", &bwd_data_desc,
-                            linear->fwd.pd));
-    CPU_CHECK(cpu_dnnl(dnnl_inner_product_backward_weights_desc_init(&bwd_weights_desc, &x_md, &dw_md,
-                                                                     &bias_md, &dy_md),
-                       "linear backward weights descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &linear->bwd_weights, "linear backward weights", &bwd_weights_desc,
-                            linear->fwd.pd));
+static hora_status_t linear_make(const cpu_linear_t *layer, linear_batch_t *linear, int n, cpu_md_t *md)
+{
+    cpu_backend_t *backend = layer->base.backend;
+    const tr_linear_desc_t *d = &layer->desc;
+    CPU_CHECK(cpu_md_plain(&md[LIN_X], 2, (const int[]){n, d->c_in}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&md[LIN_W], 2, (const int[]){d->c_out, d->c_in}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&md[LIN_DW], 2, (const int[]){d->c_out, d->c_in}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&md[LIN_BIAS], 1, (const int[]){d->c_out}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&md[LIN_Y], 2, (const int[]){n, d->c_out}, TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_plain(&md[LIN_DY], 2, (const int[]){n, d->c_out}, d->dtype));
+
+    CPU_CHECK(cpu_prim_made(backend, &linear->fwd, "linear forward",
+                            cpu_pd_ip_forward(&linear->fwd.pd, backend, md[LIN_X], md[LIN_W], md[LIN_BIAS],
+                                              md[LIN_Y])));
+    CPU_CHECK(cpu_prim_made(backend, &linear->bwd_data, "linear backward data",
+                            cpu_pd_ip_backward_data(&linear->bwd_data.pd, backend, md[LIN_X], md[LIN_W], md[LIN_DY],
+                                                    linear->fwd.pd)));
+    CPU_CHECK(cpu_prim_made(backend, &linear->bwd_weights, "linear backward weights",
+                            cpu_pd_ip_backward_weights(&linear->bwd_weights.pd, backend, md[LIN_X], md[LIN_DW],
+                                                       md[LIN_BIAS], md[LIN_DY], linear->fwd.pd)));
 
     CPU_CHECK(cpu_prim_add_arg(&linear->fwd, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&linear->fwd, backend->engine, DNNL_ARG_WEIGHTS));
@@ -94,6 +88,15 @@ static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry,
                 n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
                 cpu_prim_impl(&linear->bwd_weights));
     return HORA_OK;
+}
+
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+{
+    cpu_md_t md[LIN_MD_COUNT] = {0};
+    hora_status_t status = linear_make((const cpu_linear_t *)layer_base, entry, n, md);
+    cpu_md_free_all(md, LIN_MD_COUNT);
+    return status;
 }
 
 hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc_t *desc,

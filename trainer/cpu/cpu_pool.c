@@ -50,21 +50,18 @@ static void cpu_pool_free(tr_layer_t *layer)
     free(pool);
 }
 
-/* The batch cache's fill: the primitives (and buffers) of one batch size. */
-static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int n, cpu_md_t *src_md,
+                               cpu_md_t *dst_md)
 {
-    const cpu_pool_t *layer = (const cpu_pool_t *)layer_base;
     cpu_backend_t *backend = layer->base.backend;
-    pool_batch_t *pool = entry;
     const tr_pool_desc_t *d = &layer->desc;
     const int widen = d->kind == TR_POOL_MAX && d->dtype != TR_DTYPE_F32;
     const tr_dtype_t dt = widen ? TR_DTYPE_F32 : d->dtype;
-    dnnl_memory_desc_t src_md, dst_md;
-    CPU_CHECK(cpu_md_4d(&src_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c), dt));
-    CPU_CHECK(cpu_md_4d(&dst_md, n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c), dt));
+    CPU_CHECK(cpu_md_4d(src_md, n, d->c, d->h, d->w, cpu_layout_for(backend, d->c, d->dtype), dt));
+    CPU_CHECK(cpu_md_4d(dst_md, n, d->c, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c, d->dtype), dt));
     if (widen) {
-        pool->wide_in = cpu_alloc(dnnl_memory_desc_get_size(&src_md), "max pool f32 input");
-        pool->wide_out = cpu_alloc(dnnl_memory_desc_get_size(&dst_md), "max pool f32 output");
+        pool->wide_in = cpu_alloc(dnnl_memory_desc_get_size(*src_md), "max pool f32 input");
+        pool->wide_out = cpu_alloc(dnnl_memory_desc_get_size(*dst_md), "max pool f32 output");
         if (pool->wide_in == NULL || pool->wide_out == NULL)
             return HORA_ERR_NO_MEMORY;
     }
@@ -89,22 +86,19 @@ static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, i
     dnnl_dims_t pad_r = {(layer->h_out - 1) * strides[0] + kernel[0] - d->h - pad[0],
                          (layer->w_out - 1) * strides[1] + kernel[1] - d->w - pad[1]};
 
-    dnnl_pooling_desc_t fwd_desc, bwd_desc;
-    CPU_CHECK(cpu_dnnl(dnnl_pooling_forward_desc_init(&fwd_desc, dnnl_forward_training, alg, &src_md,
-                                                      &dst_md, strides, kernel, pad, pad_r),
-                       "pool forward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &pool->fwd, "pool forward", &fwd_desc, NULL));
-    CPU_CHECK(cpu_dnnl(dnnl_pooling_backward_desc_init(&bwd_desc, alg, &src_md, &dst_md, strides, kernel,
-                                                       pad, pad_r),
-                       "pool backward descriptor"));
-    CPU_CHECK(cpu_prim_init(backend, &pool->bwd, "pool backward", &bwd_desc, pool->fwd.pd));
+    CPU_CHECK(cpu_prim_made(backend, &pool->fwd, "pool forward",
+                            cpu_pd_pool_forward(&pool->fwd.pd, backend, alg, *src_md, *dst_md, strides, kernel, pad,
+                                                pad_r)));
+    CPU_CHECK(cpu_prim_made(backend, &pool->bwd, "pool backward",
+                            cpu_pd_pool_backward(&pool->bwd.pd, backend, alg, *src_md, *dst_md, strides, kernel, pad,
+                                                 pad_r, pool->fwd.pd)));
 
     CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_DST));
     CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_DIFF_DST));
     CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_DIFF_SRC));
     if (d->kind == TR_POOL_MAX) {
-        const dnnl_memory_desc_t *ws_md = cpu_prim_md(&pool->fwd, DNNL_ARG_WORKSPACE);
+        cpu_cmd_t ws_md = cpu_prim_md(&pool->fwd, DNNL_ARG_WORKSPACE);
         pool->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "max pool workspace");
         if (pool->workspace == NULL)
             return HORA_ERR_NO_MEMORY;
@@ -117,6 +111,16 @@ static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, i
                 d->kind == TR_POOL_MAX ? "max" : "global average", n, d->c, d->h, d->w, layer->h_out,
                 layer->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
     return HORA_OK;
+}
+
+/* The batch cache's fill: the primitives (and buffers) of one batch size. */
+static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, int n)
+{
+    cpu_md_t src_md = NULL, dst_md = NULL;
+    hora_status_t status = pool_make((const cpu_pool_t *)layer_base, entry, n, &src_md, &dst_md);
+    cpu_md_free(src_md);
+    cpu_md_free(dst_md);
+    return status;
 }
 
 hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *desc, tr_layer_t **layer_out)
