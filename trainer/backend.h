@@ -67,9 +67,11 @@ typedef void *tr_event_t;
 typedef struct {
     int threads; /* compute threads; 0 = online cores / ranks on this node */
     int verbose; /* 1: print the implementation each primitive got */
-    /* cpu: channel block of the activation layout. 0 = the CPU's best
-     * (16 with AVX-512, 8 with AVX2, where C divides); 1, 8 or 16 force
-     * plain NCHW or that block (tests run every layout). */
+    /* cpu: the activation layout. 0 = the backend's best: f32 blocked
+     * by the CPU's vector (nChw16c with AVX-512, nChw8c with AVX2, where
+     * C divides), bf16/f16 NHWC on oneDNN 3 (its brgemm kernels' layout);
+     * 1, 8 or 16 force plain NCHW or that block, -1 NHWC, for every dtype
+     * (tests run every layout). */
     int channel_block;
     /* cuda: time the first few engine configs cuDNN's heuristics rank for
      * each convolution (op, shape, batch) on its first use and keep the
