@@ -29,7 +29,9 @@
 #include "model.h"
 #include "optim.h"
 #include "options.h"
+#include "precision.h"
 #include "run.h"
+#include "threads.h"
 #include "train.h"
 
 static void format_duration(double s, char *buf, size_t n)
@@ -84,6 +86,8 @@ __attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
     if (!first_error[0])
         snprintf(first_error, sizeof(first_error), "%s", line);
 }
+
+static void log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A failed call: report it (a runtime call with the runtime's message) and
  * return its status. */
@@ -182,43 +186,60 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     return status;
 }
 
-/* --precision, --grad-dtype and --loss-scale into the model's dtypes and the
- * scaler's configuration. fp16 on a backend without f16 layers (the cpu
- * backend on oneDNN 2.6) falls back to f32 compute, says so, and keeps
- * what it can of fp16: f16 gradients on the wire and loss scaling. */
+/* --precision auto: a resumed run keeps the precision its checkpoint's run
+ * computed in; a fresh one times the candidates now (precision.c), before
+ * the run's own model exists, and keeps the fastest. The choice and its
+ * timings go into the run state (and so into every checkpoint). */
+static hora_status_t precision_auto(run_t *r, const tr_model_spec_t *spec, int grad)
+{
+    tr_options_t *o = &r->opt;
+    tr_precision_probe_config_t pc = {.spec = *spec, .batch = o->batch, .grad = grad, .loss_scale_opt = o->loss_scale,
+                                      .loss_scale_window = o->loss_scale_window,
+                                      .step = {.overlap = (tr_overlap_t)o->overlap, .optim = o->optim,
+                                               .label_smoothing = (float)o->label_smoothing},
+                                      .grads_shared = r->size > 1, .seed = r->state.seed, .budget_s = 2.0};
+    char text[1024], json[1536];
+    const char *source;
+    CHECK(tr_precision_auto(r->backend, &pc, r->resumed, &r->state.precision, text, sizeof(text), json,
+                            sizeof(json), &source));
+    o->precision = r->state.precision.choice;
+    if (r->rank == 0) {
+        printf("hora-train: precision auto: %s\n", text);
+        fflush(stdout);
+        log_json(r, "{\"type\":\"precision\",\"precision\":\"%s\",\"auto\":true,\"source\":\"%s\",%s}",
+                 tr_precision_names[o->precision], source, json);
+    }
+    return HORA_OK;
+}
+
+/* --precision (auto: precision_auto), --grad-dtype and --loss-scale into
+ * the model's dtypes and the scaler's configuration. fp16 on a backend
+ * without f16 layers (the cpu backend on oneDNN 2.6) falls back to f32
+ * compute, says so, and keeps what it can of fp16: f16 gradients on the
+ * wire and loss scaling. */
 static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_scale_config_t *ls)
 {
-    const tr_options_t *o = &r->opt;
-    static const tr_dtype_t compute[] = {TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16};   /* tr_precision_t */
-    static const tr_dtype_t grads[] = {TR_DTYPE_F32, TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16}; /* tr_grad_choice_t */
-    tr_dtype_t want = compute[o->precision];
-    spec->compute_dtype = want;
-    spec->grad_dtype = o->grad_dtype == TR_GRAD_AUTO ? want : grads[o->grad_dtype];
-    char why[160];
-    if (want != TR_DTYPE_F32 && r->backend->ops->compute_dtype(r->backend, want, why, sizeof(why)) != HORA_OK) {
-        if (want != TR_DTYPE_F16) {
-            report("hora-train: --precision %s: the %s backend cannot compute in %s: %s",
-                   tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
-            return HORA_ERR_UNSUPPORTED;
-        }
-        spec->compute_dtype = TR_DTYPE_F32;
-        if (r->rank == 0)
-            fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
-                    "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
-                    o->backend, tr_dtype_name(spec->grad_dtype));
-    }
-    ls->window = (uint64_t)o->loss_scale_window;
-    ls->max_consecutive_skips = TR_LOSS_SCALE_MAX_SKIPS;
-    if (o->loss_scale > 0) {
-        ls->mode = TR_LOSS_SCALE_STATIC;
-        ls->initial = o->loss_scale;
-    } else if (o->loss_scale == TR_LOSS_SCALE_OPT_DYNAMIC || o->precision == TR_PRECISION_FP16) {
-        ls->mode = TR_LOSS_SCALE_DYNAMIC;
-        ls->initial = TR_LOSS_SCALE_DYNAMIC_INITIAL;
+    tr_options_t *o = &r->opt;
+    static const int grads[] = {TR_GRAD_DTYPE_AUTO, TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16}; /* tr_grad_choice_t */
+    const int grad = grads[o->grad_dtype];
+    if (o->precision == TR_PRECISION_AUTO) {
+        CHECK(precision_auto(r, spec, grad));
     } else {
-        ls->mode = TR_LOSS_SCALE_NONE; /* fp32 and bf16 (f32's exponent range) need none */
-        ls->initial = 1.0;
+        r->state.precision = (tr_precision_state_t){.choice = o->precision};
     }
+    const tr_precision_t p = (tr_precision_t)o->precision;
+    char why[192] = "";
+    int fell_back = 0;
+    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back, why, sizeof(why)) != HORA_OK) {
+        report("hora-train: --precision %s: the %s backend cannot compute in %s: %s", tr_precision_names[p],
+               o->backend, tr_precision_names[p], why);
+        return HORA_ERR_UNSUPPORTED;
+    }
+    if (fell_back && r->rank == 0)
+        fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
+                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
+                o->backend, tr_dtype_name(spec->grad_dtype));
+    tr_precision_loss_scale(p, o->loss_scale, o->loss_scale_window, ls);
     return HORA_OK;
 }
 
@@ -328,6 +349,30 @@ static hora_status_t resume_apply(run_t *r)
     return ok ? HORA_OK : HORA_ERR_INVALID_ARG;
 }
 
+/* --threads: auto is this rank's share of the CPUs its affinity allows
+ * (threads.c; collective: every rank gets here), less the loader threads
+ * where that leaves one, so the defaults do not oversubscribe the share; an
+ * explicit count above some rank's share gets one warning. */
+static void choose_threads(run_t *r)
+{
+    tr_options_t *o = &r->opt;
+    const int data_threads = o->data ? (o->data_threads ? o->data_threads : 1) : 0;
+    tr_threads_info_t ti;
+    const int threads = tr_threads_compute_default(data_threads, &ti);
+    if (o->threads > 0) {
+        tr_threads_check("hora-train", o->threads);
+        return;
+    }
+    o->threads = threads;
+    if (r->rank == 0) {
+        printf("hora-train: threads auto: %d compute thread%s per rank (rank 0 may use %d of the host's %d CPUs, "
+               "shared by %d rank%s of the host: a share of %d%s)\n", threads, threads == 1 ? "" : "s", ti.cpus,
+               ti.host_cpus, ti.sharers, ti.sharers == 1 ? "" : "s", ti.threads,
+               threads < ti.threads ? ", less the loader's threads" : "");
+        fflush(stdout);
+    }
+}
+
 static hora_status_t setup(run_t *r)
 {
     tr_options_t *o = &r->opt;
@@ -377,16 +422,19 @@ static hora_status_t setup(run_t *r)
         report("hora-train: unknown backend '%s' (built in: %s)", o->backend, tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
+    choose_threads(r);
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune};
     CHECK(ops->init(&bc, &r->backend));
+    /* Before the loaders: their threads would compete with --precision
+     * auto's timing. */
+    tr_loss_scale_config_t ls;
+    CHECK(choose_precision(r, &spec, &ls));
+    r->scaler = ls;
     if (o->data) {
         /* After the backend: a device one gets u8 batches in its memory. */
         CHECK(open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
         CHECK(open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
     }
-    tr_loss_scale_config_t ls;
-    CHECK(choose_precision(r, &spec, &ls));
-    r->scaler = ls;
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, r->state.seed, &r->model));
     float mean[3], std[3];
     input_stats(spec.in_channels, mean, std);
@@ -489,7 +537,6 @@ static hora_status_t evaluate(run_t *r, eval_result_t *res)
     return HORA_OK;
 }
 
-static void log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void log_json(run_t *r, const char *fmt, ...)
 {
     if (!r->log)
