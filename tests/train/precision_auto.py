@@ -11,13 +11,22 @@ usage: precision_auto.py HORA_TRAIN
             failed); the checkpoint's run_state holds the choice
   resume    --resume auto from that checkpoint keeps the choice without
             measuring again (source "checkpoint"), and says so
-  explicit  --precision fp32 measures nothing: no 'precision auto' line, no
-            "precision" record, and it computes in f32
+  explicit  --precision CHOICE (auto's choice) measures nothing: no 'precision
+            auto' line, no "precision" record; and it trains exactly as the auto
+            run did (the same loss at every step: the probe leaves no trace)
+
+  old       a bf16 checkpoint written before the run state had its precision
+            lines (the lines cut out, the file rewritten as CHECKPOINT.md says)
+            resumes with --precision auto in bf16, as its model section's dtypes
+            say (skipped where the backend has no native bf16)
 
 That every rank takes the same choice, and the fastest one when a precision is
 made slower on purpose, is test_precision_auto's (the measurement itself).
 """
 import glob, json, os, re, subprocess, sys, tempfile, time  # noqa: E401
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ckpt_tool import read_ckpt, write_ckpt  # noqa: E402
 
 COMPUTE = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
 
@@ -45,7 +54,7 @@ def start_compute(out):
 def main():
     fails = []
     base = ["--model", "resnet8", "--synthetic", "--image", "1x16x16", "--batch", "16", "--steps-per-epoch", "8",
-            "--threads", "1", "--overlap", "off", "--progress", "lines"]
+            "--threads", "1", "--overlap", "off", "--progress", "lines", "--print-every", "1"]
     with tempfile.TemporaryDirectory() as d:
         ckpt, log = os.path.join(d, "ckpt"), os.path.join(d, "auto.jsonl")
         a = mpirun(base + ["--steps", "4", "--checkpoint-dir", ckpt, "--checkpoint-every-steps", "4", "--log", log])
@@ -95,15 +104,42 @@ def main():
         elif start_compute(b.stdout) != COMPUTE[choice]:
             fails.append(f"resume: computes in {start_compute(b.stdout)}, not {choice}")
 
-        # explicit: no measurement.
-        log3 = os.path.join(d, "fp32.jsonl")
-        c = mpirun(base + ["--steps", "4", "--precision", "fp32", "--log", log3])
+        # explicit: no measurement, the same training.
+        log3 = os.path.join(d, "explicit.jsonl")
+        c = mpirun(base + ["--steps", "4", "--precision", choice, "--log", log3])
+        want = [r["loss"] for r in records(log, "train")]
         if c.returncode:
             fails.append("explicit: the run failed")
         elif "precision auto" in c.stdout or records(log3, "precision"):
-            fails.append("explicit --precision fp32 still measured")
-        elif start_compute(c.stdout) != "f32":
+            fails.append(f"explicit --precision {choice} still measured")
+        elif start_compute(c.stdout) != COMPUTE[choice]:
             fails.append(f"explicit: computes in {start_compute(c.stdout)}")
+        elif len(want) != 4 or [r["loss"] for r in records(log3, "train")] != want:
+            fails.append(f"explicit: losses {[r['loss'] for r in records(log3, 'train')]}, the auto run's {want}")
+
+        # old: a checkpoint without the precision lines.
+        if "bf16" not in rec.get("refused", {}):
+            old_dir, old_log = os.path.join(d, "old"), os.path.join(d, "old.jsonl")
+            e = mpirun(base + ["--steps", "2", "--precision", "bf16", "--checkpoint-dir", old_dir])
+            files = sorted(glob.glob(os.path.join(old_dir, "*.hckpt")))
+            if e.returncode or not files:
+                fails.append("old: the bf16 run failed")
+            else:
+                s, order = read_ckpt(files[-1])
+                text = s["run_state"].decode()
+                cut = "".join(line for line in text.splitlines(True) if not line.startswith("precision"))
+                if cut == text:
+                    fails.append("old: the bf16 checkpoint has no precision lines to cut")
+                s["run_state"] = cut.encode()
+                path = os.path.join(d, "old.hckpt")
+                write_ckpt(path, [(k, s[k]) for k in order])
+                g = mpirun(base + ["--steps", "4", "--checkpoint-dir", os.path.join(d, "old2"), "--resume", path,
+                                   "--log", old_log])
+                if g.returncode:
+                    fails.append("old: resuming a checkpoint without precision lines failed")
+                elif not re.search(r"^hora-train: precision auto: bf16, as the run that wrote the checkpoint",
+                                   g.stdout, re.M) or start_compute(g.stdout) != "bf16":
+                    fails.append("old: the resume did not keep bf16 from the model section")
     return fails
 
 
