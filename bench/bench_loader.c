@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,12 +240,23 @@ static void usage(FILE *out)
             "synthetic JPEGs are generated (into --keep DIR if given, else a temp dir).\n");
 }
 
+/* The CPUs this process may run on (its affinity mask: what mpirun or
+ * taskset left it), as hora-train's default threads count them. */
+static long affinity_cpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? online : 1;
+}
+
 static int parse_args(int argc, char **argv, bench_args_t *a)
 {
     *a = (bench_args_t){.seconds = 5.0, .batch = 32, .size = 224, .images = 500};
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    for (int t = 1; t <= (cpus > 0 ? cpus : 1) && a->thread_count_count < BENCH_MAX_THREAD_COUNTS;
-         t *= 2)
+    const long cpus = affinity_cpus();
+    for (int t = 1; t <= cpus && a->thread_count_count < BENCH_MAX_THREAD_COUNTS; t *= 2)
         a->thread_counts[a->thread_count_count++] = t;
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -297,6 +309,14 @@ static int parse_args(int argc, char **argv, bench_args_t *a)
     }
     if (a->thread_count_count == 0)
         a->thread_counts[a->thread_count_count++] = 1;
+    int most = 0;
+    for (int i = 0; i < a->thread_count_count; i++)
+        most = a->thread_counts[i] > most ? a->thread_counts[i] : most;
+    if (most > cpus)
+        fprintf(stderr, "hora-bench-loader: warning: --threads %d is more than the %ld CPU%s this process may run on "
+                "(its affinity mask); those rows time threads taking turns on the cores, not the loader's scaling. "
+                "Fix: run it outside mpirun's binding (or `mpirun --bind-to none`, `taskset`), or stop the list at "
+                "%ld\n", most, cpus, cpus == 1 ? "" : "s", cpus);
     return 0;
 }
 

@@ -341,11 +341,11 @@ int bench_report_json(FILE *out, const bench_options_t *options, const bench_row
             fprintf(out, ", \"wrong\": %lld", r->oop_wrong + r->ip_wrong);
         report_json_number(out, "mpi_busbw", r->peer_bw, r->has_peer && options->peer == BENCH_PEER_MPI);
         report_json_number(out, "ratio", r->ratio, !isnan(r->ratio));
+        report_json_number(out, "peer_time_us", r->peer_time_us, r->has_peer);
         /* Device memory: where the buffers were and what the peer was. */
         if (options->memory == BENCH_MEMORY_CUDA) {
             fprintf(out, ", \"memory\": \"cuda\", \"peer\": ");
             report_json_string(out, bench_peer_name(options->peer));
-            report_json_number(out, "peer_time_us", r->peer_time_us, r->has_peer);
             report_json_number(out, "peer_bw", r->peer_bw, r->has_peer);
         }
         fprintf(out, "}%s\n", i + 1 < row_count ? "," : "");

@@ -7,9 +7,13 @@
  * Runs the same training step hora-train runs (forward, backward with the
  * all-reduce of each gradient overlapped, optimizer step), first with
  * overlap and then with the all-reduce after backward, and reports images/s
- * over all ranks for each. Warm-up steps are not timed. --precision bf16 is
- * hora-train's --precision bf16: bf16 compute and gradients, f32 master
- * weights, no loss scaling (bf16 has f32's exponent range).
+ * over all ranks for each. Warm-up steps are not timed. --precision is
+ * hora-train's: auto (the default) times fp32 and the low precisions the
+ * backend computes natively first (trainer/precision.c) and runs the
+ * fastest; bf16 is bf16 compute and gradients, f32 master weights, no loss
+ * scaling (bf16 has f32's exponent range); fp16 (where the backend computes
+ * f16) adds dynamic loss scaling. --threads defaults to this rank's share
+ * of the CPUs its affinity allows (trainer/threads.c), as hora-train's.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +22,8 @@
 
 #include "model.h"
 #include "optim.h"
+#include "precision.h"
+#include "threads.h"
 #include "train.h"
 
 static double now_s(void)
@@ -30,7 +36,7 @@ static double now_s(void)
 static void usage(void)
 {
     printf("usage: mpirun -np N hora-bench-train [--model NAME] [--image CxHxW] [--classes K]\n"
-           "         [--batch B] [--steps N] [--warmup N] [--threads T] [--precision fp32|bf16]\n"
+           "         [--batch B] [--steps N] [--warmup N] [--threads T] [--precision auto|fp32|bf16|fp16]\n"
            "         [--no-overlap-run] [--json FILE]\n"
            "Models: %s\n", tr_model_names());
 }
@@ -57,7 +63,8 @@ static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int 
 
 int main(int argc, char **argv)
 {
-    const char *model_name = "resnet20", *json = NULL, *precision = "fp32";
+    const char *model_name = "resnet20", *json = NULL;
+    int precision = TR_PRECISION_AUTO;
     int c = 0, h = 0, w = 0, classes = 10, batch = 64, steps = 20, warmup = 3, threads = 0, no_overlap_run = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -92,18 +99,14 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--threads"))
             threads = atoi(v);
         else if (!strcmp(a, "--precision")) {
-            /* fp16 is left out: the cpu backend has no f16 compute, and
-             * hora-train's fallback (f32 compute, f16 gradients, loss
-             * scaling) is not what a throughput row named fp16 promises. */
-            if (!strcmp(v, "fp16")) {
-                fprintf(stderr, "hora-bench-train: --precision fp16 is not measured here: the cpu backend has no "
-                        "f16 compute (hora-train --precision fp16 computes in f32); use fp32 or bf16\n");
-                return 2;
-            } else if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
-                fprintf(stderr, "hora-bench-train: --precision wants fp32 or bf16, got '%s'\n", v);
+            precision = -1;
+            for (int p = 0; tr_precision_names[p]; p++)
+                if (!strcmp(v, tr_precision_names[p]))
+                    precision = p;
+            if (precision < 0) {
+                fprintf(stderr, "hora-bench-train: --precision wants auto, fp32, bf16 or fp16, got '%s'\n", v);
                 return 2;
             }
-            precision = v;
         } else {
             fprintf(stderr, "hora-bench-train: unknown option '%s' (see --help)\n", a);
             return 2;
@@ -127,14 +130,46 @@ int main(int argc, char **argv)
         spec.width = w;
     }
     spec.classes = classes;
+    /* Collective: every rank, right after hora_init. */
+    tr_threads_info_t ti;
+    int auto_threads = tr_threads_default(&ti);
+    if (threads > 0)
+        tr_threads_check("hora-bench-train", threads);
+    else
+        threads = auto_threads;
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = threads};
     tr_backend_t *backend;
     if (!ops || ops->init(&bc, &backend) != HORA_OK)
         goto out_shutdown;
-    /* tr_model_init refuses a dtype the backend cannot compute in, with its reason. */
-    if (!strcmp(precision, "bf16"))
-        spec.compute_dtype = spec.grad_dtype = TR_DTYPE_BF16;
+    tr_step_config_t sc = {.optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
+    tr_precision_probe_t probe = {.choice = TR_PRECISION_FP32};
+    if (precision == TR_PRECISION_AUTO) {
+        tr_precision_probe_config_t pc = {.spec = spec, .batch = batch, .grad = TR_GRAD_DTYPE_AUTO,
+                                          .loss_scale_opt = TR_LOSS_SCALE_OPT_AUTO, .loss_scale_window = 2000,
+                                          .step = sc, .grads_shared = size > 1, .seed = 1, .budget_s = 2.0};
+        if (tr_precision_probe(backend, &pc, &probe) != HORA_OK)
+            goto out_backend;
+        precision = probe.choice;
+        if (rank == 0) {
+            char text[1024];
+            tr_precision_describe(&probe, text, sizeof(text));
+            printf("hora-bench-train: precision auto: %s\n", text);
+        }
+    }
+    /* A precision the backend cannot compute in natively is refused with
+     * its reason: hora-train's fp16 fallback (f32 compute, f16 gradients,
+     * loss scaling) is not what a throughput row named fp16 promises. */
+    char why[192];
+    int fell_back = 0;
+    if (tr_precision_dtypes(backend, (tr_precision_t)precision, TR_GRAD_DTYPE_AUTO, &spec, &fell_back, why,
+                            sizeof(why)) != HORA_OK || fell_back) {
+        if (rank == 0)
+            fprintf(stderr, "hora-bench-train: --precision %s: the cpu backend does not compute it: %s\n",
+                    tr_precision_names[precision], why);
+        goto out_backend;
+    }
+    tr_precision_loss_scale((tr_precision_t)precision, TR_LOSS_SCALE_OPT_AUTO, 2000, &sc.loss_scale);
     tr_model_t *model;
     if (tr_model_init(backend, &spec, batch, size > 1, 1, &model) != HORA_OK)
         goto out_backend;
@@ -151,9 +186,9 @@ int main(int argc, char **argv)
     double ips[2] = {0, 0};
     int ok = 1;
     for (int overlap = 1; overlap >= (no_overlap_run ? 0 : 1) && ok; overlap--) {
-        tr_step_config_t sc = {.overlap = overlap,
-                               .optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
+        sc.overlap = overlap;
         tr_run_state_t state = tr_run_state_begin(1);
+        tr_loss_scale_begin(&sc.loss_scale, &state.loss_scale);
         tr_trainer_t *t;
         ok = tr_trainer_init(model, &sc, &state, &t) == HORA_OK && tr_trainer_broadcast_state(t, 0) == HORA_OK &&
              measure(t, &xt, y, batch, warmup, steps, &ips[overlap]) == 0;
@@ -162,19 +197,23 @@ int main(int argc, char **argv)
     if (ok && rank == 0) {
         size_t np = tr_tensor_count(tr_model_arena(model, TR_ARENA_PARAMS));
         printf("hora-bench-train: %s %dx%dx%d, %d ranks x batch %d, %d steps (+%d warm-up), %zu parameters, "
-               "precision %s\n", model_name, spec.in_channels, spec.height, spec.width, size, batch, steps, warmup,
-               np, precision);
+               "precision %s%s, %d thread%s per rank\n", model_name, spec.in_channels, spec.height, spec.width, size,
+               batch, steps, warmup, np, tr_precision_names[precision], probe.steps ? " (auto)" : "", threads,
+               threads == 1 ? "" : "s");
         printf("  overlap on : %10.1f img/s (all ranks)\n", ips[1]);
         if (no_overlap_run)
             printf("  overlap off: %10.1f img/s (all ranks)  gain %.2fx\n", ips[0], ips[1] / ips[0]);
         if (json) {
             FILE *f = fopen(json, "w");
             if (f) {
+                char probe_json[1536] = "";
+                tr_precision_json(&probe, probe_json, sizeof(probe_json));
                 fprintf(f, "{\"model\":\"%s\",\"image\":[%d,%d,%d],\"ranks\":%d,\"batch\":%d,\"steps\":%d,"
-                        "\"precision\":\"%s\",\"compute_dtype\":\"%s\",\"grad_dtype\":\"%s\","
-                        "\"img_per_s\":%.2f,\"img_per_s_no_overlap\":%.2f}\n", model_name, spec.in_channels,
-                        spec.height, spec.width, size, batch, steps, precision, tr_dtype_name(spec.compute_dtype),
-                        tr_dtype_name(spec.grad_dtype), ips[1], ips[0]);
+                        "\"threads\":%d,\"precision\":\"%s\",\"compute_dtype\":\"%s\",\"grad_dtype\":\"%s\","
+                        "\"img_per_s\":%.2f,\"img_per_s_no_overlap\":%.2f,\"precision_auto\":{%s}}\n", model_name,
+                        spec.in_channels, spec.height, spec.width, size, batch, steps, threads,
+                        tr_precision_names[precision], tr_dtype_name(spec.compute_dtype),
+                        tr_dtype_name(spec.grad_dtype), ips[1], ips[0], probe.steps ? probe_json : "");
                 fclose(f);
             } else {
                 perror(json);

@@ -111,6 +111,11 @@ char *tr_ckpt_state_text(const tr_run_state_t *s, const tr_ckpt_run_info_t *info
     tx_printf(&t, "loss_scale %a\nloss_scale_good_steps %" PRIu64 "\nloss_scale_skipped_steps %" PRIu64
               "\nloss_scale_consecutive_skips %" PRIu64 "\n", s->loss_scale.scale, s->loss_scale.good_steps,
               s->loss_scale.skipped_steps, s->loss_scale.consecutive_skips);
+    static const char *const precisions[] = {"fp32", "bf16", "fp16"}; /* tr_precision_t */
+    const int choice = s->precision.choice;
+    tx_printf(&t, "precision %s\nprecision_measured %d\nprecision_probe_ms %a %a %a\n",
+              choice >= 0 && choice < 3 ? precisions[choice] : "none", s->precision.measured,
+              s->precision.probe_ms[0], s->precision.probe_ms[1], s->precision.probe_ms[2]);
     return tx_take(&t);
 }
 
@@ -193,6 +198,26 @@ hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_r
         state_double(text, "overlap_probe_s", 1, &st.overlap.probe_s[1]) ||
         state_double(text, "loss_scale", 0, &st.loss_scale.scale))
         return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: 'overlap_probe_s' or 'loss_scale' is missing or malformed");
+    /* The precision lines came later (--precision auto): a file without
+     * them has choice -1, which tr_ckpt_load derives from the model
+     * section's dtypes. */
+    st.precision.choice = -1;
+    size_t plen;
+    const char *pv = tr_ckpt_text_value(text, "precision", &plen);
+    if (pv) {
+        static const char *const precisions[] = {"fp32", "bf16", "fp16", "none"};
+        int found = -2;
+        for (int i = 0; i < 4; i++)
+            if (strlen(precisions[i]) == plen && strncmp(pv, precisions[i], plen) == 0)
+                found = i < 3 ? i : -1;
+        if (found == -2 || state_int(text, "precision_measured", &st.precision.measured) ||
+            state_double(text, "precision_probe_ms", 0, &st.precision.probe_ms[0]) ||
+            state_double(text, "precision_probe_ms", 1, &st.precision.probe_ms[1]) ||
+            state_double(text, "precision_probe_ms", 2, &st.precision.probe_ms[2]))
+            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: 'precision' (fp32, bf16, fp16 or none), "
+                                "'precision_measured' or 'precision_probe_ms' is malformed");
+        st.precision.choice = found;
+    }
     if (in.world_size < 1 || in.batch < 1 || st.overlap.mode < -1 || st.overlap.mode > 1 || !(st.loss_scale.scale > 0))
         return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: world_size %d, batch %d, overlap_mode %d or loss_scale %g "
                        "out of range", in.world_size, in.batch, st.overlap.mode, st.loss_scale.scale);
@@ -253,6 +278,16 @@ hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *d, char *err, size_
             tr_ckpt_fail(status, err, n, "%s: section 'run_state' (offset %" PRIu64 "): %s", path,
                     tr_ckpt_find(&f, "run_state")->offset, why);
         d->info.arch = d->desc.arch;
+        if (status == HORA_OK && d->state.precision.choice < 0) {
+            /* Written before the run state had its precision: what the
+             * model section's dtypes say it computed in (fp16 where it
+             * fell back to f32 compute with f16 gradients). */
+            const tr_model_spec_t *s = &d->desc.spec;
+            d->state.precision.choice = s->compute_dtype == TR_DTYPE_BF16   ? 1
+                                        : s->compute_dtype == TR_DTYPE_F16  ? 2
+                                        : s->grad_dtype == TR_DTYPE_F16     ? 2
+                                                                            : 0;
+        }
     }
     if (status == HORA_OK)
         status = read_section(&f, "params", d->params_count * sizeof(float), 1, (void **)&d->params, err, n);

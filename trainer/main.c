@@ -9,8 +9,9 @@
  * flag (options.c) and HORA_* setting.
  *
  * Where the run stands lives in one struct, run.state (run.h): epoch, step,
- * data-order position, seeds, the overlap decision, the loss-scale state.
- * The loop below advances it and nothing else.
+ * data-order position, seeds, the overlap decision, the loss-scale state,
+ * the precision. The loop below advances it and nothing else. Resuming and
+ * saving checkpoints are main_ckpt.c's (main_internal.h between the two).
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -22,15 +23,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "checkpoint.h"
-#include "loader.h"
-#include "loss_scale.h"
-#include "model.h"
+#include "main_internal.h"
 #include "optim.h"
-#include "options.h"
-#include "run.h"
-#include "train.h"
+#include "precision.h"
+#include "threads.h"
 
 static void format_duration(double s, char *buf, size_t n)
 {
@@ -43,37 +39,13 @@ static void format_duration(double s, char *buf, size_t n)
         snprintf(buf, n, "%dm%02ds", t / 60, t % 60);
 }
 
-/* Everything one run holds. */
-typedef struct {
-    tr_options_t opt;
-    tr_run_state_t state;
-    tr_loss_scale_config_t scaler; /* from --precision / --loss-scale */
-    int rank, size;
-    tr_backend_t *backend;
-    tr_model_t *model;
-    tr_trainer_t *trainer;
-    tr_loader_t *train_loader, *val_loader;
-    tr_tensor_t synthetic_x;
-    int32_t *synthetic_y;
-    FILE *log;
-    int tty;
-    double t0;
-    /* Checkpoints: the writer (rank 0, with --checkpoint-dir); what a
-     * resume read (rank 0 holds the tensors until they are applied; every
-     * rank the layout of the run that wrote it). */
-    tr_ckpt_writer_t *ckpt;
-    uint64_t last_saved_step;
-    int resumed;
-    tr_ckpt_data_t resume;
-    tr_ckpt_run_info_t saved; /* world size, batch and steps per epoch of the run that wrote it */
-} run_t;
 
 /* This rank's first error, as it was printed: what hora_abort tells the
  * peers. */
 static char first_error[1024];
 
 /* Print an error on stderr (one line) and keep the first one. */
-__attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
+void main_report(const char *fmt, ...)
 {
     char line[1024];
     va_list ap;
@@ -85,18 +57,7 @@ __attribute__((format(printf, 1, 2))) static void report(const char *fmt, ...)
         snprintf(first_error, sizeof(first_error), "%s", line);
 }
 
-/* A failed call: report it (a runtime call with the runtime's message) and
- * return its status. */
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        hora_status_t status_ = (call);                                                                      \
-        if (status_ != HORA_OK) {                                                                            \
-            int runtime_ = strncmp(#call, "hora_", 5) == 0;                                                  \
-            report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
-                   runtime_ ? " (" : "", runtime_ ? hora_last_error() : "", runtime_ ? ")" : "");            \
-            return status_;                                                                                  \
-        }                                                                                                    \
-    } while (0)
+
 
 /* The input statistics the data is normalised with: Fashion-MNIST's for one
  * channel, ImageNet's for three. */
@@ -177,155 +138,90 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     input_stats(channels, c.mean, c.std);
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
-        report("hora-train: cannot open %s split of %s: %s",
+        main_report("hora-train: cannot open %s split of %s: %s",
                split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
     return status;
 }
 
-/* --precision, --grad-dtype and --loss-scale into the model's dtypes and the
- * scaler's configuration. fp16 on a backend without f16 layers (the cpu
- * backend on oneDNN 2.6) falls back to f32 compute, says so, and keeps
- * what it can of fp16: f16 gradients on the wire and loss scaling. */
+/* --precision auto: a resumed run keeps the precision its checkpoint's run
+ * computed in; a fresh one times the candidates now (precision.c), before
+ * the run's own model exists, and keeps the fastest. The choice and its
+ * timings go into the run state (and so into every checkpoint). */
+static hora_status_t precision_auto(run_t *r, const tr_model_spec_t *spec, int grad)
+{
+    tr_options_t *o = &r->opt;
+    tr_precision_probe_config_t pc = {.spec = *spec, .batch = o->batch, .grad = grad, .loss_scale_opt = o->loss_scale,
+                                      .loss_scale_window = o->loss_scale_window,
+                                      .step = {.overlap = (tr_overlap_t)o->overlap, .optim = o->optim,
+                                               .label_smoothing = (float)o->label_smoothing},
+                                      .grads_shared = r->size > 1, .seed = r->state.seed, .budget_s = 2.0};
+    char text[1024], json[1536];
+    const char *source;
+    CHECK(tr_precision_auto(r->backend, &pc, r->resumed, &r->state.precision, text, sizeof(text), json,
+                            sizeof(json), &source));
+    o->precision = r->state.precision.choice;
+    if (r->rank == 0) {
+        printf("hora-train: precision auto: %s\n", text);
+        fflush(stdout);
+        main_log_json(r, "{\"type\":\"precision\",\"precision\":\"%s\",\"auto\":true,\"source\":\"%s\",%s}",
+                 tr_precision_names[o->precision], source, json);
+    }
+    return HORA_OK;
+}
+
+/* --precision (auto: precision_auto), --grad-dtype and --loss-scale into
+ * the model's dtypes and the scaler's configuration. fp16 on a backend
+ * without f16 layers (the cpu backend on oneDNN 2.6) falls back to f32
+ * compute, says so, and keeps what it can of fp16: f16 gradients on the
+ * wire and loss scaling. */
 static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_scale_config_t *ls)
 {
-    const tr_options_t *o = &r->opt;
-    static const tr_dtype_t compute[] = {TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16};   /* tr_precision_t */
-    static const tr_dtype_t grads[] = {TR_DTYPE_F32, TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16}; /* tr_grad_choice_t */
-    tr_dtype_t want = compute[o->precision];
-    spec->compute_dtype = want;
-    spec->grad_dtype = o->grad_dtype == TR_GRAD_AUTO ? want : grads[o->grad_dtype];
-    char why[160];
-    if (want != TR_DTYPE_F32 && r->backend->ops->compute_dtype(r->backend, want, why, sizeof(why)) != HORA_OK) {
-        if (want != TR_DTYPE_F16) {
-            report("hora-train: --precision %s: the %s backend cannot compute in %s: %s",
-                   tr_dtype_name(want), o->backend, tr_dtype_name(want), why);
-            return HORA_ERR_UNSUPPORTED;
-        }
-        spec->compute_dtype = TR_DTYPE_F32;
-        if (r->rank == 0)
-            fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
-                    "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
-                    o->backend, tr_dtype_name(spec->grad_dtype));
-    }
-    ls->window = (uint64_t)o->loss_scale_window;
-    ls->max_consecutive_skips = TR_LOSS_SCALE_MAX_SKIPS;
-    if (o->loss_scale > 0) {
-        ls->mode = TR_LOSS_SCALE_STATIC;
-        ls->initial = o->loss_scale;
-    } else if (o->loss_scale == TR_LOSS_SCALE_OPT_DYNAMIC || o->precision == TR_PRECISION_FP16) {
-        ls->mode = TR_LOSS_SCALE_DYNAMIC;
-        ls->initial = TR_LOSS_SCALE_DYNAMIC_INITIAL;
+    tr_options_t *o = &r->opt;
+    static const int grads[] = {TR_GRAD_DTYPE_AUTO, TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16}; /* tr_grad_choice_t */
+    const int grad = grads[o->grad_dtype];
+    if (o->precision == TR_PRECISION_AUTO) {
+        CHECK(precision_auto(r, spec, grad));
     } else {
-        ls->mode = TR_LOSS_SCALE_NONE; /* fp32 and bf16 (f32's exponent range) need none */
-        ls->initial = 1.0;
+        r->state.precision = (tr_precision_state_t){.choice = o->precision};
     }
+    const tr_precision_t p = (tr_precision_t)o->precision;
+    char why[192] = "";
+    int fell_back = 0;
+    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back, why, sizeof(why)) != HORA_OK) {
+        main_report("hora-train: --precision %s: the %s backend cannot compute in %s: %s", tr_precision_names[p],
+               o->backend, tr_precision_names[p], why);
+        return HORA_ERR_UNSUPPORTED;
+    }
+    if (fell_back && r->rank == 0)
+        fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
+                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
+                o->backend, tr_dtype_name(spec->grad_dtype));
+    tr_precision_loss_scale(p, o->loss_scale, o->loss_scale_window, ls);
     return HORA_OK;
 }
 
-/* --resume: rank 0 picks and reads the checkpoint (auto: the newest whose
- * every CRC and text checks out, reporting and skipping damaged ones) and
- * tells every rank the outcome and the run state. Runs before the loaders
- * open, since they are keyed by the state's data seed. */
-static hora_status_t resume_read(run_t *r)
+/* --threads: auto is this rank's share of the CPUs its affinity allows
+ * (threads.c; collective: every rank gets here), less the loader threads
+ * where that leaves one, so the defaults do not oversubscribe the share; an
+ * explicit count above some rank's share gets one warning. */
+static void choose_threads(run_t *r)
 {
-    const tr_options_t *o = &r->opt;
-    if (!o->resume)
-        return HORA_OK;
-    int32_t found = 0; /* 1: read, 0: nothing to resume (auto, empty directory), -1: failed */
+    tr_options_t *o = &r->opt;
+    const int data_threads = o->data ? (o->data_threads ? o->data_threads : 1) : 0;
+    tr_threads_info_t ti;
+    const int threads = tr_threads_compute_default(data_threads, &ti);
+    if (o->threads > 0) {
+        tr_threads_check("hora-train", o->threads);
+        return;
+    }
+    o->threads = threads;
     if (r->rank == 0) {
-        char err[TR_CKPT_ERR_BYTES];
-        if (strcmp(o->resume, "auto") == 0) {
-            char **paths;
-            int count;
-            if (tr_ckpt_list(o->checkpoint_dir, &paths, &count) != HORA_OK) {
-                report("hora-train: --resume auto: cannot list %s: %s", o->checkpoint_dir, strerror(errno));
-                found = -1;
-            } else {
-                for (int i = 0; i < count && found == 0; i++) {
-                    if (tr_ckpt_load(paths[i], &r->resume, err, sizeof(err)) == HORA_OK) {
-                        found = 1;
-                    } else {
-                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n", err,
-                                i + 1 < count ? "; trying the previous one" : "");
-                    }
-                }
-                if (found == 0 && count > 0) {
-                    report("hora-train: --resume auto: none of the %d checkpoints in %s is usable", count,
-                           o->checkpoint_dir);
-                    found = -1;
-                } else if (found == 0) {
-                    printf("hora-train: --resume auto: no checkpoint in %s yet, starting from step 0\n",
-                           o->checkpoint_dir);
-                }
-                tr_ckpt_list_free(paths, count);
-            }
-        } else if (tr_ckpt_load(o->resume, &r->resume, err, sizeof(err)) == HORA_OK) {
-            found = 1;
-        } else {
-            report("hora-train: --resume: %s", err);
-            found = -1;
-        }
+        printf("hora-train: threads auto: %d compute thread%s per rank (rank 0 may use %d of the host's %d CPUs, "
+               "shared by %d rank%s of the host: a share of %d%s)\n", threads, threads == 1 ? "" : "s", ti.cpus,
+               ti.host_cpus, ti.sharers, ti.sharers == 1 ? "" : "s", ti.threads,
+               threads < ti.threads ? ", less the loader's threads" : "");
+        fflush(stdout);
     }
-    if (r->size > 1)
-        CHECK(hora_broadcast(&found, 1, HORA_DTYPE_I32, 0));
-    if (found < 0)
-        return HORA_ERR_CORRUPT;
-    if (found == 0)
-        return HORA_OK;
-    int64_t layout[3] = {0, 0, 0};
-    if (r->rank == 0) {
-        r->state = r->resume.state;
-        layout[0] = r->resume.info.world_size;
-        layout[1] = r->resume.info.batch;
-        layout[2] = (int64_t)r->resume.info.steps_per_epoch;
-    }
-    if (r->size > 1) {
-        CHECK(hora_broadcast(&r->state, sizeof(r->state), HORA_DTYPE_U8, 0));
-        CHECK(hora_broadcast(layout, 3, HORA_DTYPE_I64, 0));
-    }
-    r->resumed = 1;
-    r->saved = (tr_ckpt_run_info_t){.world_size = (int)layout[0], .batch = (int)layout[1],
-                                    .steps_per_epoch = (uint64_t)layout[2]};
-    if (o->keep_global_batch) {
-        int64_t global = layout[0] * layout[1];
-        if (global % r->size) {
-            if (r->rank == 0)
-                report("hora-train: --keep-global-batch: the checkpoint's global batch %" PRId64 " (%d ranks x "
-                       "%d) does not divide over %d ranks", global, r->saved.world_size, r->saved.batch, r->size);
-            return HORA_ERR_INVALID_ARG;
-        }
-        r->opt.batch = (int)(global / r->size);
-    }
-    return HORA_OK;
-}
-
-/* After the model is built: rank 0 checks the checkpoint's description
- * against it and loads the tensors; every rank learns whether that worked
- * (the tensors themselves travel with the state broadcast). */
-static hora_status_t resume_apply(run_t *r)
-{
-    if (!r->resumed)
-        return HORA_OK;
-    int32_t ok = 1;
-    if (r->rank == 0) {
-        char why[1024];
-        if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, why, sizeof(why))) {
-            report("hora-train: cannot resume from %s: it holds another model than this command line "
-                   "builds: %s", r->resume.path, why);
-            ok = 0;
-        } else if (tr_ckpt_apply(&r->resume, r->model) != HORA_OK) {
-            report("hora-train: cannot resume from %s: loading its tensors failed", r->resume.path);
-            ok = 0;
-        } else {
-            printf("hora-train: resuming from %s: epoch %" PRIu64 ", step %" PRIu64 " (written by %d ranks x batch "
-                   "%d)\n", r->resume.path, r->state.epoch + 1, r->state.step, r->saved.world_size, r->saved.batch);
-            fflush(stdout);
-        }
-        tr_ckpt_data_free(&r->resume);
-    }
-    if (r->size > 1)
-        CHECK(hora_broadcast(&ok, 1, HORA_DTYPE_I32, 0));
-    return ok ? HORA_OK : HORA_ERR_INVALID_ARG;
 }
 
 static hora_status_t setup(run_t *r)
@@ -370,28 +266,31 @@ static hora_status_t setup(run_t *r)
     const struct tr_backend_ops *ops = tr_backend_find(o->backend);
     if (!ops) {
         if (tr_backend_known(o->backend)) {
-            report("hora-train: this hora-train was built without the %s backend (built in: %s; meson's "
+            main_report("hora-train: this hora-train was built without the %s backend (built in: %s; meson's "
                    "-Dtrainer_cpu and -Dcuda choose the backends)", o->backend, tr_backend_names());
             return HORA_ERR_UNSUPPORTED;
         }
-        report("hora-train: unknown backend '%s' (built in: %s)", o->backend, tr_backend_names());
+        main_report("hora-train: unknown backend '%s' (built in: %s)", o->backend, tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
+    choose_threads(r);
     tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune};
     CHECK(ops->init(&bc, &r->backend));
+    /* Before the loaders: their threads would compete with --precision
+     * auto's timing. */
+    tr_loss_scale_config_t ls;
+    CHECK(choose_precision(r, &spec, &ls));
+    r->scaler = ls;
     if (o->data) {
         /* After the backend: a device one gets u8 batches in its memory. */
         CHECK(open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
         CHECK(open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
     }
-    tr_loss_scale_config_t ls;
-    CHECK(choose_precision(r, &spec, &ls));
-    r->scaler = ls;
     CHECK(tr_model_init(r->backend, &spec, o->batch, r->size > 1, r->state.seed, &r->model));
     float mean[3], std[3];
     input_stats(spec.in_channels, mean, std);
     tr_model_set_input_norm(r->model, mean, std);
-    CHECK(resume_apply(r));
+    CHECK(main_resume_apply(r));
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim, .loss_scale = ls};
     if (!r->resumed)
@@ -402,7 +301,7 @@ static hora_status_t setup(run_t *r)
         char err[TR_CKPT_ERR_BYTES];
         hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt, err, sizeof(err));
         if (status != HORA_OK) {
-            report("hora-train: %s", err);
+            main_report("hora-train: %s", err);
             return status;
         }
         CHECK(tr_ckpt_writer_reserve(r->ckpt, r->model));
@@ -489,8 +388,7 @@ static hora_status_t evaluate(run_t *r, eval_result_t *res)
     return HORA_OK;
 }
 
-static void log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void log_json(run_t *r, const char *fmt, ...)
+void main_log_json(run_t *r, const char *fmt, ...)
 {
     if (!r->log)
         return;
@@ -514,74 +412,8 @@ static void report_overlap(run_t *r)
     printf("hora-train: overlap auto: %.1f ms/step with, %.1f ms/step without -> %s\n", on, off,
            overlap ? "on" : "off");
     fflush(stdout);
-    log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on,
+    main_log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on,
              off, overlap ? "true" : "false");
-}
-
-/* A checkpoint of where the run stands now (rank 0, with --checkpoint-dir):
- * a finished epoch is saved as the start of the next. */
-static hora_status_t save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
-{
-    CHECK(tr_trainer_settle(r->trainer)); /* every rank: a failed all-reduce stops them all */
-    if (!r->ckpt || r->last_saved_step == r->state.step + 1)
-        return HORA_OK;
-    tr_run_state_t s = r->state;
-    if (s.step_in_epoch >= spe_epoch) {
-        s.epoch++;
-        s.step_in_epoch = 0;
-        s.epoch_sample_offset = 0;
-    }
-    tr_ckpt_run_info_t info = {.arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch,
-                               .steps_per_epoch = spe};
-    char err[TR_CKPT_ERR_BYTES];
-    hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info, err, sizeof(err));
-    if (status != HORA_OK) {
-        report("hora-train: rank 0: checkpoint failed: %s", err);
-        return status;
-    }
-    r->last_saved_step = r->state.step + 1; /* + 1: 0 means none yet */
-    double stall, write;
-    uint64_t bytes;
-    tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
-    log_json(r, "{\"type\":\"checkpoint\",\"step\":%" PRIu64 ",\"stall_s\":%.6f,\"previous_write_s\":%.6f,"
-             "\"previous_bytes\":%" PRIu64 "}", r->state.step, stall, write, bytes);
-    return HORA_OK;
-}
-
-/* A resume on another world size or batch: the epoch continues after the
- * samples the checkpoint's run trained on (re-sharded over this run's
- * ranks), and the step count and schedule position are converted to this
- * run's step size. Says what changed. */
-static void reshard(run_t *r, uint64_t spe, double peak_lr)
-{
-    tr_run_state_t *st = &r->state;
-    const int w0 = r->saved.world_size, b0 = r->saved.batch;
-    if (!r->resumed || (w0 == r->size && b0 == r->opt.batch))
-        return;
-    const uint64_t g0 = (uint64_t)w0 * (uint64_t)b0, g1 = (uint64_t)r->size * (uint64_t)r->opt.batch;
-    uint64_t consumed = st->epoch_sample_offset + st->step_in_epoch * g0;
-    if (r->train_loader) {
-        tr_loader_info_t info;
-        tr_loader_info(r->train_loader, &info);
-        if (consumed > info.samples)
-            consumed = info.samples;
-        st->epoch_sample_offset = consumed;
-        st->step_in_epoch = 0;
-    } else {
-        /* Synthetic data has no order: keep the position in the epoch. */
-        st->epoch_sample_offset = 0;
-        st->step_in_epoch = consumed / g1 < spe ? consumed / g1 : spe;
-    }
-    st->step = st->epoch * spe + (consumed + g1 / 2) / g1;
-    if (r->rank == 0) {
-        printf("hora-train: resumed on %d ranks x batch %d (global %" PRIu64 ") from a checkpoint of %d x %d (global "
-               "%" PRIu64 "): %s; peak lr %.4g -> %.4g; epoch %" PRIu64 " continues after its first %" PRIu64
-               " samples, at step %" PRIu64 "\n", r->size, r->opt.batch, g1, w0, b0, g0,
-               r->opt.keep_global_batch ? "--keep-global-batch kept the global batch"
-                                        : "per-rank batch kept, lr scaled with the global batch",
-               r->opt.lr * (double)g0 / 256.0, peak_lr, st->epoch + 1, consumed, st->step);
-        fflush(stdout);
-    }
 }
 
 static hora_status_t run_training(run_t *r)
@@ -600,7 +432,7 @@ static hora_status_t run_training(run_t *r)
             CHECK(hora_allreduce(&steps, &steps, 1, HORA_DTYPE_I64, HORA_OP_MIN));
         spe = (uint64_t)steps;
         if (spe == 0) {
-            report("hora-train: the dataset has fewer than %d samples per epoch", r->size);
+            main_report("hora-train: the dataset has fewer than %d samples per epoch", r->size);
             return HORA_ERR_INVALID_ARG;
         }
     }
@@ -624,7 +456,7 @@ static hora_status_t run_training(run_t *r)
         total = (uint64_t)o->max_steps;
     int print_every = o->print_every ? o->print_every : (int)(spe / 10 ? spe / 10 : 1);
 
-    reshard(r, spe, sched.peak_lr);
+    main_reshard(r, spe, sched.peak_lr);
     if (r->rank == 0)
         printf("hora-train: %d epochs x %" PRIu64 " steps, global batch %d, peak lr %.4g, warmup %" PRIu64
                " steps, %s decay, overlap %s\n",
@@ -661,12 +493,12 @@ static hora_status_t run_training(run_t *r)
             if (r->train_loader) {
                 hora_status_t next = tr_loader_next(r->train_loader, &b);
                 if (next != HORA_OK) {
-                    report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, epoch + 1,
+                    main_report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, epoch + 1,
                            st->step_in_epoch, tr_loader_last_error());
                     return next;
                 }
                 if (!b || b->count < 1) {
-                    report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64
+                    main_report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64
                            " of %" PRIu64 " steps", r->rank, epoch, st->step_in_epoch, spe_epoch);
                     if (b)
                         tr_loader_release(r->train_loader, b);
@@ -699,7 +531,7 @@ static hora_status_t run_training(run_t *r)
             if (b)
                 tr_loader_release(r->train_loader, b);
             if (!isfinite(loss)) {
-                report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank,
+                main_report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank,
                        loss, st->step - 1);
                 return HORA_ERR_INTERNAL;
             }
@@ -738,7 +570,7 @@ static hora_status_t run_training(run_t *r)
                                eta_s, scaling, bad);
                     }
                     fflush(stdout);
-                    log_json(r, "{\"type\":\"train\",\"epoch\":%.4f,\"step\":%" PRIu64 ",\"loss\":%.6f,"
+                    main_log_json(r, "{\"type\":\"train\",\"epoch\":%.4f,\"step\":%" PRIu64 ",\"loss\":%.6f,"
                              "\"lr\":%.6g,\"img_per_s\":%.1f,\"elapsed_s\":%.3f,\"bad_samples\":%" PRIu64
                              ",\"loss_scale\":%.9g,\"skipped_steps\":%" PRIu64 "}",
                              epoch + frac, st->step, l, lr, ips, elapsed, bad, st->loss_scale.scale,
@@ -750,7 +582,7 @@ static hora_status_t run_training(run_t *r)
                 t_since = tr_now_s();
             }
             if (o->checkpoint_every_steps && st->step % (uint64_t)o->checkpoint_every_steps == 0)
-                CHECK(save_checkpoint(r, spe_epoch, spe));
+                CHECK(main_save_checkpoint(r, spe_epoch, spe));
         }
         int last = epoch + 1 == o->epochs || st->step >= total;
         evaluated_last = 0;
@@ -764,14 +596,14 @@ static hora_status_t run_training(run_t *r)
                 printf("epoch %d: test top-1 %.2f%% top-5 %.2f%% (%" PRId64 " images)  elapsed %.0f s\n",
                        epoch + 1, 100.0 * ev.top1 / ev.count, 100.0 * ev.top5 / ev.count, ev.count, elapsed);
                 fflush(stdout);
-                log_json(r, "{\"type\":\"eval\",\"epoch\":%d,\"top1\":%.6f,\"top5\":%.6f,\"images\":%" PRId64
+                main_log_json(r, "{\"type\":\"eval\",\"epoch\":%d,\"top1\":%.6f,\"top5\":%.6f,\"images\":%" PRId64
                          ",\"elapsed_s\":%.3f}", epoch + 1, (double)ev.top1 / ev.count,
                          (double)ev.top5 / ev.count, ev.count, elapsed);
             }
             t_since = tr_now_s();
         }
         if (st->step_in_epoch >= spe_epoch && o->checkpoint_every_epochs && (epoch + 1) % o->checkpoint_every_epochs == 0)
-            CHECK(save_checkpoint(r, spe_epoch, spe));
+            CHECK(main_save_checkpoint(r, spe_epoch, spe));
         if (st->step_in_epoch < spe_epoch)
             break; /* stopped by --steps inside the epoch: the state stays where it is */
     }
@@ -780,11 +612,11 @@ static hora_status_t run_training(run_t *r)
     if (r->ckpt) {
         /* The end of training is saved too, and the last write waited for. */
         uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : spe;
-        CHECK(save_checkpoint(r, spe_epoch, spe));
+        CHECK(main_save_checkpoint(r, spe_epoch, spe));
         char err[TR_CKPT_ERR_BYTES];
         hora_status_t status = tr_ckpt_writer_wait(r->ckpt, err, sizeof(err));
         if (status != HORA_OK) {
-            report("hora-train: rank 0: checkpoint failed: %s", err);
+            main_report("hora-train: rank 0: checkpoint failed: %s", err);
             return status;
         }
         double stall, write;
@@ -804,7 +636,7 @@ static hora_status_t run_training(run_t *r)
             tr_model_profile_print(r->model, 1e3 * profile_time / (double)profile_steps, stdout);
         else if (o->profile)
             printf("profile: no step was timed (--profile starts at the third step)\n");
-        log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
+        main_log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
                  ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f,\"loss_scale\":%.9g}",
                  st->step, st->loss_scale.skipped_steps, st->images, (double)ev.top1 / ev.count,
                  (double)ev.top5 / ev.count, tr_now_s() - r->t0, ips, st->loss_scale.scale);
@@ -817,7 +649,7 @@ static void teardown(run_t *r)
     if (r->ckpt) {
         char err[TR_CKPT_ERR_BYTES];
         if (tr_ckpt_writer_close(r->ckpt, err, sizeof(err)) != HORA_OK)
-            report("hora-train: rank 0: checkpoint failed: %s", err);
+            main_report("hora-train: rank 0: checkpoint failed: %s", err);
     }
     tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
@@ -858,7 +690,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "hora-train: cannot write %s: %s (continuing without a log)\n", r->opt.log_path,
                     strerror(errno));
     }
-    status = resume_read(r);
+    status = main_resume_read(r);
     if (status == HORA_OK)
         status = setup(r);
     if (status == HORA_OK)

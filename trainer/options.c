@@ -45,7 +45,6 @@ typedef struct {
 #define F(field) offsetof(tr_options_t, field)
 
 static const char *const opt_progress[] = {"auto", "bar", "lines", NULL}; /* tr_progress_t */
-static const char *const opt_precision[] = {"fp32", "bf16", "fp16", NULL}; /* tr_precision_t */
 static const char *const opt_grad_dtype[] = {"auto", "f32", "bf16", "f16", NULL}; /* tr_grad_choice_t */
 
 static const opt_t opt_table[] = {
@@ -112,8 +111,10 @@ static const opt_t opt_table[] = {
     {"--lars-eta", "ETA", OPT_DOUBLE, F(optim.lars_eta), "0.001", 0, 1e3, NULL, 0, 0, 0, NULL, "LARS trust coefficient"},
     {"--label-smoothing", "S", OPT_DOUBLE, F(label_smoothing), "0", 0, 1, NULL, 0, 0, 0, NULL, "label smoothing"},
 
-    {"--precision", "P", OPT_CHOICE, F(precision), "fp32", 0, 0, opt_precision, 0, 0, 0, "Precision",
-     "what the layers compute in; bf16/fp16 keep fp32 master weights, momentum and BN statistics"},
+    {"--precision", "P", OPT_CHOICE, F(precision), "auto", 0, 0, tr_precision_names, 0, 0, 0, "Precision",
+     "what the layers compute in; bf16/fp16 keep fp32 master weights, momentum and BN statistics; auto: time "
+     "fp32 and the low precisions the backend computes natively on the first steps of a throw-away model, keep "
+     "the fastest (a resumed run keeps its checkpoint's)"},
     {"--loss-scale", "S", OPT_SCALE, F(loss_scale), "auto", 1, 1e7, NULL, 0, 0, 0, NULL,
      "static scale S (a power of two is exact), dynamic, or auto (fp32, bf16: none; fp16: dynamic); "
      "overflowed steps are skipped"},
@@ -140,7 +141,8 @@ static const opt_t opt_table[] = {
     {"--backend", "NAME", OPT_STRING, F(backend), "cpu", 0, 0, NULL, 0, 0, 0, "Runtime",
      "compute backend (the ones built in are listed below)"},
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
-     "compute threads per rank (auto: cores / ranks on the node)"},
+     "compute threads per rank (auto: the CPUs this rank's affinity allows, shared among the ranks of the host "
+     "whose masks overlap, less --data-threads where that leaves one; see trainer/README.md)"},
     {"--overlap", "MODE", OPT_CHOICE, F(overlap), "auto", 0, 0, tr_overlap_names, 0, 0, 0, NULL,
      "on: all-reduce each gradient during backward; off: all after it; auto: time both on the first steps, "
      "keep the faster"},

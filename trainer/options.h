@@ -13,17 +13,15 @@
 #include <stdio.h>
 
 #include "optim.h"
+#include "precision.h"
 #include "train.h"
 
 typedef enum { TR_PROGRESS_AUTO = 0, TR_PROGRESS_BAR = 1, TR_PROGRESS_LINES = 2 } tr_progress_t;
 
-/* --precision: what the layers compute in. */
-typedef enum { TR_PRECISION_FP32 = 0, TR_PRECISION_BF16 = 1, TR_PRECISION_FP16 = 2 } tr_precision_t;
+/* --precision: tr_precision_t (precision.h), auto by default. */
 /* --grad-dtype: auto (the compute precision's), or a dtype. */
 typedef enum { TR_GRAD_AUTO = 0, TR_GRAD_F32 = 1, TR_GRAD_BF16 = 2, TR_GRAD_F16 = 3 } tr_grad_choice_t;
-/* --loss-scale's words, as stored in loss_scale (a number is > 0). */
-#define TR_LOSS_SCALE_OPT_AUTO 0.0
-#define TR_LOSS_SCALE_OPT_DYNAMIC (-1.0)
+/* --loss-scale's words (TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC) are in precision.h. */
 
 typedef struct {
     /* Model */
@@ -55,7 +53,7 @@ typedef struct {
     tr_optim_config_t optim;
     double label_smoothing;
     /* Precision */
-    int precision;             /* tr_precision_t */
+    int precision;             /* tr_precision_t, TR_PRECISION_AUTO included */
     double loss_scale;         /* > 0 static, or TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC */
     int64_t loss_scale_window;
     int grad_dtype;            /* tr_grad_choice_t */

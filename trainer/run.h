@@ -5,7 +5,8 @@
  * decision; the loss scaler: its state), so that a checkpoint can store
  * exactly this struct and a resumed run continue at the exact next step:
  * same batches (the loader is keyed by data_seed, epoch and step_in_epoch),
- * same learning rate (step), same overlap mode, same loss scale.
+ * same learning rate (step), same overlap mode, same loss scale, same
+ * precision (main.c: --precision auto's choice).
  */
 #ifndef TR_RUN_H
 #define TR_RUN_H
@@ -18,6 +19,14 @@ typedef struct {
     int probe_step;    /* auto: gradient steps taken while probing */
     double probe_s[2]; /* auto: seconds summed without [0] and with [1] overlap */
 } tr_overlap_state_t;
+
+/* The precision the run computes in, and what --precision auto measured
+ * to choose it (a resumed run keeps it instead of measuring again). */
+typedef struct {
+    int choice;        /* tr_precision_t (precision.h): 0 fp32, 1 bf16, 2 fp16; -1 not chosen yet */
+    int measured;      /* 1: --precision auto timed the candidates; 0: given, or the only candidate */
+    double probe_ms[3]; /* auto: median ms per step of fp32, bf16, fp16 (0: not a candidate) */
+} tr_precision_state_t;
 
 /* Loss scaling for mixed precision (fp32 runs keep scale 1). */
 typedef struct {
@@ -40,6 +49,7 @@ typedef struct {
     uint64_t images;        /* samples trained on, all ranks together */
     tr_overlap_state_t overlap;
     tr_loss_scale_state_t loss_scale;
+    tr_precision_state_t precision;
 } tr_run_state_t;
 
 /* A fresh run from seed (data_seed = seed, as before there were two). */
@@ -48,6 +58,7 @@ static inline tr_run_state_t tr_run_state_begin(uint64_t seed)
     tr_run_state_t s = {0};
     s.seed = s.data_seed = seed;
     s.overlap.mode = -1;
+    s.precision.choice = -1;
     s.loss_scale.scale = 1.0;
     return s;
 }

@@ -41,7 +41,7 @@ struct tr_trainer {
     tr_step_config_t config;
     int distributed;
     hora_request_t *requests; /* one per parameter */
-    char (*names)[80];
+    char (*names)[96];
     hora_status_t first_error;
     tr_overlap_state_t *overlap; /* the run state's */
     tr_loss_scale_state_t *scaler; /* the run state's */
@@ -99,7 +99,8 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
         return HORA_ERR_NO_MEMORY;
     }
     for (int i = 0; i < n; i++)
-        snprintf(t->names[i], sizeof(t->names[i]), "grad.%s", tr_model_param(model, i)->name);
+        snprintf(t->names[i], sizeof(t->names[i]), "%sgrad.%s", config->name_prefix ? config->name_prefix : "",
+                 tr_model_param(model, i)->name);
     *out = t;
     return HORA_OK;
 }

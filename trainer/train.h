@@ -41,6 +41,10 @@ typedef struct {
     tr_loss_scale_config_t loss_scale; /* mode NONE: fp32 without scaling */
     tr_grad_hook_fn grad_hook;         /* NULL: none */
     void *grad_hook_ctx;
+    /* Put before each all-reduce's name ("grad.<param>"); NULL: none.
+     * Two trainers alive at once (--precision auto's probe) keep their
+     * requests, and hora's response-cache entries, apart with it. */
+    const char *name_prefix;
 } tr_step_config_t;
 
 typedef struct tr_trainer tr_trainer_t;

@@ -62,10 +62,11 @@ static hora_status_t hora_check_shm_space(void)
     const struct config *cfg = &hora_rt.cfg;
     size_t need = MEM_POOL_CTRL_BYTES + cfg->fusion_threshold;
     if (need > cfg->shm_pool_bytes) need = cfg->shm_pool_bytes;
-    char why[512], fusion[32], pool[32];
+    char why[512], fusion[32], pool[32], ctrl[32];
     snprintf(why, sizeof(why),
-             "64 KiB of control blocks and up to HORA_FUSION_THRESHOLD=%s for the coordinator's fusion buffer, at "
+             "%s of control blocks and up to HORA_FUSION_THRESHOLD=%s for the coordinator's fusion buffer, at "
              "most HORA_SHM_POOL_BYTES=%s, plus the blocks of hora_mem_alloc",
+             mem_format_bytes(MEM_POOL_CTRL_BYTES, ctrl, sizeof(ctrl)),
              mem_format_bytes(cfg->fusion_threshold, fusion, sizeof(fusion)),
              mem_format_bytes(cfg->shm_pool_bytes, pool, sizeof(pool)));
     return mem_pool_check_space(&hora_rt.topo, hora_rt.world, need, why);

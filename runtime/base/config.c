@@ -59,9 +59,20 @@ const struct config_entry config_table[] = {
      "busy-wait iterations before a waiting rank sleeps (-1 = auto: spin only when "
      "every local rank has a core of its own, and in the coordinator only while the "
      "application waits in hora_wait)"},
+    {"HORA_YIELD_US", CONFIG_TYPE_DOUBLE, "-1", -1, 1e7, NULL, CONFIG_FIELD(yield_us),
+     "after the spins, how long a waiting rank polls with sched_yield before it sleeps, in microseconds "
+     "(-1 = auto: 1000 when the local ranks outnumber the cores, so that a waiter hands its core to the "
+     "peer it waits for instead of paying a sleep and a wake-up, else 0; in the coordinator only while "
+     "the application waits in hora_wait)"},
+    {"HORA_LATENCY_BYTES", CONFIG_TYPE_SIZE, "2K", 0, 1024.0 * 1024, NULL, CONFIG_FIELD(latency_bytes),
+     "all-reduces of host memory up to this size take the latency path (HORA_ALGORITHM=auto): over "
+     "shared memory one flag round (each rank copies its input into a slot of its own and reduces every "
+     "member's slot; at most 16K), over messages recursive doubling; 0 = never"},
     {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
      "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
-     "rank reduces its shard from every peer and writes it to all), auto (oneshot on shm, else ring)"},
+     "rank reduces its shard from every peer and writes it to all), auto (all-reduces up to "
+     "HORA_LATENCY_BYTES on the latency path, else oneshot on shm, else ring); ring and oneshot hold at "
+     "every size"},
     {"HORA_HIERARCHICAL", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(hierarchical),
      "allreduce as node reduce-scatter + one cross-node ring per local rank + node allgather: auto (more "
      "than one node and more than one rank per node), 0 or 1"},

@@ -24,6 +24,8 @@ struct config {
     size_t shm_pool_bytes;  /* HORA_SHM_POOL_BYTES: virtual size of each rank's pool */
     double timeout_s;       /* HORA_TIMEOUT_S: longest wait for a peer */
     long spin_count;        /* HORA_SPIN_COUNT: busy-wait iterations before sleeping; -1 auto */
+    double yield_us;        /* HORA_YIELD_US: sched_yield polling after the spins, before sleeping; -1 auto */
+    size_t latency_bytes;   /* HORA_LATENCY_BYTES: all-reduces up to this size take the latency path, 0 = never */
     int algorithm;          /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;       /* HORA_HIERARCHICAL: 0 auto, 1 off, 2 on */
     double cycle_time_ms;   /* HORA_CYCLE_TIME_MS: coordinator cycle */

@@ -1,8 +1,9 @@
 /* algo.h - the collective algorithms on one group of ranks over one
  * transport: the ring (ring.c explains its steps) and the one-shot
  * algorithms over peer memory (oneshot.c), with the pieces both use
- * (group.c: progress positions, chunking, descriptor checks). coll.c picks
- * an algorithm per call; ring.c and oneshot.c never call each other. */
+ * (group.c: progress positions, chunking, descriptor checks), and the
+ * latency path of small all-reduces (latency.c). coll.c picks an algorithm
+ * per call; ring.c, oneshot.c and latency.c never call each other. */
 #ifndef HORA_COLL_ALGO_H
 #define HORA_COLL_ALGO_H
 
@@ -105,5 +106,14 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
 hora_status_t oneshot_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
                                  size_t total);
 hora_status_t oneshot_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root);
+
+/* The latency path of small all-reduces (latency.c): send -> recv (may be
+ * equal; neither needs to be in the pool). Over peer memory one flag round
+ * through the transport's small slots (count * dtype size at most
+ * tp_ops.small_bytes); over messages recursive doubling. */
+hora_status_t latency_allreduce_mem(struct coll_group *g, const void *send, void *recv, size_t count,
+                                    const struct group_reduction *red);
+hora_status_t latency_allreduce_msg(struct coll_group *g, const void *send, void *recv, size_t count,
+                                    const struct group_reduction *red);
 
 #endif

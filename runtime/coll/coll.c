@@ -1,6 +1,7 @@
 /* coll.c - the collectives of a channel (user or coordinator): argument
  * checks, staging of buffers the peers cannot map, the choice of algorithm
- * (one shot over peer memory unless HORA_ALGORITHM=ring, else the ring),
+ * (all-reduces of host memory up to HORA_LATENCY_BYTES: the latency path;
+ * else one shot over peer memory unless HORA_ALGORITHM=ring, else the ring),
  * and the hierarchical all-reduce. Callers issue them from one thread per
  * purpose, in the same order on every rank. */
 #include <stdint.h>
@@ -308,6 +309,45 @@ static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_
     return ring_broadcast(g, buf, count, dtype, root);
 }
 
+/* Does an all-reduce of bytes over tp take the latency path (latency.c)?
+ * Host memory up to HORA_LATENCY_BYTES, and over peer memory what fits the
+ * transport's slots; HORA_ALGORITHM=ring or oneshot forces that algorithm at
+ * every size. The same answer on every rank of the group. */
+static int coll_latency(const struct coll_ctx *ctx, const struct tp *tp, hora_memory_t memory, size_t bytes)
+{
+    if (memory != HORA_MEMORY_HOST || bytes > ctx->latency_bytes || ctx->algorithm != 0) return 0;
+    return !coll_peer_memory(tp) || bytes <= tp->ops->small_bytes;
+}
+
+static hora_status_t coll_group_allreduce_latency(struct coll_group *g, const void *send, void *recv, size_t count,
+                                                  const struct group_reduction *red)
+{
+    if (g->n == 1) return coll_group_single(g, send, recv, count, red);
+    if (coll_peer_memory(g->tp)) return latency_allreduce_mem(g, send, recv, count, red);
+    return latency_allreduce_msg(g, send, recv, count, red);
+}
+
+/* Hierarchical and small: the node all-reduces (latency path, no division),
+ * then every local rank all-reduces the node's sum with its peers of the
+ * same local rank on the other nodes (recursive doubling; AVG divides by
+ * the world there). Two latency-bound steps instead of the three of the
+ * hierarchical algorithm, and no node allgather: every local rank crosses
+ * with the whole (small) vector. */
+static hora_status_t coll_allreduce_hierarchical_latency(struct coll_ctx *ctx, int purpose, const void *send,
+                                                         void *recv, size_t count, const struct group_reduction *red,
+                                                         const struct coll_hooks *hooks)
+{
+    struct group_reduction sum = *red;
+    struct coll_group node, across;
+    sum.divisor = 1;
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_NODE, HORA_MEMORY_HOST, "allreduce (node)", hooks, &node));
+    hora_status_t status = coll_group_allreduce_latency(&node, send, recv, count, &sum);
+    HORA_CHECK(coll_group_close(ctx, &node, purpose, COLL_SCOPE_NODE, status));
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_CROSS, HORA_MEMORY_HOST, "allreduce (cross-node)", hooks, &across));
+    status = coll_group_allreduce_latency(&across, recv, recv, count, red);
+    return coll_group_close(ctx, &across, purpose, COLL_SCOPE_CROSS, status);
+}
+
 static void coll_phase(const struct coll_hooks *hooks, const char *phase, int begin)
 {
     if (hooks && hooks->on_phase) hooks->on_phase(hooks->ctx, phase, begin);
@@ -436,13 +476,20 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
         }
     }
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
+    const int latency = coll_latency(ctx, tp, memory, bytes);
+    if (hier && latency)
+        return coll_allreduce_hierarchical_latency(ctx, purpose, send, recv, count, &red, hooks);
     if (hier) return coll_allreduce_hierarchical(ctx, purpose, memory, tp, engine, send, recv, count, &red, hooks);
 
-    /* Staging comes after the group is open: a failure there reaches the
-     * members at once instead of leaving them to time out. */
     struct coll_group g;
     void *work = recv;
     HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "allreduce", hooks, &g));
+    if (latency) {
+        hora_status_t status = coll_group_allreduce_latency(&g, send, recv, count, &red);
+        return coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status);
+    }
+    /* Staging comes after the group is open: a failure there reaches the
+     * members at once instead of leaving them to time out. */
     hora_status_t status = coll_allreduce_stage(ctx, purpose, memory, tp, engine, &send, recv, &work, bytes);
     if (status == HORA_OK) status = coll_group_allreduce(&g, send, work, count, &red);
     HORA_CHECK(coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status));

@@ -41,6 +41,7 @@ struct coll_ctx {
     size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
     int algorithm;      /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;   /* allreduce = node reduce-scatter + cross ring + node allgather */
+    size_t latency_bytes; /* HORA_LATENCY_BYTES: host all-reduces up to this size take the latency path */
     /* Connected transports have ops != NULL; channel_tp[channel][memory] is
      * the one that channel uses for that memory kind, NULL for a scope this
      * job does not use (node rings with one rank per node, ...) or a memory

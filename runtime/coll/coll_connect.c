@@ -33,6 +33,17 @@ static long coll_resolve_spin(const struct config *cfg, const struct topo *topo)
     return cpus > 0 && topo->host_size <= cpus ? 20000 : 0;
 }
 
+/* After the spins, yield before sleeping: when the local ranks outnumber the
+ * cores, the peer a rank waits for is often runnable on its own core, and
+ * sched_yield hands it the core at once, where a futex sleep and wake-up
+ * cost 15-30 us per operation (2 cores, 3-4 ranks). */
+static double coll_resolve_yield_s(const struct config *cfg, const struct topo *topo)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cfg->yield_us >= 0) return cfg->yield_us * 1e-6;
+    return cpus > 0 && topo->host_size > cpus ? 1e-3 : 0;
+}
+
 /* This rank's neighbours in a ring given by its members (world ranks). */
 static void coll_ring_neighbours(const struct coll_ctx *ctx, const int *members, int n, int *left, int *right)
 {
@@ -146,6 +157,8 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     ctx->env.timeout_s = cfg->timeout_s;
     ctx->env.spin_count = coll_resolve_spin(cfg, topo);
     ctx->env.spin_auto = cfg->spin_count < 0;
+    ctx->env.yield_s = coll_resolve_yield_s(cfg, topo);
+    ctx->latency_bytes = cfg->latency_bytes;
     ctx->env.disable[TP_KIND_SHM] = cfg->disable_shm;
     ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
     ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;

@@ -21,8 +21,9 @@
 #include "mem/mem_extents.h"
 #include "mem/topo.h"
 
-/* Bytes at the start of every pool reserved for transport control blocks. */
-#define MEM_POOL_CTRL_BYTES ((size_t)64 * 1024)
+/* Bytes at the start of every pool reserved for transport control blocks
+ * (and the shm transport's slots for small operations). */
+#define MEM_POOL_CTRL_BYTES ((size_t)512 * 1024)
 
 struct mem_pool {
     int fd;                 /* own object, kept open for fallocate */

@@ -72,3 +72,14 @@ hora_status_t tp_unsupported_mem_op_check(struct tp *tp)
     (void)tp;
     return HORA_OK;
 }
+hora_status_t tp_unsupported_mem_small_post(struct tp *tp, uint64_t pos, const struct tp_mem_desc *d, const void *b,
+                                            size_t n)
+{
+    (void)pos, (void)d, (void)b, (void)n;
+    return TP_UNSUPPORTED("small-operation slots");
+}
+hora_status_t tp_unsupported_mem_small_wait(struct tp *tp, int p, uint64_t pos, struct tp_mem_desc *d, const void **b)
+{
+    (void)p, (void)pos, (void)d, (void)b;
+    return TP_UNSUPPORTED("small-operation slots");
+}

@@ -115,6 +115,7 @@ struct tp_env {
     struct mem_dev *dev;     /* this rank's device and device pool (dev->device < 0: none) */
     double timeout_s;        /* HORA_TIMEOUT_S */
     long spin_count;         /* resolved HORA_SPIN_COUNT */
+    double yield_s;          /* resolved HORA_YIELD_US: after the spins, poll with sched_yield this long, then sleep */
     bool spin_auto;          /* HORA_SPIN_COUNT is auto (-1): ucx never spins, the coordinator's channels only while waited for */
     bool disable[TP_KIND_COUNT]; /* HORA_DISABLE_<NAME> */
     /* Application threads blocked waiting for the coordinator. While none
@@ -157,6 +158,22 @@ struct tp_ops {
     /* During an operation: HORA_OK, or the failure it has been decided to
      * have (one load: for a rank about to write into its peers' buffers). */
     hora_status_t (*mem_op_check)(struct tp *tp);
+    /* The latency path over peer memory: an operation of at most small_bytes
+     * (0: the transport has none) in one flag round. mem_small_post copies
+     * this rank's input (bytes) and desc into its slot of the operation
+     * (desc->op_seq) and posts position, which is then this rank's last
+     * position of the operation; mem_small_wait waits for the peer's
+     * position in its slot of the operation, returns the peer's desc (its
+     * op_seq, kind, dtype, op, root, count; offsets and chunk 0) and where
+     * its input is. Both take the operation from mem_op_begin. That
+     * input stays there until this rank has posted its next operation's last
+     * position (slots alternate, and the peer cannot post its operation after
+     * next before that), so it may be read straight from there. */
+    size_t small_bytes;
+    hora_status_t (*mem_small_post)(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
+                                    const void *data, size_t bytes);
+    hora_status_t (*mem_small_wait)(struct tp *tp, int peer, uint64_t position, struct tp_mem_desc *desc,
+                                    const void **data);
 };
 
 struct tp {
@@ -194,6 +211,8 @@ void *tp_unsupported_mem_peer_ptr(struct tp *, int, uint64_t);
 hora_status_t tp_unsupported_mem_op_begin(struct tp *, const struct tp_mem_op *);
 hora_status_t tp_unsupported_mem_op_end(struct tp *, hora_status_t);
 hora_status_t tp_unsupported_mem_op_check(struct tp *);
+hora_status_t tp_unsupported_mem_small_post(struct tp *, uint64_t, const struct tp_mem_desc *, const void *, size_t);
+hora_status_t tp_unsupported_mem_small_wait(struct tp *, int, uint64_t, struct tp_mem_desc *, const void **);
 
 /*
  * Notices (tp_notice.c). tp_notice_init is collective over env->world (after

@@ -63,4 +63,7 @@ const struct tp_ops tp_cudaipc_ops = {
     .mem_op_begin = tp_shm_mem_op_begin,
     .mem_op_end = tp_shm_mem_op_end,
     .mem_op_check = tp_shm_mem_op_check,
+    .small_bytes = 0,
+    .mem_small_post = tp_unsupported_mem_small_post,
+    .mem_small_wait = tp_unsupported_mem_small_wait,
 };

@@ -19,11 +19,34 @@
  * position with release semantics; a reader that loads the position with
  * acquire semantics and sees it reached also sees the data. The sleep
  * protocol is a Dekker pair in the seq_cst order: the poster does
- * store(position); fetch_add(wake_seq); load(waiters), the sleeper does
- * seq = load(wake_seq); fetch_add(waiters); load(position); futex_wait(seq).
- * If the sleeper misses the new position, its waiters increment precedes the
- * poster's load of waiters, so the poster wakes it; and a wake_seq changed
- * since the sleeper read it makes futex_wait return at once.
+ * store(position, release); fence(seq_cst); load(waiters) and, only when
+ * someone sleeps, fetch_add(wake_seq) and FUTEX_WAKE; the sleeper does
+ * seq = load(wake_seq); fetch_add(waiters, seq_cst); load(position, seq_cst);
+ * futex_wait(seq). If the sleeper's load misses the new position, it
+ * precedes the poster's fence in the seq_cst order, and so does its waiters
+ * increment, which the poster's load after the fence therefore sees: the
+ * poster wakes it (a wake_seq changed since the sleeper read it makes
+ * futex_wait return at once). A poster that finds nobody waiting pays one
+ * fence and no locked instruction on a line the peers read.
+ *
+ * Waiting: spin (HORA_SPIN_COUNT, when every local rank has a core), then
+ * poll with sched_yield for HORA_YIELD_US (when they do not: a waiter hands
+ * its core to the peer it waits for, which may be runnable on the same core,
+ * instead of paying a futex sleep and wake-up per operation, 15-30 us on the
+ * 2-core machine with 3-4 ranks), then sleep on the futex; the coordinator's
+ * channels spin and yield only while an application thread waits for them.
+ *
+ * Small operations (mem_small_post / mem_small_wait, coll/latency.c): each
+ * channel also has two slots (tp_shm.h) in the host control area, used by
+ * operations of even and odd numbers. The owner copies its whole input and
+ * its call (kind, dtype, op, root, count) into the slot of its operation
+ * k, then stores the slot's position (release, and the fence above); a
+ * member reads every peer's slot after an acquire load that sees the
+ * position, and that position is the owner's last of k (one flag round,
+ * nothing written into peers' memory, so the outcome agreement below holds
+ * unchanged). The owner writes that slot again in operation k + 2, which it
+ * reaches only after every member has posted a last position of k + 1, that
+ * is, after every member has finished k and its reads.
  *
  * One outcome. Without agreement, a rank stopped (SIGSTOP, a page-in storm)
  * past HORA_TIMEOUT_S and then resumed found its peers' positions reached and
@@ -81,6 +104,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -93,11 +117,14 @@ enum tp_shm_state { TP_SHM_UNDECIDED = 0, TP_SHM_SUCCEEDED = 1, TP_SHM_FAILED = 
 
 /* How often a spinning waiter looks at the outcome word and the notices. */
 #define TP_SHM_SPIN_CHECK 1024
+/* How often a yielding waiter looks at the clock, the outcome word and the notices. */
+#define TP_SHM_YIELD_CHECK 16
 
 struct tp_shm {
     enum tp_shm_set set;
     struct tp_shm_ctrl *self;
     long spin_count;
+    double yield_s;
     /* The operation in progress (mem_op_begin .. mem_op_end). */
     struct tp_mem_op op;
     _Atomic uint64_t *outcome; /* in the first member's block; NULL outside an operation */
@@ -159,8 +186,13 @@ hora_status_t tp_shm_connect_set(struct tp *tp, enum tp_shm_set set)
     s->set = set;
     s->self = tp_shm_block(tp, set, tp->env->topo->rank);
     s->spin_count = tp->env->spin_count;
+    s->yield_s = tp->env->yield_s;
     atomic_store(&s->self->position, 0);
     atomic_store(&s->self->outcome, 0);
+    if (set == TP_SHM_SET_HOST) {
+        struct tp_shm_area *area = tp_shm_area_of(tp->env, tp->env->topo->rank);
+        for (int i = 0; i < 2; i++) atomic_store(&area->small[tp->channel][i].position, 0);
+    }
     tp->state = s;
     return HORA_OK;
 }
@@ -188,13 +220,19 @@ hora_status_t tp_shm_mem_desc(struct tp *tp, int peer, struct tp_mem_desc *desc)
     return HORA_OK;
 }
 
+/* Store a position of this rank's (in its block, or in a small slot) and
+ * wake the peers sleeping on its block (the Dekker pair at the top). */
+static void tp_shm_post_word(struct tp_shm *s, _Atomic uint64_t *word, uint64_t position)
+{
+    atomic_store_explicit(word, position, memory_order_release);
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&s->self->waiters, memory_order_relaxed)) tp_shm_wake(s->self);
+}
+
 hora_status_t tp_shm_mem_post(struct tp *tp, uint64_t position)
 {
     struct tp_shm *s = tp->state;
-    atomic_store_explicit(&s->self->position, position, memory_order_seq_cst);
-    atomic_fetch_add_explicit(&s->self->wake_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->self->waiters, memory_order_seq_cst))
-        tp_shm_futex(&s->self->wake_seq, FUTEX_WAKE, INT_MAX, NULL);
+    tp_shm_post_word(s, &s->self->position, position);
     return HORA_OK;
 }
 
@@ -335,24 +373,41 @@ static hora_status_t tp_shm_give_up(struct tp *tp, hora_status_t status)
     return tp_shm_propose_failure(tp, status, 1);
 }
 
-hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
+/* Wait until the peer's word (a position in its block or slot) reaches
+ * want: spin, yield, sleep on its block's futex (see the top of the file). */
+static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t *word, uint64_t want)
 {
     struct tp_shm *s = tp->state;
     struct tp_shm_ctrl *c = tp_shm_ctrl_of(tp, peer);
     const struct tp_shm_notice *peer_notice = &tp_shm_area_of(tp->env, peer)->notice;
     double start = 0;
     long spins = s->spin_count;
-    if (tp->spin_only_while_waited && !atomic_load_explicit(&tp->env->app_waiters, memory_order_relaxed)) spins = 0;
+    double yield_s = s->yield_s;
+    if (tp->spin_only_while_waited && !atomic_load_explicit(&tp->env->app_waiters, memory_order_relaxed))
+        spins = 0, yield_s = 0;
 
     for (long i = 1; i <= spins; i++) {
-        if (tp_position_reached(atomic_load_explicit(&c->position, memory_order_acquire), want)) return HORA_OK;
+        if (tp_position_reached(atomic_load_explicit(word, memory_order_acquire), want)) return HORA_OK;
         if (i % TP_SHM_SPIN_CHECK == 0 && !s->decided) HORA_CHECK(tp_shm_look(tp));
         tp_shm_pause();
+    }
+    if (yield_s > 0) {
+        double until = 0;
+        for (long i = 1;; i++) {
+            if (tp_position_reached(atomic_load_explicit(word, memory_order_acquire), want)) return HORA_OK;
+            if (i % TP_SHM_YIELD_CHECK == 0) {
+                if (!s->decided) HORA_CHECK(tp_shm_look(tp));
+                const double now = tp_shm_now();
+                if (until == 0) until = now + yield_s;
+                else if (now > until) break;
+            }
+            sched_yield();
+        }
     }
     for (;;) {
         uint32_t seq = atomic_load_explicit(&c->wake_seq, memory_order_seq_cst);
         atomic_fetch_add_explicit(&c->waiters, 1, memory_order_seq_cst);
-        if (tp_position_reached(atomic_load_explicit(&c->position, memory_order_seq_cst), want)) {
+        if (tp_position_reached(atomic_load_explicit(word, memory_order_seq_cst), want)) {
             atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
             return HORA_OK;
         }
@@ -365,7 +420,7 @@ hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
         }
         atomic_fetch_sub_explicit(&c->waiters, 1, memory_order_relaxed);
         if (status < 0) return status;
-        if (tp_position_reached(atomic_load_explicit(&c->position, memory_order_acquire), want)) return HORA_OK;
+        if (tp_position_reached(atomic_load_explicit(word, memory_order_acquire), want)) return HORA_OK;
         if (s->decided) continue; /* succeeded: the position will come */
 
         /* Still waiting: did a member give up, is the peer alive, have we
@@ -387,7 +442,57 @@ hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
     }
 }
 
+hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want)
+{
+    return tp_shm_wait_word(tp, peer, &tp_shm_ctrl_of(tp, peer)->position, want);
+}
+
 hora_status_t tp_shm_mem_op_check(struct tp *tp) { return tp_shm_look(tp); }
+
+/* ------------------------------------------------------ small operations */
+
+static struct tp_shm_small_slot *tp_shm_small_slot(struct tp *tp, int peer, uint64_t op_seq)
+{
+    return &tp_shm_area_of(tp->env, peer)->small[tp->channel][op_seq & 1];
+}
+
+hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
+                                    const void *data, size_t bytes)
+{
+    struct tp_shm *s = tp->state;
+    if (bytes > TP_SHM_SMALL_BYTES)
+        return status_fail(HORA_ERR_INTERNAL, "shm transport: %zu bytes do not fit a small slot (%zu)", bytes,
+                           TP_SHM_SMALL_BYTES);
+    struct tp_shm_small_slot *slot = tp_shm_small_slot(tp, tp->env->topo->rank, s->op.op_seq);
+    /* Plain stores: readers load the position (acquire) first. */
+    slot->kind = desc->kind;
+    slot->dtype = desc->dtype;
+    slot->op = desc->op;
+    slot->root = desc->root;
+    slot->count = desc->count;
+    memcpy(slot->data, data, bytes);
+    tp_shm_post_word(s, &slot->position, position);
+    return HORA_OK;
+}
+
+hora_status_t tp_shm_mem_small_wait(struct tp *tp, int peer, uint64_t position, struct tp_mem_desc *desc,
+                                    const void **data)
+{
+    struct tp_shm *s = tp->state;
+    struct tp_shm_small_slot *slot = tp_shm_small_slot(tp, peer, s->op.op_seq);
+    HORA_CHECK(tp_shm_wait_word(tp, peer, &slot->position, position));
+    /* Reached is exactly this operation: the peer writes this slot again
+     * only in the operation after next (see the top of the file). */
+    *desc = (struct tp_mem_desc){0};
+    desc->op_seq = s->op.op_seq;
+    desc->kind = slot->kind;
+    desc->dtype = slot->dtype;
+    desc->op = slot->op;
+    desc->root = slot->root;
+    desc->count = slot->count;
+    *data = slot->data;
+    return HORA_OK;
+}
 
 static bool tp_shm_mem_local_offset(struct tp *tp, const void *ptr, size_t bytes, uint64_t *offset)
 {
@@ -418,4 +523,7 @@ const struct tp_ops tp_shm_ops = {
     .mem_op_begin = tp_shm_mem_op_begin,
     .mem_op_end = tp_shm_mem_op_end,
     .mem_op_check = tp_shm_mem_op_check,
+    .small_bytes = TP_SHM_SMALL_BYTES,
+    .mem_small_post = tp_shm_mem_small_post,
+    .mem_small_wait = tp_shm_mem_small_wait,
 };

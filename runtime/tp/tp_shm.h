@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <stddef.h>
 #include <stdalign.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -32,6 +33,24 @@ struct tp_shm_ctrl {
     alignas(64) char reason[TP_SHM_REASON_BYTES];
 };
 
+/* The latency path's slots (tp_shm.c, "Small operations"): a whole input of
+ * at most TP_SHM_SMALL_BYTES rides in one, behind a header whose position the
+ * owner stores last (release). Two per channel, by the parity of the
+ * operation number. The first TP_SHM_SMALL_INLINE bytes share the header's
+ * cache line, so a reader of up to that many bytes pulls one line from the
+ * owner. */
+#define TP_SHM_SMALL_BYTES ((size_t)16 * 1024)
+#define TP_SHM_SMALL_INLINE 32
+struct tp_shm_small_slot {
+    alignas(64) _Atomic uint64_t position; /* the operation's position, once the rest is written */
+    uint32_t kind, dtype, op;              /* the owner's call (tp_mem_desc), checked by readers */
+    int32_t root;
+    uint64_t count;
+    uint8_t data[TP_SHM_SMALL_BYTES];      /* from byte 32 of the line: TP_SHM_SMALL_INLINE inline */
+};
+_Static_assert(offsetof(struct tp_shm_small_slot, data) == 64 - TP_SHM_SMALL_INLINE,
+               "the first bytes of data share the header's cache line");
+
 /* One per rank: hora_abort / hora_shutdown (tp_notice.c). state is stored
  * with release after status and reason, loaded with acquire. */
 enum tp_shm_notice_state { TP_SHM_NOTICE_NONE = 0, TP_SHM_NOTICE_SHUTDOWN = 1, TP_SHM_NOTICE_ABORT = 2 };
@@ -51,6 +70,7 @@ enum tp_shm_set { TP_SHM_SET_HOST = 0, TP_SHM_SET_DEVICE = 1, TP_SHM_SET_COUNT =
 struct tp_shm_area {
     struct tp_shm_ctrl channel[TP_SHM_SET_COUNT][TP_MAX_CHANNELS];
     struct tp_shm_notice notice;
+    struct tp_shm_small_slot small[TP_MAX_CHANNELS][2]; /* host set only */
 };
 
 _Static_assert(sizeof(struct tp_shm_area) <= MEM_POOL_CTRL_BYTES, "the control area must fit the reserved bytes");
@@ -95,5 +115,9 @@ hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want);
 hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op);
 hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status);
 hora_status_t tp_shm_mem_op_check(struct tp *tp);
+hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
+                                    const void *data, size_t bytes);
+hora_status_t tp_shm_mem_small_wait(struct tp *tp, int peer, uint64_t position, struct tp_mem_desc *desc,
+                                    const void **data);
 
 #endif

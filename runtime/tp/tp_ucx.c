@@ -539,6 +539,9 @@ const struct tp_ops tp_ucx_ops = {
     .mem_op_begin = tp_unsupported_mem_op_begin,
     .mem_op_end = tp_unsupported_mem_op_end,
     .mem_op_check = tp_unsupported_mem_op_check,
+    .small_bytes = 0,
+    .mem_small_post = tp_unsupported_mem_small_post,
+    .mem_small_wait = tp_unsupported_mem_small_wait,
 };
 
 #else /* !HORA_HAVE_UCX */
@@ -578,6 +581,9 @@ const struct tp_ops tp_ucx_ops = {
     .mem_op_begin = tp_unsupported_mem_op_begin,
     .mem_op_end = tp_unsupported_mem_op_end,
     .mem_op_check = tp_unsupported_mem_op_check,
+    .small_bytes = 0,
+    .mem_small_post = tp_unsupported_mem_small_post,
+    .mem_small_wait = tp_unsupported_mem_small_wait,
 };
 
 #endif

@@ -31,7 +31,9 @@ MODES = {
     "sigstop": (40, {"HORA_TIMEOUT_S": "1"}, [], 0),
     "abort": (20, {}, [], 0),
     "abort-async": (20, {}, [], 0),
+    "sigstop-small": (40, {"HORA_TIMEOUT_S": "1"}, [], 0),
     "kill": (20, {"HORA_TIMEOUT_S": "10"}, ["--enable-recovery"], 0),
+    "kill-small": (20, {"HORA_TIMEOUT_S": "10"}, ["--enable-recovery"], 0),
     "shutdown": (20, {}, [], 0),
     "shutdown-async": (20, {}, [], 0),
     "stall": (30, {"HORA_STALL_CHECK_S": "1", "HORA_STALL_SHUTDOWN_S": "2"}, [], 0),
@@ -134,7 +136,7 @@ def main():
     peers = [r for r in range(NP) if r != VICTIM]
     times = []
 
-    if MODE == "sigstop":
+    if MODE in ("sigstop", "sigstop-small"):
         its = {reports[r].get("iteration") for r in range(NP)}
         for r in range(NP):
             rep = reports[r]
@@ -177,7 +179,7 @@ def main():
         after = END_REAL - abort_at
         check(after < 10, "mpirun returned %.1f s after the abort" % after)
         times.append("mpirun exited %.2f s after the abort" % after)
-    elif MODE == "kill":
+    elif MODE in ("kill", "kill-small"):
         its = {reports[r].get("iteration") for r in peers}
         for r in peers:
             rep = reports[r]

@@ -4,18 +4,21 @@
  * since its inputs sum exactly. Here they do not: random values of mixed sign
  * and magnitude (f16 2^-14 .. 2^8, bf16 2^-16 .. 2^17), a function of (seed,
  * rank, index) so every rank computes every other rank's input, on counts 1,
- * 7, 65536 + 13 and 1000003 (odd, not multiples of the rank count), in place
- * and out of place, on shared (hora_mem_alloc) and malloc'd buffers.
+ * 7, 1001 (the latency path: 2002 bytes), 65536 + 13 and 1000003 (odd, not
+ * multiples of the rank count), in place and out of place, on shared
+ * (hora_mem_alloc) and malloc'd buffers.
  *
  * What is right depends on the algorithm the runtime runs:
  *  - one-shot (shm transport, HORA_ALGORITHM auto or oneshot, not
- *    hierarchical): one rank reduces each element from every input, so the
+ *    hierarchical; also the latency path of small counts, which reduces in
+ *    the same order): one rank reduces each element from every input, so the
  *    result must be BIT-EXACT the single-rounded fp32 sum: widen every rank's
  *    input to fp32, add in rank order 0, 1, ..., n-1 in fp32, for AVG divide
  *    by n in fp32, round once to the dtype (to nearest even).
- *  - ring (shm with HORA_ALGORITHM=ring, ucx, mpi) and hierarchical (virtual
- *    or real nodes): each of at most n-1 partial sums is rounded once to the
- *    dtype, so with exact = the sum in double,
+ *  - ring (shm with HORA_ALGORITHM=ring, ucx, mpi; ucx's recursive doubling
+ *    of small counts) and hierarchical (virtual or real nodes): each of at
+ *    most n-1 partial sums is rounded once to the dtype, so with exact = the
+ *    sum in double,
  *        |result - exact| <= (gamma(n-1) + 2^-22) * sum_i |x_i|   (AVG: / n)
  *    where gamma(k) = k u / (1 - k u), u = 2^-11 (f16), 2^-8 (bf16).
  * NaN and inf never pass (unwritten outputs start as NaN). Rank 0 prints per
@@ -208,8 +211,8 @@ int main(int argc, char **argv)
     const int quick = argc > 1 && !strcmp(argv[1], "--quick");
     static const hora_dtype_t dtypes[] = {HORA_DTYPE_F16, HORA_DTYPE_BF16};
     static const hora_op_t ops[] = {HORA_OP_SUM, HORA_OP_AVG};
-    static const size_t counts[] = {1, 7, 65536 + 13, 1000003};
-    const int ncounts = quick ? 3 : 4;
+    static const size_t counts[] = {1, 7, 1001, 65536 + 13, 1000003};
+    const int ncounts = quick ? 4 : 5;
 
     hora_status_t st = hora_init();
     if (st != HORA_OK) {

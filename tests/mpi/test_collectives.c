@@ -1,7 +1,9 @@
 /*
  * test_collectives.c - every direct collective x dtype x op x {in place, out
- * of place} x counts {0, 1, n-1, n+1, 1000003, 16 MiB} x {shared, malloc'd
- * buffers}, checked exactly (bool: inputs with bytes other than 0/1, results
+ * of place} x counts {0, 1, n-1, n+1, 255, 4099, 1000003, 16 MiB} x {shared,
+ * malloc'd buffers}, checked exactly (255 elements of any dtype fit the
+ * default HORA_LATENCY_BYTES of 2K and take the latency path, as the
+ * smaller counts do; 4099 do not, except with a larger setting) (bool: inputs with bytes other than 0/1, results
  * 0/1; its refused AVG in test_bool_refusals). Inputs are small integers derived from (rank,
  * index), chosen so that every result is exactly representable in every
  * dtype; the expected value is computed independently on every rank.
@@ -314,8 +316,8 @@ int main(int argc, char **argv)
     test_bool_refusals();
     for (int dtype = 0; dtype < HORA_DTYPE_COUNT; dtype++) {
         size_t es = hora_dtype_size((hora_dtype_t)dtype);
-        size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 1000003, ((size_t)16 << 20) / es};
-        int ncounts = quick ? 5 : 6;
+        size_t counts[] = {0, 1, (size_t)size - 1, (size_t)size + 1, 255, 4099, 1000003, ((size_t)16 << 20) / es};
+        int ncounts = quick ? 7 : 8;
         for (int c = 0; c < ncounts; c++) {
             size_t count = counts[c];
             if (c == 2 && count == counts[0]) continue;

@@ -17,9 +17,14 @@
  *   abort-async  the same while the peers wait (hora_wait) for pending async
  *                requests; every one of them, and a request submitted after,
  *                must fail with the victim's status and reason.
+ *   sigstop-small  the same on all-reduces of 8 bytes (the latency path,
+ *                one flag round through the shm transport's slots: the stop
+ *                lands a few ms after iteration FAULT_AT, in whichever call
+ *                the victim is in then, or between two).
  *   kill         the helper SIGKILLs the victim a few ms into an all-reduce
  *                (run under mpirun --enable-recovery): every survivor fails the
  *                same operation with HORA_ERR_TRANSPORT naming the dead rank.
+ *   kill-small   the same on all-reduces of 8 bytes.
  *   shutdown     the peers are blocked in a direct all-reduce; the victim calls
  *                hora_shutdown instead of joining it (a program that hit an
  *                error and shuts down). The peers must fail at once with
@@ -63,6 +68,7 @@
 
 #define FAULT_ITERS 200
 #define FAULT_AT 3 /* the victim's fault comes in this iteration */
+#define FAULT_SMALL_ITERS 2000000000L /* the *-small modes: until the fault (a few ms after FAULT_AT) */
 
 static int report_fd = -1;
 static int rank = -1, size = 0, victim = -1;
@@ -258,23 +264,25 @@ static float *shared_floats(size_t count)
 static void run_direct(const char *mode, int sig, double cont_after_s, size_t count, struct outcome *o)
 {
     float *buf = shared_floats(count);
-    for (int it = 0; it < FAULT_ITERS; it++) {
+    /* Small calls take a microsecond: enough of them to reach the fault. */
+    const long iters = count < 1024 ? FAULT_SMALL_ITERS : FAULT_ITERS;
+    for (long it = 0; it < iters; it++) {
         if (rank == victim && it == FAULT_AT) helper_send(0.004, sig, cont_after_s);
         double t0 = now_mono();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
-            outcome_set(o, it, st, hora_last_error(), now_mono() - t0, mode);
+            outcome_set(o, (int)it, st, hora_last_error(), now_mono() - t0, mode);
             return;
         }
     }
     outcome_set(o, -1, HORA_OK, "no call failed", 0, mode);
 }
 
-static int mode_sigstop(void)
+static int mode_sigstop(const char *mode, size_t count)
 {
     const char *t = getenv("HORA_TIMEOUT_S");
     struct outcome o;
-    run_direct("sigstop", SIGSTOP, (t ? atof(t) : 60) + 1.5, (size_t)16 << 20, &o);
+    run_direct(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, count, &o);
     /* Everyone is back, the victim too: compare over MPI, then shut down. */
     agree(o.iteration, o.status);
     if (o.iteration < 0) {
@@ -284,10 +292,10 @@ static int mode_sigstop(void)
     return finish_with_shutdown();
 }
 
-static int mode_kill(void)
+static int mode_kill(const char *mode, size_t count)
 {
     struct outcome o;
-    run_direct("kill", SIGKILL, 0, (size_t)16 << 20, &o);
+    run_direct(mode, SIGKILL, 0, count, &o);
     if (o.iteration < 0) {
         report("exit", "2");
         return 2;
@@ -532,7 +540,7 @@ int main(int argc, char **argv)
     size = s ? atoi(s) : 1;
     rank = r ? atoi(r) : 0;
     victim = size - 1;
-    if (rank == victim && (!strcmp(mode, "sigstop") || !strcmp(mode, "kill"))) helper_start();
+    if (rank == victim && (!strncmp(mode, "sigstop", 7) || !strncmp(mode, "kill", 4))) helper_start();
 
     hora_status_t st = hora_init();
     if (!strcmp(mode, "shm-small")) return mode_shm_small(st);
@@ -541,8 +549,10 @@ int main(int argc, char **argv)
         report("exit", "2");
         return 2;
     }
-    if (!strcmp(mode, "sigstop")) return mode_sigstop();
-    if (!strcmp(mode, "kill")) return mode_kill();
+    if (!strcmp(mode, "sigstop")) return mode_sigstop(mode, (size_t)16 << 20);
+    if (!strcmp(mode, "sigstop-small")) return mode_sigstop(mode, 2);
+    if (!strcmp(mode, "kill")) return mode_kill(mode, (size_t)16 << 20);
+    if (!strcmp(mode, "kill-small")) return mode_kill(mode, 2);
     if (!strcmp(mode, "abort")) return mode_abort();
     if (!strcmp(mode, "abort-async")) return mode_abort_async();
     if (!strcmp(mode, "shutdown")) return mode_shutdown();

@@ -162,7 +162,8 @@ def check_format(d):
            "run_state text")
     for k in ("seed", "data_seed", "epoch", "step_in_epoch", "step", "images", "steps_per_epoch", "world_size",
               "batch", "overlap_mode", "overlap_probe_step", "overlap_probe_s", "loss_scale",
-              "loss_scale_good_steps", "loss_scale_skipped_steps", "loss_scale_consecutive_skips"):
+              "loss_scale_good_steps", "loss_scale_skipped_steps", "loss_scale_consecutive_skips", "precision",
+              "precision_measured", "precision_probe_ms"):
         expect(re.search(rf"^{k} ", state, re.M), f"run_state key {k}")
     expect(re.search(r"^overlap_probe_s 0x1\.999999999999ap-4 0x1\.3333333333333p-2$", state, re.M),
            "overlap_probe_s in %a")
@@ -253,7 +254,7 @@ def check_diff(h, d):
             "momentum: differ: only in A", "bn_stats: equal", "extra: differ: only in B", "differ"]
     expect(p.stdout.splitlines() == want, f"diff with sections missing, extra, resized: {p.stdout.splitlines()}")
     err = run([h, "verify", mine], 1).stderr
-    expect("section 'params' at offset 2752: 311012 bytes, the model section says 311016" in err, "verify: sizes")
+    expect("section 'params' at offset 2816: 311012 bytes, the model section says 311016" in err, "verify: sizes")
 
 
 def npy_parse(blob):

@@ -62,7 +62,7 @@ def train(hora_train, d, model, image, extra):
     ckpt = os.path.join(d, model)
     run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "1", hora_train, "--model", model, "--synthetic",
          "--image", image, "--steps-per-epoch", "4", "--epochs", "1", "--no-zero-init", "--lr", "0.4",
-         "--checkpoint-dir", ckpt, "--threads", "2", "--progress", "lines", "--overlap", "off"] + extra)
+         "--checkpoint-dir", ckpt, "--threads", "2", "--progress", "lines", "--overlap", "off", "--precision", "fp32"] + extra)
     with open(os.path.join(ckpt, "latest")) as f:
         name = f.read().strip()
     return os.path.join(ckpt, name)

@@ -33,7 +33,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import fmnist_small  # noqa: E402
 
 TRAIN_SAMPLES, VAL_SAMPLES = 256, 256
-BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--progress", "lines",
+BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--precision", "fp32", "--progress", "lines",
         "--print-every", "1000", "--lr", "0.4", "--warmup-epochs", "0.5", "--epochs", "3"]
 
 

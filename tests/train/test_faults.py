@@ -18,7 +18,7 @@ import fmnist_small  # noqa: E402
 
 TRAIN_SAMPLES, VAL_SAMPLES = 2048, 256
 BOUND_S = 30  # every fault must end the job well within this (HORA_TIMEOUT_S is 30 s by default)
-BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--progress", "lines",
+BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--precision", "fp32", "--progress", "lines",
         "--print-every", "8", "--lr", "0.4", "--epochs", "2"]
 
 

@@ -1,0 +1,78 @@
+/*
+ * main_internal.h - between hora-train's main.c (setup, the training loop,
+ * evaluation) and main_ckpt.c (resuming and saving checkpoints): the run
+ * (run_t), the error report and the JSON log. Nothing else includes it.
+ */
+#ifndef TR_MAIN_INTERNAL_H
+#define TR_MAIN_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend.h"
+#include "checkpoint.h"
+#include "loader.h"
+#include "loss_scale.h"
+#include "model.h"
+#include "options.h"
+#include "run.h"
+#include "train.h"
+
+/* Everything one run holds. */
+typedef struct {
+    tr_options_t opt;
+    tr_run_state_t state;
+    tr_loss_scale_config_t scaler; /* from --precision / --loss-scale */
+    int rank, size;
+    tr_backend_t *backend;
+    tr_model_t *model;
+    tr_trainer_t *trainer;
+    tr_loader_t *train_loader, *val_loader;
+    tr_tensor_t synthetic_x;
+    int32_t *synthetic_y;
+    FILE *log;
+    int tty;
+    double t0;
+    /* Checkpoints: the writer (rank 0, with --checkpoint-dir); what a
+     * resume read (rank 0 holds the tensors until they are applied; every
+     * rank the layout of the run that wrote it). */
+    tr_ckpt_writer_t *ckpt;
+    uint64_t last_saved_step;
+    int resumed;
+    tr_ckpt_data_t resume;
+    tr_ckpt_run_info_t saved; /* world size, batch and steps per epoch of the run that wrote it */
+} run_t;
+
+/* Print an error on stderr (one line) and keep this rank's first one: what
+ * hora_abort tells the peers. */
+void main_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A JSON-lines record into --log (rank 0; nothing without a log). */
+void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A failed call: report it (a runtime call with the runtime's message) and
+ * return its status. */
+#define CHECK(call)                                                                                          \
+    do {                                                                                                     \
+        hora_status_t status_ = (call);                                                                      \
+        if (status_ != HORA_OK) {                                                                            \
+            int runtime_ = strncmp(#call, "hora_", 5) == 0;                                                  \
+            main_report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
+                   runtime_ ? " (" : "", runtime_ ? hora_last_error() : "", runtime_ ? ")" : "");            \
+            return status_;                                                                                  \
+        }                                                                                                    \
+    } while (0)
+
+/* main_ckpt.c. --resume: rank 0 picks and reads the checkpoint, every rank
+ * gets the run state (before the loaders open: they are keyed by it). */
+hora_status_t main_resume_read(run_t *r);
+/* After the model is built: rank 0 checks the checkpoint against it and
+ * loads the tensors; every rank learns whether that worked. */
+hora_status_t main_resume_apply(run_t *r);
+/* A checkpoint of where the run stands now (rank 0, with --checkpoint-dir). */
+hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe);
+/* A resume on another world size or batch: the position converted. */
+void main_reshard(run_t *r, uint64_t spe, double peak_lr);
+
+#endif
