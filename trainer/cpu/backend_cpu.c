@@ -24,19 +24,10 @@
 
 #include "backend_cpu.h"
 #include "cpu_internal.h"
+#include "threads.h"
 #include "k_cpu.h"
 
 /* ---- backend ------------------------------------------------------------- */
-
-/* threads = 0: the online cores shared among the ranks on this node (hora
- * knows how many there are once initialised; without it, one rank). */
-static int cpu_default_threads(void)
-{
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    long ranks = hora_initialized() && hora_local_size() > 0 ? hora_local_size() : 1;
-    long threads = cores > 0 ? cores / ranks : 1;
-    return threads > 0 ? (int)threads : 1;
-}
 
 /* The widest channel block oneDNN's direct kernels use on this CPU: 16
  * floats (one zmm) with AVX-512, 8 (one ymm) with AVX2; older CPUs get
@@ -81,7 +72,7 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
     if (backend == NULL)
         return HORA_ERR_NO_MEMORY;
     backend->base.ops = &tr_backend_cpu_ops;
-    backend->threads = config->threads > 0 ? config->threads : cpu_default_threads();
+    backend->threads = config->threads > 0 ? config->threads : tr_threads_default(NULL);
     backend->verbose = config->verbose;
     backend->channel_block = config->channel_block > 0 ? config->channel_block : cpu_best_block();
     backend->nhwc = cpu_nhwc_dtypes(config->channel_block);
