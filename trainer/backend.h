@@ -65,7 +65,7 @@ typedef struct tr_layer tr_layer_t;
 typedef void *tr_event_t;
 
 typedef struct {
-    int threads; /* compute threads; 0 = online cores / ranks on this node */
+    int threads; /* compute threads; 0 = tr_threads_default(): this rank's share of its CPU affinity mask */
     int verbose; /* 1: print the implementation each primitive got */
     /* cpu: the activation layout. 0 = the backend's best: f32 blocked
      * by the CPU's vector (nChw16c with AVX-512, nChw8c with AVX2, where
