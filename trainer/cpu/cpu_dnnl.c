@@ -124,8 +124,10 @@ static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
     dnnl_dims_t data_dims = {2, 16, 8, 8}, weight_dims = {16, 16, 3, 3}, strides = {1, 1}, pad = {1, 1};
     dnnl_data_type_t dt = cpu_dnnl_dtype(dtype);
     unsigned bn_flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
-    int made = cpu_md_tag(&md[SRC], 4, data_dims, dt, dnnl_nChw16c) == HORA_OK &&
-               cpu_md_tag(&md[DST], 4, data_dims, dt, dnnl_nChw16c) == HORA_OK &&
+    /* In the layout the backend gives dtype's activations (cpu_nhwc_dtypes). */
+    dnnl_format_tag_t tag = CPU_DNNL3 && dtype != TR_DTYPE_F32 ? dnnl_nhwc : dnnl_nChw16c;
+    int made = cpu_md_tag(&md[SRC], 4, data_dims, dt, tag) == HORA_OK &&
+               cpu_md_tag(&md[DST], 4, data_dims, dt, tag) == HORA_OK &&
                cpu_md_tag(&md[W], 4, weight_dims, dt, dnnl_format_tag_any) == HORA_OK &&
                cpu_md_tag(&md[DW], 4, weight_dims, dnnl_f32, dnnl_format_tag_any) == HORA_OK;
     int failed = -1; /* the first primitive without a fast kernel */
