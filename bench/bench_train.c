@@ -37,7 +37,7 @@ static void usage(void)
 {
     printf("usage: mpirun -np N hora-bench-train [--model NAME] [--image CxHxW] [--classes K]\n"
            "         [--batch B] [--steps N] [--warmup N] [--threads T] [--precision auto|fp32|bf16|fp16]\n"
-           "         [--no-overlap-run] [--json FILE]\n"
+           "         [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc] [--no-overlap-run] [--json FILE]\n"
            "Models: %s\n", tr_model_names());
 }
 
@@ -66,6 +66,7 @@ int main(int argc, char **argv)
     const char *model_name = "resnet20", *json = NULL;
     int precision = TR_PRECISION_AUTO;
     int c = 0, h = 0, w = 0, classes = 10, batch = 64, steps = 20, warmup = 3, threads = 0, no_overlap_run = 1;
+    int layout = 0; /* index into tr_cpu_layout_names */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -98,7 +99,17 @@ int main(int argc, char **argv)
             warmup = atoi(v);
         else if (!strcmp(a, "--threads"))
             threads = atoi(v);
-        else if (!strcmp(a, "--precision")) {
+        else if (!strcmp(a, "--cpu-layout")) {
+            layout = -1;
+            for (int l = 0; tr_cpu_layout_names[l]; l++)
+                if (!strcmp(v, tr_cpu_layout_names[l]))
+                    layout = l;
+            if (layout < 0) {
+                fprintf(stderr, "hora-bench-train: --cpu-layout wants auto, nchw, nchw8c, nchw16c or nhwc, got '%s'\n",
+                        v);
+                return 2;
+            }
+        } else if (!strcmp(a, "--precision")) {
             precision = -1;
             for (int p = 0; tr_precision_names[p]; p++)
                 if (!strcmp(v, tr_precision_names[p]))
@@ -138,7 +149,7 @@ int main(int argc, char **argv)
     else
         threads = auto_threads;
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
-    tr_backend_config_t bc = {.threads = threads};
+    tr_backend_config_t bc = {.threads = threads, .channel_block = tr_cpu_layout_blocks[layout]};
     tr_backend_t *backend;
     if (!ops || ops->init(&bc, &backend) != HORA_OK)
         goto out_shutdown;

@@ -31,6 +31,9 @@ static const char *const tr_backend_all_names[] = {"cpu", "cuda"};
 
 #define TR_BACKEND_COUNT (sizeof(tr_backends) / sizeof(tr_backends[0]))
 
+const char *const tr_cpu_layout_names[] = {"auto", "nchw", "nchw8c", "nchw16c", "nhwc", NULL};
+const int tr_cpu_layout_blocks[] = {0, 1, 8, 16, -1};
+
 const struct tr_backend_ops *tr_backend_find(const char *name)
 {
     if (name == NULL)

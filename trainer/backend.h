@@ -278,6 +278,11 @@ struct tr_backend_ops {
 /* The backends built into this binary (cpu, cuda, or both: meson's
  * -Dtrainer_cpu and -Dcuda); NULL for an unknown or unavailable name. */
 const struct tr_backend_ops *tr_backend_find(const char *name);
+/* --cpu-layout's names and the tr_backend_config_t.channel_block each
+ * gives: auto 0, nchw 1, nchw8c 8, nchw16c 16, nhwc -1 (NULL-terminated,
+ * index i gives tr_cpu_layout_blocks[i]). */
+extern const char *const tr_cpu_layout_names[];
+extern const int tr_cpu_layout_blocks[];
 /* "cpu", "cuda" or "cpu, cuda": the names tr_backend_find knows. */
 const char *tr_backend_names(void);
 /* 1 when name is a backend hora has, built into this binary or not (so a

@@ -274,7 +274,8 @@ static hora_status_t setup(run_t *r)
         return HORA_ERR_INVALID_ARG;
     }
     choose_threads(r);
-    tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune};
+    tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune,
+                              .channel_block = tr_cpu_layout_blocks[o->cpu_layout]};
     CHECK(ops->init(&bc, &r->backend));
     /* Before the loaders: their threads would compete with --precision
      * auto's timing. */

@@ -143,6 +143,9 @@ static const opt_t opt_table[] = {
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
      "compute threads per rank (auto: the CPUs this rank's affinity allows, shared among the ranks of the host "
      "whose masks overlap, less --data-threads where that leaves one; see trainer/README.md)"},
+    {"--cpu-layout", "L", OPT_CHOICE, F(cpu_layout), "auto", 0, 0, tr_cpu_layout_names, 0, 0, 0, NULL,
+     "cpu backend's activation layout (auto: f32 blocked by the vector width, bf16/f16 nhwc on oneDNN 3; "
+     "nchw, nchw8c, nchw16c or nhwc for every dtype: trainer/cpu/README.md)"},
     {"--overlap", "MODE", OPT_CHOICE, F(overlap), "auto", 0, 0, tr_overlap_names, 0, 0, 0, NULL,
      "on: all-reduce each gradient during backward; off: all after it; auto: time both on the first steps, "
      "keep the faster"},

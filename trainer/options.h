@@ -72,6 +72,7 @@ typedef struct {
     int print_every;
     const char *log_path;
     int progress;      /* tr_progress_t */
+    int cpu_layout;    /* index into tr_cpu_layout_names */
     int64_t seed;
     int verbose;
     int profile;
