@@ -1,0 +1,235 @@
+/*
+ * bench_peak.c - hora-bench-peak: the arithmetic peak of this CPU's cores,
+ * measured, for each unit the trainer's precisions run on: f32 FMA
+ * (AVX-512 and AVX2), bf16 dot products (AVX512-BF16 vdpbf16ps) and f16 FMA
+ * (AVX512-FP16 vfmadd231ph). bench/train-vs-torch divides hora's ResNet-50
+ * FLOP/s by it.
+ *
+ *   hora-bench-peak [--threads T] [--reps R] [--json FILE]
+ *
+ * Each kernel keeps 24 independent accumulator chains in zmm registers
+ * (enough to hide any of these instructions' latency behind its
+ * throughput) and times 20 M iterations; the best of R repetitions is the
+ * peak (other processes only ever slow a repetition down). One core is
+ * measured; T threads' peak is T times it (the cores are alike). A unit the
+ * CPU does not have (cpuid, as /proc/cpuinfo's flags) is reported absent.
+ * AMX tiles are not timed: where /proc/cpuinfo lists amx_bf16 the bf16 peak
+ * is also given from the AMX-BF16 rate, 1024 FLOP a cycle a core, at the
+ * clock /proc/cpuinfo gives.
+ *
+ * Why measure: on the Intel Xeon these machines have (AMX hidden by the
+ * hypervisor), vdpbf16ps delivers about half the FLOP/s of f32 FMA, not
+ * twice as its width suggests, which is why bf16 training is slower there
+ * than fp32 (trainer/cpu/README.md).
+ */
+#include <immintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define PEAK_CHAINS 24
+#define PEAK_ITERS 20000000L
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The kernels: acc[i] = op(acc[i], b, c) for every chain, iters times;
+ * returns FLOP/s (a multiply-add counts 2). The sum of the chains goes to a
+ * volatile so the compiler keeps the work. */
+static volatile float peak_sink;
+
+__attribute__((target("avx512f"))) static double peak_f32_avx512(long iters)
+{
+    __m512 acc[PEAK_CHAINS];
+    const __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    double t0 = now_s();
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm512_fmadd_ps(acc[i], b, c);
+    }
+    double dt = now_s() - t0;
+    for (int i = 1; i < PEAK_CHAINS; i++)
+        acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    peak_sink = _mm512_reduce_add_ps(acc[0]);
+    return (double)iters * PEAK_CHAINS * 16 * 2 / dt;
+}
+
+/* 16 accumulators: AVX2 has 16 ymm registers. */
+__attribute__((target("avx2,fma"))) static double peak_f32_avx2(long iters)
+{
+    __m256 acc[16];
+    const __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
+    for (int i = 0; i < 16; i++)
+        acc[i] = _mm256_set1_ps((float)i);
+    double t0 = now_s();
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++)
+            acc[i] = _mm256_fmadd_ps(acc[i], b, c);
+    }
+    double dt = now_s() - t0;
+    for (int i = 1; i < 16; i++)
+        acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, acc[0]);
+    peak_sink = lanes[0];
+    return (double)iters * 16 * 8 * 2 / dt;
+}
+
+/* vdpbf16ps: 16 f32 lanes, each += two bf16 products: 32 multiply-adds. */
+__attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(long iters)
+{
+    __m512 acc[PEAK_CHAINS];
+    const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80); /* 1.0 */
+    const __m512bh c = (__m512bh)_mm512_set1_epi16(0x3380); /* 6e-8 */
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm512_set1_ps((float)i);
+    double t0 = now_s();
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm512_dpbf16_ps(acc[i], b, c);
+    }
+    double dt = now_s() - t0;
+    for (int i = 1; i < PEAK_CHAINS; i++)
+        acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    peak_sink = _mm512_reduce_add_ps(acc[0]);
+    return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
+}
+
+/* vfmadd231ph: 32 f16 lanes. */
+__attribute__((target("avx512f,avx512fp16"))) static double peak_f16(long iters)
+{
+    __m512h acc[PEAK_CHAINS];
+    const __m512h b = _mm512_set1_ph((_Float16)1.0f), c = _mm512_set1_ph((_Float16)0.0f);
+    for (int i = 0; i < PEAK_CHAINS; i++)
+        acc[i] = _mm512_set1_ph((_Float16)(float)i);
+    double t0 = now_s();
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 24
+        for (int i = 0; i < PEAK_CHAINS; i++)
+            acc[i] = _mm512_fmadd_ph(acc[i], b, c);
+    }
+    double dt = now_s() - t0;
+    for (int i = 1; i < PEAK_CHAINS; i++)
+        acc[0] = _mm512_add_ph(acc[0], acc[i]);
+    peak_sink = (float)_mm512_reduce_add_ph(acc[0]);
+    return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
+}
+
+/* /proc/cpuinfo: whether `flag` is listed, and the clock (MHz, 0 if none). */
+static int cpuinfo_flag(const char *flag, double *mhz)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[8192];
+    int found = 0;
+    size_t len = strlen(flag);
+    if (mhz)
+        *mhz = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f)) {
+        if (mhz && *mhz == 0 && strncmp(line, "cpu MHz", 7) == 0) {
+            const char *colon = strchr(line, ':');
+            if (colon)
+                *mhz = atof(colon + 1);
+        }
+        if (strncmp(line, "flags", 5) != 0 || found)
+            continue;
+        for (const char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
+            if (p[-1] == ' ' && (p[len] == ' ' || p[len] == '\n'))
+                found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+typedef struct {
+    const char *name, *unit;
+    const char *flag; /* /proc/cpuinfo flag that must be there */
+    double (*run)(long iters);
+    double flops; /* best of the repetitions, one core */
+    int present;
+} peak_kernel_t;
+
+int main(int argc, char **argv)
+{
+    int threads = 1, reps = 5;
+    const char *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
+            json = argv[++i];
+        else {
+            fprintf(stderr, "usage: %s [--threads T] [--reps R] [--json FILE]\n", argv[0]);
+            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (threads < 1 || reps < 1) {
+        fprintf(stderr, "hora-bench-peak: --threads and --reps must be at least 1\n");
+        return 2;
+    }
+    peak_kernel_t kernels[] = {
+        {"f32", "AVX-512 FMA (vfmadd231ps zmm)", "avx512f", peak_f32_avx512, 0, 0},
+        {"f32-avx2", "AVX2 FMA (vfmadd231ps ymm)", "avx2", peak_f32_avx2, 0, 0},
+        {"bf16", "AVX512-BF16 dot product (vdpbf16ps zmm)", "avx512_bf16", peak_bf16, 0, 0},
+        {"f16", "AVX512-FP16 FMA (vfmadd231ph zmm)", "avx512_fp16", peak_f16, 0, 0},
+    };
+    const int count = (int)(sizeof(kernels) / sizeof(kernels[0]));
+    double mhz;
+    int amx = cpuinfo_flag("amx_bf16", &mhz);
+    for (int k = 0; k < count; k++)
+        kernels[k].present = cpuinfo_flag(kernels[k].flag, NULL);
+    /* Interleaved repetitions: a burst of load slows one kernel's run, not
+     * all of one kernel's. */
+    for (int r = 0; r < reps; r++)
+        for (int k = 0; k < count; k++)
+            if (kernels[k].present) {
+                double f = kernels[k].run(PEAK_ITERS);
+                if (f > kernels[k].flops)
+                    kernels[k].flops = f;
+            }
+    printf("hora-bench-peak: one core, best of %d, x %d thread%s; clock %.0f MHz (/proc/cpuinfo)\n", reps, threads,
+           threads == 1 ? "" : "s", mhz);
+    for (int k = 0; k < count; k++) {
+        if (!kernels[k].present) {
+            printf("  %-9s %-42s absent (no %s)\n", kernels[k].name, kernels[k].unit, kernels[k].flag);
+            continue;
+        }
+        printf("  %-9s %-42s %8.1f GFLOP/s a core, %8.1f on %d (%.1f FLOP/cycle at %.0f MHz)\n", kernels[k].name,
+               kernels[k].unit, kernels[k].flops / 1e9, threads * kernels[k].flops / 1e9, threads,
+               mhz > 0 ? kernels[k].flops / (mhz * 1e6) : 0.0, mhz);
+    }
+    double amx_flops = amx && mhz > 0 ? 1024.0 * mhz * 1e6 : 0;
+    if (amx)
+        printf("  %-9s %-42s %8.1f GFLOP/s a core (1024 FLOP/cycle, not timed)\n", "bf16-amx", "AMX-BF16 tiles",
+               amx_flops / 1e9);
+    else
+        printf("  %-9s %-42s absent (no amx_bf16)\n", "bf16-amx", "AMX-BF16 tiles");
+    /* The bf16 peak: the fastest unit bf16 can run on here. */
+    double bf16 = kernels[2].flops > amx_flops ? kernels[2].flops : amx_flops;
+    if (json) {
+        FILE *f = fopen(json, "w");
+        if (f == NULL) {
+            perror(json);
+            return 1;
+        }
+        fprintf(f, "{\"threads\":%d,\"reps\":%d,\"mhz\":%.1f,\"amx_bf16\":%s", threads, reps, mhz, amx ? "true" : "false");
+        for (int k = 0; k < count; k++)
+            fprintf(f, ",\"%s_flops\":%.4g", kernels[k].name, threads * kernels[k].flops);
+        fprintf(f, ",\"bf16_peak_flops\":%.4g}\n", threads * bf16);
+        fclose(f);
+    }
+    return 0;
+}
