@@ -268,7 +268,7 @@ static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
     }
 }
 
-/* t is an activation of this backend (f32 or bf16) and host a plain f32
+/* t is an activation of this backend (f32, bf16 or f16) and host a plain f32
  * host tensor (n, c, h, w) of t's (c, h, w) and at most t's batch: the
  * first host->n samples. */
 static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t,
@@ -277,9 +277,9 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
     if (t == NULL || t->data == NULL || host == NULL || host->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
     *block = cpu_tensor_block(backend, t);
-    if ((t->dtype != TR_DTYPE_F32 && t->dtype != TR_DTYPE_BF16) || t->memory != TR_MEMORY_HOST || *block == 0 ||
-        t->bytes != tr_tensor_count(t) * tr_dtype_size(t->dtype))
-        return cpu_invalid("%s: not an f32 or bf16 tensor from this backend's tensor_alloc", what);
+    if ((t->dtype != TR_DTYPE_F32 && t->dtype != TR_DTYPE_BF16 && t->dtype != TR_DTYPE_F16) ||
+        t->memory != TR_MEMORY_HOST || *block == 0 || t->bytes != tr_tensor_count(t) * tr_dtype_size(t->dtype))
+        return cpu_invalid("%s: not an f32, bf16 or f16 tensor from this backend's tensor_alloc", what);
     if (host->dtype != TR_DTYPE_F32 || host->memory != TR_MEMORY_HOST || host->layout != TR_LAYOUT_NCHW ||
         host->ndim != 4 || host->c != t->c || host->h != t->h || host->w != t->w || host->n < 1 ||
         host->n > t->n || host->bytes < tr_tensor_count(host) * sizeof(float)) {
@@ -318,6 +318,8 @@ CPU_LAYOUT_COPY(cpu_import_f32, float, float, CPU_F32_ID, 1)
 CPU_LAYOUT_COPY(cpu_import_bf16, float, uint16_t, cpu_f32_to_bf16, 1)
 CPU_LAYOUT_COPY(cpu_export_f32, float, float, CPU_F32_ID, 0)
 CPU_LAYOUT_COPY(cpu_export_bf16, uint16_t, float, cpu_bf16_to_f32, 0)
+CPU_LAYOUT_COPY(cpu_import_f16, float, uint16_t, k_f32_to_f16, 1)
+CPU_LAYOUT_COPY(cpu_export_f16, uint16_t, float, k_f16_to_f32, 0)
 
 static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tensor_t *host, tr_tensor_t *t)
 {
@@ -328,6 +330,8 @@ static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_import", &block));
     if (t->dtype == TR_DTYPE_BF16)
         cpu_import_bf16(host->data, t->data, host->n, t, block);
+    else if (t->dtype == TR_DTYPE_F16)
+        cpu_import_f16(host->data, t->data, host->n, t, block);
     else if (block == 1)
         memcpy(t->data, host->data, tr_tensor_count(host) * sizeof(float));
     else
@@ -400,6 +404,8 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_export", &block));
     if (t->dtype == TR_DTYPE_BF16)
         cpu_export_bf16(t->data, host->data, host->n, t, block);
+    else if (t->dtype == TR_DTYPE_F16)
+        cpu_export_f16(t->data, host->data, host->n, t, block);
     else if (block == 1)
         memcpy(host->data, t->data, tr_tensor_count(host) * sizeof(float));
     else
@@ -421,6 +427,7 @@ typedef struct {
     const void *a, *b;
     void *y;
     int relu;
+    uint16_t inf; /* bf16 / f16: the bits of +inf (0x7F80 / 0x7C00), see below */
 } cpu_eltwise_args_t;
 
 CPU_SIMD_CLONES static void cpu_relu_chunk(const void *ctx, size_t begin, size_t end)
@@ -462,30 +469,33 @@ CPU_SIMD_CLONES static void cpu_add_chunk(const void *ctx, size_t begin, size_t 
     }
 }
 
-/* bf16: the same operations on the widened values, each result rounded
- * once. ReLU and its mask select without rounding, so they work on the bit
- * patterns, as an and-mask (the form GCC vectorises on 16-bit lanes; AVX2
- * width in the avx512f clone, which lacks 16-bit ops): x < 0 exactly for
- * 0x8001..0xFF80 (negative, not -0, not NaN), and y > 0 for 0x0001..0x7F80
- * (positive, not +0, not NaN). */
-CPU_SIMD_CLONES static void cpu_relu_chunk_bf16(const void *ctx, size_t begin, size_t end)
+/* bf16 and f16: the same operations on the widened values, each result
+ * rounded once. ReLU and its mask select without rounding, so they work on
+ * the bit patterns, as an and-mask (the form GCC vectorises on 16-bit
+ * lanes; AVX2 width in the avx512f clone, which lacks 16-bit ops): with
+ * inf the bits of +inf (bf16 0x7F80, f16 0x7C00), x < 0 exactly for
+ * 0x8001..0x8000 + inf (negative, not -0, not NaN), and y > 0 for
+ * 0x0001..inf (positive, not +0, not NaN). */
+CPU_SIMD_CLONES static void cpu_relu_chunk_16(const void *ctx, size_t begin, size_t end)
 {
     const cpu_eltwise_args_t *args = ctx;
     const uint16_t *x = args->a;
     uint16_t *y = args->y;
+    const uint16_t inf = args->inf;
 #pragma omp simd
     for (size_t i = begin; i < end; i++)
-        y[i] = x[i] & ((uint16_t)(x[i] - 0x8001u) < (uint16_t)0x7F80u ? 0 : 0xFFFFu);
+        y[i] = x[i] & ((uint16_t)(x[i] - 0x8001u) < inf ? 0 : 0xFFFFu);
 }
 
-CPU_SIMD_CLONES static void cpu_relu_backward_chunk_bf16(const void *ctx, size_t begin, size_t end)
+CPU_SIMD_CLONES static void cpu_relu_backward_chunk_16(const void *ctx, size_t begin, size_t end)
 {
     const cpu_eltwise_args_t *args = ctx;
     const uint16_t *y = args->a, *dy = args->b;
     uint16_t *dx = args->y;
+    const uint16_t inf = args->inf;
 #pragma omp simd
     for (size_t i = begin; i < end; i++)
-        dx[i] = dy[i] & ((uint16_t)(y[i] - 1u) < (uint16_t)0x7F80u ? 0xFFFFu : 0);
+        dx[i] = dy[i] & ((uint16_t)(y[i] - 1u) < inf ? 0xFFFFu : 0);
 }
 
 CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const void *ctx, size_t begin, size_t end)
@@ -506,15 +516,40 @@ CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const void *ctx, size_t begin, si
     }
 }
 
+/* f16: widened through k_cast (F16C) a block at a time on the stack. */
+static void cpu_add_chunk_f16(const void *ctx, size_t begin, size_t end)
+{
+    const cpu_eltwise_args_t *args = ctx;
+    const uint16_t *a = args->a, *b = args->b;
+    uint16_t *y = args->y;
+    float wa[256], wb[256];
+    for (size_t at = begin; at < end; at += 256) {
+        size_t count = end - at < 256 ? end - at : 256;
+        k_cast(wa, K_DTYPE_F32, a + at, K_DTYPE_F16, count);
+        k_cast(wb, K_DTYPE_F32, b + at, K_DTYPE_F16, count);
+        for (size_t i = 0; i < count; i++) {
+            float sum = wa[i] + wb[i];
+            wa[i] = args->relu && sum < 0.0f ? 0.0f : sum;
+        }
+        k_cast(y + at, K_DTYPE_F16, wa, K_DTYPE_F32, count);
+    }
+}
+
 /* t has ref's shape and dtype; ref's dtype is one the element-wise ops
- * take (f32, bf16). */
+ * take (f32, bf16, f16). */
 static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tensor_t *ref, const tr_tensor_t *t,
                                     const char *what)
 {
-    if (ref->dtype != TR_DTYPE_F32 && ref->dtype != TR_DTYPE_BF16)
-        return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32 and bf16)", what,
+    if (ref->dtype != TR_DTYPE_F32 && ref->dtype != TR_DTYPE_BF16 && ref->dtype != TR_DTYPE_F16)
+        return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32, bf16 and f16)", what,
                            tr_dtype_name(ref->dtype));
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
+}
+
+/* The bits of +inf in a 16-bit float dtype (the relu masks' bound). */
+static uint16_t cpu_inf_bits(tr_dtype_t dtype)
+{
+    return dtype == TR_DTYPE_F16 ? 0x7C00u : 0x7F80u;
 }
 
 static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
@@ -524,9 +559,8 @@ static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tenso
         return cpu_invalid("relu_forward: NULL argument");
     CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
     CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
-    cpu_eltwise_args_t args = {.a = x->data, .y = y->data};
-    cpu_split(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_BF16 ? cpu_relu_chunk_bf16 : cpu_relu_chunk,
-                 &args);
+    cpu_eltwise_args_t args = {.a = x->data, .y = y->data, .inf = cpu_inf_bits(x->dtype)};
+    cpu_split(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_F32 ? cpu_relu_chunk : cpu_relu_chunk_16, &args);
     return HORA_OK;
 }
 
@@ -539,9 +573,9 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_check_same(backend, y, y, "relu_backward y"));
     CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
     CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
-    cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data};
+    cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data, .inf = cpu_inf_bits(y->dtype)};
     cpu_split(backend, tr_tensor_count(y),
-                 y->dtype == TR_DTYPE_BF16 ? cpu_relu_backward_chunk_bf16 : cpu_relu_backward_chunk, &args);
+              y->dtype == TR_DTYPE_F32 ? cpu_relu_backward_chunk : cpu_relu_backward_chunk_16, &args);
     return HORA_OK;
 }
 
@@ -555,8 +589,9 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
     CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
     CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
     cpu_eltwise_args_t args = {.a = a->data, .b = b->data, .y = y->data, .relu = relu != 0};
-    cpu_split(backend, tr_tensor_count(a), a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk,
-                 &args);
+    cpu_split(backend, tr_tensor_count(a),
+              a->dtype == TR_DTYPE_F32 ? cpu_add_chunk : a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk_f16,
+              &args);
     return HORA_OK;
 }
 

@@ -35,6 +35,9 @@ typedef struct {
     /* How backward data gets its weights: */
     enum { CONV_BWD_W_PLAIN, CONV_BWD_W_FWD_COPY, CONV_BWD_W_OWN_COPY } bwd_w_source;
     float *dx_blocked; /* dx before its reorder, when dx_to_plain is used */
+    /* Backward weights on f32 copies of x and dy (wide_x, wide_dy), where
+     * oneDNN has no fast kernel for the layer's dtype (f16 on oneDNN 3.2). */
+    void *wide_x, *wide_dy;
 } conv_batch_t;
 
 /* A layer-wide buffer, grown on demand. */
@@ -65,6 +68,8 @@ static void conv_batch_free(void *entry)
     cpu_prim_free(&conv->dw_to_plain);
     cpu_prim_free(&conv->dx_to_plain);
     free(conv->dx_blocked);
+    free(conv->wide_x);
+    free(conv->wide_dy);
 }
 
 static void cpu_conv_free(tr_layer_t *layer)
@@ -132,7 +137,45 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
 }
 
 /* The memory descriptors conv_make uses (cpu_md_t, released together). */
-enum { CONV_SRC, CONV_SRC_ANY, CONV_DST, CONV_W_ANY, CONV_W_PLAIN, CONV_DW_ANY, CONV_DW_PLAIN, CONV_MD_COUNT };
+enum {
+    CONV_SRC, CONV_SRC_ANY, CONV_DST, CONV_W_ANY, CONV_W_PLAIN, CONV_DW_ANY, CONV_DW_PLAIN,
+    CONV_SRC_F32, CONV_DST_F32, /* the widened copies' (conv_widen_backward_weights) */
+    CONV_MD_COUNT
+};
+
+/* Where oneDNN's backward weights in the layer's low-precision dtype is
+ * only its reference kernel (f16 on oneDNN 3.2 without AMX: brgconv has f16
+ * forward and backward data there, not backward weights), run it in f32 on
+ * widened copies of x and dy instead: exact inputs (widening is), f32
+ * accumulation as always, the same f32 weight gradient, and a fast kernel;
+ * the copies cost two casts of the activations per call. */
+static hora_status_t conv_widen_backward_weights(const cpu_conv_t *layer, conv_batch_t *conv, int n, cpu_md_t *md,
+                                                 const dnnl_dims_t strides, const dnnl_dims_t pad)
+{
+    cpu_backend_t *backend = layer->base.backend;
+    const tr_conv_desc_t *d = &layer->desc;
+    if (d->dtype == TR_DTYPE_F32 || strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) != 0)
+        return HORA_OK;
+    /* The activations' own layout, in f32: the casts are flat. */
+    CPU_CHECK(cpu_md_4d(&md[CONV_SRC_F32], n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in, d->dtype),
+                        TR_DTYPE_F32));
+    CPU_CHECK(cpu_md_4d(&md[CONV_DST_F32], n, d->c_out, layer->h_out, layer->w_out,
+                        cpu_layout_for(backend, d->c_out, d->dtype), TR_DTYPE_F32));
+    cpu_prim_t wide = {0};
+    hora_status_t status = cpu_prim_made(
+        backend, &wide, "conv backward weights (f32 on widened copies)",
+        cpu_pd_conv_backward_weights(&wide.pd, backend, md[CONV_SRC_F32], md[CONV_DW_ANY], md[CONV_DST_F32], strides,
+                                     pad, NULL));
+    if (status != HORA_OK || strncmp(cpu_prim_impl(&wide), "ref", 3) == 0) {
+        cpu_prim_free(&wide); /* keep the native one: slow, but it works */
+        return status == HORA_ERR_UNSUPPORTED ? HORA_OK : status;
+    }
+    cpu_prim_free(&conv->bwd_weights);
+    conv->bwd_weights = wide;
+    conv->wide_x = cpu_alloc(dnnl_memory_desc_get_size(md[CONV_SRC_F32]), "conv x widened to f32");
+    conv->wide_dy = cpu_alloc(dnnl_memory_desc_get_size(md[CONV_DST_F32]), "conv dy widened to f32");
+    return conv->wide_x != NULL && conv->wide_dy != NULL ? HORA_OK : HORA_ERR_NO_MEMORY;
+}
 
 static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int n, cpu_md_t *md)
 {
@@ -169,6 +212,7 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
                             cpu_pd_conv_backward_weights(&conv->bwd_weights.pd, backend, md[CONV_SRC],
                                                          md[CONV_DW_ANY], md[CONV_DST], strides, pad,
                                                          conv->fwd.pd)));
+    CPU_CHECK(conv_widen_backward_weights(layer, conv, n, md, strides, pad));
 
     CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_WEIGHTS));
@@ -391,9 +435,16 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
                                       "conv weight gradient before its reorder"));
         out = layer_conv->dw_blocked.data;
     }
+    const void *src = x->data, *diff_dst = dy->data;
+    if (conv->wide_x != NULL) {
+        cpu_cast_n(backend, conv->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
+        cpu_cast_n(backend, conv->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
+        src = conv->wide_x;
+        diff_dst = conv->wide_dy;
+    }
     CPU_CHECK(cpu_prim_run(backend, &conv->bwd_weights, 3,
                            (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
-                           (const void *const[]){x->data, dy->data, out}));
+                           (const void *const[]){src, diff_dst, out}));
     if (conv->dw_to_plain.pd == NULL)
         return HORA_OK;
     return conv_reorder(backend, &conv->dw_to_plain, layer_conv->dw_blocked.data, dw->data);

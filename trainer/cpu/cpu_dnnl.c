@@ -104,8 +104,8 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype)
 
 /* Whether oneDNN trains a 3x3 convolution and a batch norm in dtype with
  * optimised kernels on this CPU (forward, backward data, backward
- * weights; the weight gradient in f32 as the layers ask): the layers'
- * test. The reference kernels it would otherwise fall back on are far too
+ * weights; the weight gradient in f32 as the layers ask; a low-precision
+ * backward weights may be slow, the layer widens it): the layers' test. The reference kernels it would otherwise fall back on are far too
  * slow to train with. oneDNN 2.6 has bf16 kernels from AVX-512 (native on
  * avx512_core_bf16, emulated below it) and no f16 ones on the CPU; oneDNN
  * 3 adds f16 where the CPU has AVX512-FP16, and AMX tiles for both. */
@@ -143,8 +143,10 @@ static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
         case 4: st = cpu_pd_bn_backward(&pd[k], &probe, md[SRC], 1e-5f, bn_flags, pd[3]); break;
         }
         const char *impl = "";
+        /* A slow backward weights in a low precision is no obstacle: the
+         * conv layer then runs it in f32 on widened copies (cpu_conv.c). */
         if (st != dnnl_success || dnnl_primitive_desc_query(pd[k], dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
-            strncmp(impl, "ref", 3) == 0)
+            (strncmp(impl, "ref", 3) == 0 && !(k == 2 && dtype != TR_DTYPE_F32)))
             failed = k;
     }
     if (!made)

@@ -16,11 +16,15 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu_internal.h"
 
 typedef struct {
     cpu_prim_t fwd, bwd_data, bwd_weights;
+    /* f32 on widened copies (linear_make): x, dy, dx at this batch size;
+     * NULL where the layer's dtype has fast kernels. */
+    float *wide_x, *wide_dy, *wide_dx;
 } linear_batch_t;
 
 typedef struct {
@@ -28,6 +32,7 @@ typedef struct {
     tr_linear_desc_t desc;
     cpu_batch_cache_t batches; /* linear_batch_t per batch size */
     float *dw, *dbias;         /* f32 gradients, when grad_dtype is not f32 (owned) */
+    float *wide_w;             /* w widened to f32, when the batches run widened (owned) */
 } cpu_linear_t;
 
 static void linear_batch_free(void *entry)
@@ -36,6 +41,9 @@ static void linear_batch_free(void *entry)
     cpu_prim_free(&linear->fwd);
     cpu_prim_free(&linear->bwd_data);
     cpu_prim_free(&linear->bwd_weights);
+    free(linear->wide_x);
+    free(linear->wide_dy);
+    free(linear->wide_dx);
 }
 
 static void cpu_linear_free(tr_layer_t *layer)
@@ -44,22 +52,24 @@ static void cpu_linear_free(tr_layer_t *layer)
     cpu_batch_clear(&linear->batches);
     free(linear->dw);
     free(linear->dbias);
+    free(linear->wide_w);
     free(linear);
 }
 
 /* The memory descriptors linear_make uses (cpu_md_t, released together). */
 enum { LIN_X, LIN_W, LIN_DW, LIN_BIAS, LIN_Y, LIN_DY, LIN_MD_COUNT };
 
-static hora_status_t linear_make(const cpu_linear_t *layer, linear_batch_t *linear, int n, cpu_md_t *md)
+static hora_status_t linear_make_in(const cpu_linear_t *layer, linear_batch_t *linear, int n, cpu_md_t *md,
+                                    tr_dtype_t dt)
 {
     cpu_backend_t *backend = layer->base.backend;
     const tr_linear_desc_t *d = &layer->desc;
-    CPU_CHECK(cpu_md_plain(&md[LIN_X], 2, (const int[]){n, d->c_in}, d->dtype));
-    CPU_CHECK(cpu_md_plain(&md[LIN_W], 2, (const int[]){d->c_out, d->c_in}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&md[LIN_X], 2, (const int[]){n, d->c_in}, dt));
+    CPU_CHECK(cpu_md_plain(&md[LIN_W], 2, (const int[]){d->c_out, d->c_in}, dt));
     CPU_CHECK(cpu_md_plain(&md[LIN_DW], 2, (const int[]){d->c_out, d->c_in}, TR_DTYPE_F32));
     CPU_CHECK(cpu_md_plain(&md[LIN_BIAS], 1, (const int[]){d->c_out}, TR_DTYPE_F32));
     CPU_CHECK(cpu_md_plain(&md[LIN_Y], 2, (const int[]){n, d->c_out}, TR_DTYPE_F32));
-    CPU_CHECK(cpu_md_plain(&md[LIN_DY], 2, (const int[]){n, d->c_out}, d->dtype));
+    CPU_CHECK(cpu_md_plain(&md[LIN_DY], 2, (const int[]){n, d->c_out}, dt));
 
     CPU_CHECK(cpu_prim_made(backend, &linear->fwd, "linear forward",
                             cpu_pd_ip_forward(&linear->fwd.pd, backend, md[LIN_X], md[LIN_W], md[LIN_BIAS],
@@ -70,6 +80,39 @@ static hora_status_t linear_make(const cpu_linear_t *layer, linear_batch_t *line
     CPU_CHECK(cpu_prim_made(backend, &linear->bwd_weights, "linear backward weights",
                             cpu_pd_ip_backward_weights(&linear->bwd_weights.pd, backend, md[LIN_X], md[LIN_DW],
                                                        md[LIN_BIAS], md[LIN_DY], linear->fwd.pd)));
+
+    return HORA_OK;
+}
+
+static int linear_any_ref(const linear_batch_t *linear)
+{
+    return strncmp(cpu_prim_impl(&linear->fwd), "ref", 3) == 0 ||
+           strncmp(cpu_prim_impl(&linear->bwd_data), "ref", 3) == 0 ||
+           strncmp(cpu_prim_impl(&linear->bwd_weights), "ref", 3) == 0;
+}
+
+/* The primitives in the layer's dtype; where oneDNN has only reference
+ * kernels for it (f16 inner products on oneDNN 3.2 without AMX), in f32 on
+ * widened copies of x, w and dy instead, dx rounded once back (the
+ * accumulation is f32 either way, and widening is exact). */
+static hora_status_t linear_make(cpu_linear_t *layer, linear_batch_t *linear, int n, cpu_md_t *md)
+{
+    cpu_backend_t *backend = layer->base.backend;
+    const tr_linear_desc_t *d = &layer->desc;
+    CPU_CHECK(linear_make_in(layer, linear, n, md, d->dtype));
+    if (d->dtype != TR_DTYPE_F32 && linear_any_ref(linear)) {
+        linear_batch_free(linear);
+        memset(linear, 0, sizeof(*linear));
+        cpu_md_free_all(md, LIN_MD_COUNT);
+        CPU_CHECK(linear_make_in(layer, linear, n, md, TR_DTYPE_F32));
+        linear->wide_x = cpu_alloc((size_t)n * d->c_in * sizeof(float), "linear x widened to f32");
+        linear->wide_dx = cpu_alloc((size_t)n * d->c_in * sizeof(float), "linear dx in f32");
+        linear->wide_dy = cpu_alloc((size_t)n * d->c_out * sizeof(float), "linear dy widened to f32");
+        if (layer->wide_w == NULL)
+            layer->wide_w = cpu_alloc((size_t)d->c_out * d->c_in * sizeof(float), "linear w widened to f32");
+        if (linear->wide_x == NULL || linear->wide_dx == NULL || linear->wide_dy == NULL || layer->wide_w == NULL)
+            return HORA_ERR_NO_MEMORY;
+    }
 
     CPU_CHECK(cpu_prim_add_arg(&linear->fwd, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&linear->fwd, backend->engine, DNNL_ARG_WEIGHTS));
@@ -94,7 +137,7 @@ static hora_status_t linear_make(const cpu_linear_t *layer, linear_batch_t *line
 static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry, int n)
 {
     cpu_md_t md[LIN_MD_COUNT] = {0};
-    hora_status_t status = linear_make((const cpu_linear_t *)layer_base, entry, n, md);
+    hora_status_t status = linear_make((cpu_linear_t *)layer_base, entry, n, md);
     cpu_md_free_all(md, LIN_MD_COUNT);
     return status;
 }
@@ -168,9 +211,16 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
     linear_batch_t *linear = entry;
 
+    const void *src = x->data, *weights = w->data;
+    if (linear->wide_x != NULL) {
+        cpu_cast_n(backend, linear->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
+        cpu_cast_n(backend, layer_linear->wide_w, TR_DTYPE_F32, w->data, w->dtype, tr_tensor_count(w));
+        src = linear->wide_x;
+        weights = layer_linear->wide_w;
+    }
     return cpu_prim_run(backend, &linear->fwd, 4,
                         (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
-                        (const void *const[]){x->data, w->data, bias->data, y->data});
+                        (const void *const[]){src, weights, bias->data, y->data});
 }
 
 hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
@@ -190,9 +240,17 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
     CPU_CHECK(cpu_batch_get(layer, &layer_linear->batches, n, &entry));
     linear_batch_t *linear = entry;
 
-    return cpu_prim_run(backend, &linear->bwd_data, 3,
-                        (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-                        (const void *const[]){dy->data, w->data, dx->data});
+    if (linear->wide_x == NULL)
+        return cpu_prim_run(backend, &linear->bwd_data, 3,
+                            (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                            (const void *const[]){dy->data, w->data, dx->data});
+    cpu_cast_n(backend, linear->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
+    cpu_cast_n(backend, layer_linear->wide_w, TR_DTYPE_F32, w->data, w->dtype, tr_tensor_count(w));
+    CPU_CHECK(cpu_prim_run(backend, &linear->bwd_data, 3,
+                           (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                           (const void *const[]){linear->wide_dy, layer_linear->wide_w, linear->wide_dx}));
+    cpu_cast_n(backend, dx->data, dx->dtype, linear->wide_dx, TR_DTYPE_F32, tr_tensor_count(dx));
+    return HORA_OK;
 }
 
 hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
@@ -213,9 +271,16 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
     linear_batch_t *linear = entry;
 
     int convert = d->grad_dtype != TR_DTYPE_F32;
+    const void *src = x->data, *diff_dst = dy->data;
+    if (linear->wide_x != NULL) {
+        cpu_cast_n(backend, linear->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
+        cpu_cast_n(backend, linear->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
+        src = linear->wide_x;
+        diff_dst = linear->wide_dy;
+    }
     CPU_CHECK(cpu_prim_run(backend, &linear->bwd_weights, 4,
                            (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},
-                           (const void *const[]){x->data, dy->data, convert ? layer_linear->dw : dw->data,
+                           (const void *const[]){src, diff_dst, convert ? layer_linear->dw : dw->data,
                                                  convert ? layer_linear->dbias : dbias->data}));
     if (convert) {
         cpu_grad_store(dw, layer_linear->dw, (size_t)d->c_out * (size_t)d->c_in);
