@@ -97,6 +97,8 @@ const char *coll_device_transport_name(const struct coll_ctx *ctx, char *buf, si
 /* An application thread starts (delta 1) or stops (-1) blocking on the
  * coordinator: the coordinator's channels may spin only meanwhile. */
 void coll_app_waiting(struct coll_ctx *ctx, int delta);
+/* How many application threads block on the coordinator now. */
+int coll_app_waits(struct coll_ctx *ctx);
 
 /* Optional extras for one call. */
 struct coll_hooks {

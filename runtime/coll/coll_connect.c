@@ -210,6 +210,8 @@ const char *coll_device_transport_name(const struct coll_ctx *ctx, char *buf, si
 
 void coll_app_waiting(struct coll_ctx *ctx, int delta) { atomic_fetch_add(&ctx->env.app_waiters, delta); }
 
+int coll_app_waits(struct coll_ctx *ctx) { return atomic_load_explicit(&ctx->env.app_waiters, memory_order_relaxed); }
+
 void coll_abort(struct coll_ctx *ctx, hora_status_t status, const char *reason)
 {
     tp_notice_abort(&ctx->env, status, reason, 2.0);

@@ -27,6 +27,9 @@
 #include "base/status.h"
 #include "coll/algo.h"
 
+/* Groups up to this size keep their per-call arrays on the stack. */
+#define ONESHOT_STACK_MEMBERS 16
+
 static size_t oneshot_min(size_t a, size_t b) { return a < b ? a : b; }
 
 /* Publish this rank's descriptor, wait for every peer's, check they agree. */
@@ -72,9 +75,15 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
                                          red->user_op, -1, count, chunk);
     /* Reduce-scatter writes only its own output: the work offset is unused. */
     HORA_CHECK(group_mem_offsets(g, send, out ? send : work, count * es, &mine.send_offset, &mine.work_offset));
-    struct tp_mem_desc *descs = calloc((size_t)n, sizeof(*descs));
-    const void **src_at = calloc((size_t)n, sizeof(*src_at)); /* each peer's input at the chunk in hand */
-    uint8_t **dst = calloc((size_t)n, sizeof(*dst));
+    /* Up to ONESHOT_STACK_MEMBERS members from the stack (a microsecond
+     * call paid three callocs before). */
+    struct tp_mem_desc stack_descs[ONESHOT_STACK_MEMBERS];
+    const void *stack_src_at[ONESHOT_STACK_MEMBERS];
+    uint8_t *stack_dst[ONESHOT_STACK_MEMBERS];
+    const int heap = n > ONESHOT_STACK_MEMBERS;
+    struct tp_mem_desc *descs = heap ? calloc((size_t)n, sizeof(*descs)) : stack_descs;
+    const void **src_at = heap ? calloc((size_t)n, sizeof(*src_at)) : stack_src_at; /* each peer's input at the chunk in hand */
+    uint8_t **dst = heap ? calloc((size_t)n, sizeof(*dst)) : stack_dst;
     if (!descs || !src_at || !dst) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory in a one-shot collective");
         goto out;
@@ -106,9 +115,11 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
     group_phase(g, "REDUCE_SCATTER", 0);
     if (status == HORA_OK) status = oneshot_end(g);
 out:
-    free(descs);
-    free(src_at);
-    free(dst);
+    if (heap) {
+        free(descs);
+        free(src_at);
+        free(dst);
+    }
     return status;
 }
 

@@ -21,6 +21,7 @@
  * are identical everywhere, so cache ids agree without ever being sent. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +187,8 @@ static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
 
 /* The cycle's one allreduce. Non-blocking plus sleeps: a blocking
  * MPI_Allreduce busy-polls, and on a machine whose cores also train, a
- * coordinator spinning while it waits for a slower rank steals their time.
+ * coordinator spinning while it waits for a slower rank steals their time
+ * (while an application thread blocks in hora_wait it polls, yielding).
  * The naps double from 20 us up to a quarter of the cycle time: a peer that
  * is busy with backprop may take milliseconds to come, and thousands of
  * 20 us wake-ups (each a context switch on a core that trains) cost more
@@ -210,6 +212,14 @@ hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s
             if (timeout_s > 0 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
                 return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
                                    "(HORA_TIMEOUT_S)", what, timeout_s);
+            /* An application thread blocked in hora_wait leaves its core to
+             * us: poll, yielding, instead of napping (a nap of up to a
+             * quarter cycle after the last rank came cost every small
+             * cached all-reduce tens to hundreds of microseconds). */
+            if (coll_app_waits(c->coll)) {
+                sched_yield();
+                continue;
+            }
             struct timespec nap = {0, nap_ns};
             nanosleep(&nap, NULL);
             nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;

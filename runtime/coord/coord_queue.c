@@ -39,7 +39,9 @@ hora_status_t coord_wait(struct coord *c, struct hora_request *req)
     if (!req->done) {
         c->waiting_threads++;
         coll_app_waiting(c->coll, 1);
-        if (c->nap_kind == COORD_NAP_DEFER) pthread_cond_signal(&c->work_cond); /* wanted now */
+        /* Wanted now: a deferral ends, and so does a nap that new requests
+         * (this one, submitted while nothing waited) sit out. */
+        if (c->nap_kind == COORD_NAP_DEFER || c->incoming) pthread_cond_signal(&c->work_cond);
         while (!req->done) pthread_cond_wait(&c->done_cond, &c->lock);
         coll_app_waiting(c->coll, -1);
         /* coord_stop frees c only once no thread is left in here. */
@@ -58,7 +60,7 @@ int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *stat
         *status = req->status;
     else {
         c->polled = 1; /* wanted: no deferral until nothing is in flight */
-        if (c->nap_kind == COORD_NAP_DEFER) pthread_cond_signal(&c->work_cond);
+        if (c->nap_kind == COORD_NAP_DEFER || c->incoming) pthread_cond_signal(&c->work_cond);
     }
     pthread_mutex_unlock(&c->lock);
     return done;
