@@ -543,6 +543,10 @@ static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tenso
     if (ref->dtype != TR_DTYPE_F32 && ref->dtype != TR_DTYPE_BF16 && ref->dtype != TR_DTYPE_F16)
         return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32, bf16 and f16)", what,
                            tr_dtype_name(ref->dtype));
+    char why[160];
+    if (cpu_compute_dtype_ok(ref->dtype, why, sizeof(why)) != HORA_OK) /* no such tensor comes from tensor_alloc */
+        return cpu_invalid("%s: %s tensor, which this backend does not compute in: %s", what,
+                           tr_dtype_name(ref->dtype), why);
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
