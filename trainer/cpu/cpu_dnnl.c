@@ -105,8 +105,9 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype)
 /* Whether oneDNN trains a 3x3 convolution and a batch norm in dtype with
  * optimised kernels on this CPU (forward, backward data, backward
  * weights; the weight gradient in f32 as the layers ask; a low-precision
- * backward weights may be slow, the layer widens it): the layers' test. The reference kernels it would otherwise fall back on are far too
- * slow to train with. oneDNN 2.6 has bf16 kernels from AVX-512 (native on
+ * backward weights may be slow, the layer widens it): the layers' test.
+ * The reference kernels it would otherwise fall back on are far too slow
+ * to train with. oneDNN 2.6 has bf16 kernels from AVX-512 (native on
  * avx512_core_bf16, emulated below it) and no f16 ones on the CPU; oneDNN
  * 3 adds f16 where the CPU has AVX512-FP16, and AMX tiles for both. */
 static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
@@ -352,7 +353,7 @@ hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
     return HORA_OK;
 }
 
-static hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg, const void *ptr)
+static hora_status_t cpu_prim_set(cpu_prim_t *p, int arg, const void *ptr)
 {
     for (int i = 0; i < p->nargs; i++) {
         if (p->args[i].arg != arg)
@@ -361,7 +362,6 @@ static hora_status_t cpu_prim_set(cpu_backend_t *backend, cpu_prim_t *p, int arg
          * no padding except in reordered weights, which are our own
          * buffers, so the zero-padding this call may do never writes to a
          * caller's input. */
-        (void)backend;
         return cpu_dnnl(dnnl_memory_set_data_handle(p->args[i].memory, (void *)ptr), p->what);
     }
     return cpu_invalid("%s: no argument %d", p->what, arg);
@@ -374,7 +374,7 @@ static hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
         if (p->args[i].arg != DNNL_ARG_SCRATCHPAD)
             continue;
         /* The scratchpad may have moved since this primitive was made. */
-        status = cpu_prim_set(backend, p, DNNL_ARG_SCRATCHPAD, backend->scratch);
+        status = cpu_prim_set(p, DNNL_ARG_SCRATCHPAD, backend->scratch);
         if (status != HORA_OK)
             return status;
     }
@@ -388,7 +388,7 @@ hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, con
                            const void *const *ptrs)
 {
     for (int i = 0; i < count; i++)
-        CPU_CHECK(cpu_prim_set(backend, p, args[i], ptrs[i]));
+        CPU_CHECK(cpu_prim_set(p, args[i], ptrs[i]));
     return cpu_prim_exec(backend, p);
 }
 
