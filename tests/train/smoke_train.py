@@ -170,19 +170,34 @@ def accuracy_bf16(exe):
 
 
 def errors(exe):
-    for args, needle in [(["--synthetic", "--bogus"], "unknown option"),
-                         (["--synthetic", "--batch", "0"], "--batch"),
-                         (["--synthetic", "--model", "resnet7"], "unknown model"),
-                         (["--synthetic", "--overlap", "sometimes"], "--overlap wants"),
-                         (["--synthetic", "--precision", "fp8"], "--precision wants"),
-                         (["--synthetic", "--loss-scale", "0"], "--loss-scale wants"),
-                         (["--synthetic", "--loss-scale", "sometimes"], "--loss-scale wants"),
-                         (["--synthetic", "--grad-dtype", "f64"], "--grad-dtype wants"),
-                         (["--data", "/nonexistent-dir"], "cannot open")]:
-        p = mpirun(1, [exe] + args, timeout=120)
-        if p.returncode == 0 or needle not in p.stdout:
-            return f"{args}: expected a failure mentioning '{needle}'"
-    return None
+    """Each bad argument in its own 1-rank job; the jobs are independent and
+    spend most of their time starting mpirun, so they run side by side."""
+    cases = [(["--synthetic", "--bogus"], "unknown option"),
+             (["--synthetic", "--batch", "0"], "--batch"),
+             (["--synthetic", "--model", "resnet7"], "unknown model"),
+             (["--synthetic", "--overlap", "sometimes"], "--overlap wants"),
+             (["--synthetic", "--precision", "fp8"], "--precision wants"),
+             (["--synthetic", "--loss-scale", "0"], "--loss-scale wants"),
+             (["--synthetic", "--loss-scale", "sometimes"], "--loss-scale wants"),
+             (["--synthetic", "--grad-dtype", "f64"], "--grad-dtype wants"),
+             (["--data", "/nonexistent-dir"], "cannot open")]
+    jobs = []
+    for args, needle in cases:
+        cmd = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "1", exe] + args
+        jobs.append((cmd, args, needle, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                                          text=True)))
+    err = None
+    for cmd, args, needle, job in jobs:
+        try:
+            out = job.communicate(timeout=120)[0]
+        except subprocess.TimeoutExpired:
+            job.kill()
+            out = job.communicate()[0] + "\n(timed out after 120 s)"
+        print("$", " ".join(cmd), flush=True)
+        print(out)
+        if err is None and (job.returncode == 0 or needle not in out):
+            err = f"{args}: expected a failure mentioning '{needle}'"
+    return err
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ usage: test_checkpoint.py MODE HORA_TRAIN HORA_CKPT HORA_MKRECORD
             global batch and learning rate changed, the epoch continues after
             the samples already trained on, training ends normally
 """
-import os, re, shutil, struct, subprocess, sys, tempfile, time
+import concurrent.futures, io, os, re, shutil, struct, subprocess, sys, tempfile, threading, time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import fmnist_small  # noqa: E402
@@ -37,8 +37,39 @@ BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "o
         "--print-every", "1000", "--lr", "0.4", "--warmup-epochs", "0.5", "--epochs", "3"]
 
 
+# The independent cases of crash, corrupt and mismatch (each in its own
+# directory) run CASE_WORKERS at a time: their jobs spend much of their time
+# starting and ending (mpirun; a failed job's teardown takes Open MPI ~2 s)
+# rather than computing. exact's runs compute, and stay one at a time. A
+# case's output is kept and printed whole, in the cases' order.
+CASE_WORKERS = 2
+_case = threading.local()
+
+
+def say(*args):
+    buf = getattr(_case, "out", None)
+    print(*args, file=buf if buf is not None else sys.stdout, flush=buf is None)
+
+
+def in_parallel(fn, cases):
+    """fn(case) -> failures, for every case, CASE_WORKERS at a time; all failures in the cases' order."""
+    def one(case):
+        _case.out = io.StringIO()
+        try:
+            return fn(case), _case.out.getvalue()
+        finally:
+            _case.out = None
+    with concurrent.futures.ThreadPoolExecutor(CASE_WORKERS) as ex:
+        results = list(ex.map(one, cases))
+    failures = []
+    for f, out in results:
+        print(out, end="", flush=True)
+        failures += f
+    return failures
+
+
 def run(cmd, env=None, timeout=300, quiet=False):
-    print("$", " ".join(cmd), flush=True)
+    say("$", " ".join(cmd))
     e = dict(os.environ)
     # Open MPI's shared-memory BTL leaves its segments behind when a job dies: keep them out of /dev/shm.
     e["OMPI_MCA_btl_vader_backing_directory"] = tempfile.gettempdir()
@@ -47,7 +78,7 @@ def run(cmd, env=None, timeout=300, quiet=False):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, env=e)
     p.seconds = time.monotonic() - t0
     if not quiet or p.returncode != 0:
-        print(p.stdout, flush=True)
+        say(p.stdout)
     return p
 
 
@@ -140,22 +171,22 @@ def exact(work):
 
 def crash(work):
     idx, _ = make_data(work)
-    failures = []
     args = BASE + ["--data", idx, "--checkpoint-every-steps", "3"]
     ref = os.path.join(work, "ref")
     if mpirun(2, args + ["--checkpoint-dir", ref, "--steps", "9"]).returncode:
         return ["the uninterrupted run failed"]
-    for point in ("before-temp", "mid-data", "before-latest", "after-latest"):
+
+    def case(point):
+        failures = []
         d = os.path.join(work, point)
         p = mpirun(2, args + ["--checkpoint-dir", d, "--steps", "9"], env={"HORA_CKPT_CRASH": f"{point}@6"})
-        print(f"crash {point}: mpirun ended after {p.seconds:.1f} s with {p.returncode}")
+        say(f"crash {point}: mpirun ended after {p.seconds:.1f} s with {p.returncode}")
         if p.returncode == 0:
-            failures.append(f"{point}: the run with rank 0 killed exited 0")
-            continue
+            return [f"{point}: the run with rank 0 killed exited 0"]
         if p.seconds > 60:
             failures.append(f"{point}: the job took {p.seconds:.0f} s to end after rank 0 died")
         names = sorted(os.listdir(d))
-        print(f"{point}: left {names}, latest -> {latest(d)}")
+        say(f"{point}: left {names}, latest -> {latest(d)}")
         want_latest = ckpt_name(6) if point == "after-latest" else ckpt_name(3)
         if latest(d) != want_latest:
             failures.append(f"{point}: latest names {latest(d)}, expected {want_latest}")
@@ -171,8 +202,7 @@ def crash(work):
                 failures.append(f"{point}: {n} left in the directory does not verify")
         r = mpirun(2, args + ["--checkpoint-dir", d, "--steps", "9", "--resume", "auto"])
         if r.returncode != 0:
-            failures.append(f"{point}: --resume auto failed")
-            continue
+            return failures + [f"{point}: --resume auto failed"]
         if temps and "left by an interrupted checkpoint" not in r.stdout:
             failures.append(f"{point}: the leftover temp file was not reported as removed")
         if any(".tmp." in n for n in os.listdir(d)):
@@ -181,8 +211,10 @@ def crash(work):
         if code != 0 or last != "equal":
             failures.append(f"{point}: the resumed run's final checkpoint differs from the uninterrupted one")
         else:
-            print(f"crash {point}: resumed from {want_latest}, final weights bitwise equal to the uninterrupted run")
-    return failures
+            say(f"crash {point}: resumed from {want_latest}, final weights bitwise equal to the uninterrupted run")
+        return failures
+
+    return in_parallel(case, ("before-temp", "mid-data", "before-latest", "after-latest"))
 
 
 def corrupt(work):
@@ -199,7 +231,10 @@ def corrupt(work):
     cases = [("header", 20, "header")] + [(n, off + size // 2, f"section '{n}'") for n, (off, size) in secs.items()]
     size = os.path.getsize(os.path.join(good, newest))
     cases.append(("truncated", None, "truncated"))
-    for what, offset, needle in cases:
+
+    def case(c):
+        what, offset, needle = c
+        failures = []
         d = os.path.join(work, f"bad-{what}")
         shutil.copytree(good, d)
         path = os.path.join(d, newest)
@@ -217,32 +252,39 @@ def corrupt(work):
         # auto reports it and takes the one before (and then rewrites step 6).
         r = mpirun(1, args + ["--checkpoint-dir", d, "--steps", "7", "--resume", "auto"])
         if r.returncode != 0:
-            failures.append(f"{what}: --resume auto failed instead of using the previous checkpoint")
-            continue
+            return failures + [f"{what}: --resume auto failed instead of using the previous checkpoint"]
         if path not in r.stdout or needle not in r.stdout:
             failures.append(f"{what}: the damaged checkpoint was not reported with its file and {needle}")
         if f"resuming from {os.path.join(d, ckpt_name(3))}" not in r.stdout:
             failures.append(f"{what}: the previous checkpoint (step 3) was not used")
         if offset is not None and not re.search(r"offset \d+", r.stdout):
             failures.append(f"{what}: the report names no offset")
-    return failures
+        return failures
+
+    return failures + in_parallel(case, cases)
 
 
 def mismatch(work):
     idx, _ = make_data(work)
-    failures = []
     d = os.path.join(work, "c")
     args = BASE + ["--data", idx]
     if mpirun(1, args + ["--checkpoint-dir", d, "--steps", "2"]).returncode:
         return ["the run writing the checkpoint failed"]
-    for extra, needle in [(["--model", "resnet20"], "arch: checkpoint resnet8, this run resnet20"),
-                          (["--classes", "12"], "classes: checkpoint 10, this run 12"),
-                          (["--precision", "bf16"], "compute_dtype: checkpoint f32, this run bf16"),
-                          (["--width", "8"], "width: checkpoint 16, this run 8")]:
-        r = mpirun(2, args + ["--checkpoint-dir", d, "--steps", "4", "--resume", "auto"] + extra)
+
+    def case(c):
+        extra, needle = c
+        # Its own copy of the directory: the refused runs side by side never share one.
+        dc = os.path.join(work, "c-" + "".join(ch for ch in "".join(extra) if ch.isalnum()))
+        shutil.copytree(d, dc)
+        r = mpirun(2, args + ["--checkpoint-dir", dc, "--steps", "4", "--resume", "auto"] + extra)
         if r.returncode == 0 or needle not in r.stdout:
-            failures.append(f"{' '.join(extra)}: not refused with '{needle}'")
-    return failures
+            return [f"{' '.join(extra)}: not refused with '{needle}'"]
+        return []
+
+    return in_parallel(case, [(["--model", "resnet20"], "arch: checkpoint resnet8, this run resnet20"),
+                              (["--classes", "12"], "classes: checkpoint 10, this run 12"),
+                              (["--precision", "bf16"], "compute_dtype: checkpoint f32, this run bf16"),
+                              (["--width", "8"], "width: checkpoint 16, this run 8")])
 
 
 def full_disk(work):

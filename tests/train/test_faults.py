@@ -151,15 +151,23 @@ def oom(work):
     if pid is None:
         p.kill()
         return ["oom: rank 1 never appeared"]
-    # Wait until rank 1 trains (its activations exist), then cap its address space 1 GB above what it
-    # has mapped: training goes on, the first evaluation cannot get its activations.
-    time.sleep(3)
+    # Wait until the job trains (rank 0's first progress line, 8 steps in: rank 1's activations exist),
+    # then cap rank 1's address space 1 GB above what it has mapped: training goes on, the first
+    # evaluation cannot get its activations. (A fixed 3 s wait was too long where an epoch takes under
+    # a second: both evaluations were done before the cap.)
+    head = []
+    for line in p.stdout:
+        head.append(line)
+        if re.search(r"epoch \d+/\d+ step \d+ ", line):
+            break
+    print("".join(head), end="", flush=True)
     with open(f"/proc/{pid}/status") as f:
         vm = int(re.search(r"VmSize:\s+(\d+) kB", f.read()).group(1)) * 1024
     limit = vm + (1 << 30)
     subprocess.run(["prlimit", f"--pid={pid}", f"--as={limit}:{limit}"], check=True)
     print(f"oom: rank 1 (pid {pid}) capped at {limit >> 20} MB of address space", flush=True)
     out, seconds = finish(p, t0)
+    out = "".join(head) + out
     f = judge("oom", out, seconds, [r"out of memory", r"aborted|abort"], before)
     if p.returncode == 0:
         f.append("oom: mpirun exited 0")
