@@ -437,10 +437,8 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
     }
     const void *src = x->data, *diff_dst = dy->data;
     if (conv->wide_x != NULL) {
-        cpu_cast_n(backend, conv->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
-        cpu_cast_n(backend, conv->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
-        src = conv->wide_x;
-        diff_dst = conv->wide_dy;
+        src = cpu_widen(backend, conv->wide_x, x);
+        diff_dst = cpu_widen(backend, conv->wide_dy, dy);
     }
     CPU_CHECK(cpu_prim_run(backend, &conv->bwd_weights, 3,
                            (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},

@@ -279,6 +279,12 @@ void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, c
     cpu_split(backend, count, cpu_cast_range, &args);
 }
 
+const float *cpu_widen(const cpu_backend_t *backend, float *wide, const tr_tensor_t *t)
+{
+    cpu_cast_n(backend, wide, TR_DTYPE_F32, t->data, t->dtype, tr_tensor_count(t));
+    return wide;
+}
+
 void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count)
 {
     k_cast(dst->data, cpu_k_dtype(dst->dtype), f32, K_DTYPE_F32, count);

@@ -226,6 +226,9 @@ void cpu_split(const cpu_backend_t *backend, size_t count, cpu_range_fn fn, cons
 /* k_cast of count elements, split across the backend's threads when large. */
 void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
                 size_t count);
+/* t's elements widened to f32 into wide (exact), split across threads
+ * when large; returns wide. The layers' f32 fallbacks run on such copies. */
+const float *cpu_widen(const cpu_backend_t *backend, float *wide, const tr_tensor_t *t);
 /* A parameter gradient out of an op: the op's f32 accumulators (count
  * values at f32) converted into the plain tensor dst of the layer's
  * gradient dtype (a copy when that is f32). */

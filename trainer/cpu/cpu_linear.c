@@ -213,10 +213,8 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
 
     const void *src = x->data, *weights = w->data;
     if (linear->wide_x != NULL) {
-        cpu_cast_n(backend, linear->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
-        cpu_cast_n(backend, layer_linear->wide_w, TR_DTYPE_F32, w->data, w->dtype, tr_tensor_count(w));
-        src = linear->wide_x;
-        weights = layer_linear->wide_w;
+        src = cpu_widen(backend, linear->wide_x, x);
+        weights = cpu_widen(backend, layer_linear->wide_w, w);
     }
     return cpu_prim_run(backend, &linear->fwd, 4,
                         (const int[]){DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_BIAS, DNNL_ARG_DST},
@@ -244,11 +242,10 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
         return cpu_prim_run(backend, &linear->bwd_data, 3,
                             (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
                             (const void *const[]){dy->data, w->data, dx->data});
-    cpu_cast_n(backend, linear->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
-    cpu_cast_n(backend, layer_linear->wide_w, TR_DTYPE_F32, w->data, w->dtype, tr_tensor_count(w));
     CPU_CHECK(cpu_prim_run(backend, &linear->bwd_data, 3,
                            (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-                           (const void *const[]){linear->wide_dy, layer_linear->wide_w, linear->wide_dx}));
+                           (const void *const[]){cpu_widen(backend, linear->wide_dy, dy),
+                                                 cpu_widen(backend, layer_linear->wide_w, w), linear->wide_dx}));
     cpu_cast_n(backend, dx->data, dx->dtype, linear->wide_dx, TR_DTYPE_F32, tr_tensor_count(dx));
     return HORA_OK;
 }
@@ -273,10 +270,8 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
     int convert = d->grad_dtype != TR_DTYPE_F32;
     const void *src = x->data, *diff_dst = dy->data;
     if (linear->wide_x != NULL) {
-        cpu_cast_n(backend, linear->wide_x, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
-        cpu_cast_n(backend, linear->wide_dy, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
-        src = linear->wide_x;
-        diff_dst = linear->wide_dy;
+        src = cpu_widen(backend, linear->wide_x, x);
+        diff_dst = cpu_widen(backend, linear->wide_dy, dy);
     }
     CPU_CHECK(cpu_prim_run(backend, &linear->bwd_weights, 4,
                            (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS, DNNL_ARG_DIFF_BIAS},

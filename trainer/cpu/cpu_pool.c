@@ -183,7 +183,7 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
     static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
     pool->have_argmax = 0;
     if (pool->wide_in != NULL)
-        cpu_cast_n(backend, pool->wide_in, TR_DTYPE_F32, x->data, x->dtype, tr_tensor_count(x));
+        cpu_widen(backend, pool->wide_in, x);
     CPU_CHECK(cpu_prim_run(backend, &pool->fwd, pool->workspace ? 3 : 2, args,
                            (const void *const[]){pool->wide_in != NULL ? pool->wide_in : x->data,
                                                  pool->wide_out != NULL ? pool->wide_out : y->data, pool->workspace}));
@@ -211,7 +211,7 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
 
     static const int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
     if (pool->wide_out != NULL)
-        cpu_cast_n(backend, pool->wide_out, TR_DTYPE_F32, dy->data, dy->dtype, tr_tensor_count(dy));
+        cpu_widen(backend, pool->wide_out, dy);
     CPU_CHECK(cpu_prim_run(backend, &pool->bwd, pool->workspace ? 3 : 2, args,
                            (const void *const[]){pool->wide_out != NULL ? pool->wide_out : dy->data,
                                                  pool->wide_in != NULL ? pool->wide_in : dx->data, pool->workspace}));
