@@ -76,7 +76,7 @@
  *                                      ulp (2u)
  *   model loss  1e-3    1e-2    5e-2   ResNet-8, one step, tested side in its
  *   model out   1e-2    1e-2    5e-2   compute dtype (gradients in it too)
- *   model grad  1e-1    1e-1    6e-1   against an f32 reference: the per-op
+ *   model grad  1e-1    2.5e-1  6e-1   against an f32 reference: the per-op
  *                                      errors compound over 7 convolutions
  *                                      and 7 BN layers forward and backward,
  *                                      and at initialisation the backbone's
@@ -84,8 +84,21 @@
  *                                      cancel: measured on cpu, bf16 against
  *                                      f32 gives a worst tensor of 0.26 (66 u;
  *                                      tests/train/golden_bf16.c finds 0.3
- *                                      for PyTorch's autocast against f32),
- *                                      so f16 ~0.03. f32 as f16: a TF32
+ *                                      for PyTorch's autocast against f32).
+ *                                      Below the top ReLU the error does not
+ *                                      shrink with u but with about its
+ *                                      square root: it comes from ReLU masks
+ *                                      that flip where a pre-activation is
+ *                                      within u of 0 (their count goes with
+ *                                      u, each one an error of order of the
+ *                                      gradient). Measured on cpu (native
+ *                                      f16, oneDNN 3.2), f16's l2 errors are
+ *                                      bf16's / 2.4 (sqrt(8) = 2.8; fc.weight,
+ *                                      above every ReLU, / 8), its worst
+ *                                      tensor 0.12 (layer3.0.conv2, at loss
+ *                                      scales 1, 64 and 1024). Both limits
+ *                                      are ~2x the worst measured. f32 as
+ *                                      f16's 1e-1: a TF32
  *                                      convolution has f16's 10-bit mantissa
  *                                      (a true f32 run shows ~1e-5). "out":
  *                                      logits and running statistics, which
@@ -117,7 +130,7 @@ static const struct {
     [BC_TOL_SGD] = {"sgd", 1e-6, 1e-3, 8e-3},
     [BC_TOL_MODEL_LOSS] = {"model loss", 1e-3, 1e-2, 5e-2},
     [BC_TOL_MODEL_OUT] = {"model out", 1e-2, 1e-2, 5e-2},
-    [BC_TOL_MODEL_GRAD] = {"model grad", 1e-1, 1e-1, 6e-1},
+    [BC_TOL_MODEL_GRAD] = {"model grad", 1e-1, 2.5e-1, 6e-1},
 };
 
 double bc_tol(bc_tol_t tol, tr_dtype_t dtype)
