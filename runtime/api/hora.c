@@ -241,6 +241,20 @@ HORA_TOPO_GETTER(node_count, node_count)
 
 const char *hora_transport_name(void) { return hora_rt.initialized ? coll_transport_name(&hora_rt.coll) : "none"; }
 
+hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, long long *cycles)
+{
+    HORA_CHECK(api_check_initialized("hora_straggler"));
+    int r;
+    double fraction, lag;
+    int64_t n;
+    coord_straggler(hora_rt.coord, &r, &fraction, &lag, &n);
+    if (rank) *rank = r;
+    if (last_fraction) *last_fraction = fraction;
+    if (lag_ms) *lag_ms = lag;
+    if (cycles) *cycles = (long long)n;
+    return HORA_OK;
+}
+
 hora_status_t api_check_initialized(const char *what)
 {
     if (!hora_rt.initialized || !hora_rt.coord)

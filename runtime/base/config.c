@@ -93,6 +93,15 @@ const struct config_entry config_table[] = {
      "write a Chrome-trace timeline (Perfetto) of every request to this file (rank 0)"},
     {"HORA_TIMELINE_MAX_MB", CONFIG_TYPE_INT, "1024", 0, 1e6, NULL, CONFIG_FIELD(timeline_max_mb),
      "stop adding timeline events past this size (0 = unbounded)"},
+    {"HORA_FLIGHT_RECORDER", CONFIG_TYPE_INT, "2000", 0, 1e7, NULL, CONFIG_FIELD(flight_recorder),
+     "flight recorder: each process keeps its last this many coordinated collectives (name, operation, "
+     "state, times, transport, the peer last waited on) for HORA_FLIGHT_DIR (0 = off)"},
+    {"HORA_FLIGHT_DIR", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(flight_dir),
+     "write the flight recorder to DIR/flight.<rank>.txt on a timeout, an abort, a fatal signal and "
+     "SIGUSR1 (the job goes on); read the files with tools/hora-frtrace DIR"},
+    {"HORA_STRAGGLER_S", CONFIG_TYPE_DOUBLE, "60", 0, 1e7, NULL, CONFIG_FIELD(straggler_s),
+     "every this many seconds rank 0 reports the rank that is most often last to submit, in the log "
+     "and the timeline (0 = off)"},
     {"HORA_AUTOTUNE", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(autotune),
      "tune fusion threshold, cycle time and chunk size online (variables set explicitly stay fixed)"},
     {"HORA_AUTOTUNE_LOG", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(autotune_log),

@@ -36,6 +36,9 @@ struct config {
     double stall_shutdown_s; /* HORA_STALL_SHUTDOWN_S: 0 = never */
     char timeline[512];     /* HORA_TIMELINE: Chrome-trace file written by rank 0, "" = off */
     int timeline_max_mb;    /* HORA_TIMELINE_MAX_MB */
+    int flight_recorder;    /* HORA_FLIGHT_RECORDER: collectives kept per process, 0 = off */
+    char flight_dir[512];   /* HORA_FLIGHT_DIR: where the recorder is written, "" = nowhere */
+    double straggler_s;     /* HORA_STRAGGLER_S: rank 0's straggler report period, 0 = off */
     bool autotune;          /* HORA_AUTOTUNE */
     char autotune_log[512]; /* HORA_AUTOTUNE_LOG: CSV of every sample */
     char library[512];      /* HORA_LIBRARY: the libhora.so hora.torch loads (read there, not here) */

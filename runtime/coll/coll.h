@@ -94,6 +94,15 @@ const char *coll_transport_name(const struct coll_ctx *ctx);
  * or "none" without device support. */
 const char *coll_device_transport_name(const struct coll_ctx *ctx, char *buf, size_t len);
 
+/* The peer a purpose's channels last waited on (tp_env.last_peer):
+ * coll_wait_forget before a collective, coll_last_wait after it ends or
+ * fails returns that peer's world rank (-1: no wait) and the transport's
+ * name in *transport. With several scopes in one collective (hierarchical)
+ * the cross-node ring's wait wins, then the node's, then the flat ring's.
+ * Only from the thread that runs the purpose's collectives. */
+void coll_wait_forget(struct coll_ctx *ctx, int purpose);
+int coll_last_wait(const struct coll_ctx *ctx, int purpose, hora_memory_t memory, const char **transport);
+
 /* An application thread starts (delta 1) or stops (-1) blocking on the
  * coordinator: the coordinator's channels may spin only meanwhile. */
 void coll_app_waiting(struct coll_ctx *ctx, int delta);

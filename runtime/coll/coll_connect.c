@@ -192,6 +192,29 @@ void coll_close(struct coll_ctx *ctx)
     memset(ctx->bounce_bytes, 0, sizeof(ctx->bounce_bytes));
 }
 
+void coll_wait_forget(struct coll_ctx *ctx, int purpose)
+{
+    for (int scope = 0; scope < COLL_SCOPE_COUNT; scope++) ctx->env.last_peer[coll_channel(purpose, scope)] = -1;
+}
+
+int coll_last_wait(const struct coll_ctx *ctx, int purpose, hora_memory_t memory, const char **transport)
+{
+    static const int order[COLL_SCOPE_COUNT] = {COLL_SCOPE_CROSS, COLL_SCOPE_NODE, COLL_SCOPE_FLAT};
+    *transport = "none";
+    for (int i = 0; i < COLL_SCOPE_COUNT; i++) {
+        const int ch = coll_channel(purpose, order[i]);
+        if (ctx->env.last_peer[ch] < 0) continue;
+        const struct tp *tp = (unsigned)memory < HORA_MEMORY_COUNT ? ctx->channel_tp[ch][memory] : NULL;
+        if (tp && tp->ops) *transport = tp->ops->name;
+        return ctx->env.last_peer[ch];
+    }
+    const struct tp *tp = (unsigned)memory < HORA_MEMORY_COUNT
+                              ? ctx->channel_tp[coll_channel(purpose, COLL_SCOPE_FLAT)][memory]
+                              : NULL;
+    if (tp && tp->ops) *transport = tp->ops->name;
+    return -1;
+}
+
 const char *coll_transport_name(const struct coll_ctx *ctx)
 {
     const struct tp *tp = ctx->channel_tp[coll_channel(COLL_PURPOSE_USER, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST];

@@ -31,6 +31,8 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "coord/coord_internal.h"
+#include "coord/flight.h"
+#include "coord/straggler.h"
 
 #define COORD_FLAG_NOTHING_UNCACHED 1ull /* AND word */
 #define COORD_FLAG_SETTINGS 1ull         /* OR word */
@@ -409,6 +411,7 @@ static void coord_fail_everything(struct coord *c, hora_status_t status, const c
     c->cached_count = 0;
     c->uncached = c->uncached_tail = NULL;
     c->join_req = NULL;
+    coord_flight_fail(c, status);
 }
 
 static void coord_apply_settings(struct coord *c, const struct coord_settings *s)
@@ -441,6 +444,7 @@ static int coord_cycle(struct coord *c)
      * without the others. */
     status = coll_check_abort(c->coll);
     if (status < 0) {
+        coord_flight_dump(c, "abort");
         coord_fail_everything(c, status, hora_last_error());
         return 1;
     }
@@ -476,12 +480,15 @@ static int coord_cycle(struct coord *c)
     c->vec[3 * W] = slow ? 0 : COORD_FLAG_NOTHING_UNCACHED;
     c->vec[3 * W + 1] = (c->settings_changed ? COORD_FLAG_SETTINGS : 0) | (stop ? COORD_FLAG_STOP : 0);
 
+    straggler_fill(c->straggler, c->vec, c->sync_us);
+
     status = coord_allreduce_bits(c);
     if (status < 0) {
         coord_fail_everything(c, status, hora_last_error());
         return 1;
     }
     c->sync_us = coord_now_us();
+    straggler_collect(c->straggler, c->vec, c->sync_us, c->tl);
     if (c->vec[3 * W + 1] & COORD_FLAG_STOP) {
         coord_fail_everything(c, HORA_ERR_SHUTDOWN,
                               stop ? "hora_shutdown was called"
@@ -546,8 +553,10 @@ static int coord_cycle(struct coord *c)
 
     c->cycle_bytes = 0;
     int finished = 0;
+    coord_flight_negotiated(c, &list);
     for (int i = 0; i < list.count && !finished; i++) {
         if (list.items[i].kind == COORD_KIND_SHUTDOWN) {
+            coord_flight_dump(c, "shutdown");
             coord_fail_everything(c, HORA_ERR_SHUTDOWN, list.items[i].error ? list.items[i].error : "shut down");
             finished = 1;
             break;
@@ -592,6 +601,8 @@ static uint64_t *coord_abandoned_vec;
 /* What coord_start allocates before anything that needs MPI, and c itself. */
 static void coord_free_tables(struct coord *c)
 {
+    if (!c->members) flight_free();
+    straggler_free(c->straggler);
     if (c->vec_in_flight)
         coord_abandoned_vec = c->vec;
     else
@@ -637,7 +648,10 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         memcpy(c->members, env->members, sizeof(int) * (size_t)c->size);
     }
     c->cache_capacity = cfg->cache_capacity;
-    c->words = (c->cache_capacity + 63) / 64;
+    /* The cache's bits, and the straggler report's slots (straggler.h) past
+     * them in each part: the parts are merged word by word, whatever they hold. */
+    const int cache_words = (c->cache_capacity + 63) / 64;
+    c->words = cache_words + (c->members ? 0 : straggler_words(cfg, c->size));
     c->settings.fusion_threshold = cfg->fusion_threshold;
     c->settings.cycle_time_ms = cfg->cycle_time_ms;
     c->settings.chunk_bytes = cfg->chunk_bytes;
@@ -645,6 +659,11 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->demote_us = (int64_t)(cfg->stall_check_s * 0.5e6);
     if (c->demote_us > 5000000) c->demote_us = 5000000;
     c->last_joined = -1;
+    if (!c->members) {
+        status = flight_init(cfg, c->rank, c->size);
+        if (status < 0) goto err_free;
+    }
+    c->flight = flight_process();
     if (coord_map_init(&c->inflight, 1024) || coord_map_init(&c->pending, 1024) ||
         coord_map_init(&c->cache_index, 1024) || coord_map_init(&c->table, 1024)) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
@@ -656,6 +675,10 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     if (!c->vec || !c->cache || !c->joined_ranks) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
         goto err_free;
+    }
+    if (c->words > cache_words) {
+        status = straggler_init(&c->straggler, cfg, c->rank, c->size, c->words + cache_words);
+        if (status < 0) goto err_free;
     }
     err = MPI_Comm_dup(env->world, &c->comm);
     if (err != MPI_SUCCESS) {
@@ -738,6 +761,11 @@ void coord_abort(struct coord *c, double wait_s)
     pthread_mutex_unlock(&c->lock);
     for (size_t i = 0; i < n; i++) coord_complete(c, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
     free(list);
+}
+
+void coord_straggler(struct coord *c, int *rank, double *last_fraction, double *lag_ms, int64_t *cycles)
+{
+    straggler_get(c ? c->straggler : NULL, rank, last_fraction, lag_ms, cycles);
 }
 
 void coord_stop(struct coord *c)

@@ -53,6 +53,7 @@ struct hora_request {
     void *recv;
     uint64_t *splits; /* alltoall: rows to each rank (size entries, owned) */
     int64_t enqueue_us; /* CLOCK_MONOTONIC */
+    uint64_t flight_seq; /* its flight recorder entry (flight.h), 0: none */
     /* Device requests: the data is ready once ready_event has happened
      * (the caller's, or one recorded on its stream at submission: owned);
      * flag_slot >= 0: the completion flag hora_stream_wait waits on. */
@@ -115,6 +116,10 @@ hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n);
 void coord_complete(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
 hora_status_t coord_wait(struct coord *c, struct hora_request *req);
 int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *status);
+
+/* Rank 0's last straggler report (straggler.h): rank -1 when none, on
+ * other ranks, or HORA_STRAGGLER_S=0. Any thread. */
+void coord_straggler(struct coord *c, int *rank, double *last_fraction, double *lag_ms, int64_t *cycles);
 
 int64_t coord_now_us(void);
 const char *coord_kind_name(uint32_t kind);

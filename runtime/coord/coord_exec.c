@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "coll/engine.h"
 #include "coord/coord_internal.h"
+#include "coord/flight.h"
 
 static size_t coord_align(size_t v) { return (v + HORA_ALIGN_BYTES - 1) / HORA_ALIGN_BYTES * HORA_ALIGN_BYTES; }
 
@@ -538,6 +539,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         reqs[t] = coord_map_get(&c->pending, r->names[t]);
         if (c->tl) timeline_begin(c->tl, r->names[t], "QUEUE", -1, NULL);
     }
+    coord_flight_running(c, reqs, r->ntensors);
 
     switch (r->kind) {
     case COORD_KIND_ERROR:
@@ -630,6 +632,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
     }
 
     if (r->kind != COORD_KIND_ERROR && r->kind != COORD_KIND_JOIN) {
+        coord_flight_waited(c, reqs, r->ntensors);
         if (status == HORA_OK) {
             /* New entries from the slow path, and a touch for those that came
              * from the cache: the same on every rank, so ids stay in step. */

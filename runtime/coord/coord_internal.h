@@ -82,6 +82,7 @@ struct coord {
     int nap_kind;             /* what the coordinator's nap waits for (COORD_NAP_*) */
     hora_status_t stop_status;
     char stop_reason[256];
+    struct flight *flight;    /* the process's flight recorder (flight.h), NULL: off */
 
     /* set at start, read-only after */
     const struct config *cfg;
@@ -96,6 +97,8 @@ struct coord {
     int set_id;
 
     /* coordinator thread only */
+    int flight_dumped;        /* the flight recorder was written for this failure */
+    struct straggler *straggler; /* the world's: lateness per rank (straggler.c) */
     MPI_Comm comm;
     MPI_Op bit_op;
     MPI_Datatype bit_type; /* one cycle vector: 3 * words + 2 uint64 */

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "coord/coord_internal.h"
+#include "coord/flight.h"
 
 void coord_complete(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
 {
@@ -17,6 +18,7 @@ void coord_complete(struct coord *c, struct hora_request *req, hora_status_t sta
         req->status = status;
         if (error && *error && !req->error) req->error = strdup(error);
         req->done = 1;
+        flight_end(c->flight, req->flight_seq, status);
         /* Streams waiting in hora_stream_wait go on (after a failure too). */
         if (req->flag_slot >= 0) mem_dev_flag_signal(c->dev, req->flag_slot, req->flag_value);
         if (coord_map_get(&c->inflight, req->name) == req) coord_map_remove(&c->inflight, req->name);
@@ -84,6 +86,7 @@ hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
     const int64_t now_us = coord_now_us();
     for (int i = 0; i < n; i++) {
         reqs[i]->enqueue_us = now_us;
+        reqs[i]->flight_seq = flight_enqueue(c->flight, reqs[i], c->set_id, now_us);
         if (reqs[i]->meta.memory != HORA_MEMORY_HOST) c->saw_device = 1;
         if (coord_map_put(&c->inflight, reqs[i]->name, reqs[i])) {
             for (int j = 0; j < i; j++) coord_map_remove(&c->inflight, reqs[j]->name);

@@ -196,6 +196,16 @@ HORA_API int hora_node_count(void);
 /* Name of the transport the flat ring uses ("shm", "mpi"). */
 HORA_API const char *hora_transport_name(void);
 
+/* Rank 0's latest straggler report (HORA_STRAGGLER_S, every that many
+ * seconds): *rank is the rank that was the last to submit in at least half
+ * of the coordinator's cycles of the period (and clearly more often than
+ * chance), *last_fraction that share, *lag_ms its median lag behind the
+ * other ranks, *cycles the cycles counted; *rank is -1 when no rank
+ * stands out, before the first report, on other ranks than 0, and with
+ * HORA_STRAGGLER_S=0. Any pointer may be NULL. HORA_OK, or
+ * HORA_ERR_NOT_INITIALIZED. */
+HORA_API hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, long long *cycles);
+
 /*
  * Memory the transports can share without copies: on one host, peers map it
  * and reduce straight from it. Ordinary malloc'd buffers work everywhere too,

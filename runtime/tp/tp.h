@@ -122,6 +122,11 @@ struct tp_env {
      * is, the framework is computing on this rank's cores, and a channel
      * flagged spin_only_while_waited must not busy-wait for a slow peer. */
     _Atomic int app_waiters;
+    /* Per channel: the world rank its last wait on a peer waited for, set
+     * by every transport's wait as it starts (one plain store; a channel is
+     * used by one thread at a time). The coordinator's flight recorder reads
+     * it through coll_last_wait after a collective ends or fails. */
+    int last_peer[TP_MAX_CHANNELS];
     struct tp_notice notice; /* tp_notice.c */
 };
 

@@ -74,6 +74,7 @@ static hora_status_t tp_mpi_wait(struct tp *tp, int peer, struct tp_req *req)
     double deadline = 0;
     int done = 0;
 
+    tp->env->last_peer[tp->channel] = peer;
     for (unsigned long spins = 0;; spins++) {
         int err = MPI_Test(tp_mpi_request(req), &done, MPI_STATUS_IGNORE);
         if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Test");

@@ -383,6 +383,7 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
     double start = 0;
     long spins = s->spin_count;
     double yield_s = s->yield_s;
+    tp->env->last_peer[tp->channel] = peer;
     if (tp->spin_only_while_waited && !atomic_load_explicit(&tp->env->app_waiters, memory_order_relaxed))
         spins = 0, yield_s = 0;
 

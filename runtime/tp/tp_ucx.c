@@ -402,6 +402,7 @@ static hora_status_t tp_ucx_wait(struct tp *tp, int peer, struct tp_req *req)
     (void)peer; /* the request knows its peer */
 
     if (!r) return HORA_OK;
+    tp->env->last_peer[tp->channel] = r->peer;
     const struct tp_ucx_peer *p = &s->peers[r->peer];
     const double start = tp_ucx_now();
     for (long i = 1;; i++) {

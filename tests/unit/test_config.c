@@ -57,6 +57,16 @@ static void test_parse(void)
     CHECK(config_parse(entry("HORA_LOG_LEVEL"), "DEBUG", &cfg) == HORA_OK && cfg.log_level == 3, "DEBUG");
     expect_bad("HORA_LOG_LEVEL", "loud");
     CHECK(config_parse(entry("HORA_SPIN_COUNT"), "-1", &cfg) == HORA_OK && cfg.spin_count == -1, "-1");
+    /* The flight recorder's ring and the straggler report. */
+    CHECK(config_parse(entry("HORA_FLIGHT_RECORDER"), "0", &cfg) == HORA_OK && cfg.flight_recorder == 0, "0");
+    CHECK(config_parse(entry("HORA_FLIGHT_RECORDER"), "500", &cfg) == HORA_OK && cfg.flight_recorder == 500, "500");
+    expect_bad("HORA_FLIGHT_RECORDER", "-1");
+    expect_bad("HORA_FLIGHT_RECORDER", "lots");
+    expect_bad("HORA_FLIGHT_RECORDER", "2.5");
+    expect_bad("HORA_FLIGHT_RECORDER", "1e9");
+    CHECK(config_parse(entry("HORA_STRAGGLER_S"), "0", &cfg) == HORA_OK && cfg.straggler_s == 0, "0");
+    expect_bad("HORA_STRAGGLER_S", "-3");
+    expect_bad("HORA_STRAGGLER_S", "often");
 }
 
 static void test_load(void)
@@ -72,6 +82,13 @@ static void test_load(void)
     CHECK(strstr(hora_last_error(), "HORA_TIMEOUT_S") && strstr(hora_last_error(), "soon"),
           "message names variable and value: %s", hora_last_error());
     unsetenv("HORA_TIMEOUT_S");
+    setenv("HORA_FLIGHT_RECORDER", "-5", 1);
+    CHECK(config_load(&cfg) == HORA_ERR_CONFIG, "bad HORA_FLIGHT_RECORDER rejected");
+    CHECK(strstr(hora_last_error(), "HORA_FLIGHT_RECORDER") && strstr(hora_last_error(), "-5"),
+          "message names variable and value: %s", hora_last_error());
+    unsetenv("HORA_FLIGHT_RECORDER");
+    CHECK(config_load(&cfg) == HORA_OK && cfg.flight_recorder == 2000 && cfg.straggler_s == 60,
+          "flight recorder and straggler defaults");
     unsetenv("HORA_CHUNK_BYTES");
     /* Every entry's default parses and every entry has a doc string. */
     for (const struct config_entry *e = config_table; e->name; e++) {

@@ -118,5 +118,8 @@ void mode_badenv(void);
 void mode_idle(void);
 void mode_ops(void);
 void mode_sets(void);
+void mode_flight_stall(void);
+void mode_flight_usr1(void);
+void mode_straggler(void);
 
 #endif

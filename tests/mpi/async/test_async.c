@@ -32,6 +32,12 @@
  *   sets           process sets: every operation on overlapping and
  *                  disjoint sets beside the world, concurrency, refusals,
  *                  creation and release (HORA_PROCESS_SETS=0,1 too).
+ *   flight_stall   one rank stops submitting past the stall shutdown: every
+ *                  rank writes its flight recorder to HORA_FLIGHT_DIR and
+ *                  tools/hora-frtrace names that rank and the collective.
+ *   flight_usr1    SIGUSR1 writes the recorder; the job goes on, exact.
+ *   straggler      one rank submits 4 ms late every step: rank 0's log and
+ *                  hora_straggler name it (HORA_STRAGGLER_S=1).
  *
  * Inputs are small integers derived from (rank, tensor, element, iteration),
  * so every rank computes the exact expected result in every dtype.
@@ -99,6 +105,9 @@ static const struct {
     {"defer", mode_defer, 120},
     {"ops", mode_ops, 300},
     {"sets", mode_sets, 300},
+    {"flight_stall", mode_flight_stall, 60},
+    {"flight_usr1", mode_flight_usr1, 60},
+    {"straggler", mode_straggler, 60},
 };
 
 int main(int argc, char **argv)
