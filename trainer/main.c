@@ -550,11 +550,20 @@ static hora_status_t run_training(run_t *r)
                 double eta = (double)(total - st->step) * (elapsed / (double)st->step);
                 uint64_t bad = r->train_loader ? tr_loader_bad_count(r->train_loader) : 0;
                 if (r->rank == 0) {
-                    char eta_s[32], scaling[64] = "";
+                    char eta_s[32], scaling[128] = "";
                     format_duration(eta, eta_s, sizeof(eta_s));
                     if (tr_loss_scale_active(&r->scaler))
                         snprintf(scaling, sizeof(scaling), "  scale %g skipped %" PRIu64, st->loss_scale.scale,
                                  st->loss_scale.skipped_steps);
+                    /* The rank the coordinator finds last to submit (HORA_STRAGGLER_S). */
+                    int straggler = -1;
+                    double straggler_share = 0, straggler_ms = 0;
+                    if (r->size > 1 && hora_straggler(&straggler, &straggler_share, &straggler_ms, NULL) == HORA_OK &&
+                        straggler >= 0) {
+                        size_t used = strlen(scaling);
+                        snprintf(scaling + used, sizeof(scaling) - used, "  straggler rank %d (%.0f%%, +%.3g ms)",
+                                 straggler, 100 * straggler_share, straggler_ms);
+                    }
                     double frac = (double)(st->step_in_epoch + (spe - spe_epoch)) / (double)spe;
                     if (r->tty) {
                         char bar[21];
