@@ -97,8 +97,6 @@ struct coord {
 
     /* coordinator thread only */
     MPI_Comm comm;
-    MPI_Op bit_op;
-    MPI_Datatype bit_type; /* one cycle vector: 3 * words + 2 uint64 */
     int rank, size;
     int64_t sync_us; /* when the last cycle's allreduce ended: the same moment on every rank */
     struct coord_map pending;        /* name -> request taken from incoming */
@@ -111,7 +109,12 @@ struct coord {
     struct coord_map cache_index;    /* name -> id + 1 */
     uint64_t cache_tick;
     uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
-    int vec_in_flight;               /* an abandoned MPI_Iallreduce may still write vec */
+    /* The cycle's agreement (coord.c): rank 0's receive buffers (a vector per
+     * rank) and reply, or another rank's reply; a request per rank. */
+    uint64_t *agree;
+    MPI_Request *agree_reqs;
+    int *agree_silent;
+    int agree_in_flight;             /* an abandoned agreement's requests may still use vec and agree */
     int words;
     int joined;
     struct hora_request *join_req;
