@@ -165,80 +165,273 @@ void coord_cache_store(struct coord *c, const char *name, const struct coord_met
 
 /* ------------------------------------------------------------------ cycle */
 
-/* The merge of two cycle vectors. One vector is one element of
- * c->bit_type, so MPI never hands the op a piece of one (it may split a
- * message between elements only); *len counts whole vectors. Layout:
- * [AND words][OR requested][OR invalid][AND flags][OR flags], so the
- * type's size tells the number of words (an MPI op has no context). */
-static void coord_bit_op(void *in, void *inout, int *len, MPI_Datatype *type)
+/* The merge of one rank's cycle vector into another's. Layout:
+ * [AND words][OR requested][OR invalid][AND flags][OR flags]. */
+static void coord_bits_merge(const uint64_t *in, uint64_t *inout, int words)
 {
-    int bytes = 0;
-    MPI_Type_size(*type, &bytes);
-    const int n = bytes / (int)sizeof(uint64_t), words = (n - 2) / 3;
-    for (int v = 0; v < *len; v++) {
-        const uint64_t *a = (const uint64_t *)in + (size_t)v * (size_t)n;
-        uint64_t *b = (uint64_t *)inout + (size_t)v * (size_t)n;
-        for (int i = 0; i < n; i++) {
-            if (i < words || i == 3 * words)
-                b[i] &= a[i];
-            else
-                b[i] |= a[i];
-        }
+    const int n = 3 * words + 2;
+    for (int i = 0; i < n; i++) {
+        if (i < words || i == 3 * words)
+            inout[i] &= in[i];
+        else
+            inout[i] |= in[i];
     }
 }
 
-/* The cycle's one allreduce. Non-blocking plus sleeps: a blocking
- * MPI_Allreduce busy-polls, and on a machine whose cores also train, a
- * coordinator spinning while it waits for a slower rank steals their time
- * (while an application thread blocks in hora_wait it polls, yielding).
- * The naps double from 20 us up to a quarter of the cycle time: a peer that
- * is busy with backprop may take milliseconds to come, and thousands of
- * 20 us wake-ups (each a context switch on a core that trains) cost more
- * than the at most cycle/4 of extra latency once it does. Between naps it
- * looks for notices (tp_notice.c): a rank that aborted will never come, so
- * the request is abandoned and the coordinator stops. */
+/* Waits of the coordinator poll MPI_Test, with naps rather than a blocking
+ * call: a blocking MPI call busy-polls, and on a machine whose cores also
+ * train, a coordinator spinning while it waits for a slower rank steals
+ * their time (while an application thread blocks in hora_wait it polls,
+ * yielding). The naps double from 20 us up to a quarter of the cycle time:
+ * a peer that is busy with backprop may take milliseconds to come, and
+ * thousands of 20 us wake-ups (each a context switch on a core that trains)
+ * cost more than the at most cycle/4 of extra latency once it does. Between
+ * naps it looks for notices (tp_notice.c): a rank that aborted will never
+ * come, so the wait ends with its reason. */
+struct coord_poll {
+    long nap_ns, max_nap_ns;
+    int polls;
+};
+
+static void coord_poll_init(const struct coord *c, struct coord_poll *p)
+{
+    p->nap_ns = 20 * 1000;
+    p->max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
+    if (p->max_nap_ns < p->nap_ns) p->max_nap_ns = p->nap_ns;
+    p->polls = 0;
+}
+
+/* After a poll that found nothing: HORA_OK to poll again, or a rank's abort. */
+static hora_status_t coord_poll_pause(struct coord *c, struct coord_poll *p)
+{
+    if (++p->polls < 64) return HORA_OK;
+    HORA_CHECK(coll_check_abort(c->coll));
+    /* An application thread blocked in hora_wait leaves its core to us:
+     * poll, yielding, instead of napping (a nap of up to a quarter cycle
+     * after the last rank came cost every small cached all-reduce tens to
+     * hundreds of microseconds). */
+    if (coll_app_waits(c->coll)) {
+        sched_yield();
+        return HORA_OK;
+    }
+    struct timespec nap = {0, p->nap_ns};
+    nanosleep(&nap, NULL);
+    p->nap_ns = p->nap_ns * 2 < p->max_nap_ns ? p->nap_ns * 2 : p->max_nap_ns;
+    return HORA_OK;
+}
+
 hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what)
 {
-    int done = 0, err;
-    long nap_ns = 20 * 1000;
-    long max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
-    if (max_nap_ns < nap_ns) max_nap_ns = nap_ns;
+    struct coord_poll poll;
     const int64_t start_us = coord_now_us();
-    for (int polls = 0;; polls++) {
-        err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    coord_poll_init(c, &poll);
+    for (;;) {
+        int done = 0, err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
         if (err != MPI_SUCCESS) return status_mpi(err, what);
         if (done) return HORA_OK;
-        if (polls >= 64) {
-            hora_status_t status = coll_check_abort(c->coll);
-            if (status < 0) return status;
-            if (timeout_s > 0 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
-                return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
-                                   "(HORA_TIMEOUT_S)", what, timeout_s);
-            /* An application thread blocked in hora_wait leaves its core to
-             * us: poll, yielding, instead of napping (a nap of up to a
-             * quarter cycle after the last rank came cost every small
-             * cached all-reduce tens to hundreds of microseconds). */
-            if (coll_app_waits(c->coll)) {
-                sched_yield();
-                continue;
+        if (timeout_s > 0 && poll.polls >= 64 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
+            return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
+                               "(HORA_TIMEOUT_S)", what, timeout_s);
+        HORA_CHECK(coord_poll_pause(c, &poll));
+    }
+}
+
+
+/* How often rank 0's stall inspector looks, and an idle rank turns a cycle:
+ * a quarter of HORA_STALL_CHECK_S, at most a second, and at most a quarter
+ * of HORA_TIMEOUT_S (the agreement's deadline: an idle rank must come well
+ * within it). */
+static int64_t coord_inspect_period_us(const struct coord *c)
+{
+    int64_t every = (int64_t)(c->cfg->stall_check_s * 0.25e6);
+    const int64_t deadline_quarter = (int64_t)(c->cfg->timeout_s * 0.25e6);
+    if (every > deadline_quarter) every = deadline_quarter;
+    return every > 1000000 ? 1000000 : every;
+}
+
+/*
+ * The cycle's agreement: a star of point-to-point messages on c->comm, with
+ * a deadline. Every rank sends its vector to rank 0; rank 0 merges them and
+ * sends the result back, with a verdict word: 0, or (silent rank + 1) |
+ * (silent count << 32) when some rank's vector did not come within
+ * HORA_TIMEOUT_S. An alive rank always comes within that: an idle one turns
+ * a cycle every inspection period (a quarter of the deadline at most), a
+ * busy one runs the same responses as everyone else, each collective under
+ * its own deadline. So a rank that does not come is stopped (SIGSTOP, a
+ * debugger) or its coordinator is stuck, and since rank 0 knows whose
+ * vectors came, every other rank fails with a message naming it. A rank that
+ * hears nothing from rank 0 waits an inspection period longer than rank 0
+ * does (rank 0 may have come that much later), then names rank 0. A silent
+ * rank that resumes finds its verdict waiting. (An MPI_Iallreduce, which
+ * this replaces, can say neither when to give up nor who was missing; the
+ * star costs rank 0 n-1 receives and sends, against log2(n) rounds.)
+ * On failure, requests that MPI has not let go (a send cannot be cancelled)
+ * keep their buffers: c->agree_in_flight.
+ */
+#define COORD_TAG_VECTOR 101
+#define COORD_TAG_VERDICT 102
+
+static hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here)
+{
+    const int first = coord_world_rank(c, silent[0]);
+    char others[64] = "";
+    if (count > 1) snprintf(others, sizeof(others), " (and %d more rank%s)", count - 1, count > 2 ? "s" : "");
+    return status_fail(HORA_ERR_TIMEOUT,
+                       "coordinator: rank %d%s did not join the negotiation within %.1f s (HORA_TIMEOUT_S): "
+                       "stopped (SIGSTOP, a debugger) or stuck outside hora%s",
+                       first, others, c->cfg->timeout_s, decided_here ? "" : " (seen by rank 0)");
+}
+
+static hora_status_t coord_agree_root(struct coord *c)
+{
+    const int n = 3 * c->words + 2, size = c->size;
+    uint64_t *in = c->agree, *reply = c->agree + (size_t)size * (size_t)n;
+    MPI_Request *reqs = c->agree_reqs;
+    hora_status_t status = HORA_OK;
+    int err = MPI_SUCCESS, pending = 0;
+    struct coord_poll poll;
+
+    for (int r = 1; r < size && err == MPI_SUCCESS; r++, pending++)
+        err = MPI_Irecv(in + (size_t)r * (size_t)n, n, MPI_UINT64_T, r, COORD_TAG_VECTOR, c->comm, &reqs[r]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status_mpi(err, "coordinator MPI_Irecv(cycle vector)");
+    }
+    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6);
+    coord_poll_init(c, &poll);
+    while (pending > 0) {
+        int before = pending;
+        for (int r = 1; r < size; r++) {
+            if (reqs[r] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            err = MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+            if (err != MPI_SUCCESS) {
+                c->agree_in_flight = 1;
+                return status_mpi(err, "coordinator MPI_Test(cycle vector)");
             }
-            struct timespec nap = {0, nap_ns};
-            nanosleep(&nap, NULL);
-            nap_ns = nap_ns * 2 < max_nap_ns ? nap_ns * 2 : max_nap_ns;
+            if (done) pending--;
+        }
+        if (pending == 0) break;
+        if (pending < before) continue;
+        if (coord_now_us() > deadline_us && poll.polls >= 64) break;
+        status = coord_poll_pause(c, &poll);
+        if (status < 0) {
+            c->agree_in_flight = 1;
+            return status;
         }
     }
+    uint64_t verdict = 0;
+    if (pending > 0) {
+        int *silent = c->agree_silent, count = 0;
+        for (int r = 1; r < size; r++) {
+            if (reqs[r] == MPI_REQUEST_NULL) continue;
+            silent[count++] = r;
+            MPI_Cancel(&reqs[r]);
+            MPI_Request_free(&reqs[r]); /* completes at once (cancelled) or with the vector: nobody reads it */
+        }
+        status = coord_agree_silent(c, silent, count, 1);
+        verdict = (uint64_t)(silent[0] + 1) | (uint64_t)count << 32;
+    } else {
+        for (int r = 1; r < size; r++) coord_bits_merge(in + (size_t)r * (size_t)n, c->vec, c->words);
+    }
+    memcpy(reply, c->vec, (size_t)n * sizeof(uint64_t));
+    reply[n] = verdict;
+    /* Every rank gets the verdict, a silent one too (it reads it when it
+     * resumes). Small messages: they leave at once. */
+    err = MPI_SUCCESS;
+    for (int r = 1; r < size && err == MPI_SUCCESS; r++)
+        err = MPI_Isend(reply, n + 1, MPI_UINT64_T, r, COORD_TAG_VERDICT, c->comm, &reqs[r]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status < 0 ? status : status_mpi(err, "coordinator MPI_Isend(cycle verdict)");
+    }
+    if (status < 0) {
+        c->agree_in_flight = 1; /* a silent rank's verdict may stay in flight */
+        return status;
+    }
+    /* The sends go to ranks that just sent: polled with the same deadline. */
+    coord_poll_init(c, &poll);
+    for (int r = 1; r < size; r++) {
+        for (;;) {
+            int done = 0;
+            err = MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+            if (err != MPI_SUCCESS || done) break;
+            if (coord_now_us() > deadline_us + (int64_t)(c->cfg->timeout_s * 1e6) && poll.polls >= 64) {
+                c->agree_in_flight = 1;
+                return status_fail(HORA_ERR_TIMEOUT, "coordinator: rank %d took no verdict within %.1f s "
+                                   "(HORA_TIMEOUT_S)", coord_world_rank(c, r), c->cfg->timeout_s);
+            }
+            status = coord_poll_pause(c, &poll);
+            if (status < 0) {
+                c->agree_in_flight = 1;
+                return status;
+            }
+        }
+        if (err != MPI_SUCCESS) {
+            c->agree_in_flight = 1;
+            return status_mpi(err, "coordinator MPI_Test(cycle verdict)");
+        }
+    }
+    return HORA_OK;
+}
+
+static hora_status_t coord_agree_peer(struct coord *c)
+{
+    const int n = 3 * c->words + 2;
+    uint64_t *reply = c->agree;
+    MPI_Request *reqs = c->agree_reqs;
+    struct coord_poll poll;
+    int err = MPI_Irecv(reply, n + 1, MPI_UINT64_T, 0, COORD_TAG_VERDICT, c->comm, &reqs[0]);
+    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Irecv(cycle verdict)");
+    err = MPI_Isend(c->vec, n, MPI_UINT64_T, 0, COORD_TAG_VECTOR, c->comm, &reqs[1]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status_mpi(err, "coordinator MPI_Isend(cycle vector)");
+    }
+    /* Rank 0 may come an inspection period after this rank, and then waits
+     * HORA_TIMEOUT_S for the others: give it that long to decide. */
+    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + coord_inspect_period_us(c) +
+                                250 * 1000;
+    coord_poll_init(c, &poll);
+    int got = 0, sent = 0;
+    while (!got || !sent) {
+        err = got ? MPI_SUCCESS : MPI_Test(&reqs[0], &got, MPI_STATUS_IGNORE);
+        if (err == MPI_SUCCESS && !sent) err = MPI_Test(&reqs[1], &sent, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) {
+            c->agree_in_flight = 1;
+            return status_mpi(err, "coordinator MPI_Test(cycle agreement)");
+        }
+        if (got && sent) break;
+        if (got && reply[n] != 0) break; /* failed: no need to wait for the send */
+        if (coord_now_us() > deadline_us && poll.polls >= 64) {
+            c->agree_in_flight = 1;
+            if (!got) {
+                MPI_Cancel(&reqs[0]);
+                MPI_Request_free(&reqs[0]);
+            }
+            int zero = 0;
+            return coord_agree_silent(c, &zero, 1, 1);
+        }
+        hora_status_t status = coord_poll_pause(c, &poll);
+        if (status < 0) {
+            c->agree_in_flight = 1;
+            return status;
+        }
+    }
+    if (reply[n] != 0) {
+        c->agree_in_flight = !sent;
+        int first = (int)(uint32_t)reply[n] - 1, count = (int)(reply[n] >> 32);
+        if (first < 0 || first >= c->size) first = 0;
+        return coord_agree_silent(c, &first, count > 0 ? count : 1, 0);
+    }
+    memcpy(c->vec, reply, (size_t)n * sizeof(uint64_t));
+    return HORA_OK;
 }
 
 static hora_status_t coord_allreduce_bits(struct coord *c)
 {
-    MPI_Request req;
-    int err = MPI_Iallreduce(MPI_IN_PLACE, c->vec, 1, c->bit_type, c->bit_op, c->comm, &req);
-    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Iallreduce(cache bits)");
-    /* No timeout: an idle peer turns a cycle only every stall-inspection period. */
-    hora_status_t status = coord_mpi_wait(c, &req, 0, "MPI_Iallreduce(cache bits)");
-    /* A collective cannot be cancelled: MPI may still write vec. */
-    if (status < 0) c->vec_in_flight = 1;
-    return status;
+    if (c->size == 1) return HORA_OK;
+    return c->rank == 0 ? coord_agree_root(c) : coord_agree_peer(c);
 }
 
 static void coord_take_incoming(struct coord *c, int *stop)
@@ -421,13 +614,6 @@ static void coord_apply_settings(struct coord *c, const struct coord_settings *s
              s->cycle_time_ms, s->chunk_bytes);
 }
 
-/* How often rank 0's stall inspector looks: a quarter of
- * HORA_STALL_CHECK_S, at most a second. */
-static int64_t coord_inspect_period_us(const struct coord *c)
-{
-    int64_t every = (int64_t)(c->cfg->stall_check_s * 0.25e6);
-    return every > 1000000 ? 1000000 : every;
-}
 
 /* One cycle. Returns 0 to go on, 1 when the coordinator must stop. */
 static int coord_cycle(struct coord *c)
@@ -593,20 +779,36 @@ static void *coord_main(void *arg)
 
 /* ------------------------------------------------------------ start, stop */
 
-/* The cycle vector of an MPI_Iallreduce abandoned after an abort: kept to
- * the end of the process (MPI may progress the request from any later call,
- * and write into it). One coordinator per process, and none after an abort. */
-static uint64_t *coord_abandoned_vec;
+/* The buffers of agreements abandoned after a failure: kept to the end of
+ * the process (MPI may progress their requests from any later call, and
+ * write into them), reachable so that LeakSanitizer does not count them. */
+struct coord_abandoned {
+    struct coord_abandoned *next;
+    void *vec, *agree, *reqs;
+};
+static struct coord_abandoned *coord_abandoned_list;
+static pthread_mutex_t coord_abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* What coord_start allocates before anything that needs MPI, and c itself. */
 static void coord_free_tables(struct coord *c)
 {
     if (!c->members) flight_free();
     straggler_free(c->straggler);
-    if (c->vec_in_flight)
-        coord_abandoned_vec = c->vec;
-    else
+    struct coord_abandoned *a = c->agree_in_flight ? malloc(sizeof(*a)) : NULL;
+    if (a) {
+        a->vec = c->vec;
+        a->agree = c->agree;
+        a->reqs = c->agree_reqs;
+        pthread_mutex_lock(&coord_abandoned_lock);
+        a->next = coord_abandoned_list;
+        coord_abandoned_list = a;
+        pthread_mutex_unlock(&coord_abandoned_lock);
+    } else if (!c->agree_in_flight) {
         free(c->vec);
+        free(c->agree);
+        free(c->agree_reqs);
+    }
+    free(c->agree_silent);
     free(c->cache);
     free(c->cached);
     free(c->joined_ranks);
@@ -670,9 +872,14 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         goto err_free;
     }
     c->vec = calloc((size_t)(3 * c->words + 2), sizeof(uint64_t));
+    /* The agreement's buffers: rank 0 receives every rank's vector and sends
+     * one reply (vector + verdict); the others receive the reply. */
+    c->agree = calloc((size_t)(c->rank == 0 ? c->size + 1 : 1) * (size_t)(3 * c->words + 3), sizeof(uint64_t));
+    c->agree_reqs = malloc((size_t)(c->size > 2 ? c->size : 2) * sizeof(MPI_Request));
+    c->agree_silent = calloc((size_t)c->size, sizeof(int));
     c->cache = calloc((size_t)(c->cache_capacity ? c->cache_capacity : 1), sizeof(*c->cache));
     c->joined_ranks = calloc((size_t)c->size, 1);
-    if (!c->vec || !c->cache || !c->joined_ranks) {
+    if (!c->vec || !c->agree || !c->agree_reqs || !c->agree_silent || !c->cache || !c->joined_ranks) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
         goto err_free;
     }
@@ -685,9 +892,7 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = status_mpi(err, "MPI_Comm_dup(coordinator)");
         goto err_free;
     }
-    MPI_Op_create(coord_bit_op, 1, &c->bit_op);
-    MPI_Type_contiguous(3 * c->words + 2, MPI_UINT64_T, &c->bit_type);
-    MPI_Type_commit(&c->bit_type);
+    for (int r = 0; r < (c->size > 2 ? c->size : 2); r++) c->agree_reqs[r] = MPI_REQUEST_NULL;
     if (c->rank == 0 && cfg->timeline[0]) {
         /* A process set's timeline beside the world's. */
         char path[sizeof(cfg->timeline) + 16];
@@ -720,8 +925,6 @@ err_free_autotune:
 err_free_timeline:
     timeline_close(c->tl);
 err_free_comm:
-    MPI_Type_free(&c->bit_type);
-    MPI_Op_free(&c->bit_op);
     MPI_Comm_free(&c->comm);
 err_free:
     coord_free_tables(c);
@@ -787,11 +990,7 @@ void coord_stop(struct coord *c)
     coord_negotiate_free(c);
     timeline_close(c->tl);
     autotune_free(c->at);
-    if (!c->vec_in_flight) { /* else the abandoned request still uses them */
-        MPI_Type_free(&c->bit_type);
-        MPI_Op_free(&c->bit_op);
-        MPI_Comm_free(&c->comm);
-    }
+    if (!c->agree_in_flight) MPI_Comm_free(&c->comm); /* else an abandoned request still uses it */
     for (int m = 0; m < HORA_MEMORY_COUNT; m++) {
         void *bufs[3] = {c->fusion_buf[m], c->zeros[m], c->gap_zeros[m]};
         for (int i = 0; i < 3; i++) {

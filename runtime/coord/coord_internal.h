@@ -100,8 +100,6 @@ struct coord {
     int flight_dumped;        /* the flight recorder was written for this failure */
     struct straggler *straggler; /* the world's: lateness per rank (straggler.c) */
     MPI_Comm comm;
-    MPI_Op bit_op;
-    MPI_Datatype bit_type; /* one cycle vector: 3 * words + 2 uint64 */
     int rank, size;
     int64_t sync_us; /* when the last cycle's allreduce ended: the same moment on every rank */
     struct coord_map pending;        /* name -> request taken from incoming */
@@ -114,7 +112,12 @@ struct coord {
     struct coord_map cache_index;    /* name -> id + 1 */
     uint64_t cache_tick;
     uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
-    int vec_in_flight;               /* an abandoned MPI_Iallreduce may still write vec */
+    /* The cycle's agreement (coord.c): rank 0's receive buffers (a vector per
+     * rank) and reply, or another rank's reply; a request per rank. */
+    uint64_t *agree;
+    MPI_Request *agree_reqs;
+    int *agree_silent;
+    int agree_in_flight;             /* an abandoned agreement's requests may still use vec and agree */
     int words;
     int joined;
     struct hora_request *join_req;

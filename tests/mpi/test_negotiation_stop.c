@@ -1,0 +1,107 @@
+/*
+ * test_negotiation_stop.c - a rank stopped BETWEEN collectives (issue 31,
+ * item 1). Every rank runs 8-byte async all-reduces (hora_allreduce_async +
+ * hora_wait, checked exactly). After iteration STOP_AT the last rank (the
+ * victim) stops itself (SIGSTOP) for HORA_TIMEOUT_S + 1.5 s (a child process
+ * sends SIGCONT): it is in no collective, its coordinator idles. Every other
+ * rank's next all-reduce must fail with HORA_ERR_TIMEOUT within
+ * HORA_TIMEOUT_S + 1 s, with a message naming the victim; the victim's next
+ * one must fail too (none may hang). Rank 0 prints each rank's time.
+ *
+ * Run: mpirun -np 3 test_negotiation_stop (HORA_TIMEOUT_S in the environment).
+ * Exit 0 pass, 1 fail.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hora.h"
+
+#define STOP_AT 5
+#define ITERS 12
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(void)
+{
+    int fails = 0;
+    if (hora_init() != HORA_OK) {
+        fprintf(stderr, "hora_init: %s\n", hora_last_error());
+        return 1;
+    }
+    const int rank = hora_rank(), size = hora_size(), victim = size - 1;
+    const char *t_env = getenv("HORA_TIMEOUT_S");
+    const double timeout_s = t_env ? atof(t_env) : 60.0;
+    hora_status_t failed = HORA_OK;
+    double fail_s = -1;
+    int fail_iter = -1;
+    char msg[512] = "";
+
+    for (int it = 0; it < ITERS && failed == HORA_OK; it++) {
+        if (rank == victim && it == STOP_AT + 1) {
+            pid_t parent = getpid(), child = fork();
+            if (child == 0) {
+                usleep((useconds_t)((timeout_s + 1.5) * 1e6));
+                kill(parent, SIGCONT);
+                _exit(0);
+            }
+            raise(SIGSTOP);
+        }
+        int64_t in = rank + it, out = -1;
+        hora_request_t req;
+        const double t0 = now_s();
+        hora_status_t status = hora_allreduce_async("x", &in, &out, 1, HORA_DTYPE_I64, HORA_OP_SUM, NULL, &req);
+        if (status == HORA_OK) {
+            status = hora_wait(req);
+            if (status < 0) snprintf(msg, sizeof(msg), "%s", hora_request_error(req));
+            hora_request_free(req);
+        } else {
+            snprintf(msg, sizeof(msg), "%s", hora_last_error());
+        }
+        const int64_t want = (int64_t)size * (size - 1) / 2 + (int64_t)size * it;
+        if (status == HORA_OK && out != want) {
+            printf("rank %d: FAIL: iteration %d: got %lld, want %lld\n", rank, it, (long long)out, (long long)want);
+            fails++;
+        }
+        if (status < 0) {
+            failed = status;
+            fail_s = now_s() - t0;
+            fail_iter = it;
+        }
+    }
+    printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, fail_iter, hora_status_string(failed), fail_s, msg);
+    char name[32];
+    snprintf(name, sizeof(name), "rank %d", victim);
+    if (rank != victim) {
+        if (failed != HORA_ERR_TIMEOUT || fail_iter != STOP_AT + 1) {
+            printf("rank %d: FAIL: expected HORA_ERR_TIMEOUT in iteration %d\n", rank, STOP_AT + 1);
+            fails++;
+        } else if (fail_s > timeout_s + 1.0) {
+            printf("rank %d: FAIL: took %.2f s, more than HORA_TIMEOUT_S + 1 s\n", rank, fail_s);
+            fails++;
+        }
+        if (!strstr(msg, name)) {
+            printf("rank %d: FAIL: the message does not name %s\n", rank, name);
+            fails++;
+        }
+    } else if (failed == HORA_OK) {
+        printf("rank %d: FAIL: the stopped rank's next all-reduce did not fail\n", rank);
+        fails++;
+    }
+    int all = 0;
+    MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    hora_shutdown();
+    if (rank == 0) printf("negotiation stop: %d ranks, %d failures -> %s\n", size, all, all ? "FAIL" : "PASS");
+    return all ? 1 : 0;
+}
