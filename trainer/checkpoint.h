@@ -73,13 +73,23 @@ void tr_ckpt_data_free(tr_ckpt_data_t *data);
 /* The model spec a checkpoint describes (its architecture: desc.arch). */
 hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *data, tr_model_spec_t *spec, char *err, size_t err_bytes);
 
+/* The first difference tr_ckpt_compare finds, as the description writes
+ * it: the line's key ("arch", "classes", "compute_dtype", ...; "param" or
+ * "bn" for a tensor's line) and its value in the checkpoint and in this run
+ * (the rest of the line; "" where the line is only in the other). */
+typedef struct {
+    char key[32];
+    char checkpoint[256];
+    char run[256];
+} tr_ckpt_difference_t;
+
 /* The first difference between the description a checkpoint holds and the
  * model this run built ("classes: checkpoint 10, this run 100"), or 0 when
  * they agree on everything a resume needs (architecture, width, classes,
  * input shape, precision, every tensor's name and shape). World size and
- * batch may differ. */
-int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch, char *why,
-                    size_t why_bytes);
+ * batch may differ. difference (may be NULL) gets it field by field. */
+int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch,
+                    tr_ckpt_difference_t *difference, char *why, size_t why_bytes);
 
 /* Copy the checkpoint's tensors into the model's arenas (params, momentum,
  * statistics) and remake the low-precision copy. The description must

@@ -57,6 +57,12 @@ void main_report(const char *fmt, ...)
         snprintf(first_error, sizeof(first_error), "%s", line);
 }
 
+void main_report_keep(const char *line)
+{
+    if (!first_error[0])
+        snprintf(first_error, sizeof(first_error), "%s", line);
+}
+
 
 
 /* The input statistics the data is normalised with: Fashion-MNIST's for one
@@ -291,7 +297,9 @@ static hora_status_t setup(run_t *r)
     float mean[3], std[3];
     input_stats(spec.in_channels, mean, std);
     tr_model_set_input_norm(r->model, mean, std);
-    CHECK(main_resume_apply(r));
+    hora_status_t refused = main_resume_apply(r); /* reported there */
+    if (refused != HORA_OK)
+        return refused;
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim, .loss_scale = ls};
     if (!r->resumed)
