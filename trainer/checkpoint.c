@@ -119,6 +119,17 @@ char *tr_ckpt_state_text(const tr_run_state_t *s, const tr_ckpt_run_info_t *info
     return tx_take(&t);
 }
 
+int tr_ckpt_state_key_is_measurement(const char *key, size_t len)
+{
+    /* The measured lines tr_ckpt_state_text writes; what they chose
+     * (overlap_mode, precision) changes training and is state. */
+    static const char *const keys[] = {"overlap_probe_s", "precision_measured", "precision_probe_ms"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strlen(keys[i]) == len && memcmp(key, keys[i], len) == 0)
+            return 1;
+    return 0;
+}
+
 /* run_state's value of key as a number (the whole value, or its word-th
  * word); 0 on success. */
 static int state_word(const char *text, const char *key, int word, char *buf, size_t n)

@@ -52,6 +52,14 @@ char *tr_ckpt_state_text(const tr_run_state_t *state, const tr_ckpt_run_info_t *
 hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *state, tr_ckpt_run_info_t *info, char *err,
                                   size_t err_bytes);
 
+/* 1 when run_state's key (len bytes) is a measurement: a time recorded
+ * while choosing something, or whether a choice was measured at all
+ * (overlap_probe_s, precision_measured, precision_probe_ms), which two
+ * runs with the same training state may differ in; 0 for the training
+ * state (everything else, the choices made from the measurements too:
+ * overlap_mode, precision). hora-ckpt diff tells the two apart. */
+int tr_ckpt_state_key_is_measurement(const char *key, size_t len);
+
 /* A checkpoint read into memory (tr_ckpt_load). */
 typedef struct {
     char path[4096];
