@@ -4,13 +4,14 @@
  *   hora-ckpt info FILE                  the model, where the run stands, every section
  *   hora-ckpt verify FILE...             every CRC (header, table, sections), the padding,
  *                                        the model description and the tensor sections' sizes
- *   hora-ckpt diff A B                   per section: equal, or the first difference
+ *   hora-ckpt diff A B                   per section: equal, or the first difference; the
+ *                                        run state's measurements (timings) apart
  *   hora-ckpt export FILE --npz OUT [--momentum]
  *                                        a NumPy .npz with torchvision's names and shapes
  *   hora-ckpt logits FILE --input IN.npy --out OUT.npy [--threads N]
  *                                        inference on the cpu backend (running statistics)
  *
- * Exit status: 0 success (diff: equal); 1 a bad checkpoint or a failure
+ * Exit status: 0 success (diff: equal, measurements aside); 1 a bad checkpoint or a failure
  * (diff: they differ); 2 bad usage (diff: any error).
  *
  * Built by the top-level meson.build (build/hora-ckpt). It reads files with
@@ -41,8 +42,12 @@ static void usage(FILE *out)
             "  verify FILE...                     check every CRC (header and table, each section),\n"
             "                                     the padding and the model description; exit 1 if bad\n"
             "  diff A B                           per section 'equal' or its first difference (tensor\n"
-            "                                     and index, bit-exact); last line 'equal' or 'differ';\n"
-            "                                     exit 0 equal, 1 differ, 2 error\n"
+            "                                     and index, bit-exact); run_state's measurements\n"
+            "                                     (overlap_probe_s, precision_measured,\n"
+            "                                     precision_probe_ms) are not training state: last line\n"
+            "                                     'equal', 'equal (measurements differ: KEYS)' or\n"
+            "                                     'differ'; exit 0 equal (measurements aside), 1 differ,\n"
+            "                                     2 error\n"
             "  export FILE --npz OUT [--momentum] every parameter under its torchvision name and shape,\n"
             "                                     BN running_mean / running_var / num_batches_tracked\n"
             "                                     (f32, int64), with --momentum also momentum.NAME:\n"
@@ -329,6 +334,89 @@ static int diff_text(const char *name, const char *a, const char *b)
     }
 }
 
+/* The line of text whose first word is the key (k bytes) at key; NULL
+ * when none is. */
+static const char *find_key_line(const char *text, const char *key, size_t k)
+{
+    for (const char *line = text; *line;) {
+        size_t len = strcspn(line, "\n");
+        if (strcspn(line, " \n") == k && memcmp(line, key, k) == 0)
+            return line;
+        line += len + (line[len] == '\n');
+    }
+    return NULL;
+}
+
+/* The value of a line of k-byte key ("" without one), its length in *n. */
+static const char *line_value(const char *line, size_t k, int *n)
+{
+    size_t len = strcspn(line, "\n");
+    *n = len > k ? (int)(len - k - 1) : 0;
+    return len > k ? line + k + 1 : "";
+}
+
+/* A measured line of run_state that differs: "key (A value, B value)"
+ * appended to list and key to names (", " between items); a or b NULL
+ * where that file has no such line. */
+static void add_measurement(char *list, size_t n, char *names, size_t names_n, const char *a, const char *b)
+{
+    const char *line = a ? a : b;
+    const size_t k = strcspn(line, " \n");
+    int na = 4, nb = 4;
+    const char *va = a ? line_value(a, k, &na) : "none", *vb = b ? line_value(b, k, &nb) : "none";
+    size_t used = strlen(list), used_names = strlen(names);
+    snprintf(list + used, n - used, "%s%.*s (A %.*s, B %.*s)", used ? ", " : "", (int)k, line, na, va, nb, vb);
+    snprintf(names + used_names, names_n - used_names, "%s%.*s", used_names ? ", " : "", (int)k, line);
+}
+
+/* run_state key by key (trainer/run.h): the first difference in the
+ * training state is printed (with its line number) and gives 1;
+ * differences only in measurements (tr_ckpt_state_key_is_measurement:
+ * timings taken to choose, which two runs of the same training state may
+ * differ in) are printed in one line, their keys go into names, and give
+ * 0. */
+static int diff_run_state(const char *a, const char *b, char *names, size_t names_n)
+{
+    char list[2048] = "";
+    int line_no = 1;
+    for (const char *line = a; *line; line_no++) { /* A's lines, in order */
+        size_t len = strcspn(line, "\n"), k = strcspn(line, " \n");
+        const char *peer = find_key_line(b, line, k);
+        size_t plen = peer ? strcspn(peer, "\n") : 0;
+        if (!peer || plen != len || memcmp(peer, line, len) != 0) {
+            if (tr_ckpt_state_key_is_measurement(line, k)) {
+                add_measurement(list, sizeof(list), names, names_n, line, peer);
+            } else if (!peer) {
+                printf("run_state: differ at line %d: A '%.*s', B has no '%.*s'\n", line_no, (int)len, line, (int)k,
+                       line);
+                return 1;
+            } else {
+                printf("run_state: differ at line %d: A '%.*s', B '%.*s'\n", line_no, (int)len, line, (int)plen, peer);
+                return 1;
+            }
+        }
+        line += len + (line[len] == '\n');
+    }
+    line_no = 1;
+    for (const char *line = b; *line; line_no++) { /* then those only B has */
+        size_t len = strcspn(line, "\n"), k = strcspn(line, " \n");
+        if (!find_key_line(a, line, k)) {
+            if (!tr_ckpt_state_key_is_measurement(line, k)) {
+                printf("run_state: differ at B's line %d: A has no '%.*s', B '%.*s'\n", line_no, (int)k, line,
+                       (int)len, line);
+                return 1;
+            }
+            add_measurement(list, sizeof(list), names, names_n, NULL, line);
+        }
+        line += len + (line[len] == '\n');
+    }
+    if (list[0])
+        printf("run_state: equal training state; measurements differ: %s\n", list);
+    else
+        printf("run_state: equal\n");
+    return 0;
+}
+
 /* Sections of other sizes, and any other section: byte by byte. */
 static int diff_bytes(const char *name, const uint8_t *a, uint64_t na, const uint8_t *b, uint64_t nb)
 {
@@ -345,8 +433,9 @@ static int diff_bytes(const char *name, const uint8_t *a, uint64_t na, const uin
     return 0;
 }
 
-/* One section of both files; 1 differ, 0 equal, -1 error (message printed). */
-static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name)
+/* One section of both files; 1 differ, 0 equal, -1 error (message printed).
+ * run_state's differing measurements go into measured. */
+static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name, char *measured, size_t measured_bytes)
 {
     const tr_ckpt_section_t *sa = tr_ckpt_find(&a->file, name), *sb = tr_ckpt_find(&b->file, name);
     if (!sa || !sb) {
@@ -364,7 +453,9 @@ static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name)
     int rc;
     int tensors = strcmp(name, "params") == 0 || strcmp(name, "momentum") == 0;
     int stats = strcmp(name, "bn_stats") == 0;
-    if (strcmp(name, "model") == 0 || strcmp(name, "run_state") == 0) {
+    if (strcmp(name, "run_state") == 0) {
+        rc = diff_run_state(da, db, measured, measured_bytes);
+    } else if (strcmp(name, "model") == 0) {
         rc = diff_text(name, da, db);
     } else if ((tensors || stats) && sa->bytes == sb->bytes && sa->bytes % sizeof(float) == 0) {
         /* Named by A's description when it has one that covers the section. */
@@ -393,13 +484,14 @@ static int cmd_diff(const char *path_a, const char *path_b)
         return 2;
     }
     int differ = 0, failed = 0;
+    char measured[512] = "";
     /* A's sections in its order, then those only B has. */
     for (int i = 0; i < a.file.section_count + b.file.section_count && !failed; i++) {
         const char *name = i < a.file.section_count ? a.file.sections[i].name
                                                     : b.file.sections[i - a.file.section_count].name;
         if (i >= a.file.section_count && tr_ckpt_find(&a.file, name))
             continue;
-        int rc = diff_section(&a, &b, name);
+        int rc = diff_section(&a, &b, name, measured, sizeof(measured));
         if (rc < 0)
             failed = 1;
         else
@@ -409,7 +501,12 @@ static int cmd_diff(const char *path_a, const char *path_b)
     ckpt_close(&b);
     if (failed)
         return 2;
-    printf("%s\n", differ ? "differ" : "equal");
+    if (differ)
+        printf("differ\n");
+    else if (measured[0])
+        printf("equal (measurements differ: %s)\n", measured);
+    else
+        printf("equal\n");
     return differ ? 1 : 0;
 }
 

@@ -119,6 +119,17 @@ char *tr_ckpt_state_text(const tr_run_state_t *s, const tr_ckpt_run_info_t *info
     return tx_take(&t);
 }
 
+int tr_ckpt_state_key_is_measurement(const char *key, size_t len)
+{
+    /* The measured lines tr_ckpt_state_text writes; what they chose
+     * (overlap_mode, precision) changes training and is state. */
+    static const char *const keys[] = {"overlap_probe_s", "precision_measured", "precision_probe_ms"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+        if (strlen(keys[i]) == len && memcmp(key, keys[i], len) == 0)
+            return 1;
+    return 0;
+}
+
 /* run_state's value of key as a number (the whole value, or its word-th
  * word); 0 on success. */
 static int state_word(const char *text, const char *key, int word, char *buf, size_t n)
@@ -344,7 +355,23 @@ static const char *next_line(const char **p, size_t *len)
     return NULL;
 }
 
-int tr_ckpt_compare(const tr_ckpt_data_t *d, const tr_model_t *model, const char *arch, char *why, size_t n)
+/* One side of a difference: the line's value after its key (all of it for
+ * a tensor's line, whose key does not say which tensor). */
+static void difference_side(const char *line, size_t len, char *out, size_t n)
+{
+    size_t k = strcspn(line, " \n");
+    if (k > len)
+        k = len;
+    int tensor = (k == 5 && strncmp(line, "param", 5) == 0) || (k == 2 && strncmp(line, "bn", 2) == 0);
+    if (!tensor && k < len) {
+        line += k + 1;
+        len -= k + 1;
+    }
+    snprintf(out, n, "%.*s", (int)len, line);
+}
+
+int tr_ckpt_compare(const tr_ckpt_data_t *d, const tr_model_t *model, const char *arch,
+                    tr_ckpt_difference_t *difference, char *why, size_t n)
 {
     tr_ckpt_run_info_t info = {.arch = arch, .world_size = 1, .batch = 1};
     char *mine = tr_ckpt_describe(model, &info);
@@ -362,6 +389,16 @@ int tr_ckpt_compare(const tr_ckpt_data_t *d, const tr_model_t *model, const char
         if (x && y && la == lb && memcmp(x, y, la) == 0)
             continue;
         differ = 1;
+        if (difference) {
+            const char *line = x ? x : y;
+            size_t k = strcspn(line, " \n");
+            memset(difference, 0, sizeof(*difference));
+            snprintf(difference->key, sizeof(difference->key), "%.*s", (int)k, line);
+            if (x)
+                difference_side(x, la, difference->checkpoint, sizeof(difference->checkpoint));
+            if (y)
+                difference_side(y, lb, difference->run, sizeof(difference->run));
+        }
         if (!x || !y) {
             snprintf(why, n, "%s '%.*s' is not in the %s", x ? "the checkpoint's" : "this run's", (int)(x ? la : lb),
                      x ? x : y, x ? "model this run builds" : "checkpoint");
@@ -416,7 +453,7 @@ hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *d, tr_backend_t *backend
         return tr_ckpt_fail(status, err, n, "%s: cannot build its %s: %s", d->path, d->desc.arch,
                        hora_status_string(status));
     char why[512];
-    if (tr_ckpt_compare(d, m, d->desc.arch, why, sizeof(why))) {
+    if (tr_ckpt_compare(d, m, d->desc.arch, NULL, why, sizeof(why))) {
         tr_model_free(m);
         return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: its tensors do not match its own description: %s", d->path, why);
     }

@@ -52,6 +52,14 @@ char *tr_ckpt_state_text(const tr_run_state_t *state, const tr_ckpt_run_info_t *
 hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *state, tr_ckpt_run_info_t *info, char *err,
                                   size_t err_bytes);
 
+/* 1 when run_state's key (len bytes) is a measurement: a time recorded
+ * while choosing something, or whether a choice was measured at all
+ * (overlap_probe_s, precision_measured, precision_probe_ms), which two
+ * runs with the same training state may differ in; 0 for the training
+ * state (everything else, the choices made from the measurements too:
+ * overlap_mode, precision). hora-ckpt diff tells the two apart. */
+int tr_ckpt_state_key_is_measurement(const char *key, size_t len);
+
 /* A checkpoint read into memory (tr_ckpt_load). */
 typedef struct {
     char path[4096];
@@ -73,13 +81,23 @@ void tr_ckpt_data_free(tr_ckpt_data_t *data);
 /* The model spec a checkpoint describes (its architecture: desc.arch). */
 hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *data, tr_model_spec_t *spec, char *err, size_t err_bytes);
 
+/* The first difference tr_ckpt_compare finds, as the description writes
+ * it: the line's key ("arch", "classes", "compute_dtype", ...; "param" or
+ * "bn" for a tensor's line) and its value in the checkpoint and in this run
+ * (the rest of the line; "" where the line is only in the other). */
+typedef struct {
+    char key[32];
+    char checkpoint[256];
+    char run[256];
+} tr_ckpt_difference_t;
+
 /* The first difference between the description a checkpoint holds and the
  * model this run built ("classes: checkpoint 10, this run 100"), or 0 when
  * they agree on everything a resume needs (architecture, width, classes,
  * input shape, precision, every tensor's name and shape). World size and
- * batch may differ. */
-int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch, char *why,
-                    size_t why_bytes);
+ * batch may differ. difference (may be NULL) gets it field by field. */
+int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch,
+                    tr_ckpt_difference_t *difference, char *why, size_t why_bytes);
 
 /* Copy the checkpoint's tensors into the model's arenas (params, momentum,
  * statistics) and remake the low-precision copy. The description must

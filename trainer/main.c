@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +54,12 @@ void main_report(const char *fmt, ...)
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", line);
+    if (!first_error[0])
+        snprintf(first_error, sizeof(first_error), "%s", line);
+}
+
+void main_report_keep(const char *line)
+{
     if (!first_error[0])
         snprintf(first_error, sizeof(first_error), "%s", line);
 }
@@ -291,7 +298,9 @@ static hora_status_t setup(run_t *r)
     float mean[3], std[3];
     input_stats(spec.in_channels, mean, std);
     tr_model_set_input_norm(r->model, mean, std);
-    CHECK(main_resume_apply(r));
+    hora_status_t refused = main_resume_apply(r); /* reported there */
+    if (refused != HORA_OK)
+        return refused;
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim, .loss_scale = ls};
     if (!r->resumed)
@@ -415,6 +424,64 @@ static void report_overlap(run_t *r)
     fflush(stdout);
     main_log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on,
              off, overlap ? "true" : "false");
+}
+
+/* The parent of pid from /proc/PID/stat; 0 when it cannot be read. */
+static int parent_pid(int pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *end = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+    int ppid = 0;
+    char state;
+    if (!end || sscanf(end + 1, " %c %d", &state, &ppid) != 2)
+        return 0;
+    return ppid;
+}
+
+/* --progress auto: the live bar only where a person watches it, plain
+ * lines (no '\r') in a file or a pipe. Under a launcher isatty alone is not
+ * enough: mpirun gives the ranks it starts a pseudo-terminal for stdout even
+ * when its own output goes to a file or a pipe, and the bar's carriage
+ * returns would make a whole epoch one line of the log. There what counts is
+ * where the launcher writes: the first ancestor (mpirun, above any wrapper
+ * shell) whose stdout is not this process's, read from /proc. Where that
+ * cannot be seen (a launcher on another host, no /proc) it is lines. */
+static int progress_on_terminal(void)
+{
+    if (!isatty(STDOUT_FILENO))
+        return 0;
+    static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    int launched = 0;
+    for (size_t i = 0; i < sizeof(launcher_vars) / sizeof(launcher_vars[0]); i++)
+        launched |= getenv(launcher_vars[i]) != NULL;
+    if (!launched)
+        return 1;
+    struct stat mine;
+    if (fstat(STDOUT_FILENO, &mine) != 0)
+        return 0;
+    for (int pid = getppid(), depth = 0; pid > 1 && depth < 8; pid = parent_pid(pid), depth++) {
+        char link[64], target[256];
+        struct stat st;
+        snprintf(link, sizeof(link), "/proc/%d/fd/1", pid);
+        if (stat(link, &st) != 0)
+            return 0;
+        if (st.st_dev == mine.st_dev && st.st_ino == mine.st_ino && st.st_rdev == mine.st_rdev)
+            continue; /* a wrapper writing where this process does */
+        ssize_t n = readlink(link, target, sizeof(target) - 1);
+        if (n <= 0)
+            return 0;
+        target[n] = 0;
+        return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0 ||
+               strcmp(target, "/dev/console") == 0;
+    }
+    return 0;
 }
 
 static hora_status_t run_training(run_t *r)
@@ -692,7 +759,7 @@ int main(int argc, char **argv)
     r->rank = hora_rank();
     r->size = hora_size();
     r->tty = r->rank == 0 && (r->opt.progress == TR_PROGRESS_BAR ||
-                              (r->opt.progress == TR_PROGRESS_AUTO && isatty(STDOUT_FILENO)));
+                              (r->opt.progress == TR_PROGRESS_AUTO && progress_on_terminal()));
     if (r->rank == 0 && r->opt.log_path) {
         /* A resumed run continues its log. */
         r->log = fopen(r->opt.log_path, r->opt.resume ? "a" : "w");

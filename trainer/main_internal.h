@@ -48,6 +48,13 @@ typedef struct {
  * hora_abort tells the peers. */
 void main_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Keep line as this rank's first error without printing it (another rank
+ * printed it): what hora_abort tells the peers. */
+void main_report_keep(const char *line);
+
+/* The longest message a refused resume sends from rank 0 to every rank. */
+#define TR_RESUME_MSG_BYTES 1024
+
 /* A JSON-lines record into --log (rank 0; nothing without a log). */
 void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -68,7 +75,8 @@ void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf,
  * gets the run state (before the loaders open: they are keyed by it). */
 hora_status_t main_resume_read(run_t *r);
 /* After the model is built: rank 0 checks the checkpoint against it and
- * loads the tensors; every rank learns whether that worked. */
+ * loads the tensors; every rank learns whether that worked. A refusal is
+ * reported here, naming the field and both values. */
 hora_status_t main_resume_apply(run_t *r);
 /* A checkpoint of where the run stands now (rank 0, with --checkpoint-dir). */
 hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe);

@@ -157,7 +157,8 @@ static const opt_t opt_table[] = {
      "progress line every N steps (auto: about 10 per epoch)"},
     {"--log", "FILE", OPT_STRING, F(log_path), NULL, 0, 0, NULL, 0, 0, 0, NULL, "JSON-lines log (rank 0)"},
     {"--progress", "MODE", OPT_CHOICE, F(progress), "auto", 0, 0, opt_progress, 0, 0, 0, NULL,
-     "bar (one live line), lines, or auto (bar on a terminal)"},
+     "bar (one live line), lines (one per update, no '\\r'), or auto (the bar where mpirun, or this "
+     "process, writes to a terminal)"},
     {"--seed", "S", OPT_INT64, F(seed), "42", 0, INT64_MAX / 2, NULL, 0, 0, 0, NULL,
      "initialisation, shuffle and augmentation seed"},
     {"--verbose", NULL, OPT_SET, F(verbose), "0", 0, 0, NULL, 1, 0, 0, NULL,

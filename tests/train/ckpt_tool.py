@@ -21,7 +21,11 @@ Checks:
   diff    equal files: every section 'equal', last line 'equal', exit 0; a
           vs b: the exact lines, exit 1; an unreadable file: exit 2; a file
           written here from CHECKPOINT.md is a's bytes exactly, and one with a
-          section missing, one extra and one resized gives those lines
+          section missing, one extra and one resized gives those lines; a
+          file differing from a only in run_state's measurements
+          (overlap_probe_s, precision_measured, precision_probe_ms) is
+          'equal (measurements differ: ...)', exit 0, and one that also
+          differs in a parameter or in overlap_mode differs, exit 1
   export  a zip whose members pass their CRC-32, each a .npy of the right
           name, dtype and shape holding the checkpoint's exact bytes, in
           state_dict order; num_batches_tracked = step; --momentum
@@ -255,6 +259,60 @@ def check_diff(h, d):
     expect(p.stdout.splitlines() == want, f"diff with sections missing, extra, resized: {p.stdout.splitlines()}")
     err = run([h, "verify", mine], 1).stderr
     expect("section 'params' at offset 2816: 311012 bytes, the model section says 311016" in err, "verify: sizes")
+    check_diff_measurements(h, d, s, order)
+
+
+def check_diff_measurements(h, d, s, order):
+    """Files equal in training state and differing only in measured timings are equal (exit 0), with the
+    measurements named; any training-state difference (a parameter, overlap_mode) still differs (exit 1)."""
+    a = f"{d}/a/{NAME}"
+    state = s["run_state"].decode()
+
+    def variant(name, replace, params=None):
+        text = state
+        for old, new in replace:
+            expect(old in text, f"fixture run_state has '{old}'")
+            text = text.replace(old, new)
+        path = f"{d}/{name}.hckpt"
+        write_ckpt(path, [(k, text.encode() if k == "run_state" else params if k == "params" and params else s[k])
+                          for k in order])
+        return path
+
+    probe = ("overlap_probe_s 0x1.999999999999ap-4 0x1.3333333333333p-2", "overlap_probe_s 0x1.8p-2 0x1p-1")
+    timed = variant("timed", [probe])
+    p = run([h, "diff", a, timed], 0)
+    want = ["model: equal",
+            "run_state: equal training state; measurements differ: overlap_probe_s "
+            "(A 0x1.999999999999ap-4 0x1.3333333333333p-2, B 0x1.8p-2 0x1p-1)",
+            "params: equal", "momentum: equal", "bn_stats: equal",
+            "equal (measurements differ: overlap_probe_s)"]
+    expect(p.stdout.splitlines() == want, f"diff of a timing-only pair: {p.stdout.splitlines()}")
+    # Every measured line; and a line only one file has (an older writer's) is a measurement too.
+    probed = variant("probed", [probe, ("precision_measured 0\n", "precision_measured 1\n"),
+                                ("precision_probe_ms 0x0p+0 0x0p+0 0x0p+0\n", "")])
+    p = run([h, "diff", a, probed], 0)
+    last = p.stdout.splitlines()[-1]
+    expect(last == "equal (measurements differ: overlap_probe_s, precision_measured, precision_probe_ms)",
+           f"diff with every measurement changed: last line '{last}'")
+    expect("precision_probe_ms (A 0x0p+0 0x0p+0 0x0p+0, B none)" in p.stdout, "a measured line only A has")
+    # A choice made from measurements changes training: it is state.
+    chosen = variant("chosen", [probe, ("overlap_mode 0\n", "overlap_mode 1\n")])
+    p = run([h, "diff", a, chosen], 1)
+    expect("run_state: differ at line 12: A 'overlap_mode 0', B 'overlap_mode 1'" in p.stdout.splitlines()
+           and p.stdout.splitlines()[-1] == "differ", f"overlap_mode is state: {p.stdout.splitlines()}")
+    # A parameter as well as a timing: differ.
+    params = bytearray(s["params"])
+    params[0:4] = struct.pack("<f", struct.unpack_from("<f", params, 0)[0] + 1.0)
+    both = variant("both", [probe], bytes(params))
+    p = run([h, "diff", a, both], 1)
+    got = p.stdout.splitlines()
+    expect(got[-1] == "differ" and got[2].startswith("params: differ: 1 of 77754 elements") and
+           got[1].startswith("run_state: equal training state; measurements differ: overlap_probe_s"),
+           f"diff of a pair with a parameter and a timing changed: {got}")
+    # The training state as well: its first difference, not the measurement.
+    p = run([h, "diff", timed, f"{d}/b/{NAME}"], 1)
+    expect("run_state: differ at line 8: A 'images 96', B 'images 97'" in p.stdout.splitlines(),
+           f"a state difference beside a measurement: {p.stdout.splitlines()}")
 
 
 def npy_parse(blob):

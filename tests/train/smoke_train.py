@@ -14,10 +14,16 @@ usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
              the loss scale in the log (static stays, dynamic doubles per
              window), the fp16 fallback where the CPU has no f16 kernels, a
              falling loss in each
+  progress   one epoch of 20 steps, tiny: --progress auto into a pipe (and
+             behind a wrapper shell) prints one plain line per update, at
+             least 5 for the epoch and one at its end, no '\r' and no ANSI
+             escape, although mpirun gives the rank a pseudo-terminal; into a
+             terminal (a pty here) the live bar; --progress bar and lines
+             force either way
   accuracy-bf16  the demo's recipe (ResNet-20 on Fashion-MNIST, 2 ranks) cut to
              3 epochs, in bf16, reaches 88% test top-1 (89.02% measured)
 """
-import json, os, subprocess, sys, tempfile
+import json, os, re, shlex, subprocess, sys, tempfile, threading
 
 FMNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -169,6 +175,74 @@ def accuracy_bf16(exe):
     return None
 
 
+def progress(exe):
+    """--progress auto/bar/lines into a pipe and into a terminal (a pty made here)."""
+    args = ["--model", "resnet8", "--synthetic", "--image", "1x8x8", "--batch", "8", "--steps-per-epoch", "20",
+            "--epochs", "1", "--threads", "1", "--overlap", "off", "--precision", "fp32", "--print-every", "2"]
+    mpi = ["mpirun", "--oversubscribe", "--bind-to", "none", "-np", "2"]
+
+    def to_pipe(cmd):
+        print("$", shlex.join(cmd), "| (a pipe)", flush=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                           timeout=120)
+        print(p.stdout.decode(errors="replace"))
+        return p.returncode, p.stdout
+
+    def to_terminal(cmd):
+        print("$", shlex.join(cmd), "(on a pty)", flush=True)
+        master, slave = os.openpty()
+        job = subprocess.Popen(cmd, stdout=slave, stderr=slave, stdin=subprocess.DEVNULL)
+        os.close(slave)
+        chunks = []
+
+        def read():
+            while True:
+                try:
+                    b = os.read(master, 65536)
+                except OSError:  # EIO: every writer has gone
+                    return
+                if not b:
+                    return
+                chunks.append(b)
+        reader = threading.Thread(target=read)
+        reader.start()
+        job.wait(timeout=120)
+        reader.join(timeout=30)
+        os.close(master)
+        out = b"".join(chunks)
+        print(out.decode(errors="replace"))
+        return job.returncode, out
+
+    def bare_cr(out):  # the bar's; a terminal ends every line with "\r\n"
+        return len(re.findall(rb"\r(?!\n)", out))
+
+    def updates(out):
+        return re.findall(rb"^epoch 1/1 step (\d+) \(\d+%\)", out.replace(b"\r\n", b"\n"), re.M)
+
+    for how, cmd in [("auto into a pipe", mpi + [exe] + args),
+                     ("auto into a pipe behind a wrapper shell", mpi + ["sh", "-c", '"$0" "$@"; exit $?', exe] + args),
+                     ("lines on a terminal", mpi + [exe] + args + ["--progress", "lines"])]:
+        rc, out = (to_terminal if "terminal" in how else to_pipe)(cmd)
+        steps = [int(x) for x in updates(out)]
+        if rc != 0:
+            return f"{how}: hora-train failed"
+        escapes = out.count(b"\x1b")
+        if bare_cr(out) or escapes:
+            return f"{how}: {bare_cr(out)} carriage returns, {escapes} escapes in the output"
+        if len(steps) < 5 or steps[-1] != 20:
+            return f"{how}: {len(steps)} progress lines for one epoch (steps {steps}), expected >= 5 ending at 20"
+    for how, cmd in [("auto on a terminal", lambda: to_terminal(mpi + [exe] + args)),
+                     ("bar into a pipe", lambda: to_pipe(mpi + [exe] + args + ["--progress", "bar"]))]:
+        rc, out = cmd()
+        if rc != 0:
+            return f"{how}: hora-train failed"
+        if bare_cr(out) < 5 or b"[####################] step 20" not in out:
+            return f"{how}: no live bar ({bare_cr(out)} carriage returns)"
+        if updates(out):
+            return f"{how}: plain progress lines beside the bar"
+    return None
+
+
 def errors(exe):
     """Each bad argument in its own 1-rank job; the jobs are independent and
     spend most of their time starting mpirun, so they run side by side."""
@@ -204,6 +278,6 @@ if __name__ == "__main__":
     exe, mode = sys.argv[1], sys.argv[2]
     MKRECORD = sys.argv[3] if len(sys.argv) > 3 else "hora-mkrecord"
     err = {"synthetic": synthetic, "fmnist": fmnist, "records": lambda e: fmnist(e, records=True),
-           "errors": errors, "precision": precision, "accuracy-bf16": accuracy_bf16}[mode](exe)
+           "errors": errors, "precision": precision, "progress": progress, "accuracy-bf16": accuracy_bf16}[mode](exe)
     print("FAIL: " + err if err else "PASS")
     sys.exit(1 if err else 0)

@@ -17,8 +17,11 @@ usage: test_checkpoint.py MODE HORA_TRAIN HORA_CKPT HORA_MKRECORD
             checkpoint, and a truncated one: each is reported (file, section
             or header, offset) and the previous checkpoint is used; a damaged
             --resume FILE stops the run
-  mismatch  resuming with another architecture, class count or precision is
-            refused with the first difference named
+  mismatch  resuming with another architecture, width, class count or
+            precision, or with --keep-global-batch on a number of ranks that
+            does not divide the checkpoint's global batch, is refused: exit
+            non-zero, the field named with the checkpoint's value, this run's
+            and the flag that continues it, in every rank's abort
   full-disk a tmpfs with room for one checkpoint: the second fails with "No
             space left on device", every rank exits non-zero, the first
             checkpoint is intact and `latest` names it, no temp file is left
@@ -272,19 +275,35 @@ def mismatch(work):
         return ["the run writing the checkpoint failed"]
 
     def case(c):
-        extra, needle = c
+        np_, extra, needles = c
         # Its own copy of the directory: the refused runs side by side never share one.
-        dc = os.path.join(work, "c-" + "".join(ch for ch in "".join(extra) if ch.isalnum()))
+        dc = os.path.join(work, "c-" + "".join(ch for ch in "".join(extra) if ch.isalnum()) + f"-np{np_}")
         shutil.copytree(d, dc)
-        r = mpirun(2, args + ["--checkpoint-dir", dc, "--steps", "4", "--resume", "auto"] + extra)
-        if r.returncode == 0 or needle not in r.stdout:
-            return [f"{' '.join(extra)}: not refused with '{needle}'"]
-        return []
+        r = mpirun(np_, args + ["--checkpoint-dir", dc, "--steps", "4", "--resume", "auto"] + extra)
+        failures = []
+        if r.returncode == 0:
+            failures.append(f"np {np_} {' '.join(extra)}: the resume was not refused (exit 0)")
+        failures += [f"np {np_} {' '.join(extra)}: no '{n}' in the output" for n in needles if n not in r.stdout]
+        # Every rank ends with the reason, not a status name: each one's abort carries rank 0's words.
+        for rank in range(np_):
+            if f"hora[{rank}] error: hora_abort: hora-train: cannot resume" not in r.stdout:
+                failures.append(f"np {np_} {' '.join(extra)}: rank {rank}'s abort does not give the reason")
+        if "main_resume_apply" in r.stdout or "main_resume_read" in r.stdout:
+            failures.append(f"np {np_} {' '.join(extra)}: a bare 'main_resume_...(r) failed' line was printed")
+        return failures
 
-    return in_parallel(case, [(["--model", "resnet20"], "arch: checkpoint resnet8, this run resnet20"),
-                              (["--classes", "12"], "classes: checkpoint 10, this run 12"),
-                              (["--precision", "bf16"], "compute_dtype: checkpoint f32, this run bf16"),
-                              (["--width", "8"], "width: checkpoint 16, this run 8")])
+    ck = f"cannot resume from {os.path.join(work, 'c-')}"
+    return in_parallel(case, [
+        (2, ["--model", "resnet20"], [ck, "the checkpoint has arch resnet8, this run asks for resnet20: "
+                                          "--model resnet8 continues it"]),
+        (2, ["--classes", "12"], ["the checkpoint has classes 10, this run asks for 12: --classes 10 continues it"]),
+        (2, ["--precision", "bf16"], ["the checkpoint has compute dtype f32 (precision fp32), this run asks for bf16: "
+                                      "--precision fp32, or --precision auto (which keeps the checkpoint's), "
+                                      "continues it"]),
+        (2, ["--width", "8"], ["the checkpoint has width 16, this run asks for 8: --width 16 continues it"]),
+        # The world-size rule: the checkpoint's global batch 16 (1 rank x 16) does not divide over 3 ranks.
+        (3, ["--keep-global-batch"], ["cannot resume with --keep-global-batch: the checkpoint has global batch 16 "
+                                      "(1 ranks x 16), which this run's 3 ranks do not divide"])])
 
 
 def full_disk(work):
