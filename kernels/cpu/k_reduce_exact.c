@@ -168,11 +168,21 @@ static void k_exact_block(void *dst, const void *const *srcs, int n, size_t base
     double s[K_EXACT_BLOCK], err[K_EXACT_BLOCK];
     if (dtype == K_DTYPE_F32) {
         const float *x0 = (const float *)srcs[0] + base;
-        for (size_t i = 0; i < m; i++) {
-            s[i] = x0[i];
-            err[i] = s[i] - s[i]; /* NaN for a non-finite input */
+        if (n >= 2) {
+            /* The first two sources in one pass (all of the work at n = 2). */
+            const float *x1 = (const float *)srcs[1] + base;
+            for (size_t i = 0; i < m; i++) {
+                const double a = x0[i], x = x1[i], t = a + x, xv = t - a;
+                err[i] = (a - a) + fabs((a - (t - xv)) + (x - xv)); /* NaN for a non-finite first input */
+                s[i] = t;
+            }
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                s[i] = x0[i];
+                err[i] = s[i] - s[i];
+            }
         }
-        for (int k = 1; k < n; k++) {
+        for (int k = 2; k < n; k++) {
             const float *xk = (const float *)srcs[k] + base;
             for (size_t i = 0; i < m; i++) {
                 /* TwoSum: t + e == s + x exactly. */
@@ -198,7 +208,9 @@ static void k_exact_block(void *dst, const void *const *srcs, int n, size_t base
     /* The elements some addition rounded (or that met a non-finite input)
      * again, exactly; before any output is written, since dst may be one
      * of the sources. */
-    for (size_t i = 0; i < m; i++)
+    int bad = 0;
+    for (size_t i = 0; i < m; i++) bad |= !(err[i] == 0.0);
+    for (size_t i = 0; i < m && bad; i++)
         if (!(err[i] == 0.0)) s[i] = k_exact_sum_slow(srcs, n, base + i, dtype);
     if (dtype == K_DTYPE_F32 && divisor == 1) {
         float *out = (float *)dst + base;
