@@ -160,7 +160,8 @@ static hora_status_t precision_auto(run_t *r, const tr_model_spec_t *spec, int g
     tr_precision_probe_config_t pc = {.spec = *spec, .batch = o->batch, .grad = grad, .loss_scale_opt = o->loss_scale,
                                       .loss_scale_window = o->loss_scale_window,
                                       .step = {.overlap = (tr_overlap_t)o->overlap, .optim = o->optim,
-                                               .label_smoothing = (float)o->label_smoothing},
+                                               .label_smoothing = (float)o->label_smoothing,
+                                               .reproducible = o->reproducible},
                                       .grads_shared = r->size > 1, .seed = r->state.seed, .budget_s = 2.0};
     char text[1024], json[1536];
     const char *source;
@@ -302,7 +303,7 @@ static hora_status_t setup(run_t *r)
     if (refused != HORA_OK)
         return refused;
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
-                           .optim = o->optim, .loss_scale = ls};
+                           .optim = o->optim, .loss_scale = ls, .reproducible = o->reproducible};
     if (!r->resumed)
         tr_loss_scale_begin(&ls, &r->state.loss_scale);
     CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));

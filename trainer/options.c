@@ -151,6 +151,13 @@ static const opt_t opt_table[] = {
      "keep the faster"},
     {"--no-overlap", NULL, OPT_SET, F(overlap), NULL, 0, 0, NULL, TR_OVERLAP_OFF, 0, 0, NULL,
      "the same as --overlap off"},
+    {"--reproducible", NULL, OPT_SET, F(reproducible), "0", 0, 0, NULL, 1, 0, 0, NULL,
+     "bitwise-reproducible gradient all-reduce: every element summed in rank order, rounded once, so a run "
+     "gives the same bits whatever HORA_ALGORITHM, HORA_HIERARCHICAL, the transport or the fusion threshold "
+     "(default: as HORA_REPRODUCIBLE says)"},
+    {"--reproducible-exact", NULL, OPT_SET, F(reproducible), NULL, 0, 0, NULL, 2, 0, 0, NULL,
+     "the same with exact sums rounded once: also independent of how the addends are spread over the ranks "
+     "(host gradients only: a device gradient all-reduce fails with HORA_ERR_UNSUPPORTED)"},
     {"--eval-every", "E", OPT_INT, F(eval_every), "0", 0, 100000, NULL, 0, 0, 0, NULL,
      "evaluate every E epochs (0: only at the end)"},
     {"--print-every", "N", OPT_INT, F(print_every), "auto", 1, 1 << 30, NULL, 0, 1, 0, NULL,

@@ -68,6 +68,7 @@ typedef struct {
     const char *backend;
     int threads;
     int overlap;       /* tr_overlap_t */
+    int reproducible;  /* the gradient all-reduce's hora_reproducible_t: 0 HORA_REPRODUCIBLE's, 1 rank order, 2 exact */
     int eval_every;
     int print_every;
     const char *log_path;

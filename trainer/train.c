@@ -182,6 +182,7 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
     /* Device gradients: ready when the backend's event is (its compute
      * stream got past the op that wrote them). */
     hora_opts_t opts = HORA_OPTS_INIT;
+    opts.reproducible = t->config.reproducible;
     if (p->grad.memory == TR_MEMORY_DEVICE) {
         opts.memory = HORA_MEMORY_CUDA;
         opts.ready_event = event;

@@ -45,6 +45,10 @@ typedef struct {
      * Two trainers alive at once (--precision auto's probe) keep their
      * requests, and hora's response-cache entries, apart with it. */
     const char *name_prefix;
+    /* The gradient all-reduce's hora_opts_t.reproducible (--reproducible):
+     * 0 what HORA_REPRODUCIBLE says, 1 rank order (bit-identical for a
+     * world size whatever the algorithm or transport), 2 exact. */
+    int reproducible;
 } tr_step_config_t;
 
 typedef struct tr_trainer tr_trainer_t;

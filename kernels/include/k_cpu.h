@@ -119,6 +119,22 @@ K_API void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k
                       int64_t divisor);
 
 /*
+ * dst[i] = the exact sum of srcs[0][i] .. srcs[n-1][i], rounded once to the
+ * dtype (to nearest even), for f32, f16 and bf16: the result depends only on
+ * the multiset of the n values, not on their order or on n (what the
+ * runtime's HORA_REPRODUCIBLE=exact all-reduce needs). A NaN, or +inf with
+ * -inf, gives the dtype's default quiet NaN; a zero sum is -0 only when
+ * every input is -0. divisor > 1: that sum rounded to f32, divided in f32,
+ * rounded to the dtype. Other dtypes: k_reduce_n's SUM (integers are exact
+ * anyway; f64 is summed in source order). dst may equal a source; count == 0
+ * touches nothing. Cost: two passes in fp64 per element (TwoSum), plus a
+ * long-accumulator sum for the elements whose inputs span more than about
+ * 29 - log2(n) binades (k_reduce_exact.c).
+ */
+K_API void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
+                            int64_t divisor);
+
+/*
  * dst[i] = src[i] / divisor (divisor >= 1). f32/f16/bf16 divide in fp32 (then
  * round to the dtype), f64 in fp64, integers with C's truncating division.
  * dst may be src.

@@ -61,6 +61,24 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     if ((unsigned)opts->compression > HORA_COMPRESSION_BF16 || (unsigned)opts->memory >= HORA_MEMORY_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid compression or memory kind", what, name);
     HORA_CHECK(api_async_check_memory(what, name, opts, send, recv));
+    if ((unsigned)opts->reproducible > HORA_REPRODUCIBLE_EXACT)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): invalid reproducible mode %d (0, 1 or 2)", what, name,
+                           opts->reproducible);
+    if (opts->reproducible && kind != COORD_KIND_ALLREDUCE)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): the reproducible flag applies to allreduce only", what,
+                           name);
+    /* The request's mode, or HORA_REPRODUCIBLE's: fixed here, so that ranks
+     * that disagree fail negotiation instead of running different
+     * algorithms. */
+    const int reproducible = kind != COORD_KIND_ALLREDUCE ? 0
+                             : opts->reproducible     ? opts->reproducible
+                                                      : hora_rt.cfg.reproducible;
+    if (reproducible && opts->process_set != HORA_PROCESS_SET_WORLD)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "%s('%s'): a reproducible all-reduce (%s) runs on the world, not on process set %d (whose "
+                           "MPI reduction fixes no order)",
+                           what, name, opts->reproducible ? "the request's flag" : "HORA_REPRODUCIBLE",
+                           opts->process_set);
     struct coord *coord;
     int set_size, set_rank;
     HORA_CHECK(api_set_coord(opts->process_set, what, name, &coord, &set_size, &set_rank));
@@ -106,6 +124,7 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
     m->postscale = opts->postscale;
     m->compression = (uint32_t)opts->compression;
     m->memory = (uint32_t)opts->memory;
+    m->reproducible = (uint32_t)reproducible;
     if (opts->ndim == 0) {
         m->ndim = 1;
         m->dims[0] = (int64_t)count;

@@ -19,6 +19,7 @@ extern char **environ;
 static const char *const config_log_levels[] = {"error", "warn", "info", "debug", NULL};
 static const char *const config_algorithms[] = {"auto", "ring", "oneshot", NULL};
 static const char *const config_auto_off_on[] = {"auto", "0", "1", NULL};
+static const char *const config_reproducible[] = {"0", "1", "exact", NULL};
 
 #define CONFIG_FIELD(f) offsetof(struct config, f)
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -76,6 +77,11 @@ const struct config_entry config_table[] = {
     {"HORA_HIERARCHICAL", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(hierarchical),
      "allreduce as node reduce-scatter + one cross-node ring per local rank + node allgather: auto (more "
      "than one node and more than one rank per node), 0 or 1"},
+    {"HORA_REPRODUCIBLE", CONFIG_TYPE_ENUM, "0", 0, 0, config_reproducible, CONFIG_FIELD(reproducible),
+     "bitwise-reproducible f32/f16/bf16 all-reduce sums: 1 (the same bits for a given world size whatever "
+     "the algorithm, transport, fusion layout or arrival order: each element summed in rank order in fp32, "
+     "rounded once), exact (the same bits for any world size: each element summed exactly, rounded once), "
+     "0 (off: the fastest algorithm's order)"},
     {"HORA_CYCLE_TIME_MS", CONFIG_TYPE_DOUBLE, "1", 0.01, 10000, NULL, CONFIG_FIELD(cycle_time_ms),
      "coordinator cycle: how often ranks agree which named requests are ready"},
     {"HORA_DEFER_MS", CONFIG_TYPE_DOUBLE, "20", 0, 10000, NULL, CONFIG_FIELD(defer_ms),

@@ -28,6 +28,7 @@ struct config {
     size_t latency_bytes;   /* HORA_LATENCY_BYTES: all-reduces up to this size take the latency path, 0 = never */
     int algorithm;          /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;       /* HORA_HIERARCHICAL: 0 auto, 1 off, 2 on */
+    int reproducible;       /* HORA_REPRODUCIBLE: 0 off, 1 rank order, 2 exact (hora_reproducible_t) */
     double cycle_time_ms;   /* HORA_CYCLE_TIME_MS: coordinator cycle */
     double defer_ms;        /* HORA_DEFER_MS: longest deferral of a host request nothing waits for, 0 = none */
     size_t fusion_threshold; /* HORA_FUSION_THRESHOLD: bytes per fused buffer, 0 = no fusion */

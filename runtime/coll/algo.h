@@ -52,6 +52,11 @@ struct group_reduction {
     hora_op_t op;      /* SUM, MIN, MAX or PROD (AVG arrives as SUM with a divisor) */
     hora_op_t user_op; /* for messages and descriptor checks */
     int64_t divisor;
+    /* HORA_REPRODUCIBLE (all-reduce only): 0 off; 1 every element summed in
+     * rank order 0..n-1 by one n-way reduce (the one-shot algorithm over peer
+     * memory, ordered.c over messages); 2 the same, summed exactly and
+     * rounded once (engine reduce_exact). */
+    int mode;
 };
 
 static inline int group_member(const struct coll_group *g, int i) { return g->members ? g->members[i] : i; }
@@ -71,6 +76,11 @@ void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
  * when an abort is known (tp_notice.c) and group_end returns status. */
 hora_status_t group_begin(struct coll_group *g);
 hora_status_t group_end(struct coll_group *g, hora_status_t status);
+
+/* The n-way reduce of an element's inputs in place order 0..n-1: the
+ * engine's reduce, or for red->mode 2 and SUM its reduce_exact. */
+hora_status_t group_reduce(const struct coll_group *g, void *dst, const void *const *srcs, int n, size_t count,
+                           const struct group_reduction *red);
 
 /* group.c: shared by ring.c and oneshot.c. */
 uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done);
@@ -106,6 +116,14 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
 hora_status_t oneshot_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
                                  size_t total);
 hora_status_t oneshot_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root);
+
+/* The reduce-scatter of the reproducible all-reduce over messages
+ * (ordered.c; red->mode > 0): every rank receives its shard (coll_shard) of
+ * every member's send and reduces the n of them in place order with
+ * group_reduce into its shard of work (send may be work); an allgather of
+ * the shards finishes the all-reduce. */
+hora_status_t ordered_reduce_msg(struct coll_group *g, const void *send, void *work, size_t count,
+                                 const struct group_reduction *red);
 
 /* The latency path of small all-reduces (latency.c): send -> recv (may be
  * equal; neither needs to be in the pool). Over peer memory one flag round

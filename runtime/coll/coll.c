@@ -32,6 +32,7 @@ static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what
     red->op = op == HORA_OP_AVG ? HORA_OP_SUM : op;
     red->user_op = op;
     red->divisor = op == HORA_OP_AVG ? ctx->env.topo->size : 1;
+    red->mode = 0;
     return HORA_OK;
 }
 
@@ -267,19 +268,41 @@ static hora_status_t coll_bounce_allreduce_flat(struct coll_ctx *ctx, int purpos
 static hora_status_t coll_group_single(struct coll_group *g, const void *send, void *out, size_t count,
                                        const struct group_reduction *red)
 {
-    if (red->dtype == HORA_DTYPE_BOOL) {
-        const void *srcs[1] = {send};
-        return g->engine->reduce(out, srcs, 1, count, red->dtype, red->op, 1);
-    }
+    const void *srcs[1] = {send};
+    if (red->dtype == HORA_DTYPE_BOOL) return g->engine->reduce(out, srcs, 1, count, red->dtype, red->op, 1);
+    /* Exact: one input rounded as n would be (NaNs made the default one). */
+    if (red->mode == 2) return group_reduce(g, out, srcs, 1, count, red);
     return g->engine->copy(out, send, count * hora_dtype_size(red->dtype));
 }
 
-/* The algorithm of the group's transport (a group of one copies). */
+static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts,
+                                           hora_dtype_t dtype);
+
+/* Reproducible (red->mode > 0) over messages: ordered.c's reduce-scatter
+ * (every shard reduced from all n inputs in rank order, as one shot does),
+ * then the shards gathered unchanged. */
+static hora_status_t coll_group_allreduce_ordered(struct coll_group *g, const void *send, void *work, size_t count,
+                                                  const struct group_reduction *red)
+{
+    size_t *counts = malloc(sizeof(size_t) * (size_t)g->n), dummy;
+    if (!counts) return status_fail(HORA_ERR_NO_MEMORY, "out of memory in a reproducible all-reduce");
+    for (int p = 0; p < g->n; p++) coll_shard(count, g->n, p, &dummy, &counts[p]);
+    hora_status_t status = ordered_reduce_msg(g, send, work, count, red);
+    if (status == HORA_OK) status = coll_group_allgatherv(g, work, counts, red->dtype);
+    free(counts);
+    return status;
+}
+
+/* The algorithm of the group's transport (a group of one copies). The
+ * reproducible modes reduce every element from all n inputs in rank order
+ * whatever HORA_ALGORITHM says: one shot over peer memory, ordered.c over
+ * messages. */
 static hora_status_t coll_group_allreduce(struct coll_group *g, const void *send, void *work, size_t count,
                                           const struct group_reduction *red)
 {
     if (g->n == 1) return coll_group_single(g, send, work, count, red);
-    if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_reduce(g, send, work, NULL, count, red);
+    if (red->mode && !coll_peer_memory(g->tp)) return coll_group_allreduce_ordered(g, send, work, count, red);
+    if (g->algorithm == GROUP_ALGORITHM_ONESHOT || red->mode) return oneshot_reduce(g, send, work, NULL, count, red);
     return ring_allreduce(g, send, work, count, red);
 }
 
@@ -312,10 +335,15 @@ static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_
 /* Does an all-reduce of bytes over tp take the latency path (latency.c)?
  * Host memory up to HORA_LATENCY_BYTES, and over peer memory what fits the
  * transport's slots; HORA_ALGORITHM=ring or oneshot forces that algorithm at
- * every size. The same answer on every rank of the group. */
-static int coll_latency(const struct coll_ctx *ctx, const struct tp *tp, hora_memory_t memory, size_t bytes)
+ * every size. A reproducible all-reduce (mode > 0) takes it over peer memory
+ * only (every member reduces all n inputs in rank order: the one-shot
+ * result), not over messages (recursive doubling pairs partial sums). The
+ * same answer on every rank of the group. */
+static int coll_latency(const struct coll_ctx *ctx, const struct tp *tp, hora_memory_t memory, size_t bytes,
+                        int mode)
 {
     if (memory != HORA_MEMORY_HOST || bytes > ctx->latency_bytes || ctx->algorithm != 0) return 0;
+    if (mode) return coll_peer_memory(tp) && bytes <= tp->ops->small_bytes;
     return !coll_peer_memory(tp) || bytes <= tp->ops->small_bytes;
 }
 
@@ -458,13 +486,17 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
     struct group_reduction red;
     HORA_CHECK(coll_check("hora_allreduce", dtype));
     HORA_CHECK(coll_reduction(ctx, "hora_allreduce", op, dtype, &red));
+    red.mode = hooks && hooks->reproducible ? hooks->reproducible : ctx->reproducible;
     if (count == 0) return HORA_OK;
     const size_t bytes = count * hora_dtype_size(dtype);
     if (!send || !recv) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: NULL buffer with count %zu", count);
     if (send != recv && coll_overlap(send, bytes, recv, bytes))
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: send and recv overlap without being equal");
 
-    const int hier = ctx->hierarchical && ctx->env.topo->size > 1;
+    /* Reproducible: the flat group, whose every element one n-way reduce
+     * sums in rank order (the hierarchical sum's order depends on the
+     * nodes). */
+    const int hier = ctx->hierarchical && ctx->env.topo->size > 1 && !red.mode;
     struct tp *tp = NULL; /* whose memory rules apply: the node ring's when hierarchical */
     const struct coll_engine_ops *engine = NULL;
     if (memory == HORA_MEMORY_CUDA) {
@@ -475,8 +507,13 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
                                       coll_bounce_allreduce_flat, &a);
         }
     }
+    if (memory == HORA_MEMORY_CUDA && red.mode == 2)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "hora_allreduce: HORA_REPRODUCIBLE=exact (or the request's HORA_REPRODUCIBLE_EXACT) has no "
+                           "device kernel yet: all-reduce device buffers with mode 1 (fixed world size), or copy them "
+                           "to host memory");
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
-    const int latency = coll_latency(ctx, tp, memory, bytes);
+    const int latency = coll_latency(ctx, tp, memory, bytes, red.mode);
     if (hier && latency)
         return coll_allreduce_hierarchical_latency(ctx, purpose, send, recv, count, &red, hooks);
     if (hier) return coll_allreduce_hierarchical(ctx, purpose, memory, tp, engine, send, recv, count, &red, hooks);

@@ -41,6 +41,7 @@ struct coll_ctx {
     size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
     int algorithm;      /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
     int hierarchical;   /* allreduce = node reduce-scatter + cross ring + node allgather */
+    int reproducible;   /* HORA_REPRODUCIBLE: 0 off, 1 rank order, 2 exact (a call's hooks may ask for more) */
     size_t latency_bytes; /* HORA_LATENCY_BYTES: host all-reduces up to this size take the latency path */
     /* Connected transports have ops != NULL; channel_tp[channel][memory] is
      * the one that channel uses for that memory kind, NULL for a scope this
@@ -112,6 +113,11 @@ int coll_app_waits(struct coll_ctx *ctx);
 /* Optional extras for one call. */
 struct coll_hooks {
     size_t chunk_bytes; /* 0: HORA_CHUNK_BYTES */
+    /* 0: HORA_REPRODUCIBLE (ctx->reproducible); 1 or 2: that mode for this
+     * all-reduce (hora_reproducible_t): every element summed by one n-way
+     * reduce in rank order (2: exactly, rounded once), whatever the
+     * algorithm, transport and hierarchy. */
+    int reproducible;
     /* Called when a phase ("REDUCE_SCATTER", "ALLREDUCE_CROSS", "ALLGATHER") begins (begin=1) and ends. */
     void (*on_phase)(void *ctx, const char *phase, int begin);
     void *ctx;

@@ -151,6 +151,7 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     memset(ctx, 0, sizeof(*ctx));
     ctx->chunk_bytes = cfg->chunk_bytes;
     ctx->algorithm = cfg->algorithm;
+    ctx->reproducible = cfg->reproducible;
     ctx->env.world = world;
     ctx->env.topo = topo;
     ctx->env.pool = pool;

@@ -36,6 +36,13 @@ struct coll_engine_ops {
      * SUM with divisor = ranks). */
     hora_status_t (*reduce)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                             hora_op_t op, int64_t divisor);
+    /* dst[i] = the exact sum of srcs[0][i] .. srcs[n-1][i] rounded once
+     * (f32/f16/bf16; other dtypes: reduce's SUM), then / divisor as reduce
+     * does: the bits depend only on the multiset of inputs (k_reduce_n_exact;
+     * HORA_REPRODUCIBLE=exact). The device engine returns
+     * HORA_ERR_UNSUPPORTED. */
+    hora_status_t (*reduce_exact)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
+                                  int64_t divisor);
     /* dst[i] = src[i] * factor (k_scale: integers truncate toward zero and saturate). */
     hora_status_t (*scale)(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor);
     /* Convert count elements (k_cast). */

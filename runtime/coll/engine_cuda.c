@@ -90,6 +90,16 @@ static hora_status_t engine_cuda_reduce(void *dst, const void *const *srcs, int 
     return engine_cuda_finish(err, "k_cuda_reduce_n", s);
 }
 
+/* HORA_REPRODUCIBLE=exact has no device kernel yet: coll.c refuses the mode
+ * for device buffers reduced on the device before any group opens; this
+ * slot only says so if it is ever reached. */
+static hora_status_t engine_cuda_reduce_exact(void *dst, const void *const *srcs, int n, size_t count,
+                                              hora_dtype_t dtype, int64_t divisor)
+{
+    (void)dst, (void)srcs, (void)n, (void)count, (void)dtype, (void)divisor;
+    return status_fail(HORA_ERR_UNSUPPORTED, "device engine: no exact (HORA_REPRODUCIBLE=exact) reduction on the device");
+}
+
 static hora_status_t engine_cuda_scale(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor)
 {
     cudaStream_t s = NULL;
@@ -153,6 +163,7 @@ static hora_status_t engine_cuda_event_wait(void *event)
 
 static const struct coll_engine_ops coll_engine_cuda_ops = {
     .reduce = engine_cuda_reduce,
+    .reduce_exact = engine_cuda_reduce_exact,
     .scale = engine_cuda_scale,
     .cast = engine_cuda_cast,
     .copy = engine_cuda_copy,

@@ -30,6 +30,13 @@ static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int 
     return HORA_OK;
 }
 
+static hora_status_t engine_host_reduce_exact(void *dst, const void *const *srcs, int n, size_t count,
+                                              hora_dtype_t dtype, int64_t divisor)
+{
+    k_reduce_n_exact(dst, srcs, n, count, (k_dtype_t)dtype, divisor);
+    return HORA_OK;
+}
+
 static hora_status_t engine_host_scale(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor)
 {
     k_scale(dst, src, count, (k_dtype_t)dtype, factor);
@@ -72,6 +79,7 @@ static hora_status_t engine_host_event_wait(void *event)
 
 static const struct coll_engine_ops coll_engine_host = {
     .reduce = engine_host_reduce,
+    .reduce_exact = engine_host_reduce_exact,
     .scale = engine_host_scale,
     .cast = engine_host_cast,
     .copy = engine_host_copy,

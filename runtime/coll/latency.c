@@ -67,7 +67,7 @@ hora_status_t latency_allreduce_mem(struct coll_group *g, const void *send, void
     }
     /* In place, recv is also srcs[r]: the n-way reduce reads every input
      * of an element before it writes that element. */
-    if (status == HORA_OK) status = g->engine->reduce(recv, srcs, n, count, red->dtype, red->op, red->divisor);
+    if (status == HORA_OK) status = group_reduce(g, recv, srcs, n, count, red);
     group_phase(g, "ALLREDUCE_LATENCY", 0);
     if (srcs != stack_srcs) free(srcs);
     return status;

@@ -107,7 +107,7 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
          * only this rank touches; in place when send == work), then fan the
          * result out while it is still in cache. */
         uint8_t *acc = out ? (uint8_t *)out + e * es : dst[r] + at;
-        status = g->engine->reduce(acc, src_at, n, m, red->dtype, red->op, red->divisor);
+        status = group_reduce(g, acc, src_at, n, m, red);
         for (int p = 0; p < n; p++) src_at[p] = (const uint8_t *)src_at[p] + m * es;
         for (int i = 1; i < n && status == HORA_OK && !out; i++)
             status = g->engine->copy(dst[(r + i) % n] + at, acc, m * es);

@@ -38,6 +38,7 @@ enum coord_kind {
  * travels between ranks as bytes. */
 struct coord_meta {
     uint32_t kind, dtype, op, compression, memory;
+    uint32_t reproducible; /* allreduce: 0 off, 1 rank order, 2 exact (hora_reproducible_t, resolved) */
     int32_t root, ndim, group_size;
     uint64_t count;
     double prescale, postscale;

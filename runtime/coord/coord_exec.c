@@ -37,7 +37,7 @@ static int coord_fusable(const struct coord_meta *a, const struct coord_meta *b)
 {
     return a->kind == COORD_KIND_ALLREDUCE && b->kind == COORD_KIND_ALLREDUCE && a->dtype == b->dtype &&
            a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
-           a->compression == b->compression && a->memory == b->memory;
+           a->compression == b->compression && a->memory == b->memory && a->reproducible == b->reproducible;
 }
 
 static size_t coord_response_bytes(const struct coord_response *r)
@@ -275,7 +275,7 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
     const int plain = wire == dtype && m->prescale == 1.0 && m->postscale == 1.0;
     struct coord_phase_ctx pctx = {c, r};
     struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes, .on_phase = c->tl ? coord_on_phase : NULL,
-                               .ctx = &pctx};
+                               .ctx = &pctx, .reproducible = (int)m->reproducible};
     const char *path = zero_copy ? "{\"path\":\"zero-copy\"}" : "{\"path\":\"fusion-buffer\"}";
     coord_timeline_span(c, r, "QUEUE", 0, NULL);
     coord_timeline_span(c, r, "ALLREDUCE", 1, path);

@@ -212,6 +212,9 @@ static char *coord_validate(const char *name, int ra, const struct coord_meta *a
     } else if (a->memory != b->memory) {
         snprintf(msg, sizeof(msg), "mismatched memory kind for '%s': rank %d has %s, rank %d has %s", name, ra,
                  a->memory == HORA_MEMORY_CUDA ? "cuda" : "host", rb, b->memory == HORA_MEMORY_CUDA ? "cuda" : "host");
+    } else if (a->reproducible != b->reproducible) {
+        snprintf(msg, sizeof(msg), "mismatched reproducible mode for '%s': rank %d has %u, rank %d has %u", name, ra,
+                 a->reproducible, rb, b->reproducible);
     } else if (a->kind == COORD_KIND_BARRIER) {
         /* nothing else to agree on */
     } else if (a->kind == COORD_KIND_ALLGATHER || a->kind == COORD_KIND_ALLTOALL) {

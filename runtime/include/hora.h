@@ -280,7 +280,8 @@ HORA_API int hora_cuda_device(void);
  * and 2^-8 for bf16, plus a term of 2^-22 sum_i |x_i| for the fp32
  * arithmetic in between. Other dtypes reduce in their own arithmetic; f32
  * and f64 sums depend on the order, which is fixed per algorithm and rank
- * count (every rank gets the same bits).
+ * count (every rank gets the same bits). HORA_REPRODUCIBLE=1 or exact fixes
+ * the order, or removes it (hora_reproducible_t, above the async API).
  */
 HORA_API hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype,
                              hora_op_t op);
@@ -338,6 +339,41 @@ typedef enum { HORA_MEMORY_HOST = 0, HORA_MEMORY_CUDA = 1, HORA_MEMORY_COUNT = 2
 
 #define HORA_MAX_DIMS 8
 
+/*
+ * Bitwise-reproducible all-reduce sums (hora_opts_t.reproducible, and
+ * HORA_REPRODUCIBLE=0|1|exact for every all-reduce, direct or negotiated).
+ *  - HORA_REPRODUCIBLE_RANKS (HORA_REPRODUCIBLE=1): every element is reduced
+ *    by one n-way reduce of all n inputs in rank order 0..n-1 (f16/bf16 in
+ *    fp32, rounded once; f32 in fp32): the one-shot algorithm's result
+ *    (hora_allreduce), the same bits for a given world size whatever the
+ *    algorithm (HORA_ALGORITHM, HORA_HIERARCHICAL), transport, fusion layout
+ *    or order in which ranks arrive. Over shared memory it runs one shot;
+ *    over ucx/mpi every rank gathers its shard from every rank, reduces it
+ *    and the shards are allgathered (the ring's traffic); the hierarchical
+ *    all-reduce is not used.
+ *  - HORA_REPRODUCIBLE_EXACT (HORA_REPRODUCIBLE=exact): the same, but each
+ *    f32/f16/bf16 element's SUM is the exact sum of its inputs rounded once
+ *    to nearest even, so the bits depend only on the multiset of addends:
+ *    also the same for any world size. A NaN, or +inf with -inf, gives the
+ *    dtype's default quiet NaN. AVG rounds the exact sum to f32, divides in
+ *    f32 and rounds to the dtype. Host memory (device buffers on a channel
+ *    through host memory too); device buffers reduced on the device are
+ *    refused with HORA_ERR_UNSUPPORTED.
+ * Other dtypes and ops reduce in rank order in both modes (integers are
+ * exact anyway; f64 sums and float products are reproducible for a given
+ * world size only). All-reduce only (reduce-scatter keeps its algorithm's
+ * order); a process set (opts.process_set != 0) refuses both modes
+ * (HORA_ERR_UNSUPPORTED: its MPI reduction fixes no order). Every rank must
+ * ask for the same mode: the coordinator fails a request whose ranks
+ * disagree (HORA_ERR_MISMATCH); direct collectives need the same
+ * HORA_REPRODUCIBLE on every rank.
+ */
+typedef enum {
+    HORA_REPRODUCIBLE_DEFAULT = 0, /* what HORA_REPRODUCIBLE says (0: off) */
+    HORA_REPRODUCIBLE_RANKS = 1,   /* rank order: the same bits for a given world size */
+    HORA_REPRODUCIBLE_EXACT = 2,   /* exact sum rounded once: the same bits for any world size */
+} hora_reproducible_t;
+
 /* Options of a negotiated request. Initialise with HORA_OPTS_INIT. */
 typedef struct {
     double prescale;  /* inputs multiplied by this before the reduction (1 = none) */
@@ -358,12 +394,18 @@ typedef struct {
     /* The ranks that run the request: HORA_PROCESS_SET_WORLD (0) or a set
      * from hora_process_set_create, which this rank must belong to. */
     int process_set;
+    /* hora_allreduce_async / grouped: HORA_REPRODUCIBLE_RANKS or _EXACT asks
+     * for that reproducible sum for this request whatever HORA_REPRODUCIBLE
+     * says; HORA_REPRODUCIBLE_DEFAULT (0) follows HORA_REPRODUCIBLE. Other
+     * requests must leave it 0. */
+    int reproducible;
 } hora_opts_t;
 
 #define HORA_PROCESS_SET_WORLD 0
 
 #define HORA_OPTS_INIT                                                                                             \
-    {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL, HORA_PROCESS_SET_WORLD}
+    {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL, HORA_PROCESS_SET_WORLD,          \
+     HORA_REPRODUCIBLE_DEFAULT}
 
 /*
  * Process sets (Horovod's): a subset of the ranks with a coordinator of its

@@ -82,6 +82,7 @@ class Opts(ctypes.Structure):
         ("stream", ctypes.c_void_p),
         ("ready_event", ctypes.c_void_p),
         ("process_set", ctypes.c_int),
+        ("reproducible", ctypes.c_int),  # hora_reproducible_t; 0 follows HORA_REPRODUCIBLE
     ]
 
     @classmethod
