@@ -319,8 +319,9 @@ void stack_channel_poll(struct stack_channel *s, int64_t now_us)
     for (int r = 0; r < s->size; r++) {
         struct stack_asked *a = &s->asked[r];
         if (!a->outstanding || now_us - a->sent_us <= s->answer_us) continue;
-        log_warn("stall: rank %d missing for '%s' (waited %.0f s) did not answer the stack request within %.1f s "
-                 "(stopped, or its coordinator busy in a long collective); going on",
+        log_warn("stall: rank %d missing for '%s' (waited %.0f s): no answer to the stack request within %.1f s (the "
+                 "process stopped, its coordinator in a long collective, or its stack provider waiting for Python's "
+                 "GIL); going on",
                  r, a->name, a->age_s, (double)s->answer_us * 1e-6);
         a->outstanding = 0;
         a->silent = 1;
