@@ -1,7 +1,7 @@
 /* async_stack.c - mode stall_stack: under the stall inspector's warning,
  * rank 0 prints what the missing rank is doing. The last rank sleeps inside
- * late_rank_sleeps_here (exported: test_async is linked with -rdynamic, so
- * dladdr names it) past HORA_STALL_CHECK_S before it submits 'late_tensor';
+ * late_rank_sleeps_here (exported: test_async is linked with
+ * --export-dynamic-symbol for it, so dladdr names it) past HORA_STALL_CHECK_S before it submits 'late_tensor';
  * rank 0's stderr must hold "stall: rank L missing for 'late_tensor' ...;
  * rank L is at:" with a native backtrace naming that function in the lines
  * under it, and the allreduce must still be right. With HORA_STALL_STACKS=0
