@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "base/log.h"
 #include "base/status.h"
+#include "coord/stack.h"
 #include "hora.h"
 
 struct hora_rt hora_rt;
@@ -126,6 +127,7 @@ hora_status_t hora_init(void)
                                         .dev = &hora_rt.dev};
     status = coord_start(&coord_env, &hora_rt.coord);
     if (status < 0) goto err_close;
+    stack_capture_note_init(); /* a stall's stack shows this thread until one submits */
     hora_rt.initialized = 1;
     if (hora_rt.cfg.process_sets[0]) {
         status = api_sets_create_static(hora_rt.cfg.process_sets);
@@ -252,6 +254,12 @@ hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, l
     if (last_fraction) *last_fraction = fraction;
     if (lag_ms) *lag_ms = lag;
     if (cycles) *cycles = (long long)n;
+    return HORA_OK;
+}
+
+hora_status_t hora_set_stack_provider(hora_stack_provider_t provider, void *arg)
+{
+    stack_capture_set_provider(provider, arg);
     return HORA_OK;
 }
 

@@ -95,6 +95,9 @@ const struct config_entry config_table[] = {
      "warn about requests some ranks have submitted and others not for this long"},
     {"HORA_STALL_SHUTDOWN_S", CONFIG_TYPE_DOUBLE, "0", 0, 1e7, NULL, CONFIG_FIELD(stall_shutdown_s),
      "shut the runtime down when a request stalls this long (0 = never)"},
+    {"HORA_STALL_STACKS", CONFIG_TYPE_BOOL, "1", 0, 1, NULL, CONFIG_FIELD(stall_stacks),
+     "under a stall warning, rank 0 also prints what each missing rank's application thread is doing: its "
+     "Python stack under hora.torch, else a native backtrace (0 = off; a rank with 0 answers that it is off)"},
     {"HORA_TIMELINE", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(timeline),
      "write a Chrome-trace timeline (Perfetto) of every request to this file (rank 0)"},
     {"HORA_TIMELINE_MAX_MB", CONFIG_TYPE_INT, "1024", 0, 1e6, NULL, CONFIG_FIELD(timeline_max_mb),

@@ -35,6 +35,7 @@ struct config {
     int cache_capacity;     /* HORA_CACHE_CAPACITY: response-cache entries, 0 = off */
     double stall_check_s;   /* HORA_STALL_CHECK_S */
     double stall_shutdown_s; /* HORA_STALL_SHUTDOWN_S: 0 = never */
+    bool stall_stacks;      /* HORA_STALL_STACKS: rank 0 prints a missing rank's stack under a stall warning */
     char timeline[512];     /* HORA_TIMELINE: Chrome-trace file written by rank 0, "" = off */
     int timeline_max_mb;    /* HORA_TIMELINE_MAX_MB */
     int flight_recorder;    /* HORA_FLIGHT_RECORDER: collectives kept per process, 0 = off */

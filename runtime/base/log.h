@@ -8,6 +8,9 @@ void log_set_level(int level);
 void log_set_rank(int rank);
 int log_enabled(int level);
 void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A header line, prefixed as log_msg's, then each line of body indented by
+ * four spaces (any length, one write): a stack, a table. */
+void log_block(int level, const char *header, const char *body);
 
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)

@@ -32,6 +32,7 @@
 #include "base/status.h"
 #include "coord/coord_internal.h"
 #include "coord/flight.h"
+#include "coord/stack.h"
 #include "coord/straggler.h"
 
 #define COORD_FLAG_NOTHING_UNCACHED 1ull /* AND word */
@@ -626,6 +627,7 @@ static int coord_cycle(struct coord *c)
 
     memset(c->vec, 0, (size_t)(3 * W + 2) * sizeof(uint64_t));
     coord_take_incoming(c, &stop);
+    stack_channel_poll(c->stacks, start_us);
     /* A rank aborted (this one, or a peer whose notice has come): stop now,
      * without the others. */
     status = coll_check_abort(c->coll);
@@ -893,6 +895,11 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         goto err_free;
     }
     for (int r = 0; r < (c->size > 2 ? c->size : 2); r++) c->agree_reqs[r] = MPI_REQUEST_NULL;
+    if (!c->members) {
+        /* A rank asked for its stack answers within a few inspection periods. */
+        status = stack_channel_open(&c->stacks, cfg, env->world, 1.0 + 4e-6 * (double)coord_inspect_period_us(c));
+        if (status < 0) goto err_free_comm;
+    }
     if (c->rank == 0 && cfg->timeline[0]) {
         /* A process set's timeline beside the world's. */
         char path[sizeof(cfg->timeline) + 16];
@@ -925,6 +932,7 @@ err_free_autotune:
 err_free_timeline:
     timeline_close(c->tl);
 err_free_comm:
+    stack_channel_close(c->stacks);
     MPI_Comm_free(&c->comm);
 err_free:
     coord_free_tables(c);
@@ -990,6 +998,7 @@ void coord_stop(struct coord *c)
     coord_negotiate_free(c);
     timeline_close(c->tl);
     autotune_free(c->at);
+    stack_channel_close(c->stacks);
     if (!c->agree_in_flight) MPI_Comm_free(&c->comm); /* else an abandoned request still uses it */
     for (int m = 0; m < HORA_MEMORY_COUNT; m++) {
         void *bufs[3] = {c->fusion_buf[m], c->zeros[m], c->gap_zeros[m]};

@@ -99,6 +99,7 @@ struct coord {
     /* coordinator thread only */
     int flight_dumped;        /* the flight recorder was written for this failure */
     struct straggler *straggler; /* the world's: lateness per rank (straggler.c) */
+    struct stack_channel *stacks; /* the world's: stall stacks, asked and answered (stack.h) */
     MPI_Comm comm;
     int rank, size;
     int64_t sync_us; /* when the last cycle's allreduce ended: the same moment on every rank */

@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "coord/coord_internal.h"
+#include "coord/stack.h"
 
 /* ---------------------------------------------------------------- buffers */
 
@@ -416,6 +417,8 @@ static void coord_stall_inspect(struct coord *c, int64_t now, struct coord_respo
             coord_stall_ranks(c, e, ready, sizeof(ready), missing, sizeof(missing));
             log_warn("stall inspector: '%s' has waited %.0f s; ready on ranks: %s; missing ranks: %s", e->name, age,
                      ready, missing);
+            for (int r = 0; r < c->size; r++) /* what they are doing (stack.h); the world's only */
+                if (!e->present[r] && !c->joined_ranks[r]) stack_channel_request(c->stacks, r, e->name, age, now);
             e->last_warn_us = now;
         }
     }

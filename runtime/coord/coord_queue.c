@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "coord/coord_internal.h"
 #include "coord/flight.h"
+#include "coord/stack.h"
 
 void coord_complete(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
 {
@@ -84,6 +85,7 @@ hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
                               reqs[i]->name, c->rank);
         }
     const int64_t now_us = coord_now_us();
+    stack_capture_note_submit(); /* the thread a stall's stack shows */
     for (int i = 0; i < n; i++) {
         reqs[i]->enqueue_us = now_us;
         reqs[i]->flight_seq = flight_enqueue(c->flight, reqs[i], c->set_id, now_us);

@@ -206,6 +206,24 @@ HORA_API const char *hora_transport_name(void);
  * HORA_ERR_NOT_INITIALIZED. */
 HORA_API hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, long long *cycles);
 
+/* What this process's application is doing, as text: called (on a helper
+ * thread of libhora's, never the application's) when rank 0's stall
+ * inspector asks this rank for its stack (HORA_STALL_STACKS). It writes at
+ * most buf_bytes bytes of text, lines ending in '\n', into buf and returns
+ * how many it wrote; the text is cut to buf_bytes - 1. It may take its time:
+ * rank 0 reports the rank silent after a few seconds and goes on. */
+typedef size_t (*hora_stack_provider_t)(char *buf, size_t buf_bytes, void *arg);
+
+/* Register the provider of this process's stack text (hora.torch registers
+ * one that formats the Python stack of the main thread); NULL goes back to
+ * the default, a native backtrace of the thread that last submitted a
+ * request (or called hora_init), which libhora takes by sending that thread
+ * a real-time signal (SIGRTMIN+7; not where the program handles it itself;
+ * a sleep it interrupts returns early with EINTR). Callable at any time,
+ * before hora_init too; the provider stays until replaced: unregister it
+ * before whatever it calls goes away. Returns HORA_OK. */
+HORA_API hora_status_t hora_set_stack_provider(hora_stack_provider_t provider, void *arg);
+
 /*
  * Memory the transports can share without copies: on one host, peers map it
  * and reduce straight from it. Ordinary malloc'd buffers work everywhere too,

@@ -180,6 +180,8 @@ _declare_optional("hora_alltoall_async", _st, [_c.c_char_p, _vp, _c.c_size_t, _c
 _declare_optional("hora_barrier_async", _st, [_c.c_char_p, _OptsP, _c.POINTER(_vp)])
 _declare_optional("hora_process_set_create", _st, [_c.POINTER(_c.c_int), _c.c_int, _c.POINTER(_c.c_int)])
 _declare_optional("hora_process_set_free", _st, [_c.c_int])
+from hora import stacks as _stacks  # noqa: E402 (its provider's type)
+_declare_optional("hora_set_stack_provider", _st, [_stacks.PROVIDER_T, _vp])
 _declare_optional("hora_process_set_info", _st, [_c.c_int, _c.POINTER(_c.c_int), _c.POINTER(_c.c_int),
                                                  _c.POINTER(_c.c_int), _c.c_int])
 

@@ -113,6 +113,7 @@ void mode_stress(void);
 void mode_stall(void);
 void mode_stall_shutdown(void);
 void mode_stall_busy(void);
+void mode_stall_stack(void);
 void mode_timeline(void);
 void mode_badenv(void);
 void mode_idle(void);

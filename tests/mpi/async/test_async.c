@@ -20,6 +20,8 @@
  *   stall_shutdown HORA_STALL_SHUTDOWN_S ends stalled requests with
  *                  HORA_ERR_SHUTDOWN and hora_shutdown still returns.
  *   stall_busy     the same while every rank keeps other requests going.
+ *   stall_stack    rank 0 prints the late rank's native backtrace under the
+ *                  stall warning (none with HORA_STALL_STACKS=0).
  *   idle           with nothing in flight the coordinator sleeps instead of
  *                  cycling: the whole process uses under 2% of a core while
  *                  idle; then ranks submit seconds apart and the result is
@@ -99,6 +101,7 @@ static const struct {
     {"stall", mode_stall, 120},
     {"stall_shutdown", mode_stall_shutdown, 120},
     {"stall_busy", mode_stall_busy, 120},
+    {"stall_stack", mode_stall_stack, 60},
     {"timeline", mode_timeline, 600},
     {"badenv", mode_badenv, 120},
     {"idle", mode_idle, 120},

@@ -216,6 +216,8 @@ def init(comm=None, process_sets=None):
     if st not in (_h.OK, _h.ERR_ALREADY_INITIALIZED):
         raise HorovodInternalError("hora_init failed: %s: %s" % (_h.status_string(st), _h.last_error()))
     global_process_set.ranks = list(range(_lib.hora_size()))
+    # A stall warning on rank 0 shows this process's Python stack (hora/stacks.py).
+    _h.stacks.register(_lib)
     # Horovod's process_sets: a list of ProcessSet (or rank lists), or
     # "dynamic" (sets added later, which hora always allows).
     if process_sets and process_sets != "dynamic":
@@ -237,6 +239,7 @@ def shutdown():
         _handles.clear()
     _generation += 1  # shared_tensors' blocks die with this runtime
     st = _lib.hora_shutdown()
+    _h.stacks.unregister(_lib)  # before the interpreter ends (atexit runs this)
     for p in pending:
         p.free()
     for ps in _sets_by_ranks.values():  # hora_shutdown freed them
