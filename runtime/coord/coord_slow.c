@@ -13,8 +13,8 @@
  *     (silent count << 32) when some list did not come in time; then every
  *     rank fails its requests with HORA_ERR_TIMEOUT naming that rank, and the
  *     silent rank reads the same verdict when it resumes.
- * A rank that hears nothing from rank 0 waits an inspection period longer
- * than rank 0 does, then names rank 0 (as in the agreement). Every rank
+ * A rank that hears nothing from rank 0 waits a quarter second longer than
+ * rank 0 does, then names rank 0. Every rank
  * passed the agreement moments before, so a rank that does not come now
  * was stopped (SIGSTOP, a debugger) or is stuck between the two.
  *
@@ -33,6 +33,10 @@
 #define COORD_TAG_REQUESTS 103
 #define COORD_TAG_RESPONSES 104
 #define COORD_TAG_SETTINGS 105
+/* How much longer than rank 0 the others wait for it: every rank leaves the
+ * agreement within moments of the others (rank 0 last, once its verdicts
+ * are out), so unlike the agreement no inspection period is needed. */
+#define COORD_SLOW_MARGIN_US (250 * 1000)
 
 /* A request abandoned on failure: MPI may still use it and its buffer. */
 static void coord_slow_abandon(struct coord *c, MPI_Request *req, void *buf)
@@ -105,7 +109,7 @@ static hora_status_t coord_slow_gather(struct coord *c, struct coord_buf *bufs, 
             if (!matched[r] || reqs[r] != MPI_REQUEST_NULL) silent[count++] = r;
         *verdict = (uint64_t)(silent[0] + 1) | (uint64_t)count << 32;
         status = coord_agree_silent(c, silent, count, 1);
-    } else if (coord_now_us() > deadline_us + coord_inspect_period_us(c) + 250 * 1000) {
+    } else if (coord_now_us() > deadline_us + COORD_SLOW_MARGIN_US) {
         /* Every list came, but this rank was gone (stopped) so long that the
          * others have given up on it: fail as they did, naming this rank. */
         int zero = 0;
@@ -205,9 +209,9 @@ err_abandon:
 }
 
 /* Not rank 0: send `out` (tag out_tag; NULL: nothing) and receive rank 0's
- * message under in_tag, of any length, into *in (malloc'd). Rank 0 may come
- * an inspection period after this rank and then waits HORA_TIMEOUT_S for the
- * others: past that, rank 0 is named. A reply whose first word (the
+ * message under in_tag, of any length, into *in (malloc'd). Rank 0 waits
+ * HORA_TIMEOUT_S for the others: COORD_SLOW_MARGIN_US past that, rank 0 is
+ * named. A reply whose first word (the
  * verdict) is not 0 ends the wait for the send. */
 static hora_status_t coord_slow_talk_to_root(struct coord *c, struct coord_buf *out, int out_tag,
                                              struct coord_buf *in, int in_tag, const char *what)
@@ -218,8 +222,7 @@ static hora_status_t coord_slow_talk_to_root(struct coord *c, struct coord_buf *
     int err = MPI_SUCCESS, sent = out == NULL, got = 0, matched = 0;
 
     reqs[0] = reqs[1] = MPI_REQUEST_NULL;
-    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + coord_inspect_period_us(c) +
-                                250 * 1000;
+    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + COORD_SLOW_MARGIN_US;
     if (out) err = MPI_Isend(out->data, (int)out->len, MPI_BYTE, 0, out_tag, c->comm, &reqs[1]);
     if (err != MPI_SUCCESS) {
         status = status_mpi(err, what);
