@@ -189,12 +189,7 @@ static void coord_bits_merge(const uint64_t *in, uint64_t *inout, int words)
  * cost more than the at most cycle/4 of extra latency once it does. Between
  * naps it looks for notices (tp_notice.c): a rank that aborted will never
  * come, so the wait ends with its reason. */
-struct coord_poll {
-    long nap_ns, max_nap_ns;
-    int polls;
-};
-
-static void coord_poll_init(const struct coord *c, struct coord_poll *p)
+void coord_poll_init(const struct coord *c, struct coord_poll *p)
 {
     p->nap_ns = 20 * 1000;
     p->max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
@@ -203,7 +198,7 @@ static void coord_poll_init(const struct coord *c, struct coord_poll *p)
 }
 
 /* After a poll that found nothing: HORA_OK to poll again, or a rank's abort. */
-static hora_status_t coord_poll_pause(struct coord *c, struct coord_poll *p)
+hora_status_t coord_poll_pause(struct coord *c, struct coord_poll *p)
 {
     if (++p->polls < 64) return HORA_OK;
     HORA_CHECK(coll_check_abort(c->coll));
@@ -242,7 +237,7 @@ hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s
  * a quarter of HORA_STALL_CHECK_S, at most a second, and at most a quarter
  * of HORA_TIMEOUT_S (the agreement's deadline: an idle rank must come well
  * within it). */
-static int64_t coord_inspect_period_us(const struct coord *c)
+int64_t coord_inspect_period_us(const struct coord *c)
 {
     int64_t every = (int64_t)(c->cfg->stall_check_s * 0.25e6);
     const int64_t deadline_quarter = (int64_t)(c->cfg->timeout_s * 0.25e6);
@@ -272,7 +267,7 @@ static int64_t coord_inspect_period_us(const struct coord *c)
 #define COORD_TAG_VECTOR 101
 #define COORD_TAG_VERDICT 102
 
-static hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here)
+hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here)
 {
     const int first = coord_world_rank(c, silent[0]);
     char others[64] = "";
@@ -486,105 +481,6 @@ static void coord_take_incoming(struct coord *c, int *stop)
     }
 }
 
-static hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
-{
-    struct coord_buf mine = {0}, all_buf = {0};
-    struct coord_buf *bufs = NULL;
-    int *lens = NULL, *displs = NULL;
-    hora_status_t status;
-    int err;
-
-    status = coord_encode_requests(c->uncached, &mine);
-    if (status < 0) goto out;
-    c->uncached = c->uncached_tail = NULL; /* submitted: they stay in pending until their response */
-    int len = (int)mine.len;
-    if (c->rank == 0) {
-        lens = calloc((size_t)c->size, sizeof(int));
-        displs = calloc((size_t)c->size, sizeof(int));
-        bufs = calloc((size_t)c->size, sizeof(*bufs));
-        if (!lens || !displs || !bufs) {
-            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
-            goto out;
-        }
-    }
-    err = MPI_Gather(&len, 1, MPI_INT, lens, 1, MPI_INT, 0, c->comm);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Gather(request sizes)");
-        goto out;
-    }
-    if (c->rank == 0) {
-        size_t total = 0;
-        for (int r = 0; r < c->size; r++) {
-            displs[r] = (int)total;
-            total += (size_t)lens[r];
-        }
-        all_buf.data = malloc(total ? total : 1);
-        all_buf.len = total;
-        if (!all_buf.data) {
-            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
-            goto out;
-        }
-    }
-    err = MPI_Gatherv(mine.data, len, MPI_BYTE, all_buf.data, lens, displs, MPI_BYTE, 0, c->comm);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Gatherv(requests)");
-        goto out;
-    }
-
-    struct coord_buf reply = {0};
-    if (c->rank == 0) {
-        for (int r = 0; r < c->size; r++) {
-            bufs[r].data = all_buf.data + displs[r];
-            bufs[r].len = (size_t)lens[r];
-        }
-        struct coord_responses list = {0};
-        status = coord_negotiate(c, bufs, &list);
-        if (status == HORA_OK) {
-            coord_fuse(c, &list);
-            status = coord_encode_responses(c, &list, &reply);
-        }
-        coord_responses_clear(&list);
-        if (status < 0) {
-            /* Tell the others to stop rather than leave them waiting. */
-            coord_buf_free(&reply);
-            struct coord_responses stop = {0};
-            struct coord_response *r = coord_responses_add(&stop);
-            if (r) {
-                r->kind = COORD_KIND_SHUTDOWN;
-                r->error = strdup(hora_last_error());
-            }
-            coord_encode_responses(c, &stop, &reply);
-            coord_responses_clear(&stop);
-        }
-    }
-    uint64_t reply_len = reply.len;
-    err = MPI_Bcast(&reply_len, 1, MPI_UINT64_T, 0, c->comm);
-    if (err == MPI_SUCCESS && c->rank != 0) {
-        reply.data = malloc(reply_len ? reply_len : 1);
-        reply.len = reply_len;
-        if (!reply.data) {
-            status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
-            goto out;
-        }
-    }
-    if (err == MPI_SUCCESS && reply_len) err = MPI_Bcast(reply.data, (int)reply_len, MPI_BYTE, 0, c->comm);
-    if (err != MPI_SUCCESS) {
-        coord_buf_free(&reply);
-        status = status_mpi(err, "MPI_Bcast(responses)");
-        goto out;
-    }
-    reply.pos = 0;
-    status = coord_decode_responses(c, &reply, out);
-    coord_buf_free(&reply);
-out:
-    coord_buf_free(&mine);
-    free(all_buf.data);
-    free(bufs);
-    free(lens);
-    free(displs);
-    return status;
-}
-
 static void coord_fail_everything(struct coord *c, hora_status_t status, const char *why)
 {
     pthread_mutex_lock(&c->lock);
@@ -620,7 +516,7 @@ static void coord_apply_settings(struct coord *c, const struct coord_settings *s
 static int coord_cycle(struct coord *c)
 {
     const int W = c->words;
-    int stop = 0, err;
+    int stop = 0;
     int64_t start_us = coord_now_us();
     struct coord_responses list = {0};
     hora_status_t status = HORA_OK;
@@ -728,10 +624,9 @@ static int coord_cycle(struct coord *c)
         /* Every rank must fuse and chunk alike from here on: a rank that
          * missed the new settings cannot go on. */
         struct coord_settings s = c->next_settings;
-        err = MPI_Bcast(&s, sizeof(s), MPI_BYTE, 0, c->comm);
+        status = coord_slow_settings(c, &s);
         c->settings_changed = 0;
-        if (err != MPI_SUCCESS) {
-            status = status_mpi(err, "coordinator MPI_Bcast(autotune settings)");
+        if (status < 0) {
             coord_responses_clear(&list);
             coord_fail_everything(c, status, hora_last_error());
             return 1;
@@ -790,6 +685,19 @@ struct coord_abandoned {
 };
 static struct coord_abandoned *coord_abandoned_list;
 static pthread_mutex_t coord_abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void coord_keep_in_flight(struct coord *c, void *buf)
+{
+    c->agree_in_flight = 1; /* the communicator stays too */
+    if (!buf) return;
+    struct coord_abandoned *a = calloc(1, sizeof(*a));
+    if (!a) return; /* then it leaks unreachable, which is still safe */
+    a->vec = buf;
+    pthread_mutex_lock(&coord_abandoned_lock);
+    a->next = coord_abandoned_list;
+    coord_abandoned_list = a;
+    pthread_mutex_unlock(&coord_abandoned_lock);
+}
 
 /* What coord_start allocates before anything that needs MPI, and c itself. */
 static void coord_free_tables(struct coord *c)

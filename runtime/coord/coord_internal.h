@@ -162,6 +162,13 @@ struct coord_response *coord_responses_add(struct coord_responses *list);
 void coord_responses_clear(struct coord_responses *list);
 void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len);
 
+/* coord_slow.c: the slow path (request lists to rank 0, responses back) and
+ * autotune's settings from rank 0, point-to-point under HORA_TIMEOUT_S: a
+ * rank that does not come makes every rank fail with HORA_ERR_TIMEOUT
+ * naming it. */
+hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out);
+hora_status_t coord_slow_settings(struct coord *c, struct coord_settings *s);
+
 /* coord_exec.c */
 /* Fuse list in place (threshold 0: no fusion): a pure function of the
  * threshold and the list, so tools/sim's hora-sim runs this very code on the
@@ -189,6 +196,23 @@ hora_status_t coord_set_allgatherv(struct coord *c, const void *send, void *recv
  * timeout_s (0: none). A failed wait leaves the operation in flight (MPI
  * cannot cancel a collective): its buffers must never be freed. */
 hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what);
+/* The coordinator's polling (naps, or yields while an application thread
+ * waits; a rank's abort ends it with that rank's status): init before a
+ * wait, pause after each poll that found nothing. */
+struct coord_poll {
+    long nap_ns, max_nap_ns;
+    int polls;
+};
+void coord_poll_init(const struct coord *c, struct coord_poll *p);
+hora_status_t coord_poll_pause(struct coord *c, struct coord_poll *p);
+/* How often rank 0's stall inspector looks and an idle rank cycles. */
+int64_t coord_inspect_period_us(const struct coord *c);
+/* HORA_ERR_TIMEOUT naming silent[0] (places of c) and how many more did not
+ * come; decided_here: this rank saw it, else rank 0 told it. */
+hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here);
+/* Keep buf (may be NULL) and the communicator to the end of the process: an
+ * abandoned MPI request may still use them. */
+void coord_keep_in_flight(struct coord *c, void *buf);
 void coord_cache_store(struct coord *c, const char *name, const struct coord_meta *meta);
 void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
 /* coord_queue.c: the nap after a cycle that started at start_us; idle_us is

@@ -25,6 +25,14 @@
  *                (run under mpirun --enable-recovery): every survivor fails the
  *                same operation with HORA_ERR_TRANSPORT naming the dead rank.
  *   kill-small   the same on all-reduces of 8 bytes.
+ *   sigstop-fused / kill-fused  the same on a fused many-tensor all-reduce:
+ *                FUSED_TENSORS async all-reduces of 512 KiB each (16 MiB, one
+ *                fusion buffer) submitted, then waited for, every iteration;
+ *                the report adds each request's status of the failed
+ *                iteration (`statuses`), which must be the same on every rank.
+ *   TEST_FAULTS_DELAY_S (environment, sigstop* / kill*): the signal comes
+ *   that long into iteration FAULT_AT instead of 4 ms (tests/mpi/outcome.py
+ *   draws it at random: one outcome at any moment).
  *   shutdown     the peers are blocked in a direct all-reduce; the victim calls
  *                hora_shutdown instead of joining it (a program that hit an
  *                error and shuts down). The peers must fail at once with
@@ -261,13 +269,19 @@ static float *shared_floats(size_t count)
 
 /* Direct all-reduces until one fails; in iteration FAULT_AT the victim's
  * helper sends it sig 4 ms into the call (and SIGCONT cont_after_s later). */
+static double fault_delay_s(void)
+{
+    const char *d = getenv("TEST_FAULTS_DELAY_S");
+    return d ? atof(d) : 0.004;
+}
+
 static void run_direct(const char *mode, int sig, double cont_after_s, size_t count, struct outcome *o)
 {
     float *buf = shared_floats(count);
     /* Small calls take a microsecond: enough of them to reach the fault. */
     const long iters = count < 1024 ? FAULT_SMALL_ITERS : FAULT_ITERS;
     for (long it = 0; it < iters; it++) {
-        if (rank == victim && it == FAULT_AT) helper_send(0.004, sig, cont_after_s);
+        if (rank == victim && it == FAULT_AT) helper_send(fault_delay_s(), sig, cont_after_s);
         double t0 = now_mono();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
@@ -278,11 +292,60 @@ static void run_direct(const char *mode, int sig, double cont_after_s, size_t co
     outcome_set(o, -1, HORA_OK, "no call failed", 0, mode);
 }
 
+#define FUSED_TENSORS 32
+#define FUSED_COUNT ((size_t)128 << 10) /* floats: 512 KiB per tensor */
+
+/* Like run_direct on FUSED_TENSORS async all-reduces per iteration (they
+ * fuse: same dtype and op, 16 MiB under HORA_FUSION_THRESHOLD). The first
+ * iteration with a failed request is the outcome (its first failure's
+ * status and message); `statuses` lists every request's status of it, one
+ * letter each (o ok, t timeout, x transport, s shutdown, other: e). */
+static void run_fused(const char *mode, int sig, double cont_after_s, struct outcome *o)
+{
+    float *buf[FUSED_TENSORS];
+    for (int t = 0; t < FUSED_TENSORS; t++) buf[t] = shared_floats(FUSED_COUNT);
+    for (int it = 0; it < FAULT_ITERS; it++) {
+        if (rank == victim && it == FAULT_AT) helper_send(fault_delay_s(), sig, cont_after_s);
+        hora_request_t req[FUSED_TENSORS];
+        hora_status_t st[FUSED_TENSORS];
+        char message[1024] = "", letters[FUSED_TENSORS + 1];
+        double t0 = now_mono();
+        for (int t = 0; t < FUSED_TENSORS; t++) {
+            char name[32];
+            snprintf(name, sizeof(name), "grad.%d", t);
+            st[t] = hora_allreduce_async(name, buf[t], buf[t], FUSED_COUNT, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
+                                         &req[t]);
+            if (st[t] != HORA_OK && !message[0]) snprintf(message, sizeof(message), "%s", hora_last_error());
+        }
+        int first = -1;
+        for (int t = 0; t < FUSED_TENSORS; t++) {
+            if (st[t] == HORA_OK) {
+                st[t] = hora_wait(req[t]);
+                if (st[t] != HORA_OK && !message[0]) snprintf(message, sizeof(message), "%s", hora_request_error(req[t]));
+                hora_request_free(req[t]);
+            }
+            if (st[t] != HORA_OK && first < 0) first = t;
+            letters[t] = st[t] == HORA_OK ? 'o' : st[t] == HORA_ERR_TIMEOUT ? 't' : st[t] == HORA_ERR_TRANSPORT ? 'x'
+                       : st[t] == HORA_ERR_SHUTDOWN ? 's' : 'e';
+        }
+        letters[FUSED_TENSORS] = 0;
+        if (first >= 0) {
+            outcome_set(o, it, st[first], message, now_mono() - t0, mode);
+            report("statuses", "%s", letters);
+            return;
+        }
+    }
+    outcome_set(o, -1, HORA_OK, "no request failed", 0, mode);
+}
+
 static int mode_sigstop(const char *mode, size_t count)
 {
     const char *t = getenv("HORA_TIMEOUT_S");
     struct outcome o;
-    run_direct(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, count, &o);
+    if (count)
+        run_direct(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, count, &o);
+    else
+        run_fused(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, &o);
     /* Everyone is back, the victim too: compare over MPI, then shut down. */
     agree(o.iteration, o.status);
     if (o.iteration < 0) {
@@ -295,7 +358,10 @@ static int mode_sigstop(const char *mode, size_t count)
 static int mode_kill(const char *mode, size_t count)
 {
     struct outcome o;
-    run_direct(mode, SIGKILL, 0, count, &o);
+    if (count)
+        run_direct(mode, SIGKILL, 0, count, &o);
+    else
+        run_fused(mode, SIGKILL, 0, &o);
     if (o.iteration < 0) {
         report("exit", "2");
         return 2;
@@ -553,6 +619,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "sigstop-small")) return mode_sigstop(mode, 2);
     if (!strcmp(mode, "kill")) return mode_kill(mode, (size_t)16 << 20);
     if (!strcmp(mode, "kill-small")) return mode_kill(mode, 2);
+    if (!strcmp(mode, "sigstop-fused")) return mode_sigstop(mode, 0);
+    if (!strcmp(mode, "kill-fused")) return mode_kill(mode, 0);
     if (!strcmp(mode, "abort")) return mode_abort();
     if (!strcmp(mode, "abort-async")) return mode_abort_async();
     if (!strcmp(mode, "shutdown")) return mode_shutdown();

@@ -1,19 +1,30 @@
 /*
- * test_negotiation_stop.c - a rank stopped BETWEEN collectives (issue 31,
- * item 1). Every rank runs 8-byte async all-reduces (hora_allreduce_async +
- * hora_wait, checked exactly). After iteration STOP_AT the last rank (the
- * victim) stops itself (SIGSTOP) for HORA_TIMEOUT_S + 1.5 s (a child process
- * sends SIGCONT): it is in no collective, its coordinator idles. Every other
- * rank's next all-reduce must fail with HORA_ERR_TIMEOUT within
- * HORA_TIMEOUT_S + 1 s, with a message naming the victim; the victim's next
- * one must fail too (none may hang). Rank 0 prints each rank's time.
+ * test_negotiation_stop.c - a rank stopped outside any data collective
+ * (issue 31, item 1). Every rank runs 8-byte async all-reduces
+ * (hora_allreduce_async + hora_wait, checked exactly). In iteration
+ * STOP_AT + 1 one rank (the victim) stops (SIGSTOP) for HORA_TIMEOUT_S +
+ * 1.5 s (a child process sends SIGCONT). Every other rank's all-reduce of
+ * that iteration must fail with HORA_ERR_TIMEOUT within HORA_TIMEOUT_S +
+ * 1 s, with a message naming the victim; the victim's must fail too (none
+ * may hang). Rank 0 prints each rank's time. Modes (argv[1]):
+ *   between    (default) the last rank stops between collectives, before it
+ *              submits: its coordinator idles, the cycle's agreement misses it;
+ *   slow       every iteration has a new tensor name, so every cycle takes the
+ *              slow path; the last rank's coordinator stops after the
+ *              agreement, just before it sends rank 0 its request list;
+ *   slow-root  the same on rank 0, just before it looks for the lists.
+ * The slow modes stop the coordinator thread where they must by wrapping
+ * MPI_Isend / MPI_Improbe (MPI's profiling interface: this program's
+ * definitions come first, PMPI_* are MPI's) and matching the slow path's
+ * request-list tag; the victim checks that the stop happened.
  *
- * Run: mpirun -np 3 test_negotiation_stop (HORA_TIMEOUT_S in the environment).
- * Exit 0 pass, 1 fail.
+ * Run: mpirun -np 3 test_negotiation_stop [mode] (HORA_TIMEOUT_S in the
+ * environment). Exit 0 pass, 1 fail.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +36,32 @@
 
 #define STOP_AT 5
 #define ITERS 12
+#define TAG_REQUEST_LIST 103 /* runtime/coord/coord_slow.c: COORD_TAG_REQUESTS */
+
+/* Set by the victim's application thread; the wrapped call that matches
+ * stops the whole process (the coordinator thread included) once. */
+static atomic_int stop_armed, stop_done;
+
+static void stop_here(void)
+{
+    int one = 1;
+    if (atomic_compare_exchange_strong(&stop_armed, &one, 0)) {
+        atomic_store(&stop_done, 1);
+        raise(SIGSTOP);
+    }
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    if (tag == TAG_REQUEST_LIST) stop_here();
+    return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *msg, MPI_Status *st)
+{
+    if (tag == TAG_REQUEST_LIST) stop_here();
+    return PMPI_Improbe(source, tag, comm, flag, msg, st);
+}
 
 static double now_s(void)
 {
@@ -33,14 +70,20 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     int fails = 0;
+    const char *mode = argc > 1 ? argv[1] : "between";
+    const int slow = strcmp(mode, "slow") == 0, slow_root = strcmp(mode, "slow-root") == 0;
+    if (!slow && !slow_root && strcmp(mode, "between") != 0) {
+        fprintf(stderr, "test_negotiation_stop: unknown mode '%s' (between, slow, slow-root)\n", mode);
+        return 1;
+    }
     if (hora_init() != HORA_OK) {
         fprintf(stderr, "hora_init: %s\n", hora_last_error());
         return 1;
     }
-    const int rank = hora_rank(), size = hora_size(), victim = size - 1;
+    const int rank = hora_rank(), size = hora_size(), victim = slow_root ? 0 : size - 1;
     const char *t_env = getenv("HORA_TIMEOUT_S");
     const double timeout_s = t_env ? atof(t_env) : 60.0;
     hora_status_t failed = HORA_OK;
@@ -56,12 +99,17 @@ int main(void)
                 kill(parent, SIGCONT);
                 _exit(0);
             }
-            raise(SIGSTOP);
+            if (slow || slow_root)
+                atomic_store(&stop_armed, 1); /* the coordinator stops at its next slow path */
+            else
+                raise(SIGSTOP);
         }
         int64_t in = rank + it, out = -1;
         hora_request_t req;
+        char name[32] = "x";
+        if (slow || slow_root) snprintf(name, sizeof(name), "x%d", it);
         const double t0 = now_s();
-        hora_status_t status = hora_allreduce_async("x", &in, &out, 1, HORA_DTYPE_I64, HORA_OP_SUM, NULL, &req);
+        hora_status_t status = hora_allreduce_async(name, &in, &out, 1, HORA_DTYPE_I64, HORA_OP_SUM, NULL, &req);
         if (status == HORA_OK) {
             status = hora_wait(req);
             if (status < 0) snprintf(msg, sizeof(msg), "%s", hora_request_error(req));
@@ -81,8 +129,8 @@ int main(void)
         }
     }
     printf("rank %d: iteration %d: %s after %.2f s: %s\n", rank, fail_iter, hora_status_string(failed), fail_s, msg);
-    char name[32];
-    snprintf(name, sizeof(name), "rank %d", victim);
+    char victim_name[32];
+    snprintf(victim_name, sizeof(victim_name), "rank %d", victim);
     if (rank != victim) {
         if (failed != HORA_ERR_TIMEOUT || fail_iter != STOP_AT + 1) {
             printf("rank %d: FAIL: expected HORA_ERR_TIMEOUT in iteration %d\n", rank, STOP_AT + 1);
@@ -91,17 +139,21 @@ int main(void)
             printf("rank %d: FAIL: took %.2f s, more than HORA_TIMEOUT_S + 1 s\n", rank, fail_s);
             fails++;
         }
-        if (!strstr(msg, name)) {
-            printf("rank %d: FAIL: the message does not name %s\n", rank, name);
+        if (!strstr(msg, victim_name)) {
+            printf("rank %d: FAIL: the message does not name %s\n", rank, victim_name);
             fails++;
         }
     } else if (failed == HORA_OK) {
         printf("rank %d: FAIL: the stopped rank's next all-reduce did not fail\n", rank);
         fails++;
+    } else if ((slow || slow_root) && !atomic_load(&stop_done)) {
+        printf("rank %d: FAIL: the coordinator never reached the slow path's request lists\n", rank);
+        fails++;
     }
     int all = 0;
     MPI_Allreduce(&fails, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
     hora_shutdown();
-    if (rank == 0) printf("negotiation stop: %d ranks, %d failures -> %s\n", size, all, all ? "FAIL" : "PASS");
+    if (rank == 0)
+        printf("negotiation stop (%s): %d ranks, %d failures -> %s\n", mode, size, all, all ? "FAIL" : "PASS");
     return all ? 1 : 0;
 }
