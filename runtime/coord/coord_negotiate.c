@@ -266,6 +266,24 @@ static int coord_entry_ready(const struct coord *c, const struct coord_entry *e)
     return 1;
 }
 
+/* Whether e can never run: some rank has joined without submitting it and
+ * it is not an allreduce (only allreduces run while a rank has joined). It
+ * is refused at once, without waiting for the other ranks: they may never
+ * submit the same name (Horovod names unnamed requests by a counter, which
+ * a rank that joined instead of calling stops advancing), and each rank
+ * that submits it later gets its own refusal. So every submitter fails
+ * within a cycle or two, whatever the world size. */
+static int coord_entry_refused(const struct coord *c, const struct coord_entry *e)
+{
+    int joined_missing = 0, not_allreduce = 0;
+    if (c->joined_count == 0) return 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->joined_ranks[r] && !e->present[r]) joined_missing = 1;
+        if (e->present[r] && e->metas[r].kind != COORD_KIND_ALLREDUCE) not_allreduce = 1;
+    }
+    return joined_missing && not_allreduce;
+}
+
 static hora_status_t coord_table_add(struct coord *c, int rank, const char *name, const char *group,
                                      const struct coord_meta *meta, int64_t now)
 {
@@ -455,8 +473,8 @@ hora_status_t coord_negotiate(struct coord *c, struct coord_buf *bufs, struct co
     /* Ready entries, in arrival order; a group only with all its members. */
     for (struct coord_entry *e = c->order_head, *next; e; e = next) {
         next = e->next;
-        if (!coord_entry_ready(c, e)) continue;
-        if (!e->group) {
+        if (!coord_entry_ready(c, e) && !coord_entry_refused(c, e)) continue;
+        if (!e->group || coord_entry_refused(c, e)) {
             HORA_CHECK(coord_respond(c, e, out));
             coord_table_remove(c, e);
             continue;
