@@ -5,9 +5,11 @@
  * every rank that has not joined submitted it (a group when all its members
  * are). A ready name is validated - every rank's parameters must equal those
  * of the first rank that submitted it - and becomes either a response to run
- * or an error response naming both values, delivered to every rank. Ready
- * responses keep the order in which names first arrived. Rank 0 also runs the
- * stall inspector over the table. */
+ * or an error response naming both values, delivered to every rank. While a
+ * rank has joined, a name it did not submit that is not an allreduce is
+ * refused as soon as it arrives (coord_entry_refused). Ready responses keep
+ * the order in which names first arrived. Rank 0 also runs the stall
+ * inspector over the table. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
