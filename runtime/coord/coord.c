@@ -87,6 +87,17 @@ void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status
             }
         req->cache_id = -1;
     }
+    /* A cache waiter evicted when no slow path runs waits in the uncached
+     * list for the next one; a refusal of its name (another rank's
+     * submission, while a rank has joined) may end it first: it must not be
+     * sent after that. */
+    for (struct hora_request **link = &c->uncached, *prev = NULL; *link; prev = *link, link = &(*link)->next)
+        if (*link == req) {
+            *link = req->next;
+            if (c->uncached_tail == req) c->uncached_tail = prev;
+            req->next = NULL;
+            break;
+        }
     if (req == c->join_req) c->join_req = NULL;
     coord_complete(c, req, status, error);
 }

@@ -5,9 +5,11 @@
  * every rank that has not joined submitted it (a group when all its members
  * are). A ready name is validated - every rank's parameters must equal those
  * of the first rank that submitted it - and becomes either a response to run
- * or an error response naming both values, delivered to every rank. Ready
- * responses keep the order in which names first arrived. Rank 0 also runs the
- * stall inspector over the table. */
+ * or an error response naming both values, delivered to every rank. While a
+ * rank has joined, a name it did not submit that is not an allreduce is
+ * refused as soon as it arrives (coord_entry_refused). Ready responses keep
+ * the order in which names first arrived. Rank 0 also runs the stall
+ * inspector over the table. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +272,24 @@ static int coord_entry_ready(const struct coord *c, const struct coord_entry *e)
     return 1;
 }
 
+/* Whether e can never run: some rank has joined without submitting it and
+ * it is not an allreduce (only allreduces run while a rank has joined). It
+ * is refused at once, without waiting for the other ranks: they may never
+ * submit the same name (Horovod names unnamed requests by a counter, which
+ * a rank that joined instead of calling stops advancing), and each rank
+ * that submits it later gets its own refusal. So every submitter fails
+ * within a cycle or two, whatever the world size. */
+static int coord_entry_refused(const struct coord *c, const struct coord_entry *e)
+{
+    int joined_missing = 0, not_allreduce = 0;
+    if (c->joined_count == 0) return 0;
+    for (int r = 0; r < c->size; r++) {
+        if (c->joined_ranks[r] && !e->present[r]) joined_missing = 1;
+        if (e->present[r] && e->metas[r].kind != COORD_KIND_ALLREDUCE) not_allreduce = 1;
+    }
+    return joined_missing && not_allreduce;
+}
+
 static hora_status_t coord_table_add(struct coord *c, int rank, const char *name, const char *group,
                                      const struct coord_meta *meta, int64_t now)
 {
@@ -461,8 +481,8 @@ hora_status_t coord_negotiate(struct coord *c, struct coord_buf *bufs, struct co
     /* Ready entries, in arrival order; a group only with all its members. */
     for (struct coord_entry *e = c->order_head, *next; e; e = next) {
         next = e->next;
-        if (!coord_entry_ready(c, e)) continue;
-        if (!e->group) {
+        if (!coord_entry_ready(c, e) && !coord_entry_refused(c, e)) continue;
+        if (!e->group || coord_entry_refused(c, e)) {
             HORA_CHECK(coord_respond(c, e, out));
             coord_table_remove(c, e);
             continue;

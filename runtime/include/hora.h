@@ -525,11 +525,13 @@ HORA_API hora_status_t hora_barrier_async(const char *name, const hora_opts_t *o
 /*
  * Blocking. This rank has no more data: until every rank has joined it
  * contributes zeros to the allreduces that other ranks submit. Every other
- * operation (allgather, broadcast, alltoall, reducescatter, barrier) that
- * becomes ready while a rank has joined fails on every rank that submitted
- * it, with HORA_ERR_INVALID_ARG and a message naming the joined rank, as
- * Horovod raises. Returns when all ranks have joined; *last_rank (may be
- * NULL) is the rank that joined last.
+ * operation (allgather, broadcast, alltoall, reducescatter, barrier)
+ * submitted while a rank has joined (and had not submitted it before) fails
+ * on every rank that submitted it, with HORA_ERR_INVALID_ARG and a message
+ * naming the joined rank, as Horovod raises: at once, without waiting for
+ * the other ranks to submit the same name. Returns when all ranks have
+ * joined; *last_rank (may be NULL) is the rank that joined last (the
+ * highest of those that joined in the last cycle).
  */
 HORA_API hora_status_t hora_join(int *last_rank);
 

@@ -412,6 +412,37 @@ def test_join_then_collectives():
     hvd.barrier()
     lo, cnt = shard(n, r, n)
     equal(hvd.reducescatter(torch.ones(n, 1), op=hvd.Sum), torch.full((cnt, 1), float(n)), "reducescatter after join")
+    each_rank_joins_first()
+
+
+def each_rank_joins_first():
+    """Horovod's join tests at any size: each rank in turn joins first while the
+    others call unnamed collectives. The joined rank does not call them, so its
+    counters fall behind and the others' names disagree with each other
+    (allgather.noname.N vs .N+1): each must still raise at once (it hung at
+    np 3). faulthandler ends a hang with the stacks instead of the test's
+    timeout."""
+    import faulthandler
+    r, n = hvd.rank(), hvd.size()
+    faulthandler.dump_traceback_later(60, exit=True)
+    for first in range(n):
+        if r == first:
+            last = hvd.join()
+        else:
+            raises(hvd.HorovodInternalError, lambda: hvd.allgather(torch.ones(2, 3)),
+                   "unnamed allgather while rank %d has joined" % first, "rank %d has already joined" % first)
+            raises(hvd.HorovodInternalError, lambda: hvd.broadcast(torch.ones(3), (first + 1) % n),
+                   "unnamed broadcast while rank %d has joined" % first, "rank %d has already joined" % first)
+            last = hvd.join()
+        check(last != first, "rank %d joined first, so not last: %d" % (first, last))
+        lasts = hvd.allgather_object(last)
+        check(lasts == [last] * n, "join's last rank agrees: %s" % lasts)
+    faulthandler.cancel_dump_traceback_later()
+    # Every rank called each unnamed collective n - 1 times: the names agree again.
+    equal(hvd.allgather(torch.full((1, 2), float(r))), torch.arange(n, dtype=torch.float32).repeat_interleave(2)
+          .reshape(n, 2), "unnamed allgather after the joins")
+    equal(hvd.broadcast(torch.full((2,), float(r)), n - 1), torch.full((2,), float(n - 1)),
+          "unnamed broadcast after the joins")
 
 
 # ---- shared tensors --------------------------------------------------------------
