@@ -1,0 +1,175 @@
+/*
+ * k_reduce_exact_simd.h - private to kernels/cpu: the vector kernels of
+ * k_reduce_n_exact (f32, f16, bf16), written once for every ISA.
+ * k_reduce_exact_avx2.c and k_reduce_exact_avx512.c include it after their
+ * k_simd_<isa>.h, defining first:
+ *   K_X_ISA     avx2 | avx512: the prefix of what this file defines
+ *   K_X_TARGET  the target attribute, K_AVX2 | K_AVX512
+ *   K_X_VEC / K_X_IVEC / K_X_DVEC  the float, int and double vectors;
+ *   K_X_LANES   8 | 16, floats per K_X_VEC (two K_X_DVEC hold them)
+ * and these helpers, k_<isa>_x_<name>:
+ *   load_f32 / load_f16 / load_bf16 (p) -> K_X_VEC   K_X_LANES elements,
+ *       widened to fp32 in element order
+ *   store_f32 / store_f16 / store_bf16 (p, v)        rounded to nearest even
+ *       (k_internal.h's bits)
+ *   track(v, *hi, *lo)  per lane: hi = max(hi, |v| bits), lo = min(lo, |v| bits - 1)
+ *       as unsigned, so a zero (-1 = all ones) never lowers lo
+ *   bad(hi, lo, span)  -> K_X_IVEC, nonzero in the lanes that are not certified
+ *   any(b) -> int       b has a nonzero lane
+ *   widen(v, *d0, *d1) / narrow_rn(d0, d1) -> K_X_VEC   fp32 <-> two fp64
+ *       halves; narrow_rn rounds to nearest even
+ *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
+ *       (k_reduce_exact.c's k_exact_round_odd_f32)
+ *
+ * How a kernel runs. Two vectors of elements at a time: for every source
+ * in order, load both vectors (f16/bf16 widened to fp32, exactly), track
+ * each lane's largest magnitude and smallest nonzero one (integer max/min
+ * on the bits), and add the values in fp64 (each fp32 vector becomes two
+ * fp64 vectors). At the end one test per lane: the exponent fields of the
+ * two magnitudes differ by at most k_exact_span_max(n), and neither is inf
+ * or NaN. That certifies that no fp64 addition rounded (k_internal.h has
+ * the argument), so the fp64 sum is the exact sum, the very value the
+ * scalar kernel holds for such an element (it adds the same numbers, also
+ * without rounding), and the same conversion rounds it once: to nearest
+ * even for f32 (and, divisor > 1, for the f32 that is then divided in
+ * f32), with round-to-odd to f32 then to nearest even for f16 and bf16. If
+ * any lane fails, the scalar kernel (k_reduce_n_exact_scalar: TwoSum, then
+ * the long accumulator) does those elements instead, before anything of
+ * them is stored. A zero sum is -0 only when every input is -0, as IEEE
+ * fp64 addition gives in the scalar kernel.
+ *
+ * A block reads all of its elements of every source before it writes its
+ * elements of dst, and touches nothing else, so dst may be any source. The
+ * common n = 2..4 get their own instances (the loop over sources unrolled).
+ */
+#ifndef K_REDUCE_EXACT_SIMD_H
+#define K_REDUCE_EXACT_SIMD_H
+
+#define K_X_PASTE(a, b, c) a##b##c
+#define K_X_JOIN(a, b, c) K_X_PASTE(a, b, c)
+/* K_X_FN(_x_track) is k_avx2_x_track or k_avx512_x_track. */
+#define K_X_FN(suffix) K_X_JOIN(k_, K_X_ISA, suffix)
+
+/* One vector of elements i .. i + K_X_LANES - 1 of src, as fp32. */
+K_X_TARGET __attribute__((always_inline)) static inline K_X_VEC K_X_FN(_x_load)(const void *src, size_t i,
+                                                                           k_dtype_t dtype)
+{
+    if (dtype == K_DTYPE_F32) return K_X_FN(_x_load_f32)((const float *)src + i);
+    if (dtype == K_DTYPE_F16) return K_X_FN(_x_load_f16)((const uint16_t *)src + i);
+    return K_X_FN(_x_load_bf16)((const uint16_t *)src + i);
+}
+
+/* The certified exact sum (two fp64 halves) rounded once to the dtype. */
+K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(void *dst, size_t i, k_dtype_t dtype,
+                                                                         K_X_DVEC d0, K_X_DVEC d1, int divide,
+                                                                         K_X_VEC divisor)
+{
+    K_X_VEC f;
+    if (divide)
+        f = K_X_FN(_x_div)(K_X_FN(_x_narrow_rn)(d0, d1), divisor);
+    else if (dtype == K_DTYPE_F32)
+        f = K_X_FN(_x_narrow_rn)(d0, d1);
+    else
+        f = K_X_FN(_x_narrow_odd)(d0, d1);
+    if (dtype == K_DTYPE_F32)
+        K_X_FN(_x_store_f32)((float *)dst + i, f);
+    else if (dtype == K_DTYPE_F16)
+        K_X_FN(_x_store_f16)((uint16_t *)dst + i, f);
+    else
+        K_X_FN(_x_store_bf16)((uint16_t *)dst + i, f);
+}
+
+/* Elements [begin, end); dtype and (in the instances for 2..4) n are
+ * constants once inlined. */
+K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void *dst, const void *const *srcs,
+                                                                       int n, size_t begin, size_t end,
+                                                                       k_dtype_t dtype, int64_t divisor)
+{
+    const int span = k_exact_span_max(n);
+    size_t i = begin;
+    if (span >= 0) {
+        const K_X_IVEC vspan = K_X_FN(_x_set1_epi32)(span);
+        const int divide = divisor > 1;
+        const K_X_VEC vdivisor = K_X_FN(_x_set1_ps)((float)divisor); /* the scalar kernel's (float)divisor */
+        const K_X_IVEC zero = K_X_FN(_x_set1_epi32)(0), ones = K_X_FN(_x_set1_epi32)(-1);
+        /* Two vectors per step: more loads in flight. */
+        for (; i + 2 * K_X_LANES <= end; i += 2 * K_X_LANES) {
+            K_X_IVEC hi0 = zero, lo0 = ones, hi1 = zero, lo1 = ones;
+            K_X_DVEC a0, a1, b0, b1, w0, w1;
+            K_X_VEC x = K_X_FN(_x_load)(srcs[0], i, dtype), y = K_X_FN(_x_load)(srcs[0], i + K_X_LANES, dtype);
+            K_X_FN(_x_track)(x, &hi0, &lo0);
+            K_X_FN(_x_track)(y, &hi1, &lo1);
+            K_X_FN(_x_widen)(x, &a0, &a1);
+            K_X_FN(_x_widen)(y, &b0, &b1);
+            for (int j = 1; j < n; j++) {
+                x = K_X_FN(_x_load)(srcs[j], i, dtype);
+                y = K_X_FN(_x_load)(srcs[j], i + K_X_LANES, dtype);
+                K_X_FN(_x_track)(x, &hi0, &lo0);
+                K_X_FN(_x_track)(y, &hi1, &lo1);
+                K_X_FN(_x_widen)(x, &w0, &w1);
+                a0 = K_X_FN(_x_add_pd)(a0, w0);
+                a1 = K_X_FN(_x_add_pd)(a1, w1);
+                K_X_FN(_x_widen)(y, &w0, &w1);
+                b0 = K_X_FN(_x_add_pd)(b0, w0);
+                b1 = K_X_FN(_x_add_pd)(b1, w1);
+            }
+            if (K_X_FN(_x_any)(K_X_FN(_x_or)(K_X_FN(_x_bad)(hi0, lo0, vspan), K_X_FN(_x_bad)(hi1, lo1, vspan)))) {
+                k_reduce_n_exact_scalar(dst, srcs, n, i, i + 2 * K_X_LANES, dtype, divisor);
+                continue;
+            }
+            K_X_FN(_x_store)(dst, i, dtype, a0, a1, divide, vdivisor);
+            K_X_FN(_x_store)(dst, i + K_X_LANES, dtype, b0, b1, divide, vdivisor);
+        }
+        if (i + K_X_LANES <= end) {
+            K_X_IVEC hi0 = zero, lo0 = ones;
+            K_X_DVEC a0, a1, w0, w1;
+            K_X_VEC x = K_X_FN(_x_load)(srcs[0], i, dtype);
+            K_X_FN(_x_track)(x, &hi0, &lo0);
+            K_X_FN(_x_widen)(x, &a0, &a1);
+            for (int j = 1; j < n; j++) {
+                x = K_X_FN(_x_load)(srcs[j], i, dtype);
+                K_X_FN(_x_track)(x, &hi0, &lo0);
+                K_X_FN(_x_widen)(x, &w0, &w1);
+                a0 = K_X_FN(_x_add_pd)(a0, w0);
+                a1 = K_X_FN(_x_add_pd)(a1, w1);
+            }
+            if (K_X_FN(_x_any)(K_X_FN(_x_bad)(hi0, lo0, vspan)))
+                k_reduce_n_exact_scalar(dst, srcs, n, i, i + K_X_LANES, dtype, divisor);
+            else
+                K_X_FN(_x_store)(dst, i, dtype, a0, a1, divide, vdivisor);
+            i += K_X_LANES;
+        }
+    }
+    k_reduce_n_exact_scalar(dst, srcs, n, i, end, dtype, divisor);
+}
+
+/* One kernel per dtype, with n = 2, 3, 4 as constants. */
+#define K_X_KERNEL(type, dtype_value)                                         \
+    K_X_TARGET static void K_X_FN(_x_##type)(void *dst, const void *const *srcs, int n, size_t begin, size_t end, \
+                                             int64_t divisor)                 \
+    {                                                                         \
+        switch (n) {                                                          \
+        case 2: K_X_FN(_x_run)(dst, srcs, 2, begin, end, dtype_value, divisor); break; \
+        case 3: K_X_FN(_x_run)(dst, srcs, 3, begin, end, dtype_value, divisor); break; \
+        case 4: K_X_FN(_x_run)(dst, srcs, 4, begin, end, dtype_value, divisor); break; \
+        default: K_X_FN(_x_run)(dst, srcs, n, begin, end, dtype_value, divisor); break; \
+        }                                                                     \
+    }
+
+K_X_KERNEL(f32, K_DTYPE_F32)
+K_X_KERNEL(f16, K_DTYPE_F16)
+K_X_KERNEL(bf16, K_DTYPE_BF16)
+
+/* k_reduce_n_exact_<isa> (k_internal.h); dtype is f32, f16 or bf16. */
+void K_X_JOIN(k_reduce_n_exact_, K_X_ISA, )(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
+                                            k_dtype_t dtype, int64_t divisor)
+{
+    if (dtype == K_DTYPE_F32)
+        K_X_FN(_x_f32)(dst, srcs, n, begin, end, divisor);
+    else if (dtype == K_DTYPE_F16)
+        K_X_FN(_x_f16)(dst, srcs, n, begin, end, divisor);
+    else
+        K_X_FN(_x_bf16)(dst, srcs, n, begin, end, divisor);
+}
+
+#endif /* K_REDUCE_EXACT_SIMD_H */
