@@ -122,6 +122,11 @@ typedef void (*k_reduce_n_exact_fn)(void *dst, const void *const *srcs, int n, s
 
 void k_reduce_n_exact_scalar(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
                              int64_t divisor);
+/* The exact sum of element i of the n sources as an fp64, rounded to odd
+ * where it needs more than 53 bits (which the rounding to the dtype then
+ * gives the bits of the exact sum); NaN for a NaN or for +inf with -inf.
+ * What the vector kernels compute for the elements they cannot certify. */
+double k_reduce_n_exact_one(const void *const *srcs, int n, size_t i, k_dtype_t dtype);
 #if defined(__x86_64__)
 void k_reduce_n_exact_avx2(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
                            int64_t divisor);

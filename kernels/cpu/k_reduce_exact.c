@@ -225,6 +225,17 @@ static void k_exact_block(void *dst, const void *const *srcs, int n, size_t base
     }
 }
 
+double k_reduce_n_exact_one(const void *const *srcs, int n, size_t i, k_dtype_t dtype)
+{
+    double s = k_exact_load(srcs[0], i, dtype), err = s - s; /* NaN for a non-finite input */
+    for (int k = 1; k < n; k++) {
+        const double x = k_exact_load(srcs[k], i, dtype), t = s + x, xv = t - s;
+        err += fabs((s - (t - xv)) + (x - xv));
+        s = t;
+    }
+    return err == 0.0 ? s : k_exact_sum_slow(srcs, n, i, dtype);
+}
+
 void k_reduce_n_exact_scalar(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
                              int64_t divisor)
 {

@@ -49,6 +49,10 @@ K_AVX2 static inline __m256i k_avx2_x_bad(__m256i hi, __m256i lo, __m256i span)
 
 K_AVX2 static inline int k_avx2_x_any(__m256i b) { return !_mm256_testz_si256(b, b); }
 
+K_AVX2 static inline unsigned k_avx2_x_lanes(__m256i b) { return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(b)); }
+K_AVX2 static inline __m256d k_avx2_x_load_pd(const double *p) { return _mm256_loadu_pd(p); }
+K_AVX2 static inline void k_avx2_x_store_pd(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
+
 K_AVX2 static inline void k_avx2_x_widen(__m256 v, __m256d *d0, __m256d *d1)
 {
     *d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));

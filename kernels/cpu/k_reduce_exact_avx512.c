@@ -52,6 +52,10 @@ K_AVX512 static inline __m512i k_avx512_x_bad(__m512i hi, __m512i lo, __m512i sp
 
 K_AVX512 static inline int k_avx512_x_any(__m512i b) { return _mm512_test_epi32_mask(b, b) != 0; }
 
+K_AVX512 static inline unsigned k_avx512_x_lanes(__m512i b) { return _mm512_test_epi32_mask(b, b); }
+K_AVX512 static inline __m512d k_avx512_x_load_pd(const double *p) { return _mm512_loadu_pd(p); }
+K_AVX512 static inline void k_avx512_x_store_pd(double *p, __m512d v) { _mm512_storeu_pd(p, v); }
+
 K_AVX512 static inline void k_avx512_x_widen(__m512 v, __m512d *d0, __m512d *d1)
 {
     *d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));

@@ -15,7 +15,8 @@
  *   track(v, *hi, *lo)  per lane: hi = max(hi, |v| bits), lo = min(lo, |v| bits - 1)
  *       as unsigned, so a zero (-1 = all ones) never lowers lo
  *   bad(hi, lo, span)  -> K_X_IVEC, nonzero in the lanes that are not certified
- *   any(b) -> int       b has a nonzero lane
+ *   any(b) -> int       b has a nonzero lane; lanes(b) -> unsigned, one bit per lane
+ *   load_pd / store_pd  K_X_DVEC from / to K_X_LANES / 2 doubles
  *   widen(v, *d0, *d1) / narrow_rn(d0, d1) -> K_X_VEC   fp32 <-> two fp64
  *       halves; narrow_rn rounds to nearest even
  *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
@@ -32,11 +33,12 @@
  * scalar kernel holds for such an element (it adds the same numbers, also
  * without rounding), and the same conversion rounds it once: to nearest
  * even for f32 (and, divisor > 1, for the f32 that is then divided in
- * f32), with round-to-odd to f32 then to nearest even for f16 and bf16. If
- * any lane fails, the scalar kernel (k_reduce_n_exact_scalar: TwoSum, then
- * the long accumulator) does those elements instead, before anything of
- * them is stored. A zero sum is -0 only when every input is -0, as IEEE
- * fp64 addition gives in the scalar kernel.
+ * f32), with round-to-odd to f32 then to nearest even for f16 and bf16.
+ * The lanes that fail get the scalar kernel's fp64 instead
+ * (k_reduce_n_exact_one: TwoSum, then the long accumulator), computed
+ * before anything is stored, and go through the same rounding. A zero sum
+ * is -0 only when every input is -0, as IEEE fp64 addition gives in the
+ * scalar kernel.
  *
  * A block reads all of its elements of every source before it writes its
  * elements of dst, and touches nothing else, so dst may be any source. The
@@ -79,6 +81,29 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(vo
         K_X_FN(_x_store_bf16)((uint16_t *)dst + i, f);
 }
 
+/* The lanes of elements i.. that bad marks, replaced by the scalar
+ * kernel's fp64 (k_reduce_n_exact_one: exact, or rounded to odd from the
+ * exact sum, or NaN / inf), which the vector rounding turns into the same
+ * bits as the scalar kernel's: to nearest from a value rounded to odd at
+ * 53 >= 24 + 2 bits is the one rounding of the exact sum, round-to-odd
+ * twice is round-to-odd once, and the NaN that k_reduce_n_exact_one
+ * returns converts to the default NaN (0x7FC00000; f16 0x7E00 and bf16
+ * 0x7FC0 from it). Called before dst is written. */
+K_X_TARGET __attribute__((noinline)) static void K_X_FN(_x_redo)(const void *const *srcs, int n, size_t i,
+                                                                k_dtype_t dtype, K_X_IVEC bad, K_X_DVEC *d0,
+                                                                K_X_DVEC *d1)
+{
+    double sum[K_X_LANES];
+    K_X_FN(_x_store_pd)(sum, *d0);
+    K_X_FN(_x_store_pd)(sum + K_X_LANES / 2, *d1);
+    for (unsigned mask = K_X_FN(_x_lanes)(bad); mask; mask &= mask - 1) {
+        const int lane = __builtin_ctz(mask);
+        sum[lane] = k_reduce_n_exact_one(srcs, n, i + (size_t)lane, dtype);
+    }
+    *d0 = K_X_FN(_x_load_pd)(sum);
+    *d1 = K_X_FN(_x_load_pd)(sum + K_X_LANES / 2);
+}
+
 /* Elements [begin, end); dtype and (in the instances for 2..4) n are
  * constants once inlined. */
 K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void *dst, const void *const *srcs,
@@ -113,9 +138,10 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
                 b0 = K_X_FN(_x_add_pd)(b0, w0);
                 b1 = K_X_FN(_x_add_pd)(b1, w1);
             }
-            if (K_X_FN(_x_any)(K_X_FN(_x_or)(K_X_FN(_x_bad)(hi0, lo0, vspan), K_X_FN(_x_bad)(hi1, lo1, vspan)))) {
-                k_reduce_n_exact_scalar(dst, srcs, n, i, i + 2 * K_X_LANES, dtype, divisor);
-                continue;
+            const K_X_IVEC bad0 = K_X_FN(_x_bad)(hi0, lo0, vspan), bad1 = K_X_FN(_x_bad)(hi1, lo1, vspan);
+            if (K_X_FN(_x_any)(K_X_FN(_x_or)(bad0, bad1))) {
+                K_X_FN(_x_redo)(srcs, n, i, dtype, bad0, &a0, &a1);
+                K_X_FN(_x_redo)(srcs, n, i + K_X_LANES, dtype, bad1, &b0, &b1);
             }
             K_X_FN(_x_store)(dst, i, dtype, a0, a1, divide, vdivisor);
             K_X_FN(_x_store)(dst, i + K_X_LANES, dtype, b0, b1, divide, vdivisor);
@@ -133,10 +159,9 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
                 a0 = K_X_FN(_x_add_pd)(a0, w0);
                 a1 = K_X_FN(_x_add_pd)(a1, w1);
             }
-            if (K_X_FN(_x_any)(K_X_FN(_x_bad)(hi0, lo0, vspan)))
-                k_reduce_n_exact_scalar(dst, srcs, n, i, i + K_X_LANES, dtype, divisor);
-            else
-                K_X_FN(_x_store)(dst, i, dtype, a0, a1, divide, vdivisor);
+            const K_X_IVEC bad0 = K_X_FN(_x_bad)(hi0, lo0, vspan);
+            if (K_X_FN(_x_any)(bad0)) K_X_FN(_x_redo)(srcs, n, i, dtype, bad0, &a0, &a1);
+            K_X_FN(_x_store)(dst, i, dtype, a0, a1, divide, vdivisor);
             i += K_X_LANES;
         }
     }
