@@ -53,6 +53,12 @@ K_AVX2 static inline unsigned k_avx2_x_lanes(__m256i b) { return (unsigned)_mm25
 K_AVX2 static inline __m256d k_avx2_x_load_pd(const double *p) { return _mm256_loadu_pd(p); }
 K_AVX2 static inline void k_avx2_x_store_pd(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
 
+K_AVX2 static inline __m256 k_avx2_x_add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+K_AVX2 static inline __m256 k_avx2_x_default_nan(__m256 v)
+{
+    return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+}
+
 K_AVX2 static inline void k_avx2_x_widen(__m256 v, __m256d *d0, __m256d *d1)
 {
     *d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));

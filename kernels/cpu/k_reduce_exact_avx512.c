@@ -56,6 +56,13 @@ K_AVX512 static inline unsigned k_avx512_x_lanes(__m512i b) { return _mm512_test
 K_AVX512 static inline __m512d k_avx512_x_load_pd(const double *p) { return _mm512_loadu_pd(p); }
 K_AVX512 static inline void k_avx512_x_store_pd(double *p, __m512d v) { _mm512_storeu_pd(p, v); }
 
+K_AVX512 static inline __m512 k_avx512_x_add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+K_AVX512 static inline __m512 k_avx512_x_default_nan(__m512 v)
+{
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,
+                                _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
+}
+
 K_AVX512 static inline void k_avx512_x_widen(__m512 v, __m512d *d0, __m512d *d1)
 {
     *d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));

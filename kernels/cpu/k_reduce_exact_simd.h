@@ -21,6 +21,7 @@
  *       halves; narrow_rn rounds to nearest even
  *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
  *       (k_reduce_exact.c's k_exact_round_odd_f32)
+ *   add_ps(a, b); default_nan(v) -> K_X_VEC   NaN lanes replaced by 0x7FC00000
  *
  * How a kernel runs. Two vectors of elements at a time: for every source
  * in order, load both vectors (f16/bf16 widened to fp32, exactly), track
@@ -42,7 +43,8 @@
  *
  * A block reads all of its elements of every source before it writes its
  * elements of dst, and touches nothing else, so dst may be any source. The
- * common n = 2..4 get their own instances (the loop over sources unrolled).
+ * common n = 2..4 get their own instances (the loop over sources unrolled);
+ * f32 with n = 2 needs no fp64 at all (k_x_f32_pair below).
  */
 #ifndef K_REDUCE_EXACT_SIMD_H
 #define K_REDUCE_EXACT_SIMD_H
@@ -168,6 +170,36 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
     k_reduce_n_exact_scalar(dst, srcs, n, i, end, dtype, divisor);
 }
 
+/* f32, n = 2: IEEE fp32 addition is the exact sum rounded once to nearest
+ * even (overflow, subnormals and the sign of zero included), so a + b is
+ * the result, but for the NaNs: a NaN input, or inf + -inf, must give the
+ * default NaN 0x7FC00000 (the addition would keep a payload, or give
+ * x86's negative default). Then the f32 division, as the scalar kernel
+ * does (a quiet NaN divided stays itself). Reads both sources' elements
+ * before it writes them: dst may be either. */
+K_X_TARGET static void K_X_FN(_x_f32_pair)(void *dst, const void *const *srcs, size_t begin, size_t end,
+                                           int64_t divisor)
+{
+    const float *a = srcs[0], *b = srcs[1];
+    float *d = dst;
+    const int divide = divisor > 1;
+    const K_X_VEC vdivisor = K_X_FN(_x_set1_ps)((float)divisor);
+    size_t i = begin;
+    for (; i + 2 * K_X_LANES <= end; i += 2 * K_X_LANES) {
+        K_X_VEC s0 = K_X_FN(_x_add_ps)(K_X_FN(_x_load_f32)(a + i), K_X_FN(_x_load_f32)(b + i));
+        K_X_VEC s1 = K_X_FN(_x_add_ps)(K_X_FN(_x_load_f32)(a + i + K_X_LANES), K_X_FN(_x_load_f32)(b + i + K_X_LANES));
+        s0 = K_X_FN(_x_default_nan)(s0);
+        s1 = K_X_FN(_x_default_nan)(s1);
+        if (divide) {
+            s0 = K_X_FN(_x_div)(s0, vdivisor);
+            s1 = K_X_FN(_x_div)(s1, vdivisor);
+        }
+        K_X_FN(_x_store_f32)(d + i, s0);
+        K_X_FN(_x_store_f32)(d + i + K_X_LANES, s1);
+    }
+    k_reduce_n_exact_scalar(dst, srcs, 2, i, end, K_DTYPE_F32, divisor);
+}
+
 /* One kernel per dtype, with n = 2, 3, 4 as constants. */
 #define K_X_KERNEL(type, dtype_value)                                         \
     K_X_TARGET static void K_X_FN(_x_##type)(void *dst, const void *const *srcs, int n, size_t begin, size_t end, \
@@ -189,7 +221,9 @@ K_X_KERNEL(bf16, K_DTYPE_BF16)
 void K_X_JOIN(k_reduce_n_exact_, K_X_ISA, )(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
                                             k_dtype_t dtype, int64_t divisor)
 {
-    if (dtype == K_DTYPE_F32)
+    if (dtype == K_DTYPE_F32 && n == 2)
+        K_X_FN(_x_f32_pair)(dst, srcs, begin, end, divisor);
+    else if (dtype == K_DTYPE_F32)
         K_X_FN(_x_f32)(dst, srcs, n, begin, end, divisor);
     else if (dtype == K_DTYPE_F16)
         K_X_FN(_x_f16)(dst, srcs, n, begin, end, divisor);
