@@ -59,6 +59,12 @@ K_AVX2 static inline __m256 k_avx2_x_default_nan(__m256 v)
     return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
 }
 
+K_AVX2 static inline void k_avx2_x_widen_f32(const float *p, __m256d *d0, __m256d *d1)
+{
+    *d0 = _mm256_cvtps_pd(_mm_loadu_ps(p));
+    *d1 = _mm256_cvtps_pd(_mm_loadu_ps(p + 4));
+}
+
 K_AVX2 static inline void k_avx2_x_widen(__m256 v, __m256d *d0, __m256d *d1)
 {
     *d0 = _mm256_cvtps_pd(_mm256_castps256_ps128(v));

@@ -63,6 +63,12 @@ K_AVX512 static inline __m512 k_avx512_x_default_nan(__m512 v)
                                 _mm512_castsi512_ps(_mm512_set1_epi32(0x7FC00000)));
 }
 
+K_AVX512 static inline void k_avx512_x_widen_f32(const float *p, __m512d *d0, __m512d *d1)
+{
+    *d0 = _mm512_cvtps_pd(_mm256_loadu_ps(p));
+    *d1 = _mm512_cvtps_pd(_mm256_loadu_ps(p + 8));
+}
+
 K_AVX512 static inline void k_avx512_x_widen(__m512 v, __m512d *d0, __m512d *d1)
 {
     *d0 = _mm512_cvtps_pd(_mm512_castps512_ps256(v));

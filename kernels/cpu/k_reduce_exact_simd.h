@@ -18,7 +18,8 @@
  *   any(b) -> int       b has a nonzero lane; lanes(b) -> unsigned, one bit per lane
  *   load_pd / store_pd  K_X_DVEC from / to K_X_LANES / 2 doubles
  *   widen(v, *d0, *d1) / narrow_rn(d0, d1) -> K_X_VEC   fp32 <-> two fp64
- *       halves; narrow_rn rounds to nearest even
+ *       halves; narrow_rn rounds to nearest even; widen_f32(p, *d0, *d1)
+ *       K_X_LANES f32 at p as two fp64 halves
  *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
  *       (k_reduce_exact.c's k_exact_round_odd_f32)
  *   add_ps(a, b); default_nan(v) -> K_X_VEC   NaN lanes replaced by 0x7FC00000
@@ -61,6 +62,18 @@ K_X_TARGET __attribute__((always_inline)) static inline K_X_VEC K_X_FN(_x_load)(
     if (dtype == K_DTYPE_F32) return K_X_FN(_x_load_f32)((const float *)src + i);
     if (dtype == K_DTYPE_F16) return K_X_FN(_x_load_f16)((const uint16_t *)src + i);
     return K_X_FN(_x_load_bf16)((const uint16_t *)src + i);
+}
+
+/* Element i .. of src as two fp64 halves: f32 converts straight from
+ * memory (no shuffle to split a vector), f16/bf16 from the fp32 vector. */
+K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_widen_at)(const void *src, size_t i,
+                                                                            k_dtype_t dtype, K_X_VEC v,
+                                                                            K_X_DVEC *d0, K_X_DVEC *d1)
+{
+    if (dtype == K_DTYPE_F32)
+        K_X_FN(_x_widen_f32)((const float *)src + i, d0, d1);
+    else
+        K_X_FN(_x_widen)(v, d0, d1);
 }
 
 /* The certified exact sum (two fp64 halves) rounded once to the dtype. */
@@ -126,17 +139,17 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
             K_X_VEC x = K_X_FN(_x_load)(srcs[0], i, dtype), y = K_X_FN(_x_load)(srcs[0], i + K_X_LANES, dtype);
             K_X_FN(_x_track)(x, &hi0, &lo0);
             K_X_FN(_x_track)(y, &hi1, &lo1);
-            K_X_FN(_x_widen)(x, &a0, &a1);
-            K_X_FN(_x_widen)(y, &b0, &b1);
+            K_X_FN(_x_widen_at)(srcs[0], i, dtype, x, &a0, &a1);
+            K_X_FN(_x_widen_at)(srcs[0], i + K_X_LANES, dtype, y, &b0, &b1);
             for (int j = 1; j < n; j++) {
                 x = K_X_FN(_x_load)(srcs[j], i, dtype);
                 y = K_X_FN(_x_load)(srcs[j], i + K_X_LANES, dtype);
                 K_X_FN(_x_track)(x, &hi0, &lo0);
                 K_X_FN(_x_track)(y, &hi1, &lo1);
-                K_X_FN(_x_widen)(x, &w0, &w1);
+                K_X_FN(_x_widen_at)(srcs[j], i, dtype, x, &w0, &w1);
                 a0 = K_X_FN(_x_add_pd)(a0, w0);
                 a1 = K_X_FN(_x_add_pd)(a1, w1);
-                K_X_FN(_x_widen)(y, &w0, &w1);
+                K_X_FN(_x_widen_at)(srcs[j], i + K_X_LANES, dtype, y, &w0, &w1);
                 b0 = K_X_FN(_x_add_pd)(b0, w0);
                 b1 = K_X_FN(_x_add_pd)(b1, w1);
             }
@@ -153,11 +166,11 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
             K_X_DVEC a0, a1, w0, w1;
             K_X_VEC x = K_X_FN(_x_load)(srcs[0], i, dtype);
             K_X_FN(_x_track)(x, &hi0, &lo0);
-            K_X_FN(_x_widen)(x, &a0, &a1);
+            K_X_FN(_x_widen_at)(srcs[0], i, dtype, x, &a0, &a1);
             for (int j = 1; j < n; j++) {
                 x = K_X_FN(_x_load)(srcs[j], i, dtype);
                 K_X_FN(_x_track)(x, &hi0, &lo0);
-                K_X_FN(_x_widen)(x, &w0, &w1);
+                K_X_FN(_x_widen_at)(srcs[j], i, dtype, x, &w0, &w1);
                 a0 = K_X_FN(_x_add_pd)(a0, w0);
                 a1 = K_X_FN(_x_add_pd)(a1, w1);
             }
