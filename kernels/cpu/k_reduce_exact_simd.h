@@ -45,7 +45,8 @@
  * A block reads all of its elements of every source before it writes its
  * elements of dst, and touches nothing else, so dst may be any source. The
  * common n = 2..4 get their own instances (the loop over sources unrolled);
- * f32 with n = 2 needs no fp64 at all (k_x_f32_pair below).
+ * f32 with n = 2 needs no fp64 at all (k_x_f32_pair below), nor do f16 and
+ * bf16 steps whose spans are small enough for an exact fp32 sum.
  */
 #ifndef K_REDUCE_EXACT_SIMD_H
 #define K_REDUCE_EXACT_SIMD_H
@@ -76,6 +77,18 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_widen_at)
         K_X_FN(_x_widen)(v, d0, d1);
 }
 
+/* An fp32 vector to the dtype, rounded to nearest even. */
+K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store_ps)(void *dst, size_t i, k_dtype_t dtype,
+                                                                            K_X_VEC f)
+{
+    if (dtype == K_DTYPE_F32)
+        K_X_FN(_x_store_f32)((float *)dst + i, f);
+    else if (dtype == K_DTYPE_F16)
+        K_X_FN(_x_store_f16)((uint16_t *)dst + i, f);
+    else
+        K_X_FN(_x_store_bf16)((uint16_t *)dst + i, f);
+}
+
 /* The certified exact sum (two fp64 halves) rounded once to the dtype. */
 K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(void *dst, size_t i, k_dtype_t dtype,
                                                                          K_X_DVEC d0, K_X_DVEC d1, int divide,
@@ -88,12 +101,7 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(vo
         f = K_X_FN(_x_narrow_rn)(d0, d1);
     else
         f = K_X_FN(_x_narrow_odd)(d0, d1);
-    if (dtype == K_DTYPE_F32)
-        K_X_FN(_x_store_f32)((float *)dst + i, f);
-    else if (dtype == K_DTYPE_F16)
-        K_X_FN(_x_store_f16)((uint16_t *)dst + i, f);
-    else
-        K_X_FN(_x_store_bf16)((uint16_t *)dst + i, f);
+    K_X_FN(_x_store_ps)(dst, i, dtype, f);
 }
 
 /* The lanes of elements i.. that bad marks, replaced by the scalar
@@ -132,8 +140,40 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
         const int divide = divisor > 1;
         const K_X_VEC vdivisor = K_X_FN(_x_set1_ps)((float)divisor); /* the scalar kernel's (float)divisor */
         const K_X_IVEC zero = K_X_FN(_x_set1_epi32)(0), ones = K_X_FN(_x_set1_epi32)(-1);
+        /* f16 / bf16: their inputs have 11 / 8 significant bits, so the
+         * argument of k_exact_span_max, with fp32's 24 bits for fp64's 53
+         * and 11 / 8 for 24, makes the fp32 sum exact when the span is at
+         * most 24 - 11 - k / 24 - 8 - k: then it is added in fp32 and
+         * rounded once to the dtype (or divided first), and only steps
+         * where a lane fails that take the fp64 way below (reading their
+         * inputs again, from L1). */
+        const int span32 = span - 5 - (dtype == K_DTYPE_F16 ? 11 : 8);
+        const K_X_IVEC vspan32 = K_X_FN(_x_set1_epi32)(span32);
         /* Two vectors per step: more loads in flight. */
         for (; i + 2 * K_X_LANES <= end; i += 2 * K_X_LANES) {
+            if (dtype != K_DTYPE_F32 && span32 >= 0) {
+                K_X_IVEC hi0 = zero, lo0 = ones, hi1 = zero, lo1 = ones;
+                K_X_VEC f0 = K_X_FN(_x_load)(srcs[0], i, dtype), f1 = K_X_FN(_x_load)(srcs[0], i + K_X_LANES, dtype);
+                K_X_FN(_x_track)(f0, &hi0, &lo0);
+                K_X_FN(_x_track)(f1, &hi1, &lo1);
+                for (int j = 1; j < n; j++) {
+                    const K_X_VEC x = K_X_FN(_x_load)(srcs[j], i, dtype);
+                    const K_X_VEC y = K_X_FN(_x_load)(srcs[j], i + K_X_LANES, dtype);
+                    K_X_FN(_x_track)(x, &hi0, &lo0);
+                    K_X_FN(_x_track)(y, &hi1, &lo1);
+                    f0 = K_X_FN(_x_add_ps)(f0, x);
+                    f1 = K_X_FN(_x_add_ps)(f1, y);
+                }
+                if (!K_X_FN(_x_any)(K_X_FN(_x_or)(K_X_FN(_x_bad)(hi0, lo0, vspan32), K_X_FN(_x_bad)(hi1, lo1, vspan32)))) {
+                    if (divide) {
+                        f0 = K_X_FN(_x_div)(f0, vdivisor);
+                        f1 = K_X_FN(_x_div)(f1, vdivisor);
+                    }
+                    K_X_FN(_x_store_ps)(dst, i, dtype, f0);
+                    K_X_FN(_x_store_ps)(dst, i + K_X_LANES, dtype, f1);
+                    continue;
+                }
+            }
             K_X_IVEC hi0 = zero, lo0 = ones, hi1 = zero, lo1 = ones;
             K_X_DVEC a0, a1, b0, b1, w0, w1;
             K_X_VEC x = K_X_FN(_x_load)(srcs[0], i, dtype), y = K_X_FN(_x_load)(srcs[0], i + K_X_LANES, dtype);
