@@ -16,8 +16,9 @@
  *    rounding tie of the dtype (plus or minus a tiny value, where a double
  *    rounding would go wrong), past FLT_MAX, +-0 only, inf, -inf, NaN;
  *  - ties: every element such a tie (n >= 2), pushed either way (n >= 3)
- *    by a value 2^23 to 2^26 below it (within the span the vector kernels
- *    certify), the other sources zeros or pairs that cancel;
+ *    by a value 2^23 to 2^26 below it (f16/bf16: 2^12 / 2^9 to 2^26),
+ *    within the spans the vector kernels certify, the other sources zeros
+ *    or pairs that cancel;
  *  - wide ties: the same with pushes 2^27 to 2^36 below (past it);
  *  - wild: every element of every source a random bit pattern.
  * f32, f16, bf16 x n = 1..8 x counts 0..100 and 511..513, 1000, 4099 x
@@ -156,24 +157,35 @@ static void x_element(int regime, int scale, int n, double *v, ref_fmt_t fmt)
     if (v[a] == 0) v[a] = x_random_value(scale);
     const double ulp = ldexp(1.0, ilogb(fabs(v[a])) - fmt.mant_bits);
     if (regime == X_TIES || regime == X_TIES_WIDE) {
-        /* a + half its ulp (a tie), a push 2^23..2^26 (ties) or 2^27..2^36
-         * (wide) below a, and pairs that cancel: the narrow spans are what
-         * the vector kernels certify (fp32 rounding to nearest would lose
-         * the push of an f16/bf16 tie there), the wide ones what they must
-         * not (fp64 would lose it). */
-        const int e = ilogb(fabs(v[a])) - (regime == X_TIES ? 23 : 27) - (int)test_rng_below(&x_gen, regime == X_TIES ? 4 : 10);
+        /* a + half its ulp (a tie), a push 2^23..2^26 (ties; f16/bf16:
+         * from 2^(mantissa bits + 2) on, through the spans their fp32 sums
+         * are certified for) or 2^27..2^36 (wide) below a, and pairs that
+         * cancel: the narrow spans are what the vector kernels certify
+         * (fp32 rounding to nearest would lose the push of an f16/bf16 tie
+         * there), the wide ones what they must not (fp64 would lose it). */
+        const int below = regime == X_TIES_WIDE ? 27 + (int)test_rng_below(&x_gen, 10)
+                          : fmt.mant_bits == 23 ? 23 + (int)test_rng_below(&x_gen, 4)
+                                                : fmt.mant_bits + 2 + (int)test_rng_below(&x_gen, 25 - fmt.mant_bits);
+        const int e = ilogb(fabs(v[a])) - below;
         for (int k = 0; k < n; k++)
-            if (k != a) v[k] = k + 1 < n && k + 1 != a && test_rng_below(&x_gen, 2) ? x_random_value(scale) : 0.0;
+            if (k != a) /* (zeros only in wide f16/bf16 ties, whose steps must pass the fp32 span) */
+                v[k] = k + 1 < n && k + 1 != a && (regime == X_TIES || fmt.mant_bits == 23) && test_rng_below(&x_gen, 2)
+                           ? x_random_value(scale)
+                           : 0.0;
         for (int k = 0; k + 1 < n; k++)
             if (k != a && k + 1 != a && v[k] != 0) v[k + 1] = -v[k], k++;
         if (n >= 2) v[b] = copysign(ulp / 2, v[a]);
         if (n >= 3) v[c] = x_random_value(e > fmt.emin - fmt.mant_bits ? e : fmt.emin - fmt.mant_bits);
-        if (n >= 3 && regime == X_TIES_WIDE && fmt.mant_bits == 23) {
-            /* f32: b = tie + P and c = -(P -+ 2^-23 P), so the exact sum is
-             * the tie +- 2^-23 P, which fp64 loses from 2^53 below a on:
-             * spans 2^27..2^36, where only a too generous certificate
+        if (n >= 3 && regime == X_TIES_WIDE) {
+            /* b = tie + P and c = -(P -+ 2^-m P) (m mantissa bits), so the
+             * exact sum is the tie +- 2^-m P, which the fp64 sum of f32
+             * inputs loses from 2^53 below a on (spans 2^27..2^36), and the
+             * fp32 sum of f16 / bf16 ones from 2^24 on (P 2^(m + 2) to
+             * 2^(m + 15) below a): where only a too generous certificate
              * would go wrong. */
-            const double p = ldexp(1.0, e), tiny = copysign(ldexp(p, -23), test_rng_below(&x_gen, 2) ? 1.0 : -1.0);
+            const int pe = fmt.mant_bits == 23 ? e : ilogb(fabs(v[a])) - fmt.mant_bits - 2 - (int)test_rng_below(&x_gen, 14);
+            const double p = ldexp(1.0, pe);
+            const double tiny = copysign(ldexp(p, -fmt.mant_bits), test_rng_below(&x_gen, 2) ? 1.0 : -1.0);
             v[b] = copysign(ulp / 2 + p, v[a]);
             v[c] = copysign(p - tiny, -v[a]);
         }
