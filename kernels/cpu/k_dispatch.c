@@ -1,6 +1,6 @@
 /*
- * k_dispatch.c - picks the instruction-set path once and routes k_reduce and
- * k_reduce_n to it through tables of function pointers.
+ * k_dispatch.c - picks the instruction-set path once and routes k_reduce,
+ * k_reduce_n and k_reduce_n_exact to it through tables of function pointers.
  *
  * The path is one atomic int: -1 until first use, then a k_isa_t. The first
  * k_reduce (from any thread) stores k_isa_best() with a compare-exchange, so
@@ -29,6 +29,11 @@ static const k_reduce_n_table_t *const k_reduce_n_tables[K_ISA_COUNT] = {
     [K_ISA_SCALAR] = &k_reduce_n_table_scalar,
     [K_ISA_AVX2] = &k_reduce_n_table_avx2,
     [K_ISA_AVX512] = &k_reduce_n_table_avx512,
+};
+static const k_reduce_n_exact_fn k_reduce_n_exact_fns[K_ISA_COUNT] = {
+    [K_ISA_SCALAR] = k_reduce_n_exact_scalar,
+    [K_ISA_AVX2] = k_reduce_n_exact_avx2,
+    [K_ISA_AVX512] = k_reduce_n_exact_avx512,
 };
 
 /* XCR0: which register states the OS saves on context switch. A CPU may
@@ -80,6 +85,11 @@ static const k_reduce_n_table_t *const k_reduce_n_tables[K_ISA_COUNT] = {
     [K_ISA_SCALAR] = &k_reduce_n_table_scalar,
     [K_ISA_AVX2] = &k_reduce_n_table_scalar,
     [K_ISA_AVX512] = &k_reduce_n_table_scalar,
+};
+static const k_reduce_n_exact_fn k_reduce_n_exact_fns[K_ISA_COUNT] = {
+    [K_ISA_SCALAR] = k_reduce_n_exact_scalar,
+    [K_ISA_AVX2] = k_reduce_n_exact_scalar,
+    [K_ISA_AVX512] = k_reduce_n_exact_scalar,
 };
 
 static k_isa_t k_isa_detect(void)
@@ -194,4 +204,15 @@ void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype
     }
     k_reduce_n_args_t args = {.dtype = dtype, .op = op, .divisor = divisor, .f32 = (float)divisor};
     (*k_reduce_n_tables[isa])[dtype][op](dst, srcs, n, 0, count, &args);
+}
+
+void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, int64_t divisor)
+{
+    if (count == 0 || n < 1 || divisor < 1 || (unsigned)dtype >= K_DTYPE_COUNT) return;
+    if (dtype != K_DTYPE_F32 && dtype != K_DTYPE_F16 && dtype != K_DTYPE_BF16) {
+        /* Integers are exact anyway; f64 is summed in source order. */
+        k_reduce_n(dst, srcs, n, count, dtype, K_OP_SUM, divisor);
+        return;
+    }
+    k_reduce_n_exact_fns[k_dispatch_isa()](dst, srcs, n, 0, count, dtype, divisor);
 }

@@ -109,6 +109,47 @@ void k_reduce_n_chained(void *dst, const void *const *srcs, int n, size_t begin,
 K_REDUCE_N_LIST(K_DECLARE_SCALAR_REDUCE_N)
 #undef K_DECLARE_SCALAR_REDUCE_N
 
+/* ---- k_reduce_n_exact ------------------------------------------------------
+ *
+ * One kernel per ISA sums elements [begin, end) of the n sources of an f32,
+ * f16 or bf16 buffer exactly and rounds once (k_cpu.h); the entry point
+ * (k_dispatch.c) has checked the arguments and the dtype. Every kernel gives
+ * the bits of the scalar one, k_reduce_n_exact_scalar (k_reduce_exact.c),
+ * which is also the tail and the fallback of the vector kernels.
+ */
+typedef void (*k_reduce_n_exact_fn)(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
+                                    k_dtype_t dtype, int64_t divisor);
+
+void k_reduce_n_exact_scalar(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
+                             int64_t divisor);
+/* The exact sum of element i of the n sources as an fp64, rounded to odd
+ * where it needs more than 53 bits (which the rounding to the dtype then
+ * gives the bits of the exact sum); NaN for a NaN or for +inf with -inf.
+ * What the vector kernels compute for the elements they cannot certify. */
+double k_reduce_n_exact_one(const void *const *srcs, int n, size_t i, k_dtype_t dtype);
+#if defined(__x86_64__)
+void k_reduce_n_exact_avx2(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
+                           int64_t divisor);
+void k_reduce_n_exact_avx512(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
+                             int64_t divisor);
+#endif
+
+/* The vector kernels' exactness certificate. Let every input of an element
+ * be an f32 (f16/bf16 widen exactly) with biased exponent field E (the
+ * subnormals' 0 included): it is a multiple of 2^(E - 150) below
+ * 2^(E - 126) in magnitude. With Emax / Emin the largest field of the
+ * element's inputs and the smallest of its nonzero ones, every partial sum
+ * of n <= 2^k of them is a multiple of 2^(Emin - 150) below
+ * n * 2^(Emax - 126), i.e. an integer below 2^(k + Emax - Emin + 24) times
+ * that unit: exact in fp64 (53 bits) when Emax - Emin <= 29 - k, whatever
+ * the order of the additions. Returns 29 - k (negative: never). */
+static inline int k_exact_span_max(int n)
+{
+    int k = 0;
+    while (k < 31 && ((int64_t)1 << k) < (int64_t)n) k++;
+    return 29 - k;
+}
+
 /* ---- k_div / k_scale -------------------------------------------------------
  *
  * The entry points in k_scale.c turn the divisor or factor into these

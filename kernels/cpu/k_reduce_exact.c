@@ -33,6 +33,11 @@
  * zero sum is -0 only when every input is -0 (what IEEE addition gives in
  * any order). divisor > 1 (AVG): the exact sum is rounded to f32, divided in
  * f32 and rounded to the dtype (k_div's arithmetic).
+ *
+ * This is the scalar path (baseline x86-64) and the reference of the vector
+ * kernels (k_reduce_exact_simd.h), which hand it their tails and every
+ * vector of elements their cheaper exactness test cannot certify. The entry
+ * point, k_reduce_n_exact, is in k_dispatch.c.
  */
 #include <math.h>
 #include <stdint.h>
@@ -220,15 +225,22 @@ static void k_exact_block(void *dst, const void *const *srcs, int n, size_t base
     }
 }
 
-void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, int64_t divisor)
+double k_reduce_n_exact_one(const void *const *srcs, int n, size_t i, k_dtype_t dtype)
 {
-    if (count == 0 || n < 1 || divisor < 1) return;
-    if (dtype != K_DTYPE_F32 && dtype != K_DTYPE_F16 && dtype != K_DTYPE_BF16) {
-        k_reduce_n(dst, srcs, n, count, dtype, K_OP_SUM, divisor);
-        return;
+    double s = k_exact_load(srcs[0], i, dtype), err = s - s; /* NaN for a non-finite input */
+    for (int k = 1; k < n; k++) {
+        const double x = k_exact_load(srcs[k], i, dtype), t = s + x, xv = t - s;
+        err += fabs((s - (t - xv)) + (x - xv));
+        s = t;
     }
-    for (size_t base = 0; base < count; base += K_EXACT_BLOCK) {
-        const size_t m = count - base < K_EXACT_BLOCK ? count - base : K_EXACT_BLOCK;
+    return err == 0.0 ? s : k_exact_sum_slow(srcs, n, i, dtype);
+}
+
+void k_reduce_n_exact_scalar(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype,
+                             int64_t divisor)
+{
+    for (size_t base = begin; base < end; base += K_EXACT_BLOCK) {
+        const size_t m = end - base < K_EXACT_BLOCK ? end - base : K_EXACT_BLOCK;
         k_exact_block(dst, srcs, n, base, m, dtype, divisor);
     }
 }

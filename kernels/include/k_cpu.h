@@ -127,9 +127,11 @@ K_API void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k
  * every input is -0. divisor > 1: that sum rounded to f32, divided in f32,
  * rounded to the dtype. Other dtypes: k_reduce_n's SUM (integers are exact
  * anyway; f64 is summed in source order). dst may equal a source; count == 0
- * touches nothing. Cost: two passes in fp64 per element (TwoSum), plus a
- * long-accumulator sum for the elements whose inputs span more than about
- * 29 - log2(n) binades (k_reduce_exact.c).
+ * touches nothing. Every path (k_isa_set) gives the same bits. Cost: on the
+ * vector paths an fp64 sum with an exponent-span test per element (f32 with
+ * n = 2: the fp32 addition), near k_reduce_n's memory speed; a TwoSum or
+ * long-accumulator sum for the elements whose inputs span more than
+ * 29 - ceil(log2 n) binades (k_reduce_exact.c, k_reduce_exact_simd.h).
  */
 K_API void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
                             int64_t divisor);

@@ -110,5 +110,6 @@ void test_reduce_n(k_isa_t isa);         /* reduce_n.c */
 void test_reduce_n_api(void);            /* reduce_n.c */
 void test_mixed_isa(k_isa_t isa);        /* mixed.c */
 void test_mixed_api(void);               /* mixed.c */
+void test_reduce_exact(void);            /* reduce_exact.c: every ISA in one group */
 
 #endif

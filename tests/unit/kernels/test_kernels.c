@@ -16,6 +16,8 @@
  *  - mixed.c: the mixed-precision kernels (k_nonfinite,
  *    k_unscale_nonfinite, k_sgd_step_mixed) on every ISA, bit for bit
  *    against references and the scalar path, and their API edges;
+ *  - reduce_exact.c: k_reduce_n_exact on every ISA, bit for bit against
+ *    an exact (320-bit fixed-point) sum rounded once, on adversarial inputs;
  *  - kernels_test.c/.h: what they share (report, random stream, references).
  *
  * Results must be exact (a single rounded op per element is deterministic);
@@ -66,6 +68,7 @@ int main(void)
     }
     k_isa_set(k_isa_best());
     test_mixed_api();
+    test_reduce_exact(); /* its own generator; sets every ISA itself */
 
     printf("test_kernels: %s (%d groups, %d failed)\n", groups_failed ? "FAIL" : "PASS",
            groups_run, groups_failed);
