@@ -2,9 +2,10 @@
 # loads Horovod's test_torch.py from the path given, runs its TorchTests with
 # unittest (the whole class, minus --exclude, or only --only), and writes this
 # rank's outcome per test to RESULTS/rank.<R>.json for the tool to merge:
-# {"ran": N, "passed": [...], "failed": [...], "skipped": [...]}, where failed
-# holds failures, errors, and unexpected successes, and skipped the skips with
-# their reasons. Exit 0 when this rank had no failure.
+# {"ran": N, "passed": [...], "failed": [...], "asserted": [...], "skipped": {...}},
+# where failed holds failures, errors and unexpected successes, asserted the
+# failures alone (an assertion of the test, not an exception), and skipped the
+# skips with their reasons. Exit 0 when this rank had no failure.
 #
 #   python3 rank_runner.py --test DIR/test_torch.py --utils DIR/utils
 #           --results DIR [--only A,B] [--exclude A,B]
@@ -56,11 +57,13 @@ def main():
     suite = unittest.TestSuite(cls(n) for n in names)
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
 
-    failed = sorted({t._testMethodName for t, _ in result.failures + result.errors}
+    asserted = sorted({t._testMethodName for t, _ in result.failures})
+    failed = sorted(set(asserted) | {t._testMethodName for t, _ in result.errors}
                     | {t._testMethodName for t in result.unexpectedSuccesses})
     skipped = {t._testMethodName: reason for t, reason in result.skipped}
     passed = [n for n in names if n not in failed and n not in skipped]
-    outcome = {"ran": result.testsRun, "passed": passed, "failed": failed, "skipped": skipped}
+    outcome = {"ran": result.testsRun, "passed": passed, "failed": failed,
+               "asserted": asserted, "skipped": skipped}
     path = os.path.join(args.results, "rank.%d.json" % world_rank())
     with open(path + ".tmp", "w") as f:
         json.dump(outcome, f, indent=1)
