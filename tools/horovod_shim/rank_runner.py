@@ -1,0 +1,75 @@
+# tools/horovod_shim/rank_runner.py - run on every rank by tools/horovod-test-torch:
+# loads Horovod's test_torch.py from the path given, runs its TorchTests with
+# unittest (the whole class, minus --exclude, or only --only), and writes this
+# rank's outcome per test to RESULTS/rank.<R>.json for the tool to merge:
+# {"ran": N, "passed": [...], "failed": [...], "asserted": [...], "skipped": {...}},
+# where failed holds failures, errors and unexpected successes, asserted the
+# failures alone (an assertion of the test, not an exception), and skipped the
+# skips with their reasons. Exit 0 when this rank had no failure.
+#
+#   python3 rank_runner.py --test DIR/test_torch.py --utils DIR/utils
+#           --results DIR [--only A,B] [--exclude A,B]
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import unittest
+
+
+def world_rank():
+    for name in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
+def names_of(text):
+    return [n for n in (text or "").split(",") if n]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--test", required=True)
+    parser.add_argument("--utils", required=True)
+    parser.add_argument("--results", required=True)
+    parser.add_argument("--only", default="")
+    parser.add_argument("--exclude", default="")
+    args = parser.parse_args()
+
+    # common.py is imported as a top-level module (test_torch.py adds ../utils
+    # itself; that is not where it lies when test_torch.py was copied alone).
+    sys.path.insert(0, args.utils)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(args.test)))
+    spec = importlib.util.spec_from_file_location("test_torch", args.test)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["test_torch"] = module
+    spec.loader.exec_module(module)
+
+    cls = module.TorchTests
+    only, exclude = names_of(args.only), names_of(args.exclude)
+    names = [n for n in unittest.TestLoader().getTestCaseNames(cls)
+             if n not in exclude and (not only or n in only)]
+    unknown = [n for n in only + exclude if not hasattr(cls, n)]
+    if unknown:
+        print("rank_runner: no such test in TorchTests: " + ", ".join(unknown), file=sys.stderr)
+        return 2
+    suite = unittest.TestSuite(cls(n) for n in names)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+
+    asserted = sorted({t._testMethodName for t, _ in result.failures})
+    failed = sorted(set(asserted) | {t._testMethodName for t, _ in result.errors}
+                    | {t._testMethodName for t in result.unexpectedSuccesses})
+    skipped = {t._testMethodName: reason for t, reason in result.skipped}
+    passed = [n for n in names if n not in failed and n not in skipped]
+    outcome = {"ran": result.testsRun, "passed": passed, "failed": failed,
+               "asserted": asserted, "skipped": skipped}
+    path = os.path.join(args.results, "rank.%d.json" % world_rank())
+    with open(path + ".tmp", "w") as f:
+        json.dump(outcome, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
