@@ -210,6 +210,10 @@ int64_t coord_inspect_period_us(const struct coord *c);
 /* HORA_ERR_TIMEOUT naming silent[0] (places of c) and how many more did not
  * come; decided_here: this rank saw it, else rank 0 told it. */
 hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here);
+/* The cycle's agreement (coord_agree.c): every rank's c->vec merged into
+ * every rank's, or HORA_ERR_TIMEOUT naming a rank that did not come within
+ * HORA_TIMEOUT_S (c->agree_in_flight then says buffers are still in MPI). */
+hora_status_t coord_allreduce_bits(struct coord *c);
 /* Keep buf (may be NULL) and the communicator to the end of the process: an
  * abandoned MPI request may still use them. */
 void coord_keep_in_flight(struct coord *c, void *buf);

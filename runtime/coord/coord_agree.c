@@ -1,0 +1,278 @@
+/* coord_agree.c - the coordinator's waits and the cycle's agreement on its
+ * bit vector (coord.c runs the cycle around it): polling with naps and a
+ * deadline, and the star of point-to-point messages around rank 0 that
+ * merges every rank's vector and names a rank that does not come within
+ * HORA_TIMEOUT_S. */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/status.h"
+#include "coord/coord_internal.h"
+
+/* The merge of one rank's cycle vector into another's. Layout:
+ * [AND words][OR requested][OR invalid][AND flags][OR flags]. */
+static void coord_bits_merge(const uint64_t *in, uint64_t *inout, int words)
+{
+    const int n = 3 * words + 2;
+    for (int i = 0; i < n; i++) {
+        if (i < words || i == 3 * words)
+            inout[i] &= in[i];
+        else
+            inout[i] |= in[i];
+    }
+}
+
+/* Waits of the coordinator poll MPI_Test, with naps rather than a blocking
+ * call: a blocking MPI call busy-polls, and on a machine whose cores also
+ * train, a coordinator spinning while it waits for a slower rank steals
+ * their time (while an application thread blocks in hora_wait it polls,
+ * yielding). The naps double from 20 us up to a quarter of the cycle time:
+ * a peer that is busy with backprop may take milliseconds to come, and
+ * thousands of 20 us wake-ups (each a context switch on a core that trains)
+ * cost more than the at most cycle/4 of extra latency once it does. Between
+ * naps it looks for notices (tp_notice.c): a rank that aborted will never
+ * come, so the wait ends with its reason. */
+void coord_poll_init(const struct coord *c, struct coord_poll *p)
+{
+    p->nap_ns = 20 * 1000;
+    p->max_nap_ns = (long)(c->settings.cycle_time_ms * 1e6 / 4);
+    if (p->max_nap_ns < p->nap_ns) p->max_nap_ns = p->nap_ns;
+    p->polls = 0;
+}
+
+/* After a poll that found nothing: HORA_OK to poll again, or a rank's abort. */
+hora_status_t coord_poll_pause(struct coord *c, struct coord_poll *p)
+{
+    if (++p->polls < 64) return HORA_OK;
+    HORA_CHECK(coll_check_abort(c->coll));
+    /* An application thread blocked in hora_wait leaves its core to us:
+     * poll, yielding, instead of napping (a nap of up to a quarter cycle
+     * after the last rank came cost every small cached all-reduce tens to
+     * hundreds of microseconds). */
+    if (coll_app_waits(c->coll)) {
+        sched_yield();
+        return HORA_OK;
+    }
+    struct timespec nap = {0, p->nap_ns};
+    nanosleep(&nap, NULL);
+    p->nap_ns = p->nap_ns * 2 < p->max_nap_ns ? p->nap_ns * 2 : p->max_nap_ns;
+    return HORA_OK;
+}
+
+hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s, const char *what)
+{
+    struct coord_poll poll;
+    const int64_t start_us = coord_now_us();
+    coord_poll_init(c, &poll);
+    for (;;) {
+        int done = 0, err = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) return status_mpi(err, what);
+        if (done) return HORA_OK;
+        if (timeout_s > 0 && poll.polls >= 64 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
+            return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
+                               "(HORA_TIMEOUT_S)", what, timeout_s);
+        HORA_CHECK(coord_poll_pause(c, &poll));
+    }
+}
+
+
+/* How often rank 0's stall inspector looks, and an idle rank turns a cycle:
+ * a quarter of HORA_STALL_CHECK_S, at most a second, and at most a quarter
+ * of HORA_TIMEOUT_S (the agreement's deadline: an idle rank must come well
+ * within it). */
+int64_t coord_inspect_period_us(const struct coord *c)
+{
+    int64_t every = (int64_t)(c->cfg->stall_check_s * 0.25e6);
+    const int64_t deadline_quarter = (int64_t)(c->cfg->timeout_s * 0.25e6);
+    if (every > deadline_quarter) every = deadline_quarter;
+    return every > 1000000 ? 1000000 : every;
+}
+
+/*
+ * The cycle's agreement: a star of point-to-point messages on c->comm, with
+ * a deadline. Every rank sends its vector to rank 0; rank 0 merges them and
+ * sends the result back, with a verdict word: 0, or (silent rank + 1) |
+ * (silent count << 32) when some rank's vector did not come within
+ * HORA_TIMEOUT_S. An alive rank always comes within that: an idle one turns
+ * a cycle every inspection period (a quarter of the deadline at most), a
+ * busy one runs the same responses as everyone else, each collective under
+ * its own deadline. So a rank that does not come is stopped (SIGSTOP, a
+ * debugger) or its coordinator is stuck, and since rank 0 knows whose
+ * vectors came, every other rank fails with a message naming it. A rank that
+ * hears nothing from rank 0 waits an inspection period longer than rank 0
+ * does (rank 0 may have come that much later), then names rank 0. A silent
+ * rank that resumes finds its verdict waiting. (An MPI_Iallreduce, which
+ * this replaces, can say neither when to give up nor who was missing; the
+ * star costs rank 0 n-1 receives and sends, against log2(n) rounds.)
+ * On failure, requests that MPI has not let go (a send cannot be cancelled)
+ * keep their buffers: c->agree_in_flight.
+ */
+#define COORD_TAG_VECTOR 101
+#define COORD_TAG_VERDICT 102
+
+hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here)
+{
+    const int first = coord_world_rank(c, silent[0]);
+    char others[64] = "";
+    if (count > 1) snprintf(others, sizeof(others), " (and %d more rank%s)", count - 1, count > 2 ? "s" : "");
+    return status_fail(HORA_ERR_TIMEOUT,
+                       "coordinator: rank %d%s did not join the negotiation within %.1f s (HORA_TIMEOUT_S): "
+                       "stopped (SIGSTOP, a debugger) or stuck outside hora%s",
+                       first, others, c->cfg->timeout_s, decided_here ? "" : " (seen by rank 0)");
+}
+
+static hora_status_t coord_agree_root(struct coord *c)
+{
+    const int n = 3 * c->words + 2, size = c->size;
+    uint64_t *in = c->agree, *reply = c->agree + (size_t)size * (size_t)n;
+    MPI_Request *reqs = c->agree_reqs;
+    hora_status_t status = HORA_OK;
+    int err = MPI_SUCCESS, pending = 0;
+    struct coord_poll poll;
+
+    for (int r = 1; r < size && err == MPI_SUCCESS; r++, pending++)
+        err = MPI_Irecv(in + (size_t)r * (size_t)n, n, MPI_UINT64_T, r, COORD_TAG_VECTOR, c->comm, &reqs[r]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status_mpi(err, "coordinator MPI_Irecv(cycle vector)");
+    }
+    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6);
+    coord_poll_init(c, &poll);
+    while (pending > 0) {
+        int before = pending;
+        for (int r = 1; r < size; r++) {
+            if (reqs[r] == MPI_REQUEST_NULL) continue;
+            int done = 0;
+            err = MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+            if (err != MPI_SUCCESS) {
+                c->agree_in_flight = 1;
+                return status_mpi(err, "coordinator MPI_Test(cycle vector)");
+            }
+            if (done) pending--;
+        }
+        if (pending == 0) break;
+        if (pending < before) continue;
+        if (coord_now_us() > deadline_us && poll.polls >= 64) break;
+        status = coord_poll_pause(c, &poll);
+        if (status < 0) {
+            c->agree_in_flight = 1;
+            return status;
+        }
+    }
+    uint64_t verdict = 0;
+    if (pending > 0) {
+        int *silent = c->agree_silent, count = 0;
+        for (int r = 1; r < size; r++) {
+            if (reqs[r] == MPI_REQUEST_NULL) continue;
+            silent[count++] = r;
+            MPI_Cancel(&reqs[r]);
+            MPI_Request_free(&reqs[r]); /* completes at once (cancelled) or with the vector: nobody reads it */
+        }
+        status = coord_agree_silent(c, silent, count, 1);
+        verdict = (uint64_t)(silent[0] + 1) | (uint64_t)count << 32;
+    } else {
+        for (int r = 1; r < size; r++) coord_bits_merge(in + (size_t)r * (size_t)n, c->vec, c->words);
+    }
+    memcpy(reply, c->vec, (size_t)n * sizeof(uint64_t));
+    reply[n] = verdict;
+    /* Every rank gets the verdict, a silent one too (it reads it when it
+     * resumes). Small messages: they leave at once. */
+    err = MPI_SUCCESS;
+    for (int r = 1; r < size && err == MPI_SUCCESS; r++)
+        err = MPI_Isend(reply, n + 1, MPI_UINT64_T, r, COORD_TAG_VERDICT, c->comm, &reqs[r]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status < 0 ? status : status_mpi(err, "coordinator MPI_Isend(cycle verdict)");
+    }
+    if (status < 0) {
+        c->agree_in_flight = 1; /* a silent rank's verdict may stay in flight */
+        return status;
+    }
+    /* The sends go to ranks that just sent: polled with the same deadline. */
+    coord_poll_init(c, &poll);
+    for (int r = 1; r < size; r++) {
+        for (;;) {
+            int done = 0;
+            err = MPI_Test(&reqs[r], &done, MPI_STATUS_IGNORE);
+            if (err != MPI_SUCCESS || done) break;
+            if (coord_now_us() > deadline_us + (int64_t)(c->cfg->timeout_s * 1e6) && poll.polls >= 64) {
+                c->agree_in_flight = 1;
+                return status_fail(HORA_ERR_TIMEOUT, "coordinator: rank %d took no verdict within %.1f s "
+                                   "(HORA_TIMEOUT_S)", coord_world_rank(c, r), c->cfg->timeout_s);
+            }
+            status = coord_poll_pause(c, &poll);
+            if (status < 0) {
+                c->agree_in_flight = 1;
+                return status;
+            }
+        }
+        if (err != MPI_SUCCESS) {
+            c->agree_in_flight = 1;
+            return status_mpi(err, "coordinator MPI_Test(cycle verdict)");
+        }
+    }
+    return HORA_OK;
+}
+
+static hora_status_t coord_agree_peer(struct coord *c)
+{
+    const int n = 3 * c->words + 2;
+    uint64_t *reply = c->agree;
+    MPI_Request *reqs = c->agree_reqs;
+    struct coord_poll poll;
+    int err = MPI_Irecv(reply, n + 1, MPI_UINT64_T, 0, COORD_TAG_VERDICT, c->comm, &reqs[0]);
+    if (err != MPI_SUCCESS) return status_mpi(err, "coordinator MPI_Irecv(cycle verdict)");
+    err = MPI_Isend(c->vec, n, MPI_UINT64_T, 0, COORD_TAG_VECTOR, c->comm, &reqs[1]);
+    if (err != MPI_SUCCESS) {
+        c->agree_in_flight = 1;
+        return status_mpi(err, "coordinator MPI_Isend(cycle vector)");
+    }
+    /* Rank 0 may come an inspection period after this rank, and then waits
+     * HORA_TIMEOUT_S for the others: give it that long to decide. */
+    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + coord_inspect_period_us(c) +
+                                250 * 1000;
+    coord_poll_init(c, &poll);
+    int got = 0, sent = 0;
+    while (!got || !sent) {
+        err = got ? MPI_SUCCESS : MPI_Test(&reqs[0], &got, MPI_STATUS_IGNORE);
+        if (err == MPI_SUCCESS && !sent) err = MPI_Test(&reqs[1], &sent, MPI_STATUS_IGNORE);
+        if (err != MPI_SUCCESS) {
+            c->agree_in_flight = 1;
+            return status_mpi(err, "coordinator MPI_Test(cycle agreement)");
+        }
+        if (got && sent) break;
+        if (got && reply[n] != 0) break; /* failed: no need to wait for the send */
+        if (coord_now_us() > deadline_us && poll.polls >= 64) {
+            c->agree_in_flight = 1;
+            if (!got) {
+                MPI_Cancel(&reqs[0]);
+                MPI_Request_free(&reqs[0]);
+            }
+            int zero = 0;
+            return coord_agree_silent(c, &zero, 1, 1);
+        }
+        hora_status_t status = coord_poll_pause(c, &poll);
+        if (status < 0) {
+            c->agree_in_flight = 1;
+            return status;
+        }
+    }
+    if (reply[n] != 0) {
+        c->agree_in_flight = !sent;
+        int first = (int)(uint32_t)reply[n] - 1, count = (int)(reply[n] >> 32);
+        if (first < 0 || first >= c->size) first = 0;
+        return coord_agree_silent(c, &first, count > 0 ? count : 1, 0);
+    }
+    memcpy(c->vec, reply, (size_t)n * sizeof(uint64_t));
+    return HORA_OK;
+}
+
+hora_status_t coord_allreduce_bits(struct coord *c)
+{
+    if (c->size == 1) return HORA_OK;
+    return c->rank == 0 ? coord_agree_root(c) : coord_agree_peer(c);
+}
