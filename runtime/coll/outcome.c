@@ -1,0 +1,172 @@
+/* outcome.c - one outcome per operation over messages (ucx, mpi).
+ *
+ * Over peer memory the members agree through one word in shared memory
+ * (tp_shm.c). Over messages nothing is shared, and without an agreement a
+ * ring can end well on one rank and badly on another: in a 3-rank ring a
+ * rank whose last receive came from a live peer finishes while the peer
+ * whose partner stopped times out; a rank stopped past HORA_TIMEOUT_S after
+ * its last receive completes, when continued, the operation its peers gave
+ * up.
+ *
+ * So every operation ends with a star around its first member (place 0, the
+ * decider):
+ *   1. every other member sends the decider its status word (operation
+ *      number, status, and for a failure its rank and message) and waits
+ *      for the verdict;
+ *   2. the decider, if it did not fail itself, receives the words in place
+ *      order; the verdict is its own failure, else the first failure a word
+ *      reports, else the first member whose word did not come within
+ *      HORA_TIMEOUT_S (HORA_ERR_TIMEOUT, or the transport's error when the
+ *      member is known dead), else HORA_OK. It stops at the first failure;
+ *   3. the decider sends the verdict to every other member, the silent ones
+ *      too (last), and every member returns it: the deciding rank's status,
+ *      with a message naming the rank that failed.
+ * Only the decider decides, and it decides success only after every
+ * member's word said OK, i.e. after every member's data was complete. A
+ * member that was silent (stopped) finds the failed verdict waiting when it
+ * is continued; a dead one changes nothing. A member waits for the verdict
+ * up to twice HORA_TIMEOUT_S (the decider may itself wait HORA_TIMEOUT_S for
+ * a silent member after it entered the agreement), then fails naming the
+ * decider.
+ *
+ * The gap no finite exchange closes: the decider stopped, for longer than
+ * that, after it has received every member's OK (its data complete) and
+ * before its verdict is out. The others then fail with HORA_ERR_TIMEOUT
+ * naming it, and it, when continued, sends (and returns) HORA_OK. Its
+ * window is the end of its own operation: the agreement's receive and the
+ * local copies after its last data wait.
+ *
+ * Cost: one small message to the decider and one back (a round trip) per
+ * operation. The words live in the channel's struct group_outcome, not on
+ * the stack: a receive left pending after a failure is written when a late
+ * word comes, and the channel is never used again (coll.c). */
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "coll/algo.h"
+
+/* Above the ring's tags (0 .. 2n-2), the latency path's (1 << 24 ...) and
+ * the ordered reduce-scatter's (1 << 25). */
+#define OUTCOME_TAG (1 << 26)
+
+static size_t outcome_word_bytes(const struct group_word *w)
+{
+    if (w->status == HORA_OK) return offsetof(struct group_word, reason);
+    return offsetof(struct group_word, reason) + strnlen(w->reason, sizeof(w->reason) - 1) + 1;
+}
+
+static void outcome_word_set(struct group_word *w, uint64_t op_seq, hora_status_t status, int rank,
+                             const char *reason)
+{
+    w->op_seq = op_seq;
+    w->status = status;
+    w->rank = rank;
+    snprintf(w->reason, sizeof(w->reason), "%s", status < 0 && reason ? reason : "");
+}
+
+/* What this member returns for verdict v (its own status when it failed
+ * first: its message stands). */
+static hora_status_t outcome_return(const struct coll_group *g, const struct group_word *v, hora_status_t mine)
+{
+    const int me = g->tp->env->topo->rank;
+    if (v->status == HORA_OK) return mine < 0 ? mine : HORA_OK; /* a decider never says OK over a failure */
+    if (v->rank == me) return status_set((hora_status_t)v->status, "%s", v->reason);
+    return status_set((hora_status_t)v->status, "%s #%llu failed on rank %d: %s", g->what,
+                      (unsigned long long)g->op_seq, v->rank, v->reason);
+}
+
+/* The k-th place (0-based) the verdict goes to: 1 .. n-1 without the silent
+ * place, then the silent one (n: none). */
+static int outcome_send_place(int n, int silent, int k)
+{
+    if (silent >= n || k + 1 < silent) return k + 1;
+    return k + 2 < n ? k + 2 : silent;
+}
+
+static hora_status_t outcome_decide(struct coll_group *g, hora_status_t status)
+{
+    struct group_outcome *o = &g->outcome;
+    const struct tp_ops *ops = g->tp->ops;
+    const int me = g->tp->env->topo->rank;
+    struct group_word *verdict = &o->words[0];
+    int silent = g->n; /* the place whose word did not come (n: none): its verdict goes last */
+
+    outcome_word_set(verdict, g->op_seq, status, me, hora_last_error());
+    if (status == HORA_OK) {
+        for (int i = 1; i < g->n && status == HORA_OK; i++)
+            status = ops->irecv(g->tp, group_member(g, i), &o->words[i], sizeof(o->words[i]), OUTCOME_TAG,
+                                &o->reqs[i]);
+        if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, hora_last_error());
+        for (int i = 1; i < g->n && verdict->status == HORA_OK; i++) {
+            const int peer = group_member(g, i);
+            hora_status_t w = ops->wait(g->tp, peer, &o->reqs[i]);
+            if (w < 0) {
+                char why[GROUP_OUTCOME_REASON_BYTES];
+                snprintf(why, sizeof(why), "rank %d did not report its outcome: %s", peer, hora_last_error());
+                outcome_word_set(verdict, g->op_seq, w, peer, why);
+                silent = i;
+            } else if (o->words[i].op_seq != g->op_seq) {
+                char why[GROUP_OUTCOME_REASON_BYTES];
+                snprintf(why, sizeof(why), "rank %d reported the outcome of operation #%llu during #%llu", peer,
+                         (unsigned long long)o->words[i].op_seq, (unsigned long long)g->op_seq);
+                outcome_word_set(verdict, g->op_seq, HORA_ERR_CORRUPT, peer, why);
+            } else if (o->words[i].status < 0) {
+                o->words[i].reason[sizeof(o->words[i].reason) - 1] = '\0';
+                outcome_word_set(verdict, g->op_seq, o->words[i].status, o->words[i].rank, o->words[i].reason);
+            }
+        }
+    }
+    /* The verdict to everyone; the members that did not report last, since a
+     * send to a dead one may fail the channel's waits. A send's wait is only
+     * for the buffer: the verdict stands whatever happens to it. */
+    const size_t bytes = outcome_word_bytes(verdict);
+    struct tp_req *sends = &o->reqs[g->n];
+    int sent = 0;
+    for (; sent < g->n - 1; sent++) {
+        const int i = outcome_send_place(g->n, silent, sent);
+        if (ops->isend(g->tp, group_member(g, i), verdict, bytes, OUTCOME_TAG, &sends[i]) < 0) break;
+    }
+    for (int k = 0; k < sent; k++) {
+        const int i = outcome_send_place(g->n, silent, k);
+        if (ops->wait(g->tp, group_member(g, i), &sends[i]) < 0) break; /* the rest were cancelled */
+    }
+    return outcome_return(g, verdict, status);
+}
+
+static hora_status_t outcome_follow(struct coll_group *g, hora_status_t status)
+{
+    struct group_outcome *o = &g->outcome;
+    const struct tp_ops *ops = g->tp->ops;
+    const int me = g->tp->env->topo->rank, decider = group_member(g, 0);
+    struct group_word *mine = &o->words[0], *verdict = &o->words[1];
+
+    outcome_word_set(mine, g->op_seq, status, me, hora_last_error());
+    hora_status_t w = ops->irecv(g->tp, decider, verdict, sizeof(*verdict), OUTCOME_TAG, &o->reqs[1]);
+    if (w == HORA_OK) w = ops->isend(g->tp, decider, mine, outcome_word_bytes(mine), OUTCOME_TAG, &o->reqs[0]);
+    if (w == HORA_OK) {
+        w = ops->wait(g->tp, decider, &o->reqs[1]);
+        /* The decider may wait HORA_TIMEOUT_S for a silent member after it
+         * came: give it that long once more (a fresh receive; the timed-out
+         * one was cancelled). */
+        if (w == HORA_ERR_TIMEOUT) {
+            w = ops->irecv(g->tp, decider, verdict, sizeof(*verdict), OUTCOME_TAG, &o->reqs[1]);
+            if (w == HORA_OK) w = ops->wait(g->tp, decider, &o->reqs[1]);
+        }
+        if (w == HORA_OK) (void)ops->wait(g->tp, decider, &o->reqs[0]);
+    }
+    if (w < 0)
+        return status_set(w, "%s #%llu: no verdict on its outcome from rank %d, which decides it (%s)", g->what,
+                          (unsigned long long)g->op_seq, decider, hora_last_error());
+    verdict->reason[sizeof(verdict->reason) - 1] = '\0';
+    if (verdict->op_seq != g->op_seq)
+        return status_fail(HORA_ERR_CORRUPT, "%s #%llu: rank %d sent the verdict of operation #%llu", g->what,
+                           (unsigned long long)g->op_seq, decider, (unsigned long long)verdict->op_seq);
+    return outcome_return(g, verdict, status);
+}
+
+hora_status_t group_agree(struct coll_group *g, hora_status_t status)
+{
+    return g->r == 0 ? outcome_decide(g, status) : outcome_follow(g, status);
+}
