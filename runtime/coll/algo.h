@@ -29,13 +29,14 @@ enum group_algorithm {
 };
 
 /* One outcome over messages (outcome.c): the status word a member sends the
- * decider, and the verdict it sends back. */
-#define GROUP_OUTCOME_REASON_BYTES 480
+ * decider, and the verdict it sends back. Sent only up to the end of what
+ * the body holds: nothing, a failure's message, or the latency path's data. */
+#define GROUP_OUTCOME_BODY_BYTES 2048
 struct group_word {
     uint64_t op_seq;
     int32_t status; /* hora_status_t */
     int32_t rank;   /* world rank that failed (status < 0) */
-    char reason[GROUP_OUTCOME_REASON_BYTES]; /* its message; sent only up to its end, and only for a failure */
+    char body[GROUP_OUTCOME_BODY_BYTES]; /* failure: its message; success: the small all-reduce's input or result */
 };
 
 /* A message channel's agreement buffers, kept in struct coll_ctx for the
@@ -98,6 +99,13 @@ void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
 hora_status_t group_begin(struct coll_group *g);
 hora_status_t group_end(struct coll_group *g, hora_status_t status);
 hora_status_t group_agree(struct coll_group *g, hora_status_t status);
+/* The latency path over messages when its bytes fit a word's body: the same
+ * star, with the data riding in it (every member's input to place 0, which
+ * reduces all n in place order, as the one-shot algorithm does, and sends the
+ * result with the verdict). It is the operation's agreement: group_end then
+ * only returns the status. */
+hora_status_t group_agree_allreduce(struct coll_group *g, const void *send, void *recv, size_t count,
+                                    const struct group_reduction *red);
 
 /* The n-way reduce of an element's inputs in place order 0..n-1: the
  * engine's reduce, or for red->mode 2 and SUM its reduce_exact. */

@@ -374,6 +374,10 @@ static hora_status_t coll_group_allreduce_latency(struct coll_group *g, const vo
 {
     if (g->n == 1) return coll_group_single(g, send, recv, count, red);
     if (coll_peer_memory(g->tp)) return latency_allreduce_mem(g, send, recv, count, red);
+    /* Over messages the star of the outcome agreement carries the data when
+     * it fits (outcome.c), else recursive doubling and then the agreement. */
+    if (g->open && count * hora_dtype_size(red->dtype) <= GROUP_OUTCOME_BODY_BYTES)
+        return group_agree_allreduce(g, send, recv, count, red);
     return latency_allreduce_msg(g, send, recv, count, red);
 }
 
