@@ -28,6 +28,25 @@ enum group_algorithm {
                                   * peer's buffer and writes the result into all of them */
 };
 
+/* One outcome over messages (outcome.c): the status word a member sends the
+ * decider, and the verdict it sends back. Sent only up to the end of what
+ * the body holds: nothing, a failure's message, or the latency path's data. */
+#define GROUP_OUTCOME_BODY_BYTES 2048
+struct group_word {
+    uint64_t op_seq;
+    int32_t status; /* hora_status_t */
+    int32_t rank;   /* world rank that failed (status < 0) */
+    char body[GROUP_OUTCOME_BODY_BYTES]; /* failure: its message; success: the small all-reduce's input or result */
+};
+
+/* A message channel's agreement buffers, kept in struct coll_ctx for the
+ * channel's life (a receive left pending by a failure may still be written):
+ * world size + 1 words and 2 x world size requests; NULL on peer memory. */
+struct group_outcome {
+    struct group_word *words;
+    struct tp_req *reqs;
+};
+
 /* The ranks of one operation: a flat ring over the world, a node, or the
  * ranks of one local rank across nodes. */
 struct coll_group {
@@ -41,7 +60,8 @@ struct coll_group {
     uint64_t op_seq;    /* operation number, identical on every member */
     const char *what;   /* "allreduce", ...: for messages */
     int direct;         /* the application's direct collective (not the coordinator's) */
-    int open;           /* between group_begin and group_end of a peer-memory operation */
+    int open;           /* between group_begin and group_end */
+    struct group_outcome outcome; /* message transports: the channel's agreement buffers */
     void (*on_phase)(void *ctx, const char *phase, int begin); /* optional (timeline) */
     void *phase_ctx;
 };
@@ -73,9 +93,19 @@ void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
  * member returns the same status; the algorithms end with the full
  * synchronisation that agreement needs (every member's last position seen).
  * A group of one rank does nothing; over messages group_begin fails at once
- * when an abort is known (tp_notice.c) and group_end returns status. */
+ * when an abort is known (tp_notice.c) and group_end runs outcome.c's
+ * agreement (group_agree: a star around place 0), so that there too every
+ * member returns the same status. */
 hora_status_t group_begin(struct coll_group *g);
 hora_status_t group_end(struct coll_group *g, hora_status_t status);
+hora_status_t group_agree(struct coll_group *g, hora_status_t status);
+/* The latency path over messages when its bytes fit a word's body: the same
+ * star, with the data riding in it (every member's input to place 0, which
+ * reduces all n in place order, as the one-shot algorithm does, and sends the
+ * result with the verdict). It is the operation's agreement: group_end then
+ * only returns the status. */
+hora_status_t group_agree_allreduce(struct coll_group *g, const void *send, void *recv, size_t count,
+                                    const struct group_reduction *red);
 
 /* The n-way reduce of an element's inputs in place order 0..n-1: the
  * engine's reduce, or for red->mode 2 and SUM its reduce_exact. */

@@ -70,6 +70,29 @@ static void coll_channel_fail(struct coll_ctx *ctx, int channel, hora_status_t s
              hora_last_error());
 }
 
+static int coll_peer_memory(const struct tp *tp) { return (tp->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
+
+/* A message channel's outcome agreement buffers (outcome.c), made at its
+ * first operation for groups up to the world's size. */
+static hora_status_t coll_outcome_buffers(struct coll_ctx *ctx, int channel, struct group_outcome *out)
+{
+    if (!ctx->outcome_words[channel]) {
+        const size_t n = (size_t)ctx->env.topo->size;
+        struct group_word *words = calloc(n + 1, sizeof(*words));
+        struct tp_req *reqs = calloc(2 * n, sizeof(*reqs));
+        if (!words || !reqs) {
+            free(words);
+            free(reqs);
+            return status_fail(HORA_ERR_NO_MEMORY, "out of memory for the outcome agreement's buffers");
+        }
+        ctx->outcome_words[channel] = words;
+        ctx->outcome_reqs[channel] = reqs;
+    }
+    out->words = ctx->outcome_words[channel];
+    out->reqs = ctx->outcome_reqs[channel];
+    return HORA_OK;
+}
+
 /* The group of a (purpose, scope) channel for one operation on memory,
  * numbered for this rank (the operation takes the channel's next number),
  * and opened (group_begin). Every caller then ends it with coll_group_close,
@@ -98,6 +121,7 @@ static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, ho
      * cache, but on a device every engine op costs a stream
      * synchronisation (and processes sharing a GPU take turns anyway). */
     if (memory == HORA_MEMORY_CUDA) g.chunk_bytes = (size_t)1 << 62;
+    if (!coll_peer_memory(g.tp) && g.n > 1) HORA_CHECK(coll_outcome_buffers(ctx, channel, &g.outcome));
     g.op_seq = ++ctx->op_seq[channel];
     g.what = what;
     g.direct = purpose == COLL_PURPOSE_USER;
@@ -122,8 +146,6 @@ static hora_status_t coll_group_close(struct coll_ctx *ctx, struct coll_group *g
     if (status < 0) coll_channel_fail(ctx, coll_channel(purpose, scope), status);
     return status;
 }
-
-static int coll_peer_memory(const struct tp *tp) { return (tp->ops->caps & TP_CAP_PEER_MEMORY) != 0; }
 
 /* Peers can map [p, p + bytes) where it is (the transport says so). */
 static int coll_mapped(struct tp *tp, const void *p, size_t bytes)
@@ -352,6 +374,10 @@ static hora_status_t coll_group_allreduce_latency(struct coll_group *g, const vo
 {
     if (g->n == 1) return coll_group_single(g, send, recv, count, red);
     if (coll_peer_memory(g->tp)) return latency_allreduce_mem(g, send, recv, count, red);
+    /* Over messages the star of the outcome agreement carries the data when
+     * it fits (outcome.c), else recursive doubling and then the agreement. */
+    if (g->open && count * hora_dtype_size(red->dtype) <= GROUP_OUTCOME_BODY_BYTES)
+        return group_agree_allreduce(g, send, recv, count, red);
     return latency_allreduce_msg(g, send, recv, count, red);
 }
 

@@ -36,6 +36,8 @@ enum coll_scope { COLL_SCOPE_FLAT = 0, COLL_SCOPE_NODE = 1, COLL_SCOPE_CROSS = 2
 _Static_assert(COLL_CHANNEL_COUNT <= TP_MAX_CHANNELS, "the transports number fewer channels");
 static inline int coll_channel(int purpose, int scope) { return purpose * COLL_SCOPE_COUNT + scope; }
 
+struct group_word;
+
 struct coll_ctx {
     struct tp_env env; /* what the transports read, coll's topology and pool too; lives as long as they do */
     size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
@@ -57,6 +59,10 @@ struct coll_ctx {
      * remembered for every transport. */
     hora_status_t failed[COLL_CHANNEL_COUNT];
     char failed_msg[COLL_CHANNEL_COUNT][512];
+    /* Per message channel: the buffers of the outcome agreement (coll/outcome.c),
+     * allocated at its first operation, freed after the transports close. */
+    struct group_word *outcome_words[COLL_CHANNEL_COUNT]; /* world size + 1 */
+    struct tp_req *outcome_reqs[COLL_CHANNEL_COUNT];      /* 2 x world size */
     /* Staging for buffers the peers cannot map, per memory kind: host
      * memory in the pool, device memory in the device pool. */
     void *scratch[COLL_PURPOSE_COUNT][HORA_MEMORY_COUNT];

@@ -181,6 +181,13 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
 void coll_close(struct coll_ctx *ctx)
 {
     coll_close_transports(ctx);
+    /* After the transports: they cancelled what was left pending into these. */
+    for (int channel = 0; channel < COLL_CHANNEL_COUNT; channel++) {
+        free(ctx->outcome_words[channel]);
+        free(ctx->outcome_reqs[channel]);
+        ctx->outcome_words[channel] = NULL;
+        ctx->outcome_reqs[channel] = NULL;
+    }
     coll_engine_cuda_stop();
     tp_notice_close(&ctx->env);
     /* The staging buffers lived in the pools, which the caller frees next;

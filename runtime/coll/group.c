@@ -33,7 +33,11 @@ uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done)
 hora_status_t group_begin(struct coll_group *g)
 {
     if (g->n < 2) return HORA_OK;
-    if (!(g->tp->ops->caps & TP_CAP_PEER_MEMORY)) return tp_notice_known(g->tp->env);
+    if (!(g->tp->ops->caps & TP_CAP_PEER_MEMORY)) {
+        hora_status_t status = tp_notice_known(g->tp->env);
+        g->open = status == HORA_OK && g->outcome.words != NULL;
+        return status;
+    }
     const struct tp_mem_op op = {
         .op_seq = g->op_seq, .what = g->what, .members = g->members, .n = g->n, .direct = g->direct != 0};
     g->open = 1;
@@ -44,6 +48,7 @@ hora_status_t group_end(struct coll_group *g, hora_status_t status)
 {
     if (!g->open) return status;
     g->open = 0;
+    if (!(g->tp->ops->caps & TP_CAP_PEER_MEMORY)) return group_agree(g, status);
     return g->tp->ops->mem_op_end(g->tp, status);
 }
 

@@ -14,7 +14,12 @@
  * one-shot algorithm's, bit for bit, on every member. The buffers need not
  * be in the pool: the input travels in the slot, the output is local.
  *
- * Over messages (ucx, mpi), recursive doubling: log2(n) exchanges of the
+ * Over messages (ucx, mpi), up to GROUP_OUTCOME_BODY_BYTES (2 KiB), no
+ * code here: the outcome agreement's star carries the data (outcome.c:
+ * every member's input to the first, which reduces all n in rank order and
+ * sends back the result with the verdict; two message latencies, the
+ * one-shot result). Larger (HORA_LATENCY_BYTES above 2 KiB), recursive
+ * doubling, then the agreement: log2(n) exchanges of the
  * whole vector instead of the ring's 2(n-1) steps. With n not a power of
  * two, the first 2*rem places (rem = n - p2) pair up: the even one sends its
  * input to the odd one and waits for the result at the end. Each combine

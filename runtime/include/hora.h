@@ -275,10 +275,13 @@ HORA_API int hora_cuda_device(void);
  * stopped past the timeout and resumed after its peers gave up; the
  * message of a rank that did not itself detect the failure names the rank
  * that did and its reason. Over ucx and mpi (between hosts, or with shm
- * disabled) that is not guaranteed: a rank resumed after its peers timed out
- * may still complete the operation; it learns of their failure at its next
- * collective (they no longer answer: timeout) or at once when a failed peer
- * calls hora_abort (as programs should). After a failure the contents of
+ * disabled) the same holds through an agreement at the end of every
+ * operation: the operation's first rank decides success only after every
+ * rank reported success, and sends every rank the verdict (a stopped rank
+ * finds it when resumed). One case is left: that deciding rank stopped
+ * longer than twice HORA_TIMEOUT_S after every report came and before its
+ * verdict left; the others then fail with HORA_ERR_TIMEOUT naming it while
+ * it, resumed, returns HORA_OK. After a failure the contents of
  * recv are undefined, and every later direct collective fails at once with
  * the same status: the program should end (hora_abort, exit non-zero).
  */

@@ -2,8 +2,8 @@
  * faster connects, and a cross-check in the tests. Never the fast path.
  * Waits poll MPI_Test so that a silent peer becomes HORA_ERR_TIMEOUT after
  * HORA_TIMEOUT_S instead of a hang, and a rank's abort (tp_notice.c) ends
- * them with its reason. No agreement on an operation's outcome: a rank may
- * complete an operation its peers failed (hora.h).
+ * them with its reason. The outcome of an operation is agreed above, in
+ * coll/outcome.c (hora.h).
  *
  * Requests live here, not in the caller's struct tp_req (which holds only an
  * index into s->reqs): after a failed wait the caller frees the buffers of

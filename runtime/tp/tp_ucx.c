@@ -31,9 +31,9 @@
  * records the status per peer, and a wait on that peer fails with
  * HORA_ERR_TRANSPORT naming its rank and host. A peer that stays silent
  * gives HORA_ERR_TIMEOUT after HORA_TIMEOUT_S, and a rank's abort notice
- * (tp_notice.c) ends every wait with its reason. Never a hang. No agreement
- * on an operation's outcome: a rank resumed after its peers gave up may
- * still complete it (hora.h says what is guaranteed). */
+ * (tp_notice.c) ends every wait with its reason. Never a hang. The outcome
+ * of an operation is agreed above, in coll/outcome.c (hora.h says what is
+ * guaranteed). */
 #define _GNU_SOURCE
 #include "tp/tp.h"
 

@@ -32,7 +32,10 @@
  *                iteration (`statuses`), which must be the same on every rank.
  *   TEST_FAULTS_DELAY_S (environment, sigstop* / kill*): the signal comes
  *   that long into iteration FAULT_AT instead of 4 ms (tests/mpi/outcome.py
- *   draws it at random: one outcome at any moment).
+ *   draws it at random: one outcome at any moment). TEST_FAULTS_STOP_S
+ *   (sigstop*): how long the victim stays stopped, instead of
+ *   HORA_TIMEOUT_S + 1.5 s (outcome.py: + 0.5 s, enough for its peers to
+ *   time out).
  *   shutdown     the peers are blocked in a direct all-reduce; the victim calls
  *                hora_shutdown instead of joining it (a program that hit an
  *                error and shuts down). The peers must fail at once with
@@ -340,12 +343,13 @@ static void run_fused(const char *mode, int sig, double cont_after_s, struct out
 
 static int mode_sigstop(const char *mode, size_t count)
 {
-    const char *t = getenv("HORA_TIMEOUT_S");
+    const char *t = getenv("HORA_TIMEOUT_S"), *stop = getenv("TEST_FAULTS_STOP_S");
+    const double stop_s = stop ? atof(stop) : (t ? atof(t) : 60) + 1.5;
     struct outcome o;
     if (count)
-        run_direct(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, count, &o);
+        run_direct(mode, SIGSTOP, stop_s, count, &o);
     else
-        run_fused(mode, SIGSTOP, (t ? atof(t) : 60) + 1.5, &o);
+        run_fused(mode, SIGSTOP, stop_s, &o);
     /* Everyone is back, the victim too: compare over MPI, then shut down. */
     agree(o.iteration, o.status);
     if (o.iteration < 0) {
