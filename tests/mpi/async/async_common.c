@@ -6,9 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "async_common.h"
 #include "exact.h"
+#include "file.h"
 #include "rand.h"
 
 int rank, size, quick;
@@ -186,4 +188,28 @@ double stress_expected(int j, size_t i, int it, hora_op_t op, hora_dtype_t dtype
     case HORA_OP_AVG: return dtype == HORA_DTYPE_F32 ? (double)((float)sum / (float)n) : (double)(sum / n);
     default: return sum;
     }
+}
+
+int stderr_capture_begin(struct stderr_capture *cap, const char *what)
+{
+    snprintf(cap->path, sizeof(cap->path), "/tmp/hora_test_%s_XXXXXX", what);
+    fflush(stderr);
+    cap->fd = mkstemp(cap->path);
+    cap->saved = dup(2);
+    if (cap->fd < 0 || cap->saved < 0 || dup2(cap->fd, 2) < 0) {
+        fail("%s: cannot redirect stderr to %s", what, cap->path);
+        return 0;
+    }
+    return 1;
+}
+
+char *stderr_capture_end(struct stderr_capture *cap)
+{
+    fflush(stderr);
+    dup2(cap->saved, 2);
+    close(cap->saved);
+    close(cap->fd);
+    char *text = test_read_file(cap->path, NULL);
+    unlink(cap->path);
+    return text;
 }

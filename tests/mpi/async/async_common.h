@@ -57,6 +57,16 @@ hora_status_t poll_until(hora_request_t req, double limit_s, int *done, const ch
 /* hora_init / hora_shutdown, checked; runtime_start returns 1 on success. */
 int runtime_start(const char *what);
 void runtime_stop(const char *what);
+/* This process's stderr (fd 2) into a temporary file while a mode runs, to
+ * check what libhora logged: begin returns 1, or 0 after a fail() naming
+ * what; end puts stderr back and returns the text (malloc'd; NULL if it
+ * cannot be read back), the file removed. */
+struct stderr_capture {
+    char path[64];
+    int saved, fd;
+};
+int stderr_capture_begin(struct stderr_capture *cap, const char *what);
+char *stderr_capture_end(struct stderr_capture *cap);
 
 /* ------------------------------------------------- values and comparisons */
 

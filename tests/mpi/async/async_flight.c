@@ -179,19 +179,10 @@ void mode_flight_usr1(void)
 
 void mode_straggler(void)
 {
-    char path[] = "/tmp/hora_test_straggler_XXXXXX";
-    int saved = -1, fd = -1;
+    struct stderr_capture cap;
     const int late = size - 1;
 
-    if (rank == 0) {
-        fflush(stderr);
-        fd = mkstemp(path);
-        saved = dup(2);
-        if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) {
-            fail("straggler: cannot redirect stderr to %s", path);
-            return;
-        }
-    }
+    if (rank == 0 && !stderr_capture_begin(&cap, "straggler")) return;
     int reported = -1;
     double fraction = 0, lag_ms = 0;
     long long cycles = 0;
@@ -223,11 +214,7 @@ void mode_straggler(void)
     runtime_stop("straggler");
 out:
     if (rank == 0) {
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        close(fd);
-        char *text = test_read_file(path, NULL);
+        char *text = stderr_capture_end(&cap);
         char want[64];
         snprintf(want, sizeof(want), "stragglers: rank %d last in ", late);
         CHECK(text && strstr(text, want), "straggler: rank 0's log does not say '%s...'", want);
@@ -243,7 +230,6 @@ out:
             fprintf(stderr, "---- rank 0 stderr during the straggler test ----\n%s---- end ----\n",
                     text ? text : "");
         free(text);
-        unlink(path);
     } else {
         CHECK(reported == -1, "straggler: rank %d reports a straggler (only rank 0 does)", rank);
     }

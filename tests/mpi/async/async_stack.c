@@ -64,21 +64,12 @@ static void stack_check_text(const char *text, int late, int stacks_on)
 
 void mode_stall_stack(void)
 {
-    char path[] = "/tmp/hora_test_stall_stack_XXXXXX";
-    int saved = -1, fd = -1;
+    struct stderr_capture cap;
     const char *env = getenv("HORA_STALL_STACKS");
     const int stacks_on = !env || strcmp(env, "0") != 0;
     const int late = size - 1;
 
-    if (rank == 0) {
-        fflush(stderr);
-        fd = mkstemp(path);
-        saved = dup(2);
-        if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) {
-            fail("stall_stack: cannot redirect stderr to %s", path);
-            return;
-        }
-    }
+    if (rank == 0 && !stderr_capture_begin(&cap, "stall_stack")) return;
     if (!runtime_start("stall_stack")) goto out;
     struct ar_case c;
     ar_case_init(&c, "late", HORA_DTYPE_F32, HORA_OP_SUM, 1000, 0, 0, 37);
@@ -89,13 +80,9 @@ void mode_stall_stack(void)
     runtime_stop("stall_stack");
 out:
     if (rank == 0) {
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        close(fd);
-        char *text = test_read_file(path, NULL);
+        char *text = stderr_capture_end(&cap);
         if (!text) {
-            fail("stall_stack: cannot read back %s", path);
+            fail("stall_stack: cannot read back %s", cap.path);
             return;
         }
         const int before = atomic_load(&failures);
@@ -103,6 +90,5 @@ out:
         if (atomic_load(&failures) != before || getenv("TEST_ASYNC_VERBOSE"))
             fprintf(stderr, "---- rank 0 stderr during the stall_stack test ----\n%s---- end ----\n", text);
         free(text);
-        unlink(path);
     }
 }

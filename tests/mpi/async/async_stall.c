@@ -40,18 +40,9 @@ static int stall_check_lists(const char *text)
 
 void mode_stall(void)
 {
-    char path[] = "/tmp/hora_test_stall_XXXXXX";
-    int saved = -1, fd = -1;
+    struct stderr_capture cap;
 
-    if (rank == 0) {
-        fflush(stderr);
-        fd = mkstemp(path);
-        saved = dup(2);
-        if (fd < 0 || saved < 0 || dup2(fd, 2) < 0) {
-            fail("stall: cannot redirect stderr to %s", path);
-            return;
-        }
-    }
+    if (rank == 0 && !stderr_capture_begin(&cap, "stall")) return;
     if (!runtime_start("stall")) goto out;
 
     struct ar_case c;
@@ -63,13 +54,9 @@ void mode_stall(void)
     runtime_stop("stall");
 out:
     if (rank == 0) {
-        fflush(stderr);
-        dup2(saved, 2);
-        close(saved);
-        close(fd);
-        char *text = test_read_file(path, NULL);
+        char *text = stderr_capture_end(&cap);
         if (!text) {
-            fail("stall: cannot read back %s", path);
+            fail("stall: cannot read back %s", cap.path);
             return;
         }
         int lists = stall_check_lists(text);
@@ -78,7 +65,6 @@ out:
         if (!strstr(text, "late_tensor") || lists == 0 || atomic_load(&failures))
             fprintf(stderr, "---- rank 0 stderr during the stall test ----\n%s---- end ----\n", text);
         free(text);
-        unlink(path);
     }
 }
 
