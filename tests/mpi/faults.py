@@ -15,12 +15,11 @@ private tmpfs cannot be mounted over /dev/shm: unshare -m needs root).
 """
 import os
 import re
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+import fault_job
 
 MPIRUN, PROGRAM, NP, MODE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 VICTIM = NP - 1
@@ -51,20 +50,6 @@ def check(cond, what):
     return cond
 
 
-def read_reports(folder):
-    reports = {}
-    for r in range(NP):
-        path = os.path.join(folder, "rank%d" % r)
-        rep = {}
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.rstrip("\n").partition("=")
-                    rep.setdefault(key, value)
-        reports[r] = rep
-    return reports
-
-
 def hora_pools(pids):
     """/dev/shm entries of hora pools created by these processes."""
     try:
@@ -93,30 +78,11 @@ def run():
         # exec: the job runs in a mount namespace that has a small /dev/shm of its own.
         cmd = ["unshare", "-m", "sh", "-c",
                'mount -t tmpfs -o size=%dM tmpfs /dev/shm && exec "$@"' % shm_mib, "sh"] + cmd
-    folder = tempfile.mkdtemp(prefix="hora-faults-")
-    # Open MPI 4.1's shared-memory BTL (vader) leaves its segment files in
-    # /dev/shm, at random, whenever a job ends abnormally (MPI_Abort too, no
-    # hora needed); here they go into this test's folder, removed below.
-    mpi_shm = os.path.join(folder, "vader")
-    os.mkdir(mpi_shm)
-    env = dict(os.environ, TEST_FAULTS_DIR=folder, OMPI_MCA_btl_vader_backing_directory=mpi_shm, **extra_env)
     print("$", " ".join("%s=%s" % kv for kv in extra_env.items()), " ".join(cmd), flush=True)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    wall = time.monotonic() - t0
     global END_REAL
-    END_REAL = time.time()
-    reports = read_reports(folder)
-    shutil.rmtree(folder, ignore_errors=True)
-    return proc.returncode, wall, timed_out, out, reports, limit
+    returncode, out, wall, timed_out, END_REAL, reports = fault_job.run_job(cmd, NP, extra_env, limit,
+                                                                            "hora-faults-")
+    return returncode, wall, timed_out, out, reports, limit
 
 
 def fnum(rep, key, default=-1.0):

@@ -29,12 +29,10 @@ kept one outcome, 1 otherwise.
 import concurrent.futures
 import os
 import random
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
+
+import fault_job
 
 MPIRUN, PROGRAM, NP, MOMENTS, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 MPIRUN_ARGS = sys.argv[6:]
@@ -50,46 +48,15 @@ JOB_LIMIT_S = 60
 JOBS = int(os.environ.get("OUTCOME_JOBS", "1"))
 
 
-def read_reports(folder):
-    reports = {}
-    for r in range(NP):
-        rep = {}
-        try:
-            with open(os.path.join(folder, "rank%d" % r)) as f:
-                for line in f:
-                    key, _, value = line.rstrip("\n").partition("=")
-                    rep.setdefault(key, value)
-        except OSError:
-            pass
-        reports[r] = rep
-    return reports
-
-
 def run_moment(mode, delay):
-    folder = tempfile.mkdtemp(prefix="hora-outcome-")
-    mpi_shm = os.path.join(folder, "vader")
-    os.mkdir(mpi_shm)
-    env = dict(os.environ, TEST_FAULTS_DIR=folder, TEST_FAULTS_DELAY_S="%.4f" % delay, HORA_TIMEOUT_S=TIMEOUT_S,
-               TEST_FAULTS_STOP_S="%.3f" % STOP_S, OMPI_MCA_btl_vader_backing_directory=mpi_shm)
+    env = {"TEST_FAULTS_DELAY_S": "%.4f" % delay, "HORA_TIMEOUT_S": TIMEOUT_S, "TEST_FAULTS_STOP_S": "%.3f" % STOP_S}
     cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(NP)]
     if mode.startswith("kill"):
         cmd.append("--enable-recovery")
     for key in ("TEST_FAULTS_DIR", "TEST_FAULTS_DELAY_S", "TEST_FAULTS_STOP_S", "HORA_TIMEOUT_S"):
         cmd += ["-x", key]
     cmd += MPIRUN_ARGS + [PROGRAM, mode]
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=JOB_LIMIT_S)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    wall = time.monotonic() - t0
-    reports = read_reports(folder)
-    shutil.rmtree(folder, ignore_errors=True)
+    _, out, wall, timed_out, _, reports = fault_job.run_job(cmd, NP, env, JOB_LIMIT_S, "hora-outcome-")
     return reports, out, wall, timed_out
 
 
