@@ -430,22 +430,26 @@ static void *coord_main(void *arg)
  * write into them), reachable so that LeakSanitizer does not count them. */
 struct coord_abandoned {
     struct coord_abandoned *next;
-    void *vec, *agree, *reqs;
+    void *buf;
 };
 static struct coord_abandoned *coord_abandoned_list;
 static pthread_mutex_t coord_abandoned_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void coord_keep_in_flight(struct coord *c, void *buf)
+static void coord_abandon(void *buf)
 {
-    c->agree_in_flight = 1; /* the communicator stays too */
-    if (!buf) return;
-    struct coord_abandoned *a = calloc(1, sizeof(*a));
+    struct coord_abandoned *a = buf ? malloc(sizeof(*a)) : NULL;
     if (!a) return; /* then it leaks unreachable, which is still safe */
-    a->vec = buf;
+    a->buf = buf;
     pthread_mutex_lock(&coord_abandoned_lock);
     a->next = coord_abandoned_list;
     coord_abandoned_list = a;
     pthread_mutex_unlock(&coord_abandoned_lock);
+}
+
+void coord_keep_in_flight(struct coord *c, void *buf)
+{
+    c->agree_in_flight = 1; /* the communicator stays too */
+    coord_abandon(buf);
 }
 
 /* What coord_start allocates before anything that needs MPI, and c itself. */
@@ -453,16 +457,11 @@ static void coord_free_tables(struct coord *c)
 {
     if (!c->members) flight_free();
     straggler_free(c->straggler);
-    struct coord_abandoned *a = c->agree_in_flight ? malloc(sizeof(*a)) : NULL;
-    if (a) {
-        a->vec = c->vec;
-        a->agree = c->agree;
-        a->reqs = c->agree_reqs;
-        pthread_mutex_lock(&coord_abandoned_lock);
-        a->next = coord_abandoned_list;
-        coord_abandoned_list = a;
-        pthread_mutex_unlock(&coord_abandoned_lock);
-    } else if (!c->agree_in_flight) {
+    if (c->agree_in_flight) {
+        coord_abandon(c->vec);
+        coord_abandon(c->agree);
+        coord_abandon(c->agree_reqs);
+    } else {
         free(c->vec);
         free(c->agree);
         free(c->agree_reqs);
