@@ -10,6 +10,7 @@
 #include "base/log.h"
 
 static _Thread_local char status_message[512];
+static _Thread_local int status_blamed = -1;
 
 const char *hora_status_string(hora_status_t status)
 {
@@ -84,10 +85,23 @@ int hora_op_parse(const char *name)
 
 const char *hora_last_error(void) { return status_message; }
 
-void status_clear(void) { status_message[0] = '\0'; }
+void status_clear(void)
+{
+    status_message[0] = '\0';
+    status_blamed = -1;
+}
+
+hora_status_t status_blame(hora_status_t status, int rank)
+{
+    status_blamed = rank;
+    return status;
+}
+
+int status_culprit(void) { return status_blamed; }
 
 static hora_status_t status_store(hora_status_t status, int log, const char *fmt, va_list ap)
 {
+    status_blamed = -1;
     vsnprintf(status_message, sizeof(status_message), fmt, ap);
     if (log) log_error("%s (%s)", status_message, hora_status_string(status));
     return status;

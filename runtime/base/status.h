@@ -15,6 +15,15 @@ hora_status_t status_fail(hora_status_t status, const char *fmt, ...)
 hora_status_t status_set(hora_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void status_clear(void);
+/* The rank a failure is put down to, when it is another rank's doing (a
+ * peer that did not come within HORA_TIMEOUT_S, a peer that died): the
+ * transports' waits name the peer they waited for, and the one-outcome
+ * agreements carry it to every member with the message, so that a layer
+ * above can say who, not only who noticed. Every status_fail / status_set
+ * forgets it (-1); status_blame sets it for the failure just recorded and
+ * returns status ("return status_blame(status_fail(...), peer)"). */
+hora_status_t status_blame(hora_status_t status, int rank);
+int status_culprit(void);
 
 /* Translate an MPI error code at the boundary. */
 hora_status_t status_mpi(int mpi_err, const char *what);

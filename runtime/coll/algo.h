@@ -36,6 +36,8 @@ struct group_word {
     uint64_t op_seq;
     int32_t status; /* hora_status_t */
     int32_t rank;   /* world rank that failed (status < 0) */
+    int32_t culprit; /* failure: the rank it is put down to (status_culprit), -1 none */
+    int32_t pad;
     char body[GROUP_OUTCOME_BODY_BYTES]; /* failure: its message; success: the small all-reduce's input or result */
 };
 

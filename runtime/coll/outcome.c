@@ -75,12 +75,14 @@ static size_t outcome_word_bytes(const struct group_word *w, const struct outcom
     return OUTCOME_HEADER_BYTES + strnlen(w->body, sizeof(w->body) - 1) + 1;
 }
 
-static void outcome_word_set(struct group_word *w, uint64_t op_seq, hora_status_t status, int rank,
+static void outcome_word_set(struct group_word *w, uint64_t op_seq, hora_status_t status, int rank, int culprit,
                              const char *reason)
 {
     w->op_seq = op_seq;
     w->status = status;
     w->rank = rank;
+    w->culprit = culprit;
+    w->pad = 0;
     if (status < 0) snprintf(w->body, sizeof(w->body), "%s", reason ? reason : "");
 }
 
@@ -90,9 +92,10 @@ static hora_status_t outcome_return(const struct coll_group *g, const struct gro
 {
     const int me = g->tp->env->topo->rank;
     if (v->status == HORA_OK) return mine < 0 ? mine : HORA_OK; /* a decider never says OK over a failure */
-    if (v->rank == me) return status_set((hora_status_t)v->status, "%s", v->body);
-    return status_set((hora_status_t)v->status, "%s #%llu failed on rank %d: %s", g->what,
-                      (unsigned long long)g->op_seq, v->rank, v->body);
+    if (v->rank == me) return status_blame(status_set((hora_status_t)v->status, "%s", v->body), v->culprit);
+    return status_blame(status_set((hora_status_t)v->status, "%s #%llu failed on rank %d: %s", g->what,
+                                   (unsigned long long)g->op_seq, v->rank, v->body),
+                        v->culprit);
 }
 
 /* The k-th place (0-based) the verdict goes to: 1 .. n-1 without the silent
@@ -111,27 +114,28 @@ static hora_status_t outcome_decide(struct coll_group *g, hora_status_t status, 
     struct group_word *verdict = &o->words[0];
     int silent = n; /* the place whose word did not come (n: none): its verdict goes last */
 
-    outcome_word_set(verdict, g->op_seq, status, me, hora_last_error());
+    outcome_word_set(verdict, g->op_seq, status, me, status_culprit(), hora_last_error());
     if (status == HORA_OK) {
         for (int i = 1; i < n && status == HORA_OK; i++)
             status = ops->irecv(g->tp, group_member(g, i), &o->words[i], sizeof(o->words[i]), OUTCOME_TAG,
                                 &o->reqs[i]);
-        if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, hora_last_error());
+        if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, status_culprit(), hora_last_error());
         for (int i = 1; i < n && verdict->status == HORA_OK; i++) {
             const int peer = group_member(g, i);
             hora_status_t w = ops->wait(g->tp, peer, &o->reqs[i]);
             char why[512];
             if (w < 0) {
                 snprintf(why, sizeof(why), "rank %d did not report its outcome: %s", peer, hora_last_error());
-                outcome_word_set(verdict, g->op_seq, w, peer, why);
+                outcome_word_set(verdict, g->op_seq, w, peer, status_culprit(), why);
                 silent = i;
             } else if (o->words[i].op_seq != g->op_seq) {
                 snprintf(why, sizeof(why), "rank %d reported the outcome of operation #%llu during #%llu", peer,
                          (unsigned long long)o->words[i].op_seq, (unsigned long long)g->op_seq);
-                outcome_word_set(verdict, g->op_seq, HORA_ERR_CORRUPT, peer, why);
+                outcome_word_set(verdict, g->op_seq, HORA_ERR_CORRUPT, peer, -1, why);
             } else if (o->words[i].status < 0) {
                 o->words[i].body[sizeof(o->words[i].body) - 1] = '\0';
-                outcome_word_set(verdict, g->op_seq, o->words[i].status, o->words[i].rank, o->words[i].body);
+                outcome_word_set(verdict, g->op_seq, o->words[i].status, o->words[i].rank, o->words[i].culprit,
+                                 o->words[i].body);
             }
         }
     }
@@ -149,7 +153,7 @@ static hora_status_t outcome_decide(struct coll_group *g, hora_status_t status, 
         }
         if (srcs != stack_srcs) free(srcs);
         if (status == HORA_OK) status = g->engine->copy(verdict->body, data->recv, data->bytes);
-        if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, hora_last_error());
+        if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, status_culprit(), hora_last_error());
     }
     /* The verdict to everyone; the member that did not report last, since a
      * send to a dead one may fail the channel's waits. A send's wait is only
@@ -176,7 +180,7 @@ static hora_status_t outcome_follow(struct coll_group *g, hora_status_t status, 
     struct group_word *mine = &o->words[0], *verdict = &o->words[1];
 
     if (data && status == HORA_OK) status = g->engine->copy(mine->body, data->send, data->bytes);
-    outcome_word_set(mine, g->op_seq, status, me, hora_last_error());
+    outcome_word_set(mine, g->op_seq, status, me, status_culprit(), hora_last_error());
     hora_status_t w = ops->irecv(g->tp, decider, verdict, sizeof(*verdict), OUTCOME_TAG, &o->reqs[1]);
     if (w == HORA_OK) w = ops->isend(g->tp, decider, mine, outcome_word_bytes(mine, data), OUTCOME_TAG, &o->reqs[0]);
     if (w == HORA_OK) {
@@ -191,8 +195,9 @@ static hora_status_t outcome_follow(struct coll_group *g, hora_status_t status, 
         if (w == HORA_OK) (void)ops->wait(g->tp, decider, &o->reqs[0]);
     }
     if (w < 0)
-        return status_set(w, "%s #%llu: no verdict on its outcome from rank %d, which decides it (%s)", g->what,
-                          (unsigned long long)g->op_seq, decider, hora_last_error());
+        return status_blame(status_set(w, "%s #%llu: no verdict on its outcome from rank %d, which decides it (%s)",
+                                       g->what, (unsigned long long)g->op_seq, decider, hora_last_error()),
+                            decider);
     if (verdict->op_seq != g->op_seq)
         return status_fail(HORA_ERR_CORRUPT, "%s #%llu: rank %d sent the verdict of operation #%llu", g->what,
                            (unsigned long long)g->op_seq, decider, (unsigned long long)verdict->op_seq);

@@ -194,6 +194,7 @@ static hora_status_t tp_mpi_wait(struct tp *tp, int peer, struct tp_req *req)
                 status = status_fail(HORA_ERR_TIMEOUT,
                                      "mpi transport: rank %d heard nothing from rank %d for %.1f s (HORA_TIMEOUT_S)",
                                      tp->env->topo->rank, peer, tp->env->timeout_s);
+                status_blame(status, peer);
                 tp_mpi_give_up(tp);
                 return status;
             }

@@ -259,11 +259,14 @@ static hora_status_t tp_shm_adopt(struct tp *tp, uint64_t w)
     char reason[TP_SHM_REASON_BYTES];
     memcpy(reason, tp_shm_ctrl_of(tp, decider)->reason, sizeof(reason));
     reason[sizeof(reason) - 1] = '\0';
+    const int culprit = tp_shm_ctrl_of(tp, decider)->culprit;
     if (tp_shm_word_op(w) == (uint32_t)s->op.op_seq)
-        return status_set(status, "%s #%llu failed on rank %d: %s", s->op.what, (unsigned long long)s->op.op_seq,
-                          decider, reason);
-    return status_set(status, "%s #%llu cannot run: the channel failed in operation #%u on rank %d: %s", s->op.what,
-                      (unsigned long long)s->op.op_seq, tp_shm_word_op(w), decider, reason);
+        return status_blame(status_set(status, "%s #%llu failed on rank %d: %s", s->op.what,
+                                       (unsigned long long)s->op.op_seq, decider, reason),
+                            culprit);
+    return status_blame(status_set(status, "%s #%llu cannot run: the channel failed in operation #%u on rank %d: %s",
+                                   s->op.what, (unsigned long long)s->op.op_seq, tp_shm_word_op(w), decider, reason),
+                        culprit);
 }
 
 /* Every member's futex of this channel: sleepers look at the word at once. */
@@ -286,6 +289,7 @@ static hora_status_t tp_shm_propose_failure(struct tp *tp, hora_status_t status,
     if (tp_shm_classify(w, op) == TP_SHM_UNDECIDED) {
         /* Written before the CAS that may name us; see the top of the file. */
         snprintf(s->self->reason, sizeof(s->self->reason), "%s", hora_last_error());
+        s->self->culprit = status_culprit();
         const uint64_t mine = tp_shm_word(op, TP_SHM_FAILED, status, tp->env->topo->rank);
         while (tp_shm_classify(w, op) == TP_SHM_UNDECIDED) {
             if (atomic_compare_exchange_weak_explicit(s->outcome, &w, mine, memory_order_seq_cst,
@@ -431,14 +435,18 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
         if (start == 0) start = now;
         status = tp_notice_check(tp->env, s->op.members, s->op.direct ? s->op.n : 0);
         if (status == HORA_OK && peer_notice->pid > 0 && kill(peer_notice->pid, 0) != 0 && errno == ESRCH)
-            status = status_set(HORA_ERR_TRANSPORT, "%s transport: peer rank %d (pid %d) died", tp_shm_name(tp), peer,
-                                (int)peer_notice->pid);
+            status = status_blame(status_set(HORA_ERR_TRANSPORT, "%s transport: peer rank %d (pid %d) died",
+                                             tp_shm_name(tp), peer, (int)peer_notice->pid),
+                                  peer);
         if (status == HORA_OK && now - start > tp->env->timeout_s)
-            status = status_set(HORA_ERR_TIMEOUT,
-                                 "%s transport: rank %d waited %.1f s for rank %d in %s #%llu (HORA_TIMEOUT_S); did "
-                                 "every rank call the same collectives in the same order?",
-                                 tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
-                                 s->op.what ? s->op.what : "an operation", (unsigned long long)s->op.op_seq);
+            status = status_blame(status_set(HORA_ERR_TIMEOUT,
+                                             "%s transport: rank %d waited %.1f s for rank %d in %s #%llu "
+                                             "(HORA_TIMEOUT_S); did every rank call the same collectives in the "
+                                             "same order?",
+                                             tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
+                                             s->op.what ? s->op.what : "an operation",
+                                             (unsigned long long)s->op.op_seq),
+                                  peer);
         if (status < 0) HORA_CHECK(tp_shm_give_up(tp, status));
     }
 }

@@ -31,6 +31,7 @@ struct tp_shm_ctrl {
     /* Why this rank failed an operation of this channel: written before the
      * CAS that names this rank in a group's outcome word, read after it. */
     alignas(64) char reason[TP_SHM_REASON_BYTES];
+    int32_t culprit; /* with reason: the rank the failure is put down to (status_culprit), -1 none */
 };
 
 /* The latency path's slots (tp_shm.c, "Small operations"): a whole input of

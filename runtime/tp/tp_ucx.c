@@ -425,9 +425,10 @@ static hora_status_t tp_ucx_wait(struct tp *tp, int peer, struct tp_req *req)
         double waited = tp_ucx_now() - start;
         if (waited > s->timeout_s) {
             tp_ucx_cancel_pending(s);
-            return status_fail(HORA_ERR_TIMEOUT,
-                               "ucx transport: rank %d heard nothing from rank %d (%s) for %.1f s (HORA_TIMEOUT_S)",
-                               s->rank, p->rank, p->host, s->timeout_s);
+            return status_blame(status_fail(HORA_ERR_TIMEOUT, "ucx transport: rank %d heard nothing from rank %d "
+                                            "(%s) for %.1f s (HORA_TIMEOUT_S)",
+                                            s->rank, p->rank, p->host, s->timeout_s),
+                                p->rank);
         }
         if (events || i <= s->spin_count) continue;
         if (waited < TP_UCX_YIELD_S) {
