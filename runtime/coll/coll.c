@@ -506,13 +506,14 @@ static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpo
     return status;
 }
 
-hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
-                             size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks)
+/* coll_allreduce after its checks of dtype and op (red: the reduction),
+ * and coll_allreduce_bits; what names the operation in messages. */
+static hora_status_t coll_allreduce_red(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const char *what,
+                                        const void *send, void *recv, size_t count, struct group_reduction red,
+                                        const struct coll_hooks *hooks)
 {
-    struct group_reduction red;
-    HORA_CHECK(coll_check("hora_allreduce", dtype));
-    HORA_CHECK(coll_reduction(ctx, "hora_allreduce", op, dtype, &red));
-    red.mode = hooks && hooks->reproducible ? hooks->reproducible : ctx->reproducible;
+    const hora_dtype_t dtype = red.dtype;
+    const hora_op_t op = red.user_op;
     if (count == 0) return HORA_OK;
     const size_t bytes = count * hora_dtype_size(dtype);
     if (!send || !recv) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: NULL buffer with count %zu", count);
@@ -546,7 +547,7 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
 
     struct coll_group g;
     void *work = recv;
-    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, "allreduce", hooks, &g));
+    HORA_CHECK(coll_group(ctx, purpose, COLL_SCOPE_FLAT, memory, what, hooks, &g));
     if (latency) {
         hora_status_t status = coll_group_allreduce_latency(&g, send, recv, count, &red);
         return coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status);
@@ -558,6 +559,23 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
     HORA_CHECK(coll_group_close(ctx, &g, purpose, COLL_SCOPE_FLAT, status));
     if (work != recv) HORA_CHECK(engine->copy(recv, work, bytes));
     return HORA_OK;
+}
+
+hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                             size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks)
+{
+    struct group_reduction red;
+    HORA_CHECK(coll_check("hora_allreduce", dtype));
+    HORA_CHECK(coll_reduction(ctx, "hora_allreduce", op, dtype, &red));
+    red.mode = hooks && hooks->reproducible ? hooks->reproducible : ctx->reproducible;
+    return coll_allreduce_red(ctx, purpose, memory, "allreduce", send, recv, count, red, hooks);
+}
+
+hora_status_t coll_allreduce_bits(struct coll_ctx *ctx, int purpose, const char *what, uint64_t *words, size_t count)
+{
+    const struct group_reduction red = {
+        .dtype = HORA_DTYPE_I64, .op = COLL_OP_BOR, .user_op = COLL_OP_BOR, .divisor = 1, .mode = 0};
+    return coll_allreduce_red(ctx, purpose, HORA_MEMORY_HOST, what, words, words, count, red, NULL);
 }
 
 hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,

@@ -145,6 +145,12 @@ struct coll_hooks {
  */
 hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
                              size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks);
+/* The bitwise OR of count 64-bit words over every rank, in place, on the
+ * host: the coordinator's agreement on its bit vectors (an AND travels as
+ * the OR of complements). what names it in messages ("negotiation"). Runs
+ * like a host allreduce of that size (latency path, ring, hierarchical) with
+ * its deadline (HORA_TIMEOUT_S) and its one outcome. */
+hora_status_t coll_allreduce_bits(struct coll_ctx *ctx, int purpose, const char *what, uint64_t *words, size_t count);
 hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
                                   void *recv, size_t count, hora_dtype_t dtype, hora_op_t op);
 hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,

@@ -33,7 +33,8 @@ struct coll_engine_ops {
     /* dst[i] = (srcs[0][i] op ... op srcs[n-1][i]) / divisor (divisor 1: no
      * division), combined in source order; f16/bf16 accumulate in fp32 and
      * round once (kernels' k_reduce_n). op is SUM, MIN, MAX or PROD (AVG is
-     * SUM with divisor = ranks). */
+     * SUM with divisor = ranks). The host engine also takes COLL_OP_BOR on
+     * HORA_DTYPE_I64 (the coordinator's agreement, coll_allreduce_bits). */
     hora_status_t (*reduce)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                             hora_op_t op, int64_t divisor);
     /* dst[i] = the exact sum of srcs[0][i] .. srcs[n-1][i] rounded once
@@ -62,6 +63,10 @@ struct coll_engine_ops {
 /* The engine of a memory kind; NULL where none is available (device memory
  * without device support: coll_engine_cuda_start not called). */
 const struct coll_engine_ops *coll_engine_for(hora_memory_t memory);
+
+/* Not a user op: the bitwise OR of 64-bit words, for the coordinator's
+ * agreement on its bit vectors (coll_allreduce_bits); host engine only. */
+#define COLL_OP_BOR ((hora_op_t)HORA_OP_COUNT)
 
 /* The kernels' k_op_t of a reduction op (AVG: its sum). */
 int coll_engine_k_op(hora_op_t op);

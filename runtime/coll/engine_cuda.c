@@ -82,6 +82,7 @@ static hora_status_t engine_cuda_reduce(void *dst, const void *const *srcs, int 
 {
     cudaStream_t s = NULL;
     if (count == 0) return HORA_OK;
+    if (op == COLL_OP_BOR) return status_fail(HORA_ERR_UNSUPPORTED, "device engine: no bitwise OR (host only)");
     if (n < 1 || n > K_CUDA_MAX_SRCS)
         return status_fail(HORA_ERR_UNSUPPORTED, "device engine: a reduction of %d buffers (at most %d)", n,
                            K_CUDA_MAX_SRCS);

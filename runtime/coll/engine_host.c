@@ -26,6 +26,17 @@ int coll_engine_k_op(hora_op_t op)
 static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                                         hora_op_t op, int64_t divisor)
 {
+    if (op == COLL_OP_BOR) {
+        /* Words, not numbers: no kernel, and in place is fine (each word's
+         * inputs are read before it is written). */
+        uint64_t *out = dst;
+        for (size_t i = 0; i < count; i++) {
+            uint64_t word = 0;
+            for (int k = 0; k < n; k++) word |= ((const uint64_t *)srcs[k])[i];
+            out[i] = word;
+        }
+        return HORA_OK;
+    }
     k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, (k_op_t)coll_engine_k_op(op), divisor);
     return HORA_OK;
 }
