@@ -119,6 +119,10 @@ const struct config_entry config_table[] = {
      "the libhora.so the Python binding (runtime/python, hora.torch) loads; libhora itself does not use it"},
     {"HORA_PROCESS_SETS", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(process_sets),
      "process sets created at hora_init, ids 1, 2, ... in order: rank lists separated by ';' (\"0,1;2,3\")"},
+    {"HORA_FAULT_STOP", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(fault_stop),
+     "fault injection for tests: POINT:RANK:N stops rank RANK's process (SIGSTOP) in the N-th slow path in "
+     "which its world coordinator hands in requests of its own, at POINT: slow-lists (before it hands in its "
+     "request list) or slow-responses (rank 0, before it sends the responses)"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

@@ -45,6 +45,7 @@ struct config {
     char autotune_log[512]; /* HORA_AUTOTUNE_LOG: CSV of every sample */
     char library[512];      /* HORA_LIBRARY: the libhora.so hora.torch loads (read there, not here) */
     char process_sets[512]; /* HORA_PROCESS_SETS: sets created at hora_init, "0,1;2,3" */
+    char fault_stop[512];   /* HORA_FAULT_STOP: fault injection for tests, "POINT:RANK:N", "" = none */
 };
 
 enum config_type {

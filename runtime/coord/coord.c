@@ -519,6 +519,10 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->demote_us = (int64_t)(cfg->stall_check_s * 0.5e6);
     if (c->demote_us > 5000000) c->demote_us = 5000000;
     c->last_joined = -1;
+    if (!c->members && cfg->fault_stop[0]) {
+        status = coord_fault_parse(c, cfg->fault_stop);
+        if (status < 0) goto err_free;
+    }
     if (!c->members) {
         status = flight_init(cfg, c->rank, c->size);
         if (status < 0) goto err_free;

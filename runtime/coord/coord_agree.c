@@ -5,11 +5,13 @@
  * HORA_TIMEOUT_S. */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "coord/coord_internal.h"
 
@@ -271,8 +273,76 @@ static hora_status_t coord_agree_peer(struct coord *c)
     return HORA_OK;
 }
 
+/*
+ * The world's agreement runs over hora's own channel for the coordinator
+ * (COLL_PURPOSE_COORD: shm inside a host, UCX between hosts, MPI only where
+ * neither connects), as a host all-reduce of the vector with bitwise OR (the
+ * AND parts travel complemented: AND(x) = ~OR(~x)). It takes the latency
+ * path like any small all-reduce (one flag round over shm, one star over
+ * UCX or MPI whose data rides in the outcome agreement), with the
+ * collectives' deadline and one outcome: a rank that does not come within
+ * HORA_TIMEOUT_S fails it on every rank. Its peers then name the rank their
+ * last wait waited for.
+ */
+static void coord_bits_flip_and(uint64_t *vec, int words)
+{
+    for (int i = 0; i < words; i++) vec[i] = ~vec[i];
+    vec[3 * words] = ~vec[3 * words];
+}
+
+hora_status_t coord_negotiation_failed(struct coord *c, hora_status_t status)
+{
+    const int silent = status_culprit();
+    if (status != HORA_ERR_TIMEOUT || silent < 0 || silent >= c->size) return status;
+    char why[512];
+    snprintf(why, sizeof(why), "%s", hora_last_error());
+    return status_blame(status_fail(HORA_ERR_TIMEOUT,
+                                    "coordinator: rank %d%s did not join the negotiation within %.1f s "
+                                    "(HORA_TIMEOUT_S): stopped (SIGSTOP, a debugger) or stuck outside hora (%s)",
+                                    silent, silent == c->rank ? " (this rank)" : "", c->cfg->timeout_s, why),
+                        silent);
+}
+
+hora_status_t coord_fault_parse(struct coord *c, const char *spec)
+{
+    static const struct { const char *name; enum coord_fault_point point; } points[] = {
+        {"slow-lists", COORD_FAULT_SLOW_LISTS}, {"slow-responses", COORD_FAULT_SLOW_RESPONSES}};
+    char name[32];
+    int rank = -1, nth = 0, used = 0;
+    if (sscanf(spec, "%31[a-z-]:%d:%d%n", name, &rank, &nth, &used) == 3 && spec[used] == '\0' && rank >= 0 &&
+        nth >= 1)
+        for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
+            if (strcmp(name, points[i].name) == 0) {
+                c->fault_point = points[i].point;
+                c->fault_rank = rank;
+                c->fault_nth = nth;
+                return HORA_OK;
+            }
+    return status_fail(HORA_ERR_CONFIG, "HORA_FAULT_STOP='%s': expected POINT:RANK:N with POINT slow-lists or "
+                       "slow-responses, RANK >= 0 and N >= 1", spec);
+}
+
+void coord_fault_stop(struct coord *c, enum coord_fault_point point)
+{
+    if (c->fault_point != (int)point || c->fault_rank != c->rank || ++c->fault_seen != c->fault_nth) return;
+    log_warn("HORA_FAULT_STOP: rank %d stops itself (SIGSTOP) here, as asked", c->rank);
+    raise(SIGSTOP);
+}
+
+static hora_status_t coord_agree_channel(struct coord *c)
+{
+    const int n = 3 * c->words + 2;
+    coord_bits_flip_and(c->vec, c->words);
+    hora_status_t status = coll_allreduce_bits(c->coll, COLL_PURPOSE_COORD, "negotiation", c->vec, (size_t)n);
+    coord_bits_flip_and(c->vec, c->words);
+    return coord_negotiation_failed(c, status);
+}
+
 hora_status_t coord_allreduce_bits(struct coord *c)
 {
     if (c->size == 1) return HORA_OK;
+    /* A process set has no channel of its own: its agreement is the star
+     * over MPI above. */
+    if (!c->members) return coord_agree_channel(c);
     return c->rank == 0 ? coord_agree_root(c) : coord_agree_peer(c);
 }

@@ -64,6 +64,9 @@ struct coord_settings {
     size_t chunk_bytes;
 };
 
+/* HORA_FAULT_STOP's points (coord_fault_stop). */
+enum coord_fault_point { COORD_FAULT_NONE = 0, COORD_FAULT_SLOW_LISTS = 1, COORD_FAULT_SLOW_RESPONSES = 2 };
+
 struct coord {
     pthread_t thread;
     pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
@@ -95,6 +98,9 @@ struct coord {
      * the set's id. Its data moves over MPI on comm (coord_set.c). */
     int *members;
     int set_id;
+    /* HORA_FAULT_STOP: where, on which rank, at which occurrence (1-based). */
+    int fault_point; /* enum coord_fault_point */
+    int fault_rank, fault_nth, fault_seen;
 
     /* coordinator thread only */
     int flight_dumped;        /* the flight recorder was written for this failure */
@@ -163,9 +169,10 @@ void coord_responses_clear(struct coord_responses *list);
 void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len);
 
 /* coord_slow.c: the slow path (request lists to rank 0, responses back) and
- * autotune's settings from rank 0, point-to-point under HORA_TIMEOUT_S: a
- * rank that does not come makes every rank fail with HORA_ERR_TIMEOUT
- * naming it. */
+ * autotune's settings from rank 0, under HORA_TIMEOUT_S: a rank that does
+ * not come makes every rank fail with HORA_ERR_TIMEOUT naming it. The
+ * world's run as collectives on its channel, a process set's as
+ * point-to-point MPI messages. */
 hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out);
 hora_status_t coord_slow_settings(struct coord *c, struct coord_settings *s);
 
@@ -210,6 +217,18 @@ int64_t coord_inspect_period_us(const struct coord *c);
 /* HORA_ERR_TIMEOUT naming silent[0] (places of c) and how many more did not
  * come; decided_here: this rank saw it, else rank 0 told it. */
 hora_status_t coord_agree_silent(struct coord *c, const int *silent, int count, int decided_here);
+/* A failure of the world's negotiation over its channel (the agreement, the
+ * slow path): a timeout the transports put down to a rank (status_culprit)
+ * becomes "rank R did not join the negotiation" with the transport's words
+ * after it; any other status stays as it is. */
+hora_status_t coord_negotiation_failed(struct coord *c, hora_status_t status);
+/* HORA_FAULT_STOP: this process stops itself (SIGSTOP) when this rank
+ * reaches point the configured time (coord_start parses the setting). The
+ * world's slow path counts only the slow paths in which this rank hands in
+ * requests of its own: the N-th is the one of its N-th new tensor name when
+ * it submits one at a time. */
+void coord_fault_stop(struct coord *c, enum coord_fault_point point);
+hora_status_t coord_fault_parse(struct coord *c, const char *spec);
 /* The cycle's agreement (coord_agree.c): every rank's c->vec merged into
  * every rank's, or HORA_ERR_TIMEOUT naming a rank that did not come within
  * HORA_TIMEOUT_S (c->agree_in_flight then says buffers are still in MPI). */

@@ -1,13 +1,27 @@
 /* coord_slow.c - the slow path's messages and autotune's settings: what the
- * coordinators exchange with rank 0 past the cycle's agreement, as
- * point-to-point messages on c->comm polled under HORA_TIMEOUT_S (the
- * agreement's deadline, coord.c), never a blocking MPI collective.
+ * coordinators exchange past the cycle's agreement, under HORA_TIMEOUT_S
+ * (the agreement's deadline, coord_agree.c), never a blocking MPI
+ * collective.
  *
- * The slow path, when the agreement says some rank has uncached requests:
+ * The world's coordinator runs them as collectives on its own channel
+ * (COLL_PURPOSE_COORD: shm inside a host, UCX between hosts), as it runs
+ * the agreement:
+ *  1. an allgatherv of every rank's request-list length, then of the lists
+ *     (every rank gets them all; only rank 0 reads them);
+ *  2. rank 0 negotiates, fuses and encodes the responses (coord_negotiate.c,
+ *     coord_exec.c);
+ *  3. a broadcast of the reply's length, then of the reply from rank 0.
+ * Autotune's settings are one broadcast from rank 0. Each collective has
+ * the transports' deadline and one outcome, so a rank that does not come
+ * (stopped after the agreement, or stuck between the two) fails every
+ * rank's step with HORA_ERR_TIMEOUT, named through status_culprit.
+ *
+ * A process set has no channel of its own: its coordinator exchanges the
+ * same as point-to-point messages on c->comm, polled:
  *  1. every rank but 0 sends its request list (COORD_TAG_REQUESTS, any
  *     length: rank 0 probes each rank's message for its size);
  *  2. rank 0 waits HORA_TIMEOUT_S for every list, negotiates, fuses and
- *     encodes the responses (coord_negotiate.c, coord_exec.c);
+ *     encodes the responses;
  *  3. rank 0 sends every rank one reply (COORD_TAG_RESPONSES): a verdict
  *     word, then the responses. The verdict is 0, or (silent rank + 1) |
  *     (silent count << 32) when some list did not come in time; then every
@@ -290,6 +304,75 @@ err_abandon:
     return status;
 }
 
+/* The world's slow path, past the encoding of this rank's list (mine):
+ * collectives on the coordinator's channel (see the top of the file). */
+static hora_status_t coord_slow_path_channel(struct coord *c, const struct coord_buf *mine, struct coord_responses *out)
+{
+    const int size = c->size;
+    struct coord_buf reply = {0};
+    struct coord_buf *bufs = calloc((size_t)size, sizeof(*bufs));
+    size_t *counts = calloc((size_t)size, sizeof(*counts));
+    int64_t *lens = calloc((size_t)size, sizeof(*lens));
+    uint8_t *lists = NULL;
+    hora_status_t status = HORA_OK;
+    if (!bufs || !counts || !lens) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+        goto out;
+    }
+    if (mine->len) coord_fault_stop(c, COORD_FAULT_SLOW_LISTS);
+    const int64_t len = (int64_t)mine->len;
+    for (int r = 0; r < size; r++) counts[r] = 1;
+    status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, &len, lens, counts, HORA_DTYPE_I64);
+    size_t total = 0;
+    for (int r = 0; r < size && status == HORA_OK; r++) {
+        if (lens[r] < 0)
+            status = status_fail(HORA_ERR_CORRUPT, "coordinator: rank %d sent a request list of %lld bytes", r,
+                                 (long long)lens[r]);
+        counts[r] = (size_t)lens[r];
+        total += counts[r];
+    }
+    /* Out of memory here leaves the others to time out on this rank (the
+     * only local failure between the collectives). */
+    if (status == HORA_OK && !(lists = malloc(total ? total : 1)))
+        status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    if (status == HORA_OK)
+        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, mine->data, lists, counts,
+                                 HORA_DTYPE_U8);
+    if (status < 0) goto out;
+    if (c->rank == 0) {
+        size_t at = 0;
+        for (int r = 0; r < size; r++) {
+            bufs[r] = (struct coord_buf){.data = lists + at, .len = counts[r]};
+            at += counts[r];
+        }
+        status = coord_slow_answer(c, bufs, 0, &reply); /* its failure: a shutdown response for everyone */
+        if (status < 0) goto out;
+        if (mine->len) coord_fault_stop(c, COORD_FAULT_SLOW_RESPONSES);
+    }
+    int64_t reply_len = (int64_t)reply.len;
+    status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, &reply_len, 1, HORA_DTYPE_I64, 0);
+    if (status == HORA_OK && (reply_len < (int64_t)sizeof(uint64_t) || reply_len > ((int64_t)1 << 40)))
+        status = status_fail(HORA_ERR_CORRUPT, "coordinator: a reply of %lld bytes from rank 0", (long long)reply_len);
+    if (status == HORA_OK && c->rank != 0) {
+        reply.data = malloc((size_t)reply_len);
+        reply.len = (size_t)reply_len;
+        if (!reply.data) status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
+    }
+    if (status == HORA_OK)
+        status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, reply.data, reply.len,
+                                HORA_DTYPE_U8, 0);
+    if (status < 0) goto out;
+    reply.pos = sizeof(uint64_t); /* the verdict word, always 0 here */
+    status = coord_decode_responses(c, &reply, out);
+out:
+    coord_buf_free(&reply);
+    free(lists);
+    free(lens);
+    free(counts);
+    free(bufs);
+    return coord_negotiation_failed(c, status);
+}
+
 hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
 {
     struct coord_buf mine = {0}, reply = {0};
@@ -300,6 +383,10 @@ hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
     status = coord_encode_requests(c->uncached, &mine);
     if (status < 0) goto out;
     c->uncached = c->uncached_tail = NULL; /* submitted: they stay in pending until their response */
+    if (!c->members) {
+        status = coord_slow_path_channel(c, &mine, out);
+        goto out;
+    }
     if (c->rank == 0) {
         bufs = calloc((size_t)c->size, sizeof(*bufs));
         if (!bufs) {
@@ -353,6 +440,9 @@ out:
 hora_status_t coord_slow_settings(struct coord *c, struct coord_settings *s)
 {
     if (c->size == 1) return HORA_OK;
+    if (!c->members)
+        return coord_negotiation_failed(c, coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, s,
+                                                          sizeof(*s), HORA_DTYPE_U8, 0));
     if (c->rank == 0) {
         /* The buffer must outlive a failed send: a copy of its own. */
         struct coord_settings *copy = malloc(sizeof(*copy));
