@@ -68,7 +68,9 @@ const struct config_entry config_table[] = {
     {"HORA_LATENCY_BYTES", CONFIG_TYPE_SIZE, "2K", 0, 1024.0 * 1024, NULL, CONFIG_FIELD(latency_bytes),
      "all-reduces of host memory up to this size take the latency path (HORA_ALGORITHM=auto): over "
      "shared memory one flag round (each rank copies its input into a slot of its own and reduces every "
-     "member's slot; at most 16K), over messages recursive doubling; 0 = never"},
+     "member's slot; at most 16K); over messages (ucx, mpi) up to 2K the outcome agreement's star carries "
+     "the data (every input to one rank, which reduces them all and sends back the result), recursive "
+     "doubling above 2K; 0 = never"},
     {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
      "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
      "rank reduces its shard from every peer and writes it to all), auto (all-reduces up to "
