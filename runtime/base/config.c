@@ -1,6 +1,8 @@
 /* config.c - the table of HORA_* settings and their parser. Adding a setting
  * means adding a field to struct config and one row here; --print-config,
- * validation and the unknown-variable warning follow from the table. */
+ * validation and the unknown-variable warning follow from the table. The
+ * HORA_* variables of hora's tools (config_tool_variables) are listed here
+ * too, so that they pass without that warning. */
 #include "base/config.h"
 
 #include <ctype.h>
@@ -124,6 +126,21 @@ const struct config_entry config_table[] = {
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 
+/* Not libhora's, but they reach processes that call hora_init: tools/test
+ * exports HORA_PHASE_LOG to everything it runs, hora-train reads
+ * HORA_CKPT_CRASH itself, and tests/netns/run and bench/netns-bench export
+ * HORA_NETNS_PREFIX. Without this list every rank of every such process
+ * would warn about them; any other unknown HORA_* name still warns (a typo
+ * of a setting is otherwise silently ignored). docs/architecture.md lists
+ * the same names (tests/unit/test_config.c checks). */
+const struct config_tool_variable config_tool_variables[] = {
+    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
+    {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/netns/run): the test "
+                          "cluster's name prefix"},
+    {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
+    {NULL, NULL},
+};
+
 static const char *config_type_hint(const struct config_entry *e, char *buf, size_t len)
 {
     switch (e->type) {
@@ -242,6 +259,15 @@ static const struct config_entry *config_find(const char *name, size_t len)
     return NULL;
 }
 
+/* A setting of the table or a tool's variable: either passes silently. */
+static int config_known(const char *name, size_t len)
+{
+    if (config_find(name, len)) return 1;
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++)
+        if (strlen(v->name) == len && !strncmp(v->name, name, len)) return 1;
+    return 0;
+}
+
 hora_status_t config_load(struct config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -254,7 +280,7 @@ hora_status_t config_load(struct config *cfg)
     for (char **env = environ; env && *env; env++) {
         const char *eq = strchr(*env, '=');
         if (strncmp(*env, "HORA_", 5) || !eq) continue;
-        if (!config_find(*env, (size_t)(eq - *env)))
+        if (!config_known(*env, (size_t)(eq - *env)))
             log_warn("unknown setting %.*s ignored (hora-bench-allreduce --print-config lists them)",
                      (int)(eq - *env), *env);
     }
@@ -290,4 +316,7 @@ void config_print(const struct config *cfg, FILE *out)
         fprintf(out, "%-24s %-14s %-8s %s%s\n", e->name, value, *e->default_value ? e->default_value : "\"\"", e->doc,
                 getenv(e->name) ? " [set]" : "");
     }
+    fprintf(out, "# read by hora's tools, not by libhora (accepted without a warning):\n");
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++)
+        fprintf(out, "#   %-22s %s%s\n", v->name, v->reader, getenv(v->name) ? " [set]" : "");
 }

@@ -562,7 +562,9 @@ HORA_API const char *hora_request_error(hora_request_t req);
 /* Release a request; waits for it first if it is still in flight. */
 HORA_API void hora_request_free(hora_request_t req);
 
-/* Print every HORA_* setting: name, value in force, default and what it does. */
+/* Print every HORA_* setting: name, value in force, default and what it does;
+ * then, as '#' lines, the HORA_* variables of hora's tools, which libhora
+ * accepts without its unknown-setting warning. */
 HORA_API void hora_config_print(FILE *out);
 
 #ifdef __cplusplus
