@@ -152,7 +152,9 @@ void tr_ckpt_list_free(char **paths, int count)
 
 /* Test hook (tests/train): HORA_CKPT_CRASH=POINT[@STEP] names a moment of
  * the write (of every checkpoint, or of the one of step STEP) at which the
- * writing process kills itself with SIGKILL, as a crash would. */
+ * writing process kills itself with SIGKILL, as a crash would. libhora
+ * lists the name among its tools' variables (runtime/base/config.c), so
+ * setting it draws no "unknown setting" warning. */
 typedef enum {
     CRASH_NONE = 0,
     CRASH_BEFORE_TEMP,   /* nothing of this checkpoint on disk yet */

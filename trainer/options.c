@@ -121,7 +121,8 @@ static const opt_t opt_table[] = {
     {"--loss-scale-window", "N", OPT_INT64, F(loss_scale_window), "2000", 1, INT64_MAX / 2, NULL, 0, 0, 0, NULL,
      "dynamic: clean steps before the scale doubles (it halves on overflow)"},
     {"--grad-dtype", "T", OPT_CHOICE, F(grad_dtype), "auto", 0, 0, opt_grad_dtype, 0, 0, 0, NULL,
-     "what the gradients are all-reduced in (auto: the compute precision's); see also HORA_COMPRESSION"},
+     "what the gradients are kept and all-reduced in (auto: the compute precision's); the all-reduce sends them "
+     "in this dtype (the trainer leaves hora's wire compression, hora_opts_t.compression, off)"},
 
     {"--checkpoint-dir", "DIR", OPT_STRING, F(checkpoint_dir), NULL, 0, 0, NULL, 0, 0, 0, "Checkpoints",
      "write checkpoints into DIR (rank 0; atomic; see trainer/CHECKPOINT.md); none without it"},

@@ -1,6 +1,8 @@
 /* config.c - the table of HORA_* settings and their parser. Adding a setting
  * means adding a field to struct config and one row here; --print-config,
- * validation and the unknown-variable warning follow from the table. */
+ * validation and the unknown-variable warning follow from the table. The
+ * HORA_* variables of hora's tools (config_tool_variables) are listed here
+ * too, so that they pass without that warning. */
 #include "base/config.h"
 
 #include <ctype.h>
@@ -68,7 +70,9 @@ const struct config_entry config_table[] = {
     {"HORA_LATENCY_BYTES", CONFIG_TYPE_SIZE, "2K", 0, 1024.0 * 1024, NULL, CONFIG_FIELD(latency_bytes),
      "all-reduces of host memory up to this size take the latency path (HORA_ALGORITHM=auto): over "
      "shared memory one flag round (each rank copies its input into a slot of its own and reduces every "
-     "member's slot; at most 16K), over messages recursive doubling; 0 = never"},
+     "member's slot; at most 16K); over messages (ucx, mpi) up to 2K the outcome agreement's star carries "
+     "the data (every input to one rank, which reduces them all and sends back the result), recursive "
+     "doubling above 2K; 0 = never"},
     {"HORA_ALGORITHM", CONFIG_TYPE_ENUM, "auto", 0, 0, config_algorithms, CONFIG_FIELD(algorithm),
      "collective algorithm: ring (reduce-scatter + allgather, pipelined), oneshot (shared memory: each "
      "rank reduces its shard from every peer and writes it to all), auto (all-reduces up to "
@@ -124,6 +128,21 @@ const struct config_entry config_table[] = {
      "which its world coordinator hands in requests of its own, at POINT: slow-lists (before it hands in its "
      "request list) or slow-responses (rank 0, before it sends the responses)"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
+};
+
+/* Not libhora's, but they reach processes that call hora_init: tools/test
+ * exports HORA_PHASE_LOG to everything it runs, hora-train reads
+ * HORA_CKPT_CRASH itself, and tests/netns/run and bench/netns-bench export
+ * HORA_NETNS_PREFIX. Without this list every rank of every such process
+ * would warn about them; any other unknown HORA_* name still warns (a typo
+ * of a setting is otherwise silently ignored). docs/architecture.md lists
+ * the same names (tests/unit/test_config.c checks). */
+const struct config_tool_variable config_tool_variables[] = {
+    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
+    {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/netns/run): the test "
+                          "cluster's name prefix"},
+    {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
+    {NULL, NULL},
 };
 
 static const char *config_type_hint(const struct config_entry *e, char *buf, size_t len)
@@ -244,6 +263,15 @@ static const struct config_entry *config_find(const char *name, size_t len)
     return NULL;
 }
 
+/* A setting of the table or a tool's variable: either passes silently. */
+static int config_known(const char *name, size_t len)
+{
+    if (config_find(name, len)) return 1;
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++)
+        if (strlen(v->name) == len && !strncmp(v->name, name, len)) return 1;
+    return 0;
+}
+
 hora_status_t config_load(struct config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -256,7 +284,7 @@ hora_status_t config_load(struct config *cfg)
     for (char **env = environ; env && *env; env++) {
         const char *eq = strchr(*env, '=');
         if (strncmp(*env, "HORA_", 5) || !eq) continue;
-        if (!config_find(*env, (size_t)(eq - *env)))
+        if (!config_known(*env, (size_t)(eq - *env)))
             log_warn("unknown setting %.*s ignored (hora-bench-allreduce --print-config lists them)",
                      (int)(eq - *env), *env);
     }
@@ -292,4 +320,7 @@ void config_print(const struct config *cfg, FILE *out)
         fprintf(out, "%-24s %-14s %-8s %s%s\n", e->name, value, *e->default_value ? e->default_value : "\"\"", e->doc,
                 getenv(e->name) ? " [set]" : "");
     }
+    fprintf(out, "# read by hora's tools, not by libhora (accepted without a warning):\n");
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++)
+        fprintf(out, "#   %-22s %s%s\n", v->name, v->reader, getenv(v->name) ? " [set]" : "");
 }

@@ -70,9 +70,19 @@ struct config_entry {
 /* The table, terminated by an entry with name == NULL. */
 extern const struct config_entry config_table[];
 
+/* HORA_* variables of hora's tools (hora-train's test hook, tools/test,
+ * the netns scripts), not settings of libhora: name and who reads it.
+ * Terminated by an entry with name == NULL. */
+struct config_tool_variable {
+    const char *name;
+    const char *reader;
+};
+extern const struct config_tool_variable config_tool_variables[];
+
 /* Fill cfg from defaults and the environment. HORA_OK or HORA_ERR_CONFIG (message
- * names the variable, the bad value and what is accepted). Unknown HORA_*
- * variables give a warning (a typo would otherwise be silently ignored). */
+ * names the variable, the bad value and what is accepted). A HORA_* variable
+ * that is neither in config_table nor in config_tool_variables gives a
+ * warning (a typo would otherwise be silently ignored). */
 hora_status_t config_load(struct config *cfg);
 
 /* Parse one value for one entry into cfg (used by config_load and the tests). */
@@ -81,7 +91,8 @@ hora_status_t config_parse(const struct config_entry *entry, const char *text, s
 /* 1 when the variable is set in the environment (autotune leaves those fixed). */
 int config_is_set(const char *name);
 
-/* Print every entry with the value in force (from cfg), its default and doc. */
+/* Print every entry with the value in force (from cfg), its default and doc,
+ * then the tools' variables as '#' lines. */
 void config_print(const struct config *cfg, FILE *out);
 
 #endif

@@ -160,7 +160,8 @@ hora_status_t ordered_reduce_msg(struct coll_group *g, const void *send, void *w
 /* The latency path of small all-reduces (latency.c): send -> recv (may be
  * equal; neither needs to be in the pool). Over peer memory one flag round
  * through the transport's small slots (count * dtype size at most
- * tp_ops.small_bytes); over messages recursive doubling. */
+ * tp_ops.small_bytes); over messages recursive doubling (coll.c sends what
+ * fits GROUP_OUTCOME_BODY_BYTES through group_agree_allreduce instead). */
 hora_status_t latency_allreduce_mem(struct coll_group *g, const void *send, void *recv, size_t count,
                                     const struct group_reduction *red);
 hora_status_t latency_allreduce_msg(struct coll_group *g, const void *send, void *recv, size_t count,

@@ -460,8 +460,12 @@ HORA_API hora_status_t hora_process_set_info(int set, int *size, int *rank_in_se
  * opts may be NULL. On HORA_OK *req is set and must be released with
  * hora_request_free after it completes. Returns HORA_ERR_DUPLICATE at once when
  * a request with this name is in flight on this rank (that one still
- * completes), HORA_ERR_INVALID_ARG, HORA_ERR_UNSUPPORTED (opts->memory is not
- * HORA_MEMORY_HOST; the same for every *_async call), HORA_ERR_NOT_INITIALIZED,
+ * completes), HORA_ERR_INVALID_ARG (also: a buffer that is not where
+ * opts->memory says, or opts->device other than the runtime's),
+ * HORA_ERR_UNSUPPORTED (HORA_MEMORY_CUDA where the runtime has no device,
+ * hora_cuda_device() < 0, or on a process set: the same for every *_async
+ * call, and alltoall refuses HORA_MEMORY_CUDA even with a device; a
+ * reproducible mode on a process set), HORA_ERR_NOT_INITIALIZED,
  * HORA_ERR_SHUTDOWN.
  */
 HORA_API hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
@@ -558,7 +562,9 @@ HORA_API const char *hora_request_error(hora_request_t req);
 /* Release a request; waits for it first if it is still in flight. */
 HORA_API void hora_request_free(hora_request_t req);
 
-/* Print every HORA_* setting: name, value in force, default and what it does. */
+/* Print every HORA_* setting: name, value in force, default and what it does;
+ * then, as '#' lines, the HORA_* variables of hora's tools, which libhora
+ * accepts without its unknown-setting warning. */
 HORA_API void hora_config_print(FILE *out);
 
 #ifdef __cplusplus

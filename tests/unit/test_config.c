@@ -1,14 +1,18 @@
 /*
  * test_config.c - the HORA_* settings table (parsing, bounds, error messages
- * naming the variable), the virtual-node split and the shard layout, and
- * that runtime/README.md lists every setting of the table.
+ * naming the variable), the unknown-variable warning (a typo warns, the
+ * tools' variables do not), the virtual-node split and the shard layout, and
+ * that runtime/README.md lists every setting of the table and
+ * docs/architecture.md every tool variable.
  * Run: test_config   (exit 0 = all passed)
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/config.h"
+#include "base/log.h"
 #include "hora.h"
 #include "mem/topo.h"
 
@@ -97,6 +101,73 @@ static void test_load(void)
     }
 }
 
+/* config_load with fd 2 pointed at a file: what it warned (free() it). */
+static char *load_warnings(hora_status_t *status)
+{
+    char path[] = "/tmp/hora-test-config-XXXXXX";
+    const int fd = mkstemp(path);
+    CHECK(fd >= 0, "mkstemp for the captured stderr");
+    if (fd < 0) return NULL;
+    fflush(stderr);
+    const int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    struct config cfg;
+    *status = config_load(&cfg);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(fd);
+    char *text = test_read_file(path, NULL);
+    unlink(path);
+    return text;
+}
+
+/* A HORA_* name in neither table warns, naming it: a typo of a
+ * setting must not pass unnoticed. The tools' variables (HORA_PHASE_LOG,
+ * which tools/test exports to every test, ...) pass silently, are not
+ * settings, are printed apart by config_print, and docs/architecture.md
+ * lists each. */
+static void test_unknown(void)
+{
+    log_set_level(LOG_LEVEL_WARN);
+    setenv("HORA_CHUNK_BYTE", "1M", 1); /* HORA_CHUNK_BYTES, mistyped */
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++) setenv(v->name, "x", 1);
+    hora_status_t status = HORA_OK;
+    char *text = load_warnings(&status);
+    unsetenv("HORA_CHUNK_BYTE");
+    CHECK(status == HORA_OK, "an unknown variable fails the load: %s", hora_last_error());
+    CHECK(text && strstr(text, "unknown setting HORA_CHUNK_BYTE ignored"), "no warning for HORA_CHUNK_BYTE: '%s'",
+          text ? text : "");
+
+    char *doc = test_read_file(HORA_SOURCE_DIR "/docs/architecture.md", NULL);
+    const char *section = doc ? strstr(doc, "Variables of hora's tools") : NULL;
+    CHECK(section != NULL, "docs/architecture.md has no \"Variables of hora's tools\" table");
+    char *printed = NULL;
+    size_t printed_len = 0;
+    FILE *mem = open_memstream(&printed, &printed_len);
+    if (mem) {
+        struct config cfg;
+        if (config_load(&cfg) == HORA_OK) config_print(&cfg, mem);
+        fclose(mem);
+    }
+    for (const struct config_tool_variable *v = config_tool_variables; v->name; v++) {
+        char needle[96];
+        snprintf(needle, sizeof(needle), "unknown setting %s ", v->name);
+        CHECK(text && !strstr(text, needle), "%s warns: '%s'", v->name, text ? text : "");
+        CHECK(!strncmp(v->name, "HORA_", 5) && v->reader && strlen(v->reader) > 10, "name and reader of %s",
+              v->name);
+        for (const struct config_entry *e = config_table; e->name; e++)
+            CHECK(strcmp(e->name, v->name) != 0, "%s is both a setting and a tool's variable", v->name);
+        snprintf(needle, sizeof(needle), "#   %s ", v->name);
+        CHECK(printed && strstr(printed, needle), "config_print does not list %s", v->name);
+        snprintf(needle, sizeof(needle), "`%s`", v->name);
+        CHECK(section && strstr(section, needle), "docs/architecture.md's tools table does not list %s", v->name);
+        unsetenv(v->name);
+    }
+    free(printed);
+    free(doc);
+    free(text);
+}
+
 static void test_fake_nodes(void)
 {
     for (int size = 1; size <= 9; size++)
@@ -164,6 +235,7 @@ int main(void)
     test_parse();
     test_readme();
     test_load();
+    test_unknown();
     test_fake_nodes();
     test_shard();
     test_names();
