@@ -70,8 +70,10 @@ _DTYPE_NAMES = ("f32", "f16", "bf16", "f64", "i32", "i64", "u8", "i8", "i16", "u
 
 
 class Opts(ctypes.Structure):
-    """hora_opts_t (initialise through Opts.make(), the HORA_OPTS_INIT values)."""
+    """hora_opts_t (initialise through Opts.make(), the HORA_OPTS_INIT values,
+    which sets struct_bytes: libhora refuses 0)."""
     _fields_ = [
+        ("struct_bytes", ctypes.c_size_t),  # sizeof(hora_opts_t) as this binding declares it
         ("prescale", ctypes.c_double),
         ("postscale", ctypes.c_double),
         ("compression", ctypes.c_int),
@@ -89,6 +91,7 @@ class Opts(ctypes.Structure):
     def make(cls, prescale=1.0, postscale=1.0, shape=None, compression=COMPRESSION_NONE,
              process_set=PROCESS_SET_WORLD):
         o = cls()
+        o.struct_bytes = ctypes.sizeof(cls)
         o.prescale = float(prescale)
         o.postscale = float(postscale)
         o.compression = compression
