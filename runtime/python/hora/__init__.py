@@ -45,6 +45,11 @@ def _load():
 
 lib, library_path = _load()
 
+# Copies of hora.h's statuses, enums, constants and hora_opts_t, each named
+# as in hora.h without its HORA_ prefix. tests/python/check_binding.py (test
+# 'python binding') checks them, and the functions declared below, against
+# what the C compiler makes of hora.h.
+
 # hora_status_t
 OK = 0
 IN_PROGRESS = 1
@@ -52,14 +57,23 @@ ERR_INVALID_ARG = -1
 ERR_NO_MEMORY = -2
 ERR_NOT_INITIALIZED = -3
 ERR_UNSUPPORTED = -4
+ERR_MPI = -5
+ERR_TRANSPORT = -6
+ERR_CONFIG = -7
+ERR_SYSTEM = -8
 ERR_MISMATCH = -9
 ERR_DUPLICATE = -10
 ERR_SHUTDOWN = -11
+ERR_TIMEOUT = -12
 ERR_ALREADY_INITIALIZED = -13
+ERR_CORRUPT = -14
+ERR_INTERNAL = -15
 
-# hora_compression_t, hora_memory_t
+# hora_compression_t, hora_memory_t, hora_reproducible_t
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
 MEMORY_HOST, MEMORY_CUDA = 0, 1
+REPRODUCIBLE_DEFAULT, REPRODUCIBLE_RANKS, REPRODUCIBLE_EXACT = 0, 1, 2
+ALIGN_BYTES = 64  # tensors of a fused buffer (and hora.torch.shared_tensors) start at multiples of it
 MAX_DIMS = 8
 PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank
 
