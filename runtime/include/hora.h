@@ -421,7 +421,9 @@ typedef enum {
  * For the maintainers: fields are only ever added at the end, each at or
  * after the previous sizeof(hora_opts_t) (never in its tail padding, which an
  * older caller counts in struct_bytes but leaves undefined), with a default
- * in HORA_OPTS_INIT and a row in runtime/api/api_opts.c.
+ * in HORA_OPTS_INIT, a row in runtime/api/api_opts.c (its build fails
+ * without) and the field in runtime/python/hora's Opts (test 'python
+ * binding' fails without).
  */
 typedef struct {
     size_t struct_bytes; /* sizeof(hora_opts_t) of the caller's hora.h (HORA_OPTS_INIT sets it) */
