@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/api.h"
+#include "api/api_opts.h"
 #include "base/status.h"
 
 static hora_status_t api_async_check(const char *what, const char *name, hora_dtype_t dtype)
@@ -44,13 +45,15 @@ static hora_status_t api_async_check_memory(const char *what, const char *name, 
     return HORA_OK;
 }
 
-/* A request from the common arguments; shape from opts or 1-D. */
+/* A request from the common arguments; shape from opts (member opts_index
+ * of an array of them) or 1-D. */
 static hora_status_t api_async_new(const char *what, const char *name, uint32_t kind, const void *send, void *recv,
-                                   size_t count, hora_dtype_t dtype, hora_op_t op, int root, const hora_opts_t *opts,
-                                   struct hora_request **out)
+                                   size_t count, hora_dtype_t dtype, hora_op_t op, int root,
+                                   const hora_opts_t *caller_opts, int opts_index, struct hora_request **out)
 {
-    static const hora_opts_t defaults = HORA_OPTS_INIT;
-    if (!opts) opts = &defaults;
+    hora_opts_t full;
+    HORA_CHECK(api_opts_read(what, name, caller_opts, opts_index, &full));
+    const hora_opts_t *opts = &full;
     const int allocates = kind == COORD_KIND_ALLGATHER || kind == COORD_KIND_ALLTOALL; /* the result */
     /* A reduce-scatter's recv is checked against this rank's rows (it may have none). */
     if (count && ((!send && kind != COORD_KIND_BROADCAST) || (!recv && !allocates && kind != COORD_KIND_REDUCESCATTER)))
@@ -210,7 +213,7 @@ hora_status_t hora_allreduce_async(const char *name, const void *send, void *rec
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): invalid op %d", name, (int)op);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): req is NULL", name);
     HORA_CHECK(api_async_new("hora_allreduce_async", name, COORD_KIND_ALLREDUCE, send, recv, count, dtype, op, -1,
-                             opts, &r));
+                             opts, 0, &r));
     return api_async_submit_one(r, req);
 }
 
@@ -226,8 +229,8 @@ static hora_status_t api_async_new_group(const char *what, int n, const char *co
     for (int i = 0; i < n && status == HORA_OK; i++) {
         status = api_async_check(what, names[i], dtype);
         if (status == HORA_OK)
-            status = api_async_new(what, names[i], kind, send[i], recv[i], counts[i], dtype, op, -1,
-                                   opts && opts_per_member ? &opts[i] : opts, &list[i]);
+            status = api_async_new(what, names[i], kind, send[i], recv[i], counts[i], dtype, op, -1, opts,
+                                   opts_per_member ? i : 0, &list[i]);
         if (status == HORA_OK) {
             list[i]->group = malloc(key_len);
             if (!list[i]->group) return status_fail(HORA_ERR_NO_MEMORY, "%s: out of memory", what);
@@ -295,7 +298,7 @@ hora_status_t hora_reducescatter_async(const char *name, const void *send, void 
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): invalid op %d", name, (int)op);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): req is NULL", name);
     HORA_CHECK(api_async_new("hora_reducescatter_async", name, COORD_KIND_REDUCESCATTER, send, recv, count, dtype, op,
-                             -1, opts, &r));
+                             -1, opts, 0, &r));
     HORA_CHECK(api_async_check_shard("hora_reducescatter_async", r));
     return api_async_submit_one(r, req);
 }
@@ -326,16 +329,17 @@ hora_status_t hora_alltoall_async(const char *name, const void *send, size_t cou
     struct hora_request *r = NULL;
     struct coord *coord;
     int size, set_rank;
+    hora_opts_t o;
     HORA_CHECK(api_async_check("hora_alltoall_async", name, dtype));
-    HORA_CHECK(api_set_coord(opts ? opts->process_set : HORA_PROCESS_SET_WORLD, "hora_alltoall_async", name, &coord,
-                             &size, &set_rank));
+    HORA_CHECK(api_opts_read("hora_alltoall_async", name, opts, 0, &o));
+    HORA_CHECK(api_set_coord(o.process_set, "hora_alltoall_async", name, &coord, &size, &set_rank));
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_alltoall_async('%s'): req is NULL", name);
     if (count > INT_MAX)
         return status_fail(HORA_ERR_UNSUPPORTED,
                            "hora_alltoall_async('%s'): %zu elements: at most INT_MAX (MPI_Alltoallv's counts)", name,
                            count);
     HORA_CHECK(api_async_new("hora_alltoall_async", name, COORD_KIND_ALLTOALL, send, NULL, count, dtype, HORA_OP_SUM,
-                             -1, opts, &r));
+                             -1, &o, 0, &r));
     const uint64_t rows = (uint64_t)r->meta.dims[0];
     hora_status_t status = HORA_OK;
     if (!(r->splits = calloc((size_t)size, sizeof(uint64_t)))) {
@@ -365,12 +369,13 @@ hora_status_t hora_alltoall_async(const char *name, const void *send, size_t cou
 hora_status_t hora_barrier_async(const char *name, const hora_opts_t *opts, hora_request_t *req)
 {
     struct hora_request *r = NULL;
-    hora_opts_t o = HORA_OPTS_INIT;
+    hora_opts_t full, o = HORA_OPTS_INIT;
     HORA_CHECK(api_async_check("hora_barrier_async", name, HORA_DTYPE_U8));
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_barrier_async('%s'): req is NULL", name);
-    if (opts) o.process_set = opts->process_set; /* nothing else applies */
+    HORA_CHECK(api_opts_read("hora_barrier_async", name, opts, 0, &full));
+    o.process_set = full.process_set; /* nothing else applies */
     HORA_CHECK(api_async_new("hora_barrier_async", name, COORD_KIND_BARRIER, NULL, NULL, 0, HORA_DTYPE_U8, HORA_OP_SUM,
-                             -1, &o, &r));
+                             -1, &o, 0, &r));
     return api_async_submit_one(r, req);
 }
 
@@ -384,7 +389,7 @@ hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, ho
                            root, hora_rt.topo.size - 1);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_broadcast_async('%s'): req is NULL", name);
     HORA_CHECK(api_async_new("hora_broadcast_async", name, COORD_KIND_BROADCAST, buf, buf, count, dtype, HORA_OP_SUM,
-                             root, opts, &r));
+                             root, opts, 0, &r));
     return api_async_submit_one(r, req);
 }
 
@@ -395,7 +400,7 @@ hora_status_t hora_allgather_async(const char *name, const void *send, size_t co
     HORA_CHECK(api_async_check("hora_allgather_async", name, dtype));
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgather_async('%s'): req is NULL", name);
     HORA_CHECK(api_async_new("hora_allgather_async", name, COORD_KIND_ALLGATHER, send, NULL, count, dtype,
-                             HORA_OP_SUM, -1, opts, &r));
+                             HORA_OP_SUM, -1, opts, 0, &r));
     return api_async_submit_one(r, req);
 }
 
@@ -405,7 +410,7 @@ hora_status_t hora_join(int *last_rank)
     hora_request_t req;
     HORA_CHECK(api_async_check("hora_join", "__hora_join__", HORA_DTYPE_U8));
     HORA_CHECK(api_async_new("hora_join", "__hora_join__", COORD_KIND_JOIN, NULL, NULL, 0, HORA_DTYPE_U8, HORA_OP_SUM,
-                             -1, NULL, &r));
+                             -1, NULL, 0, &r));
     HORA_CHECK(api_async_submit_one(r, &req));
     hora_status_t status = coord_wait(hora_rt.coord, req);
     if (status == HORA_OK && last_rank) *last_rank = req->join_last;

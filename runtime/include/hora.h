@@ -395,8 +395,38 @@ typedef enum {
     HORA_REPRODUCIBLE_EXACT = 2,   /* exact sum rounded once: the same bits for any world size */
 } hora_reproducible_t;
 
-/* Options of a negotiated request. Initialise with HORA_OPTS_INIT. */
+/*
+ * Options of a negotiated request. Initialise with HORA_OPTS_INIT (which sets
+ * struct_bytes), then change the fields you need:
+ *
+ *     hora_opts_t opts = HORA_OPTS_INIT;
+ *     opts.prescale = 0.5;
+ *
+ * The struct grows without breaking the programs built against an older
+ * hora.h. struct_bytes is sizeof(hora_opts_t) as the caller's hora.h declares
+ * it; libhora reads a field only when it lies wholly inside the caller's
+ * first struct_bytes bytes, and gives every other field its HORA_OPTS_INIT
+ * value. So an older program (a smaller struct_bytes) runs with a newer
+ * libhora and gets the defaults of the fields it does not know. Refused, with
+ * HORA_ERR_INVALID_ARG and a message saying which:
+ *  - struct_bytes 0: the struct was not initialised with HORA_OPTS_INIT
+ *    (e.g. `hora_opts_t o = {0}` or memset);
+ *  - struct_bytes below sizeof(size_t): it cannot even hold struct_bytes;
+ *  - struct_bytes above this libhora's sizeof(hora_opts_t): the program was
+ *    built against a newer hora.h than the libhora it loaded (whose fields
+ *    this libhora cannot honour), or against one from before struct_bytes
+ *    (its first field, prescale, read as a size is far larger).
+ * An array of options (hora_grouped_reducescatter_async) is strided by its
+ * first member's struct_bytes, which every member must repeat.
+ * For the maintainers: fields are only ever added at the end, each at or
+ * after the previous sizeof(hora_opts_t) (never in its tail padding, which an
+ * older caller counts in struct_bytes but leaves undefined), with a default
+ * in HORA_OPTS_INIT, a row in runtime/api/api_opts.c (its build fails
+ * without) and the field in runtime/python/hora's Opts (test 'python
+ * binding' fails without).
+ */
 typedef struct {
+    size_t struct_bytes; /* sizeof(hora_opts_t) of the caller's hora.h (HORA_OPTS_INIT sets it) */
     double prescale;  /* inputs multiplied by this before the reduction (1 = none) */
     double postscale; /* results multiplied by this after it (1 = none) */
     hora_compression_t compression;
@@ -425,8 +455,8 @@ typedef struct {
 #define HORA_PROCESS_SET_WORLD 0
 
 #define HORA_OPTS_INIT                                                                                             \
-    {1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL, HORA_PROCESS_SET_WORLD,          \
-     HORA_REPRODUCIBLE_DEFAULT}
+    {sizeof(hora_opts_t), 1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL,              \
+     HORA_PROCESS_SET_WORLD, HORA_REPRODUCIBLE_DEFAULT}
 
 /*
  * Process sets (Horovod's): a subset of the ranks with a coordinator of its
@@ -461,11 +491,12 @@ HORA_API hora_status_t hora_process_set_info(int set, int *size, int *rank_in_se
  * hora_request_free after it completes. Returns HORA_ERR_DUPLICATE at once when
  * a request with this name is in flight on this rank (that one still
  * completes), HORA_ERR_INVALID_ARG (also: a buffer that is not where
- * opts->memory says, or opts->device other than the runtime's),
- * HORA_ERR_UNSUPPORTED (HORA_MEMORY_CUDA where the runtime has no device,
- * hora_cuda_device() < 0, or on a process set: the same for every *_async
- * call, and alltoall refuses HORA_MEMORY_CUDA even with a device; a
- * reproducible mode on a process set), HORA_ERR_NOT_INITIALIZED,
+ * opts->memory says, opts->device other than the runtime's, or an
+ * opts->struct_bytes that hora_opts_t's rule refuses; the same for every
+ * *_async call), HORA_ERR_UNSUPPORTED (HORA_MEMORY_CUDA where the runtime
+ * has no device, hora_cuda_device() < 0, or on a process set: the same for
+ * every *_async call, and alltoall refuses HORA_MEMORY_CUDA even with a
+ * device; a reproducible mode on a process set), HORA_ERR_NOT_INITIALIZED,
  * HORA_ERR_SHUTDOWN.
  */
 HORA_API hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
@@ -505,7 +536,8 @@ HORA_API hora_status_t hora_reducescatter_async(const char *name, const void *se
                                        hora_request_t *req);
 /* A group of reduce-scatters negotiated atomically (none runs before all are
  * ready on every rank). opts: NULL, or an array of n (member i's shape and,
- * the same for every member, its scales and memory kind). */
+ * the same for every member, its scales and memory kind; strided by
+ * opts[0].struct_bytes, see hora_opts_t). */
 HORA_API hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, const void *const *send,
                                                void *const *recv, const size_t *counts, hora_dtype_t dtype,
                                                hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);

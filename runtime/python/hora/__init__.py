@@ -45,6 +45,11 @@ def _load():
 
 lib, library_path = _load()
 
+# Copies of hora.h's statuses, enums, constants and hora_opts_t, each named
+# as in hora.h without its HORA_ prefix. tests/python/check_binding.py (test
+# 'python binding') checks them, and the functions declared below, against
+# what the C compiler makes of hora.h.
+
 # hora_status_t
 OK = 0
 IN_PROGRESS = 1
@@ -52,14 +57,23 @@ ERR_INVALID_ARG = -1
 ERR_NO_MEMORY = -2
 ERR_NOT_INITIALIZED = -3
 ERR_UNSUPPORTED = -4
+ERR_MPI = -5
+ERR_TRANSPORT = -6
+ERR_CONFIG = -7
+ERR_SYSTEM = -8
 ERR_MISMATCH = -9
 ERR_DUPLICATE = -10
 ERR_SHUTDOWN = -11
+ERR_TIMEOUT = -12
 ERR_ALREADY_INITIALIZED = -13
+ERR_CORRUPT = -14
+ERR_INTERNAL = -15
 
-# hora_compression_t, hora_memory_t
+# hora_compression_t, hora_memory_t, hora_reproducible_t
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
 MEMORY_HOST, MEMORY_CUDA = 0, 1
+REPRODUCIBLE_DEFAULT, REPRODUCIBLE_RANKS, REPRODUCIBLE_EXACT = 0, 1, 2
+ALIGN_BYTES = 64  # tensors of a fused buffer (and hora.torch.shared_tensors) start at multiples of it
 MAX_DIMS = 8
 PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank
 
@@ -70,8 +84,10 @@ _DTYPE_NAMES = ("f32", "f16", "bf16", "f64", "i32", "i64", "u8", "i8", "i16", "u
 
 
 class Opts(ctypes.Structure):
-    """hora_opts_t (initialise through Opts.make(), the HORA_OPTS_INIT values)."""
+    """hora_opts_t (initialise through Opts.make(), the HORA_OPTS_INIT values,
+    which sets struct_bytes: libhora refuses 0)."""
     _fields_ = [
+        ("struct_bytes", ctypes.c_size_t),  # sizeof(hora_opts_t) as this binding declares it
         ("prescale", ctypes.c_double),
         ("postscale", ctypes.c_double),
         ("compression", ctypes.c_int),
@@ -89,6 +105,7 @@ class Opts(ctypes.Structure):
     def make(cls, prescale=1.0, postscale=1.0, shape=None, compression=COMPRESSION_NONE,
              process_set=PROCESS_SET_WORLD):
         o = cls()
+        o.struct_bytes = ctypes.sizeof(cls)
         o.prescale = float(prescale)
         o.postscale = float(postscale)
         o.compression = compression

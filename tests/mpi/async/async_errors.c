@@ -1,12 +1,15 @@
 /* async_errors.c - mode errors: cross-rank mismatches fail on every rank with
  * a message naming both values, and the next request works; local argument
  * errors; duplicate names; calls outside init/shutdown; init -> shutdown ->
- * init. Requests on device memory: async_errors_memory.c. */
+ * init; hora_opts_t.struct_bytes refused when not set and an older, smaller
+ * hora_opts_t taken with defaults. Requests on device memory:
+ * async_errors_memory.c. */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "async_common.h"
+#include "opts_older.h"
 
 /* The request req (enqueue status st) must fail on this rank with a message
  * that names both values a and b, then a correct request must work. */
@@ -116,6 +119,76 @@ static void errors_local(void)
     ar_case_next_ok("local");
 }
 
+/* One *_async call given options whose struct_bytes is 0 (not initialised
+ * with HORA_OPTS_INIT): refused at the call, with a message naming the call
+ * and struct_bytes, nothing in flight. */
+static void errors_expect_bytes(const char *what, hora_status_t st, hora_request_t req)
+{
+    CHECK(st == HORA_ERR_INVALID_ARG, "%s with struct_bytes 0: returned %s, expected HORA_ERR_INVALID_ARG", what,
+          hora_status_string(st));
+    CHECK(req == REQ_SENTINEL, "%s with struct_bytes 0: *req was written although the call failed", what);
+    CHECK(strstr(hora_last_error(), what) && strstr(hora_last_error(), "struct_bytes is 0"),
+          "%s with struct_bytes 0: the message '%s' names neither the call nor struct_bytes", what,
+          hora_last_error());
+}
+
+/* hora_opts_t.struct_bytes (hora.h): every *_async call that takes options
+ * refuses a struct not initialised with HORA_OPTS_INIT, and runs an older,
+ * smaller one (opts_older.h) with the defaults of the fields it lacks (the
+ * poisoned bytes past it would be an unknown process set and an invalid
+ * reproducible mode). */
+static void errors_opts_bytes(void)
+{
+    float x[8] = {0};
+    hora_opts_t bad = HORA_OPTS_INIT;
+    bad.struct_bytes = 0;
+    hora_opts_t bad2[2] = {HORA_OPTS_INIT, HORA_OPTS_INIT};
+    bad2[0].struct_bytes = 0;
+    const char *names[1] = {"bytes.g"};
+    const void *send[1] = {x};
+    void *recv[1] = {x};
+    size_t counts[1] = {8};
+    hora_request_t req = REQ_SENTINEL;
+    hora_status_t st;
+
+    st = hora_allreduce_async("bytes", x, x, 8, HORA_DTYPE_F32, HORA_OP_SUM, &bad, &req);
+    errors_expect_bytes("hora_allreduce_async", st, req);
+    st = hora_grouped_allreduce_async(1, names, send, recv, counts, HORA_DTYPE_F32, HORA_OP_SUM, &bad, &req);
+    errors_expect_bytes("hora_grouped_allreduce_async", st, req);
+    st = hora_broadcast_async("bytes", x, 8, HORA_DTYPE_F32, 0, &bad, &req);
+    errors_expect_bytes("hora_broadcast_async", st, req);
+    st = hora_allgather_async("bytes", x, 8, HORA_DTYPE_F32, &bad, &req);
+    errors_expect_bytes("hora_allgather_async", st, req);
+    st = hora_reducescatter_async("bytes", x, x, 8, HORA_DTYPE_F32, HORA_OP_SUM, &bad, &req);
+    errors_expect_bytes("hora_reducescatter_async", st, req);
+    st = hora_grouped_reducescatter_async(1, names, send, recv, counts, HORA_DTYPE_F32, HORA_OP_SUM, bad2, &req);
+    errors_expect_bytes("hora_grouped_reducescatter_async", st, req);
+    st = hora_alltoall_async("bytes", x, 8, HORA_DTYPE_F32, NULL, &bad, &req);
+    errors_expect_bytes("hora_alltoall_async", st, req);
+    st = hora_barrier_async("bytes", &bad, &req);
+    errors_expect_bytes("hora_barrier_async", st, req);
+    if (rank == 0) printf("  struct_bytes 0 -> %s\n", hora_last_error());
+
+    /* An older caller's prescale 2 all-reduce of ones: 2 * size everywhere. */
+    union opts_older_poisoned older;
+    opts_older_init(&older);
+    older.older.prescale = 2.0;
+    float ones[8];
+    for (int i = 0; i < 8; i++) ones[i] = 1.0f;
+    req = REQ_SENTINEL;
+    st = hora_allreduce_async("bytes.older", ones, ones, 8, HORA_DTYPE_F32, HORA_OP_SUM, opts_older_as_opts(&older),
+                              &req);
+    CHECK(st == HORA_OK, "older hora_opts_t (struct_bytes %zu): enqueue returned %s: %s", sizeof(struct opts_older),
+          hora_status_string(st), hora_last_error());
+    if (st == HORA_OK && wait_ok(req, "older hora_opts_t")) {
+        int wrong = 0;
+        for (int i = 0; i < 8; i++) wrong += ones[i] != 2.0f * (float)size;
+        CHECK(!wrong, "older hora_opts_t: %d of 8 elements differ from %d (prescale 2)", wrong, 2 * size);
+    }
+    if (st == HORA_OK) hora_request_free(req);
+    ar_case_next_ok("opts bytes");
+}
+
 /* A name in flight cannot be enqueued again. Rank d submits twice before a
  * barrier, the others once after it, so d's request cannot complete between
  * its two calls. */
@@ -183,6 +256,7 @@ void mode_errors(void)
     CHECK(st == HORA_ERR_ALREADY_INITIALIZED, "a second hora_init returned %s", hora_status_string(st));
 
     errors_local();
+    errors_opts_bytes();
     errors_mismatches();
     errors_duplicate();
     errors_memory_refused(); /* async_errors_memory.c */

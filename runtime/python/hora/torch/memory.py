@@ -16,7 +16,7 @@ import hora as _h
 from hora import lib as _lib
 from . import mpi_ops as _ops
 
-ALIGN_BYTES = 64  # HORA_ALIGN_BYTES
+ALIGN_BYTES = _h.ALIGN_BYTES
 
 
 def _free(ptr, generation):
