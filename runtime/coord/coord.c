@@ -5,8 +5,9 @@
  *  1. takes the requests framework threads enqueued since the last cycle;
  *     a request the response cache knows (same name, same parameters) waits
  *     on the cache path under its cache id, any other goes to the slow path;
- *  2. joins ONE agreement on a bit vector (coord_agree.c: a star around rank
- *     0 with a deadline, merged as an allreduce would): an AND part (bit i:
+ *  2. joins ONE agreement on a bit vector (coord_agree.c: a bitwise-OR
+ *     all-reduce on the coordinator's channel with the collectives' deadline,
+ *     ANDs complemented; a process set's: a star of MPI messages): an AND part (bit i:
  *     "cache entry i is ready here, or I have joined"), an OR part (bit i:
  *     "some rank really requested i"), another OR part (bit i: "entry i is
  *     invalid: some rank submitted that name with other parameters, or waited
@@ -14,10 +15,10 @@
  *     OR: "rank 0 has new autotune settings", "I am shutting down");
  *  3. runs, in cache-id order, the entries ready everywhere: no gather, no
  *     broadcast (the fast path);
- *  4. only when some rank has uncached requests: sends the request lists to
+ *  4. only when some rank has uncached requests: hands the request lists to
  *     rank 0, which merges them into its table, validates, orders and fuses
- *     what became ready everywhere and sends every rank the response list
- *     (the slow path, coord_negotiate.c; its messages coord_slow.c, with the
+ *     what became ready everywhere and gives every rank the response list
+ *     (the slow path, coord_negotiate.c; its exchange coord_slow.c, with the
  *     same deadline); every rank then runs it in the same order.
  * Everything a rank does to its cache depends only on the responses, which
  * are identical everywhere, so cache ids agree without ever being sent. */
