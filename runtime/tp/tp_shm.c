@@ -332,6 +332,7 @@ hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op)
      * rank's too (coll/ remembers it), and this operation cannot be decided
      * before this rank posts. Only a known abort fails it now (one load: the
      * polling of notices is for waits that block). */
+    atomic_store_explicit(&s->self->op_begun, op->op_seq, memory_order_release);
     hora_status_t status = tp_notice_known(tp->env);
     if (status < 0) {
         status = tp_shm_propose_failure(tp, status, 0);
@@ -375,6 +376,27 @@ static hora_status_t tp_shm_give_up(struct tp *tp, hora_status_t status)
         return status;
     }
     return tp_shm_propose_failure(tp, status, 1);
+}
+
+/* Host memory (shm's set) on some ranks and device memory (cudaipc's) on
+ * others: each group waits in its own set for ranks that never come there.
+ * The operation number is the channel's, whatever the memory, so a peer
+ * that began this very operation in the other set passed the other kind: a
+ * mismatch, said at once rather than after HORA_TIMEOUT_S. (Device data
+ * staged through host memory is in the host set: no mismatch, it works.) */
+static hora_status_t tp_shm_kind_check(struct tp *tp, int peer)
+{
+    struct tp_shm *s = tp->state;
+    const enum tp_shm_set other = s->set == TP_SHM_SET_HOST ? TP_SHM_SET_DEVICE : TP_SHM_SET_HOST;
+    const struct tp_shm_ctrl *c = &tp_shm_area_of(tp->env, peer)->channel[other][tp->channel];
+    if (atomic_load_explicit(&c->op_begun, memory_order_acquire) != s->op.op_seq) return HORA_OK;
+    static const char *const kinds[TP_SHM_SET_COUNT] = {"host", "device (CUDA)"};
+    return status_blame(status_set(HORA_ERR_MISMATCH,
+                                   "%s #%llu: rank %d passed %s memory and rank %d %s memory: every rank must pass "
+                                   "the same memory kind",
+                                   s->op.what ? s->op.what : "an operation", (unsigned long long)s->op.op_seq,
+                                   tp->env->topo->rank, kinds[s->set], peer, kinds[other]),
+                        peer);
 }
 
 /* Wait until the peer's word (a position in its block or slot) reaches
@@ -434,6 +456,7 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
         double now = tp_shm_now();
         if (start == 0) start = now;
         status = tp_notice_check(tp->env, s->op.members, s->op.direct ? s->op.n : 0);
+        if (status == HORA_OK) status = tp_shm_kind_check(tp, peer);
         if (status == HORA_OK && peer_notice->pid > 0 && kill(peer_notice->pid, 0) != 0 && errno == ESRCH)
             status = status_blame(status_set(HORA_ERR_TRANSPORT, "%s transport: peer rank %d (pid %d) died",
                                              tp_shm_name(tp), peer, (int)peer_notice->pid),

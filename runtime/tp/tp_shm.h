@@ -27,6 +27,10 @@ struct tp_shm_ctrl {
     alignas(64) _Atomic uint32_t wake_seq; /* futex word, bumped after every post */
     _Atomic uint32_t waiters;              /* how many sleep on wake_seq */
     alignas(64) struct tp_mem_desc desc;   /* the owner's buffers for the current operation */
+    /* The operation the owner began last on this block's set (mem_op_begin):
+     * a waiter in the other set that finds its own operation here knows the
+     * owner passed the other memory kind (tp_shm.c, tp_shm_kind_check). */
+    _Atomic uint64_t op_begun;
     alignas(64) _Atomic uint64_t outcome;  /* on the group's first member only: tp_shm.c */
     /* Why this rank failed an operation of this channel: written before the
      * CAS that names this rank in a group's outcome word, read after it. */

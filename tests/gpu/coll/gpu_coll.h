@@ -116,6 +116,7 @@ void gc_shuffle(int *a, int n, uint64_t seed);
 void gc_direct(void);
 void gc_async(void);
 void gc_errors(void);
+void gc_direct_mismatch(void);
 /* SIGKILL of the last rank mid device all-reduce; returns main's exit
  * status (run_gpu.py reads the reports). staged: cudaMalloc'd buffers. */
 int gc_kill(int staged);

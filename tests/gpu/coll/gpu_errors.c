@@ -11,12 +11,21 @@
  *    runtime's (opts.device), host buffers said to be HORA_MEMORY_CUDA,
  *    device buffers said to be HORA_MEMORY_HOST;
  *  - hora_mem_is_shared on device memory, hora_mem_alloc_device beyond the
- *    pool (HORA_ERR_NO_MEMORY naming HORA_CUDA_POOL_BYTES, *ptr untouched).
+ *    pool (HORA_ERR_NO_MEMORY naming HORA_CUDA_POOL_BYTES, *ptr untouched);
+ *  - gc_direct_mismatch (mode direct-mismatch, its own job: a failed direct
+ *    collective fails its channel for good): a direct hora_allreduce with host
+ *    buffers on rank 0 and device buffers on the others. Over cudaipc each
+ *    group waits in its own set of control blocks, which used to end in
+ *    HORA_ERR_TIMEOUT; now every rank must return HORA_ERR_MISMATCH naming
+ *    both kinds ("host", "device") well within HORA_TIMEOUT_S. Where device
+ *    data is staged through host memory instead (no cudaipc), the kinds meet
+ *    in one transport and the sum must simply be exact.
  */
 #define _GNU_SOURCE /* strcasestr */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gpu_coll.h"
 
@@ -233,6 +242,38 @@ static void err_memory_api(void)
     GC_CHECK(st == HORA_OK || p == (void *)(uintptr_t)0xdead, "hora_mem_alloc_device(1 TiB) failed but set *ptr");
     if (st == HORA_OK) hora_mem_free(p);
     if (gc_rank == 0) printf("  hora_mem_alloc_device(1 TiB) -> %s: %s\n", hora_status_string(st), msg);
+}
+
+void gc_direct_mismatch(void)
+{
+    if (gc_rank == 0) printf("direct all-reduce, host memory on rank 0, device memory on the others\n");
+    if (gc_size < 2) {
+        if (gc_rank == 0) printf("  (needs 2 ranks)\n");
+        return;
+    }
+    struct err_bufs b;
+    err_bufs_alloc(&b, gc_rank == 0 ? HORA_MEMORY_HOST : HORA_MEMORY_CUDA);
+    gc_phase("direct mismatch: hora_allreduce");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    hora_status_t st = hora_allreduce(b.send, b.recv, ERR_COUNT, HORA_DTYPE_F32, HORA_OP_SUM);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    const char *msg = hora_last_error();
+    printf("  rank %d: %s after %.2f s: %s\n", gc_rank, hora_status_string(st), took, st == HORA_OK ? "" : msg);
+    /* Every rank the same way: all staged (OK), or all a mismatch. */
+    int mine = st == HORA_OK ? 1 : st == HORA_ERR_MISMATCH ? 2 : 4, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_BOR, gc_comm);
+    GC_CHECK(any == 1 || any == 2, "direct mismatch: ranks returned different outcomes or another status "
+             "(this rank %s: %s)", hora_status_string(st), msg);
+    if (st == HORA_OK) {
+        err_bufs_check("direct mismatch (staged: the kinds meet in the host transport)", &b);
+    } else if (st == HORA_ERR_MISMATCH) {
+        GC_CHECK(strcasestr(msg, "host") && strcasestr(msg, "device"),
+                 "direct mismatch: the message does not name both memory kinds: %s", msg);
+        GC_CHECK(took < 5.0, "direct mismatch: took %.2f s (HORA_TIMEOUT_S is 20: it must not time out)", took);
+    }
+    err_bufs_free(&b);
 }
 
 void gc_errors(void)

@@ -5,7 +5,8 @@
  *   mpirun -np N test_gpu_coll [MODE]      exit 0 pass, 1 fail, 77 skip (no GPU)
  *
  * Modes: all (default: direct, errors, async), direct (gpu_direct.c),
- * errors (gpu_errors.c), async (gpu_async.c), kill / kill-staged
+ * errors (gpu_errors.c), async (gpu_async.c), direct-mismatch
+ * (gpu_errors.c; alone: it fails the direct channel), kill / kill-staged
  * (gpu_kill.c; from run_gpu.py only).
  *
  * The skip decision. Every rank asks CUDA for a device (cudaGetDeviceCount,
@@ -183,12 +184,14 @@ static int summary(void)
 
 int main(int argc, char **argv)
 {
-    static const char *const modes[] = {"all", "direct", "errors", "async", "kill", "kill-staged"};
+    static const char *const modes[] = {"all",  "direct",      "errors", "async",
+                                        "kill", "kill-staged", "direct-mismatch"};
     int known = 0;
     if (argc > 1) gc_mode = argv[1];
     for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) known |= !strcmp(gc_mode, modes[k]);
     if (!known || argc > 2) {
-        fprintf(stderr, "usage: mpirun -np N test_gpu_coll [all|direct|errors|async|kill|kill-staged]\n");
+        fprintf(stderr,
+                "usage: mpirun -np N test_gpu_coll [all|direct|errors|async|kill|kill-staged|direct-mismatch]\n");
         return 2;
     }
     const int kill_mode = !strncmp(gc_mode, "kill", 4);
@@ -250,5 +253,8 @@ int main(int argc, char **argv)
     if (all || !strcmp(gc_mode, "errors")) gc_errors();
 #endif
     if (all || !strcmp(gc_mode, "async")) gc_async();
+#ifndef GC_HOST_TWIN
+    if (!strcmp(gc_mode, "direct-mismatch")) gc_direct_mismatch(); /* last: it fails the direct channel */
+#endif
     return summary();
 }
