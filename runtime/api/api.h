@@ -44,6 +44,7 @@ struct hora_rt {
     pthread_mutex_t sets_lock;
 };
 
+/* api_rt.c: the instance (hora.c builds it and tears it down). */
 extern struct hora_rt hora_rt;
 
 /* HORA_OK when the runtime is up, else HORA_ERR_NOT_INITIALIZED naming what. */

@@ -14,8 +14,6 @@
 #include "coord/stack.h"
 #include "hora.h"
 
-struct hora_rt hora_rt;
-
 /* Not after hora_abort: MPI_Finalize waits for peers that may be gone or
  * blocked, and mpirun is to notice a process that exits without it. */
 static void hora_finalize_mpi_at_exit(void)
@@ -260,13 +258,6 @@ hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, l
 hora_status_t hora_set_stack_provider(hora_stack_provider_t provider, void *arg)
 {
     stack_capture_set_provider(provider, arg);
-    return HORA_OK;
-}
-
-hora_status_t api_check_initialized(const char *what)
-{
-    if (!hora_rt.initialized || !hora_rt.coord)
-        return status_set(HORA_ERR_NOT_INITIALIZED, "%s called before hora_init (or after hora_shutdown)", what);
     return HORA_OK;
 }
 

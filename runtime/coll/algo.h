@@ -110,9 +110,22 @@ hora_status_t group_agree_allreduce(struct coll_group *g, const void *send, void
                                     const struct group_reduction *red);
 
 /* The n-way reduce of an element's inputs in place order 0..n-1: the
- * engine's reduce, or for red->mode 2 and SUM its reduce_exact. */
-hora_status_t group_reduce(const struct coll_group *g, void *dst, const void *const *srcs, int n, size_t count,
-                           const struct group_reduction *red);
+ * engine's reduce, or for red->mode 2 and SUM its reduce_exact. Inline, like
+ * group_phase, so that outcome.c, which group_end calls, calls nothing of
+ * group.c back. */
+static inline hora_status_t group_reduce(const struct coll_group *g, void *dst, const void *const *srcs, int n,
+                                         size_t count, const struct group_reduction *red)
+{
+    if (red->mode == 2 && red->op == HORA_OP_SUM)
+        return g->engine->reduce_exact(dst, srcs, n, count, red->dtype, red->divisor);
+    return g->engine->reduce(dst, srcs, n, count, red->dtype, red->op, red->divisor);
+}
+
+/* Tell the timeline (if any) that a phase of the operation begins or ends. */
+static inline void group_phase(const struct coll_group *g, const char *phase, int begin)
+{
+    if (g->on_phase) g->on_phase(g->phase_ctx, phase, begin);
+}
 
 /* group.c: shared by ring.c and oneshot.c. */
 uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done);
@@ -123,7 +136,6 @@ hora_status_t group_desc_check(const struct coll_group *g, const struct tp_mem_d
                                const struct tp_mem_desc *other, int peer);
 hora_status_t group_mem_offsets(struct coll_group *g, const void *a, const void *b, size_t bytes, uint64_t *oa,
                                 uint64_t *ob);
-void group_phase(const struct coll_group *g, const char *phase, int begin);
 
 /*
  * Ring (ring.c), any transport. Allreduce count elements: work[i] =

@@ -60,16 +60,16 @@ struct coll_engine_ops {
     hora_status_t (*event_wait)(void *event);
 };
 
-/* The engine of a memory kind; NULL where none is available (device memory
- * without device support: coll_engine_cuda_start not called). */
+/* The engine of a memory kind (engine.c); NULL where none is available
+ * (device memory without device support: coll_engine_cuda_start not called). */
 const struct coll_engine_ops *coll_engine_for(hora_memory_t memory);
 
 /* Not a user op: the bitwise OR of 64-bit words, for the coordinator's
  * agreement on its bit vectors (coll_allreduce_bits); host engine only. */
 #define COLL_OP_BOR ((hora_op_t)HORA_OP_COUNT)
 
-/* The kernels' k_op_t of a reduction op (AVG: its sum). */
-int coll_engine_k_op(hora_op_t op);
+/* The host engine (engine_host.c): always there. */
+const struct coll_engine_ops *coll_engine_host(void);
 
 /* The device engine (engine_cuda.c) serves dev from coll_init to coll_close:
  * each thread that uses it gets a stream of its own on dev's device, all

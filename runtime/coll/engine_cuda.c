@@ -18,6 +18,7 @@
 #ifdef HORA_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "coll/engine_k.h"
 #include "k_cuda.h"
 
 _Static_assert(sizeof(struct coll_copy) == sizeof(k_cuda_copy_t) &&
@@ -87,7 +88,7 @@ static hora_status_t engine_cuda_reduce(void *dst, const void *const *srcs, int 
         return status_fail(HORA_ERR_UNSUPPORTED, "device engine: a reduction of %d buffers (at most %d)", n,
                            K_CUDA_MAX_SRCS);
     HORA_CHECK(engine_cuda_stream(&s));
-    int err = k_cuda_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, (k_op_t)coll_engine_k_op(op), divisor, s);
+    int err = k_cuda_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, coll_engine_k_op(op), divisor, s);
     return engine_cuda_finish(err, "k_cuda_reduce_n", s);
 }
 

@@ -3,25 +3,8 @@
 #include <string.h>
 
 #include "coll/engine.h"
+#include "coll/engine_k.h"
 #include "k_cpu.h"
-
-_Static_assert((int)HORA_DTYPE_F32 == (int)K_DTYPE_F32 && (int)HORA_DTYPE_F16 == (int)K_DTYPE_F16 &&
-                   (int)HORA_DTYPE_BF16 == (int)K_DTYPE_BF16 && (int)HORA_DTYPE_F64 == (int)K_DTYPE_F64 &&
-                   (int)HORA_DTYPE_I32 == (int)K_DTYPE_I32 && (int)HORA_DTYPE_I64 == (int)K_DTYPE_I64 &&
-                   (int)HORA_DTYPE_U8 == (int)K_DTYPE_U8 && (int)HORA_DTYPE_I8 == (int)K_DTYPE_I8 &&
-                   (int)HORA_DTYPE_I16 == (int)K_DTYPE_I16 && (int)HORA_DTYPE_U16 == (int)K_DTYPE_U16 &&
-                   (int)HORA_DTYPE_BOOL == (int)K_DTYPE_BOOL && (int)HORA_DTYPE_COUNT == (int)K_DTYPE_COUNT,
-               "hora and kernel dtypes must agree");
-
-int coll_engine_k_op(hora_op_t op)
-{
-    switch (op) {
-    case HORA_OP_MIN: return K_OP_MIN;
-    case HORA_OP_MAX: return K_OP_MAX;
-    case HORA_OP_PROD: return K_OP_PROD;
-    default: return K_OP_SUM; /* SUM, and AVG's sum */
-    }
-}
 
 static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
                                         hora_op_t op, int64_t divisor)
@@ -37,7 +20,7 @@ static hora_status_t engine_host_reduce(void *dst, const void *const *srcs, int 
         }
         return HORA_OK;
     }
-    k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, (k_op_t)coll_engine_k_op(op), divisor);
+    k_reduce_n(dst, srcs, n, count, (k_dtype_t)dtype, coll_engine_k_op(op), divisor);
     return HORA_OK;
 }
 
@@ -88,7 +71,7 @@ static hora_status_t engine_host_event_wait(void *event)
     return HORA_OK;
 }
 
-static const struct coll_engine_ops coll_engine_host = {
+static const struct coll_engine_ops engine_host_ops = {
     .reduce = engine_host_reduce,
     .reduce_exact = engine_host_reduce_exact,
     .scale = engine_host_scale,
@@ -101,8 +84,4 @@ static const struct coll_engine_ops coll_engine_host = {
     .event_wait = engine_host_event_wait,
 };
 
-const struct coll_engine_ops *coll_engine_for(hora_memory_t memory)
-{
-    if (memory == HORA_MEMORY_HOST) return &coll_engine_host;
-    return memory == HORA_MEMORY_CUDA ? coll_engine_cuda() : NULL;
-}
+const struct coll_engine_ops *coll_engine_host(void) { return &engine_host_ops; }

@@ -17,14 +17,6 @@ void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count)
 }
 
 /* Position (op, stage, chunks done): compares like the tuple. */
-hora_status_t group_reduce(const struct coll_group *g, void *dst, const void *const *srcs, int n, size_t count,
-                           const struct group_reduction *red)
-{
-    if (red->mode == 2 && red->op == HORA_OP_SUM)
-        return g->engine->reduce_exact(dst, srcs, n, count, red->dtype, red->divisor);
-    return g->engine->reduce(dst, srcs, n, count, red->dtype, red->op, red->divisor);
-}
-
 uint64_t group_position(uint64_t op, unsigned stage, uint64_t chunks_done)
 {
     return (op << (GROUP_CHUNK_BITS + GROUP_STAGE_BITS)) | ((uint64_t)stage << GROUP_CHUNK_BITS) | chunks_done;
@@ -50,11 +42,6 @@ hora_status_t group_end(struct coll_group *g, hora_status_t status)
     g->open = 0;
     if (!(g->tp->ops->caps & TP_CAP_PEER_MEMORY)) return group_agree(g, status);
     return g->tp->ops->mem_op_end(g->tp, status);
-}
-
-void group_phase(const struct coll_group *g, const char *phase, int begin)
-{
-    if (g->on_phase) g->on_phase(g->phase_ctx, phase, begin);
 }
 
 /* Elements per chunk: from the chunk size, grown so that no segment needs

@@ -2,7 +2,7 @@
  * where the time is in the synchronisations, not in the bytes.
  *
  * Over peer memory (shm), one flag round: every member copies its whole
- * input into a slot of its own (tp_shm.h), posts, waits for every peer's
+ * input into a slot of its own (tp_shm_area.h), posts, waits for every peer's
  * slot of the same operation and reduces all n inputs, in rank order, into
  * its own output. Nothing is written into a peer's memory and nothing is
  * awaited after the reduction (the slots alternate between even and odd

@@ -3,8 +3,8 @@
  *
  * Two paths, because neither reaches everyone alone:
  *  - shared memory, for the ranks of this host: each rank's control area
- *    (tp_shm.h) has a notice record (state, status, pid, reason). The owner
- *    writes status and reason, then stores state with release (seq_cst), then
+ *    (tp_shm_area.h) has a notice record (state, status, pid, reason). The
+ *    owner writes status and reason, then stores state with release (seq_cst), then
  *    bumps and wakes the futex of every channel block of every host rank, so
  *    a peer asleep in tp_shm's wait looks at once (the Dekker argument of
  *    tp_shm.c: it read wake_seq before it checked). Readers load state with
@@ -36,7 +36,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "tp/tp.h"
-#include "tp/tp_shm.h"
+#include "tp/tp_shm_area.h"
 
 #define TP_NOTICE_TAG 7
 #define TP_NOTICE_POLL_US 20000

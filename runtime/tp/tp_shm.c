@@ -2,8 +2,8 @@
  *
  * Every rank's pool (mem_pool.c) is mapped by its host peers, so a rank
  * reduces straight out of its neighbour's buffer: one copy, no staging. The
- * first bytes of each pool hold the control area (tp_shm.h), one block per
- * channel:
+ * first bytes of each pool hold the control area (tp_shm_area.h), one block
+ * per channel:
  *
  *   position  64-bit, monotonically increasing: "I have finished up to here"
  *             (group.c encodes operation, stage and chunk into it). Written
@@ -37,7 +37,7 @@
  * channels spin and yield only while an application thread waits for them.
  *
  * Small operations (mem_small_post / mem_small_wait, coll/latency.c): each
- * channel also has two slots (tp_shm.h) in the host control area, used by
+ * channel also has two slots (tp_shm_area.h) in the host control area, used by
  * operations of even and odd numbers. The owner copies its whole input and
  * its call (kind, dtype, op, root, count) into the slot of its operation
  * k, then stores the slot's position (release, and the fence above); a
