@@ -287,8 +287,8 @@ K_UNSCALE_SIMD(k_avx2_unscale_f32, K_AVX2, float, __m256, __m256i, 8, k_avx2_loa
 K_UNSCALE_SIMD(k_avx2_unscale_f16, K_AVX2, uint16_t, __m256, __m256i, 8, k_avx2_load_f16, k_avx2_store_f16,
                _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO, K_AVX2_MAX32, K_AVX2_ABOVE_F32,
                k_unscale_scalar_f16)
-K_UNSCALE_SIMD_BF16(k_avx2_unscale_bf16, K_AVX2, __m256, __m256i, 16, k_avx2_load_bf16x16,
-                    k_avx2_store_bf16x16, _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO,
+K_UNSCALE_SIMD_BF16(k_avx2_unscale_bf16, K_AVX2, __m256, __m256i, 16, k_avx2_load_bf16_pair,
+                    k_avx2_store_bf16_pair, _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO,
                     K_AVX2_MAX32, K_AVX2_ABOVE_F32)
 
 K_UNSCALE_SIMD(k_avx512_unscale_f32, K_AVX512, float, __m512, __m512i, 16, k_avx512_load_ps,
@@ -297,8 +297,8 @@ K_UNSCALE_SIMD(k_avx512_unscale_f32, K_AVX512, float, __m512, __m512i, 16, k_avx
 K_UNSCALE_SIMD(k_avx512_unscale_f16, K_AVX512, uint16_t, __m512, __m512i, 16, k_avx512_load_f16,
                k_avx512_store_f16, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
                K_AVX512_MAX32, K_AVX512_ABOVE_F32, k_unscale_scalar_f16)
-K_UNSCALE_SIMD_BF16(k_avx512_unscale_bf16, K_AVX512, __m512, __m512i, 32, k_avx512_load_bf16x32,
-                    k_avx512_store_bf16x32, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
+K_UNSCALE_SIMD_BF16(k_avx512_unscale_bf16, K_AVX512, __m512, __m512i, 32, k_avx512_load_bf16_pair,
+                    k_avx512_store_bf16_pair, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
                     K_AVX512_MAX32, K_AVX512_ABOVE_F32)
 
 #endif /* __x86_64__ */
