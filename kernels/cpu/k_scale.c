@@ -3,7 +3,8 @@
  * of ranks) and k_scale (pre/post-scaling of gradients): the entry points,
  * the loop-invariant operands they precompute (k_unary_args_t, see
  * k_internal.h), and the scalar kernels, which are the reference for the
- * SIMD paths in k_scale_avx2.c / k_scale_avx512.c and handle their tails.
+ * SIMD paths (k_scale_simd.h, in k_scale_avx2.c / k_scale_avx512.c) and
+ * handle their tails.
  *
  * Both run over every byte of a fused buffer after the reduction, so they
  * must keep up with memory: one loop per dtype (no switch per element), and
