@@ -55,7 +55,7 @@ static int k_nonfinite_scalar_f32(const float *s, size_t count)
         size_t stop = count - i > block ? i + block : count;
         unsigned hit = 0;
         for (; i < stop; i++)
-            hit |= (k_f32_bits(s[i]) & K_F32_MAG) > K_F32_MAX_FINITE;
+            hit |= (k_num_f32_bits(s[i]) & K_F32_MAG) > K_F32_MAX_FINITE;
         if (hit)
             return 1;
     }
@@ -111,7 +111,7 @@ static int k_unscale_scalar_f32(float *d, const float *s, size_t count, float fa
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
         float x = s[i];
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
         d[i] = x * factor;
     }
@@ -122,10 +122,10 @@ static int k_unscale_scalar_f16(uint16_t *d, const uint16_t *s, size_t count, fl
 {
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
-        float x = k_f16_to_f32_inl(s[i]);
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        float x = k_num_f16_to_f32(s[i]);
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
-        d[i] = k_f32_to_f16_inl(x * factor);
+        d[i] = k_num_f32_to_f16(x * factor);
     }
     return max > K_F32_MAX_FINITE;
 }
@@ -134,10 +134,10 @@ static int k_unscale_scalar_bf16(uint16_t *d, const uint16_t *s, size_t count, f
 {
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
-        float x = k_bf16_to_f32_inl(s[i]);
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        float x = k_num_bf16_to_f32(s[i]);
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
-        d[i] = k_f32_to_bf16_inl(x * factor);
+        d[i] = k_num_f32_to_bf16(x * factor);
     }
     return max > K_F32_MAX_FINITE;
 }

@@ -35,7 +35,7 @@ K_AVX2 static inline __m256i k_avx2_vdiv_i32(__m256i x, k_avx2_div_i32_t k)
     return _mm256_sign_epi32(q, x); /* -q where x < 0 (q is 0 where x is) */
 }
 
-/* i32 * factor for 4 lanes, as k_trunc_to_i32_sat: the product in double
+/* i32 * factor for 4 lanes, as k_num_trunc_to_i32_sat: the product in double
  * (exact widening, one rounding, as the scalar kernel's), NaN -> 0 (before
  * the clamp: maxpd would turn a NaN into the bound), clamp to [INT32_MIN,
  * INT32_MAX], then vcvttpd2dq, which

@@ -32,7 +32,7 @@ K_AVX512 static inline __m512i k_avx512_vdiv_i32(__m512i x, k_avx512_div_i32_t k
     return _mm512_mask_sub_epi32(q, negative, _mm512_setzero_si512(), q);
 }
 
-/* As k_trunc_to_i32_sat for 8 lanes (see k_avx2_vscale_i32x4): NaN -> 0,
+/* As k_num_trunc_to_i32_sat for 8 lanes (see k_avx2_vscale_i32x4): NaN -> 0,
  * clamp, then vcvttpd2dq truncates toward zero. */
 K_AVX512 static inline __m256i k_avx512_vscale_i32x8(__m256i x, __m512d factor)
 {
@@ -50,7 +50,7 @@ K_AVX512 static inline __m512i k_avx512_vscale_i32(__m512i x, __m512d factor)
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-/* As k_trunc_to_i64_sat: (double)x rounds to nearest like the scalar
+/* As k_num_trunc_to_i64_sat: (double)x rounds to nearest like the scalar
  * conversion (both follow MXCSR), then vcvttpd2qq truncates the product
  * toward zero and turns NaN and everything outside [-2^63, 2^63) into
  * INT64_MIN, which is the saturated value below the range, so only NaN

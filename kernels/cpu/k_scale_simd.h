@@ -8,10 +8,10 @@
  *   k_<isa>_div_i32_init(args) -> k_<isa>_div_i32_t, built from args
  *   k_<isa>_vdiv_i32(x, k)   x / divisor per int32 lane (C's truncation)
  *   k_<isa>_vscale_i32(x, f) x * factor per int32 lane, f the factor in
- *                            every double lane, as k_trunc_to_i32_sat
+ *                            every double lane, as k_num_trunc_to_i32_sat
  *   K_SCALE_I64              where the level scales i64 lanes (AVX-512DQ):
  *                            its k_<isa>_vscale_i64(x, f), as
- *                            k_trunc_to_i64_sat; left undefined elsewhere
+ *                            k_num_trunc_to_i64_sat; left undefined elsewhere
  *                            (the table takes the scalar kernel)
  *
  * Same structure as k_reduce_simd.h: 4 vectors per iteration, then single

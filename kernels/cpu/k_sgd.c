@@ -158,8 +158,8 @@ void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t cou
 K_SGD_INLINE float k_sgd_load_grad(const void *grad, size_t i, k_dtype_t dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_f16_to_f32_inl(((const uint16_t *)grad)[i]);
-    case K_DTYPE_BF16: return k_bf16_to_f32_inl(((const uint16_t *)grad)[i]);
+    case K_DTYPE_F16: return k_num_f16_to_f32(((const uint16_t *)grad)[i]);
+    case K_DTYPE_BF16: return k_num_bf16_to_f32(((const uint16_t *)grad)[i]);
     default: return ((const float *)grad)[i];
     }
 }
@@ -168,8 +168,8 @@ K_SGD_INLINE void k_sgd_store_lp(void *lp, size_t i, k_dtype_t dtype, float p)
 {
     switch (dtype) {
     case K_DTYPE_F32: ((float *)lp)[i] = p; return;
-    case K_DTYPE_F16: ((uint16_t *)lp)[i] = k_f32_to_f16_inl(p); return;
-    case K_DTYPE_BF16: ((uint16_t *)lp)[i] = k_f32_to_bf16_inl(p); return;
+    case K_DTYPE_F16: ((uint16_t *)lp)[i] = k_num_f32_to_f16(p); return;
+    case K_DTYPE_BF16: ((uint16_t *)lp)[i] = k_num_f32_to_bf16(p); return;
     default: return; /* no copy */
     }
 }

@@ -55,7 +55,7 @@ K_AVX2 static inline void k_avx2_load_bf16_pair(const uint16_t *p, __m256 *lo, _
     *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
 }
 
-/* Same rounding as k_f32_to_bf16_inl (integer add of 0x7FFF + lsb, NaN
+/* Same rounding as k_num_f32_to_bf16 (integer add of 0x7FFF + lsb, NaN
  * truncated and made quiet), result in the low 16 bits of each 32-bit lane.
  * Not vcvtneps2bf16: AVX512-BF16 treats subnormal inputs as zero, which
  * would break agreement with the scalar path. */
@@ -81,7 +81,7 @@ K_AVX2 static inline void k_avx2_store_bf16_pair(uint16_t *p, __m256 lo, __m256 
 
 /* bf16 in element order, 8 at a time (for loops that pair them with f32
  * vectors): zero-extend to 32 bits and shift into the high half, which is
- * k_bf16_to_f32_inl; the store rounds as k_avx2_round_bf16 and packs the
+ * k_num_bf16_to_f32; the store rounds as k_avx2_round_bf16 and packs the
  * two 128-bit halves (values fit 16 bits: packus never saturates). */
 K_AVX2 static inline __m256 k_avx2_load_bf16(const uint16_t *p)
 {

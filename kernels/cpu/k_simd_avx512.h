@@ -44,7 +44,7 @@ K_AVX512 static inline void k_avx512_load_bf16_pair(const uint16_t *p, __m512 *l
     *hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
 }
 
-/* Same rounding as k_f32_to_bf16_inl: add 0x7FFF + lsb, NaN made quiet. */
+/* Same rounding as k_num_f32_to_bf16: add 0x7FFF + lsb, NaN made quiet. */
 K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
 {
     __m512i bits = _mm512_castps_si512(v);
