@@ -11,28 +11,14 @@
 
 /* ---- integer ops on vectors ------------------------------------------------ */
 
-/* i32 / d: divide |x| (abs(INT32_MIN) is 0x80000000 = 2^31 read unsigned)
- * by the magic multiply, then give the quotient x's sign. mul_epu32 takes
- * the even 32-bit lanes, so the odd lanes are shifted down for a second
- * multiply and their quotients shifted back up. */
-typedef struct {
-    __m256i magic; /* i32_magic in every 64-bit lane */
-    __m128i shift; /* i32_shift, as the count operand of vpsrlq */
-} k_avx2_div_i32_t;
-
-K_AVX2 static inline k_avx2_div_i32_t k_avx2_div_i32_init(const k_unary_args_t *args)
+/* i32 / d, the last step (k_scale_simd.h has the first): the quotients of
+ * the even lanes (in q_even's low halves) and of the odd ones (q_odd's,
+ * shifted back up) merged, with x's sign: -q where x < 0 (q is 0 where x
+ * is). */
+K_AVX2 static inline __m256i k_avx2_div_i32_sign(__m256i x, __m256i q_even, __m256i q_odd)
 {
-    return (k_avx2_div_i32_t){_mm256_set1_epi64x((long long)args->i32_magic),
-                              _mm_cvtsi32_si128((int)args->i32_shift)};
-}
-
-K_AVX2 static inline __m256i k_avx2_vdiv_i32(__m256i x, k_avx2_div_i32_t k)
-{
-    __m256i n = _mm256_abs_epi32(x);
-    __m256i q_even = _mm256_srl_epi64(_mm256_mul_epu32(n, k.magic), k.shift);
-    __m256i q_odd = _mm256_srl_epi64(_mm256_mul_epu32(_mm256_srli_epi64(n, 32), k.magic), k.shift);
     __m256i q = _mm256_blend_epi32(q_even, _mm256_slli_epi64(q_odd, 32), 0xAA);
-    return _mm256_sign_epi32(q, x); /* -q where x < 0 (q is 0 where x is) */
+    return _mm256_sign_epi32(q, x);
 }
 
 /* i32 * factor for 4 lanes, as k_num_trunc_to_i32_sat: the product in double

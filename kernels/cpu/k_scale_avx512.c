@@ -11,22 +11,10 @@
 
 /* ---- integer ops on vectors (see k_scale_avx2.c) ------------------------- */
 
-typedef struct {
-    __m512i magic; /* i32_magic in every 64-bit lane */
-    __m128i shift; /* i32_shift, as the count operand of vpsrlq */
-} k_avx512_div_i32_t;
-
-K_AVX512 static inline k_avx512_div_i32_t k_avx512_div_i32_init(const k_unary_args_t *args)
+/* As k_avx2_div_i32_sign: merge by a mask, negate the lanes whose x has its
+ * sign bit set. */
+K_AVX512 static inline __m512i k_avx512_div_i32_sign(__m512i x, __m512i q_even, __m512i q_odd)
 {
-    return (k_avx512_div_i32_t){_mm512_set1_epi64((long long)args->i32_magic),
-                                _mm_cvtsi32_si128((int)args->i32_shift)};
-}
-
-K_AVX512 static inline __m512i k_avx512_vdiv_i32(__m512i x, k_avx512_div_i32_t k)
-{
-    __m512i n = _mm512_abs_epi32(x); /* INT32_MIN -> 2^31 read unsigned */
-    __m512i q_even = _mm512_srl_epi64(_mm512_mul_epu32(n, k.magic), k.shift);
-    __m512i q_odd = _mm512_srl_epi64(_mm512_mul_epu32(_mm512_srli_epi64(n, 32), k.magic), k.shift);
     __m512i q = _mm512_mask_blend_epi32(0xAAAA, q_even, _mm512_slli_epi64(q_odd, 32));
     __mmask16 negative = _mm512_movepi32_mask(x); /* sign bits (DQ) */
     return _mm512_mask_sub_epi32(q, negative, _mm512_setzero_si512(), q);

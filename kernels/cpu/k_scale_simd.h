@@ -4,9 +4,9 @@
  * k_scale_avx2.c and k_scale_avx512.c include it after their
  * k_simd_<isa>.h, defining first the names of k_simd_level.h (K_SIMD_ISA,
  * K_SIMD_BITS, K_SIMD_TARGET) and the integer ops the levels do not share:
- *   k_<isa>_div_i32_t        the loop-invariant operand of i32 division,
- *   k_<isa>_div_i32_init(args) -> k_<isa>_div_i32_t, built from args
- *   k_<isa>_vdiv_i32(x, k)   x / divisor per int32 lane (C's truncation)
+ *   k_<isa>_div_i32_sign(x, q_even, q_odd)  the last step of i32 division
+ *                            (below): the even and odd lanes' quotients
+ *                            merged, with x's sign
  *   k_<isa>_vscale_i32(x, f) x * factor per int32 lane, f the factor in
  *                            every double lane, as k_num_trunc_to_i32_sat
  *   K_SCALE_I64              where the level scales i64 lanes (AVX-512DQ):
@@ -29,6 +29,30 @@
 #define K_SCALE_SIMD_H
 
 #include "k_simd_level.h"
+
+/* i32 / d: divide |x| (abs(INT32_MIN) is 0x80000000 = 2^31 read unsigned)
+ * by the magic multiply, then give the quotient x's sign. mul_epu32 takes
+ * the even 32-bit lanes, so the odd lanes are shifted down for a second
+ * multiply; the level merges the two and puts the sign back. */
+typedef struct {
+    K_SIMD_I magic; /* i32_magic in every 64-bit lane */
+    __m128i shift;  /* i32_shift, as the count operand of vpsrlq */
+} K_SIMD_FN(_div_i32_t);
+
+K_SIMD_TARGET static inline K_SIMD_FN(_div_i32_t) K_SIMD_FN(_div_i32_init)(const k_unary_args_t *args)
+{
+    return (K_SIMD_FN(_div_i32_t)){K_SIMD_FN(_set1_epi64)((long long)args->i32_magic),
+                                   _mm_cvtsi32_si128((int)args->i32_shift)};
+}
+
+K_SIMD_TARGET static inline K_SIMD_I K_SIMD_FN(_vdiv_i32)(K_SIMD_I x, K_SIMD_FN(_div_i32_t) k)
+{
+    K_SIMD_I n = K_SIMD_MM(_abs_epi32)(x);
+    K_SIMD_I q_even = K_SIMD_MM(_srl_epi64)(K_SIMD_MM(_mul_epu32)(n, k.magic), k.shift);
+    K_SIMD_I q_odd = K_SIMD_MM(_srl_epi64)(K_SIMD_MM(_mul_epu32)(K_SIMD_MM(_srli_epi64)(n, 32), k.magic),
+                                           k.shift);
+    return K_SIMD_FN(_div_i32_sign)(x, q_even, q_odd);
+}
 
 /* u8 / d: the even and the odd bytes as 16-bit lanes, q = (x * magic) >> 16
  * (vpmulhuw), q <= 127 fits back in its byte. */

@@ -32,6 +32,9 @@ K_AVX2 static inline void k_avx2_store_si(void *p, __m256i v)
     _mm256_storeu_si256((__m256i *)p, v);
 }
 
+/* v in every 64-bit lane */
+K_AVX2 static inline __m256i k_avx2_set1_epi64(long long v) { return _mm256_set1_epi64x(v); }
+
 K_AVX2 static inline __m256 k_avx2_load_f16(const uint16_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));

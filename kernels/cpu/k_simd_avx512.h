@@ -24,6 +24,9 @@ K_AVX512 static inline void k_avx512_store_pd(double *p, __m512d v) { _mm512_sto
 K_AVX512 static inline __m512i k_avx512_load_si(const void *p) { return _mm512_loadu_si512(p); }
 K_AVX512 static inline void k_avx512_store_si(void *p, __m512i v) { _mm512_storeu_si512(p, v); }
 
+/* v in every 64-bit lane */
+K_AVX512 static inline __m512i k_avx512_set1_epi64(long long v) { return _mm512_set1_epi64(v); }
+
 K_AVX512 static inline __m512 k_avx512_load_f16(const uint16_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
