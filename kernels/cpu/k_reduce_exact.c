@@ -187,27 +187,17 @@ static void k_exact_block(void *dst, const void *const *srcs, int n, size_t base
             }
         }
     } else {
-        /* f16: each source's block widened to fp32 first, in a loop of its
-         * own; with the conversion's branches inside the TwoSum loop, gcc's
-         * code for that loop took 1.5x the time. bf16 widens by a shift. */
-        float w[K_EXACT_BLOCK];
-        for (int k = 0; k < n; k++) {
-            const uint16_t *xk = (const uint16_t *)srcs[k] + base;
-            if (dtype == K_DTYPE_F16)
-                for (size_t i = 0; i < m; i++) w[i] = k_num_f16_to_f32(xk[i]);
+        for (size_t i = 0; i < m; i++) {
+            s[i] = k_exact_load(srcs[0], base + i, dtype);
+            err[i] = s[i] - s[i];
+        }
+        for (int k = 1; k < n; k++)
             for (size_t i = 0; i < m; i++) {
-                const double x = dtype == K_DTYPE_F16 ? w[i] : k_num_bf16_to_f32(xk[i]);
-                if (k == 0) {
-                    s[i] = x;
-                    err[i] = x - x;
-                    continue;
-                }
-                const double t = s[i] + x, xv = t - s[i];
+                const double x = k_exact_load(srcs[k], base + i, dtype), t = s[i] + x, xv = t - s[i];
                 const double e = (s[i] - (t - xv)) + (x - xv);
                 err[i] += fabs(e);
                 s[i] = t;
             }
-        }
     }
     /* The elements some addition rounded (or that met a non-finite input)
      * again, exactly; before any output is written, since dst may be one
