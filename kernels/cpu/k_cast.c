@@ -20,10 +20,10 @@
 
 enum { K_CAST_CHUNK = 256 };
 
-uint16_t k_f32_to_f16(float x) { return k_f32_to_f16_inl(x); }
-float k_f16_to_f32(uint16_t h) { return k_f16_to_f32_inl(h); }
-uint16_t k_f32_to_bf16(float x) { return k_f32_to_bf16_inl(x); }
-float k_bf16_to_f32(uint16_t h) { return k_bf16_to_f32_inl(h); }
+uint16_t k_f32_to_f16(float x) { return k_num_f32_to_f16(x); }
+float k_f16_to_f32(uint16_t h) { return k_num_f16_to_f32(h); }
+uint16_t k_f32_to_bf16(float x) { return k_num_f32_to_bf16(x); }
+float k_bf16_to_f32(uint16_t h) { return k_num_bf16_to_f32(h); }
 
 static int k_dtype_is_float(k_dtype_t dtype)
 {
@@ -31,43 +31,13 @@ static int k_dtype_is_float(k_dtype_t dtype)
            dtype == K_DTYPE_F64;
 }
 
-/* double -> fp32, round to odd. Overflow gives FLT_MAX (odd), which still
- * rounds to inf in f16 and bf16 as it should. */
-static float k_f64_to_f32_round_odd(double x)
-{
-    float f = (float)x;
-    if (isnan(x) || (double)f == x)
-        return f;
-    uint32_t bits = k_f32_bits(f);
-    if (fabs((double)f) > fabs(x))
-        bits -= 1; /* rounded away from zero: step back to the truncation */
-    return k_f32_from_bits(bits | 1u);
-}
-
-/* int64 -> fp32, round to odd: keep the top 24 significant bits, OR in a
- * sticky bit for everything shifted out. */
-static float k_i64_to_f32_round_odd(int64_t v)
-{
-    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    if (mag < (1u << 24))
-        return (float)v;
-    int shift = 0;
-    while ((mag >> shift) >= (1u << 24))
-        shift++;
-    uint64_t kept = mag >> shift;
-    if (mag & ((UINT64_C(1) << shift) - 1))
-        kept |= 1;
-    float f = ldexpf((float)kept, shift); /* exact: kept < 2^24 */
-    return v < 0 ? -f : f;
-}
-
 static void k_load_f64(double *out, const void *src, k_dtype_t dtype, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         switch (dtype) {
         case K_DTYPE_F32: out[i] = ((const float *)src)[i]; break;
-        case K_DTYPE_F16: out[i] = k_f16_to_f32_inl(((const uint16_t *)src)[i]); break;
-        case K_DTYPE_BF16: out[i] = k_bf16_to_f32_inl(((const uint16_t *)src)[i]); break;
+        case K_DTYPE_F16: out[i] = k_num_f16_to_f32(((const uint16_t *)src)[i]); break;
+        case K_DTYPE_BF16: out[i] = k_num_bf16_to_f32(((const uint16_t *)src)[i]); break;
         default: out[i] = ((const double *)src)[i]; break;
         }
     }
@@ -95,18 +65,18 @@ static void k_store_from_f64(void *dst, k_dtype_t dtype, const double *in, size_
         switch (dtype) {
         case K_DTYPE_F32: ((float *)dst)[i] = (float)x; break;
         case K_DTYPE_F16:
-            ((uint16_t *)dst)[i] = k_f32_to_f16_inl(k_f64_to_f32_round_odd(x));
+            ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_f64_to_f32_round_odd(x));
             break;
         case K_DTYPE_BF16:
-            ((uint16_t *)dst)[i] = k_f32_to_bf16_inl(k_f64_to_f32_round_odd(x));
+            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_f64_to_f32_round_odd(x));
             break;
         case K_DTYPE_F64: ((double *)dst)[i] = x; break;
-        case K_DTYPE_I32: ((int32_t *)dst)[i] = k_double_to_i32_sat(x); break;
-        case K_DTYPE_I64: ((int64_t *)dst)[i] = k_double_to_i64_sat(x); break;
-        case K_DTYPE_U8: ((uint8_t *)dst)[i] = k_double_to_u8_sat(x); break;
-        case K_DTYPE_I8: ((int8_t *)dst)[i] = k_double_to_i8_sat(x); break;
-        case K_DTYPE_I16: ((int16_t *)dst)[i] = k_double_to_i16_sat(x); break;
-        case K_DTYPE_U16: ((uint16_t *)dst)[i] = k_double_to_u16_sat(x); break;
+        case K_DTYPE_I32: ((int32_t *)dst)[i] = k_num_round_to_i32_sat(x); break;
+        case K_DTYPE_I64: ((int64_t *)dst)[i] = k_num_round_to_i64_sat(x); break;
+        case K_DTYPE_U8: ((uint8_t *)dst)[i] = k_num_round_to_u8_sat(x); break;
+        case K_DTYPE_I8: ((int8_t *)dst)[i] = k_num_round_to_i8_sat(x); break;
+        case K_DTYPE_I16: ((int16_t *)dst)[i] = k_num_round_to_i16_sat(x); break;
+        case K_DTYPE_U16: ((uint16_t *)dst)[i] = k_num_round_to_u16_sat(x); break;
         case K_DTYPE_BOOL: ((uint8_t *)dst)[i] = x != 0.0; break; /* NaN -> 1, as C's _Bool */
         case K_DTYPE_COUNT: break;
         }
@@ -120,10 +90,10 @@ static void k_store_from_i64(void *dst, k_dtype_t dtype, const int64_t *in, size
         switch (dtype) {
         case K_DTYPE_F32: ((float *)dst)[i] = (float)v; break; /* one rounding */
         case K_DTYPE_F16:
-            ((uint16_t *)dst)[i] = k_f32_to_f16_inl(k_i64_to_f32_round_odd(v));
+            ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_i64_to_f32_round_odd(v));
             break;
         case K_DTYPE_BF16:
-            ((uint16_t *)dst)[i] = k_f32_to_bf16_inl(k_i64_to_f32_round_odd(v));
+            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_i64_to_f32_round_odd(v));
             break;
         case K_DTYPE_F64: ((double *)dst)[i] = (double)v; break; /* one rounding */
         case K_DTYPE_I32:
@@ -148,16 +118,16 @@ static int k_cast_fast_path(void *dst, k_dtype_t dst_dtype, const void *src, k_d
 {
     if (src_dtype == K_DTYPE_F32 && dst_dtype == K_DTYPE_F16) {
         for (size_t i = 0; i < count; i++)
-            ((uint16_t *)dst)[i] = k_f32_to_f16_inl(((const float *)src)[i]);
+            ((uint16_t *)dst)[i] = k_num_f32_to_f16(((const float *)src)[i]);
     } else if (src_dtype == K_DTYPE_F32 && dst_dtype == K_DTYPE_BF16) {
         for (size_t i = 0; i < count; i++)
-            ((uint16_t *)dst)[i] = k_f32_to_bf16_inl(((const float *)src)[i]);
+            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(((const float *)src)[i]);
     } else if (src_dtype == K_DTYPE_F16 && dst_dtype == K_DTYPE_F32) {
         for (size_t i = 0; i < count; i++)
-            ((float *)dst)[i] = k_f16_to_f32_inl(((const uint16_t *)src)[i]);
+            ((float *)dst)[i] = k_num_f16_to_f32(((const uint16_t *)src)[i]);
     } else if (src_dtype == K_DTYPE_BF16 && dst_dtype == K_DTYPE_F32) {
         for (size_t i = 0; i < count; i++)
-            ((float *)dst)[i] = k_bf16_to_f32_inl(((const uint16_t *)src)[i]);
+            ((float *)dst)[i] = k_num_bf16_to_f32(((const uint16_t *)src)[i]);
     } else {
         return 0;
     }

@@ -55,7 +55,7 @@ static int k_nonfinite_scalar_f32(const float *s, size_t count)
         size_t stop = count - i > block ? i + block : count;
         unsigned hit = 0;
         for (; i < stop; i++)
-            hit |= (k_f32_bits(s[i]) & K_F32_MAG) > K_F32_MAX_FINITE;
+            hit |= (k_num_f32_bits(s[i]) & K_F32_MAG) > K_F32_MAX_FINITE;
         if (hit)
             return 1;
     }
@@ -111,7 +111,7 @@ static int k_unscale_scalar_f32(float *d, const float *s, size_t count, float fa
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
         float x = s[i];
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
         d[i] = x * factor;
     }
@@ -122,10 +122,10 @@ static int k_unscale_scalar_f16(uint16_t *d, const uint16_t *s, size_t count, fl
 {
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
-        float x = k_f16_to_f32_inl(s[i]);
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        float x = k_num_f16_to_f32(s[i]);
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
-        d[i] = k_f32_to_f16_inl(x * factor);
+        d[i] = k_num_f32_to_f16(x * factor);
     }
     return max > K_F32_MAX_FINITE;
 }
@@ -134,10 +134,10 @@ static int k_unscale_scalar_bf16(uint16_t *d, const uint16_t *s, size_t count, f
 {
     uint32_t max = 0;
     for (size_t i = 0; i < count; i++) {
-        float x = k_bf16_to_f32_inl(s[i]);
-        uint32_t mag = k_f32_bits(x) & K_F32_MAG;
+        float x = k_num_bf16_to_f32(s[i]);
+        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
         max = mag > max ? mag : max;
-        d[i] = k_f32_to_bf16_inl(x * factor);
+        d[i] = k_num_f32_to_bf16(x * factor);
     }
     return max > K_F32_MAX_FINITE;
 }
@@ -287,8 +287,8 @@ K_UNSCALE_SIMD(k_avx2_unscale_f32, K_AVX2, float, __m256, __m256i, 8, k_avx2_loa
 K_UNSCALE_SIMD(k_avx2_unscale_f16, K_AVX2, uint16_t, __m256, __m256i, 8, k_avx2_load_f16, k_avx2_store_f16,
                _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO, K_AVX2_MAX32, K_AVX2_ABOVE_F32,
                k_unscale_scalar_f16)
-K_UNSCALE_SIMD_BF16(k_avx2_unscale_bf16, K_AVX2, __m256, __m256i, 16, k_avx2_load_bf16x16,
-                    k_avx2_store_bf16x16, _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO,
+K_UNSCALE_SIMD_BF16(k_avx2_unscale_bf16, K_AVX2, __m256, __m256i, 16, k_avx2_load_bf16_pair,
+                    k_avx2_store_bf16_pair, _mm256_set1_ps, _mm256_mul_ps, K_AVX2_ACCPS, K_AVX2_ZERO,
                     K_AVX2_MAX32, K_AVX2_ABOVE_F32)
 
 K_UNSCALE_SIMD(k_avx512_unscale_f32, K_AVX512, float, __m512, __m512i, 16, k_avx512_load_ps,
@@ -297,8 +297,8 @@ K_UNSCALE_SIMD(k_avx512_unscale_f32, K_AVX512, float, __m512, __m512i, 16, k_avx
 K_UNSCALE_SIMD(k_avx512_unscale_f16, K_AVX512, uint16_t, __m512, __m512i, 16, k_avx512_load_f16,
                k_avx512_store_f16, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
                K_AVX512_MAX32, K_AVX512_ABOVE_F32, k_unscale_scalar_f16)
-K_UNSCALE_SIMD_BF16(k_avx512_unscale_bf16, K_AVX512, __m512, __m512i, 32, k_avx512_load_bf16x32,
-                    k_avx512_store_bf16x32, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
+K_UNSCALE_SIMD_BF16(k_avx512_unscale_bf16, K_AVX512, __m512, __m512i, 32, k_avx512_load_bf16_pair,
+                    k_avx512_store_bf16_pair, _mm512_set1_ps, _mm512_mul_ps, K_AVX512_ACCPS, K_AVX512_ZERO,
                     K_AVX512_MAX32, K_AVX512_ABOVE_F32)
 
 #endif /* __x86_64__ */

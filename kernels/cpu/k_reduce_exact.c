@@ -54,19 +54,8 @@
 static inline double k_exact_load(const void *src, size_t i, k_dtype_t dtype)
 {
     if (dtype == K_DTYPE_F32) return ((const float *)src)[i];
-    if (dtype == K_DTYPE_F16) return k_f16_to_f32_inl(((const uint16_t *)src)[i]);
-    return k_bf16_to_f32_inl(((const uint16_t *)src)[i]);
-}
-
-/* Round to f32 with round-to-odd: truncate toward zero, and make the last
- * mantissa bit 1 when the value was not exact. */
-static inline float k_exact_round_odd_f32(double d)
-{
-    float f = (float)d;
-    if ((double)f == d) return f;
-    uint32_t bits = k_f32_bits(f);
-    if (fabs((double)f) > fabs(d)) bits -= 1; /* rounded away from zero (also from inf back to the max) */
-    return k_f32_from_bits(bits | 1u);
+    if (dtype == K_DTYPE_F16) return k_num_f16_to_f32(((const uint16_t *)src)[i]);
+    return k_num_bf16_to_f32(((const uint16_t *)src)[i]);
 }
 
 /* The fp64 value (exact, or round-to-odd of the exact sum) to the dtype. */
@@ -74,7 +63,7 @@ static inline void k_exact_store(void *dst, size_t i, k_dtype_t dtype, double d,
 {
     if (isnan(d)) {
         if (dtype == K_DTYPE_F32)
-            ((float *)dst)[i] = k_f32_from_bits(0x7FC00000u);
+            ((float *)dst)[i] = k_num_f32_from_bits(0x7FC00000u);
         else
             ((uint16_t *)dst)[i] = dtype == K_DTYPE_F16 ? 0x7E00u : 0x7FC0u;
         return;
@@ -83,13 +72,13 @@ static inline void k_exact_store(void *dst, size_t i, k_dtype_t dtype, double d,
     if (divisor > 1)
         f = (float)d / (float)divisor;
     else
-        f = dtype == K_DTYPE_F32 ? (float)d : k_exact_round_odd_f32(d);
+        f = dtype == K_DTYPE_F32 ? (float)d : k_num_f64_to_f32_round_odd(d);
     if (dtype == K_DTYPE_F32)
         ((float *)dst)[i] = f;
     else if (dtype == K_DTYPE_F16)
-        ((uint16_t *)dst)[i] = k_f32_to_f16_inl(f);
+        ((uint16_t *)dst)[i] = k_num_f32_to_f16(f);
     else
-        ((uint16_t *)dst)[i] = k_f32_to_bf16_inl(f);
+        ((uint16_t *)dst)[i] = k_num_f32_to_bf16(f);
 }
 
 /* The exact sum of element i of the n sources, as an fp64 rounded to odd
@@ -100,7 +89,7 @@ static double k_exact_sum_slow(const void *const *srcs, int n, size_t i, k_dtype
     int pos_inf = 0, neg_inf = 0, nan = 0, all_neg_zero = 1;
     for (int k = 0; k < n; k++) {
         const float v = (float)k_exact_load(srcs[k], i, dtype);
-        const uint32_t b = k_f32_bits(v);
+        const uint32_t b = k_num_f32_bits(v);
         uint32_t e = (b >> 23) & 0xFFu;
         uint64_t m = b & 0x7FFFFFu;
         if (b != 0x80000000u) all_neg_zero = 0;

@@ -19,10 +19,10 @@
 
 K_AVX2 static inline __m256 k_avx2_x_load_f32(const float *p) { return _mm256_loadu_ps(p); }
 K_AVX2 static inline __m256 k_avx2_x_load_f16(const uint16_t *p) { return k_avx2_load_f16(p); }
-K_AVX2 static inline __m256 k_avx2_x_load_bf16(const uint16_t *p) { return k_avx2_load_bf16x8(p); }
+K_AVX2 static inline __m256 k_avx2_x_load_bf16(const uint16_t *p) { return k_avx2_load_bf16(p); }
 K_AVX2 static inline void k_avx2_x_store_f32(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
 K_AVX2 static inline void k_avx2_x_store_f16(uint16_t *p, __m256 v) { k_avx2_store_f16(p, v); }
-K_AVX2 static inline void k_avx2_x_store_bf16(uint16_t *p, __m256 v) { k_avx2_store_bf16x8(p, v); }
+K_AVX2 static inline void k_avx2_x_store_bf16(uint16_t *p, __m256 v) { k_avx2_store_bf16(p, v); }
 
 K_AVX2 static inline __m256i k_avx2_x_set1_epi32(int v) { return _mm256_set1_epi32(v); }
 K_AVX2 static inline __m256 k_avx2_x_set1_ps(float v) { return _mm256_set1_ps(v); }

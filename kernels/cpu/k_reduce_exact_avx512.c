@@ -19,10 +19,10 @@
 
 K_AVX512 static inline __m512 k_avx512_x_load_f32(const float *p) { return _mm512_loadu_ps(p); }
 K_AVX512 static inline __m512 k_avx512_x_load_f16(const uint16_t *p) { return k_avx512_load_f16(p); }
-K_AVX512 static inline __m512 k_avx512_x_load_bf16(const uint16_t *p) { return k_avx512_load_bf16x16(p); }
+K_AVX512 static inline __m512 k_avx512_x_load_bf16(const uint16_t *p) { return k_avx512_load_bf16(p); }
 K_AVX512 static inline void k_avx512_x_store_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
 K_AVX512 static inline void k_avx512_x_store_f16(uint16_t *p, __m512 v) { k_avx512_store_f16(p, v); }
-K_AVX512 static inline void k_avx512_x_store_bf16(uint16_t *p, __m512 v) { k_avx512_store_bf16x16(p, v); }
+K_AVX512 static inline void k_avx512_x_store_bf16(uint16_t *p, __m512 v) { k_avx512_store_bf16(p, v); }
 
 K_AVX512 static inline __m512i k_avx512_x_set1_epi32(int v) { return _mm512_set1_epi32(v); }
 K_AVX512 static inline __m512 k_avx512_x_set1_ps(float v) { return _mm512_set1_ps(v); }

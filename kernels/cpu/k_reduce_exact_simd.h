@@ -21,7 +21,7 @@
  *       halves; narrow_rn rounds to nearest even; widen_f32(p, *d0, *d1)
  *       K_X_LANES f32 at p as two fp64 halves
  *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
- *       (k_reduce_exact.c's k_exact_round_odd_f32)
+ *       (k_numeric.h's k_num_f64_to_f32_round_odd)
  *   add_ps(a, b); default_nan(v) -> K_X_VEC   NaN lanes replaced by 0x7FC00000
  *
  * How a kernel runs. Two vectors of elements at a time: for every source

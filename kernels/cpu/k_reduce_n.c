@@ -39,13 +39,13 @@
 #define K_SAME(x) (x)
 #define K_SCALAR_REDUCE_N_OPS(type, elem_t, widen, narrow)                    \
     K_SCALAR_REDUCE_N(type, sum, elem_t, widen, narrow, K_SUM)                \
-    K_SCALAR_REDUCE_N(type, min, elem_t, widen, narrow, k_min_f32)            \
-    K_SCALAR_REDUCE_N(type, max, elem_t, widen, narrow, k_max_f32)            \
+    K_SCALAR_REDUCE_N(type, min, elem_t, widen, narrow, k_num_min_f32)            \
+    K_SCALAR_REDUCE_N(type, max, elem_t, widen, narrow, k_num_max_f32)            \
     K_SCALAR_REDUCE_N(type, prod, elem_t, widen, narrow, K_PROD)
 
 K_SCALAR_REDUCE_N_OPS(f32, float, K_SAME, K_SAME)
-K_SCALAR_REDUCE_N_OPS(f16, uint16_t, k_f16_to_f32_inl, k_f32_to_f16_inl)
-K_SCALAR_REDUCE_N_OPS(bf16, uint16_t, k_bf16_to_f32_inl, k_f32_to_bf16_inl)
+K_SCALAR_REDUCE_N_OPS(f16, uint16_t, k_num_f16_to_f32, k_num_f32_to_f16)
+K_SCALAR_REDUCE_N_OPS(bf16, uint16_t, k_num_bf16_to_f32, k_num_f32_to_bf16)
 
 /* ---- the chain itself: f64, the integers, and f32 on the scalar path ---------
  * k_cpu.h defines these results as chained k_reduce then k_div, so that is

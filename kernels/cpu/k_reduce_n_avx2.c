@@ -1,20 +1,16 @@
 /*
  * k_reduce_n_avx2.c - k_reduce_n's vector kernels for AVX2 + FMA + F16C:
- * the template k_reduce_n_simd.h instantiated with this ISA's vectors
- * (__m256, 8 floats) and the helpers of k_simd_avx2.h. k_dispatch.c
+ * the template k_reduce_n_simd.h instantiated with this level's vectors
+ * (256 bits, 8 floats) and the helpers of k_simd_avx2.h. k_dispatch.c
  * picks the table only when k_isa_current() says avx2.
  */
 #if defined(__x86_64__)
 
 #include "k_simd_avx2.h"
 
-#define K_N_ISA avx2
-#define K_N_TARGET K_AVX2
-#define K_N_MM _mm256
-#define K_N_VEC __m256
-#define K_N_LANES 8
-#define K_N_LOAD_BF16 k_avx2_load_bf16x16
-#define K_N_STORE_BF16 k_avx2_store_bf16x16
+#define K_SIMD_ISA avx2
+#define K_SIMD_BITS 256
+#define K_SIMD_TARGET K_AVX2
 #include "k_reduce_n_simd.h"
 
 #else

@@ -30,29 +30,29 @@
     }
 
 K_SCALAR_REDUCE(f32_sum, float, p + q)
-K_SCALAR_REDUCE(f32_min, float, k_min_f32(p, q))
-K_SCALAR_REDUCE(f32_max, float, k_max_f32(p, q))
+K_SCALAR_REDUCE(f32_min, float, k_num_min_f32(p, q))
+K_SCALAR_REDUCE(f32_max, float, k_num_max_f32(p, q))
 K_SCALAR_REDUCE(f32_prod, float, p * q)
 
 K_SCALAR_REDUCE(f64_sum, double, p + q)
-K_SCALAR_REDUCE(f64_min, double, k_min_f64(p, q))
-K_SCALAR_REDUCE(f64_max, double, k_max_f64(p, q))
+K_SCALAR_REDUCE(f64_min, double, k_num_min_f64(p, q))
+K_SCALAR_REDUCE(f64_max, double, k_num_max_f64(p, q))
 K_SCALAR_REDUCE(f64_prod, double, p * q)
 
-#define K_F16(expr_f32) k_f32_to_f16_inl(expr_f32)
-#define K_H(v) k_f16_to_f32_inl(v)
+#define K_F16(expr_f32) k_num_f32_to_f16(expr_f32)
+#define K_H(v) k_num_f16_to_f32(v)
 K_SCALAR_REDUCE(f16_sum, uint16_t, K_F16(K_H(p) + K_H(q)))
-K_SCALAR_REDUCE(f16_min, uint16_t, K_F16(k_min_f32(K_H(p), K_H(q))))
-K_SCALAR_REDUCE(f16_max, uint16_t, K_F16(k_max_f32(K_H(p), K_H(q))))
+K_SCALAR_REDUCE(f16_min, uint16_t, K_F16(k_num_min_f32(K_H(p), K_H(q))))
+K_SCALAR_REDUCE(f16_max, uint16_t, K_F16(k_num_max_f32(K_H(p), K_H(q))))
 K_SCALAR_REDUCE(f16_prod, uint16_t, K_F16(K_H(p) * K_H(q)))
 #undef K_F16
 #undef K_H
 
-#define K_BF16(expr_f32) k_f32_to_bf16_inl(expr_f32)
-#define K_B(v) k_bf16_to_f32_inl(v)
+#define K_BF16(expr_f32) k_num_f32_to_bf16(expr_f32)
+#define K_B(v) k_num_bf16_to_f32(v)
 K_SCALAR_REDUCE(bf16_sum, uint16_t, K_BF16(K_B(p) + K_B(q)))
-K_SCALAR_REDUCE(bf16_min, uint16_t, K_BF16(k_min_f32(K_B(p), K_B(q))))
-K_SCALAR_REDUCE(bf16_max, uint16_t, K_BF16(k_max_f32(K_B(p), K_B(q))))
+K_SCALAR_REDUCE(bf16_min, uint16_t, K_BF16(k_num_min_f32(K_B(p), K_B(q))))
+K_SCALAR_REDUCE(bf16_max, uint16_t, K_BF16(k_num_max_f32(K_B(p), K_B(q))))
 K_SCALAR_REDUCE(bf16_prod, uint16_t, K_BF16(K_B(p) * K_B(q)))
 #undef K_BF16
 #undef K_B

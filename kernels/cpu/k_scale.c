@@ -3,7 +3,8 @@
  * of ranks) and k_scale (pre/post-scaling of gradients): the entry points,
  * the loop-invariant operands they precompute (k_unary_args_t, see
  * k_internal.h), and the scalar kernels, which are the reference for the
- * SIMD paths in k_scale_avx2.c / k_scale_avx512.c and handle their tails.
+ * SIMD paths (k_scale_simd.h, in k_scale_avx2.c / k_scale_avx512.c) and
+ * handle their tails.
  *
  * Both run over every byte of a fused buffer after the reduction, so they
  * must keep up with memory: one loop per dtype (no switch per element), and
@@ -80,7 +81,7 @@ void k_div_scalar_f16(void *dst, const void *src, size_t count, const k_unary_ar
     const uint16_t *s = src;
     float divisor = args->f32;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_f32_to_f16_inl(k_f16_to_f32_inl(s[i]) / divisor);
+        d[i] = k_num_f32_to_f16(k_num_f16_to_f32(s[i]) / divisor);
 }
 
 void k_div_scalar_bf16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -89,7 +90,7 @@ void k_div_scalar_bf16(void *dst, const void *src, size_t count, const k_unary_a
     const uint16_t *s = src;
     float divisor = args->f32;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_f32_to_bf16_inl(k_bf16_to_f32_inl(s[i]) / divisor);
+        d[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(s[i]) / divisor);
 }
 
 void k_div_scalar_f64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -198,7 +199,7 @@ void k_scale_scalar_f16(void *dst, const void *src, size_t count, const k_unary_
     const uint16_t *s = src;
     float factor = args->f32;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_f32_to_f16_inl(k_f16_to_f32_inl(s[i]) * factor);
+        d[i] = k_num_f32_to_f16(k_num_f16_to_f32(s[i]) * factor);
 }
 
 void k_scale_scalar_bf16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -207,7 +208,7 @@ void k_scale_scalar_bf16(void *dst, const void *src, size_t count, const k_unary
     const uint16_t *s = src;
     float factor = args->f32;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_f32_to_bf16_inl(k_bf16_to_f32_inl(s[i]) * factor);
+        d[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(s[i]) * factor);
 }
 
 void k_scale_scalar_f64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -228,7 +229,7 @@ void k_scale_scalar_i32(void *dst, const void *src, size_t count, const k_unary_
     const int32_t *s = src;
     double factor = args->f64;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_trunc_to_i32_sat((double)s[i] * factor);
+        d[i] = k_num_trunc_to_i32_sat((double)s[i] * factor);
 }
 
 void k_scale_scalar_i64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -237,7 +238,7 @@ void k_scale_scalar_i64(void *dst, const void *src, size_t count, const k_unary_
     const int64_t *s = src;
     double factor = args->f64;
     for (size_t i = 0; i < count; i++)
-        d[i] = k_trunc_to_i64_sat((double)s[i] * factor);
+        d[i] = k_num_trunc_to_i64_sat((double)s[i] * factor);
 }
 
 /* A u8 has 256 values: the entry point tabulates them all (with the same
@@ -259,9 +260,9 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
         for (size_t i = 0; i < count; i++)                                    \
             d[i] = sat((double)s[i] * factor);                                \
     }
-K_SCALE_SCALAR_NARROW(i8, int8_t, k_trunc_to_i8_sat)
-K_SCALE_SCALAR_NARROW(i16, int16_t, k_trunc_to_i16_sat)
-K_SCALE_SCALAR_NARROW(u16, uint16_t, k_trunc_to_u16_sat)
+K_SCALE_SCALAR_NARROW(i8, int8_t, k_num_trunc_to_i8_sat)
+K_SCALE_SCALAR_NARROW(i16, int16_t, k_num_trunc_to_i16_sat)
+K_SCALE_SCALAR_NARROW(u16, uint16_t, k_num_trunc_to_u16_sat)
 #undef K_SCALE_SCALAR_NARROW
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
@@ -359,11 +360,11 @@ void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double f
             uint8_t *d = dst;
             const uint8_t *s = src;
             for (size_t i = 0; i < count; i++)
-                d[i] = k_trunc_to_u8_sat((double)s[i] * factor);
+                d[i] = k_num_trunc_to_u8_sat((double)s[i] * factor);
             return;
         }
         for (int x = 0; x < 256; x++)
-            args.u8_table[x] = k_trunc_to_u8_sat((double)x * factor);
+            args.u8_table[x] = k_num_trunc_to_u8_sat((double)x * factor);
     }
     /* x * NaN for a NaN x may return either NaN's payload, and multiply
      * commutes, so the compiler picks the operand order of the scalar and

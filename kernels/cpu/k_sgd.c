@@ -158,8 +158,8 @@ void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t cou
 K_SGD_INLINE float k_sgd_load_grad(const void *grad, size_t i, k_dtype_t dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_f16_to_f32_inl(((const uint16_t *)grad)[i]);
-    case K_DTYPE_BF16: return k_bf16_to_f32_inl(((const uint16_t *)grad)[i]);
+    case K_DTYPE_F16: return k_num_f16_to_f32(((const uint16_t *)grad)[i]);
+    case K_DTYPE_BF16: return k_num_bf16_to_f32(((const uint16_t *)grad)[i]);
     default: return ((const float *)grad)[i];
     }
 }
@@ -168,8 +168,8 @@ K_SGD_INLINE void k_sgd_store_lp(void *lp, size_t i, k_dtype_t dtype, float p)
 {
     switch (dtype) {
     case K_DTYPE_F32: ((float *)lp)[i] = p; return;
-    case K_DTYPE_F16: ((uint16_t *)lp)[i] = k_f32_to_f16_inl(p); return;
-    case K_DTYPE_BF16: ((uint16_t *)lp)[i] = k_f32_to_bf16_inl(p); return;
+    case K_DTYPE_F16: ((uint16_t *)lp)[i] = k_num_f32_to_f16(p); return;
+    case K_DTYPE_BF16: ((uint16_t *)lp)[i] = k_num_f32_to_bf16(p); return;
     default: return; /* no copy */
     }
 }
@@ -217,7 +217,7 @@ K_SGD_INLINE K_AVX2 __m256 k_avx2_sgd_load_grad(const void *grad, size_t i, k_dt
 {
     switch (dtype) {
     case K_DTYPE_F16: return k_avx2_load_f16((const uint16_t *)grad + i);
-    case K_DTYPE_BF16: return k_avx2_load_bf16x8((const uint16_t *)grad + i);
+    case K_DTYPE_BF16: return k_avx2_load_bf16((const uint16_t *)grad + i);
     default: return k_avx2_load_ps((const float *)grad + i);
     }
 }
@@ -227,7 +227,7 @@ K_SGD_INLINE K_AVX2 void k_avx2_sgd_store_lp(void *lp, size_t i, k_dtype_t dtype
     switch (dtype) {
     case K_DTYPE_F32: k_avx2_store_ps((float *)lp + i, p); return;
     case K_DTYPE_F16: k_avx2_store_f16((uint16_t *)lp + i, p); return;
-    case K_DTYPE_BF16: k_avx2_store_bf16x8((uint16_t *)lp + i, p); return;
+    case K_DTYPE_BF16: k_avx2_store_bf16((uint16_t *)lp + i, p); return;
     default: return;
     }
 }
@@ -236,7 +236,7 @@ K_SGD_INLINE K_AVX512 __m512 k_avx512_sgd_load_grad(const void *grad, size_t i, 
 {
     switch (dtype) {
     case K_DTYPE_F16: return k_avx512_load_f16((const uint16_t *)grad + i);
-    case K_DTYPE_BF16: return k_avx512_load_bf16x16((const uint16_t *)grad + i);
+    case K_DTYPE_BF16: return k_avx512_load_bf16((const uint16_t *)grad + i);
     default: return k_avx512_load_ps((const float *)grad + i);
     }
 }
@@ -246,7 +246,7 @@ K_SGD_INLINE K_AVX512 void k_avx512_sgd_store_lp(void *lp, size_t i, k_dtype_t d
     switch (dtype) {
     case K_DTYPE_F32: k_avx512_store_ps((float *)lp + i, p); return;
     case K_DTYPE_F16: k_avx512_store_f16((uint16_t *)lp + i, p); return;
-    case K_DTYPE_BF16: k_avx512_store_bf16x16((uint16_t *)lp + i, p); return;
+    case K_DTYPE_BF16: k_avx512_store_bf16((uint16_t *)lp + i, p); return;
     default: return;
     }
 }

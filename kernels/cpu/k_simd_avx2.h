@@ -32,6 +32,9 @@ K_AVX2 static inline void k_avx2_store_si(void *p, __m256i v)
     _mm256_storeu_si256((__m256i *)p, v);
 }
 
+/* v in every 64-bit lane */
+K_AVX2 static inline __m256i k_avx2_set1_epi64(long long v) { return _mm256_set1_epi64x(v); }
+
 K_AVX2 static inline __m256 k_avx2_load_f16(const uint16_t *p)
 {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
@@ -43,18 +46,19 @@ K_AVX2 static inline void k_avx2_store_f16(uint16_t *p, __m256 v)
     _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, 0));
 }
 
-/* bf16 works on 16 elements (one 256-bit load) at a time. Interleaving
+/* A bf16 pair: 16 elements (one 256-bit load) as two fp32 vectors, for
+ * loops that only combine bf16 with bf16 (reduce, div / scale). Interleaving
  * zeros below each bf16 gives its fp32 bits directly. unpacklo/hi work
  * within 128-bit lanes, so `lo` holds elements 0-3 and 8-11, `hi` 4-7 and
  * 12-15; packus (also per lane) puts them back in order on the way out. */
-K_AVX2 static inline void k_avx2_load_bf16x16(const uint16_t *p, __m256 *lo, __m256 *hi)
+K_AVX2 static inline void k_avx2_load_bf16_pair(const uint16_t *p, __m256 *lo, __m256 *hi)
 {
     __m256i v = _mm256_loadu_si256((const __m256i *)p);
     *lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
     *hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
 }
 
-/* Same rounding as k_f32_to_bf16_inl (integer add of 0x7FFF + lsb, NaN
+/* Same rounding as k_num_f32_to_bf16 (integer add of 0x7FFF + lsb, NaN
  * truncated and made quiet), result in the low 16 bits of each 32-bit lane.
  * Not vcvtneps2bf16: AVX512-BF16 treats subnormal inputs as zero, which
  * would break agreement with the scalar path. */
@@ -70,9 +74,9 @@ K_AVX2 static inline __m256i k_avx2_round_bf16(__m256 v)
     return _mm256_blendv_epi8(rounded, quiet_nan, is_nan);
 }
 
-/* lo/hi as produced by k_avx2_load_bf16x16; values fit 16 bits, so the
+/* lo/hi as produced by k_avx2_load_bf16_pair; values fit 16 bits, so the
  * unsigned saturation of packus never triggers. */
-K_AVX2 static inline void k_avx2_store_bf16x16(uint16_t *p, __m256 lo, __m256 hi)
+K_AVX2 static inline void k_avx2_store_bf16_pair(uint16_t *p, __m256 lo, __m256 hi)
 {
     __m256i packed = _mm256_packus_epi32(k_avx2_round_bf16(lo), k_avx2_round_bf16(hi));
     _mm256_storeu_si256((__m256i *)p, packed);
@@ -80,15 +84,15 @@ K_AVX2 static inline void k_avx2_store_bf16x16(uint16_t *p, __m256 lo, __m256 hi
 
 /* bf16 in element order, 8 at a time (for loops that pair them with f32
  * vectors): zero-extend to 32 bits and shift into the high half, which is
- * k_bf16_to_f32_inl; the store rounds as k_avx2_round_bf16 and packs the
+ * k_num_bf16_to_f32; the store rounds as k_avx2_round_bf16 and packs the
  * two 128-bit halves (values fit 16 bits: packus never saturates). */
-K_AVX2 static inline __m256 k_avx2_load_bf16x8(const uint16_t *p)
+K_AVX2 static inline __m256 k_avx2_load_bf16(const uint16_t *p)
 {
     __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
 
-K_AVX2 static inline void k_avx2_store_bf16x8(uint16_t *p, __m256 v)
+K_AVX2 static inline void k_avx2_store_bf16(uint16_t *p, __m256 v)
 {
     __m256i r = k_avx2_round_bf16(v);
     __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));

@@ -24,6 +24,9 @@ K_AVX512 static inline void k_avx512_store_pd(double *p, __m512d v) { _mm512_sto
 K_AVX512 static inline __m512i k_avx512_load_si(const void *p) { return _mm512_loadu_si512(p); }
 K_AVX512 static inline void k_avx512_store_si(void *p, __m512i v) { _mm512_storeu_si512(p, v); }
 
+/* v in every 64-bit lane */
+K_AVX512 static inline __m512i k_avx512_set1_epi64(long long v) { return _mm512_set1_epi64(v); }
+
 K_AVX512 static inline __m512 k_avx512_load_f16(const uint16_t *p)
 {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -35,16 +38,16 @@ K_AVX512 static inline void k_avx512_store_f16(uint16_t *p, __m512 v)
     _mm256_storeu_si256((__m256i *)p, h);
 }
 
-/* bf16: 32 elements per 512-bit load, split like k_avx2_load_bf16x16
+/* A bf16 pair: 32 elements per 512-bit load, split like k_avx2_load_bf16_pair
  * (zeros interleaved below each bf16; lane-wise, undone by packus). */
-K_AVX512 static inline void k_avx512_load_bf16x32(const uint16_t *p, __m512 *lo, __m512 *hi)
+K_AVX512 static inline void k_avx512_load_bf16_pair(const uint16_t *p, __m512 *lo, __m512 *hi)
 {
     __m512i v = _mm512_loadu_si512(p);
     *lo = _mm512_castsi512_ps(_mm512_unpacklo_epi16(_mm512_setzero_si512(), v));
     *hi = _mm512_castsi512_ps(_mm512_unpackhi_epi16(_mm512_setzero_si512(), v));
 }
 
-/* Same rounding as k_f32_to_bf16_inl: add 0x7FFF + lsb, NaN made quiet. */
+/* Same rounding as k_num_f32_to_bf16: add 0x7FFF + lsb, NaN made quiet. */
 K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
 {
     __m512i bits = _mm512_castps_si512(v);
@@ -57,20 +60,20 @@ K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
     return _mm512_mask_blend_epi32(is_nan, rounded, quiet_nan);
 }
 
-K_AVX512 static inline void k_avx512_store_bf16x32(uint16_t *p, __m512 lo, __m512 hi)
+K_AVX512 static inline void k_avx512_store_bf16_pair(uint16_t *p, __m512 lo, __m512 hi)
 {
     _mm512_storeu_si512(p, _mm512_packus_epi32(k_avx512_round_bf16(lo), k_avx512_round_bf16(hi)));
 }
 
-/* bf16 in element order, 16 at a time (see k_avx2_load_bf16x8); the store
+/* bf16 in element order, 16 at a time (see k_avx2_load_bf16); the store
  * narrows with vpmovdw, exact since the rounded values fit 16 bits. */
-K_AVX512 static inline __m512 k_avx512_load_bf16x16(const uint16_t *p)
+K_AVX512 static inline __m512 k_avx512_load_bf16(const uint16_t *p)
 {
     __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
 }
 
-K_AVX512 static inline void k_avx512_store_bf16x16(uint16_t *p, __m512 v)
+K_AVX512 static inline void k_avx512_store_bf16(uint16_t *p, __m512 v)
 {
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(k_avx512_round_bf16(v)));
 }

@@ -1,14 +1,16 @@
 /*
  * k_elem.h - the per-element arithmetic of the CUDA kernels, shared with
- * their CPU twins: every function is K_HD, so the .cu kernels (nvcc, device
- * code) and k_twin.c (gcc, host code) run the very same lines, and what
- * the twin computes on the CPU is what the kernel computes on the GPU.
+ * their CPU twins: every function is K_HD (k_numeric.h), so the .cu
+ * kernels (nvcc, device code) and k_twin.c (gcc, host code) run the very
+ * same lines, and what the twin computes on the CPU is what the kernel
+ * computes on the GPU.
  *
  * Private to kernels/cuda. Plain C (and C++ for nvcc); needs only the C
  * library and libm. The numerics are k_cpu.h's, element for element:
- *  - f16/bf16 <-> f32 as k_internal.h converts (round to nearest even,
- *    NaN stays NaN with its top payload bits and the quiet bit, overflow
- *    -> inf), written here with fewer operations (see the functions);
+ *  - bit casts, f16/bf16 <-> f32 (round to nearest even, NaN stays NaN
+ *    with its top payload bits and the quiet bit, overflow -> inf), float
+ *    MIN/MAX, rounding and saturation are k_numeric.h's, the very
+ *    functions kernels/cpu calls;
  *  - reductions fold in an accumulator per dtype (fp32 for f32/f16/bf16,
  *    fp64, wrapping integers), then divide (fp32 by (float)divisor, fp64,
  *    or C's truncating integer division by a multiply, as k_div does), then
@@ -31,58 +33,7 @@
 #include <string.h>
 
 #include "k_cpu.h"
-
-#ifdef __CUDACC__
-#define K_HD __host__ __device__ static inline
-#else
-#define K_HD static inline
-#endif
-
-/* ---- bit casts ------------------------------------------------------------ */
-
-K_HD uint32_t k_elem_f32_bits(float x)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
-#else
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
-#endif
-}
-
-K_HD float k_elem_f32_from_bits(uint32_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(bits);
-#else
-    float x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
-
-K_HD uint64_t k_elem_f64_bits(double x)
-{
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(x);
-#else
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
-#endif
-}
-
-K_HD double k_elem_f64_from_bits(uint64_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)bits);
-#else
-    double x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
+#include "k_numeric.h"
 
 /* High 64 bits of a * b. */
 K_HD uint64_t k_elem_mulhi_u64(uint64_t a, uint64_t b)
@@ -98,185 +49,6 @@ K_HD uint64_t k_elem_mulhi_u64(uint64_t a, uint64_t b)
     uint64_t mid = (lo_lo >> 32) + (hi_lo & 0xFFFFFFFFu) + lo_hi;
     return hi_hi + (hi_lo >> 32) + (mid >> 32);
 #endif
-}
-
-/* Number of significant bits of x > 0 (64 - leading zeros). */
-K_HD int k_elem_bit_width_u64(uint64_t x)
-{
-#ifdef __CUDA_ARCH__
-    return 64 - __clzll((long long)x);
-#else
-    return 64 - __builtin_clzll(x);
-#endif
-}
-
-K_HD int k_elem_isnan_f32(float x) { return x != x; }
-K_HD int k_elem_isnan_f64(double x) { return x != x; }
-
-/* ---- f16 / bf16 <-> f32 --------------------------------------------------- */
-
-/* f16 -> f32, exact. Normals rebias the exponent (+112 << 23 on the
- * shifted bits), subnormals are mant * 2^-24 computed in fp32 (exact, and
- * no subnormal operand, so a flush-to-zero mode could not change it),
- * inf/NaN keep their payload and get the quiet bit (what vcvtph2ps does). */
-K_HD float k_elem_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t em = h & 0x7FFFu; /* exponent and mantissa */
-    uint32_t mant = em & 0x3FFu;
-    uint32_t bits;
-    if (em >= 0x7C00u)
-        bits = 0x7F800000u | (mant << 13) | (mant ? 0x400000u : 0u);
-    else if (em >= 0x0400u)
-        bits = (em << 13) + 0x38000000u;
-    else
-        bits = k_elem_f32_bits((float)mant * 0x1p-24f);
-    return k_elem_f32_from_bits(sign | bits);
-}
-
-/* f32 -> f16, round to nearest even. NaN keeps its top payload bits and
- * is made quiet (vcvtps2ph); from 65520 (max + half an ulp, a tie that
- * goes to even) on, inf. Normals: rebias and round by adding just under
- * half an ulp plus the kept lsb (a carry correctly bumps the exponent).
- * Results below the smallest normal: |x| + 0.5f rounds |x| to a multiple of
- * 2^-24 (the ulp of 0.5f, which is the subnormal f16 ulp) to nearest even
- * in one IEEE addition, and the bits above 0.5f's are the f16 mantissa
- * (0x400, the smallest normal, when it rounds up); an f32 subnormal input
- * rounds to 0 either way, so flushing it could not change the result. */
-K_HD uint16_t k_elem_f32_to_f16(float x)
-{
-    uint32_t bits = k_elem_f32_bits(x);
-    uint32_t sign = (bits >> 16) & 0x8000u;
-    uint32_t mag = bits & 0x7FFFFFFFu;
-    uint32_t out;
-    if (mag > 0x7F800000u)
-        out = 0x7E00u | ((mag >> 13) & 0x3FFu);
-    else if (mag >= 0x477FF000u)
-        out = 0x7C00u;
-    else if (mag >= 0x38800000u)
-        out = (mag + 0xC8000FFFu + ((mag >> 13) & 1u)) >> 13;
-    else
-        out = k_elem_f32_bits(k_elem_f32_from_bits(mag) + 0.5f) - 0x3F000000u;
-    return (uint16_t)(sign | out);
-}
-
-K_HD float k_elem_bf16_to_f32(uint16_t h) { return k_elem_f32_from_bits((uint32_t)h << 16); }
-
-/* f32 -> bf16, round to nearest even on the dropped 16 bits (cannot wrap:
- * the largest non-NaN pattern plus 0x8000 stays below 2^32); NaN is
- * truncated and made quiet. Subnormals round like any other value. */
-K_HD uint16_t k_elem_f32_to_bf16(float x)
-{
-    uint32_t bits = k_elem_f32_bits(x);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);
-    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
-/* ---- float MIN/MAX: a if a is NaN, else b if b is NaN (the comparison is
- * false), else the smaller / larger, b on ties: k_internal.h's rule, so the
- * first NaN in source order wins, with its bits. -------------------------- */
-
-K_HD float k_elem_min_f32(float a, float b) { return a != a ? a : (a < b ? a : b); }
-K_HD float k_elem_max_f32(float a, float b) { return a != a ? a : (a > b ? a : b); }
-K_HD double k_elem_min_f64(double a, double b) { return a != a ? a : (a < b ? a : b); }
-K_HD double k_elem_max_f64(double a, double b) { return a != a ? a : (a > b ? a : b); }
-
-/* ---- float -> integer for k_cast: round to nearest (ties to even), saturate */
-
-/* Independent of the rounding mode: floor and the subtraction are exact.
- * lo is an integer, so it is odd exactly when lo / 2 is not an integer
- * (lo * 0.5 is exact). Infinities come back as they are (frac is NaN). */
-K_HD double k_elem_round_half_even(double x)
-{
-    double lo = floor(x);
-    double frac = x - lo;
-    if (frac > 0.5 || (frac == 0.5 && floor(lo * 0.5) != lo * 0.5))
-        return lo + 1.0;
-    return lo;
-}
-
-/* NaN -> 0; the bounds are powers of two, so the comparisons are exact and
- * the final conversion is in range. */
-K_HD int64_t k_elem_sat_i64(double x)
-{
-    if (x != x)
-        return 0;
-    x = k_elem_round_half_even(x);
-    if (x >= 0x1p63)
-        return INT64_MAX;
-    if (x < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)x;
-}
-
-K_HD int32_t k_elem_sat_i32(double x)
-{
-    if (x != x)
-        return 0;
-    x = k_elem_round_half_even(x);
-    if (x >= 0x1p31)
-        return INT32_MAX;
-    if (x < -0x1p31)
-        return INT32_MIN;
-    return (int32_t)x;
-}
-
-K_HD uint8_t k_elem_sat_u8(double x)
-{
-    if (x != x)
-        return 0;
-    x = k_elem_round_half_even(x);
-    if (x >= 255.0)
-        return 255;
-    if (x <= 0.0)
-        return 0;
-    return (uint8_t)x;
-}
-
-/* The narrow integers: round to nearest even, saturate to [lo, hi], NaN -> 0. */
-K_HD int32_t k_elem_sat_range(double x, double lo, double hi)
-{
-    if (x != x)
-        return 0;
-    x = k_elem_round_half_even(x);
-    if (x >= hi)
-        return (int32_t)hi;
-    if (x <= lo)
-        return (int32_t)lo;
-    return (int32_t)x;
-}
-
-/* ---- float -> integer for k_scale: truncate toward zero, saturate ----------
- *
- * As k_trunc_to_*_sat of kernels/cpu/k_internal.h (Horovod's semantics): C's
- * conversion, which discards the fraction, where it is defined; NaN -> 0,
- * and the type's limits where the truncation does not fit (C leaves both
- * undefined, and the GPU's cvt.rzi and x86's cvttsd2si answer differently).
- * The bounds are integers held exactly, so x >= hi (x <= lo) is exactly
- * where the truncation is hi or more (lo or less); in between the cast is
- * in range and truncates, on the device (cvt.rzi) as on the host. */
-K_HD int64_t k_elem_trunc_i64(double x)
-{
-    if (x != x)
-        return 0;
-    if (x >= 0x1p63) /* INT64_MAX + 1 */
-        return INT64_MAX;
-    if (x <= -0x1p63)
-        return INT64_MIN;
-    return (int64_t)x;
-}
-
-/* [lo, hi] within int32 (i32, u8, i8, i16, u16). */
-K_HD int32_t k_elem_trunc_range(double x, double lo, double hi)
-{
-    if (x != x)
-        return 0;
-    if (x >= hi)
-        return (int32_t)hi;
-    if (x <= lo)
-        return (int32_t)lo;
-    return (int32_t)x;
 }
 
 /* ---- division (k_div's, for the divisor of k_reduce_n) -----------------------
@@ -378,8 +150,8 @@ K_HD float k_elem_combine_f32(float a, float b, int op)
 {
     switch (op) {
     case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_elem_min_f32(a, b);
-    case K_OP_MAX: return k_elem_max_f32(a, b);
+    case K_OP_MIN: return k_num_min_f32(a, b);
+    case K_OP_MAX: return k_num_max_f32(a, b);
     default: return a * b;
     }
 }
@@ -388,8 +160,8 @@ K_HD double k_elem_combine_f64(double a, double b, int op)
 {
     switch (op) {
     case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_elem_min_f64(a, b);
-    case K_OP_MAX: return k_elem_max_f64(a, b);
+    case K_OP_MIN: return k_num_min_f64(a, b);
+    case K_OP_MAX: return k_num_max_f64(a, b);
     default: return a * b;
     }
 }
@@ -476,10 +248,10 @@ K_HD int32_t k_elem_i16_combine(int32_t a, int32_t b, int op) { return k_elem_co
 K_HD uint32_t k_elem_u16_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u16(a, b, op); }
 K_HD uint32_t k_elem_bool_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_bool(a, b, op); }
 
-K_HD float k_elem_f32_load(uint64_t raw) { return k_elem_f32_from_bits((uint32_t)raw); }
-K_HD float k_elem_f16_load(uint64_t raw) { return k_elem_f16_to_f32((uint16_t)raw); }
-K_HD float k_elem_bf16_load(uint64_t raw) { return k_elem_bf16_to_f32((uint16_t)raw); }
-K_HD double k_elem_f64_load(uint64_t raw) { return k_elem_f64_from_bits(raw); }
+K_HD float k_elem_f32_load(uint64_t raw) { return k_num_f32_from_bits((uint32_t)raw); }
+K_HD float k_elem_f16_load(uint64_t raw) { return k_num_f16_to_f32((uint16_t)raw); }
+K_HD float k_elem_bf16_load(uint64_t raw) { return k_num_bf16_to_f32((uint16_t)raw); }
+K_HD double k_elem_f64_load(uint64_t raw) { return k_num_f64_from_bits(raw); }
 K_HD int32_t k_elem_i32_load(uint64_t raw) { return (int32_t)(uint32_t)raw; }
 K_HD int64_t k_elem_i64_load(uint64_t raw) { return (int64_t)raw; }
 K_HD uint32_t k_elem_u8_load(uint64_t raw) { return (uint32_t)(raw & 0xFFu); }
@@ -490,22 +262,22 @@ K_HD uint32_t k_elem_bool_load(uint64_t raw) { return (raw & 0xFFu) != 0; } /* a
 
 K_HD uint64_t k_elem_f32_finish(float acc, k_elem_div_t div)
 {
-    return k_elem_f32_bits(div.divide ? acc / div.f32 : acc);
+    return k_num_f32_bits(div.divide ? acc / div.f32 : acc);
 }
 
 K_HD uint64_t k_elem_f16_finish(float acc, k_elem_div_t div)
 {
-    return k_elem_f32_to_f16(div.divide ? acc / div.f32 : acc);
+    return k_num_f32_to_f16(div.divide ? acc / div.f32 : acc);
 }
 
 K_HD uint64_t k_elem_bf16_finish(float acc, k_elem_div_t div)
 {
-    return k_elem_f32_to_bf16(div.divide ? acc / div.f32 : acc);
+    return k_num_f32_to_bf16(div.divide ? acc / div.f32 : acc);
 }
 
 K_HD uint64_t k_elem_f64_finish(double acc, k_elem_div_t div)
 {
-    return k_elem_f64_bits(div.divide ? acc / div.f64 : acc);
+    return k_num_f64_bits(div.divide ? acc / div.f64 : acc);
 }
 
 K_HD uint64_t k_elem_i32_finish(int32_t acc, k_elem_div_t div)
@@ -551,61 +323,61 @@ K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.di
 K_HD uint64_t k_elem_f32_scale(uint64_t raw, float f32, double f64)
 {
     (void)f64;
-    return k_elem_f32_bits(k_elem_f32_load(raw) * f32);
+    return k_num_f32_bits(k_elem_f32_load(raw) * f32);
 }
 
 K_HD uint64_t k_elem_f16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f64;
-    return k_elem_f32_to_f16(k_elem_f16_load(raw) * f32);
+    return k_num_f32_to_f16(k_elem_f16_load(raw) * f32);
 }
 
 K_HD uint64_t k_elem_bf16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f64;
-    return k_elem_f32_to_bf16(k_elem_bf16_load(raw) * f32);
+    return k_num_f32_to_bf16(k_elem_bf16_load(raw) * f32);
 }
 
 K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return k_elem_f64_bits(k_elem_f64_load(raw) * f64);
+    return k_num_f64_bits(k_elem_f64_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_i32_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint32_t)k_elem_trunc_range((double)k_elem_i32_load(raw) * f64, -2147483648.0, 2147483647.0);
+    return (uint32_t)k_num_trunc_to_i32_sat((double)k_elem_i32_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_i64_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint64_t)k_elem_trunc_i64((double)k_elem_i64_load(raw) * f64);
+    return (uint64_t)k_num_trunc_to_i64_sat((double)k_elem_i64_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint32_t)k_elem_trunc_range((double)k_elem_u8_load(raw) * f64, 0.0, 255.0);
+    return k_num_trunc_to_u8_sat((double)k_elem_u8_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_i8_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint8_t)(uint32_t)k_elem_trunc_range((double)k_elem_i8_load(raw) * f64, -128.0, 127.0);
+    return (uint8_t)k_num_trunc_to_i8_sat((double)k_elem_i8_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_i16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint16_t)(uint32_t)k_elem_trunc_range((double)k_elem_i16_load(raw) * f64, -32768.0, 32767.0);
+    return (uint16_t)k_num_trunc_to_i16_sat((double)k_elem_i16_load(raw) * f64);
 }
 
 K_HD uint64_t k_elem_u16_scale(uint64_t raw, float f32, double f64)
 {
     (void)f32;
-    return (uint32_t)k_elem_trunc_range((double)k_elem_u16_load(raw) * f64, 0.0, 65535.0);
+    return k_num_trunc_to_u16_sat((double)k_elem_u16_load(raw) * f64);
 }
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
@@ -622,7 +394,8 @@ K_HD uint64_t k_elem_bool_scale(uint64_t raw, float f32, double f64)
  * goes through double, integers through int64. Narrowing a double or an
  * int64 to f16/bf16 first narrows to fp32 with round-to-odd (truncate, set
  * the lsb if anything was dropped), which keeps the following
- * round-to-nearest-even correct (k_cast.c explains why).
+ * round-to-nearest-even correct (k_cast.c explains why): k_numeric.h's
+ * k_num_*_to_f32_round_odd, as k_cast.c uses them.
  */
 
 K_HD int k_elem_dtype_is_float(int dtype)
@@ -630,77 +403,49 @@ K_HD int k_elem_dtype_is_float(int dtype)
     return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16 || dtype == K_DTYPE_F64;
 }
 
-/* double -> fp32, round to odd; overflow gives FLT_MAX (odd), which still
- * rounds to inf in f16 and bf16. */
-K_HD float k_elem_f64_to_f32_round_odd(double x)
-{
-    float f = (float)x;
-    if (x != x || (double)f == x)
-        return f;
-    uint32_t bits = k_elem_f32_bits(f);
-    if (fabs((double)f) > fabs(x))
-        bits -= 1; /* rounded away from zero: step back to the truncation */
-    return k_elem_f32_from_bits(bits | 1u);
-}
-
-/* int64 -> fp32, round to odd: the top 24 significant bits, OR a sticky
- * bit for everything shifted out, times 2^shift (exact). */
-K_HD float k_elem_i64_to_f32_round_odd(int64_t v)
-{
-    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    if (mag < ((uint64_t)1 << 24))
-        return (float)v;
-    int shift = k_elem_bit_width_u64(mag) - 24; /* 1 .. 40 */
-    uint64_t kept = mag >> shift;
-    if (mag & (((uint64_t)1 << shift) - 1))
-        kept |= 1;
-    float f = (float)kept * k_elem_f32_from_bits((uint32_t)(127 + shift) << 23);
-    return v < 0 ? -f : f;
-}
-
 /* Raw bits of a float dtype no wider than f32, widened to f32 (exact). */
 K_HD float k_elem_to_f32(uint64_t raw, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_elem_f16_to_f32((uint16_t)raw);
-    case K_DTYPE_BF16: return k_elem_bf16_to_f32((uint16_t)raw);
-    default: return k_elem_f32_from_bits((uint32_t)raw);
+    case K_DTYPE_F16: return k_num_f16_to_f32((uint16_t)raw);
+    case K_DTYPE_BF16: return k_num_bf16_to_f32((uint16_t)raw);
+    default: return k_num_f32_from_bits((uint32_t)raw);
     }
 }
 
 K_HD uint64_t k_elem_from_f32(float x, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_elem_f32_to_f16(x);
-    case K_DTYPE_BF16: return k_elem_f32_to_bf16(x);
-    default: return k_elem_f32_bits(x);
+    case K_DTYPE_F16: return k_num_f32_to_f16(x);
+    case K_DTYPE_BF16: return k_num_f32_to_bf16(x);
+    default: return k_num_f32_bits(x);
     }
 }
 
 K_HD uint64_t k_elem_from_f64(double x, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F32: return k_elem_f32_bits((float)x);
-    case K_DTYPE_F16: return k_elem_f32_to_f16(k_elem_f64_to_f32_round_odd(x));
-    case K_DTYPE_BF16: return k_elem_f32_to_bf16(k_elem_f64_to_f32_round_odd(x));
-    case K_DTYPE_F64: return k_elem_f64_bits(x);
-    case K_DTYPE_I32: return (uint32_t)k_elem_sat_i32(x);
-    case K_DTYPE_I64: return (uint64_t)k_elem_sat_i64(x);
-    case K_DTYPE_I8: return (uint8_t)(uint32_t)k_elem_sat_range(x, -128.0, 127.0);
-    case K_DTYPE_I16: return (uint16_t)(uint32_t)k_elem_sat_range(x, -32768.0, 32767.0);
-    case K_DTYPE_U16: return (uint32_t)k_elem_sat_range(x, 0.0, 65535.0);
+    case K_DTYPE_F32: return k_num_f32_bits((float)x);
+    case K_DTYPE_F16: return k_num_f32_to_f16(k_num_f64_to_f32_round_odd(x));
+    case K_DTYPE_BF16: return k_num_f32_to_bf16(k_num_f64_to_f32_round_odd(x));
+    case K_DTYPE_F64: return k_num_f64_bits(x);
+    case K_DTYPE_I32: return (uint32_t)k_num_round_to_i32_sat(x);
+    case K_DTYPE_I64: return (uint64_t)k_num_round_to_i64_sat(x);
+    case K_DTYPE_I8: return (uint8_t)k_num_round_to_i8_sat(x);
+    case K_DTYPE_I16: return (uint16_t)k_num_round_to_i16_sat(x);
+    case K_DTYPE_U16: return (uint32_t)k_num_round_to_range_sat(x, 0.0, 65535.0);
     case K_DTYPE_BOOL: return x != 0.0; /* NaN -> 1, as C's _Bool */
-    default: return k_elem_sat_u8(x);
+    default: return k_num_round_to_u8_sat(x);
     }
 }
 
 K_HD uint64_t k_elem_from_i64(int64_t v, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F32: return k_elem_f32_bits((float)v);
-    case K_DTYPE_F16: return k_elem_f32_to_f16(k_elem_i64_to_f32_round_odd(v));
-    case K_DTYPE_BF16: return k_elem_f32_to_bf16(k_elem_i64_to_f32_round_odd(v));
-    case K_DTYPE_F64: return k_elem_f64_bits((double)v);
+    case K_DTYPE_F32: return k_num_f32_bits((float)v);
+    case K_DTYPE_F16: return k_num_f32_to_f16(k_num_i64_to_f32_round_odd(v));
+    case K_DTYPE_BF16: return k_num_f32_to_bf16(k_num_i64_to_f32_round_odd(v));
+    case K_DTYPE_F64: return k_num_f64_bits((double)v);
     case K_DTYPE_I32: return (uint32_t)(v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v);
     case K_DTYPE_I64: return (uint64_t)v;
     case K_DTYPE_I8: return (uint8_t)(v > 127 ? 127 : v < -128 ? -128 : v);
@@ -717,7 +462,7 @@ K_HD uint64_t k_elem_from_i64(int64_t v, int dtype)
 K_HD uint64_t k_elem_cast(uint64_t raw, int src_dtype, int dst_dtype)
 {
     if (src_dtype == K_DTYPE_F64)
-        return k_elem_from_f64(k_elem_f64_from_bits(raw), dst_dtype);
+        return k_elem_from_f64(k_num_f64_from_bits(raw), dst_dtype);
     if (k_elem_dtype_is_float(src_dtype)) {
         float x = k_elem_to_f32(raw, src_dtype);
         if (dst_dtype == K_DTYPE_F32 || dst_dtype == K_DTYPE_F16 || dst_dtype == K_DTYPE_BF16)

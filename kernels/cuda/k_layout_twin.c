@@ -1,7 +1,7 @@
 /*
  * k_layout_twin.c - the CPU twins of k_cuda_layout.h's copies: every
  * element through k_layout.h's index and k_elem.h's conversion, as the
- * kernel does it.
+ * kernel does it. In libhora-kernels-twin.a, the tests' static library.
  */
 #include "k_cuda_layout.h"
 #include "k_layout.h"

@@ -1,12 +1,12 @@
 /*
  * k_nn.h - the per-element arithmetic of the layer kernels of k_nn.cu
  * (k_cuda_nn.h: batch norm, pooling, relu, add), shared with their CPU
- * twins in k_nn_twin.c: every function is K_HD (k_elem.h), so a kernel and
+ * twins in k_nn_twin.c: every function is K_HD (k_numeric.h), so a kernel and
  * its twin run the very same lines, and the fixed blocked order of the
  * batch-norm reductions (below) is written down once, here, for both.
  *
  * Private to kernels/cuda. Activations are f32, f16 or bf16 (raw bits in a
- * uint32_t, k_elem.h's conversions), widened exactly to fp32; each
+ * uint32_t, k_numeric.h's conversions), widened exactly to fp32; each
  * operation below is one IEEE fp32 (or, where it says so, fp64) operation,
  * no FMA (-ffp-contract=off in the twin, -fmad=false in the kernels).
  *
@@ -52,18 +52,18 @@
 K_HD float k_nn_load(uint32_t raw, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_elem_f16_to_f32((uint16_t)raw);
-    case K_DTYPE_BF16: return k_elem_bf16_to_f32((uint16_t)raw);
-    default: return k_elem_f32_from_bits(raw);
+    case K_DTYPE_F16: return k_num_f16_to_f32((uint16_t)raw);
+    case K_DTYPE_BF16: return k_num_bf16_to_f32((uint16_t)raw);
+    default: return k_num_f32_from_bits(raw);
     }
 }
 
 K_HD uint32_t k_nn_store(float v, int dtype)
 {
     switch (dtype) {
-    case K_DTYPE_F16: return k_elem_f32_to_f16(v);
-    case K_DTYPE_BF16: return k_elem_f32_to_bf16(v);
-    default: return k_elem_f32_bits(v);
+    case K_DTYPE_F16: return k_num_f32_to_f16(v);
+    case K_DTYPE_BF16: return k_num_f32_to_bf16(v);
+    default: return k_num_f32_bits(v);
     }
 }
 

@@ -5,10 +5,11 @@
  * order (chunks, row lanes, the lane tree, the merge threads and their
  * tree: k_nn.h), so that a kernel equals its twin bit for bit.
  *
- * Plain C, built into libhora-kernels.so whether or not CUDA is. Slow on
- * purpose (clarity, not speed); the GPU test (tests/gpu/kernels/
- * test_gpu_nn.c) compares the kernels with these, the unit test
- * (tests/unit/kernels/test_twin_nn.c) these with a double reference.
+ * Plain C, built into libhora-kernels-twin.a (the tests' static library)
+ * whether or not CUDA is. Slow on purpose (clarity, not speed); the GPU
+ * test (tests/gpu/kernels/test_gpu_nn.c) compares the kernels with these,
+ * the unit test (tests/unit/kernels/test_twin_nn.c) these with a double
+ * reference.
  */
 #include <stdlib.h>
 

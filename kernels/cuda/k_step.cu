@@ -140,11 +140,11 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_sgd_kernel(const __grid
             k_vec_load<16>(M, buf + i * 4);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            float m = k_elem_f32_from_bits(M.w[k]);
-            const float x = k_step_sgd_elem(k_elem_f32_from_bits(P.w[k]), k_elem_to_f32(k_vec_get<GS>(G, k), GD),
+            float m = k_num_f32_from_bits(M.w[k]);
+            const float x = k_step_sgd_elem(k_num_f32_from_bits(P.w[k]), k_elem_to_f32(k_vec_get<GS>(G, k), GD),
                                             &m, a);
-            P.w[k] = k_elem_f32_bits(x);
-            M.w[k] = k_elem_f32_bits(m);
+            P.w[k] = k_num_f32_bits(x);
+            M.w[k] = k_num_f32_bits(m);
             if constexpr (LD != K_DTYPE_COUNT)
                 k_vec_set<LS>(L, k, k_elem_from_f32(x, LD));
         }
@@ -157,12 +157,12 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_sgd_kernel(const __grid
     const size_t tail = p.head + p.vecs * V, scalars = p.head + (p.count - tail);
     for (size_t e = tid; e < scalars; e += stride) {
         const size_t i = k_step_scalar_index(e, p.head, tail);
-        float m = with_buf ? k_elem_f32_from_bits((uint32_t)k_elem_get<4>(buf + i * 4, p.bytewise)) : 0.0f;
-        const float x = k_step_sgd_elem(k_elem_f32_from_bits((uint32_t)k_elem_get<4>(param + i * 4, p.bytewise)),
+        float m = with_buf ? k_num_f32_from_bits((uint32_t)k_elem_get<4>(buf + i * 4, p.bytewise)) : 0.0f;
+        const float x = k_step_sgd_elem(k_num_f32_from_bits((uint32_t)k_elem_get<4>(param + i * 4, p.bytewise)),
                                         k_elem_to_f32(k_elem_get<GS>(p.grad + i * GS, p.bytewise), GD), &m, a);
-        k_elem_put<4>(param + i * 4, k_elem_f32_bits(x), p.bytewise);
+        k_elem_put<4>(param + i * 4, k_num_f32_bits(x), p.bytewise);
         if (with_buf)
-            k_elem_put<4>(buf + i * 4, k_elem_f32_bits(m), p.bytewise);
+            k_elem_put<4>(buf + i * 4, k_num_f32_bits(m), p.bytewise);
         if constexpr (LD != K_DTYPE_COUNT)
             k_elem_put<LS>(p.lp + i * LS, k_elem_from_f32(x, LD), p.bytewise);
     }
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_input_kernel(const __gr
 #pragma unroll
             for (int c = 0; c < K_CUDA_INPUT_MAX_CHANNELS; c++)
                 if (c < dc)
-                    k_elem_put<4>(d + 4 * c, c < sc ? k_elem_f32_bits(k_step_input_value(s[c], p.mean[c], p.std[c])) : 0,
+                    k_elem_put<4>(d + 4 * c, c < sc ? k_num_f32_bits(k_step_input_value(s[c], p.mean[c], p.std[c])) : 0,
                                   p.bytewise);
         }
     } else {

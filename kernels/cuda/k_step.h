@@ -1,7 +1,7 @@
 /*
  * k_step.h - the per-element (and per-row) arithmetic of the training-step
  * kernels of k_step.cu (k_cuda_step.h), shared with their CPU twins in
- * k_step_twin.c: every function is K_HD (k_elem.h), so the kernel and the
+ * k_step_twin.c: every function is K_HD (k_numeric.h), so the kernel and the
  * twin run the very same lines.
  *
  * Private to kernels/cuda. What each part reproduces:

@@ -9,8 +9,9 @@
  * and with the trainer's formulas (softmax_xent of the cpu backend,
  * tr_aug_store of the data pipeline).
  *
- * Plain C, built into libhora-kernels.so with or without CUDA; slow on
- * purpose (memcpy per element, any alignment).
+ * Plain C, built into libhora-kernels-twin.a (the tests' static library)
+ * with or without CUDA; slow on purpose (memcpy per element, any
+ * alignment).
  */
 #include "k_cuda_step.h"
 #include "k_step.h"

@@ -7,9 +7,10 @@
  * compares the twins with k_reduce_n / k_scale / k_cast, which ties the
  * kernels to kernels/cpu without a GPU.
  *
- * Plain C, built into libhora-kernels.so whether or not CUDA is (the
- * tests and a CPU fallback need no device). Slow on purpose: clarity over
- * speed, and any alignment (elements are read and written with memcpy).
+ * Plain C, built into libhora-kernels-twin.a, the tests' static library,
+ * whether or not CUDA is (the tests need no device). Slow on purpose:
+ * clarity over speed, and any alignment (elements are read and written
+ * with memcpy).
  */
 #include "k_cuda.h"
 #include "k_elem.h"

@@ -11,9 +11,10 @@
  *    pointers (or anything the device can address through UVA), the
  *    arrays of pointers and of copies are HOST arrays, read before the call
  *    returns (the caller may free or reuse them at once).
- *  - k_twin_*: in libhora-kernels.so, always built. The same computation on
- *    the CPU, written with the very per-element functions the kernels run
- *    (kernels/cuda/k_elem.h), so a kernel's output can be checked bit for
+ *  - k_twin_*: in libhora-kernels-twin.a (kernels_twin_dep), a static
+ *    library built with or without CUDA for the tests, and in no installed
+ *    library. The same computation on the CPU, written with the very
+ *    per-element functions the kernels run (kernels/cuda/k_elem.h), so a kernel's output can be checked bit for
  *    bit against its twin; each twin gives the bits of the matching k_cpu.h
  *    function (k_reduce_n, k_scale, k_cast), NaN payloads aside.
  *
@@ -31,11 +32,13 @@
 extern "C" {
 #endif
 
-/* The device functions are exported by libhora-kernels-cuda.so, the twins
- * by libhora-kernels.so; two names for the same attribute, so each
- * library's symbol check (tests/unit/check_symbols.py) knows which
- * declarations are its own. */
+/* The device functions are exported by libhora-kernels-cuda.so: K_API
+ * under the name its symbol check (tests/unit/check_symbols.py) looks
+ * for. The twins are K_TWIN_API, nothing: libhora-kernels-twin.a is
+ * static and linked only by the tests, so neither shared library carries
+ * them (their symbol checks fail if one does). */
 #define K_CUDA_API K_API
+#define K_TWIN_API
 
 /* One copy of k_cuda_copy_batch: bytes bytes from src to dst. */
 typedef struct {
@@ -111,11 +114,11 @@ K_CUDA_API const char *k_cuda_error_string(int err);
  * with k_reduce_n / k_scale / k_cast, NaN payloads of arithmetic on NaNs
  * aside (a result is a NaN exactly when theirs is).
  */
-K_API int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
-                          int64_t divisor);
-K_API int k_twin_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
-K_API int k_twin_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
-K_API int k_twin_copy_batch(const k_cuda_copy_t *copies, int n);
+K_TWIN_API int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                               int64_t divisor);
+K_TWIN_API int k_twin_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor);
+K_TWIN_API int k_twin_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count);
+K_TWIN_API int k_twin_copy_batch(const k_cuda_copy_t *copies, int n);
 
 #ifdef __cplusplus
 }

@@ -33,10 +33,10 @@ K_CUDA_API int k_cuda_to_channels_last(void *dst, k_dtype_t dst_dtype, const voi
 K_CUDA_API int k_cuda_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype,
                                          size_t n, size_t c, size_t c_stored, size_t hw, void *stream);
 
-K_API int k_twin_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
-                                  size_t c, size_t c_stored, size_t hw);
-K_API int k_twin_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
-                                    size_t c, size_t c_stored, size_t hw);
+K_TWIN_API int k_twin_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
+                                       size_t c, size_t c_stored, size_t hw);
+K_TWIN_API int k_twin_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
+                                         size_t c, size_t c_stored, size_t hw);
 
 #ifdef __cplusplus
 }

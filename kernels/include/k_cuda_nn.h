@@ -11,11 +11,11 @@
  * in dtype f32, f16 or bf16, computed in fp32 and rounded once; gamma,
  * beta and every statistic are f32.
  *
- * The k_twin_* functions (libhora-kernels.so, always built) are the same
- * contracts on host memory, synchronous, computed by the per-element
- * functions of kernels/cuda/k_nn.h in the kernels' order, the reductions
- * in the same blocked order: a kernel's output equals its twin's bit for
- * bit (NaN payloads aside).
+ * The k_twin_* functions (libhora-kernels-twin.a, for the tests; see
+ * k_cuda.h) are the same contracts on host memory, synchronous, computed
+ * by the per-element functions of kernels/cuda/k_nn.h in the kernels'
+ * order, the reductions in the same blocked order: a kernel's output
+ * equals its twin's bit for bit (NaN payloads aside).
  *
  * Accuracy (what tests/unit/kernels/test_twin_nn.c checks against a
  * double-precision reference). A batch-norm reduction cuts the m = rows
@@ -42,7 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "k_cuda.h" /* K_CUDA_API, K_API, K_CUDA_ERR_INVALID_VALUE, k_dtype_t */
+#include "k_cuda.h" /* K_CUDA_API, K_TWIN_API, K_CUDA_ERR_INVALID_VALUE, k_dtype_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -142,25 +142,25 @@ K_CUDA_API int k_cuda_add_forward(void *y, const void *a, const void *b, k_dtype
 
 /* ---- the CPU twins: host memory, synchronous, 0 or K_CUDA_ERR_INVALID_VALUE;
  * the batch-norm twins need no workspace. ---- */
-K_API int k_twin_bn_forward_train(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
-                                  int c, const float *gamma, const float *beta, float *running_mean,
-                                  float *running_var, float momentum, float epsilon, int relu, float *save_mean,
-                                  float *save_invstd);
-K_API int k_twin_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
-                                  int c, const float *gamma, const float *beta, const float *running_mean,
-                                  const float *running_var, float epsilon, int relu);
-K_API int k_twin_bn_backward(void *dx, void *dresidual, const void *x, const void *dy, const void *y,
-                             k_dtype_t dtype, size_t rows, int c, const float *gamma, const float *save_mean,
-                             const float *save_invstd, void *dgamma, void *dbeta, k_dtype_t grad_dtype);
-K_API int k_twin_maxpool_forward(void *y, uint8_t *argmax, const void *x, k_dtype_t dtype,
-                                 const k_cuda_pool_t *pool);
-K_API int k_twin_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype,
-                                  const k_cuda_pool_t *pool);
-K_API int k_twin_avgpool_forward(void *y, const void *x, k_dtype_t dtype, int n, int hw, int c);
-K_API int k_twin_avgpool_backward(void *dx, const void *dy, k_dtype_t dtype, int n, int hw, int c);
-K_API int k_twin_relu_forward(void *y, const void *x, k_dtype_t dtype, size_t count);
-K_API int k_twin_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, size_t count);
-K_API int k_twin_add_forward(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, int relu);
+K_TWIN_API int k_twin_bn_forward_train(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
+                                       int c, const float *gamma, const float *beta, float *running_mean,
+                                       float *running_var, float momentum, float epsilon, int relu, float *save_mean,
+                                       float *save_invstd);
+K_TWIN_API int k_twin_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
+                                       int c, const float *gamma, const float *beta, const float *running_mean,
+                                       const float *running_var, float epsilon, int relu);
+K_TWIN_API int k_twin_bn_backward(void *dx, void *dresidual, const void *x, const void *dy, const void *y,
+                                  k_dtype_t dtype, size_t rows, int c, const float *gamma, const float *save_mean,
+                                  const float *save_invstd, void *dgamma, void *dbeta, k_dtype_t grad_dtype);
+K_TWIN_API int k_twin_maxpool_forward(void *y, uint8_t *argmax, const void *x, k_dtype_t dtype,
+                                      const k_cuda_pool_t *pool);
+K_TWIN_API int k_twin_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype,
+                                       const k_cuda_pool_t *pool);
+K_TWIN_API int k_twin_avgpool_forward(void *y, const void *x, k_dtype_t dtype, int n, int hw, int c);
+K_TWIN_API int k_twin_avgpool_backward(void *dx, const void *dy, k_dtype_t dtype, int n, int hw, int c);
+K_TWIN_API int k_twin_relu_forward(void *y, const void *x, k_dtype_t dtype, size_t count);
+K_TWIN_API int k_twin_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, size_t count);
+K_TWIN_API int k_twin_add_forward(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, int relu);
 
 #ifdef __cplusplus
 }

@@ -8,12 +8,13 @@
  * arguments outside the contract (nothing queued, nothing written). Data
  * pointers are device pointers; the small arrays of parameters (mean, std)
  * are HOST arrays, read before the call returns. The k_twin_* functions
- * (libhora-kernels.so, always built) are the same contracts on host memory,
- * synchronous, computed by the same per-element functions
- * (kernels/cuda/k_step.h) in the kernels' order: a kernel's output equals
- * its twin's bit for bit (NaN payloads aside: GPU arithmetic returns the
- * canonical NaN), except softmax cross-entropy, where CUDA's and libm's
- * double exp / log may differ in the last bit (see there).
+ * (libhora-kernels-twin.a, for the tests; see k_cuda.h) are the same
+ * contracts on host memory, synchronous, computed by the same per-element
+ * functions (kernels/cuda/k_step.h) in the kernels' order: a kernel's
+ * output equals its twin's bit for bit (NaN payloads aside: GPU
+ * arithmetic returns the canonical NaN), except softmax cross-entropy,
+ * where CUDA's and libm's double exp / log may differ in the last bit
+ * (see there).
  *
  * Dtypes are k_dtype_t (k_cpu.h); the cast f32 <-> f16/bf16 is
  * k_cuda_cast (k_cuda.h).
@@ -24,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "k_cuda.h" /* K_CUDA_API, K_API, K_CUDA_ERR_INVALID_VALUE, k_dtype_t */
+#include "k_cuda.h" /* K_CUDA_API, K_TWIN_API, K_CUDA_ERR_INVALID_VALUE, k_dtype_t */
 
 #ifdef __cplusplus
 extern "C" {
@@ -129,17 +130,17 @@ K_CUDA_API int k_cuda_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_
 /* ---- the CPU twins: host memory, synchronous, 0 or K_CUDA_ERR_INVALID_VALUE ---- */
 
 /* *label_error is a host int32 here; no workspace. */
-K_API int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
-                              float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype,
-                              int32_t *label_error);
-K_API int k_twin_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, const uint8_t *src,
-                                 int src_channels, size_t pixel_count, const float *mean, const float *std);
-K_API int k_twin_nonfinite(const void *src, k_dtype_t dtype, size_t count, int32_t *flag);
-K_API int k_twin_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t count, float factor,
-                                   int32_t *flag);
-K_API int k_twin_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad,
-                                k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count,
-                                float lr, float momentum, float weight_decay, int nesterov);
+K_TWIN_API int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
+                                   float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype,
+                                   int32_t *label_error);
+K_TWIN_API int k_twin_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, const uint8_t *src,
+                                      int src_channels, size_t pixel_count, const float *mean, const float *std);
+K_TWIN_API int k_twin_nonfinite(const void *src, k_dtype_t dtype, size_t count, int32_t *flag);
+K_TWIN_API int k_twin_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t count, float factor,
+                                        int32_t *flag);
+K_TWIN_API int k_twin_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad,
+                                     k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count,
+                                     float lr, float momentum, float weight_decay, int nesterov);
 
 #ifdef __cplusplus
 }

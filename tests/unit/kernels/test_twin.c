@@ -3,10 +3,12 @@
  * against kernels/cpu, which ties the CUDA kernels (checked against the
  * twins on a GPU by tests/gpu/kernels) to the CPU library without one:
  *
- *  - k_elem.h's conversions (the kernels' own, shorter than
- *    k_internal.h's): every f16 and bf16 value widened, and f32 values of
- *    every sign and exponent with random mantissas and the patterns around
- *    each rounding point narrowed, against k_f16_to_f32 & co.;
+ *  - k_numeric.h's conversions (what the kernels and the twins call):
+ *    every f16 and bf16 value widened, and f32 values of every sign and
+ *    exponent with random mantissas and the patterns around each rounding
+ *    point narrowed, against k_f16_to_f32 & co. (kernels/cpu wraps the
+ *    same functions, so this holds as long as there is one definition;
+ *    the kernels test, conversions.c, checks it against a reference);
  *  - k_twin_reduce_n against k_reduce_n: every dtype x op, n = 1..8, every
  *    count 0..70 and a few large ones, divisors 1 .. INT64_MAX, every
  *    source and dst at its own offset (1..15 bytes where the element size
@@ -39,7 +41,7 @@
 #include "check.h"
 #include "k_cpu.h"
 #include "k_cuda.h"
-#include "k_elem.h"
+#include "k_numeric.h"
 #include "rand.h"
 #include "twin_data.h"
 
@@ -92,26 +94,26 @@ static int buf_guards_ok(const buf_t *b)
  * (k_cpu.h's kernels read elements through typed pointers). */
 static size_t random_offset(size_t size) { return twin_random_offset(&rng, size); }
 
-/* ---- k_elem.h's conversions --------------------------------------------------------- */
+/* ---- k_numeric.h's conversions ------------------------------------------------------ */
 
 static void narrow_one(uint32_t bits)
 {
     float x;
     memcpy(&x, &bits, 4);
-    uint16_t h = k_elem_f32_to_f16(x), hw = k_f32_to_f16(x);
-    uint16_t b = k_elem_f32_to_bf16(x), bw = k_f32_to_bf16(x);
-    CHECK(h == hw, "k_elem_f32_to_f16(0x%08x) = 0x%04x, k_f32_to_f16 0x%04x", bits, h, hw);
-    CHECK(b == bw, "k_elem_f32_to_bf16(0x%08x) = 0x%04x, k_f32_to_bf16 0x%04x", bits, b, bw);
+    uint16_t h = k_num_f32_to_f16(x), hw = k_f32_to_f16(x);
+    uint16_t b = k_num_f32_to_bf16(x), bw = k_f32_to_bf16(x);
+    CHECK(h == hw, "k_num_f32_to_f16(0x%08x) = 0x%04x, k_f32_to_f16 0x%04x", bits, h, hw);
+    CHECK(b == bw, "k_num_f32_to_bf16(0x%08x) = 0x%04x, k_f32_to_bf16 0x%04x", bits, b, bw);
 }
 
 static void test_conversions(void)
 {
     const int before = failures;
     for (uint32_t h = 0; h <= 0xFFFF; h++) {
-        float a = k_elem_f16_to_f32((uint16_t)h), b = k_f16_to_f32((uint16_t)h);
-        float c = k_elem_bf16_to_f32((uint16_t)h), d = k_bf16_to_f32((uint16_t)h);
-        CHECK(memcmp(&a, &b, 4) == 0, "k_elem_f16_to_f32(0x%04x) differs from k_f16_to_f32", h);
-        CHECK(memcmp(&c, &d, 4) == 0, "k_elem_bf16_to_f32(0x%04x) differs from k_bf16_to_f32", h);
+        float a = k_num_f16_to_f32((uint16_t)h), b = k_f16_to_f32((uint16_t)h);
+        float c = k_num_bf16_to_f32((uint16_t)h), d = k_bf16_to_f32((uint16_t)h);
+        CHECK(memcmp(&a, &b, 4) == 0, "k_num_f16_to_f32(0x%04x) differs from k_f16_to_f32", h);
+        CHECK(memcmp(&c, &d, 4) == 0, "k_num_bf16_to_f32(0x%04x) differs from k_bf16_to_f32", h);
     }
     /* Every sign and exponent: random mantissas, and for every number of
      * dropped bits d (13 for normal f16, up to 24 for its subnormals, 16
@@ -134,7 +136,7 @@ static void test_conversions(void)
             }
         }
     }
-    printf("%s conversions: k_elem.h's f16/bf16 <-> f32 against k_cpu.h's\n", failures == before ? "ok  " : "FAIL");
+    printf("%s conversions: k_numeric.h's f16/bf16 <-> f32 against k_cpu.h's\n", failures == before ? "ok  " : "FAIL");
 }
 
 /* ---- k_twin_reduce_n -------------------------------------------------------------- */
