@@ -535,14 +535,19 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         goto err_free;
     }
     c->vec = calloc((size_t)(3 * c->words + 2), sizeof(uint64_t));
-    /* The agreement's buffers: rank 0 receives every rank's vector and sends
-     * one reply (vector + verdict); the others receive the reply. */
-    c->agree = calloc((size_t)(c->rank == 0 ? c->size + 1 : 1) * (size_t)(3 * c->words + 3), sizeof(uint64_t));
-    c->agree_reqs = malloc((size_t)(c->size > 2 ? c->size : 2) * sizeof(MPI_Request));
-    c->agree_silent = calloc((size_t)c->size, sizeof(int));
+    /* A process set's star (the world's agreement and slow path are
+     * collectives on its channel, which need none of these): rank 0 receives
+     * every member's vector and sends one reply (vector + verdict), the
+     * others receive the reply; a request per member. */
+    const int star = c->members != NULL;
+    if (star) {
+        c->agree = calloc((size_t)(c->rank == 0 ? c->size + 1 : 1) * (size_t)(3 * c->words + 3), sizeof(uint64_t));
+        c->agree_reqs = malloc((size_t)(c->size > 2 ? c->size : 2) * sizeof(MPI_Request));
+        c->agree_silent = calloc((size_t)c->size, sizeof(int));
+    }
     c->cache = calloc((size_t)(c->cache_capacity ? c->cache_capacity : 1), sizeof(*c->cache));
     c->joined_ranks = calloc((size_t)c->size, 1);
-    if (!c->vec || !c->agree || !c->agree_reqs || !c->agree_silent || !c->cache || !c->joined_ranks) {
+    if (!c->vec || (star && (!c->agree || !c->agree_reqs || !c->agree_silent)) || !c->cache || !c->joined_ranks) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
         goto err_free;
     }
@@ -555,7 +560,7 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = status_mpi(err, "MPI_Comm_dup(coordinator)");
         goto err_free;
     }
-    for (int r = 0; r < (c->size > 2 ? c->size : 2); r++) c->agree_reqs[r] = MPI_REQUEST_NULL;
+    for (int r = 0; star && r < (c->size > 2 ? c->size : 2); r++) c->agree_reqs[r] = MPI_REQUEST_NULL;
     if (!c->members) {
         /* A rank asked for its stack answers within a few inspection periods. */
         status = stack_channel_open(&c->stacks, cfg, env->world, 1.0 + 4e-6 * (double)coord_inspect_period_us(c));

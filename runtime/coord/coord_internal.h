@@ -119,8 +119,10 @@ struct coord {
     struct coord_map cache_index;    /* name -> id + 1 */
     uint64_t cache_tick;
     uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
-    /* The cycle's agreement (coord.c): rank 0's receive buffers (a vector per
-     * rank) and reply, or another rank's reply; a request per rank. */
+    /* A process set's star (coord_agree.c, coord_slow.c; NULL for the
+     * world's coordinator, whose exchanges are collectives on its channel):
+     * rank 0's receive buffers (a vector per member) and reply, or another
+     * member's reply; a request per member. */
     uint64_t *agree;
     MPI_Request *agree_reqs;
     int *agree_silent;
