@@ -4,10 +4,12 @@ TEST_FAULTS_DIR/rankR; the job runs in a session of its own, killed whole
 past its time limit."""
 import os
 import shutil
-import signal
-import subprocess
+import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import job  # noqa: E402  (tests/common/job.py)
 
 
 def read_reports(folder, nranks):
@@ -37,18 +39,8 @@ def run_job(cmd, nranks, extra_env, limit, prefix):
     mpi_shm = os.path.join(folder, "vader")
     os.mkdir(mpi_shm)
     env = dict(os.environ, TEST_FAULTS_DIR=folder, OMPI_MCA_btl_vader_backing_directory=mpi_shm, **extra_env)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    wall = time.monotonic() - t0
+    returncode, out, wall, timed_out = job.run_session(cmd, env, limit)
     end_real = time.time()
     reports = read_reports(folder, nranks)
     shutil.rmtree(folder, ignore_errors=True)
-    return proc.returncode, out, wall, timed_out, end_real, reports
+    return returncode, out, wall, timed_out, end_real, reports

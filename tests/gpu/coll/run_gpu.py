@@ -26,11 +26,11 @@ RUN_GPU_VERBOSE=1 prints every report and the job's output also on success.
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+import job  # noqa: E402  (tests/common/job.py)
 
 MPIRUN, PROGRAM, NP, CASE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 VICTIM = NP - 1
@@ -51,17 +51,7 @@ def run(cmd, extra_env, limit, folder):
     os.makedirs(vader, exist_ok=True)
     env = dict(os.environ, OMPI_MCA_btl_vader_backing_directory=vader, **extra_env)
     print("$", " ".join("%s='%s'" % kv for kv in extra_env.items()), " ".join(cmd), flush=True)
-    t0 = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=limit)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
-    return proc.returncode, out, time.monotonic() - t0, timed_out
+    return job.run_session(cmd, env, limit)
 
 
 def read_reports(folder):

@@ -1,0 +1,25 @@
+"""job.py - run one test job (an mpirun, usually) in a session of its own,
+killed whole (every rank, the launcher's daemons) past its time limit: for
+the Python drivers of fault tests (tests/mpi/fault_job.py,
+tests/gpu/coll/run_gpu.py)."""
+import os
+import signal
+import subprocess
+import time
+
+
+def run_session(cmd, env, limit):
+    """Runs cmd with env in a new session, stdout and stderr together.
+    Returns (returncode, output, wall seconds, timed out); on timeout the
+    whole session is SIGKILLed and what it printed is still returned."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=limit)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        timed_out = True
+    return proc.returncode, out, time.monotonic() - t0, timed_out
