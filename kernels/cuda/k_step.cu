@@ -257,7 +257,7 @@ __device__ __forceinline__ double k_step_warp_max(double v)
 {
 #pragma unroll
     for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2)
-        v = k_step_xent_max(v, __shfl_xor_sync(k_full_mask, v, o));
+        v = k_train_xent_max(v, __shfl_xor_sync(k_full_mask, v, o));
     return __shfl_sync(k_full_mask, v, 0);
 }
 
@@ -288,23 +288,23 @@ k_step_xent_rows_kernel(const __grid_constant__ k_step_xent_params p)
         }
         double m = -INFINITY;
         for (int j = lane; j < k; j += K_STEP_XENT_LANES)
-            m = k_step_xent_max(m, z[j]);
+            m = k_train_xent_max(m, z[j]);
         const double max = k_step_warp_max(m);
         double sum = 0.0, sum_z = 0.0;
         for (int j = lane; j < k; j += K_STEP_XENT_LANES) {
             const float zj = z[j];
-            sum += k_step_xent_exp_term(zj, max);
+            sum += k_train_xent_exp_term(zj, max);
             sum_z += zj;
         }
         sum = k_step_warp_sum(sum);
         sum_z = k_step_warp_sum(sum_z);
-        const double lse = k_step_xent_lse(max, sum);
+        const double lse = k_train_xent_lse(max, sum);
         const double s_k = p.s / k;
         if (lane == 0)
-            p.row_loss[row] = k_step_xent_row_loss(lse, z[label], sum_z, k, p.s);
+            p.row_loss[row] = k_train_xent_row_loss(lse, z[label], sum_z, k, p.s);
         for (int j = lane; j < k; j += K_STEP_XENT_LANES)
             k_elem_put<S>(g + (size_t)j * S,
-                          k_elem_from_f64(k_step_xent_grad(z[j], lse, j == label, s_k, p.s, n, p.scale), DT), 0);
+                          k_elem_from_f64(k_train_xent_grad(z[j], lse, j == label, s_k, p.s, n, p.scale), DT), 0);
     }
 }
 

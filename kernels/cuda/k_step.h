@@ -16,9 +16,10 @@
  *  - the input step: trainer/data/augment.c's tr_aug_store normalisation,
  *    (v / 255.0f - mean) / std in fp32 (v / 255.0f when std is not > 0),
  *    rounded once to f16/bf16;
- *  - softmax cross-entropy: trainer/cpu/backend_cpu.c's cpu_softmax_xent
- *    formula in double (max subtracted, exp / log in double, the gradient
- *    rounded once from double), with the row sums split over
+ *  - softmax cross-entropy: k_train_numeric.h's functions, which
+ *    kernels/cpu's k_softmax_xent (the cpu backend's loss) runs too, in
+ *    double (max subtracted, exp / log in double, the gradient rounded
+ *    once from double), with the row sums split over
  *    K_STEP_XENT_LANES lanes (a warp) and folded by a butterfly; the twin
  *    replays the lanes in the same order, so only exp and log (CUDA's
  *    versus libm's, both within an ulp or two of the exact value in double)
@@ -31,6 +32,7 @@
 #include <stdint.h>
 
 #include "k_elem.h"
+#include "k_train_numeric.h"
 
 /* ---- finite check ------------------------------------------------------------ */
 
@@ -84,41 +86,12 @@ K_HD float k_step_input_value(uint32_t v, float mean, float std)
 
 /* ---- softmax cross-entropy -------------------------------------------------------
  *
- * A row of k logits z is reduced by K_STEP_XENT_LANES lanes, lane l taking
- * j = l, l + LANES, ... in order; the lanes' partials are folded by a
- * butterfly (for o = LANES/2 .. 1: lane l combines its own value with lane
- * l ^ o's, own first) and lane 0's result is the row's. Per row:
- *   max   = the largest z (lanes start from -inf)
- *   sum   = sum_j exp((double)z_j - max),  sum_z = sum_j z_j   (double)
- *   lse   = max + log(sum)
- *   loss  = (1 - s) (lse - z_label) + s (lse - sum_z / k)
- *   g_j   = (exp((double)z_j - lse) - (s / k + [j == label] (1 - s))) / n * scale
- * cpu_softmax_xent's expressions, term for term; the mean loss is the rows'
- * losses added in row order in double, / n, rounded to fp32. */
+ * The arithmetic is k_train_numeric.h's (kernels/cpu's k_softmax_xent runs
+ * the same functions). A row of k logits z is reduced by K_STEP_XENT_LANES
+ * lanes, lane l taking j = l, l + LANES, ... in order; the lanes' partials
+ * are folded by a butterfly (for o = LANES/2 .. 1: lane l combines its own
+ * value with lane l ^ o's, own first) and lane 0's result is the row's (the
+ * lanes' maxima start from -inf). */
 #define K_STEP_XENT_LANES 32
-
-K_HD double k_step_xent_max(double m, double z) { return z > m ? z : m; }
-
-K_HD double k_step_xent_exp_term(float z, double max) { return exp((double)z - max); }
-
-/* lse of the row: what the gradient needs. */
-K_HD double k_step_xent_lse(double max, double sum) { return max + log(sum); }
-
-/* The row's loss term. */
-K_HD double k_step_xent_row_loss(double lse, float z_label, double sum_z, int k, double s)
-{
-    double nll = lse - z_label;
-    double smooth = lse - sum_z / k;
-    return (1.0 - s) * nll + s * smooth;
-}
-
-/* d loss / d z_j times scale, in double (rounded once by the caller);
- * s_k is s / k, the same for the whole row (cpu_softmax_xent recomputes
- * it per element: the same value). */
-K_HD double k_step_xent_grad(float z, double lse, int is_label, double s_k, double s, int n, double scale)
-{
-    double target = s_k + (is_label ? 1.0 - s : 0.0);
-    return (exp((double)z - lse) - target) / n * scale;
-}
 
 #endif /* K_STEP_H */

@@ -60,7 +60,7 @@ static double k_step_twin_fold(double *lanes, int is_max)
     double next[K_STEP_XENT_LANES];
     for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2) {
         for (int l = 0; l < K_STEP_XENT_LANES; l++)
-            next[l] = is_max ? k_step_xent_max(lanes[l], lanes[l ^ o]) : lanes[l] + lanes[l ^ o];
+            next[l] = is_max ? k_train_xent_max(lanes[l], lanes[l ^ o]) : lanes[l] + lanes[l ^ o];
         memcpy(lanes, next, sizeof(next));
     }
     return lanes[0];
@@ -97,26 +97,26 @@ int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k
         for (int l = 0; l < K_STEP_XENT_LANES; l++) {
             double m = -INFINITY;
             for (int j = l; j < k; j += K_STEP_XENT_LANES)
-                m = k_step_xent_max(m, z[j]);
+                m = k_train_xent_max(m, z[j]);
             lanes[l] = m;
         }
         const double max = k_step_twin_fold(lanes, 1);
         for (int l = 0; l < K_STEP_XENT_LANES; l++) {
             double sum = 0.0, sum_z = 0.0;
             for (int j = l; j < k; j += K_STEP_XENT_LANES) {
-                sum += k_step_xent_exp_term(z[j], max);
+                sum += k_train_xent_exp_term(z[j], max);
                 sum_z += z[j];
             }
             lanes[l] = sum;
             lanes_z[l] = sum_z;
         }
         const double sum = k_step_twin_fold(lanes, 0), sum_z = k_step_twin_fold(lanes_z, 0);
-        const double lse = k_step_xent_lse(max, sum);
+        const double lse = k_train_xent_lse(max, sum);
         const double s_k = s / k;
-        total += k_step_xent_row_loss(lse, z[label], sum_z, k, s);
+        total += k_train_xent_row_loss(lse, z[label], sum_z, k, s);
         for (int j = 0; j < k; j++)
             k_step_twin_store(g + (size_t)j * out_size, out_size,
-                              k_elem_from_f64(k_step_xent_grad(z[j], lse, j == label, s_k, s, n, scale),
+                              k_elem_from_f64(k_train_xent_grad(z[j], lse, j == label, s_k, s, n, scale),
                                               dlogits_dtype));
     }
     *loss = (float)(total / n);

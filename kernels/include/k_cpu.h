@@ -236,6 +236,22 @@ K_API void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, co
                             k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count,
                             float lr, float momentum, float weight_decay, int nesterov);
 
+/*
+ * Softmax cross-entropy with label smoothing s = label_smoothing, mean over
+ * the n rows (PyTorch's cross_entropy(label_smoothing = s)); the formulas
+ * are k_train_numeric.h's: logits (n, k) f32 row-major, labels n int32 in
+ * [0, k), *loss = the mean loss rounded to f32, dlogits (n, k) in
+ * dlogits_dtype (f32, f16 or bf16) = d loss / d logits * grad_scale, each
+ * computed in double (the row maximum subtracted) and rounded once. Rows
+ * one after another, each row's sums added in element order, so the result
+ * does not depend on the ISA path. Returns 0; 1 + i when labels[i] is the
+ * first label outside [0, k); -1 for a bad argument (n or k < 1, s outside
+ * [0, 1], grad_scale not finite and > 0, another dtype, a NULL pointer).
+ * On a non-zero return nothing is written.
+ */
+K_API int k_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
+                         float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
 K_API uint16_t k_f32_to_f16(float x);
 K_API float k_f16_to_f32(uint16_t h);

@@ -16,16 +16,18 @@
  *    (trainer/data/augment.c: (v / 255.0f - mean) / std in fp32, then
  *    k_f32_to_f16 / k_f32_to_bf16), bit for bit, every uint8 value in every
  *    channel, channels 1..4 -> src..8, std <= 0 (only / 255), padding +0;
- *  - k_twin_softmax_xent against cpu_softmax_xent's loop (trainer/cpu/
- *    backend_cpu.c, restated below: sequential sums in double), which sums
- *    in another order (the twin replays a warp's 32 lanes), so within a
+ *  - k_twin_softmax_xent against k_softmax_xent (kernels/cpu, the cpu
+ *    backend's loss: the same k_train_numeric.h functions with sequential
+ *    sums), which sums in another order (the twin replays a warp's 32
+ *    lanes), so within a
  *    bound: |twin - ref| <= 1 ulp of the output dtype at ref + 2^-40 *
  *    grad_scale / n for dlogits, 1 ulp of f32 + 2^-40 (|ref| + 1) for the
  *    loss; a NaN or inf must be the same NaN-ness / inf. Most elements come
  *    out bit-identical (the count is printed). Bad labels: the row's dlogits
  *    NaN, the loss NaN, label_error = 1 + the first bad row, other rows as
- *    without the bad label;
- *  - bad arguments: K_CUDA_ERR_INVALID_VALUE.
+ *    without the bad label; k_softmax_xent returns 1 + the first bad row
+ *    and writes nothing;
+ *  - bad arguments: K_CUDA_ERR_INVALID_VALUE (k_softmax_xent: -1).
  *
  *   test_twin_step     exit 0 pass, 1 fail
  */
@@ -372,35 +374,6 @@ static void test_input(void)
 
 /* ---- softmax cross-entropy ----------------------------------------------------------------------- */
 
-/* trainer/cpu/backend_cpu.c's cpu_softmax_xent, its loop restated (labels
- * checked by the caller); dlogits in double, before the final rounding. */
-static double xent_reference(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
-                             float grad_scale, double *dlogits)
-{
-    double s = label_smoothing, total = 0.0, scale = grad_scale;
-    for (int i = 0; i < n; i++) {
-        const float *z = logits + (size_t)i * k;
-        double max = z[0];
-        for (int j = 1; j < k; j++)
-            if (z[j] > max)
-                max = z[j];
-        double sum = 0.0, sum_z = 0.0;
-        for (int j = 0; j < k; j++) {
-            sum += exp((double)z[j] - max);
-            sum_z += z[j];
-        }
-        double lse = max + log(sum);
-        double nll = lse - z[labels[i]];
-        double smooth = lse - sum_z / k;
-        total += (1.0 - s) * nll + s * smooth;
-        for (int j = 0; j < k; j++) {
-            double target = s / k + (j == labels[i] ? 1.0 - s : 0.0);
-            dlogits[(size_t)i * k + j] = (exp((double)z[j] - lse) - target) / n * scale;
-        }
-    }
-    return total / n;
-}
-
 /* One ulp of a dtype (f32 24 bits, f16 11, bf16 8) at |v|, subnormals included. */
 static double ulp_at(double v, k_dtype_t dt)
 {
@@ -442,7 +415,7 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
     const size_t count = (size_t)n * k, size = k_dtype_size(dt);
     float *logits = malloc(count * sizeof(float));
     int32_t *labels = malloc((size_t)n * sizeof(int32_t));
-    double *ref = malloc(count * sizeof(double));
+    unsigned char *ref = malloc(count * size);
     for (size_t i = 0; i < count; i++)
         logits[i] = (float)((test_rng_unit(&rng) * 2.0 - 1.0) * 6.0);
     for (int i = 0; i < n; i++)
@@ -458,31 +431,26 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
     float loss = 123.0f;
     int32_t label_error = -1;
     int rc = k_twin_softmax_xent(logits, labels, n, k, s, scale, &loss, out.data, dt, &label_error);
-    double loss_ref = xent_reference(logits, labels, n, k, s, scale, ref);
+    float loss_ref = 456.0f;
+    const int ref_rc = k_softmax_xent(logits, labels, n, k, s, scale, &loss_ref, ref, dt);
     char what[128];
     snprintf(what, sizeof(what), "softmax_xent %dx%d s %g scale %g %s%s", n, k, (double)s, (double)scale,
              twin_dtype_name[dt], specials ? " with NaN/inf" : "");
     CHECK(rc == 0 && label_error == 0, "%s: rc %d, label_error %d", what, rc, label_error);
+    CHECK(ref_rc == 0, "%s: k_softmax_xent rc %d", what, ref_rc);
     const double abs_bound = 0x1p-40 * scale / n;
     long bad = 0;
     for (size_t i = 0; i < count; i++) {
-        /* The reference rounded once, as the cpu backend rounds. */
-        unsigned char want_raw[4];
-        if (dt == K_DTYPE_F32) {
-            float f = (float)ref[i];
-            memcpy(want_raw, &f, 4);
-        } else {
-            k_cast(want_raw, dt, &ref[i], K_DTYPE_F64, 1);
-        }
+        const unsigned char *want_raw = ref + i * size;
         const double got = widen(out.data + i * size, dt), want = widen(want_raw, dt);
         xent_total++;
         xent_exact += memcmp(out.data + i * size, want_raw, size) == 0 || (isnan(got) && isnan(want));
         if (!within(got, want, ulp_at(want, dt), abs_bound) && bad++ == 0)
-            fprintf(stderr, "FAIL %s: dlogits[%zu] twin %.17g, cpu_softmax_xent %.17g\n", what, i, got, want);
+            fprintf(stderr, "FAIL %s: dlogits[%zu] twin %.17g, k_softmax_xent %.17g\n", what, i, got, want);
     }
     CHECK(bad == 0, "%s: %ld dlogits out of bound", what, bad);
-    CHECK(within(loss, (float)loss_ref, ulp_at((float)loss_ref, K_DTYPE_F32), 0x1p-40 * (fabs(loss_ref) + 1)),
-          "%s: loss twin %.9g, cpu_softmax_xent %.9g", what, (double)loss, (double)(float)loss_ref);
+    CHECK(within(loss, loss_ref, ulp_at(loss_ref, K_DTYPE_F32), 0x1p-40 * (fabs(loss_ref) + 1)),
+          "%s: loss twin %.9g, k_softmax_xent %.9g", what, (double)loss, (double)loss_ref);
     CHECK(buf_guards_ok(&out), "%s: a guard byte changed", what);
 
     /* A bad label in one row (and, n > 2, another after it). */
@@ -506,6 +474,16 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
                 wrong += is_bad ? !isnan(widen(out.data + at, dt)) : memcmp(out.data + at, first + at, size) != 0;
             }
         CHECK(wrong == 0, "%s, bad label in row %d: %ld dlogits wrong", what, row, wrong);
+        /* k_softmax_xent: 1 + the first bad row, nothing written. */
+        memset(ref, TWIN_POISON_FINITE, count * size);
+        float loss_cpu = 789.0f;
+        rc = k_softmax_xent(logits, labels, n, k, s, scale, &loss_cpu, ref, dt);
+        long touched = 0;
+        for (size_t i = 0; i < count * size; i++)
+            touched += ref[i] != TWIN_POISON_FINITE;
+        CHECK(rc == row + 1 && loss_cpu == 789.0f && touched == 0,
+              "%s, bad label in row %d: k_softmax_xent rc %d, loss %g, %ld bytes written", what, row, rc,
+              (double)loss_cpu, touched);
         labels[row] = saved;
         free(first);
     }
@@ -540,7 +518,19 @@ static void test_xent(void)
               K_CUDA_ERR_INVALID_VALUE, "xent: scale inf accepted");
     CHECK(k_twin_softmax_xent(logits, labels, 2, 2, 0.1f, 1.0f, &loss, d, K_DTYPE_F64, &err) ==
               K_CUDA_ERR_INVALID_VALUE, "xent: f64 dlogits accepted");
-    printf("%s softmax_xent: twin within 1 ulp + 2^-40 scale/n of cpu_softmax_xent in %ld cases; %ld of %ld dlogits "
+    CHECK(k_softmax_xent(logits, labels, 0, 2, 0.0f, 1.0f, &loss, d, K_DTYPE_F16) == -1,
+          "k_softmax_xent: n 0 accepted");
+    CHECK(k_softmax_xent(logits, labels, 2, 0, 0.0f, 1.0f, &loss, d, K_DTYPE_F16) == -1,
+          "k_softmax_xent: k 0 accepted");
+    CHECK(k_softmax_xent(logits, labels, 2, 2, -0.5f, 1.0f, &loss, d, K_DTYPE_F16) == -1,
+          "k_softmax_xent: smoothing -0.5 accepted");
+    CHECK(k_softmax_xent(logits, labels, 2, 2, 0.1f, NAN, &loss, d, K_DTYPE_F16) == -1,
+          "k_softmax_xent: scale NaN accepted");
+    CHECK(k_softmax_xent(logits, labels, 2, 2, 0.1f, 1.0f, &loss, d, K_DTYPE_F64) == -1,
+          "k_softmax_xent: f64 dlogits accepted");
+    CHECK(k_softmax_xent(logits, labels, 2, 2, 0.1f, 1.0f, NULL, d, K_DTYPE_F16) == -1,
+          "k_softmax_xent: NULL loss accepted");
+    printf("%s softmax_xent: twin within 1 ulp + 2^-40 scale/n of k_softmax_xent in %ld cases; %ld of %ld dlogits "
            "bit-identical\n",
            failures == before ? "ok  " : "FAIL", cases, xent_exact, xent_total);
 }
