@@ -18,6 +18,18 @@ size_t tr_dtype_size(tr_dtype_t dtype)
     return 0;
 }
 
+k_dtype_t tr_dtype_kernel(tr_dtype_t dtype)
+{
+    switch (dtype) {
+    case TR_DTYPE_F16: return K_DTYPE_F16;
+    case TR_DTYPE_BF16: return K_DTYPE_BF16;
+    case TR_DTYPE_I32: return K_DTYPE_I32;
+    case TR_DTYPE_U8: return K_DTYPE_U8;
+    case TR_DTYPE_F32: break;
+    }
+    return K_DTYPE_F32;
+}
+
 const char *tr_dtype_name(tr_dtype_t dtype)
 {
     switch (dtype) {

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "k_cpu.h" /* k_dtype_t */
+
 typedef enum {
     TR_DTYPE_F32 = 0,
     TR_DTYPE_F16 = 1,
@@ -60,6 +62,9 @@ static inline size_t tr_tensor_count(const tr_tensor_t *t)
 
 size_t tr_dtype_size(tr_dtype_t dtype);
 const char *tr_dtype_name(tr_dtype_t dtype);
+/* kernels/'s number for a dtype (k_cpu.h numbers them as hora.h does): what
+ * both backends hand the kernels. */
+k_dtype_t tr_dtype_kernel(tr_dtype_t dtype);
 const char *tr_layout_name(tr_layout_t layout);
 const char *tr_memory_name(tr_memory_t memory);
 

@@ -315,11 +315,11 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
             }                                                                                      \
     }
 CPU_LAYOUT_COPY(cpu_import_f32, float, float, CPU_F32_ID, 1)
-CPU_LAYOUT_COPY(cpu_import_bf16, float, uint16_t, cpu_f32_to_bf16, 1)
+CPU_LAYOUT_COPY(cpu_import_bf16, float, uint16_t, k_num_f32_to_bf16, 1)
 CPU_LAYOUT_COPY(cpu_export_f32, float, float, CPU_F32_ID, 0)
-CPU_LAYOUT_COPY(cpu_export_bf16, uint16_t, float, cpu_bf16_to_f32, 0)
-CPU_LAYOUT_COPY(cpu_import_f16, float, uint16_t, k_f32_to_f16, 1)
-CPU_LAYOUT_COPY(cpu_export_f16, uint16_t, float, k_f16_to_f32, 0)
+CPU_LAYOUT_COPY(cpu_export_bf16, uint16_t, float, k_num_bf16_to_f32, 0)
+CPU_LAYOUT_COPY(cpu_import_f16, float, uint16_t, k_num_f32_to_f16, 1)
+CPU_LAYOUT_COPY(cpu_export_f16, uint16_t, float, k_num_f16_to_f32, 0)
 
 static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tensor_t *host, tr_tensor_t *t)
 {
@@ -506,13 +506,13 @@ CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const void *ctx, size_t begin, si
     if (args->relu) {
 #pragma omp simd
         for (size_t i = begin; i < end; i++) {
-            float s = cpu_bf16_to_f32(a[i]) + cpu_bf16_to_f32(b[i]);
-            y[i] = cpu_f32_to_bf16(s < 0.0f ? 0.0f : s);
+            float s = k_num_bf16_to_f32(a[i]) + k_num_bf16_to_f32(b[i]);
+            y[i] = k_num_f32_to_bf16(s < 0.0f ? 0.0f : s);
         }
     } else {
 #pragma omp simd
         for (size_t i = begin; i < end; i++)
-            y[i] = cpu_f32_to_bf16(cpu_bf16_to_f32(a[i]) + cpu_bf16_to_f32(b[i]));
+            y[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(a[i]) + k_num_bf16_to_f32(b[i]));
     }
 }
 
@@ -602,10 +602,8 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
 /* ---- loss ---------------------------------------------------------------- */
 
 /* F.cross_entropy(logits, labels, label_smoothing=s), mean over rows:
- *   loss_i = (1 - s) * -log p_i[y_i] + s * mean_j(-log p_i[j])
- *   dloss/dlogits_ij = (p_ij - (1 - s) [j == y_i] - s / k) / n
- * Sums run in double with the row maximum subtracted (no overflow in exp);
- * results are rounded to float once. */
+ * kernels/'s k_softmax_xent (k_cpu.h; the formulas in k_train_numeric.h,
+ * in double, each result rounded once). */
 static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits_t,
                                       const tr_tensor_t *labels_t, float label_smoothing, float grad_scale,
                                       tr_tensor_t *loss_t, tr_tensor_t *dlogits_t)
@@ -624,42 +622,13 @@ static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *
     if (ddt != TR_DTYPE_F32 && ddt != TR_DTYPE_BF16 && ddt != TR_DTYPE_F16)
         return cpu_invalid("softmax_xent dlogits: %s (f32, bf16 or f16)", tr_dtype_name(ddt));
     CPU_CHECK(cpu_check_plain(dlogits_t, ddt, 2, (const int[]){n, k}, "softmax_xent dlogits"));
-    const float *logits = logits_t->data;
     const int32_t *labels = labels_t->data;
-    float *dlogits = dlogits_t->data;      /* f32 */
-    uint16_t *dlogits_16 = dlogits_t->data; /* bf16, f16 */
-    for (int i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= k)
-            return cpu_invalid("softmax_xent: label %d of row %d is outside [0, %d)", (int)labels[i], i, k);
-
-    double s = label_smoothing, total = 0.0, scale = grad_scale;
-    for (int i = 0; i < n; i++) {
-        const float *z = logits + (size_t)i * k;
-        double max = z[0];
-        for (int j = 1; j < k; j++)
-            if (z[j] > max)
-                max = z[j];
-        double sum = 0.0, sum_z = 0.0;
-        for (int j = 0; j < k; j++) {
-            sum += exp((double)z[j] - max);
-            sum_z += z[j];
-        }
-        double lse = max + log(sum); /* log sum_j exp(z_j) */
-        double nll = lse - z[labels[i]];
-        double smooth = lse - sum_z / k; /* mean_j(-log p_j) */
-        total += (1.0 - s) * nll + s * smooth;
-        for (int j = 0; j < k; j++) {
-            double target = s / k + (j == labels[i] ? 1.0 - s : 0.0);
-            double g = (exp((double)z[j] - lse) - target) / n * scale;
-            size_t at = (size_t)i * k + j;
-            /* One rounding from double (through float would round twice). */
-            if (ddt == TR_DTYPE_F32)
-                dlogits[at] = (float)g;
-            else
-                k_cast(dlogits_16 + at, cpu_k_dtype(ddt), &g, K_DTYPE_F64, 1);
-        }
-    }
-    *(float *)loss_t->data = (float)(total / n);
+    const int rc = k_softmax_xent(logits_t->data, labels, n, k, label_smoothing, grad_scale, loss_t->data,
+                                  dlogits_t->data, tr_dtype_kernel(ddt));
+    if (rc > 0)
+        return cpu_invalid("softmax_xent: label %d of row %d is outside [0, %d)", (int)labels[rc - 1], rc - 1, k);
+    if (rc != 0) /* every argument was checked above */
+        return cpu_invalid("softmax_xent: kernels refused the arguments (%d)", rc);
     return HORA_OK;
 }
 
@@ -717,8 +686,8 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param
     const cpu_sgd_range_t r = {
         .param = param_t->data, .momentum = momentum_t != NULL ? momentum_t->data : NULL,
         .lp = lp_t != NULL ? lp_t->data : NULL, .grad = grad_t->data, .grad_size = tr_dtype_size(grad_t->dtype),
-        .lp_size = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0, .grad_dtype = cpu_k_dtype(grad_t->dtype),
-        .lp_dtype = lp_t != NULL ? cpu_k_dtype(lp_t->dtype) : K_DTYPE_F32, .grad_scale = grad_scale, .args = args};
+        .lp_size = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0, .grad_dtype = tr_dtype_kernel(grad_t->dtype),
+        .lp_dtype = lp_t != NULL ? tr_dtype_kernel(lp_t->dtype) : K_DTYPE_F32, .grad_scale = grad_scale, .args = args};
     cpu_split(backend, tr_tensor_count(param_t), cpu_sgd_range, &r);
     return HORA_OK;
 }
@@ -746,7 +715,7 @@ static void cpu_finite_range(const void *ctx, size_t begin, size_t end)
 {
     const cpu_finite_range_t *r = ctx;
     const size_t size = tr_dtype_size(r->t->dtype);
-    if (k_nonfinite((const char *)r->t->data + begin * size, cpu_k_dtype(r->t->dtype), end - begin))
+    if (k_nonfinite((const char *)r->t->data + begin * size, tr_dtype_kernel(r->t->dtype), end - begin))
         __atomic_store_n(r->found, 1, __ATOMIC_RELAXED);
 }
 

@@ -227,18 +227,6 @@ hora_status_t cpu_md_plain(cpu_md_t *md, int ndims, const int *dims, tr_dtype_t 
     return cpu_md_tag(md, ndims, d, cpu_dnnl_dtype(dtype), tags[ndims]);
 }
 
-k_dtype_t cpu_k_dtype(tr_dtype_t dtype)
-{
-    switch (dtype) {
-    case TR_DTYPE_F16: return K_DTYPE_F16;
-    case TR_DTYPE_BF16: return K_DTYPE_BF16;
-    case TR_DTYPE_I32: return K_DTYPE_I32;
-    case TR_DTYPE_U8: return K_DTYPE_U8;
-    case TR_DTYPE_F32: break;
-    }
-    return K_DTYPE_F32;
-}
-
 /* Below this many elements a parallel region costs more than it saves. */
 #define CPU_SPLIT_MIN_COUNT ((size_t)1 << 16)
 
@@ -268,8 +256,8 @@ typedef struct {
 static void cpu_cast_range(const void *ctx, size_t begin, size_t end)
 {
     const cpu_cast_args_t *a = ctx;
-    k_cast((char *)a->dst + begin * tr_dtype_size(a->dst_dtype), cpu_k_dtype(a->dst_dtype),
-           (const char *)a->src + begin * tr_dtype_size(a->src_dtype), cpu_k_dtype(a->src_dtype), end - begin);
+    k_cast((char *)a->dst + begin * tr_dtype_size(a->dst_dtype), tr_dtype_kernel(a->dst_dtype),
+           (const char *)a->src + begin * tr_dtype_size(a->src_dtype), tr_dtype_kernel(a->src_dtype), end - begin);
 }
 
 void cpu_cast_n(const cpu_backend_t *backend, void *dst, tr_dtype_t dst_dtype, const void *src, tr_dtype_t src_dtype,
@@ -287,7 +275,7 @@ const float *cpu_widen(const cpu_backend_t *backend, float *wide, const tr_tenso
 
 void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count)
 {
-    k_cast(dst->data, cpu_k_dtype(dst->dtype), f32, K_DTYPE_F32, count);
+    k_cast(dst->data, tr_dtype_kernel(dst->dtype), f32, K_DTYPE_F32, count);
 }
 
 /* The primitive itself and the scratchpad, which every primitive of the

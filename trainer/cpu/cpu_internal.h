@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "k_cpu.h"
+#include "k_numeric.h" /* the scalar conversions, inline (k_num_bf16_to_f32, ...) */
 
 /* oneDNN 3 (the registry's, in .deps/onednn) or the 2.6 fallback
  * (Debian's): cpu_pd.c hides the difference. A cpu_md_t is a memory
@@ -215,8 +216,6 @@ hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n);
 hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
                               tr_dtype_t dtype, const char *what, int *n);
 
-/* kernels/'s number for a dtype (k_cpu.h numbers them its own way). */
-k_dtype_t cpu_k_dtype(tr_dtype_t dtype);
 /* fn(ctx, begin, end) over [0, count), split across the backend's threads
  * in blocks of 32 elements (whole cache lines for 16- and 32-bit values, so
  * no two threads write one line) when count is large enough to pay for a
@@ -233,25 +232,6 @@ const float *cpu_widen(const cpu_backend_t *backend, float *wide, const tr_tenso
  * values at f32) converted into the plain tensor dst of the layer's
  * gradient dtype (a copy when that is f32). */
 void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count);
-
-/* bf16 <-> f32 as k_cast converts (round to nearest even, NaN stays a
- * quiet NaN), inline so the element-wise loops vectorise. */
-static inline float cpu_bf16_to_f32(uint16_t h)
-{
-    uint32_t bits = (uint32_t)h << 16;
-    float f;
-    __builtin_memcpy(&f, &bits, sizeof(f));
-    return f;
-}
-
-static inline uint16_t cpu_f32_to_bf16(float f)
-{
-    uint32_t bits;
-    __builtin_memcpy(&bits, &f, sizeof(bits));
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-        return (uint16_t)((bits >> 16) | 0x40u);
-    return (uint16_t)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
 
 /* ---- the layer files ----------------------------------------------------- */
 

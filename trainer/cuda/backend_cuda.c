@@ -37,17 +37,6 @@ hora_status_t cuda_kernel(int err, const char *what)
     return cuda_fail(HORA_ERR_INTERNAL, "%s: %s", what, k_cuda_error_string(err));
 }
 
-k_dtype_t cuda_k_dtype(tr_dtype_t dtype)
-{
-    switch (dtype) {
-    case TR_DTYPE_F16: return K_DTYPE_F16;
-    case TR_DTYPE_BF16: return K_DTYPE_BF16;
-    case TR_DTYPE_I32: return K_DTYPE_I32;
-    case TR_DTYPE_U8: return K_DTYPE_U8;
-    default: return K_DTYPE_F32;
-    }
-}
-
 int cuda_float_dtype(tr_dtype_t dtype)
 {
     return dtype == TR_DTYPE_F32 || dtype == TR_DTYPE_F16 || dtype == TR_DTYPE_BF16;
@@ -328,7 +317,7 @@ static hora_status_t cuda_input_import(tr_backend_t *backend_base, const tr_tens
                        "input_import: cudaMemcpyAsync"));
     CUDA_CHECK(cuda_rt(cudaEventRecord(b->input_copied[slot], b->copy_stream), "input_import: cudaEventRecord"));
     CUDA_CHECK(cuda_rt(cudaStreamWaitEvent(b->stream, b->input_copied[slot], 0), "input_import: cudaStreamWaitEvent"));
-    CUDA_CHECK(cuda_kernel(k_cuda_input_normalize(t->data, cuda_k_dtype(t->dtype), stored, b->input_stage[slot],
+    CUDA_CHECK(cuda_kernel(k_cuda_input_normalize(t->data, tr_dtype_kernel(t->dtype), stored, b->input_stage[slot],
                                                   pixels->c, pixel_count, mean, std, b->stream),
                            "input_import: k_cuda_input_normalize"));
     return cuda_rt(cudaEventRecord(b->input_read[slot], b->stream), "input_import: cudaEventRecord");
@@ -488,12 +477,12 @@ static hora_status_t cuda_tensor_edge(cuda_backend_t *b, const tr_tensor_t *host
         status = cuda_fail(HORA_ERR_NO_MEMORY, "tensor_%s: out of host memory", import ? "import" : "export");
     } else if (import) {
         cuda_nchw_to_nhwc(host->data, image, host->n, t->c, cs, hw);
-        if (cast != image) k_cast(cast, cuda_k_dtype(t->dtype), image, K_DTYPE_F32, elems);
+        if (cast != image) k_cast(cast, tr_dtype_kernel(t->dtype), image, K_DTYPE_F32, elems);
         status = cuda_copy_sync(b, t->data, cast, elems * esize, "tensor_import: cudaMemcpyAsync");
     } else {
         status = cuda_copy_sync(b, cast, t->data, elems * esize, "tensor_export: cudaMemcpyAsync");
         if (status == HORA_OK) {
-            if (cast != image) k_cast(image, K_DTYPE_F32, cast, cuda_k_dtype(t->dtype), elems);
+            if (cast != image) k_cast(image, K_DTYPE_F32, cast, tr_dtype_kernel(t->dtype), elems);
             cuda_nhwc_to_nchw(image, host->data, host->n, t->c, cs, hw);
         }
     }
@@ -524,7 +513,7 @@ static hora_status_t cuda_cast(tr_backend_t *backend_base, const tr_tensor_t *sr
                          tr_dtype_name(dst->dtype));
     CUDA_CHECK(cuda_check_plain(src, src->dtype, src->ndim, dims, "cast src"));
     CUDA_CHECK(cuda_check_plain(dst, dst->dtype, src->ndim, dims, "cast dst"));
-    return cuda_kernel(k_cuda_cast(dst->data, cuda_k_dtype(dst->dtype), src->data, cuda_k_dtype(src->dtype),
+    return cuda_kernel(k_cuda_cast(dst->data, tr_dtype_kernel(dst->dtype), src->data, tr_dtype_kernel(src->dtype),
                                    tr_tensor_count(src), b->stream),
                        "cast: k_cuda_cast");
 }

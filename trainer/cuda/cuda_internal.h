@@ -126,8 +126,7 @@ hora_status_t cuda_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits
 hora_status_t cuda_check_finite(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
 hora_status_t cuda_sgd_step(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp,
                             const tr_tensor_t *grad, tr_tensor_t *momentum, const tr_sgd_args_t *args);
-/* The dtypes and their kernels' names. */
+/* f32, f16 or bf16 (kernels/'s name for a dtype: tr_dtype_kernel, tensor.h). */
 int cuda_float_dtype(tr_dtype_t dtype);
-k_dtype_t cuda_k_dtype(tr_dtype_t dtype);
 
 #endif

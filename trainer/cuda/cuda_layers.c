@@ -22,11 +22,6 @@
  * evaluation, one spare); the oldest goes first. */
 #define CUDA_LAYER_BATCHES 4
 
-static k_dtype_t layer_k_dtype(tr_dtype_t dtype)
-{
-    return dtype == TR_DTYPE_F16 ? K_DTYPE_F16 : dtype == TR_DTYPE_BF16 ? K_DTYPE_BF16 : K_DTYPE_F32;
-}
-
 /* ---- convolution ---------------------------------------------------------- */
 
 typedef struct {
@@ -186,7 +181,7 @@ hora_status_t cuda_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const t
     CUDA_CHECK(cuda_check_activation(y, d->dtype, d->c_out, l->h_out, l->w_out, "conv_forward y"));
     if (y->n != x->n)
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv_forward: batch of y %d, of x %d", y->n, x->n);
-    const k_dtype_t kd = layer_k_dtype(d->dtype);
+    const k_dtype_t kd = tr_dtype_kernel(d->dtype);
     CUDA_CHECK(cuda_kernel(k_cuda_to_channels_last(l->w_krsc, kd, w->data, kd, (size_t)d->c_out, (size_t)d->c_in,
                                                    (size_t)l->padded.c_in, (size_t)d->kernel * (size_t)d->kernel,
                                                    l->base.backend->stream),
@@ -225,8 +220,8 @@ hora_status_t cuda_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv_backward_weights: batch of x %d, of dy %d", x->n, dy->n);
     CUDA_CHECK(conv_plan(l, CUDA_CONV_BACKWARD_FILTER, x->n, x->data, dy->data, l->dw_krsc, &plan, &ws));
     CUDA_CHECK(cuda_conv_plan_execute(plan, l->base.backend->cudnn, x->data, dy->data, l->dw_krsc, ws));
-    return cuda_kernel(k_cuda_from_channels_last(dw->data, layer_k_dtype(d->grad_dtype), l->dw_krsc,
-                                                 layer_k_dtype(d->dtype), (size_t)d->c_out, (size_t)d->c_in,
+    return cuda_kernel(k_cuda_from_channels_last(dw->data, tr_dtype_kernel(d->grad_dtype), l->dw_krsc,
+                                                 tr_dtype_kernel(d->dtype), (size_t)d->c_out, (size_t)d->c_in,
                                                  (size_t)l->padded.c_in, (size_t)d->kernel * (size_t)d->kernel,
                                                  l->base.backend->stream),
                        "conv_backward_weights: dw from KRSC");

@@ -16,11 +16,6 @@
 #include "cuda_internal.h"
 #include "k_cuda_nn.h"
 
-static k_dtype_t nn_k_dtype(tr_dtype_t dtype)
-{
-    return dtype == TR_DTYPE_F16 ? K_DTYPE_F16 : dtype == TR_DTYPE_BF16 ? K_DTYPE_BF16 : K_DTYPE_F32;
-}
-
 /* Elements an activation holds (its stored channels). */
 static size_t nn_count(const tr_tensor_t *t)
 {
@@ -101,7 +96,7 @@ hora_status_t cuda_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, con
     if (rows < 2)
         return cuda_fail(HORA_ERR_INVALID_ARG, "bn_forward_train: %zu value(s) per channel (training needs 2)", rows);
     CUDA_CHECK(bn_workspace(l, rows, &ws));
-    CUDA_CHECK(cuda_kernel(k_cuda_bn_forward_train(y->data, x->data, NULL, nn_k_dtype(d->dtype), rows, d->c,
+    CUDA_CHECK(cuda_kernel(k_cuda_bn_forward_train(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c,
                                                    gamma->data, beta->data, running_mean->data, running_var->data,
                                                    d->momentum, d->epsilon, d->fuse_relu, l->save_mean,
                                                    l->save_invstd, ws, l->base.backend->stream),
@@ -125,7 +120,7 @@ hora_status_t cuda_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, con
     if (y->n != x->n) return cuda_fail(HORA_ERR_INVALID_ARG, "bn_forward_infer: batch of y %d, of x %d", y->n, x->n);
     const size_t rows = (size_t)x->n * (size_t)d->h * (size_t)d->w;
     CUDA_CHECK(bn_workspace(l, rows, &ws));
-    return cuda_kernel(k_cuda_bn_forward_infer(y->data, x->data, NULL, nn_k_dtype(d->dtype), rows, d->c, gamma->data,
+    return cuda_kernel(k_cuda_bn_forward_infer(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c, gamma->data,
                                                beta->data, running_mean->data, running_var->data, d->epsilon,
                                                d->fuse_relu, ws, l->base.backend->stream),
                        "bn_forward_infer");
@@ -150,8 +145,8 @@ hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr
     const size_t rows = (size_t)x->n * (size_t)d->h * (size_t)d->w;
     CUDA_CHECK(bn_workspace(l, rows, &ws));
     return cuda_kernel(k_cuda_bn_backward(dx->data, NULL, x->data, dy->data, d->fuse_relu ? l->y : NULL,
-                                          nn_k_dtype(d->dtype), rows, d->c, gamma->data, l->save_mean,
-                                          l->save_invstd, dgamma->data, dbeta->data, nn_k_dtype(d->grad_dtype), ws,
+                                          tr_dtype_kernel(d->dtype), rows, d->c, gamma->data, l->save_mean,
+                                          l->save_invstd, dgamma->data, dbeta->data, tr_dtype_kernel(d->grad_dtype), ws,
                                           l->base.backend->stream),
                        "bn_backward");
 }
@@ -215,7 +210,7 @@ hora_status_t cuda_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tens
     if (y->n != x->n) return cuda_fail(HORA_ERR_INVALID_ARG, "pool_forward: batch of y %d, of x %d", y->n, x->n);
     cudaStream_t stream = l->base.backend->stream;
     if (d->kind == TR_POOL_GLOBAL_AVERAGE)
-        return cuda_kernel(k_cuda_avgpool_forward(y->data, x->data, nn_k_dtype(d->dtype), x->n, d->h * d->w, d->c,
+        return cuda_kernel(k_cuda_avgpool_forward(y->data, x->data, tr_dtype_kernel(d->dtype), x->n, d->h * d->w, d->c,
                                                   stream),
                            "pool_forward (global average)");
     const size_t need = (size_t)x->n * (size_t)l->h_out * (size_t)l->w_out * (size_t)d->c;
@@ -228,7 +223,7 @@ hora_status_t cuda_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tens
         l->argmax_bytes = need;
     }
     const k_cuda_pool_t g = pool_geometry(l, x->n);
-    CUDA_CHECK(cuda_kernel(k_cuda_maxpool_forward(y->data, l->argmax, x->data, nn_k_dtype(d->dtype), &g, stream),
+    CUDA_CHECK(cuda_kernel(k_cuda_maxpool_forward(y->data, l->argmax, x->data, tr_dtype_kernel(d->dtype), &g, stream),
                            "pool_forward (max)"));
     l->batch = x->n;
     return HORA_OK;
@@ -243,14 +238,14 @@ hora_status_t cuda_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_te
     if (dx->n != dy->n) return cuda_fail(HORA_ERR_INVALID_ARG, "pool_backward: batch of dx %d, of dy %d", dx->n, dy->n);
     cudaStream_t stream = l->base.backend->stream;
     if (d->kind == TR_POOL_GLOBAL_AVERAGE)
-        return cuda_kernel(k_cuda_avgpool_backward(dx->data, dy->data, nn_k_dtype(d->dtype), dy->n, d->h * d->w, d->c,
+        return cuda_kernel(k_cuda_avgpool_backward(dx->data, dy->data, tr_dtype_kernel(d->dtype), dy->n, d->h * d->w, d->c,
                                                    stream),
                            "pool_backward (global average)");
     if (l->batch != dy->n)
         return cuda_fail(HORA_ERR_INVALID_ARG, "pool_backward: batch %d but the last forward's was %d", dy->n,
                          l->batch);
     const k_cuda_pool_t g = pool_geometry(l, dy->n);
-    return cuda_kernel(k_cuda_maxpool_backward(dx->data, dy->data, l->argmax, nn_k_dtype(d->dtype), &g, stream),
+    return cuda_kernel(k_cuda_maxpool_backward(dx->data, dy->data, l->argmax, tr_dtype_kernel(d->dtype), &g, stream),
                        "pool_backward (max)");
 }
 
@@ -269,7 +264,7 @@ hora_status_t cuda_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x
 {
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     CUDA_CHECK(nn_same(x, y, "relu_forward"));
-    return cuda_kernel(k_cuda_relu_forward(y->data, x->data, nn_k_dtype(x->dtype), nn_count(x), b->stream),
+    return cuda_kernel(k_cuda_relu_forward(y->data, x->data, tr_dtype_kernel(x->dtype), nn_count(x), b->stream),
                        "relu_forward");
 }
 
@@ -279,7 +274,7 @@ hora_status_t cuda_relu_backward(tr_backend_t *backend_base, const tr_tensor_t *
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     CUDA_CHECK(nn_same(y, dy, "relu_backward"));
     CUDA_CHECK(nn_same(y, dx, "relu_backward"));
-    return cuda_kernel(k_cuda_relu_backward(dx->data, y->data, dy->data, nn_k_dtype(y->dtype), nn_count(y), b->stream),
+    return cuda_kernel(k_cuda_relu_backward(dx->data, y->data, dy->data, tr_dtype_kernel(y->dtype), nn_count(y), b->stream),
                        "relu_backward");
 }
 
@@ -289,7 +284,7 @@ hora_status_t cuda_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a,
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     CUDA_CHECK(nn_same(a, bt, "add_forward"));
     CUDA_CHECK(nn_same(a, y, "add_forward"));
-    return cuda_kernel(k_cuda_add_forward(y->data, a->data, bt->data, nn_k_dtype(a->dtype), nn_count(a), relu,
+    return cuda_kernel(k_cuda_add_forward(y->data, a->data, bt->data, tr_dtype_kernel(a->dtype), nn_count(a), relu,
                                           b->stream),
                        "add_forward");
 }
