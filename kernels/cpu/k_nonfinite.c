@@ -106,41 +106,24 @@ static int k_nonfinite_scalar_f64(const double *s, size_t count)
 /* dst[i] = round(widen(src[i]) * factor); returns whether any widened
  * src[i] was non-finite. Each element is read before it is written, so
  * dst == src works. */
-static int k_unscale_scalar_f32(float *d, const float *s, size_t count, float factor)
-{
-    uint32_t max = 0;
-    for (size_t i = 0; i < count; i++) {
-        float x = s[i];
-        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
-        max = mag > max ? mag : max;
-        d[i] = x * factor;
+#define K_ID(x) (x)
+#define K_UNSCALE_SCALAR(t, elem_t, load, store)                                           \
+    static int k_unscale_scalar_##t(elem_t *d, const elem_t *s, size_t count, float factor) \
+    {                                                                                      \
+        uint32_t max = 0;                                                                  \
+        for (size_t i = 0; i < count; i++) {                                               \
+            float x = load(s[i]);                                                          \
+            uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;                                  \
+            max = mag > max ? mag : max;                                                   \
+            d[i] = store(x * factor);                                                      \
+        }                                                                                  \
+        return max > K_F32_MAX_FINITE;                                                     \
     }
-    return max > K_F32_MAX_FINITE;
-}
-
-static int k_unscale_scalar_f16(uint16_t *d, const uint16_t *s, size_t count, float factor)
-{
-    uint32_t max = 0;
-    for (size_t i = 0; i < count; i++) {
-        float x = k_num_f16_to_f32(s[i]);
-        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
-        max = mag > max ? mag : max;
-        d[i] = k_num_f32_to_f16(x * factor);
-    }
-    return max > K_F32_MAX_FINITE;
-}
-
-static int k_unscale_scalar_bf16(uint16_t *d, const uint16_t *s, size_t count, float factor)
-{
-    uint32_t max = 0;
-    for (size_t i = 0; i < count; i++) {
-        float x = k_num_bf16_to_f32(s[i]);
-        uint32_t mag = k_num_f32_bits(x) & K_F32_MAG;
-        max = mag > max ? mag : max;
-        d[i] = k_num_f32_to_bf16(x * factor);
-    }
-    return max > K_F32_MAX_FINITE;
-}
+K_UNSCALE_SCALAR(f32, float, K_ID, K_ID)
+K_UNSCALE_SCALAR(f16, uint16_t, k_num_f16_to_f32, k_num_f32_to_f16)
+K_UNSCALE_SCALAR(bf16, uint16_t, k_num_bf16_to_f32, k_num_f32_to_bf16)
+#undef K_UNSCALE_SCALAR
+#undef K_ID
 
 #if defined(__x86_64__)
 

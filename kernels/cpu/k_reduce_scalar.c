@@ -39,23 +39,15 @@ K_SCALAR_REDUCE(f64_min, double, k_num_min_f64(p, q))
 K_SCALAR_REDUCE(f64_max, double, k_num_max_f64(p, q))
 K_SCALAR_REDUCE(f64_prod, double, p * q)
 
-#define K_F16(expr_f32) k_num_f32_to_f16(expr_f32)
-#define K_H(v) k_num_f16_to_f32(v)
-K_SCALAR_REDUCE(f16_sum, uint16_t, K_F16(K_H(p) + K_H(q)))
-K_SCALAR_REDUCE(f16_min, uint16_t, K_F16(k_num_min_f32(K_H(p), K_H(q))))
-K_SCALAR_REDUCE(f16_max, uint16_t, K_F16(k_num_max_f32(K_H(p), K_H(q))))
-K_SCALAR_REDUCE(f16_prod, uint16_t, K_F16(K_H(p) * K_H(q)))
-#undef K_F16
-#undef K_H
-
-#define K_BF16(expr_f32) k_num_f32_to_bf16(expr_f32)
-#define K_B(v) k_num_bf16_to_f32(v)
-K_SCALAR_REDUCE(bf16_sum, uint16_t, K_BF16(K_B(p) + K_B(q)))
-K_SCALAR_REDUCE(bf16_min, uint16_t, K_BF16(k_num_min_f32(K_B(p), K_B(q))))
-K_SCALAR_REDUCE(bf16_max, uint16_t, K_BF16(k_num_max_f32(K_B(p), K_B(q))))
-K_SCALAR_REDUCE(bf16_prod, uint16_t, K_BF16(K_B(p) * K_B(q)))
-#undef K_BF16
-#undef K_B
+/* f16 and bf16: both widened to fp32, one fp32 operation, rounded once. */
+#define K_SCALAR_REDUCE_HALF(t, load, store)                                              \
+    K_SCALAR_REDUCE(t##_sum, uint16_t, store(load(p) + load(q)))                          \
+    K_SCALAR_REDUCE(t##_min, uint16_t, store(k_num_min_f32(load(p), load(q))))            \
+    K_SCALAR_REDUCE(t##_max, uint16_t, store(k_num_max_f32(load(p), load(q))))            \
+    K_SCALAR_REDUCE(t##_prod, uint16_t, store(load(p) * load(q)))
+K_SCALAR_REDUCE_HALF(f16, k_num_f16_to_f32, k_num_f32_to_f16)
+K_SCALAR_REDUCE_HALF(bf16, k_num_bf16_to_f32, k_num_f32_to_bf16)
+#undef K_SCALAR_REDUCE_HALF
 
 /* Wrapping ops read the signed data through the unsigned type of the same
  * width (allowed aliasing); uint32_t/uint64_t do not promote to int. */

@@ -66,61 +66,31 @@ static void k_div_args_u8(k_unary_args_t *args, int64_t divisor)
 
 /* ---- scalar kernels ---------------------------------------------------------- */
 
-void k_div_scalar_f32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    float *d = dst;
-    const float *s = src;
-    float divisor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = s[i] / divisor;
-}
-
-void k_div_scalar_f16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    float divisor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_f32_to_f16(k_num_f16_to_f32(s[i]) / divisor);
-}
-
-void k_div_scalar_bf16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    float divisor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(s[i]) / divisor);
-}
-
-void k_div_scalar_f64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    double *d = dst;
-    const double *s = src;
-    double divisor = args->f64;
-    for (size_t i = 0; i < count; i++)
-        d[i] = s[i] / divisor;
-}
-
-/* Branch-free (signs of summed gradients are random, so a branch would
- * mispredict half the time): with sign = all ones for x < 0, else 0,
- * (v ^ sign) - sign is v or -v in unsigned arithmetic. divisor >= 2 here,
- * so |q| <= 2^30 and the final conversion is in range. */
-void k_div_scalar_i32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    int32_t *d = dst;
-    const int32_t *s = src;
-    uint64_t magic = args->i32_magic;
-    uint32_t shift = args->i32_shift;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t sign = 0u - (uint32_t)(s[i] < 0);
-        uint32_t n = ((uint32_t)s[i] ^ sign) - sign;
-        uint32_t q = (uint32_t)((n * magic) >> shift);
-        d[i] = (int32_t)(q ^ sign) + (int32_t)(sign & 1u);
+/* The float kernels of both operations: one IEEE operation in the
+ * element's compute type (f16 / bf16 widened to fp32, rounded once back),
+ * dst[i] = load(src[i]) op the precomputed operand. */
+#define K_ID(x) (x)
+#define K_UNARY_SCALAR_FLOAT(name, elem_t, operand_t, operand, load, store, op)              \
+    void name(void *dst, const void *src, size_t count, const k_unary_args_t *args)          \
+    {                                                                                        \
+        elem_t *d = dst;                                                                     \
+        const elem_t *s = src;                                                               \
+        const operand_t v = args->operand;                                                   \
+        for (size_t i = 0; i < count; i++)                                                   \
+            d[i] = store(load(s[i]) op v);                                                   \
     }
-}
+K_UNARY_SCALAR_FLOAT(k_div_scalar_f32, float, float, f32, K_ID, K_ID, /)
+K_UNARY_SCALAR_FLOAT(k_div_scalar_f16, uint16_t, float, f32, k_num_f16_to_f32, k_num_f32_to_f16, /)
+K_UNARY_SCALAR_FLOAT(k_div_scalar_bf16, uint16_t, float, f32, k_num_bf16_to_f32, k_num_f32_to_bf16, /)
+K_UNARY_SCALAR_FLOAT(k_div_scalar_f64, double, double, f64, K_ID, K_ID, /)
+K_UNARY_SCALAR_FLOAT(k_scale_scalar_f32, float, float, f32, K_ID, K_ID, *)
+K_UNARY_SCALAR_FLOAT(k_scale_scalar_f16, uint16_t, float, f32, k_num_f16_to_f32, k_num_f32_to_f16, *)
+K_UNARY_SCALAR_FLOAT(k_scale_scalar_bf16, uint16_t, float, f32, k_num_bf16_to_f32, k_num_f32_to_bf16, *)
+K_UNARY_SCALAR_FLOAT(k_scale_scalar_f64, double, double, f64, K_ID, K_ID, *)
+#undef K_UNARY_SCALAR_FLOAT
+#undef K_ID
 
-/* As k_div_scalar_i32; divisor >= 2: |q| <= 2^62. */
+/* As k_div_scalar_i32 (above); divisor >= 2: |q| <= 2^62. */
 void k_div_scalar_i64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
 {
     int64_t *d = dst;
@@ -151,9 +121,13 @@ void k_div_scalar_u8(void *dst, const void *src, size_t count, const k_unary_arg
         d[i] = (uint8_t)((s[i] * magic) >> 16);
 }
 
-/* i8, i16 and u16 widen to int32 and take i32's magic (|x| <= 2^16 is
- * within its n_max of 2^31); the quotient fits the type again. */
-#define K_DIV_SCALAR_NARROW(type, elem_t)                                     \
+/* i32, and i8, i16 and u16 widened to int32 with i32's magic (|x| <= 2^16
+ * is within its n_max of 2^31; the quotient fits the type again).
+ * Branch-free (signs of summed gradients are random, so a branch would
+ * mispredict half the time): with sign = all ones for x < 0, else 0,
+ * (v ^ sign) - sign is v or -v in unsigned arithmetic. divisor >= 2 here,
+ * so |q| <= 2^30 and the final conversion is in range. */
+#define K_DIV_SCALAR_INT(type, elem_t)                                     \
     void k_div_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
     {                                                                         \
         elem_t *d = dst;                                                      \
@@ -168,10 +142,11 @@ void k_div_scalar_u8(void *dst, const void *src, size_t count, const k_unary_arg
             d[i] = (elem_t)((int32_t)(q ^ sign) + (int32_t)(sign & 1u));      \
         }                                                                     \
     }
-K_DIV_SCALAR_NARROW(i8, int8_t)
-K_DIV_SCALAR_NARROW(i16, int16_t)
-K_DIV_SCALAR_NARROW(u16, uint16_t)
-#undef K_DIV_SCALAR_NARROW
+K_DIV_SCALAR_INT(i32, int32_t)
+K_DIV_SCALAR_INT(i8, int8_t)
+K_DIV_SCALAR_INT(i16, int16_t)
+K_DIV_SCALAR_INT(u16, uint16_t)
+#undef K_DIV_SCALAR_INT
 
 /* bool: the truncated quotient of 0 or 1, so 0 for divisor >= 2; divisor 1
  * (the entry point passes it for bool) normalises. */
@@ -184,63 +159,6 @@ void k_div_scalar_bool(void *dst, const void *src, size_t count, const k_unary_a
         d[i] = (uint8_t)(s[i] != 0) & keep;
 }
 
-void k_scale_scalar_f32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    float *d = dst;
-    const float *s = src;
-    float factor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = s[i] * factor;
-}
-
-void k_scale_scalar_f16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    float factor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_f32_to_f16(k_num_f16_to_f32(s[i]) * factor);
-}
-
-void k_scale_scalar_bf16(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    uint16_t *d = dst;
-    const uint16_t *s = src;
-    float factor = args->f32;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(s[i]) * factor);
-}
-
-void k_scale_scalar_f64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    double *d = dst;
-    const double *s = src;
-    double factor = args->f64;
-    for (size_t i = 0; i < count; i++)
-        d[i] = s[i] * factor;
-}
-
-/* Integers, Horovod's way: the product in double, truncated toward zero by
- * C's conversion, NaN -> 0 and saturated where C's conversion would be
- * undefined (k_trunc_to_*_sat in k_internal.h). */
-void k_scale_scalar_i32(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    int32_t *d = dst;
-    const int32_t *s = src;
-    double factor = args->f64;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_trunc_to_i32_sat((double)s[i] * factor);
-}
-
-void k_scale_scalar_i64(void *dst, const void *src, size_t count, const k_unary_args_t *args)
-{
-    int64_t *d = dst;
-    const int64_t *s = src;
-    double factor = args->f64;
-    for (size_t i = 0; i < count; i++)
-        d[i] = k_num_trunc_to_i64_sat((double)s[i] * factor);
-}
-
 /* A u8 has 256 values: the entry point tabulates them all (with the same
  * formula) and every path looks the result up. */
 void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_args_t *args)
@@ -251,7 +169,10 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
         d[i] = args->u8_table[s[i]];
 }
 
-#define K_SCALE_SCALAR_NARROW(type, elem_t, sat)                              \
+/* Integers (u8 aside), Horovod's way: the product in double, truncated
+ * toward zero by C's conversion, NaN -> 0 and saturated where C's
+ * conversion would be undefined (k_num_trunc_to_*_sat, k_numeric.h). */
+#define K_SCALE_SCALAR_INT(type, elem_t, sat)                              \
     void k_scale_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
     {                                                                         \
         elem_t *d = dst;                                                      \
@@ -260,10 +181,12 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
         for (size_t i = 0; i < count; i++)                                    \
             d[i] = sat((double)s[i] * factor);                                \
     }
-K_SCALE_SCALAR_NARROW(i8, int8_t, k_num_trunc_to_i8_sat)
-K_SCALE_SCALAR_NARROW(i16, int16_t, k_num_trunc_to_i16_sat)
-K_SCALE_SCALAR_NARROW(u16, uint16_t, k_num_trunc_to_u16_sat)
-#undef K_SCALE_SCALAR_NARROW
+K_SCALE_SCALAR_INT(i32, int32_t, k_num_trunc_to_i32_sat)
+K_SCALE_SCALAR_INT(i64, int64_t, k_num_trunc_to_i64_sat)
+K_SCALE_SCALAR_INT(i8, int8_t, k_num_trunc_to_i8_sat)
+K_SCALE_SCALAR_INT(i16, int16_t, k_num_trunc_to_i16_sat)
+K_SCALE_SCALAR_INT(u16, uint16_t, k_num_trunc_to_u16_sat)
+#undef K_SCALE_SCALAR_INT
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
 void k_scale_scalar_bool(void *dst, const void *src, size_t count, const k_unary_args_t *args)
