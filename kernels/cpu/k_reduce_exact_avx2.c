@@ -10,32 +10,9 @@
 
 #include "k_simd_avx2.h"
 
-#define K_X_ISA avx2
-#define K_X_TARGET K_AVX2
-#define K_X_VEC __m256
-#define K_X_IVEC __m256i
-#define K_X_DVEC __m256d
-#define K_X_LANES 8
-
-K_AVX2 static inline __m256 k_avx2_x_load_f32(const float *p) { return _mm256_loadu_ps(p); }
-K_AVX2 static inline __m256 k_avx2_x_load_f16(const uint16_t *p) { return k_avx2_load_f16(p); }
-K_AVX2 static inline __m256 k_avx2_x_load_bf16(const uint16_t *p) { return k_avx2_load_bf16(p); }
-K_AVX2 static inline void k_avx2_x_store_f32(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
-K_AVX2 static inline void k_avx2_x_store_f16(uint16_t *p, __m256 v) { k_avx2_store_f16(p, v); }
-K_AVX2 static inline void k_avx2_x_store_bf16(uint16_t *p, __m256 v) { k_avx2_store_bf16(p, v); }
-
-K_AVX2 static inline __m256i k_avx2_x_set1_epi32(int v) { return _mm256_set1_epi32(v); }
-K_AVX2 static inline __m256 k_avx2_x_set1_ps(float v) { return _mm256_set1_ps(v); }
-K_AVX2 static inline __m256d k_avx2_x_add_pd(__m256d a, __m256d b) { return _mm256_add_pd(a, b); }
-K_AVX2 static inline __m256 k_avx2_x_div(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }
-K_AVX2 static inline __m256i k_avx2_x_or(__m256i a, __m256i b) { return _mm256_or_si256(a, b); }
-
-K_AVX2 static inline void k_avx2_x_track(__m256 v, __m256i *hi, __m256i *lo)
-{
-    const __m256i mag = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
-    *hi = _mm256_max_epu32(*hi, mag);
-    *lo = _mm256_min_epu32(*lo, _mm256_sub_epi32(mag, _mm256_set1_epi32(1)));
-}
+#define K_SIMD_ISA avx2
+#define K_SIMD_BITS 256
+#define K_SIMD_TARGET K_AVX2
 
 /* As k_avx512_x_bad (k_reduce_exact_avx512.c): all values below 2^31, so
  * AVX2's signed compares serve. */
@@ -50,10 +27,7 @@ K_AVX2 static inline __m256i k_avx2_x_bad(__m256i hi, __m256i lo, __m256i span)
 K_AVX2 static inline int k_avx2_x_any(__m256i b) { return !_mm256_testz_si256(b, b); }
 
 K_AVX2 static inline unsigned k_avx2_x_lanes(__m256i b) { return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(b)); }
-K_AVX2 static inline __m256d k_avx2_x_load_pd(const double *p) { return _mm256_loadu_pd(p); }
-K_AVX2 static inline void k_avx2_x_store_pd(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
 
-K_AVX2 static inline __m256 k_avx2_x_add_ps(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 K_AVX2 static inline __m256 k_avx2_x_default_nan(__m256 v)
 {
     return _mm256_blendv_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FC00000)), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));

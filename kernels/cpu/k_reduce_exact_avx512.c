@@ -10,32 +10,9 @@
 
 #include "k_simd_avx512.h"
 
-#define K_X_ISA avx512
-#define K_X_TARGET K_AVX512
-#define K_X_VEC __m512
-#define K_X_IVEC __m512i
-#define K_X_DVEC __m512d
-#define K_X_LANES 16
-
-K_AVX512 static inline __m512 k_avx512_x_load_f32(const float *p) { return _mm512_loadu_ps(p); }
-K_AVX512 static inline __m512 k_avx512_x_load_f16(const uint16_t *p) { return k_avx512_load_f16(p); }
-K_AVX512 static inline __m512 k_avx512_x_load_bf16(const uint16_t *p) { return k_avx512_load_bf16(p); }
-K_AVX512 static inline void k_avx512_x_store_f32(float *p, __m512 v) { _mm512_storeu_ps(p, v); }
-K_AVX512 static inline void k_avx512_x_store_f16(uint16_t *p, __m512 v) { k_avx512_store_f16(p, v); }
-K_AVX512 static inline void k_avx512_x_store_bf16(uint16_t *p, __m512 v) { k_avx512_store_bf16(p, v); }
-
-K_AVX512 static inline __m512i k_avx512_x_set1_epi32(int v) { return _mm512_set1_epi32(v); }
-K_AVX512 static inline __m512 k_avx512_x_set1_ps(float v) { return _mm512_set1_ps(v); }
-K_AVX512 static inline __m512d k_avx512_x_add_pd(__m512d a, __m512d b) { return _mm512_add_pd(a, b); }
-K_AVX512 static inline __m512 k_avx512_x_div(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
-K_AVX512 static inline __m512i k_avx512_x_or(__m512i a, __m512i b) { return _mm512_or_si512(a, b); }
-
-K_AVX512 static inline void k_avx512_x_track(__m512 v, __m512i *hi, __m512i *lo)
-{
-    const __m512i mag = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF));
-    *hi = _mm512_max_epu32(*hi, mag);
-    *lo = _mm512_min_epu32(*lo, _mm512_sub_epi32(mag, _mm512_set1_epi32(1)));
-}
+#define K_SIMD_ISA avx512
+#define K_SIMD_BITS 512
+#define K_SIMD_TARGET K_AVX512
 
 /* Exponent fields: of the largest magnitude, and of the smallest nonzero
  * one (lo + 1; 0 where every input is zero). Both are below 2^31, so the
@@ -53,10 +30,7 @@ K_AVX512 static inline __m512i k_avx512_x_bad(__m512i hi, __m512i lo, __m512i sp
 K_AVX512 static inline int k_avx512_x_any(__m512i b) { return _mm512_test_epi32_mask(b, b) != 0; }
 
 K_AVX512 static inline unsigned k_avx512_x_lanes(__m512i b) { return _mm512_test_epi32_mask(b, b); }
-K_AVX512 static inline __m512d k_avx512_x_load_pd(const double *p) { return _mm512_loadu_pd(p); }
-K_AVX512 static inline void k_avx512_x_store_pd(double *p, __m512d v) { _mm512_storeu_pd(p, v); }
 
-K_AVX512 static inline __m512 k_avx512_x_add_ps(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
 K_AVX512 static inline __m512 k_avx512_x_default_nan(__m512 v)
 {
     return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v,

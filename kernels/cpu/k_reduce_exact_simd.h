@@ -2,27 +2,28 @@
  * k_reduce_exact_simd.h - private to kernels/cpu: the vector kernels of
  * k_reduce_n_exact (f32, f16, bf16), written once for every ISA.
  * k_reduce_exact_avx2.c and k_reduce_exact_avx512.c include it after their
- * k_simd_<isa>.h, defining first:
- *   K_X_ISA     avx2 | avx512: the prefix of what this file defines
- *   K_X_TARGET  the target attribute, K_AVX2 | K_AVX512
- *   K_X_VEC / K_X_IVEC / K_X_DVEC  the float, int and double vectors;
- *   K_X_LANES   8 | 16, floats per K_X_VEC (two K_X_DVEC hold them)
- * and these helpers, k_<isa>_x_<name>:
+ * k_simd_<isa>.h, defining first K_SIMD_ISA, K_SIMD_BITS and K_SIMD_TARGET
+ * (k_simd_level.h, from which this file derives K_X_ISA, K_X_TARGET, the
+ * float, int and double vectors K_X_VEC / K_X_IVEC / K_X_DVEC and K_X_LANES,
+ * the floats per K_X_VEC, two K_X_DVEC holding them) and these helpers,
+ * k_<isa>_x_<name>, whose instructions differ by level:
+ *   bad(hi, lo, span)  -> K_X_IVEC, nonzero in the lanes that are not certified
+ *   any(b) -> int       b has a nonzero lane; lanes(b) -> unsigned, one bit per lane
+ *   widen(v, *d0, *d1) / narrow_rn(d0, d1) -> K_X_VEC   fp32 <-> two fp64
+ *       halves; narrow_rn rounds to nearest even; widen_f32(p, *d0, *d1)
+ *       K_X_LANES f32 at p as two fp64 halves
+ *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
+ *       (k_numeric.h's k_num_f64_to_f32_round_odd)
+ *   default_nan(v) -> K_X_VEC   NaN lanes replaced by 0x7FC00000
+ * The helpers that are the same intrinsics at either width are below:
  *   load_f32 / load_f16 / load_bf16 (p) -> K_X_VEC   K_X_LANES elements,
  *       widened to fp32 in element order
  *   store_f32 / store_f16 / store_bf16 (p, v)        rounded to nearest even
  *       (k_internal.h's bits)
  *   track(v, *hi, *lo)  per lane: hi = max(hi, |v| bits), lo = min(lo, |v| bits - 1)
  *       as unsigned, so a zero (-1 = all ones) never lowers lo
- *   bad(hi, lo, span)  -> K_X_IVEC, nonzero in the lanes that are not certified
- *   any(b) -> int       b has a nonzero lane; lanes(b) -> unsigned, one bit per lane
  *   load_pd / store_pd  K_X_DVEC from / to K_X_LANES / 2 doubles
- *   widen(v, *d0, *d1) / narrow_rn(d0, d1) -> K_X_VEC   fp32 <-> two fp64
- *       halves; narrow_rn rounds to nearest even; widen_f32(p, *d0, *d1)
- *       K_X_LANES f32 at p as two fp64 halves
- *   narrow_odd(d0, d1) -> K_X_VEC   rounds to fp32 with round-to-odd
- *       (k_numeric.h's k_num_f64_to_f32_round_odd)
- *   add_ps(a, b); default_nan(v) -> K_X_VEC   NaN lanes replaced by 0x7FC00000
+ *   add_ps, add_pd, div (fp32), or, set1_ps, set1_epi32
  *
  * How a kernel runs. Two vectors of elements at a time: for every source
  * in order, load both vectors (f16/bf16 widened to fp32, exactly), track
@@ -51,10 +52,40 @@
 #ifndef K_REDUCE_EXACT_SIMD_H
 #define K_REDUCE_EXACT_SIMD_H
 
-#define K_X_PASTE(a, b, c) a##b##c
-#define K_X_JOIN(a, b, c) K_X_PASTE(a, b, c)
+#include "k_simd_level.h"
+
+#define K_X_ISA K_SIMD_ISA
+#define K_X_TARGET K_SIMD_TARGET
+#define K_X_VEC K_SIMD_PS
+#define K_X_IVEC K_SIMD_I
+#define K_X_DVEC K_SIMD_PD
+#define K_X_LANES K_SIMD_LANES(float)
 /* K_X_FN(_x_track) is k_avx2_x_track or k_avx512_x_track. */
-#define K_X_FN(suffix) K_X_JOIN(k_, K_X_ISA, suffix)
+#define K_X_FN(suffix) K_SIMD_FN(suffix)
+
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_load_f32)(const float *p) { return K_SIMD_MM(_loadu_ps)(p); }
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_load_f16)(const uint16_t *p) { return K_SIMD_FN(_load_f16)(p); }
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_load_bf16)(const uint16_t *p) { return K_SIMD_FN(_load_bf16)(p); }
+K_X_TARGET static inline void K_X_FN(_x_store_f32)(float *p, K_X_VEC v) { K_SIMD_MM(_storeu_ps)(p, v); }
+K_X_TARGET static inline void K_X_FN(_x_store_f16)(uint16_t *p, K_X_VEC v) { K_SIMD_FN(_store_f16)(p, v); }
+K_X_TARGET static inline void K_X_FN(_x_store_bf16)(uint16_t *p, K_X_VEC v) { K_SIMD_FN(_store_bf16)(p, v); }
+K_X_TARGET static inline K_X_DVEC K_X_FN(_x_load_pd)(const double *p) { return K_SIMD_MM(_loadu_pd)(p); }
+K_X_TARGET static inline void K_X_FN(_x_store_pd)(double *p, K_X_DVEC v) { K_SIMD_MM(_storeu_pd)(p, v); }
+
+K_X_TARGET static inline K_X_IVEC K_X_FN(_x_set1_epi32)(int v) { return K_SIMD_MM(_set1_epi32)(v); }
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_set1_ps)(float v) { return K_SIMD_MM(_set1_ps)(v); }
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_add_ps)(K_X_VEC a, K_X_VEC b) { return K_SIMD_MM(_add_ps)(a, b); }
+K_X_TARGET static inline K_X_DVEC K_X_FN(_x_add_pd)(K_X_DVEC a, K_X_DVEC b) { return K_SIMD_MM(_add_pd)(a, b); }
+K_X_TARGET static inline K_X_VEC K_X_FN(_x_div)(K_X_VEC a, K_X_VEC b) { return K_SIMD_MM(_div_ps)(a, b); }
+K_X_TARGET static inline K_X_IVEC K_X_FN(_x_or)(K_X_IVEC a, K_X_IVEC b) { return K_SIMD_SI(_or)(a, b); }
+
+K_X_TARGET static inline void K_X_FN(_x_track)(K_X_VEC v, K_X_IVEC *hi, K_X_IVEC *lo)
+{
+    const K_X_IVEC mag = K_SIMD_SI(_and)(K_SIMD_JOIN(_mm, K_SIMD_BITS, _castps_si, K_SIMD_BITS)(v),
+                                         K_SIMD_MM(_set1_epi32)(0x7FFFFFFF));
+    *hi = K_SIMD_MM(_max_epu32)(*hi, mag);
+    *lo = K_SIMD_MM(_min_epu32)(*lo, K_SIMD_MM(_sub_epi32)(mag, K_SIMD_MM(_set1_epi32)(1)));
+}
 
 /* One vector of elements i .. i + K_X_LANES - 1 of src, as fp32. */
 K_X_TARGET __attribute__((always_inline)) static inline K_X_VEC K_X_FN(_x_load)(const void *src, size_t i,
@@ -271,7 +302,7 @@ K_X_KERNEL(f16, K_DTYPE_F16)
 K_X_KERNEL(bf16, K_DTYPE_BF16)
 
 /* k_reduce_n_exact_<isa> (k_internal.h); dtype is f32, f16 or bf16. */
-void K_X_JOIN(k_reduce_n_exact_, K_X_ISA, )(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
+void K_SIMD_JOIN(k_reduce_n_exact_, K_X_ISA, , )(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
                                             k_dtype_t dtype, int64_t divisor)
 {
     if (dtype == K_DTYPE_F32 && n == 2)

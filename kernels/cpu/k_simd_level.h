@@ -1,6 +1,7 @@
 /*
  * k_simd_level.h - private to kernels/cpu: the names in which the vector
- * templates (k_reduce_simd.h, k_scale_simd.h, k_reduce_n_simd.h) are
+ * templates (k_reduce_simd.h, k_scale_simd.h, k_reduce_n_simd.h,
+ * k_reduce_exact_simd.h) are
  * written once for every SIMD level. A file that instantiates a template
  * includes its level's k_simd_<isa>.h (the helpers) and defines
  *   K_SIMD_ISA     avx2 | avx512: the prefix of k_simd_<isa>.h's helpers
