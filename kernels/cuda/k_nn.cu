@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_vec_kernel(const
 template <int DT, bool Y> __device__ __forceinline__ float k_nn_bn_g(const k_nn_bn_params &p, size_t i)
 {
     const float d = k_nn_get<DT>(p.dy, i);
-    return Y ? k_nn_relu_grad(k_nn_get<DT>(p.y, i), d) : d;
+    return Y ? k_train_relu_grad(k_nn_get<DT>(p.y, i), d) : d;
 }
 
 /* Per (chunk, channel group): sum g and sum g xhat; the masked g into
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
         for (int k = 0; k < V; k++) {
             const int ch = ch0 + k;
             const float d = k_nn_load((uint32_t)k_vec_get<S>(dyv, k), DT);
-            const float g = Y ? k_nn_relu_grad(k_nn_load((uint32_t)k_vec_get<S>(yv, k), DT), d) : d;
+            const float g = Y ? k_train_relu_grad(k_nn_load((uint32_t)k_vec_get<S>(yv, k), DT), d) : d;
             const float xh = k_nn_bn_xhat(k_nn_load((uint32_t)k_vec_get<S>(xv, k), DT), __ldg(p.mean + ch),
                                           __ldg(p.invstd_or_scale + ch));
             const float dx = k_nn_bn_dx(g, xh, __ldg(p.consts + 3 * ch), __ldg(p.consts + 3 * ch + 1),
@@ -443,9 +443,9 @@ struct k_nn_elem_params {
 template <int DT, int OP> __device__ __forceinline__ float k_nn_elem_op(float a, float b)
 {
     if constexpr (OP == 0)
-        return k_nn_relu(a);
+        return k_train_relu_pos_zero(a);
     else if constexpr (OP == 1)
-        return k_nn_relu_grad(a, b);
+        return k_train_relu_grad(a, b);
     else
         return k_nn_add(a, b, OP == 3);
 }

@@ -38,6 +38,7 @@
 
 #include "k_cuda_nn.h"
 #include "k_elem.h"
+#include "k_train_numeric.h"
 
 #define K_NN_BN_LANES 8       /* row lanes of a chunk (threadIdx.y of the stats kernels) */
 #define K_NN_BN_PER_LANE 16   /* rows per lane */
@@ -67,18 +68,13 @@ K_HD uint32_t k_nn_store(float v, int dtype)
     }
 }
 
-/* relu as torch.relu: v for v > 0, NaN stays NaN, else +0 (also for -0). */
-K_HD float k_nn_relu(float v) { return v > 0.0f || v != v ? v : 0.0f; }
-
-/* relu's gradient, backend.h's rule: dy where y > 0, else +0 (a NaN y
- * passes nothing). */
-K_HD float k_nn_relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
-
-/* a + b in fp32, then relu when relu. */
+/* a + b in fp32, then relu when relu: the cuda backend's relu, which
+ * gives +0 for -0 as PyTorch's CUDA relu does (k_train_numeric.h has both
+ * devices' relu and relu's gradient). */
 K_HD float k_nn_add(float a, float b, int relu)
 {
     float t = a + b;
-    return relu ? k_nn_relu(t) : t;
+    return relu ? k_train_relu_pos_zero(t) : t;
 }
 
 /* ---- batch norm: forward -------------------------------------------------- */
@@ -91,7 +87,7 @@ K_HD float k_nn_bn_apply(float x, float mean, float scale, float beta, float res
     float t = (x - mean) * scale + beta;
     if (has_res)
         t = t + res;
-    return relu ? k_nn_relu(t) : t;
+    return relu ? k_train_relu_pos_zero(t) : t;
 }
 
 /* Chan's merge of (count, mean, M2) b into a, in double; an empty side

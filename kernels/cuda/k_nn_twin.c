@@ -179,7 +179,7 @@ int k_twin_bn_forward_infer(void *y, const void *x, const void *residual, k_dtyp
 static float k_nn_twin_bn_g(const void *dy, const void *y, k_dtype_t dtype, size_t i)
 {
     float d = k_nn_twin_get(dy, dtype, i);
-    return y ? k_nn_relu_grad(k_nn_twin_get(y, dtype, i), d) : d;
+    return y ? k_train_relu_grad(k_nn_twin_get(y, dtype, i), d) : d;
 }
 
 int k_twin_bn_backward(void *dx, void *dresidual, const void *x, const void *dy, const void *y, k_dtype_t dtype,
@@ -352,7 +352,7 @@ int k_twin_relu_forward(void *y, const void *x, k_dtype_t dtype, size_t count)
     if (!k_nn_dtype_ok(dtype) || (count && (!y || !x)) || !k_nn_aligned(y, dtype) || !k_nn_aligned(x, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++)
-        k_nn_twin_put(y, dtype, i, k_nn_relu(k_nn_twin_get(x, dtype, i)));
+        k_nn_twin_put(y, dtype, i, k_train_relu_pos_zero(k_nn_twin_get(x, dtype, i)));
     return 0;
 }
 
@@ -362,7 +362,7 @@ int k_twin_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtyp
         !k_nn_aligned(y, dtype) || !k_nn_aligned(dy, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++)
-        k_nn_twin_put(dx, dtype, i, k_nn_relu_grad(k_nn_twin_get(y, dtype, i), k_nn_twin_get(dy, dtype, i)));
+        k_nn_twin_put(dx, dtype, i, k_train_relu_grad(k_nn_twin_get(y, dtype, i), k_nn_twin_get(dy, dtype, i)));
     return 0;
 }
 

@@ -252,6 +252,22 @@ K_API void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, co
 K_API int k_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
                          float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype);
 
+/*
+ * The cpu backend's element-wise ops on count elements of dtype f32, f16 or
+ * bf16 (f16 / bf16 widened exactly, computed in fp32, rounded once back),
+ * the definitions of k_train_numeric.h:
+ *   k_relu           y = x < 0 ? +0 : x (PyTorch's CPU relu: NaN and -0 pass)
+ *   k_relu_backward  dx = y > 0 ? dy : +0 (y is relu's output; a NaN y gives 0)
+ *   k_add            y = a + b, then relu when relu != 0
+ * Outputs may be exactly an input (in place; no partial overlap); no
+ * alignment needed. Every ISA path gives the same bits, except that which
+ * payload the sum of two NaNs carries is not specified. Returns 0, or -1
+ * for another dtype (nothing written). count == 0 touches nothing.
+ */
+K_API int k_relu(void *y, const void *x, k_dtype_t dtype, size_t count);
+K_API int k_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, size_t count);
+K_API int k_add(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, int relu);
+
 /* Scalar conversions (round to nearest even; NaN stays NaN; overflow -> inf). */
 K_API uint16_t k_f32_to_f16(float x);
 K_API float k_f16_to_f32(uint16_t h);

@@ -1,11 +1,14 @@
 /*
  * k_train_numeric.h - the scalar arithmetic of the trainer's step, written
  * once for the host and the device: softmax cross-entropy with label
- * smoothing, per row and per element. kernels/cpu's k_softmax_xent (the
- * cpu backend's loss, k_cpu.h) and kernels/cuda's k_cuda_softmax_xent and
- * its twin (k_cuda_step.h) call these very functions; they differ only in
- * the order in which a row's sums are added (the CPU one element after
- * another, the device in a warp's 32 lanes and a butterfly).
+ * smoothing, per row and per element, and relu, its gradient and the
+ * residual add. kernels/cpu's k_softmax_xent, k_relu, k_relu_backward and
+ * k_add (the cpu backend's, k_cpu.h) and kernels/cuda's
+ * k_cuda_softmax_xent, relu and add kernels and their twins (k_cuda_step.h,
+ * k_cuda_nn.h) call these very functions. Softmax cross-entropy differs
+ * only in the order in which a row's sums are added (the CPU one element
+ * after another, the device in a warp's 32 lanes and a butterfly); relu
+ * has one deliberate difference, below.
  *
  * Every function is K_HD (k_numeric.h): `__host__ __device__ static
  * inline` under nvcc, `static inline` in C. Nothing here is exported.
@@ -53,6 +56,27 @@ K_HD double k_train_xent_grad(float z, double lse, int is_label, double s_k, dou
 {
     double target = s_k + (is_label ? 1.0 - s : 0.0);
     return (exp((double)z - lse) - target) / n * scale;
+}
+
+/* ---- relu, its gradient, the residual add ------------------------------------
+ *
+ * relu as PyTorch computes it on each device: its CPU relu is clamp_min(x,
+ * 0), x < 0 ? +0 : x, so -0 and NaN pass through (k_train_relu, the cpu
+ * backend's); its CUDA relu gives +0 for -0 (k_train_relu_pos_zero, the
+ * cuda backend's). The two differ in the sign of a zero only. */
+K_HD float k_train_relu(float x) { return x < 0.0f ? 0.0f : x; }
+K_HD float k_train_relu_pos_zero(float x) { return x > 0.0f || x != x ? x : 0.0f; }
+
+/* relu's gradient, backend.h's rule: dy where y > 0, else +0 (a NaN y
+ * gives 0). */
+K_HD float k_train_relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+/* The residual join: a + b in fp32, then the cpu backend's relu when relu
+ * (f16 / bf16 operands widened first and the result rounded once). */
+K_HD float k_train_add(float a, float b, int relu)
+{
+    float s = a + b;
+    return relu ? k_train_relu(s) : s;
 }
 
 #endif /* K_TRAIN_NUMERIC_H */

@@ -415,124 +415,45 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
 
 /* ---- element-wise ops -----------------------------------------------------
  *
- * Both operands of every op share shape and layout, and our layouts have no
- * padding, so each op is one flat loop over t->bytes. The loops are cloned
- * for AVX-512 / AVX2 / baseline (picked at load time by the ifunc GCC
- * makes for target_clones) and split across the backend's threads for
- * large tensors. ReLU keeps NaN (x < 0 ? 0 : x), like torch.relu.
+ * kernels/'s k_relu, k_relu_backward and k_add (k_cpu.h; the definitions in
+ * k_train_numeric.h: relu keeps NaN and -0, as PyTorch's CPU relu), split
+ * across the backend's threads for large tensors. Both operands of every
+ * op share shape and layout, and our layouts have no padding, so each op is
+ * one flat range over the elements.
  */
-#define CPU_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-
 typedef struct {
-    const void *a, *b;
-    void *y;
+    const char *a, *b; /* relu: a = x; relu backward: a = y, b = dy */
+    char *y;
+    size_t size; /* bytes per element */
+    k_dtype_t dtype;
     int relu;
-    uint16_t inf; /* bf16 / f16: the bits of +inf (0x7F80 / 0x7C00), see below */
 } cpu_eltwise_args_t;
 
-CPU_SIMD_CLONES static void cpu_relu_chunk(const void *ctx, size_t begin, size_t end)
+static void cpu_relu_range(const void *ctx, size_t begin, size_t end)
 {
-    const cpu_eltwise_args_t *args = ctx;
-    const float *x = args->a;
-    float *y = args->y;
-#pragma omp simd
-    for (size_t i = begin; i < end; i++)
-        y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    const cpu_eltwise_args_t *r = ctx;
+    (void)k_relu(r->y + begin * r->size, r->a + begin * r->size, r->dtype, end - begin);
 }
 
-/* a = relu's output y, b = dy. */
-CPU_SIMD_CLONES static void cpu_relu_backward_chunk(const void *ctx, size_t begin, size_t end)
+static void cpu_relu_backward_range(const void *ctx, size_t begin, size_t end)
 {
-    const cpu_eltwise_args_t *args = ctx;
-    const float *y = args->a, *dy = args->b;
-    float *dx = args->y;
-#pragma omp simd
-    for (size_t i = begin; i < end; i++)
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    const cpu_eltwise_args_t *r = ctx;
+    (void)k_relu_backward(r->y + begin * r->size, r->a + begin * r->size, r->b + begin * r->size, r->dtype,
+                          end - begin);
 }
 
-CPU_SIMD_CLONES static void cpu_add_chunk(const void *ctx, size_t begin, size_t end)
+static void cpu_add_range(const void *ctx, size_t begin, size_t end)
 {
-    const cpu_eltwise_args_t *args = ctx;
-    const float *a = args->a, *b = args->b;
-    float *y = args->y;
-    if (args->relu) {
-#pragma omp simd
-        for (size_t i = begin; i < end; i++) {
-            float s = a[i] + b[i];
-            y[i] = s < 0.0f ? 0.0f : s;
-        }
-    } else {
-#pragma omp simd
-        for (size_t i = begin; i < end; i++)
-            y[i] = a[i] + b[i];
-    }
+    const cpu_eltwise_args_t *r = ctx;
+    (void)k_add(r->y + begin * r->size, r->a + begin * r->size, r->b + begin * r->size, r->dtype, end - begin,
+                r->relu);
 }
 
-/* bf16 and f16: the same operations on the widened values, each result
- * rounded once. ReLU and its mask select without rounding, so they work on
- * the bit patterns, as an and-mask (the form GCC vectorises on 16-bit
- * lanes; AVX2 width in the avx512f clone, which lacks 16-bit ops): with
- * inf the bits of +inf (bf16 0x7F80, f16 0x7C00), x < 0 exactly for
- * 0x8001..0x8000 + inf (negative, not -0, not NaN), and y > 0 for
- * 0x0001..inf (positive, not +0, not NaN). */
-CPU_SIMD_CLONES static void cpu_relu_chunk_16(const void *ctx, size_t begin, size_t end)
+/* The arguments of an op over tensors of ref's dtype (checked by then). */
+static cpu_eltwise_args_t cpu_eltwise_args(const tr_tensor_t *ref, const void *a, const void *b, void *y, int relu)
 {
-    const cpu_eltwise_args_t *args = ctx;
-    const uint16_t *x = args->a;
-    uint16_t *y = args->y;
-    const uint16_t inf = args->inf;
-#pragma omp simd
-    for (size_t i = begin; i < end; i++)
-        y[i] = x[i] & ((uint16_t)(x[i] - 0x8001u) < inf ? 0 : 0xFFFFu);
-}
-
-CPU_SIMD_CLONES static void cpu_relu_backward_chunk_16(const void *ctx, size_t begin, size_t end)
-{
-    const cpu_eltwise_args_t *args = ctx;
-    const uint16_t *y = args->a, *dy = args->b;
-    uint16_t *dx = args->y;
-    const uint16_t inf = args->inf;
-#pragma omp simd
-    for (size_t i = begin; i < end; i++)
-        dx[i] = dy[i] & ((uint16_t)(y[i] - 1u) < inf ? 0xFFFFu : 0);
-}
-
-CPU_SIMD_CLONES static void cpu_add_chunk_bf16(const void *ctx, size_t begin, size_t end)
-{
-    const cpu_eltwise_args_t *args = ctx;
-    const uint16_t *a = args->a, *b = args->b;
-    uint16_t *y = args->y;
-    if (args->relu) {
-#pragma omp simd
-        for (size_t i = begin; i < end; i++) {
-            float s = k_num_bf16_to_f32(a[i]) + k_num_bf16_to_f32(b[i]);
-            y[i] = k_num_f32_to_bf16(s < 0.0f ? 0.0f : s);
-        }
-    } else {
-#pragma omp simd
-        for (size_t i = begin; i < end; i++)
-            y[i] = k_num_f32_to_bf16(k_num_bf16_to_f32(a[i]) + k_num_bf16_to_f32(b[i]));
-    }
-}
-
-/* f16: widened through k_cast (F16C) a block at a time on the stack. */
-static void cpu_add_chunk_f16(const void *ctx, size_t begin, size_t end)
-{
-    const cpu_eltwise_args_t *args = ctx;
-    const uint16_t *a = args->a, *b = args->b;
-    uint16_t *y = args->y;
-    float wa[256], wb[256];
-    for (size_t at = begin; at < end; at += 256) {
-        size_t count = end - at < 256 ? end - at : 256;
-        k_cast(wa, K_DTYPE_F32, a + at, K_DTYPE_F16, count);
-        k_cast(wb, K_DTYPE_F32, b + at, K_DTYPE_F16, count);
-        for (size_t i = 0; i < count; i++) {
-            float sum = wa[i] + wb[i];
-            wa[i] = args->relu && sum < 0.0f ? 0.0f : sum;
-        }
-        k_cast(y + at, K_DTYPE_F16, wa, K_DTYPE_F32, count);
-    }
+    return (cpu_eltwise_args_t){.a = a, .b = b, .y = y, .size = tr_dtype_size(ref->dtype),
+                                .dtype = tr_dtype_kernel(ref->dtype), .relu = relu != 0};
 }
 
 /* t has ref's shape and dtype; ref's dtype is one the element-wise ops
@@ -550,12 +471,6 @@ static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tenso
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
-/* The bits of +inf in a 16-bit float dtype (the relu masks' bound). */
-static uint16_t cpu_inf_bits(tr_dtype_t dtype)
-{
-    return dtype == TR_DTYPE_F16 ? 0x7C00u : 0x7F80u;
-}
-
 static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
@@ -563,8 +478,8 @@ static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tenso
         return cpu_invalid("relu_forward: NULL argument");
     CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
     CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
-    cpu_eltwise_args_t args = {.a = x->data, .y = y->data, .inf = cpu_inf_bits(x->dtype)};
-    cpu_split(backend, tr_tensor_count(x), x->dtype == TR_DTYPE_F32 ? cpu_relu_chunk : cpu_relu_chunk_16, &args);
+    const cpu_eltwise_args_t args = cpu_eltwise_args(x, x->data, NULL, y->data, 0);
+    cpu_split(backend, tr_tensor_count(x), cpu_relu_range, &args);
     return HORA_OK;
 }
 
@@ -577,9 +492,8 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
     CPU_CHECK(cpu_check_same(backend, y, y, "relu_backward y"));
     CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
     CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
-    cpu_eltwise_args_t args = {.a = y->data, .b = dy->data, .y = dx->data, .inf = cpu_inf_bits(y->dtype)};
-    cpu_split(backend, tr_tensor_count(y),
-              y->dtype == TR_DTYPE_F32 ? cpu_relu_backward_chunk : cpu_relu_backward_chunk_16, &args);
+    const cpu_eltwise_args_t args = cpu_eltwise_args(y, y->data, dy->data, dx->data, 0);
+    cpu_split(backend, tr_tensor_count(y), cpu_relu_backward_range, &args);
     return HORA_OK;
 }
 
@@ -592,10 +506,8 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
     CPU_CHECK(cpu_check_same(backend, a, a, "add_forward a"));
     CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
     CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
-    cpu_eltwise_args_t args = {.a = a->data, .b = b->data, .y = y->data, .relu = relu != 0};
-    cpu_split(backend, tr_tensor_count(a),
-              a->dtype == TR_DTYPE_F32 ? cpu_add_chunk : a->dtype == TR_DTYPE_BF16 ? cpu_add_chunk_bf16 : cpu_add_chunk_f16,
-              &args);
+    const cpu_eltwise_args_t args = cpu_eltwise_args(a, a->data, b->data, y->data, relu);
+    cpu_split(backend, tr_tensor_count(a), cpu_add_range, &args);
     return HORA_OK;
 }
 

@@ -14,8 +14,9 @@
  *    one rounding for f16/bf16), against its reference, the scalar path and
  *    the chain of k_reduce / k_div calls;
  *  - mixed.c: the mixed-precision kernels (k_nonfinite,
- *    k_unscale_nonfinite, k_sgd_step_mixed) on every ISA, bit for bit
- *    against references and the scalar path, and their API edges;
+ *    k_unscale_nonfinite, k_sgd_step_mixed) and the cpu backend's
+ *    element-wise ops (k_relu, k_relu_backward, k_add) on every ISA, bit
+ *    for bit against references and the scalar path, and their API edges;
  *  - reduce_exact.c: k_reduce_n_exact on every ISA, bit for bit against
  *    an exact (320-bit fixed-point) sum rounded once, on adversarial inputs;
  *  - kernels_test.c/.h: what they share (report, random stream, references).
