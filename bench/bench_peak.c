@@ -28,6 +28,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_cli.h"
+#include "bench_output.h"
+
 #define PEAK_CHAINS 24
 #define PEAK_ITERS 20000000L
 
@@ -162,24 +165,25 @@ typedef struct {
 
 int main(int argc, char **argv)
 {
-    int threads = 1, reps = 5;
+    int threads, reps;
     const char *json = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
-            threads = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--json") == 0 && i + 1 < argc)
-            json = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--threads T] [--reps R] [--json FILE]\n", argv[0]);
-            return strcmp(argv[i], "--help") == 0 ? 0 : 2;
-        }
-    }
-    if (threads < 1 || reps < 1) {
-        fprintf(stderr, "hora-bench-peak: --threads and --reps must be at least 1\n");
-        return 2;
-    }
+    const bench_cli_option_t table[] = {
+        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = &threads, .value = "1", .min = 1, .max = 4096,
+         .value_name = "T", .help = "report the peak of T cores (T times one core's)"},
+        {.long_name = "reps", .kind = BENCH_CLI_INT, .dest = &reps, .value = "5", .min = 1, .max = 1000,
+         .value_name = "R", .help = "repetitions; the best counts"},
+        BENCH_CLI_JSON(&json, "write the peaks as one JSON object"),
+        {0},
+    };
+    const bench_cli_t cli = {
+        .program = "hora-bench-peak",
+        .synopsis = "hora-bench-peak [flags]",
+        .about = "The measured arithmetic peak of one core: f32 FMA (AVX-512, AVX2), bf16 dot products, f16 FMA.",
+        .options = table,
+    };
+    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv, 0);
+    if (parsed != BENCH_CLI_RUN)
+        return parsed == BENCH_CLI_HELP ? 0 : 2;
     peak_kernel_t kernels[] = {
         {"f32", "AVX-512 FMA (vfmadd231ps zmm)", "avx512f", peak_f32_avx512, 0, 0},
         {"f32-avx2", "AVX2 FMA (vfmadd231ps ymm)", "avx2", peak_f32_avx2, 0, 0},
@@ -220,16 +224,22 @@ int main(int argc, char **argv)
     /* The bf16 peak: the fastest unit bf16 can run on here. */
     double bf16 = kernels[2].flops > amx_flops ? kernels[2].flops : amx_flops;
     if (json) {
-        FILE *f = fopen(json, "w");
-        if (f == NULL) {
-            perror(json);
+        bench_json_t out;
+        if (bench_json_open(&out, "hora-bench-peak", json, 0) != 0)
             return 1;
+        bench_json_object(&out, NULL);
+        bench_json_integer(&out, "threads", threads);
+        bench_json_integer(&out, "reps", reps);
+        bench_json_number(&out, "mhz", "%.1f", mhz, 1);
+        bench_json_bool(&out, "amx_bf16", amx);
+        for (int k = 0; k < count; k++) {
+            char key[32];
+            snprintf(key, sizeof(key), "%s_flops", kernels[k].name);
+            bench_json_number(&out, key, "%.4g", threads * kernels[k].flops, 1);
         }
-        fprintf(f, "{\"threads\":%d,\"reps\":%d,\"mhz\":%.1f,\"amx_bf16\":%s", threads, reps, mhz, amx ? "true" : "false");
-        for (int k = 0; k < count; k++)
-            fprintf(f, ",\"%s_flops\":%.4g", kernels[k].name, threads * kernels[k].flops);
-        fprintf(f, ",\"bf16_peak_flops\":%.4g}\n", threads * bf16);
-        fclose(f);
+        bench_json_number(&out, "bf16_peak_flops", "%.4g", threads * bf16, 1);
+        if (bench_json_close(&out, "hora-bench-peak", json) != 0)
+            return 1;
     }
     return 0;
 }
