@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* --help: option column width and the width text wraps at. */
 #define CLI_HELP_INDENT 28
@@ -85,6 +86,20 @@ int bench_launcher_rank(void)
             return (int)rank;
     }
     return 0;
+}
+
+double bench_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double bench_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- one value ------------------------------------------------------------ */

@@ -10,8 +10,9 @@
  * printed, exit 2). Every message is printed by the launcher's first rank
  * only (quiet on the others), so an mpirun job says it once.
  *
- * Also the parsing helpers the options share: sizes with K/M/G suffixes,
- * integers in a range, the launcher's rank. No MPI and no libhora here:
+ * Also the parsing helpers the options share (sizes with K/M/G suffixes,
+ * integers in a range), the launcher's rank and the clocks: what a
+ * benchmark's main needs before MPI is up. No MPI and no libhora here:
  * hora-bench-loader links neither.
  *
  * Build: bench_harness (bench/meson.build), linked by every hora-bench-*.
@@ -38,6 +39,11 @@ int bench_int_parse(const char *text, long min, long max, long *value);
  * (Open MPI, MPICH/PMI, PMIx, Slurm), 0 when none does. Lets a benchmark
  * print a usage error once rather than once per rank, before MPI is up. */
 int bench_launcher_rank(void);
+
+/* Seconds on the monotonic clock (differences only), and this process's
+ * CPU seconds, every thread's: the benchmarks' two clocks. */
+double bench_wall_s(void);
+double bench_cpu_s(void);
 
 /* What an option's value is, and what its dest points to. */
 typedef enum {

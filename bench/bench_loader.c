@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,21 +61,6 @@ typedef struct {
     double wall_s;
     double cpu_s;
 } bench_row_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-}
 
 /* ---- synthetic data set ---- */
 
@@ -210,19 +194,19 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
         }
         if (!warm) {
             warm = 1; /* the first batch pays for thread start-up */
-            t0 = now_s();
-            c0 = cpu_s();
+            t0 = bench_wall_s();
+            c0 = bench_cpu_s();
         } else {
             images += (uint64_t)b->count;
         }
         tr_loader_release(loader, b);
-        if (warm && now_s() - t0 >= a->seconds)
+        if (warm && bench_wall_s() - t0 >= a->seconds)
             break;
     }
     row->threads = threads;
     row->images = images;
-    row->wall_s = now_s() - t0;
-    row->cpu_s = cpu_s() - c0;
+    row->wall_s = bench_wall_s() - t0;
+    row->cpu_s = bench_cpu_s() - c0;
     if (status != HORA_OK)
         fprintf(stderr, "hora-bench-loader: %s\n", tr_loader_last_error());
     if (tr_loader_bad_count(loader) > 0)

@@ -34,33 +34,31 @@
 #define PEAK_CHAINS 24
 #define PEAK_ITERS 20000000L
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The kernels: acc[i] = op(acc[i], b, c) for every chain, iters times;
  * returns FLOP/s (a multiply-add counts 2). The sum of the chains goes to a
  * volatile so the compiler keeps the work. */
 static volatile float peak_sink;
 
+/* The body every kernel shares: chains accumulators acc[i] start at init,
+ * each runs acc[i] = step iters times (timed: the seconds are left in dt),
+ * then add folds them into acc[0]. Fully unrolled, so every chain stays in
+ * a register. */
+#define PEAK_RUN(chains, init, step, add)                                                                     \
+    for (int i = 0; i < (chains); i++)                                                                        \
+        acc[i] = (init);                                                                                      \
+    double t0 = bench_wall_s();                                                                               \
+    for (long n = 0; n < iters; n++) {                                                                        \
+        _Pragma("GCC unroll 24") for (int i = 0; i < (chains); i++) acc[i] = (step);                          \
+    }                                                                                                         \
+    double dt = bench_wall_s() - t0;                                                                          \
+    for (int i = 1; i < (chains); i++)                                                                        \
+    acc[0] = (add)
+
 __attribute__((target("avx512f"))) static double peak_f32_avx512(long iters)
 {
     __m512 acc[PEAK_CHAINS];
     const __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
-    for (int i = 0; i < PEAK_CHAINS; i++)
-        acc[i] = _mm512_set1_ps((float)i);
-    double t0 = now_s();
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < PEAK_CHAINS; i++)
-            acc[i] = _mm512_fmadd_ps(acc[i], b, c);
-    }
-    double dt = now_s() - t0;
-    for (int i = 1; i < PEAK_CHAINS; i++)
-        acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    PEAK_RUN(PEAK_CHAINS, _mm512_set1_ps((float)i), _mm512_fmadd_ps(acc[i], b, c), _mm512_add_ps(acc[0], acc[i]));
     peak_sink = _mm512_reduce_add_ps(acc[0]);
     return (double)iters * PEAK_CHAINS * 16 * 2 / dt;
 }
@@ -70,17 +68,7 @@ __attribute__((target("avx2,fma"))) static double peak_f32_avx2(long iters)
 {
     __m256 acc[16];
     const __m256 b = _mm256_set1_ps(1.0000001f), c = _mm256_set1_ps(1e-7f);
-    for (int i = 0; i < 16; i++)
-        acc[i] = _mm256_set1_ps((float)i);
-    double t0 = now_s();
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 16
-        for (int i = 0; i < 16; i++)
-            acc[i] = _mm256_fmadd_ps(acc[i], b, c);
-    }
-    double dt = now_s() - t0;
-    for (int i = 1; i < 16; i++)
-        acc[0] = _mm256_add_ps(acc[0], acc[i]);
+    PEAK_RUN(16, _mm256_set1_ps((float)i), _mm256_fmadd_ps(acc[i], b, c), _mm256_add_ps(acc[0], acc[i]));
     float lanes[8];
     _mm256_storeu_ps(lanes, acc[0]);
     peak_sink = lanes[0];
@@ -93,17 +81,7 @@ __attribute__((target("avx512f,avx512bf16"))) static double peak_bf16(long iters
     __m512 acc[PEAK_CHAINS];
     const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80); /* 1.0 */
     const __m512bh c = (__m512bh)_mm512_set1_epi16(0x3380); /* 6e-8 */
-    for (int i = 0; i < PEAK_CHAINS; i++)
-        acc[i] = _mm512_set1_ps((float)i);
-    double t0 = now_s();
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < PEAK_CHAINS; i++)
-            acc[i] = _mm512_dpbf16_ps(acc[i], b, c);
-    }
-    double dt = now_s() - t0;
-    for (int i = 1; i < PEAK_CHAINS; i++)
-        acc[0] = _mm512_add_ps(acc[0], acc[i]);
+    PEAK_RUN(PEAK_CHAINS, _mm512_set1_ps((float)i), _mm512_dpbf16_ps(acc[i], b, c), _mm512_add_ps(acc[0], acc[i]));
     peak_sink = _mm512_reduce_add_ps(acc[0]);
     return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
 }
@@ -113,17 +91,7 @@ __attribute__((target("avx512f,avx512fp16"))) static double peak_f16(long iters)
 {
     __m512h acc[PEAK_CHAINS];
     const __m512h b = _mm512_set1_ph((_Float16)1.0f), c = _mm512_set1_ph((_Float16)0.0f);
-    for (int i = 0; i < PEAK_CHAINS; i++)
-        acc[i] = _mm512_set1_ph((_Float16)(float)i);
-    double t0 = now_s();
-    for (long n = 0; n < iters; n++) {
-#pragma GCC unroll 24
-        for (int i = 0; i < PEAK_CHAINS; i++)
-            acc[i] = _mm512_fmadd_ph(acc[i], b, c);
-    }
-    double dt = now_s() - t0;
-    for (int i = 1; i < PEAK_CHAINS; i++)
-        acc[0] = _mm512_add_ph(acc[0], acc[i]);
+    PEAK_RUN(PEAK_CHAINS, _mm512_set1_ph((_Float16)(float)i), _mm512_fmadd_ph(acc[i], b, c), _mm512_add_ph(acc[0], acc[i]));
     peak_sink = (float)_mm512_reduce_add_ph(acc[0]);
     return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
 }

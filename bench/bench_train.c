@@ -28,21 +28,6 @@
 #include "threads.h"
 #include "train.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* This process's CPU time (every thread), in seconds. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Images per second over all ranks for steps timed steps; *cpu_per_step:
  * this rank's CPU seconds per step (every thread: on a loaded machine,
  * where other processes take the cores, it stays close to the work a step
@@ -54,12 +39,12 @@ static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int 
     for (int i = 0; i < warmup; i++)
         if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
             return -1;
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = bench_wall_s(), c0 = bench_cpu_s();
     for (int i = 0; i < steps; i++)
         if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
             return -1;
-    double dt = now_s() - t0;
-    *cpu_per_step = (cpu_s() - c0) / steps;
+    double dt = bench_wall_s() - t0;
+    *cpu_per_step = (bench_cpu_s() - c0) / steps;
     /* The slowest rank decides the step rate of the job. */
     if (hora_size() > 1 && hora_allreduce(&dt, &dt, 1, HORA_DTYPE_F64, HORA_OP_MAX) != HORA_OK)
         return -1;
