@@ -27,7 +27,6 @@
  *
  * Build: meson (bench/meson.build) -> build/bench/hora-bench-allreduce.
  */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -414,9 +413,9 @@ static void bench_buffers_free(bench_buffers_t *buffers)
 int main(int argc, char **argv)
 {
     bench_options_t options;
-    bench_cli_result_t parsed = bench_options_parse(argc, argv, &options, bench_launcher_rank() != 0);
+    bench_cli_result_t parsed = bench_options_parse(argc, argv, &options);
     if (parsed != BENCH_CLI_RUN)
-        return parsed == BENCH_CLI_HELP ? 0 : 2;
+        return parsed;
     if (options.memory == BENCH_MEMORY_CUDA && !bench_cuda_built()) {
         if (bench_launcher_rank() == 0)
             fprintf(stderr, BENCH_NAME ": --memory cuda: this build has no CUDA (meson found no nvcc, or "

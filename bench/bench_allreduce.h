@@ -88,9 +88,8 @@ typedef struct {
     double ratio; /* peer_time / ip_time (= ip_busbw / peer busbw); NAN when undefined */
 } bench_row_t;
 
-/* The command line (bench_allreduce_options.c, through bench_cli.h). quiet:
- * no messages (the ranks other than the launcher's first). */
-bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options, int quiet);
+/* The command line (bench_allreduce_options.c, through bench_cli.h). */
+bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options);
 /* --transport: sets the runtime's kill switches before hora_init; 0 or -1. */
 int bench_transport_select(const char *transport);
 

@@ -21,45 +21,44 @@ static const char *const bench_transport_names[] = {"shm", "ucx", "mpi", "auto",
 static const char *const bench_baseline_names[] = {"mpi", "nccl", "copy", "none", NULL};
 static const bench_peer_t bench_baseline_peers[] = {BENCH_PEER_MPI, BENCH_PEER_NCCL, BENCH_PEER_COPY, BENCH_PEER_NONE};
 
-/* -d: one name hora_dtype_parse knows, or all. */
+/* -d and -o: "all" (every index below count), or one name parse knows.
+ * Fills values and *value_count; -1 when the name is unknown. */
+static int bench_all_or_one(const char *text, int (*parse)(const char *), int count, int *values, int *value_count)
+{
+    int one = strcmp(text, "all") == 0 ? -1 : parse(text);
+    if (one != -1 && (one < 0 || one >= count))
+        return -1;
+    *value_count = one == -1 ? count : 1;
+    for (int i = 0; i < *value_count; i++)
+        values[i] = one == -1 ? i : one;
+    return 0;
+}
+
 static int bench_dtype_option(const char *text, void *dest)
 {
     bench_options_t *o = dest;
-    if (strcmp(text, "all") == 0) {
-        for (int i = 0; i < HORA_DTYPE_COUNT; i++)
-            o->dtypes[i] = (hora_dtype_t)i;
-        o->dtype_count = HORA_DTYPE_COUNT;
-        return 0;
-    }
-    int dtype = hora_dtype_parse(text);
-    if (dtype < 0 || dtype >= HORA_DTYPE_COUNT)
+    int values[HORA_DTYPE_COUNT];
+    if (bench_all_or_one(text, hora_dtype_parse, HORA_DTYPE_COUNT, values, &o->dtype_count) != 0)
         return -1;
-    o->dtypes[0] = (hora_dtype_t)dtype;
-    o->dtype_count = 1;
+    for (int i = 0; i < o->dtype_count; i++)
+        o->dtypes[i] = (hora_dtype_t)values[i];
     return 0;
 }
 
-/* -o: one name hora_op_parse knows, or all. */
 static int bench_op_option(const char *text, void *dest)
 {
     bench_options_t *o = dest;
-    if (strcmp(text, "all") == 0) {
-        for (int i = 0; i < HORA_OP_COUNT; i++)
-            o->ops[i] = (hora_op_t)i;
-        o->op_count = HORA_OP_COUNT;
-        return 0;
-    }
-    int op = hora_op_parse(text);
-    if (op < 0 || op >= HORA_OP_COUNT)
+    int values[HORA_OP_COUNT];
+    if (bench_all_or_one(text, hora_op_parse, HORA_OP_COUNT, values, &o->op_count) != 0)
         return -1;
-    o->ops[0] = (hora_op_t)op;
-    o->op_count = 1;
+    for (int i = 0; i < o->op_count; i++)
+        o->ops[i] = (hora_op_t)values[i];
     return 0;
 }
 
-/* Fills options from argv. Errors and --help print on the first rank only
- * (MPI is not up yet: the launcher's environment tells the rank). */
-bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options, int quiet)
+/* Fills options from argv. Errors and --help print on the launcher's first
+ * rank only (MPI is not up yet). */
+bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options)
 {
     bench_options_t o = {.gpu_device = -1, .gpu_turns = 1};
     int step_factor, memory, transport, baseline = -1; /* -1: not given, resolved once --memory is known */
@@ -113,14 +112,14 @@ bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *o
         .options = table,
     };
 
-    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv, quiet);
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
     if (result != BENCH_CLI_RUN)
         return result;
     o.step_factor = (size_t)step_factor;
     o.memory = (bench_memory_t)memory;
     o.transport = bench_transport_names[transport];
     if (o.min_bytes > o.max_bytes)
-        return bench_cli_fail(&cli, quiet, "-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", o.min_bytes,
+        return bench_cli_fail(&cli, "-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", o.min_bytes,
                               o.max_bytes);
     /* The peers each memory kind can have. */
     o.baseline = baseline < 0 ? BENCH_PEER_AUTO : bench_baseline_peers[baseline];
@@ -128,10 +127,10 @@ bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *o
         if (baseline < 0)
             o.baseline = BENCH_PEER_NONE;
         if (o.baseline == BENCH_PEER_NCCL || o.baseline == BENCH_PEER_COPY)
-            return bench_cli_fail(&cli, quiet, "--baseline %s needs --memory cuda (host memory: mpi or none)",
+            return bench_cli_fail(&cli, "--baseline %s needs --memory cuda (host memory: mpi or none)",
                                   bench_peer_name(o.baseline));
     } else if (o.baseline == BENCH_PEER_MPI) {
-        return bench_cli_fail(&cli, quiet,
+        return bench_cli_fail(&cli,
                               "--baseline mpi with --memory cuda would need a CUDA-aware MPI, which this "
                               "benchmark does not assume (device memory: nccl, copy or none)");
     }

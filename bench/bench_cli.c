@@ -259,9 +259,9 @@ static void cli_expect_text(const bench_cli_option_t *o, char *buf, size_t len)
     }
 }
 
-bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, int quiet, const char *format, ...)
+bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, const char *format, ...)
 {
-    if (quiet)
+    if (bench_launcher_rank() != 0)
         return BENCH_CLI_ERROR;
     va_list args;
     va_start(args, format);
@@ -272,12 +272,11 @@ bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, int quiet, const char 
     return BENCH_CLI_ERROR;
 }
 
-static bench_cli_result_t cli_bad_value(const bench_cli_t *cli, int quiet, const bench_cli_option_t *o,
-                                        const char *text)
+static bench_cli_result_t cli_bad_value(const bench_cli_t *cli, const bench_cli_option_t *o, const char *text)
 {
     char label[64], expect[256];
     cli_expect_text(o, expect, sizeof(expect));
-    return bench_cli_fail(cli, quiet, "bad value for %s: '%s' (%s)", cli_label(o, label, sizeof(label)), text,
+    return bench_cli_fail(cli, "bad value for %s: '%s' (%s)", cli_label(o, label, sizeof(label)), text,
                           expect);
 }
 
@@ -389,25 +388,25 @@ static const bench_cli_option_t *cli_find_short(const bench_cli_t *cli, char nam
 
 static int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
-bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv, int quiet)
+bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv)
 {
     /* Defaults first: the table's text goes through the same parser. */
     for (const bench_cli_option_t *o = cli->options; o->long_name != NULL; o++)
         if (o->value != NULL && o->kind != BENCH_CLI_FLAG && cli_value_parse(o, o->value) != 0)
-            return bench_cli_fail(cli, quiet, "bad default for --%s: '%s' (a bug in the benchmark)", o->long_name,
+            return bench_cli_fail(cli, "bad default for --%s: '%s' (a bug in the benchmark)", o->long_name,
                                   o->value);
 
     int options_end = 0;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (options_end || arg[0] != '-' || arg[1] == '\0')
-            return bench_cli_fail(cli, quiet, "unexpected argument '%s' (see --help)", arg);
+            return bench_cli_fail(cli, "unexpected argument '%s' (see --help)", arg);
         if (strcmp(arg, "--") == 0) {
             options_end = 1;
             continue;
         }
         if (cli_is_help(arg)) {
-            if (!quiet)
+            if (bench_launcher_rank() == 0)
                 bench_cli_usage(cli, stdout);
             return BENCH_CLI_HELP;
         }
@@ -421,31 +420,31 @@ bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv
             int ambiguous;
             o = cli_find_long(cli, name, name_len, &ambiguous);
             if (o == NULL)
-                return bench_cli_fail(cli, quiet, "%s flag '%.*s' (see --help)", ambiguous ? "ambiguous" : "unknown",
+                return bench_cli_fail(cli, "%s flag '%.*s' (see --help)", ambiguous ? "ambiguous" : "unknown",
                                       (int)(name_len + 2), arg);
             if (name[name_len] == '=')
                 value = name + name_len + 1;
         } else {
             o = cli_find_short(cli, arg[1]);
             if (o == NULL)
-                return bench_cli_fail(cli, quiet, "unknown flag '-%c' (see --help)", arg[1]);
+                return bench_cli_fail(cli, "unknown flag '-%c' (see --help)", arg[1]);
             if (arg[2] != '\0')
                 value = arg + 2;
         }
         cli_label(o, label, sizeof(label));
         if (o->kind == BENCH_CLI_FLAG) {
             if (value != NULL)
-                return bench_cli_fail(cli, quiet, "%s takes no value", label);
+                return bench_cli_fail(cli, "%s takes no value", label);
             *(int *)o->dest = 1;
             continue;
         }
         if (value == NULL) {
             if (i + 1 == argc)
-                return bench_cli_fail(cli, quiet, "%s needs a value (see --help)", label);
+                return bench_cli_fail(cli, "%s needs a value (see --help)", label);
             value = argv[++i];
         }
         if (cli_value_parse(o, value) != 0)
-            return cli_bad_value(cli, quiet, o, value);
+            return cli_bad_value(cli, o, value);
     }
     return BENCH_CLI_RUN;
 }

@@ -102,25 +102,27 @@ typedef struct {
     const bench_cli_option_t *options; /* ends with a {0} entry */
 } bench_cli_t;
 
+/* What the parse asks of main: go on, or exit with this value as status. */
 typedef enum {
-    BENCH_CLI_RUN = 0,
-    BENCH_CLI_HELP = 1,  /* --help printed: exit 0 */
+    BENCH_CLI_RUN = -1,
+    BENCH_CLI_HELP = 0,  /* --help printed: exit 0 */
     BENCH_CLI_ERROR = 2, /* a message printed: exit 2 */
 } bench_cli_result_t;
 
 /* Fills every option's dest: its default first, then argv (--name value,
  * --name=value, -x value, -xvalue; a unique prefix of a long name; "--"
- * ends the options). quiet: print nothing (ranks other than the launcher's
- * first); otherwise --help goes to stdout and errors to stderr, as
- * "PROGRAM: bad value for -n/--iters: 'x' (an integer in [1, 1000000000])". */
-bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv, int quiet);
+ * ends the options). On the launcher's first rank --help goes to stdout
+ * and errors to stderr, as "PROGRAM: bad value for -n/--iters: 'x' (an
+ * integer in [1, 1000000000])"; the other ranks print nothing (an mpirun
+ * job says it once) and return the same. */
+bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv);
 
 /* The usage text, generated from the table. */
 void bench_cli_usage(const bench_cli_t *cli, FILE *out);
 
 /* A check after parsing (-b larger than -e, ...): prints "PROGRAM: " and
- * the message unless quiet, and returns BENCH_CLI_ERROR. */
-__attribute__((format(printf, 3, 4))) bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, int quiet,
-                                                                         const char *format, ...);
+ * the message on the launcher's first rank, and returns BENCH_CLI_ERROR. */
+__attribute__((format(printf, 2, 3))) bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, const char *format,
+                                                                         ...);
 
 #endif /* BENCH_CLI_H */

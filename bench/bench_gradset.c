@@ -86,8 +86,8 @@ static int gradset_nranks;
 /* Command line                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Returns BENCH_CLI_RUN, or BENCH_CLI_HELP / BENCH_CLI_ERROR with the text
- * printed by the launcher's rank 0 only. */
+/* BENCH_CLI_RUN, or the exit status (--help, a bad flag: printed by the
+ * launcher's rank 0 only). */
 static bench_cli_result_t gradset_parse(int argc, char **argv, gradset_options_t *o)
 {
     static const char *const baselines[] = {"mpi", NULL};
@@ -124,7 +124,7 @@ static bench_cli_result_t gradset_parse(int argc, char **argv, gradset_options_t
                   "a bad flag.",
         .options = table,
     };
-    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv, bench_launcher_rank() != 0);
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
     o->baseline_mpi = baseline == 0;
     return result;
 }
@@ -585,7 +585,7 @@ int main(int argc, char **argv)
 {
     gradset_options_t o;
     bench_cli_result_t parsed = gradset_parse(argc, argv, &o);
-    if (parsed != BENCH_CLI_RUN) return parsed == BENCH_CLI_HELP ? 0 : 2;
+    if (parsed != BENCH_CLI_RUN) return parsed;
 
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -628,22 +628,18 @@ int main(int argc, char **argv)
     if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
     row_count += !failed;
 
-    for (int i = 0; i < o.fusion_count && !failed; i++) {
+    /* The sweeps: every value of each variable, one round each. */
+    for (int i = 0; i < o.fusion_count + o.cycle_count && !failed; i++) {
+        int fusion = i < o.fusion_count;
         char value[32];
-        snprintf(value, sizeof(value), "%zu", o.fusion_values[i]);
-        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_FUSION, value, 1);
-        if (!failed) failed = gradset_round(&o, "fusion_threshold", o.steps, &rows[row_count], NULL);
+        if (fusion)
+            snprintf(value, sizeof(value), "%zu", o.fusion_values[i]);
+        else
+            snprintf(value, sizeof(value), "%.17g", o.cycle_values[i - o.fusion_count]);
+        failed = gradset_env_restore(&env) || setenv(fusion ? GRADSET_ENV_FUSION : GRADSET_ENV_CYCLE, value, 1);
+        if (!failed)
+            failed = gradset_round(&o, fusion ? "fusion_threshold" : "cycle_time_ms", o.steps, &rows[row_count], NULL);
         if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
-        if (gradset_rank == 0) fflush(stdout);
-        row_count += !failed;
-    }
-    for (int i = 0; i < o.cycle_count && !failed; i++) {
-        char value[32];
-        snprintf(value, sizeof(value), "%.17g", o.cycle_values[i]);
-        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_CYCLE, value, 1);
-        if (!failed) failed = gradset_round(&o, "cycle_time_ms", o.steps, &rows[row_count], NULL);
-        if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
-        if (gradset_rank == 0) fflush(stdout);
         row_count += !failed;
     }
 

@@ -262,7 +262,7 @@ static bench_cli_result_t parse_args(int argc, char **argv, bench_args_t *a)
                  "shards.",
         .options = table,
     };
-    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv, bench_launcher_rank() != 0);
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
     if (result != BENCH_CLI_RUN)
         return result;
     if (a->thread_count_count == 0)
@@ -283,7 +283,7 @@ int main(int argc, char **argv)
     bench_args_t a;
     bench_cli_result_t parsed = parse_args(argc, argv, &a);
     if (parsed != BENCH_CLI_RUN)
-        return parsed == BENCH_CLI_HELP ? 0 : 2;
+        return parsed;
     char tmp[] = "/tmp/hora-bench-loader.XXXXXX";
     const char *data = a.data;
     int remove_tmp = 0;

@@ -149,9 +149,9 @@ int main(int argc, char **argv)
         .about = "The measured arithmetic peak of one core: f32 FMA (AVX-512, AVX2), bf16 dot products, f16 FMA.",
         .options = table,
     };
-    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv, 0);
+    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv);
     if (parsed != BENCH_CLI_RUN)
-        return parsed == BENCH_CLI_HELP ? 0 : 2;
+        return parsed;
     peak_kernel_t kernels[] = {
         {"f32", "AVX-512 FMA (vfmadd231ps zmm)", "avx512f", peak_f32_avx512, 0, 0},
         {"f32-avx2", "AVX2 FMA (vfmadd231ps ymm)", "avx2", peak_f32_avx2, 0, 0},

@@ -1,11 +1,11 @@
 /*
  * bench_report.c - hora-bench-allreduce's output: the nccl-tests style table
- * on stdout (header, one line per row, footer), --json and --plot.
+ * on stdout (header, one line per row, footer), --json and --plot, written
+ * through the benchmarks' report writer (bench_output.h).
  *
  * Build: part of hora-bench-allreduce (bench/meson.build).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +17,8 @@
 #include "bench_common.h"
 #include "hora.h"
 
-/* The table's columns, nccl-tests' layout: each row leads with a blank, the
- * header lines with '#'. */
+/* Columns of the table: 4 + 2 placements x 4 + the peer's 2. */
 enum { REPORT_COLUMNS_MAX = 14 };
-
-static bench_table_t report_table(const bench_options_t *options, bench_column_t columns[REPORT_COLUMNS_MAX]);
 
 const char *bench_peer_name(bench_peer_t peer)
 {
@@ -54,6 +51,8 @@ static const char *report_peer_series(bench_peer_t peer)
                                      : "device copy (bytes / time)";
 }
 
+/* The table in nccl-tests' layout (each row leads with a blank, the header
+ * lines with '#'), into columns. */
 static bench_table_t report_table(const bench_options_t *options, bench_column_t columns[REPORT_COLUMNS_MAX])
 {
     static const bench_column_t fixed[] = {

@@ -104,9 +104,9 @@ int main(int argc, char **argv)
         .epilog = models,
         .options = table,
     };
-    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv, bench_launcher_rank() != 0);
+    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv);
     if (parsed != BENCH_CLI_RUN)
-        return parsed == BENCH_CLI_HELP ? 0 : 2;
+        return parsed;
     int no_overlap_run = !skip_no_overlap;
     if (hora_init() != HORA_OK) {
         fprintf(stderr, "hora-bench-train: hora_init: %s\n", hora_last_error());

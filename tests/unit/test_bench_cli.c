@@ -4,8 +4,9 @@
  * forms of a flag (--name value, --name=value, -x value, -xvalue, a unique
  * prefix), a bad value of every kind refused with "bad value for --flag:
  * 'x'" and its dest untouched, unknown / ambiguous / valueless flags,
- * quiet mode printing nothing, --help listing every option with its
- * default, and the table's header and rows lining up.
+ * --help listing every option with its default, and the table's header and
+ * rows lining up. Rank 1 of an Open MPI job (OMPI_COMM_WORLD_RANK=1) gets
+ * the same results and prints nothing.
  *
  * Build: tests/meson.build (suite unit), links bench_harness.
  */
@@ -90,23 +91,25 @@ static const bench_cli_t cli = {
 /* stderr of one parse, captured in a file. */
 static char captured[4096];
 
-static bench_cli_result_t parse_words(int quiet, const char *first, ...)
+/* Parses the NULL-terminated words as rank `rank` of an Open MPI job
+ * would (every rank but 0 keeps quiet), with stderr captured. */
+static bench_cli_result_t parse_list(int rank, const char *first, va_list args)
 {
     char *argv[32] = {"test-bench"};
     int argc = 1;
-    va_list args;
-    va_start(args, first);
     for (const char *w = first; w != NULL && argc < 31; w = va_arg(args, const char *))
         argv[argc++] = (char *)w;
-    va_end(args);
 
+    char rank_text[16];
+    snprintf(rank_text, sizeof(rank_text), "%d", rank);
+    setenv("OMPI_COMM_WORLD_RANK", rank_text, 1);
     memset(&opts, 0, sizeof(opts));
     opts.ints[0] = 1, opts.ints[1] = 2, opts.int_count = 2; /* a caller's own default */
     fflush(stderr);
     FILE *tmp = tmpfile();
     int saved = dup(fileno(stderr));
     dup2(fileno(tmp), fileno(stderr));
-    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv, quiet);
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
     fflush(stderr);
     dup2(saved, fileno(stderr));
     close(saved);
@@ -117,8 +120,31 @@ static bench_cli_result_t parse_words(int quiet, const char *first, ...)
     return result;
 }
 
+static bench_cli_result_t parse_words(int rank, const char *first, ...)
+{
+    va_list args;
+    va_start(args, first);
+    bench_cli_result_t result = parse_list(rank, first, args);
+    va_end(args);
+    return result;
+}
+
 #define PARSE(...) parse_words(0, __VA_ARGS__, NULL)
 
+/* The words are refused (exit 2) with exactly the message want; on rank 1
+ * the same, silently. */
+static void refused(const char *want, const char *first, ...)
+{
+    va_list args;
+    for (int rank = 0; rank < 2; rank++) {
+        va_start(args, first);
+        bench_cli_result_t result = parse_list(rank, first, args);
+        va_end(args);
+        CHECK(result == BENCH_CLI_ERROR, "rank %d: %s ... accepted", rank, first ? first : "");
+        CHECK(strcmp(captured, rank == 0 ? want : "") == 0, "rank %d: got \"%s\", want \"%s\"", rank, captured,
+              rank == 0 ? want : "");
+    }
+}
 static void test_defaults(void)
 {
     CHECK(parse_words(0, NULL) == BENCH_CLI_RUN, "no flags");
@@ -199,29 +225,18 @@ static void test_bad_values(void)
 
 static void test_bad_flags(void)
 {
-    CHECK(PARSE("--frob") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: unknown flag '--frob' (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("--frob=3") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: unknown flag '--frob' (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("-z") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: unknown flag '-z' (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("--s", "1") == BENCH_CLI_ERROR, "an ambiguous prefix accepted"); /* seconds, sizes, sweep */
-    CHECK(strcmp(captured, "test-bench: ambiguous flag '--s' (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("-n") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: -n/--iters needs a value (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("--print-config=1") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: --print-config takes no value\n") == 0, "%s", captured);
-    CHECK(PARSE("stray") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strcmp(captured, "test-bench: unexpected argument 'stray' (see --help)\n") == 0, "%s", captured);
-    CHECK(PARSE("--", "-n") == BENCH_CLI_ERROR, "accepted");
-    CHECK(strstr(captured, "unexpected argument '-n'") != NULL, "%s", captured);
+    refused("test-bench: unknown flag '--frob' (see --help)\n", "--frob", NULL);
+    refused("test-bench: unknown flag '--frob' (see --help)\n", "--frob=3", NULL);
+    refused("test-bench: unknown flag '-z' (see --help)\n", "-z", NULL);
+    refused("test-bench: ambiguous flag '--s' (see --help)\n", "--s", "1", NULL); /* seconds, sizes, sweep */
+    refused("test-bench: -n/--iters needs a value (see --help)\n", "-n", NULL);
+    refused("test-bench: --print-config takes no value\n", "--print-config=1", NULL);
+    refused("test-bench: unexpected argument 'stray' (see --help)\n", "stray", NULL);
+    refused("test-bench: unexpected argument '-n' (see --help)\n", "--", "-n", NULL);
+    refused("test-bench: bad value for -n/--iters: '0' (an integer in [1, 1000000000])\n", "-n", "0", NULL);
 
-    /* Quiet (every rank but the launcher's first): refused, nothing said. */
-    CHECK(parse_words(1, "-n", "0", NULL) == BENCH_CLI_ERROR, "accepted");
-    CHECK(captured[0] == '\0', "quiet printed: %s", captured);
-    CHECK(parse_words(1, "--frob", NULL) == BENCH_CLI_ERROR, "accepted");
-    CHECK(captured[0] == '\0', "quiet printed: %s", captured);
-    CHECK(bench_cli_fail(&cli, 1, "x") == BENCH_CLI_ERROR, "bench_cli_fail");
+    setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+    CHECK(bench_cli_fail(&cli, "%s", "x") == BENCH_CLI_ERROR, "bench_cli_fail");
 }
 
 static void test_help(void)
@@ -261,9 +276,10 @@ static void test_help(void)
         p += n + (p[n] == '\n');
     }
     free(text);
-    /* -h and --help print it (to stdout) and say so. */
-    CHECK(PARSE("-n", "3", "--help") == BENCH_CLI_HELP, "--help");
+    /* -h and --help print it (to stdout; rank 0 only) and exit 0. */
+    CHECK(PARSE("-n", "3", "--help") == BENCH_CLI_HELP && BENCH_CLI_HELP == 0, "--help");
     CHECK(parse_words(1, "-h", NULL) == BENCH_CLI_HELP, "-h");
+    CHECK(BENCH_CLI_ERROR == 2, "a bad flag's exit status");
 }
 
 static void test_sizes(void)
