@@ -158,8 +158,9 @@ static int cli_value_parse(const bench_cli_option_t *o, const char *text)
         size_t element = cli_element_bytes(o->kind);
         char item[256];
         const char *p = text;
-        unsigned char scratch[64 * sizeof(double)];
-        if ((size_t)o->list_max * element > sizeof(scratch))
+        double scratch_elements[64]; /* aligned for size_t, int and double */
+        unsigned char *scratch = (unsigned char *)scratch_elements;
+        if ((size_t)o->list_max * element > sizeof(scratch_elements))
             return -1;
         for (;;) {
             size_t len = strcspn(p, ",");
