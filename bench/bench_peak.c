@@ -23,6 +23,7 @@
  * than fp32 (trainer/cpu/README.md).
  */
 #include <immintrin.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,23 @@ __attribute__((target("avx512f,avx512fp16"))) static double peak_f16(long iters)
     PEAK_RUN(PEAK_CHAINS, _mm512_set1_ph((_Float16)(float)i), _mm512_fmadd_ph(acc[i], b, c), _mm512_add_ph(acc[0], acc[i]));
     peak_sink = (float)_mm512_reduce_add_ph(acc[0]);
     return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
+}
+
+/* One line of the table: the kernel, its unit, then what was found. */
+__attribute__((format(printf, 3, 4))) static void peak_print_row(const char *name, const char *unit,
+                                                                 const char *format, ...)
+{
+    static const bench_column_t columns[] = {{.width = 9, .left = 1}, {.width = 42, .left = 1}, {.left = 1}};
+    bench_table_t table = {.out = stdout, .columns = columns, .column_count = 3, .indent = "  "};
+    char text[256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof(text), format, args);
+    va_end(args);
+    bench_table_text(&table, name);
+    bench_table_text(&table, unit);
+    bench_table_text(&table, text);
+    bench_table_end_row(&table);
 }
 
 /* /proc/cpuinfo: whether `flag` is listed, and the clock (MHz, 0 if none). */
@@ -176,19 +194,19 @@ int main(int argc, char **argv)
            threads == 1 ? "" : "s", mhz);
     for (int k = 0; k < count; k++) {
         if (!kernels[k].present) {
-            printf("  %-9s %-42s absent (no %s)\n", kernels[k].name, kernels[k].unit, kernels[k].flag);
+            peak_print_row(kernels[k].name, kernels[k].unit, "absent (no %s)", kernels[k].flag);
             continue;
         }
-        printf("  %-9s %-42s %8.1f GFLOP/s a core, %8.1f on %d (%.1f FLOP/cycle at %.0f MHz)\n", kernels[k].name,
-               kernels[k].unit, kernels[k].flops / 1e9, threads * kernels[k].flops / 1e9, threads,
-               mhz > 0 ? kernels[k].flops / (mhz * 1e6) : 0.0, mhz);
+        peak_print_row(kernels[k].name, kernels[k].unit, "%8.1f GFLOP/s a core, %8.1f on %d (%.1f FLOP/cycle at %.0f MHz)",
+                       kernels[k].flops / 1e9, threads * kernels[k].flops / 1e9, threads,
+                       mhz > 0 ? kernels[k].flops / (mhz * 1e6) : 0.0, mhz);
     }
     double amx_flops = amx && mhz > 0 ? 1024.0 * mhz * 1e6 : 0;
     if (amx)
-        printf("  %-9s %-42s %8.1f GFLOP/s a core (1024 FLOP/cycle, not timed)\n", "bf16-amx", "AMX-BF16 tiles",
-               amx_flops / 1e9);
+        peak_print_row("bf16-amx", "AMX-BF16 tiles", "%8.1f GFLOP/s a core (1024 FLOP/cycle, not timed)",
+                       amx_flops / 1e9);
     else
-        printf("  %-9s %-42s absent (no amx_bf16)\n", "bf16-amx", "AMX-BF16 tiles");
+        peak_print_row("bf16-amx", "AMX-BF16 tiles", "absent (no amx_bf16)");
     /* The bf16 peak: the fastest unit bf16 can run on here. */
     double bf16 = kernels[2].flops > amx_flops ? kernels[2].flops : amx_flops;
     if (json) {
