@@ -1,5 +1,5 @@
 /*
- * main_ckpt.c - hora-train's side of checkpoints (main_internal.h): reading
+ * main_ckpt.c - hora-train's side of checkpoints (main_ckpt.h): reading
  * the one to resume from and telling every rank, applying it to the built
  * model, saving the run as it stands, and converting a resumed position to
  * another world size or batch. The file format and the writer thread are
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "main_internal.h"
+#include "main_ckpt.h"
 #include "precision.h"
 
 /* A message into buf, cut to n bytes (a long path may cut it). */

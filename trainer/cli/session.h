@@ -1,10 +1,12 @@
 /*
- * main_internal.h - between hora-train's main.c (setup, the training loop,
- * evaluation) and main_ckpt.c (resuming and saving checkpoints): the run
- * (run_t), the error report and the JSON log. Nothing else includes it.
+ * session.h - one run of hora-train, shared by its files (main.c: setup;
+ * input.c: the loaders and batches; loop.c: the training loop and
+ * evaluation; main_ckpt.c: resuming and saving checkpoints): the run
+ * (run_t), the error report and the JSON log (session.c). Nothing outside
+ * cli/ includes it.
  */
-#ifndef TR_MAIN_INTERNAL_H
-#define TR_MAIN_INTERNAL_H
+#ifndef TR_CLI_SESSION_H
+#define TR_CLI_SESSION_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -19,7 +21,9 @@
 #include "run.h"
 #include "train.h"
 
-/* Everything one run holds. */
+/* Everything one run holds. Where the run stands (what a checkpoint
+ * saves, and a resume restores, whole) is state (run.h); the rest is built
+ * from the options at start. */
 typedef struct {
     tr_options_t opt;
     tr_run_state_t state;
@@ -52,6 +56,9 @@ void main_report(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * printed it): what hora_abort tells the peers. */
 void main_report_keep(const char *line);
 
+/* This rank's first error ("" when none): what hora_abort tells the peers. */
+const char *main_first_error(void);
+
 /* The longest message a refused resume sends from rank 0 to every rank. */
 #define TR_RESUME_MSG_BYTES 1024
 
@@ -70,17 +77,5 @@ void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf,
             return status_;                                                                                  \
         }                                                                                                    \
     } while (0)
-
-/* main_ckpt.c. --resume: rank 0 picks and reads the checkpoint, every rank
- * gets the run state (before the loaders open: they are keyed by it). */
-hora_status_t main_resume_read(run_t *r);
-/* After the model is built: rank 0 checks the checkpoint against it and
- * loads the tensors; every rank learns whether that worked. A refusal is
- * reported here, naming the field and both values. */
-hora_status_t main_resume_apply(run_t *r);
-/* A checkpoint of where the run stands now (rank 0, with --checkpoint-dir). */
-hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe);
-/* A resume on another world size or batch: the position converted. */
-void main_reshard(run_t *r, uint64_t spe, double peak_lr);
 
 #endif
