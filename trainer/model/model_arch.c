@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "model_arch.h"
 #include "rng.h"
 
 /* ---- specs ---------------------------------------------------------------- */
@@ -310,8 +310,6 @@ hora_status_t model_init_values(tr_model_t *m, uint64_t seed)
     hora_status_t status = ops->upload(m->backend, &m->arenas[TR_ARENA_PARAMS], params);
     if (status == HORA_OK)
         status = ops->upload(m->backend, &m->arenas[TR_ARENA_STATS], stats);
-    if (status == HORA_OK)
-        status = tr_model_sync_compute(m);
     free(params);
     free(stats);
     return status;

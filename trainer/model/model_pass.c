@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model_internal.h"
+#include "model_bufs.h"
 
 /* ---- --profile ---------------------------------------------------------------- */
 

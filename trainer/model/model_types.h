@@ -1,12 +1,15 @@
 /*
- * model_internal.h - what the model's three files share (not installed, not
- * for callers: they use model.h). model_arch.c says what the network is (the
- * named specs, every parameter in PyTorch's order, the initial values);
- * model.c makes it on a backend (arenas, layers, per-sample tensors) and
- * frees it; model_pass.c runs it (forward, backward, top-k).
+ * model_types.h - the types the model's files share (not installed, not
+ * for callers: they use model.h): the model struct, its conv+BN units and
+ * blocks, the per-sample tensor list, the profile. It declares no function:
+ * model_arch.c says what the network is (the named specs, every parameter in
+ * PyTorch's order, the initial values; model_arch.h), model_bufs.c keeps the
+ * per-sample tensors (model_bufs.h), model_build.c makes the model on a backend
+ * (arenas, layers) and frees it, model_pass.c runs it (forward, backward,
+ * top-k).
  */
-#ifndef HORA_TRAINER_MODEL_INTERNAL_H
-#define HORA_TRAINER_MODEL_INTERNAL_H
+#ifndef HORA_TRAINER_MODEL_TYPES_H
+#define HORA_TRAINER_MODEL_TYPES_H
 
 #include "model.h"
 
@@ -109,17 +112,5 @@ static inline int conv_out_size(int in, int kernel, int stride, int pad)
 {
     return (in + 2 * pad - kernel) / stride + 1;
 }
-
-/* model_arch.c. Declares every parameter and BN statistic of m->spec in
- * PyTorch's order (shapes, arena offsets) and the blocks' shapes. */
-hora_status_t model_declare(tr_model_t *m);
-/* model_arch.c. The initial parameters and statistics from seed, made on the
- * host and uploaded into the arenas. */
-hora_status_t model_init_values(tr_model_t *m, uint64_t seed);
-
-/* model.c. (Re)makes every per-sample tensor for capacity samples. */
-hora_status_t model_bufs_alloc(tr_model_t *m, int capacity);
-/* model.c. Points every per-sample tensor at its first n samples (n <= capacity). */
-void model_set_batch(tr_model_t *m, int n);
 
 #endif
