@@ -269,7 +269,7 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     tr_tensor_t x;
     const int32_t *y;
     tr_batch_t *b;
-    CHECK(loop_next_batch(r, l, &x, &y, &b));
+    RETURN_ON_ERROR(loop_next_batch(r, l, &x, &y, &b));
     const int samples = x.n;
     double lr = tr_lr_at(&l->sched, st->step);
     float loss;
@@ -301,7 +301,7 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     l->loss_sum += loss;
     l->loss_n++;
     l->images_since += (uint64_t)samples * (uint64_t)r->size;
-    CHECK(loop_progress(r, l, lr));
+    RETURN_ON_ERROR(loop_progress(r, l, lr));
     if (o->checkpoint_every_steps && st->step % (uint64_t)o->checkpoint_every_steps == 0)
         CHECK(main_save_checkpoint(r, l->spe_epoch, l->spe));
     return HORA_OK;
@@ -393,7 +393,7 @@ hora_status_t loop_run(run_t *r)
     const tr_options_t *o = &r->opt;
     tr_run_state_t *st = &r->state;
     loop_t l = {0};
-    CHECK(loop_steps_per_epoch(r, &l.spe));
+    RETURN_ON_ERROR(loop_steps_per_epoch(r, &l.spe));
     loop_schedule(r, &l);
     main_reshard(r, l.spe, l.sched.peak_lr);
     if (r->rank == 0)
@@ -414,14 +414,14 @@ hora_status_t loop_run(run_t *r)
             CHECK(tr_loader_start_epoch_at(r->train_loader, st->epoch, st->step_in_epoch, st->epoch_sample_offset));
         }
         while (st->step_in_epoch < l.spe_epoch && st->step < l.total)
-            CHECK(loop_step(r, &l));
-        CHECK(loop_epoch_end(r, &l));
+            RETURN_ON_ERROR(loop_step(r, &l));
+        RETURN_ON_ERROR(loop_epoch_end(r, &l));
         if (st->step_in_epoch < l.spe_epoch)
             break; /* stopped by --steps inside the epoch: the state stays where it is */
     }
     if (!l.evaluated_last)
         CHECK(evaluate(r, &l.ev));
-    CHECK(loop_final_checkpoint(r, &l));
+    RETURN_ON_ERROR(loop_final_checkpoint(r, &l));
     loop_summary(r, &l);
     return HORA_OK;
 }

@@ -242,15 +242,15 @@ static hora_status_t setup(run_t *r)
 {
     const tr_options_t *o = &r->opt;
     tr_model_spec_t spec;
-    CHECK(setup_spec(r, &spec));
-    CHECK(setup_backend(r));
+    RETURN_ON_ERROR(setup_spec(r, &spec));
+    RETURN_ON_ERROR(setup_backend(r));
     CHECK(choose_precision(r, &spec, &r->scaler));
     if (o->data) {
         CHECK(input_open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
         CHECK(input_open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
     }
-    CHECK(setup_model(r, &spec));
-    CHECK(setup_checkpoints(r));
+    RETURN_ON_ERROR(setup_model(r, &spec));
+    RETURN_ON_ERROR(setup_checkpoints(r));
     if (o->synthetic)
         CHECK(input_synthetic(r, &spec));
     setup_print(r, &spec);

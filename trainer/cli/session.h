@@ -78,4 +78,13 @@ void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf,
         }                                                                                                    \
     } while (0)
 
+/* A failed call of hora-train's own that has reported its failure itself
+ * (with CHECK or main_report): return its status, without a second line. */
+#define RETURN_ON_ERROR(call)                                                                                \
+    do {                                                                                                     \
+        hora_status_t status_ = (call);                                                                      \
+        if (status_ != HORA_OK)                                                                              \
+            return status_;                                                                                  \
+    } while (0)
+
 #endif
