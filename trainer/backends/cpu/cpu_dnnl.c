@@ -1,44 +1,18 @@
 /*
- * cpu_dnnl.c - the oneDNN plumbing the cpu backend's layers share: status
- * translation, memory descriptors for our layouts, cpu_prim_t (a primitive
+ * cpu_dnnl.c - the oneDNN plumbing the cpu backend's layers share: memory
+ * descriptors for our layouts, cpu_prim_t (a primitive
  * made once per layer and batch size with memory objects for its arguments,
  * re-pointed at each call's buffers, run on the backend's stream with the
  * backend's shared scratchpad) and the per-batch-size cache of a layer's
  * primitives.
  */
 #include <omp.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <oneapi/dnnl/dnnl_debug.h>
-
 #include "cpu_internal.h"
 #include "k_cpu.h"
-
-hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what)
-{
-    if (dnnl_status == dnnl_success)
-        return HORA_OK;
-    fprintf(stderr, "hora-train: cpu: %s: oneDNN says %s\n", what, dnnl_status2str(dnnl_status));
-    switch (dnnl_status) {
-    case dnnl_out_of_memory: return HORA_ERR_NO_MEMORY;
-    case dnnl_unimplemented: return HORA_ERR_UNSUPPORTED;
-    default: return HORA_ERR_INTERNAL;
-    }
-}
-
-hora_status_t cpu_invalid(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("hora-train: cpu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    return HORA_ERR_INVALID_ARG;
-}
 
 void *cpu_alloc(size_t bytes, const char *what)
 {

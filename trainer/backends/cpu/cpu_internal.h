@@ -1,7 +1,7 @@
 /*
  * cpu_internal.h - private to trainer/cpu: the cpu backend's handle, the
  * common head of its layers, and the oneDNN helpers every layer file uses
- * (cpu_dnnl.c).
+ * (cpu_dnnl.c; cpu_pd.c for descriptors, cpu_log.h for failures).
  *
  * A layer holds one cpu_prim_t per oneDNN primitive it runs, per batch size:
  * oneDNN primitives are made for one shape, so each layer keeps a small
@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend.h"
+#include "cpu_log.h"
 #include "k_cpu.h"
 
 /* oneDNN 3 (the registry's, in .deps/onednn) or the 2.6 fallback
@@ -100,18 +101,12 @@ typedef struct {
 
 /* ---- cpu_dnnl.c ---------------------------------------------------------- */
 
-/* HORA_OK for dnnl_success; otherwise log "cpu: <what>: <dnnl status>"
- * once, here, and translate the status. */
-hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
 /* Propagate a failed status (already logged where it was detected). */
 #define CPU_CHECK(call)                                                                  \
     do {                                                                                 \
         hora_status_t cpu_check_status_ = (call);                                        \
         if (cpu_check_status_ != HORA_OK) return cpu_check_status_;                      \
     } while (0)
-
-/* Log a bad argument; returns HORA_ERR_INVALID_ARG. */
-hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The layout tensor_alloc gives an (n, c, h, w) tensor of dtype on this
  * backend. */
