@@ -1,8 +1,8 @@
 /*
  * backend.c - tr_backend_find: the compute backends built into this
- * binary, by name. "cpu" (oneDNN, cpu/backend_cpu.c) when meson builds it
+ * binary, by name. "cpu" (oneDNN, cpu/cpu_backend.c) when meson builds it
  * and defines HORA_HAVE_CPU_BACKEND; "cuda" (cuDNN + cuBLAS + kernels/cuda,
- * cuda/backend_cuda.c) when it defines HORA_HAVE_CUDA_BACKEND. At least one
+ * cuda/cuda_backend.c) when it defines HORA_HAVE_CUDA_BACKEND. At least one
  * of the two (trainer/meson.build builds no trainer without a backend).
  */
 #include <stddef.h>
@@ -11,10 +11,10 @@
 
 #include "backend.h"
 #ifdef HORA_HAVE_CPU_BACKEND
-#include "cpu/backend_cpu.h"
+#include "cpu/cpu_backend.h"
 #endif
 #ifdef HORA_HAVE_CUDA_BACKEND
-#include "cuda/backend_cuda.h"
+#include "cuda/cuda_backend.h"
 #endif
 
 static const struct tr_backend_ops *const tr_backends[] = {

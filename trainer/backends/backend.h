@@ -2,8 +2,8 @@
  * backend.h - the compute backend ops table (struct tr_backend_ops), contract v2.
  *
  * A backend computes the layers of a ResNet on one device: "cpu" uses
- * oneDNN (cpu/backend_cpu.c); "cuda" cuDNN + cuBLAS + kernels/
- * (cuda/backend_cuda.c). A build has either or both. Slots a backend lacks
+ * oneDNN (cpu/cpu_backend.c); "cuda" cuDNN + cuBLAS + kernels/
+ * (cuda/cuda_backend.c). A build has either or both. Slots a backend lacks
  * point to a function returning HORA_ERR_UNSUPPORTED, never NULL.
  *
  * Layers with state (primitives, saved statistics, workspaces) are

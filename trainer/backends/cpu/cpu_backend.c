@@ -1,5 +1,5 @@
 /*
- * backend_cpu.c - the "cpu" compute backend (struct tr_backend_ops on
+ * cpu_backend.c - the "cpu" compute backend (struct tr_backend_ops on
  * oneDNN 2.x): the ops table, the backend handle (one engine, one stream,
  * one shared scratchpad, the thread count), host buffers and the data
  * movement ops, activation tensors in oneDNN's blocked layouts and their
@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend_cpu.h"
+#include "cpu_backend.h"
 #include "cpu_internal.h"
 #include "threads.h"
 #include "k_cpu.h"

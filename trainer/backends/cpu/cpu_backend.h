@@ -1,5 +1,5 @@
 /*
- * backend_cpu.h - the cpu backend's ops table (oneDNN), for tr_backend_find
+ * cpu_backend.h - the cpu backend's ops table (oneDNN), for tr_backend_find
  * in ../backend.c. Everything else about it is reached through the table.
  */
 #ifndef TR_BACKEND_CPU_H

@@ -1,5 +1,5 @@
 /*
- * backend_cuda.c - the "cuda" compute backend's handle, memory and data
+ * cuda_backend.c - the "cuda" compute backend's handle, memory and data
  * movement: the device and its compute stream, cuDNN and cuBLASLt handles,
  * the plans' workspace, buffers (the device pool of libhora where it has
  * one, so fused all-reduces of the gradients run zero-copy), upload /
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_cuda.h"
+#include "cuda_backend.h"
 #include "cuda_internal.h"
 #include "k_cpu.h"
 #include "k_cuda.h"

@@ -1,5 +1,5 @@
 /*
- * backend_cuda.h - the cuda backend's ops table (cuDNN, cuBLASLt,
+ * cuda_backend.h - the cuda backend's ops table (cuDNN, cuBLASLt,
  * kernels/cuda), for tr_backend_find in ../backend.c. Everything else about
  * it is reached through the table.
  */
