@@ -146,7 +146,7 @@ static const opt_t opt_table[] = {
      "whose masks overlap, less --data-threads where that leaves one; see trainer/README.md)"},
     {"--cpu-layout", "L", OPT_CHOICE, F(cpu_layout), "auto", 0, 0, tr_cpu_layout_names, 0, 0, 0, NULL,
      "cpu backend's activation layout (auto: f32 blocked by the vector width, bf16/f16 nhwc on oneDNN 3; "
-     "nchw, nchw8c, nchw16c or nhwc for every dtype: trainer/cpu/README.md)"},
+     "nchw, nchw8c, nchw16c or nhwc for every dtype: trainer/backends/cpu/README.md)"},
     {"--overlap", "MODE", OPT_CHOICE, F(overlap), "auto", 0, 0, tr_overlap_names, 0, 0, 0, NULL,
      "on: all-reduce each gradient during backward; off: all after it; auto: time both on the first steps, "
      "keep the faster"},

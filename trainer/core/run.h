@@ -1,12 +1,12 @@
 /*
  * run.h - the run state: where a training run stands, everything about it
  * that is not a tensor. It is one struct, owned by the training loop
- * (main.c) and updated by it and by the trainer (train.c: the overlap
+ * (cli/loop.c) and updated by it and by the trainer (train.c: the overlap
  * decision; the loss scaler: its state), so that a checkpoint can store
  * exactly this struct and a resumed run continue at the exact next step:
  * same batches (the loader is keyed by data_seed, epoch and step_in_epoch),
  * same learning rate (step), same overlap mode, same loss scale, same
- * precision (main.c: --precision auto's choice).
+ * precision (cli/main.c: --precision auto's choice).
  */
 #ifndef TR_RUN_H
 #define TR_RUN_H

@@ -11,7 +11,7 @@
  * (omp_set_num_threads at init, on the calling thread: call the ops from
  * the thread that made the backend). Our own loops use the same count.
  *
- * Build: trainer/cpu/meson.build lists the sources and their dependencies
+ * Build: trainer/backends/cpu/meson.build lists the sources and their dependencies
  * (libdnnl, OpenMP, kernels/ for the SGD step, casts and the overflow check); trainer/meson.build builds
  * them into trainer_backend_lib.
  */
@@ -45,7 +45,7 @@ static int cpu_best_block(void)
 /* Which dtypes' activations are NHWC. oneDNN 3's fast bf16 and f16
  * kernels (brgconv, on AVX512-BF16/FP16 and AMX tiles) take channels-last
  * activations, and on blocked ones it falls back on its older jit_bf16
- * kernels at a third to half their speed (trainer/cpu/README.md has the
+ * kernels at a third to half their speed (trainer/backends/cpu/README.md has the
  * numbers); f32 stays blocked, where its direct kernels are fastest.
  * oneDNN 2.6 has no such kernels: everything blocked. channel_block -1
  * forces NHWC for every dtype, 1/8/16 blocks for every dtype. */

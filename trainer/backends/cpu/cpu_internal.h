@@ -1,5 +1,5 @@
 /*
- * cpu_internal.h - private to trainer/cpu: the cpu backend's handle, the
+ * cpu_internal.h - private to trainer/backends/cpu: the cpu backend's handle, the
  * common head of its layers, and the oneDNN helpers every layer file uses
  * (cpu_dnnl.c; cpu_pd.c for descriptors, cpu_log.h for failures).
  *

@@ -5,7 +5,7 @@
  * descriptor is a handle (dnnl_memory_desc_create_*, _destroy) and a
  * primitive descriptor is created in one call per kind of operation. The
  * build falls back to Debian's oneDNN 2.6 where no oneDNN 3 is installed
- * (trainer/cpu/meson.build); there a memory descriptor is a struct and a
+ * (trainer/backends/cpu/meson.build); there a memory descriptor is a struct and a
  * primitive descriptor is made from an operation descriptor. This file is
  * the only place that knows: cpu_md_t is a pointer in both (to a heap copy
  * of the struct on 2.6), and each cpu_pd_* has oneDNN 3's arguments.

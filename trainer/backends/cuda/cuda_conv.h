@@ -37,7 +37,7 @@
  * HORA_ERR_INTERNAL (a cuDNN call failed: logged once, naming the call and
  * cudnnGetErrorString), HORA_ERR_NO_MEMORY.
  *
- * Build: trainer/cuda/meson.build (with CUDA and cuDNN), compiled with
+ * Build: trainer/backends/cuda/meson.build (with CUDA and cuDNN), compiled with
  * -DCUDNN_WARN_DEPRECATED -Werror=deprecated-declarations.
  */
 #ifndef TR_CUDA_CONV_H

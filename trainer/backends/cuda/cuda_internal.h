@@ -1,7 +1,7 @@
 /*
  * cuda_internal.h - what the cuda backend's files share: the backend handle,
  * the layer header, error reporting and the tensor checks. Private to
- * trainer/cuda/.
+ * trainer/backends/cuda/.
  */
 #ifndef TR_CUDA_INTERNAL_H
 #define TR_CUDA_INTERNAL_H

@@ -17,7 +17,7 @@
  *   backward weights  dW^T (c_in x c_out) = x^T . dy   (A = x; B = dy, op T;
  *                     dbias = B summed over k = N: CUBLASLT_EPILOGUE_BGRADB)
  *
- * Build: trainer/cuda/meson.build (with CUDA and cuBLASLt).
+ * Build: trainer/backends/cuda/meson.build (with CUDA and cuBLASLt).
  */
 #ifndef TR_CUDA_LINEAR_H
 #define TR_CUDA_LINEAR_H
