@@ -128,7 +128,7 @@ static hora_status_t setup_spec(run_t *r, tr_model_spec_t *spec)
         /* Peek at the data's shape (and so its normalisation) first. */
         tr_loader_t *probe;
         int channels_guess = 0;
-        CHECK(input_open_loader(r, TR_SPLIT_TRAIN, channels_guess, &probe));
+        RETURN_ON_ERROR(input_open_loader(r, TR_SPLIT_TRAIN, channels_guess, &probe));
         tr_loader_info_t info;
         tr_loader_info(probe, &info);
         tr_loader_close(probe);
@@ -246,8 +246,8 @@ static hora_status_t setup(run_t *r)
     RETURN_ON_ERROR(setup_backend(r));
     CHECK(choose_precision(r, &spec, &r->scaler));
     if (o->data) {
-        CHECK(input_open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
-        CHECK(input_open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
+        RETURN_ON_ERROR(input_open_loader(r, TR_SPLIT_TRAIN, spec.in_channels, &r->train_loader));
+        RETURN_ON_ERROR(input_open_loader(r, TR_SPLIT_VAL, spec.in_channels, &r->val_loader));
     }
     RETURN_ON_ERROR(setup_model(r, &spec));
     RETURN_ON_ERROR(setup_checkpoints(r));
