@@ -138,7 +138,7 @@ const struct config_entry config_table[] = {
  * of a setting is otherwise silently ignored). docs/architecture.md lists
  * the same names (tests/unit/test_config.c checks). */
 const struct config_tool_variable config_tool_variables[] = {
-    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
+    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
     {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/netns/run): the test "
                           "cluster's name prefix"},
     {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
