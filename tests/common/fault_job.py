@@ -1,15 +1,13 @@
-"""fault_job.py - one job of tests/mpi/test_faults under mpirun, for
+"""fault_job.py - one job of tests/runtime/faults/test_faults under mpirun, for
 faults.py and outcome.py: each rank writes its report (KEY=VALUE lines) to
 TEST_FAULTS_DIR/rankR; the job runs in a session of its own, killed whole
 past its time limit."""
 import os
 import shutil
-import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-import job  # noqa: E402  (tests/common/job.py)
+import job  # tests/common/job.py
 
 
 def read_reports(folder, nranks):

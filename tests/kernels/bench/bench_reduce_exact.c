@@ -4,7 +4,7 @@
  * sources of 8M elements (32 MiB each: no cache holds them). Built by
  * meson, not run as a test (timings are no pass/fail on a shared machine):
  *
- *   build/tests/bench_reduce_exact [elements, default 8388608] [repetitions, default 9]
+ *   build/tests/kernels/bench/bench_reduce_exact [elements, default 8388608] [repetitions, default 9]
  *
  * Two inputs: "grad", gradient-like values (a sum of three uniforms times
  * 1e-3, one in ten exactly zero), which the vector kernels certify almost

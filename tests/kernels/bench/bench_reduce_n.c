@@ -4,7 +4,7 @@
  * that stay in L1, in L2, and that do not fit any cache. Built by meson,
  * not run as a test (timings are no pass/fail on a shared machine):
  *
- *   build/tests/bench_reduce_n [seconds per row and variant, default 0.6]
+ *   build/tests/kernels/bench/bench_reduce_n [seconds per row and variant, default 0.6]
  *
  * Each row: the dtype, n sources, divisor, bytes per buffer, then the best
  * burst of each variant in GB/s, counting every byte read and written once

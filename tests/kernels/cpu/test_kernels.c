@@ -29,7 +29,7 @@
  *
  * Build: linked against kernels_dep by meson, or by hand:
  *   gcc -std=gnu11 -O2 -Wall -Wextra -Ikernels/include -Itests/common \
- *       kernels/cpu/\*.c tests/unit/kernels/\*.c -lm -o test_kernels
+ *       kernels/cpu/\*.c tests/kernels/cpu/\*.c -lm -o test_kernels
  * Exit status 0 = all passed, 1 = something failed.
  */
 #include "kernels_test.h"

@@ -23,7 +23,7 @@
  * leaves the payload open (SUM, PROD, division, scale, casts through f64).
  *
  * The cases' values, the random elements and the comparison come from
- * tests/unit/kernels/twin_data.c, shared with test_twin.
+ * tests/kernels/cuda/twin_data.c, shared with test_twin.
  *
  *   test_gpu_kernels          exit 0 pass, 1 fail, 77 skip (no usable GPU)
  *   test_gpu_kernels bench    also prints the bandwidth of large calls

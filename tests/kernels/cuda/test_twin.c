@@ -1,7 +1,7 @@
 /*
  * test_twin.c - the CPU twins of the CUDA kernels (k_twin_* of k_cuda.h)
  * against kernels/cpu, which ties the CUDA kernels (checked against the
- * twins on a GPU by tests/gpu/kernels) to the CPU library without one:
+ * twins on a GPU by tests/kernels/cuda) to the CPU library without one:
  *
  *  - k_numeric.h's conversions (what the kernels and the twins call):
  *    every f16 and bf16 value widened, and f32 values of every sign and
@@ -29,7 +29,7 @@
  * match too.
  *
  * The cases' values, the random elements and the comparison come from
- * twin_data.c, shared with tests/gpu/kernels/test_gpu_kernels.c.
+ * twin_data.c, shared with tests/kernels/cuda/test_gpu_kernels.c.
  *
  * Exit status 0 = all passed, 1 = something failed.
  */

@@ -1,7 +1,7 @@
 /*
  * twin_data.c - the cases' values, random elements and bitwise comparison
- * that test_twin (tests/unit/kernels) and test_gpu_kernels
- * (tests/gpu/kernels) share; twin_data.h says what each one is.
+ * that test_twin (tests/kernels/cpu) and test_gpu_kernels
+ * (tests/kernels/cuda) share; twin_data.h says what each one is.
  */
 #include "twin_data.h"
 

@@ -1,7 +1,7 @@
 /*
  * twin_data.h - what the two tests of the CUDA kernels' CPU twins share:
- * tests/unit/kernels/test_twin.c (the twins k_twin_* against kernels/cpu)
- * and tests/gpu/kernels/test_gpu_kernels.c (the CUDA kernels k_cuda_*
+ * tests/kernels/cuda/test_twin.c (the twins k_twin_* against kernels/cpu)
+ * and tests/kernels/cuda/test_gpu_kernels.c (the CUDA kernels k_cuda_*
  * against the twins). The cases' values (divisors, scale factors, the
  * inputs a cast must get right), random elements of every dtype, and the
  * bitwise comparison of two outputs with its failure message.

@@ -8,7 +8,7 @@
  * supported, no request returned and nothing left in flight (a host request
  * under the same name works next, on every rank). With device support the
  * buffers here, host memory, are refused instead: HORA_ERR_INVALID_ARG,
- * naming host memory (tests/gpu has the device requests that work).
+ * naming host memory (tests/runtime/device has the device requests that work).
  *
  * The buffers are host memory. So that a runtime which wrongly accepts a
  * request cannot touch them, every rank's copy has a different shape (count 4

@@ -63,7 +63,7 @@ void gc_report_open(void)
 {
     const char *dir = getenv("TEST_GPU_DIR"), *r = getenv("OMPI_COMM_WORLD_RANK");
     if (!dir || !r) {
-        fprintf(stderr, "test_gpu_coll: the kill modes run from tests/gpu/coll/run_gpu.py (TEST_GPU_DIR, mpirun)\n");
+        fprintf(stderr, "test_gpu_coll: the kill modes run from tests/runtime/device/run_gpu.py (TEST_GPU_DIR, mpirun)\n");
         exit(2);
     }
     char path[4096];

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Fault-injection tests of the runtime: runs test_faults MODE under mpirun,
-times the job and checks what every rank reported (tests/mpi/test_faults.c
+times the job and checks what every rank reported (tests/runtime/faults/test_faults.c
 describes the modes and the report).
 
 usage: faults.py MPIRUN TEST_FAULTS NP MODE
@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-import fault_job
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))  # the kit (tests/common)
+import fault_job  # noqa: E402
 
 MPIRUN, PROGRAM, NP, MODE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 VICTIM = NP - 1

@@ -4,7 +4,7 @@ test_faults under mpirun once per moment, each time with the last rank (the
 victim) SIGSTOPped (and continued after HORA_TIMEOUT_S + 0.5 s, long enough
 for its peers to time out) or SIGKILLed
 at a random moment of iteration 3 of a 64 MiB all-reduce or of a fused
-many-tensor all-reduce (tests/mpi/test_faults.c: modes sigstop, kill,
+many-tensor all-reduce (tests/runtime/faults/test_faults.c: modes sigstop, kill,
 sigstop-fused, kill-fused; TEST_FAULTS_DELAY_S), and checks that the ranks
 ended with one outcome.
 
@@ -13,7 +13,7 @@ usage: outcome.py MPIRUN TEST_FAULTS NP MOMENTS SEED [MPIRUN_ARGS...]
 OUTCOME_JOBS (environment, default 1): moments run that many jobs at a
 time. The transport comes from the environment (HORA_DISABLE_SHM=1
 HORA_DISABLE_UCX=1: the mpi fallback). MPIRUN_ARGS go to mpirun before the
-program (tests/netns/run passes its --host list this way).
+program (tests/env/netns-run passes its --host list this way).
 
 "One outcome", exactly: every rank that is alive at the end (under SIGSTOP
 the victim too, once continued; under SIGKILL the survivors) reports the
@@ -32,7 +32,8 @@ import random
 import sys
 import time
 
-import fault_job
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))  # the kit (tests/common)
+import fault_job  # noqa: E402
 
 MPIRUN, PROGRAM, NP, MOMENTS, SEED = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 MPIRUN_ARGS = sys.argv[6:]

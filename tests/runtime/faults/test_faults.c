@@ -1,5 +1,5 @@
 /*
- * test_faults.c - one injected fault per run; tests/mpi/faults.py starts it
+ * test_faults.c - one injected fault per run; tests/runtime/faults/faults.py starts it
  * under mpirun, times it and checks what every rank reports.
  *
  *   test_faults MODE        (TEST_FAULTS_DIR: where each rank writes its report)
@@ -31,7 +31,7 @@
  *                the report adds each request's status of the failed
  *                iteration (`statuses`), which must be the same on every rank.
  *   TEST_FAULTS_DELAY_S (environment, sigstop* / kill*): the signal comes
- *   that long into iteration FAULT_AT instead of 4 ms (tests/mpi/outcome.py
+ *   that long into iteration FAULT_AT instead of 4 ms (tests/runtime/faults/outcome.py
  *   draws it at random: one outcome at any moment). TEST_FAULTS_STOP_S
  *   (sigstop*): how long the victim stays stopped, instead of
  *   HORA_TIMEOUT_S + 1.5 s (outcome.py: + 0.5 s, enough for its peers to
@@ -127,7 +127,7 @@ static void report_open(void)
     const char *dir = getenv("TEST_FAULTS_DIR");
     const char *r = getenv("OMPI_COMM_WORLD_RANK");
     if (!dir || !r) {
-        fprintf(stderr, "test_faults: run me from tests/mpi/faults.py (TEST_FAULTS_DIR and mpirun)\n");
+        fprintf(stderr, "test_faults: run me from tests/runtime/faults/faults.py (TEST_FAULTS_DIR and mpirun)\n");
         exit(2);
     }
     char path[4096];

@@ -1,6 +1,6 @@
 /*
  * hora_hello.c - a libhora user outside the source tree: compiled by
- * tests/install/run against an installed copy with nothing but
+ * tests/runtime/install/run against an installed copy with nothing but
  * `pkg-config --cflags --libs hora`, and run under mpirun. It checks one
  * direct and one negotiated allreduce exactly and prints "hora_hello: ok".
  */

@@ -79,7 +79,7 @@ def parse_header(path):
 
 def emit(header, out):
     enums, defines, fields, _ = parse_header(header)
-    lines = ["/* Written by tests/python/check_binding.py from hora.h: what the C",
+    lines = ["/* Written by tests/runtime/python/check_binding.py from hora.h: what the C",
              " * compiler makes of its names, for the binding's check. */",
              "#include <stddef.h>", "#include <stdio.h>", '#include "hora.h"', "",
              "static void bytes(const char *field, const void *p, size_t n)", "{",

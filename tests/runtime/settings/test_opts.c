@@ -6,7 +6,7 @@
  * an array of options; a struct_bytes that is not set, too small or larger
  * than this libhora's is refused with HORA_ERR_INVALID_ARG and a message
  * that says which and how to fix it. No MPI: the reader is called directly
- * (tests/mpi/async/async_errors.c checks the hora_*_async calls refuse too).
+ * (tests/runtime/async/async_errors.c checks the hora_*_async calls refuse too).
  * Run: test_opts   (exit 0 = all passed)
  */
 #include <stddef.h>

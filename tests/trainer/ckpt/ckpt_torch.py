@@ -24,7 +24,7 @@ or shapes fail load_state_dict(strict=True) before any logit is compared.
 import os, subprocess, sys, tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOP = os.path.dirname(os.path.dirname(HERE))
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 
 try:
     import numpy as np

@@ -8,7 +8,7 @@
  * usage: test_ckpt_desc                  the parser checks
  *        test_ckpt_desc --fixtures DIR   write DIR/a, DIR/b, DIR/c, each holding
  *                                        ckpt-0000000003.hckpt from tr_ckpt_writer
- *                                        (tests/train/ckpt_tool.py says what differs)
+ *                                        (tests/trainer/ckpt/ckpt_tool.py says what differs)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>

@@ -2,7 +2,7 @@
  * test_cuda_conv_plan.c - deviceless cuDNN plans for every convolution the
  * cuda backend will run (trainer/cuda/cuda_conv.h). No GPU, no driver, no
  * cudnnCreate: the device is a DEVICEPROP made from a JSON of device
- * properties (argv[1], tests/gpu/h200-device-properties.json).
+ * properties (argv[1], tests/trainer/cuda/h200-device-properties.json).
  *
  * For ResNet-50 (ImageNet, 224x224) and ResNet-20 (CIFAR-style, 32x32),
  * every distinct convolution as tr_model_conv_descs lists it (the model's
@@ -178,7 +178,7 @@ static void keep_nvrtc_loaded(void)
 }
 
 /* --dump-device OUT.json, on a GPU: device 0's properties as cuDNN
- * serialises them, what replaces tests/gpu/h200-device-properties.json
+ * serialises them, what replaces tests/trainer/cuda/h200-device-properties.json
  * (the guess) on the first GPU run. Exit 77 without a GPU. */
 static int dump_device(const char *path)
 {

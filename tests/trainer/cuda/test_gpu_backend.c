@@ -2,7 +2,7 @@
  * test_gpu_backend.c - every op of a compute backend (trainer/backend.h)
  * against another on the same inputs, and a ResNet-8 training step on
  * both: by default the "cuda" backend (tested) against the "cpu" one (the
- * reference). bc.h lists the files; tests/gpu/trainer/README.md says how
+ * reference). bc.h lists the files; tests/trainer/cuda/README.md says how
  * to run it.
  *
  *   test_gpu_backend [--backends TEST,REF] [--ref-f32] [--test-block B]
@@ -83,7 +83,7 @@
  *                                      gradients are small sums of terms that
  *                                      cancel: measured on cpu, bf16 against
  *                                      f32 gives a worst tensor of 0.26 (66 u;
- *                                      tests/train/golden_bf16.c finds 0.3
+ *                                      tests/trainer/golden/golden_bf16.c finds 0.3
  *                                      for PyTorch's autocast against f32).
  *                                      Below the top ReLU the error does not
  *                                      shrink with u but with about its

@@ -10,7 +10,7 @@
  * message naming the sample; never a crash, a leak or a hang (the pixel
  * limit here is 4 megapixels so that huge headers fail fast).
  *
- * Build and run: see tests/fuzz/README.md.
+ * Build and run: see tests/trainer/fuzz/README.md.
  */
 #include <math.h>
 #include <stdint.h>

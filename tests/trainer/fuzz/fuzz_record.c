@@ -6,8 +6,8 @@
  * full read about each record's shape.
  *
  * Build: meson setup build-fuzz -Dfuzz=true with CC=clang (see
- * tests/fuzz/README.md); run: build-fuzz/trainer/data/fuzz_record
- * tests/fuzz/corpus/record.
+ * tests/trainer/fuzz/README.md); run: build-fuzz/trainer/data/fuzz_record
+ * tests/trainer/fuzz/corpus/record.
  */
 #define _GNU_SOURCE
 #include <stdint.h>

@@ -1,6 +1,6 @@
 /*
  * golden.h - what test_golden.c and golden_bf16.c share: the golden file
- * reader (format: tests/golden/README.md), the model spec and parameters a
+ * reader (format: tests/trainer/golden/README.md), the model spec and parameters a
  * file describes, and the failure count.
  */
 #ifndef TEST_GOLDEN_H

@@ -17,7 +17,7 @@
 #include "train.h"
 
 /*
- * A file with a `mixed` entry (tests/golden/README.md) holds three runs of
+ * A file with a `mixed` entry (tests/trainer/golden/README.md) holds three runs of
  * the same steps from one initial state:
  *   (no prefix)  torch.autocast("cpu", bfloat16), as PyTorch users train;
  *   emulated/    the same, with the two things hora does differently by

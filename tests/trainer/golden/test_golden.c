@@ -4,7 +4,7 @@
  * tools/make-golden wrote, with PyTorch, a tiny ResNet's weights, one batch,
  * the logits, the loss (also with label smoothing), every gradient, the
  * parameters and BN running statistics after two Nesterov SGD steps, and the
- * eval-mode logits after them (format: tests/golden/README.md). This test
+ * eval-mode logits after them (format: tests/trainer/golden/README.md). This test
  * builds the same network with hora, loads the weights, and compares every
  * tensor, printing the max abs / rel error of each.
  *

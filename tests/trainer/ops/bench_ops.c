@@ -12,8 +12,8 @@
  * network's convolutions (each shape times its count), a lower bound for
  * one training step. Not a test: built by meson, run by hand:
  *
- *   build/tests/trainer/bench_ops --net resnet20 --threads 1 -v
- *   build/tests/trainer/bench_ops --net resnet50 --threads 2
+ *   build/tests/trainer/ops/bench_ops --net resnet20 --threads 1 -v
+ *   build/tests/trainer/ops/bench_ops --net resnet50 --threads 2
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -25,7 +25,7 @@ made slower on purpose, is test_precision_auto's (the measurement itself).
 """
 import glob, json, os, re, subprocess, sys, tempfile, time  # noqa: E401
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ckpt"))
 from ckpt_tool import read_ckpt, write_ckpt  # noqa: E402
 
 COMPUTE = {"fp32": "f32", "bf16": "bf16", "fp16": "f16"}
