@@ -1,7 +1,10 @@
-"""fault_job.py - one job of tests/runtime/faults/test_faults under mpirun, for
-faults.py and outcome.py: each rank writes its report (KEY=VALUE lines) to
-TEST_FAULTS_DIR/rankR; the job runs in a session of its own, killed whole
-past its time limit."""
+"""fault_job.py - the fault harness: one job of a fault test under mpirun
+(tests/runtime/faults/faults.py and outcome.py: test_faults;
+tests/runtime/device/run_gpu.py: test_gpu_coll). Each rank writes its report
+(KEY=VALUE lines, tests/common/report.h) to DIR/rankR, DIR named by an
+environment variable (TEST_FAULTS_DIR unless told); the job runs in a
+session of its own, killed whole past its time limit; the drivers read the
+reports with fnum and look for the job's pools with hora_pools."""
 import os
 import shutil
 import tempfile
@@ -27,8 +30,25 @@ def read_reports(folder, nranks):
     return reports
 
 
-def run_job(cmd, nranks, extra_env, limit, prefix):
-    """Runs cmd with TEST_FAULTS_DIR set to a fresh folder; returns
+def fnum(rep, key, default=-1.0):
+    """A report's value as a float; default where missing or not a number."""
+    try:
+        return float(rep.get(key, default))
+    except ValueError:
+        return default
+
+
+def hora_pools(pids):
+    """/dev/shm entries of hora pools created by these processes."""
+    try:
+        names = os.listdir("/dev/shm")
+    except OSError:
+        return []
+    return [n for n in names if any(n.startswith("hora-%s-" % p) for p in pids)]
+
+
+def run_job(cmd, nranks, extra_env, limit, prefix, dir_var="TEST_FAULTS_DIR"):
+    """Runs cmd with dir_var set to a fresh folder; returns
     (returncode, output, wall seconds, timed out, time.time() when it ended,
     reports). Open MPI 4.1's shared-memory BTL (vader) leaves its segment
     files behind, at random, whenever a job ends abnormally (MPI_Abort too);
@@ -36,7 +56,8 @@ def run_job(cmd, nranks, extra_env, limit, prefix):
     folder = tempfile.mkdtemp(prefix=prefix)
     mpi_shm = os.path.join(folder, "vader")
     os.mkdir(mpi_shm)
-    env = dict(os.environ, TEST_FAULTS_DIR=folder, OMPI_MCA_btl_vader_backing_directory=mpi_shm, **extra_env)
+    env = dict(os.environ, OMPI_MCA_btl_vader_backing_directory=mpi_shm, **extra_env)
+    env[dir_var] = folder
     returncode, out, wall, timed_out = job.run_session(cmd, env, limit)
     end_real = time.time()
     reports = read_reports(folder, nranks)

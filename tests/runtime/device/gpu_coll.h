@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "hora.h"
+#include "report.h" /* the kill modes' report: TEST_GPU_DIR/rank<R> */
 
 /* This process in gc_comm (a duplicate of MPI_COMM_WORLD that only the test
  * uses: its bookkeeping works whatever state the runtime is in); gc_device is
@@ -120,10 +121,6 @@ void gc_direct_mismatch(void);
 /* SIGKILL of the last rank mid device all-reduce; returns main's exit
  * status (run_gpu.py reads the reports). staged: cudaMalloc'd buffers. */
 int gc_kill(int staged);
-/* The kill modes' report: open TEST_GPU_DIR/rank<R> (before MPI starts;
- * exits 2 outside run_gpu.py), then one "key=value" line per call. */
-void gc_report_open(void);
-void gc_report(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The memory kind of the device requests (the host twin's: host). */
 #ifdef GC_HOST_TWIN

@@ -25,12 +25,11 @@ RUN_GPU_VERBOSE=1 prints every report and the job's output also on success.
 """
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
-import job  # noqa: E402  (tests/common/job.py)
+import fault_job  # noqa: E402  (the fault harness: tests/common/fault_job.py)
+from fault_job import fnum, hora_pools  # noqa: E402
 
 MPIRUN, PROGRAM, NP, CASE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 VICTIM = NP - 1
@@ -43,44 +42,12 @@ def check(cond, what):
     return cond
 
 
-def run(cmd, extra_env, limit, folder):
-    """Runs cmd in its own session; kills it after limit s. (rc, output, wall s, timed out)"""
-    # Open MPI 4.1's shared-memory BTL leaves segment files in /dev/shm when a
-    # job ends abnormally: they go into this test's folder instead.
-    vader = os.path.join(folder, "vader")
-    os.makedirs(vader, exist_ok=True)
-    env = dict(os.environ, OMPI_MCA_btl_vader_backing_directory=vader, **extra_env)
+def run(cmd, extra_env, limit, prefix):
+    """Runs cmd in its own session (fault_job.run_job, TEST_GPU_DIR for the
+    reports); kills it after limit s. (rc, output, wall s, timed out, reports)"""
     print("$", " ".join("%s='%s'" % kv for kv in extra_env.items()), " ".join(cmd), flush=True)
-    return job.run_session(cmd, env, limit)
-
-
-def read_reports(folder):
-    reports = {}
-    for r in range(NP):
-        rep = {}
-        path = os.path.join(folder, "rank%d" % r)
-        if os.path.exists(path):
-            with open(path) as f:
-                for line in f:
-                    key, _, value = line.rstrip("\n").partition("=")
-                    rep.setdefault(key, value)
-        reports[r] = rep
-    return reports
-
-
-def fnum(rep, key, default=-1.0):
-    try:
-        return float(rep.get(key, default))
-    except ValueError:
-        return default
-
-
-def hora_pools(pids):
-    try:
-        names = os.listdir("/dev/shm")
-    except OSError:
-        return []
-    return [n for n in names if any(n.startswith("hora-%s-" % p) for p in pids)]
+    rc, out, wall, timed_out, _, reports = fault_job.run_job(cmd, NP, extra_env, limit, prefix, "TEST_GPU_DIR")
+    return rc, out, wall, timed_out, reports
 
 
 def finish(verdict_line, out, reports=None):
@@ -97,13 +64,8 @@ def finish(verdict_line, out, reports=None):
 
 
 def case_kill():
-    folder = tempfile.mkdtemp(prefix="hora-gpu-kill-")
-    try:
-        cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(NP), "--enable-recovery", PROGRAM, CASE]
-        rc, out, wall, timed_out = run(cmd, {"HORA_TIMEOUT_S": "10", "TEST_GPU_DIR": folder}, 90, folder)
-        reports = read_reports(folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    cmd = [MPIRUN, "--oversubscribe", "--bind-to", "none", "-np", str(NP), "--enable-recovery", PROGRAM, CASE]
+    rc, out, wall, timed_out, reports = run(cmd, {"HORA_TIMEOUT_S": "10"}, 90, "hora-gpu-kill-")
     if all("skip" in rep for rep in reports.values()) and not timed_out:
         print("gpu coll np%d %s: SKIP: %s" % (NP, CASE, reports[0]["skip"]))
         return 77
@@ -145,12 +107,8 @@ def case_kill():
 
 
 def case_mixed():
-    folder = tempfile.mkdtemp(prefix="hora-gpu-mixed-")
-    try:
-        cmd = [MPIRUN, "--oversubscribe", "-np", str(NP), PROGRAM, "all"]
-        rc, out, wall, timed_out = run(cmd, {"TEST_GPU_HIDE_RANK": "0"}, 120, folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    cmd = [MPIRUN, "--oversubscribe", "-np", str(NP), PROGRAM, "all"]
+    rc, out, wall, timed_out, _ = run(cmd, {"TEST_GPU_HIDE_RANK": "0"}, 120, "hora-gpu-mixed-")
     if rc == 77 and "SKIP: no usable GPU on any" in out:
         print("gpu coll np%d %s: SKIP: no GPU on this machine" % (NP, CASE))
         return 77
@@ -162,12 +120,8 @@ def case_mixed():
 
 
 def case_expect_skip():
-    folder = tempfile.mkdtemp(prefix="hora-gpu-skip-")
-    try:
-        cmd = [MPIRUN, "--oversubscribe", "-np", str(NP), PROGRAM, "all"]
-        rc, out, wall, timed_out = run(cmd, {"CUDA_VISIBLE_DEVICES": ""}, 120, folder)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    cmd = [MPIRUN, "--oversubscribe", "-np", str(NP), PROGRAM, "all"]
+    rc, out, wall, timed_out, _ = run(cmd, {"CUDA_VISIBLE_DEVICES": ""}, 120, "hora-gpu-skip-")
     check(not timed_out, "the job did not end within 120 s (killed)")
     check(rc == 77, "mpirun exited %d, expected 77 (every rank skipped)" % rc)
     check("SKIP: no usable GPU on any of the %d ranks" % NP in out, "no SKIP line from rank 0")

@@ -126,7 +126,7 @@ static int probe_vote(enum probe_state state, const char *reason, int kill_mode)
         if (gc_rank == 0)
             printf("test_gpu_coll %s: SKIP: no usable GPU on any of the %d ranks (rank 0: %s)\n", gc_mode, gc_size,
                    reason);
-        if (kill_mode) gc_report("skip", "no usable GPU: %s", reason);
+        if (kill_mode) test_report("skip", "no usable GPU: %s", reason);
     } else if (verdict == 1) {
         if (state != PROBE_OK)
             fprintf(stderr, "rank %d FAIL: %s: %s\n", gc_rank,
@@ -136,7 +136,7 @@ static int probe_vote(enum probe_state state, const char *reason, int kill_mode)
                     "test_gpu_coll %s: FAIL: %d of %d ranks have a usable GPU and the others not (see above): only "
                     "a job without any GPU skips\n",
                     gc_mode, ok, gc_size);
-        if (kill_mode) gc_report("setup", "only %d of %d ranks have a usable GPU: %s", ok, gc_size, reason);
+        if (kill_mode) test_report("setup", "only %d of %d ranks have a usable GPU: %s", ok, gc_size, reason);
     } else if (gc_rank == 0) {
         printf("test_gpu_coll %s: %d ranks, rank 0 on %s\n", gc_mode, gc_size, reason);
     }
@@ -195,7 +195,7 @@ int main(int argc, char **argv)
         return 2;
     }
     const int kill_mode = !strncmp(gc_mode, "kill", 4);
-    if (kill_mode) gc_report_open();
+    if (kill_mode) test_report_open("test_gpu_coll", "TEST_GPU_DIR", "tests/runtime/device/run_gpu.py");
 
     /* Before any CUDA call: CUDA reads CUDA_VISIBLE_DEVICES once. */
     const char *hide = getenv("TEST_GPU_HIDE_RANK"), *world_rank = getenv("OMPI_COMM_WORLD_RANK");
@@ -216,7 +216,7 @@ int main(int argc, char **argv)
     const enum probe_state state = probe_device(local_rank, reason, sizeof(reason));
     const int verdict = probe_vote(state, reason, kill_mode);
     if (verdict) {
-        if (kill_mode) gc_report("exit", "%d", verdict);
+        if (kill_mode) test_report("exit", "%d", verdict);
         MPI_Comm_free(&gc_comm);
         MPI_Finalize();
         return verdict;
@@ -229,16 +229,16 @@ int main(int argc, char **argv)
         /* No MPI_Finalize: a peer may still be inside hora_init. */
         fprintf(stderr, "rank %d FAIL: hora_init: %s: %s\n", gc_rank, hora_status_string(st), hora_last_error());
         if (kill_mode) {
-            gc_report("setup", "hora_init: %s: %s", hora_status_string(st), hora_last_error());
-            gc_report("exit", "2");
+            test_report("setup", "hora_init: %s: %s", hora_status_string(st), hora_last_error());
+            test_report("exit", "2");
         }
         return kill_mode ? 2 : 1;
     }
     if (!runtime_device_ok()) {
         if (kill_mode) {
-            gc_report("setup", "the runtime does not use this rank's GPU (hora_cuda_device() = %d)",
+            test_report("setup", "the runtime does not use this rank's GPU (hora_cuda_device() = %d)",
                       hora_cuda_device());
-            gc_report("exit", "2");
+            test_report("exit", "2");
             hora_shutdown();
             return 2;
         }

@@ -21,6 +21,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))  # the kit (tests/common)
 import fault_job  # noqa: E402
+from fault_job import fnum, hora_pools  # noqa: E402
 
 MPIRUN, PROGRAM, NP, MODE = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 VICTIM = NP - 1
@@ -51,15 +52,6 @@ def check(cond, what):
     return cond
 
 
-def hora_pools(pids):
-    """/dev/shm entries of hora pools created by these processes."""
-    try:
-        names = os.listdir("/dev/shm")
-    except OSError:
-        return []
-    return [n for n in names if any(n.startswith("hora-%s-" % p) for p in pids)]
-
-
 def private_shm_works():
     p = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -84,13 +76,6 @@ def run():
     returncode, out, wall, timed_out, END_REAL, reports = fault_job.run_job(cmd, NP, extra_env, limit,
                                                                             "hora-faults-")
     return returncode, wall, timed_out, out, reports, limit
-
-
-def fnum(rep, key, default=-1.0):
-    try:
-        return float(rep.get(key, default))
-    except ValueError:
-        return default
 
 
 def main():

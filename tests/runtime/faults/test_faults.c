@@ -76,12 +76,12 @@
 #include <unistd.h>
 
 #include "hora.h"
+#include "report.h"
 
 #define FAULT_ITERS 200
 #define FAULT_AT 3 /* the victim's fault comes in this iteration */
 #define FAULT_SMALL_ITERS 2000000000L /* the *-small modes: until the fault (a few ms after FAULT_AT) */
 
-static int report_fd = -1;
 static int rank = -1, size = 0, victim = -1;
 static int helper_fd = -1; /* victim: commands to the helper process */
 
@@ -92,52 +92,10 @@ static double now_mono(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static double now_real(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
-/* One "key=value" line of the report; newlines in the value become spaces. */
-static void report(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(const char *key, const char *fmt, ...)
-{
-    char line[2048];
-    int n = snprintf(line, sizeof(line), "%s=", key);
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
-    for (int i = 0; i < n; i++)
-        if (line[i] == '\n') line[i] = ' ';
-    line[n++] = '\n';
-    if (report_fd >= 0 && write(report_fd, line, (size_t)n) != n) perror("test_faults: report");
-}
-
-static void report_open(void)
-{
-    const char *dir = getenv("TEST_FAULTS_DIR");
-    const char *r = getenv("OMPI_COMM_WORLD_RANK");
-    if (!dir || !r) {
-        fprintf(stderr, "test_faults: run me from tests/runtime/faults/faults.py (TEST_FAULTS_DIR and mpirun)\n");
-        exit(2);
-    }
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/rank%s", dir, r);
-    report_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
-    if (report_fd < 0) {
-        fprintf(stderr, "test_faults: cannot write %s: %s\n", path, strerror(errno));
-        exit(2);
-    }
-    report("pid", "%d", (int)getpid());
 }
 
 /* ------------------------------------------------------------ the helper */
@@ -191,12 +149,12 @@ static void helper_send(double delay_s, int sig, double cont_after_s)
 
 static void report_failure(const char *mode, int iteration, hora_status_t st, const char *message, double call_s)
 {
-    report("mode", "%s", mode);
-    report("iteration", "%d", iteration);
-    report("status", "%s", hora_status_string(st));
-    report("message", "%s", message);
-    report("call_s", "%.3f", call_s);
-    report("fail_at", "%.6f", now_real());
+    test_report("mode", "%s", mode);
+    test_report("iteration", "%d", iteration);
+    test_report("status", "%s", hora_status_string(st));
+    test_report("message", "%s", message);
+    test_report("call_s", "%.3f", call_s);
+    test_report("fail_at", "%.6f", test_now_real());
 }
 
 /* After a failure the program gives up the way a real one should. */
@@ -206,8 +164,8 @@ static int give_up(hora_status_t st, const char *message)
     snprintf(copy, sizeof(copy), "test_faults rank %d: %s", rank, message);
     double t0 = now_mono();
     hora_abort(st, copy);
-    report("abort_s", "%.3f", now_mono() - t0);
-    report("exit", "1");
+    test_report("abort_s", "%.3f", now_mono() - t0);
+    test_report("exit", "1");
     return 1;
 }
 
@@ -223,8 +181,8 @@ static int agree(int iteration, hora_status_t st)
     for (int r = 0; r < size && k < sizeof(line); r++)
         k += (size_t)snprintf(line + k, sizeof(line) - k, "%srank %d: #%d %s", r ? ", " : "", r, all[2 * r],
                               hora_status_string((hora_status_t)all[2 * r + 1]));
-    report("all", "%s", line);
-    report("agree", "%d", same);
+    test_report("all", "%s", line);
+    test_report("agree", "%d", same);
     free(all);
     return same;
 }
@@ -233,9 +191,9 @@ static int finish_with_shutdown(void)
 {
     double t0 = now_mono();
     hora_status_t st = hora_shutdown();
-    report("shutdown_s", "%.3f", now_mono() - t0);
-    report("shutdown_status", "%s", hora_status_string(st));
-    report("exit", "3");
+    test_report("shutdown_s", "%.3f", now_mono() - t0);
+    test_report("shutdown_status", "%s", hora_status_string(st));
+    test_report("exit", "3");
     return 3;
 }
 
@@ -262,8 +220,8 @@ static float *shared_floats(size_t count)
     float *p = NULL;
     hora_status_t st = hora_mem_alloc(count * sizeof(float), (void **)&p);
     if (st != HORA_OK) {
-        report("setup", "hora_mem_alloc: %s", hora_last_error());
-        report("exit", "2");
+        test_report("setup", "hora_mem_alloc: %s", hora_last_error());
+        test_report("exit", "2");
         exit(2);
     }
     for (size_t i = 0; i < count; i++) p[i] = 1.0f;
@@ -334,7 +292,7 @@ static void run_fused(const char *mode, int sig, double cont_after_s, struct out
         letters[FUSED_TENSORS] = 0;
         if (first >= 0) {
             outcome_set(o, it, st[first], message, now_mono() - t0, mode);
-            report("statuses", "%s", letters);
+            test_report("statuses", "%s", letters);
             return;
         }
     }
@@ -353,7 +311,7 @@ static int mode_sigstop(const char *mode, size_t count)
     /* Everyone is back, the victim too: compare over MPI, then shut down. */
     agree(o.iteration, o.status);
     if (o.iteration < 0) {
-        report("exit", "2");
+        test_report("exit", "2");
         return 2;
     }
     return finish_with_shutdown();
@@ -367,7 +325,7 @@ static int mode_kill(const char *mode, size_t count)
     else
         run_fused(mode, SIGKILL, 0, &o);
     if (o.iteration < 0) {
-        report("exit", "2");
+        test_report("exit", "2");
         return 2;
     }
     return give_up(o.status, o.message);
@@ -380,12 +338,12 @@ static int mode_abort(void)
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) {
             sleep_s(0.3); /* the peers are blocked in this iteration's all-reduce now */
-            report("mode", "abort");
-            report("abort_at", "%.6f", now_real());
+            test_report("mode", "abort");
+            test_report("abort_at", "%.6f", test_now_real());
             double t0 = now_mono();
             hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            report("abort_s", "%.3f", now_mono() - t0);
-            report("exit", "1");
+            test_report("abort_s", "%.3f", now_mono() - t0);
+            test_report("exit", "1");
             return 1;
         }
         double t0 = now_mono();
@@ -397,7 +355,7 @@ static int mode_abort(void)
         }
     }
     report_failure("abort", -1, HORA_OK, "no call failed", 0);
-    report("exit", "2");
+    test_report("exit", "2");
     return 2;
 }
 
@@ -407,8 +365,8 @@ static int mode_abort(void)
 static int victim_shuts_down(const char *mode)
 {
     sleep_s(0.3); /* the peers are blocked in this iteration's call now */
-    report("mode", "%s", mode);
-    report("shutdown_at", "%.6f", now_real());
+    test_report("mode", "%s", mode);
+    test_report("shutdown_at", "%.6f", test_now_real());
     return finish_with_shutdown();
 }
 
@@ -427,7 +385,7 @@ static int mode_shutdown(void)
         }
     }
     report_failure("shutdown", -1, HORA_OK, "no call failed", 0);
-    report("exit", "2");
+    test_report("exit", "2");
     return 2;
 }
 
@@ -455,7 +413,7 @@ static int mode_shutdown_async(void)
         }
     }
     report_failure("shutdown-async", -1, HORA_OK, "no request failed", 0);
-    report("exit", "2");
+    test_report("exit", "2");
     return 2;
 }
 
@@ -467,12 +425,12 @@ static int mode_abort_async(void)
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) {
             sleep_s(0.3); /* the peers wait for this iteration's requests now */
-            report("mode", "abort-async");
-            report("abort_at", "%.6f", now_real());
+            test_report("mode", "abort-async");
+            test_report("abort_at", "%.6f", test_now_real());
             double t0 = now_mono();
             hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            report("abort_s", "%.3f", now_mono() - t0);
-            report("exit", "1");
+            test_report("abort_s", "%.3f", now_mono() - t0);
+            test_report("exit", "1");
             return 1;
         }
         hora_request_t req[ASYNC_TENSORS];
@@ -484,7 +442,7 @@ static int mode_abort_async(void)
                                                     &req[t]);
             if (st != HORA_OK) {
                 report_failure("abort-async", it, st, hora_last_error(), now_mono() - t0);
-                report("exit", "2");
+                test_report("exit", "2");
                 return 2;
             }
         }
@@ -506,8 +464,8 @@ static int mode_abort_async(void)
         }
         if (failed) {
             report_failure("abort-async", it, first, message, now_mono() - t0);
-            report("failed_requests", "%d", failed);
-            report("same_failure", "%d", same);
+            test_report("failed_requests", "%d", failed);
+            test_report("same_failure", "%d", same);
             /* A request after the failure must fail too, at once. */
             hora_request_t late;
             double t1 = now_mono();
@@ -515,18 +473,18 @@ static int mode_abort_async(void)
                                                     &late);
             if (st == HORA_OK) {
                 st = hora_wait(late);
-                report("late_message", "%s", hora_request_error(late));
+                test_report("late_message", "%s", hora_request_error(late));
                 hora_request_free(late);
             } else {
-                report("late_message", "%s", hora_last_error());
+                test_report("late_message", "%s", hora_last_error());
             }
-            report("late_status", "%s", hora_status_string(st));
-            report("late_s", "%.3f", now_mono() - t1);
+            test_report("late_status", "%s", hora_status_string(st));
+            test_report("late_s", "%.3f", now_mono() - t1);
             return give_up(first, message);
         }
     }
     report_failure("abort-async", -1, HORA_OK, "no request failed", 0);
-    report("exit", "2");
+    test_report("exit", "2");
     return 2;
 }
 
@@ -561,22 +519,22 @@ static int mode_stall(void)
         }
     }
     report_failure("stall", -1, HORA_OK, "no request failed", 0);
-    report("exit", "2");
+    test_report("exit", "2");
     return 2;
 }
 
 /* hora_init over a /dev/shm too small for it. */
 static int mode_shm_small(hora_status_t init_status)
 {
-    report("mode", "shm-small");
-    report("status", "%s", hora_status_string(init_status));
-    report("message", "%s", hora_last_error());
+    test_report("mode", "shm-small");
+    test_report("status", "%s", hora_status_string(init_status));
+    test_report("message", "%s", hora_last_error());
     if (init_status == HORA_OK) {
         hora_shutdown();
-        report("exit", "2");
+        test_report("exit", "2");
         return 2;
     }
-    report("exit", "3");
+    test_report("exit", "3");
     return 3;
 }
 
@@ -596,7 +554,7 @@ static int mode_shm_stage(void)
     free(buf);
     if (st == HORA_OK) {
         hora_shutdown();
-        report("exit", "2");
+        test_report("exit", "2");
         return 2;
     }
     return finish_with_shutdown();
@@ -605,7 +563,7 @@ static int mode_shm_stage(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    report_open();
+    test_report_open("test_faults", "TEST_FAULTS_DIR", "tests/runtime/faults/faults.py");
     const char *s = getenv("OMPI_COMM_WORLD_SIZE"), *r = getenv("OMPI_COMM_WORLD_RANK");
     size = s ? atoi(s) : 1;
     rank = r ? atoi(r) : 0;
@@ -615,8 +573,8 @@ int main(int argc, char **argv)
     hora_status_t st = hora_init();
     if (!strcmp(mode, "shm-small")) return mode_shm_small(st);
     if (st != HORA_OK) {
-        report("setup", "hora_init: %s: %s", hora_status_string(st), hora_last_error());
-        report("exit", "2");
+        test_report("setup", "hora_init: %s: %s", hora_status_string(st), hora_last_error());
+        test_report("exit", "2");
         return 2;
     }
     if (!strcmp(mode, "sigstop")) return mode_sigstop(mode, (size_t)16 << 20);
@@ -631,8 +589,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "shutdown-async")) return mode_shutdown_async();
     if (!strcmp(mode, "stall")) return mode_stall();
     if (!strcmp(mode, "shm-stage")) return mode_shm_stage();
-    report("setup", "unknown mode '%s'", mode);
-    report("exit", "2");
+    test_report("setup", "unknown mode '%s'", mode);
+    test_report("exit", "2");
     hora_shutdown();
     return 2;
 }
