@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "floats.h"
 #include "cuda_ok.h"
 #include "k_cpu.h"
 #include "k_cuda_nn.h"
@@ -137,28 +138,17 @@ static void pair_compare(const pair_t *p, int dt, const char *what)
     free(back);
 }
 
-static void put(void *p, k_dtype_t dt, size_t i, double v)
-{
-    if (dt == K_DTYPE_F32) {
-        float f = (float)v;
-        memcpy((char *)p + 4 * i, &f, 4);
-        return;
-    }
-    uint16_t h = dt == K_DTYPE_F16 ? k_f32_to_f16((float)v) : k_f32_to_bf16((float)v);
-    memcpy((char *)p + 2 * i, &h, 2);
-}
-
 static void fill(pair_t *p, k_dtype_t dt, size_t count, double mu, double sigma)
 {
     for (size_t i = 0; i < count; i++)
-        put(p->host, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
+        test_float_put(p->host, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
     pair_upload(p);
 }
 
 static void fill_f32(pair_t *p, int c, double lo, double hi)
 {
     for (int i = 0; i < c; i++)
-        put(p->host, K_DTYPE_F32, i, lo + (hi - lo) * test_rng_unit(&rng));
+        test_float_put(p->host, K_DTYPE_F32, i, lo + (hi - lo) * test_rng_unit(&rng));
     pair_upload(p);
 }
 
@@ -181,7 +171,7 @@ static void test_bn(size_t rows, int c, k_dtype_t dt, k_dtype_t gdt, int relu, i
     CUDA_OK(cudaMalloc(&ws, K_CUDA_BN_WORKSPACE_BYTES(rows, c)));
     fill(&x, dt, rows * c, mu, 1.0);
     if (plant_nan) {
-        put(x.host, dt, test_rng_below(&rng, (uint32_t)(rows * c)), NAN);
+        test_float_put(x.host, dt, test_rng_below(&rng, (uint32_t)(rows * c)), NAN);
         pair_upload(&x);
     }
     fill(&res, dt, rows * c, 0.0, 1.0);
@@ -251,8 +241,8 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties)
     pair_t x = pair_new(in * size), y = pair_new(out * size), am = pair_new(out), dy = pair_new(out * size);
     pair_t dx = pair_new(in * size);
     for (size_t i = 0; i < in; i++)
-        put(x.host, dt, i, ties ? (double)test_rng_below(&rng, 3) : 4.0 * test_rng_unit(&rng) - 2.0);
-    put(x.host, dt, test_rng_below(&rng, (uint32_t)in), NAN);
+        test_float_put(x.host, dt, i, ties ? (double)test_rng_below(&rng, 3) : 4.0 * test_rng_unit(&rng) - 2.0);
+    test_float_put(x.host, dt, test_rng_below(&rng, (uint32_t)in), NAN);
     pair_upload(&x);
     fill(&dy, dt, out, 0.0, 1.0);
     pair_poison(&y), pair_poison(&am), pair_poison(&dx);
@@ -296,7 +286,7 @@ static void test_elementwise(size_t count, k_dtype_t dt, int unaligned)
     fill(&a, dt, count, 0.0, 2.0);
     fill(&b, dt, count, 0.0, 2.0);
     if (count > 2) {
-        put(a.host, dt, 0, NAN), put(a.host, dt, 1, -0.0);
+        test_float_put(a.host, dt, 0, NAN), test_float_put(a.host, dt, 1, -0.0);
         pair_upload(&a);
     }
     snprintf(what, sizeof(what), "relu %zu %s%s", count, dname(dt), unaligned ? " unaligned" : "");

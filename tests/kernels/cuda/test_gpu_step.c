@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "floats.h"
 #include "cuda_ok.h"
 #include "k_cpu.h"
 #include "k_cuda_step.h"
@@ -360,37 +361,6 @@ static void test_input(void)
 
 /* ---- softmax cross-entropy ---------------------------------------------------------------------- */
 
-static double ulp_at(double v, k_dtype_t dt)
-{
-    const int bits = dt == K_DTYPE_F16 ? 11 : dt == K_DTYPE_BF16 ? 8 : 24;
-    const int min_exp = dt == K_DTYPE_F16 ? -14 : -126;
-    int e;
-    frexp(fabs(v), &e);
-    if (e - 1 < min_exp)
-        e = min_exp + 1;
-    return ldexp(1.0, e - bits);
-}
-
-static double widen(const unsigned char *p, k_dtype_t dt)
-{
-    uint16_t h;
-    float f;
-    switch (dt) {
-    case K_DTYPE_F16: memcpy(&h, p, 2); return k_f16_to_f32(h);
-    case K_DTYPE_BF16: memcpy(&h, p, 2); return k_bf16_to_f32(h);
-    default: memcpy(&f, p, 4); return f;
-    }
-}
-
-static int within(double got, double want, double ulp, double abs_bound)
-{
-    if (isnan(want) || isnan(got))
-        return isnan(want) && isnan(got);
-    if (isinf(want) || isinf(got))
-        return got == want;
-    return fabs(got - want) <= ulp + abs_bound;
-}
-
 static long xent_exact, xent_total;
 
 static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int variant)
@@ -436,14 +406,15 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
     const double abs_bound = 0x1p-40 * scale / n;
     long bad = 0;
     for (size_t i = 0; i < count; i++) {
-        const double g = widen(got + i * size, dt), w = widen(want + i * size, dt);
+        const double g = test_float_get(got, dt, i), w = test_float_get(want, dt, i);
         xent_total++;
         xent_exact += memcmp(got + i * size, want + i * size, size) == 0 || (isnan(g) && isnan(w));
-        if (!within(g, w, ulp_at(w, dt), abs_bound) && bad++ == 0)
+        if (!test_float_within(g, w, test_float_ulp(dt, w), abs_bound) && bad++ == 0)
             fprintf(stderr, "FAIL %s: dlogits[%zu] gpu %.17g, twin %.17g\n", what, i, g, w);
     }
     CHECK(bad == 0, "%s: %ld dlogits out of bound", what, bad);
-    CHECK(within(got_loss, want_loss, ulp_at(want_loss, K_DTYPE_F32), 0x1p-40 * (fabs(want_loss) + 1)),
+    CHECK(test_float_within(got_loss, want_loss, test_float_ulp(K_DTYPE_F32, want_loss),
+                            0x1p-40 * (fabs(want_loss) + 1)),
           "%s: loss gpu %.9g, twin %.9g", what, (double)got_loss, (double)want_loss);
     free(logits), free(labels), free(want), free(got);
 }

@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "floats.h"
 #include "k_cpu.h"
 #include "k_cuda_nn.h"
 #include "rand.h"
@@ -72,40 +73,6 @@ static int guard_ok(const unsigned char *p, size_t bytes)
     return 1;
 }
 
-static double get(const void *p, k_dtype_t dt, size_t i)
-{
-    if (dt == K_DTYPE_F32) {
-        float v;
-        memcpy(&v, (const char *)p + 4 * i, 4);
-        return v;
-    }
-    uint16_t h;
-    memcpy(&h, (const char *)p + 2 * i, 2);
-    return dt == K_DTYPE_F16 ? k_f16_to_f32(h) : k_bf16_to_f32(h);
-}
-
-static void put(void *p, k_dtype_t dt, size_t i, double v)
-{
-    if (dt == K_DTYPE_F32) {
-        float f = (float)v;
-        memcpy((char *)p + 4 * i, &f, 4);
-        return;
-    }
-    uint16_t h = dt == K_DTYPE_F16 ? k_f32_to_f16((float)v) : k_f32_to_bf16((float)v);
-    memcpy((char *)p + 2 * i, &h, 2);
-}
-
-/* One ulp of dtype at magnitude a (a normal; the subnormal ulp below). */
-static double ulp(k_dtype_t dt, double a)
-{
-    int mant = dt == K_DTYPE_F32 ? 23 : dt == K_DTYPE_F16 ? 10 : 7;
-    int emin = dt == K_DTYPE_F16 ? -14 : -126;
-    int e = a > 0 ? ilogb(a) : emin;
-    if (e < emin)
-        e = emin;
-    return ldexp(1.0, e - mant);
-}
-
 /* got within bound of want; reports the first few failures. */
 static int near(const char *what, size_t i, double got, double want, double bound)
 {
@@ -123,7 +90,7 @@ static int near(const char *what, size_t i, double got, double want, double boun
 static void fill(void *p, k_dtype_t dt, size_t count, double mu, double sigma)
 {
     for (size_t i = 0; i < count; i++)
-        put(p, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
+        test_float_put(p, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
 }
 
 static float frand(double lo, double hi) { return (float)(lo + (hi - lo) * test_rng_unit(&rng)); }
@@ -147,7 +114,7 @@ static const bn_case_t bn_cases[] = {
 static double apply_bound(k_dtype_t dt, double x, double mean, double scale, double beta, double res, double want)
 {
     double e = 6.0 * U * (fabs(x - mean) * fabs(scale) + fabs(beta) + fabs(res));
-    return e + ulp(dt, fabs(want) + e);
+    return e + test_float_ulp(dt, fabs(want) + e);
 }
 
 static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int with_res, int plant_nan)
@@ -162,7 +129,7 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
     fill(res, dt, count, 0.0, 1.0);
     const int nan_ch = plant_nan ? (int)test_rng_below(&rng, (uint32_t)c) : -1;
     if (plant_nan)
-        put(x, dt, test_rng_below(&rng, (uint32_t)rows) * (size_t)c + (size_t)nan_ch, NAN);
+        test_float_put(x, dt, test_rng_below(&rng, (uint32_t)rows) * (size_t)c + (size_t)nan_ch, NAN);
     float *gamma = malloc(c * sizeof(float)), *beta = malloc(c * sizeof(float));
     float *rm = malloc(c * sizeof(float)), *rv = malloc(c * sizeof(float));
     float *rm0 = malloc(c * sizeof(float)), *rv0 = malloc(c * sizeof(float));
@@ -181,13 +148,13 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
     for (int ch = 0; ch < c; ch++) {
         double s = 0.0, sa = 0.0;
         for (size_t r = 0; r < rows; r++) {
-            double v = get(x, dt, r * c + ch);
+            double v = test_float_get(x, dt, r * c + ch);
             s += v, sa += fabs(v);
         }
         const double m = (double)rows, mu = s / m;
         double q = 0.0, dev = 0.0;
         for (size_t r = 0; r < rows; r++) {
-            double d = get(x, dt, r * c + ch) - mu;
+            double d = test_float_get(x, dt, r * c + ch) - mu;
             q += d * d, dev += fabs(d);
         }
         const double var = q / m;
@@ -209,18 +176,18 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
         const double scale = (double)gamma[ch] * fi[ch];
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double xv = get(x, dt, i), rr = with_res ? get(res, dt, i) : 0.0;
+            double xv = test_float_get(x, dt, i), rr = with_res ? test_float_get(res, dt, i) : 0.0;
             double want = (xv - fm[ch]) * scale + beta[ch] + rr;
             if (relu && want < 0)
                 want = 0;
-            if (!near(what, i, get(y, dt, i), want, apply_bound(dt, xv, fm[ch], scale, beta[ch], rr, want)))
+            if (!near(what, i, test_float_get(y, dt, i), want, apply_bound(dt, xv, fm[ch], scale, beta[ch], rr, want)))
                 break;
         }
     }
     if (nan_ch >= 0) /* every y of that channel NaN (relu keeps NaN) */
         for (size_t r = 0; r < rows; r++)
-            if (!isnan(get(y, dt, r * c + nan_ch))) {
-                CHECK(0, "%s: y of the NaN channel is %g at row %zu", what, get(y, dt, r * c + nan_ch), r);
+            if (!isnan(test_float_get(y, dt, r * c + nan_ch))) {
+                CHECK(0, "%s: y of the NaN channel is %g at row %zu", what, test_float_get(y, dt, r * c + nan_ch), r);
                 break;
             }
 
@@ -232,12 +199,12 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
         const double inv = 1.0 / sqrt((double)rv[ch] + eps), scale = (double)gamma[ch] * inv;
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double xv = get(x, dt, i), rr = with_res ? get(res, dt, i) : 0.0;
+            double xv = test_float_get(x, dt, i), rr = with_res ? test_float_get(res, dt, i) : 0.0;
             double want = (xv - rm[ch]) * scale + beta[ch] + rr;
             if (relu && want < 0)
                 want = 0;
             double b = apply_bound(dt, xv, rm[ch], scale, beta[ch], rr, want) + 2 * U * fabs(xv - rm[ch]) * fabs(scale);
-            if (!near(what, i, get(y, dt, i), want, b))
+            if (!near(what, i, test_float_get(y, dt, i), want, b))
                 break;
         }
     }
@@ -277,29 +244,29 @@ static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, i
         double sg = 0, sgx = 0, ag = 0, agx = 0;
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double g = get(dy0, dt, i);
-            if (relu && !(get(y, dt, i) > 0))
+            double g = test_float_get(dy0, dt, i);
+            if (relu && !(test_float_get(y, dt, i) > 0))
                 g = 0;
-            double xh = (get(x, dt, i) - mean[ch]) * (double)invstd[ch];
+            double xh = (test_float_get(x, dt, i) - mean[ch]) * (double)invstd[ch];
             sg += g, sgx += g * xh, ag += fabs(g), agx += fabs(g * xh);
         }
         const double eb = BOUND_B * U * ag, egx = BOUND_B * U * agx;
-        near(what, (size_t)ch, get(dbeta, gdt, ch), sg, eb + ulp(gdt, fabs(sg) + eb));
-        near(what, (size_t)ch, get(dgamma, gdt, ch), sgx, egx + ulp(gdt, fabs(sgx) + egx));
+        near(what, (size_t)ch, test_float_get(dbeta, gdt, ch), sg, eb + test_float_ulp(gdt, fabs(sg) + eb));
+        near(what, (size_t)ch, test_float_get(dgamma, gdt, ch), sgx, egx + test_float_ulp(gdt, fabs(sgx) + egx));
         const double a = (double)gamma[ch] * invstd[ch], k1 = sg / m, k2 = sgx / m;
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double g = get(dy0, dt, i);
-            if (relu && !(get(y, dt, i) > 0))
+            double g = test_float_get(dy0, dt, i);
+            if (relu && !(test_float_get(y, dt, i) > 0))
                 g = 0;
-            double xh = (get(x, dt, i) - mean[ch]) * (double)invstd[ch];
+            double xh = (test_float_get(x, dt, i) - mean[ch]) * (double)invstd[ch];
             double want = (g - k1 - xh * k2) * a;
             double e = fabs(a) * (4 * U * (fabs(g) + fabs(k1) + fabs(xh * k2)) + eb / m + U * fabs(k1) +
                                   fabs(xh) * (egx / m + U * fabs(k2)) + 3 * U * fabs(xh * k2));
-            if (!near(what, i, get(out, dt, i), want, e + ulp(dt, fabs(want) + e)))
+            if (!near(what, i, test_float_get(out, dt, i), want, e + test_float_ulp(dt, fabs(want) + e)))
                 break;
-            if (with_dres && get(dres, dt, i) != g) {
-                CHECK(0, "%s: dresidual %zu is %g, want %g", what, i, get(dres, dt, i), g);
+            if (with_dres && test_float_get(dres, dt, i) != g) {
+                CHECK(0, "%s: dresidual %zu is %g, want %g", what, i, test_float_get(dres, dt, i), g);
                 break;
             }
         }
@@ -331,10 +298,10 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
     unsigned char *x = buf_new(in_count, size), *y = buf_new(out_count, size), *am = buf_new(out_count, 1);
     unsigned char *dy = buf_new(out_count, size), *dx = buf_new(in_count, size);
     for (size_t i = 0; i < in_count; i++)
-        put(x, dt, i, ties ? (double)test_rng_below(&rng, 3) - 1.0 : 4.0 * test_rng_unit(&rng) - 2.0);
+        test_float_put(x, dt, i, ties ? (double)test_rng_below(&rng, 3) - 1.0 : 4.0 * test_rng_unit(&rng) - 2.0);
     if (nans)
         for (int k = 0; k < 3; k++)
-            put(x, dt, test_rng_below(&rng, (uint32_t)in_count), NAN);
+            test_float_put(x, dt, test_rng_below(&rng, (uint32_t)in_count), NAN);
     fill(dy, dt, out_count, 0.0, 1.0);
     CHECK(k_twin_maxpool_forward(y, am, x, dt, &p) == 0, "%s: status", what);
     CHECK(guard_ok(y, out_count * size) && guard_ok(am, out_count), "%s: a guard changed", what);
@@ -350,13 +317,13 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
                             int ih = oh * p.stride - p.pad + kh, iw = ow * p.stride - p.pad + kw;
                             if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w)
                                 continue;
-                            double v = get(x, dt, (((size_t)n * p.h + ih) * p.w + iw) * p.c + ch);
+                            double v = test_float_get(x, dt, (((size_t)n * p.h + ih) * p.w + iw) * p.c + ch);
                             if (best >= 0 && isnan(bv))
                                 continue;
                             if (best < 0 || isnan(v) || v > bv)
                                 best = kh * p.kernel + kw, bv = v;
                         }
-                    double got = get(y, dt, o);
+                    double got = test_float_get(y, dt, o);
                     int same = isnan(bv) ? isnan(got) : got == bv;
                     CHECK(same && am[o] == best, "%s: output %zu: %g argmax %d, want %g at %d", what, o, got, am[o],
                           bv, best);
@@ -372,11 +339,11 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
                     size_t o = (((size_t)n * ho + oh) * wo + ow) * p.c + ch;
                     int ih = oh * p.stride - p.pad + am[o] / p.kernel, iw = ow * p.stride - p.pad + am[o] % p.kernel;
                     size_t i = (((size_t)n * p.h + ih) * p.w + iw) * p.c + ch;
-                    want[i] += get(dy, dt, o), mag[i] += fabs(get(dy, dt, o)), hits[i]++;
+                    want[i] += test_float_get(dy, dt, o), mag[i] += fabs(test_float_get(dy, dt, o)), hits[i]++;
                 }
     for (size_t i = 0; i < in_count; i++) {
         double e = hits[i] * U * mag[i];
-        if (!near(what, i, get(dx, dt, i), want[i], e + ulp(dt, fabs(want[i]) + e)))
+        if (!near(what, i, test_float_get(dx, dt, i), want[i], e + test_float_ulp(dt, fabs(want[i]) + e)))
             break;
     }
     free(want), free(mag), free(hits), free(x), free(y), free(am), free(dy), free(dx);
@@ -395,19 +362,19 @@ static void test_avgpool(int n, int hw, int c, k_dtype_t dt)
         size_t s = o / c, ch = o % c;
         double sum = 0, mag = 0;
         for (int i = 0; i < hw; i++) {
-            double v = get(x, dt, (s * hw + i) * c + ch);
+            double v = test_float_get(x, dt, (s * hw + i) * c + ch);
             sum += v, mag += fabs(v);
         }
         double want = sum / hw, e = (hw + 2) * U * mag / hw;
-        if (!near(what, o, get(y, dt, o), want, e + ulp(dt, fabs(want) + e)))
+        if (!near(what, o, test_float_get(y, dt, o), want, e + test_float_ulp(dt, fabs(want) + e)))
             break;
     }
     /* backward with y as dy */
     CHECK(k_twin_avgpool_backward(dx, y, dt, n, hw, c) == 0 && guard_ok(dx, in_count * size), "%s: bwd status", what);
     for (size_t i = 0; i < in_count; i++) {
         size_t s = i / ((size_t)hw * c), ch = i % c;
-        double want = get(y, dt, s * c + ch) / hw, e = U * fabs(want);
-        if (!near(what, i, get(dx, dt, i), want, e + ulp(dt, fabs(want) + e)))
+        double want = test_float_get(y, dt, s * c + ch) / hw, e = U * fabs(want);
+        if (!near(what, i, test_float_get(dx, dt, i), want, e + test_float_ulp(dt, fabs(want) + e)))
             break;
     }
     free(x), free(y), free(dx);
@@ -425,11 +392,11 @@ static void test_elementwise(k_dtype_t dt, size_t count)
     fill(a, dt, count, 0.0, 2.0);
     fill(b, dt, count, 0.0, 2.0);
     if (count > 3) {
-        put(a, dt, 0, NAN), put(a, dt, 1, -0.0), put(a, dt, 2, 0.0);
+        test_float_put(a, dt, 0, NAN), test_float_put(a, dt, 1, -0.0), test_float_put(a, dt, 2, 0.0);
     }
     CHECK(k_twin_relu_forward(y, a, dt, count) == 0 && guard_ok(y, count * size), "%s: relu status", what);
     for (size_t i = 0; i < count; i++) {
-        double v = get(a, dt, i), got = get(y, dt, i);
+        double v = test_float_get(a, dt, i), got = test_float_get(y, dt, i);
         int ok = isnan(v) ? isnan(got) : v > 0 ? got == v : (got == 0 && !signbit(got));
         CHECK(ok, "%s: relu(%g) = %g", what, v, got);
         if (!ok)
@@ -437,7 +404,7 @@ static void test_elementwise(k_dtype_t dt, size_t count)
     }
     CHECK(k_twin_relu_backward(dx, y, b, dt, count) == 0 && guard_ok(dx, count * size), "%s: relu bwd", what);
     for (size_t i = 0; i < count; i++) {
-        double want = get(y, dt, i) > 0 ? get(b, dt, i) : 0.0, got = get(dx, dt, i);
+        double want = test_float_get(y, dt, i) > 0 ? test_float_get(b, dt, i) : 0.0, got = test_float_get(dx, dt, i);
         CHECK(got == want, "%s: relu backward %zu: %g, want %g", what, i, got, want);
         if (got != want)
             break;
@@ -446,13 +413,13 @@ static void test_elementwise(k_dtype_t dt, size_t count)
         memset(y, 0xFF, count * size);
         CHECK(k_twin_add_forward(y, a, b, dt, count, relu) == 0 && guard_ok(y, count * size), "%s: add", what);
         for (size_t i = 3; i < count; i++) {
-            double want = get(a, dt, i) + get(b, dt, i);
+            double want = test_float_get(a, dt, i) + test_float_get(b, dt, i);
             if (relu && want < 0)
                 want = 0;
-            if (!near(what, i, get(y, dt, i), want, U * fabs(want) + ulp(dt, fabs(want))))
+            if (!near(what, i, test_float_get(y, dt, i), want, U * fabs(want) + test_float_ulp(dt, fabs(want))))
                 break;
         }
-        CHECK(count <= 3 || isnan(get(y, dt, 0)), "%s: add of a NaN", what);
+        CHECK(count <= 3 || isnan(test_float_get(y, dt, 0)), "%s: add of a NaN", what);
     }
     /* in place: y = relu(y) */
     memcpy(y, a, count * size);

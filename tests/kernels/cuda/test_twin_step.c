@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "floats.h"
 #include "k_cpu.h"
 #include "k_cuda_step.h"
 #include "rand.h"
@@ -401,40 +402,6 @@ static double xent_reference(const float *logits, const int32_t *labels, int n, 
     return total / n;
 }
 
-/* One ulp of a dtype (f32 24 bits, f16 11, bf16 8) at |v|, subnormals included. */
-static double ulp_at(double v, k_dtype_t dt)
-{
-    const int bits = dt == K_DTYPE_F16 ? 11 : dt == K_DTYPE_BF16 ? 8 : 24;
-    const int min_exp = dt == K_DTYPE_F16 ? -14 : -126;
-    int e;
-    frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
-    if (e - 1 < min_exp)
-        e = min_exp + 1;
-    return ldexp(1.0, e - bits);
-}
-
-static double widen(const unsigned char *p, k_dtype_t dt)
-{
-    uint16_t h;
-    float f;
-    switch (dt) {
-    case K_DTYPE_F16: memcpy(&h, p, 2); return k_f16_to_f32(h);
-    case K_DTYPE_BF16: memcpy(&h, p, 2); return k_bf16_to_f32(h);
-    default: memcpy(&f, p, 4); return f;
-    }
-}
-
-/* 1 when got is within the bound of want (both rounded values compared in
- * double); NaN only with NaN, inf only with the same inf. */
-static int within(double got, double want, double ulp, double abs_bound)
-{
-    if (isnan(want) || isnan(got))
-        return isnan(want) && isnan(got);
-    if (isinf(want) || isinf(got))
-        return got == want;
-    return fabs(got - want) <= ulp + abs_bound;
-}
-
 static long xent_exact, xent_total;
 
 static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int specials)
@@ -474,14 +441,15 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
         } else {
             k_cast(want_raw, dt, &ref[i], K_DTYPE_F64, 1);
         }
-        const double got = widen(out.data + i * size, dt), want = widen(want_raw, dt);
+        const double got = test_float_get(out.data, dt, i), want = test_float_get(want_raw, dt, 0);
         xent_total++;
         xent_exact += memcmp(out.data + i * size, want_raw, size) == 0 || (isnan(got) && isnan(want));
-        if (!within(got, want, ulp_at(want, dt), abs_bound) && bad++ == 0)
+        if (!test_float_within(got, want, test_float_ulp(dt, want), abs_bound) && bad++ == 0)
             fprintf(stderr, "FAIL %s: dlogits[%zu] twin %.17g, cpu_softmax_xent %.17g\n", what, i, got, want);
     }
     CHECK(bad == 0, "%s: %ld dlogits out of bound", what, bad);
-    CHECK(within(loss, (float)loss_ref, ulp_at((float)loss_ref, K_DTYPE_F32), 0x1p-40 * (fabs(loss_ref) + 1)),
+    CHECK(test_float_within(loss, (float)loss_ref, test_float_ulp(K_DTYPE_F32, (float)loss_ref),
+                            0x1p-40 * (fabs(loss_ref) + 1)),
           "%s: loss twin %.9g, cpu_softmax_xent %.9g", what, (double)loss, (double)(float)loss_ref);
     CHECK(buf_guards_ok(&out), "%s: a guard byte changed", what);
 
@@ -503,7 +471,8 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
             for (int j = 0; j < k; j++) {
                 const size_t at = ((size_t)i * k + j) * size;
                 const int is_bad = i == row || (n > 2 && i == n - 1);
-                wrong += is_bad ? !isnan(widen(out.data + at, dt)) : memcmp(out.data + at, first + at, size) != 0;
+                wrong += is_bad ? !isnan(test_float_get(out.data + at, dt, 0))
+                                : memcmp(out.data + at, first + at, size) != 0;
             }
         CHECK(wrong == 0, "%s, bad label in row %d: %ld dlogits wrong", what, row, wrong);
         labels[row] = saved;
