@@ -7,7 +7,7 @@
  *
  * Used by tests/runtime/faults/test_faults.c (TEST_FAULTS_DIR) and
  * tests/runtime/device/test_gpu_coll.c (TEST_GPU_DIR); link report.c
- * (test_report_src in tests/meson.build).
+ * (test_report_src in tests/common/meson.build).
  */
 #ifndef HORA_TEST_REPORT_H
 #define HORA_TEST_REPORT_H
