@@ -27,6 +27,7 @@
 #include "file.h"
 #include "model.h"
 #include "optim.h"
+#include "rand.h"
 #include "train.h"
 
 #define B 4
@@ -46,14 +47,6 @@ static float *arena(tr_model_t *m, tr_arena_t a, size_t *count)
     return t->data;
 }
 
-static float input_value(uint64_t seed, size_t i)
-{
-    uint64_t z = seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 31;
-    z *= 0x94d049bb133111ebULL;
-    z ^= z >> 29;
-    return (float)((double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static void check(const char *what, const float *got, const float *want, size_t n, int rank)
 {
@@ -118,7 +111,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
     for (int step = 0; step < steps; step++) {
         const int b = step == steps - 1 ? B - 1 : B; /* the last step: a partial batch */
         for (size_t i = 0; i < (size_t)size * b * sample; i++)
-            x[i] = input_value(100 + step, i);
+            x[i] = test_hash_signed(100 + step, i);
         for (int i = 0; i < size * b; i++)
             y[i] = (int32_t)((i * 7 + step) % spec.classes);
 

@@ -52,6 +52,7 @@
 #include "loss_scale.h"
 #include "model.h"
 #include "optim.h"
+#include "rand.h"
 #include "train.h"
 
 #define B 4             /* samples per rank */
@@ -205,14 +206,6 @@ static void expect(int ok, const char *what)
         printf("rank %d: %s FAIL\n", rank, what);
 }
 
-static float input_value(uint64_t seed, size_t i)
-{
-    uint64_t z = seed * 0x9e3779b97f4a7c15ULL + i * 0xbf58476d1ce4e5b9ULL;
-    z ^= z >> 31;
-    z *= 0x94d049bb133111ebULL;
-    z ^= z >> 29;
-    return (float)((double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
 
 static size_t arena_bytes(tr_model_t *m, tr_arena_t a)
 {
@@ -351,7 +344,7 @@ static int setup_build(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overl
     s->x = malloc(B * sample * sizeof(float));
     s->y = malloc(B * sizeof(int32_t));
     for (size_t i = 0; i < B * sample; i++)
-        s->x[i] = input_value(1000 + (uint64_t)rank, i);
+        s->x[i] = test_hash_signed(1000 + (uint64_t)rank, i);
     for (int i = 0; i < B; i++)
         s->y[i] = (int32_t)(((rank * B + i) * 3 + 1) % spec.classes);
     s->xt = tr_tensor_plain(s->x, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
