@@ -182,3 +182,40 @@ void sgd_ref(float *p, const float *g_in, float *m_buf, size_t count, const tr_s
         p[i] = f_sub(p[i], f_mul(a->lr, step));
     }
 }
+
+/* The convolution in double, in NCHW: y = conv(x, w) and, with dy, the
+ * other two directions at once, dx = conv^T(dy, w), dw = corr(x, dy) (dy,
+ * dx and dw all NULL for the forward alone); the outputs are zeroed here.
+ * Every sum runs over (input channel, kernel row, kernel column) in that
+ * order. */
+void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x, const float *w, const float *dy,
+              double *y, double *dx, double *dw)
+{
+    size_t y_count = (size_t)batch * d->c_out * ho * wo, x_count = (size_t)batch * d->c_in * d->h_in * d->w_in;
+    size_t w_count = (size_t)d->c_out * d->c_in * d->kernel * d->kernel;
+    memset(y, 0, y_count * sizeof(double));
+    if (dy) {
+        memset(dx, 0, x_count * sizeof(double));
+        memset(dw, 0, w_count * sizeof(double));
+    }
+    for (int n = 0; n < batch; n++)
+        for (int o = 0; o < d->c_out; o++)
+            for (int oh = 0; oh < ho; oh++)
+                for (int ow = 0; ow < wo; ow++) {
+                    size_t yi = ((size_t)(n * d->c_out + o) * ho + oh) * wo + ow;
+                    for (int i = 0; i < d->c_in; i++)
+                        for (int kh = 0; kh < d->kernel; kh++)
+                            for (int kw = 0; kw < d->kernel; kw++) {
+                                int ih = oh * d->stride - d->pad + kh, iw = ow * d->stride - d->pad + kw;
+                                if (ih < 0 || ih >= d->h_in || iw < 0 || iw >= d->w_in)
+                                    continue;
+                                size_t xi = ((size_t)(n * d->c_in + i) * d->h_in + ih) * d->w_in + iw;
+                                size_t wi = ((size_t)(o * d->c_in + i) * d->kernel + kh) * d->kernel + kw;
+                                y[yi] += (double)x[xi] * w[wi];
+                                if (dy) {
+                                    dx[xi] += (double)dy[yi] * w[wi];
+                                    dw[wi] += (double)dy[yi] * x[xi];
+                                }
+                            }
+                }
+}

@@ -9,26 +9,6 @@
 
 #include "ops_test.h"
 
-static void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x, const float *w, double *y)
-{
-    for (int n = 0; n < batch; n++)
-        for (int o = 0; o < d->c_out; o++)
-            for (int oh = 0; oh < ho; oh++)
-                for (int ow = 0; ow < wo; ow++) {
-                    double s = 0.0;
-                    for (int i = 0; i < d->c_in; i++)
-                        for (int kh = 0; kh < d->kernel; kh++)
-                            for (int kw = 0; kw < d->kernel; kw++) {
-                                int ih = oh * d->stride - d->pad + kh, iw = ow * d->stride - d->pad + kw;
-                                if (ih < 0 || ih >= d->h_in || iw < 0 || iw >= d->w_in)
-                                    continue;
-                                s += (double)x[((size_t)(n * d->c_in + i) * d->h_in + ih) * d->w_in + iw] *
-                                     w[((size_t)(o * d->c_in + i) * d->kernel + kh) * d->kernel + kw];
-                            }
-                    y[((size_t)(n * d->c_out + o) * ho + oh) * wo + ow] = s;
-                }
-}
-
 typedef struct {
     tr_layer_t *layer;
     tr_tensor_t x, y, w;
@@ -76,7 +56,7 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     /* forward against the direct loops */
     tensor_poison(&c.y);
     conv_loss(&c);
-    conv_ref(d, n, ho, wo, c.x_host, c.w.data, y_ref);
+    conv_ref(d, n, ho, wo, c.x_host, c.w.data, NULL, y_ref, NULL, NULL);
     snprintf(what, sizeof(what), "%s forward", name);
     compare(what, c.y_host, y_ref, y_count, 1e-5);
 

@@ -68,36 +68,6 @@ static void scale_d(double *a, size_t count, int k)
 
 /* ---- convolution ------------------------------------------------------------ */
 
-/* All three directions at once, in double: y = conv(x, w), dx = conv^T(dy,
- * w), dw = corr(x, dy); the outputs are zeroed here. */
-static void conv_refs(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x, const float *w,
-                      const float *dy, double *y, double *dx, double *dw)
-{
-    size_t y_count = (size_t)batch * d->c_out * ho * wo, x_count = (size_t)batch * d->c_in * d->h_in * d->w_in;
-    size_t w_count = (size_t)d->c_out * d->c_in * d->kernel * d->kernel;
-    memset(y, 0, y_count * sizeof(double));
-    memset(dx, 0, x_count * sizeof(double));
-    memset(dw, 0, w_count * sizeof(double));
-    for (int n = 0; n < batch; n++)
-        for (int o = 0; o < d->c_out; o++)
-            for (int oh = 0; oh < ho; oh++)
-                for (int ow = 0; ow < wo; ow++) {
-                    size_t yi = ((size_t)(n * d->c_out + o) * ho + oh) * wo + ow;
-                    for (int i = 0; i < d->c_in; i++)
-                        for (int kh = 0; kh < d->kernel; kh++)
-                            for (int kw = 0; kw < d->kernel; kw++) {
-                                int ih = oh * d->stride - d->pad + kh, iw = ow * d->stride - d->pad + kw;
-                                if (ih < 0 || ih >= d->h_in || iw < 0 || iw >= d->w_in)
-                                    continue;
-                                size_t xi = ((size_t)(n * d->c_in + i) * d->h_in + ih) * d->w_in + iw;
-                                size_t wi = ((size_t)(o * d->c_in + i) * d->kernel + kh) * d->kernel + kw;
-                                y[yi] += (double)x[xi] * w[wi];
-                                dx[xi] += (double)dy[yi] * w[wi];
-                                dw[wi] += (double)dy[yi] * x[xi];
-                            }
-                }
-}
-
 /* layer: made for d by the caller (run at several batch sizes), or NULL:
  * made and freed here. */
 void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
@@ -125,7 +95,7 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     float *dw_got = malloc(w_count * sizeof(float));
     double *y_ref = malloc(y_count * sizeof(double)), *dx_ref = malloc(x_count * sizeof(double));
     double *dw_ref = malloc(w_count * sizeof(double));
-    conv_refs(d, n, ho, wo, x_host, w_host, dy_host, y_ref, dx_ref, dw_ref);
+    conv_ref(d, n, ho, wo, x_host, w_host, dy_host, y_ref, dx_ref, dw_ref);
 
     tensor_put(&x, x_host);
     plain_put(&w, w_host);

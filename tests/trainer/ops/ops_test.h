@@ -79,6 +79,10 @@ void test_sgd(size_t count);
 /* backend.h's SGD step on f32 (or widened) gradients, g = grad * grad_scale
  * first (0 means 1), one rounding per operation (no FMA). */
 void sgd_ref(float *p, const float *g, float *m_buf, size_t count, const tr_sgd_args_t *a);
+/* The convolution in double (NCHW): y, and with dy also dx and dw (else
+ * all three NULL); ops_common.c. */
+void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x, const float *w, const float *dy,
+              double *y, double *dx, double *dw);
 void test_tensor_roundtrip(int n, int c, int h, int w);
 void test_data_movement(void);
 void test_input_import(int n, int c, int h, int w);
