@@ -40,6 +40,7 @@
 #include "k_cpu.h"
 #include "k_cuda_step.h"
 #include "rand.h"
+#include "ref_ops.h"
 #include "twin_data.h"
 
 #define GUARD 32
@@ -373,31 +374,18 @@ static void test_input(void)
 
 /* ---- softmax cross-entropy ----------------------------------------------------------------------- */
 
-/* trainer/cpu/backend_cpu.c's cpu_softmax_xent, its loop restated (labels
- * checked by the caller); dlogits in double, before the final rounding. */
+/* The loss of n rows (test_ref_xent_row: trainer/cpu/backend_cpu.c's
+ * cpu_softmax_xent restated; labels checked by the caller); dlogits in
+ * double, before the final rounding. */
 static double xent_reference(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
                              float grad_scale, double *dlogits)
 {
-    double s = label_smoothing, total = 0.0, scale = grad_scale;
+    double total = 0.0;
     for (int i = 0; i < n; i++) {
-        const float *z = logits + (size_t)i * k;
-        double max = z[0];
-        for (int j = 1; j < k; j++)
-            if (z[j] > max)
-                max = z[j];
-        double sum = 0.0, sum_z = 0.0;
-        for (int j = 0; j < k; j++) {
-            sum += exp((double)z[j] - max);
-            sum_z += z[j];
-        }
-        double lse = max + log(sum);
-        double nll = lse - z[labels[i]];
-        double smooth = lse - sum_z / k;
-        total += (1.0 - s) * nll + s * smooth;
-        for (int j = 0; j < k; j++) {
-            double target = s / k + (j == labels[i] ? 1.0 - s : 0.0);
-            dlogits[(size_t)i * k + j] = (exp((double)z[j] - lse) - target) / n * scale;
-        }
+        double loss;
+        test_ref_xent_row(logits + (size_t)i * k, k, labels[i], label_smoothing, n, grad_scale,
+                          dlogits + (size_t)i * k, &loss);
+        total += loss;
     }
     return total / n;
 }

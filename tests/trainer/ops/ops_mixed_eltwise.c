@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "ops_mixed.h"
+#include "ref_ops.h"
 
 /* ---- relu, add: bit for bit --------------------------------------------------- */
 
@@ -180,30 +181,6 @@ void mixed_eltwise_exact(int n, int c, int h, int w, tr_dtype_t dt)
 
 /* ---- softmax cross-entropy ------------------------------------------------------ */
 
-/* d loss / d logits of one row scaled by grad_scale / n, in double, with
- * the backend's own order of operations (so the two agree to the last
- * bit or two of a double, not just closely). */
-static void xent_row(const float *z, int k, int label, float smoothing, int n, float grad_scale, double *g,
-                     double *loss)
-{
-    double max = z[0];
-    for (int j = 1; j < k; j++)
-        if (z[j] > max)
-            max = z[j];
-    double sum = 0.0, sum_z = 0.0;
-    for (int j = 0; j < k; j++) {
-        sum += exp((double)z[j] - max);
-        sum_z += z[j];
-    }
-    double lse = max + log(sum), s = smoothing;
-    if (loss != NULL)
-        *loss = (1.0 - s) * (lse - z[label]) + s * (lse - sum_z / k);
-    for (int j = 0; j < k; j++) {
-        double target = s / k + (j == label ? 1.0 - s : 0.0);
-        g[j] = (exp((double)z[j] - lse) - target) / n * (double)grad_scale;
-    }
-}
-
 /* The value want rounds to in dtype, or NaN where want is so close to a
  * rounding boundary that a last-bit difference of the double could move it. */
 static double rounded_once(double want, tr_dtype_t dtype)
@@ -234,7 +211,7 @@ void mixed_softmax_xent(int n, int k, float smoothing)
     double *g1 = malloc(count * sizeof(double)), *want = malloc(count * sizeof(double)), loss_ref = 0;
     for (int i = 0; i < n; i++) {
         double l;
-        xent_row(logits + (size_t)i * k, k, labels[i], smoothing, n, 1.0f, g1 + (size_t)i * k, &l);
+        test_ref_xent_row(logits + (size_t)i * k, k, labels[i], smoothing, n, 1.0f, g1 + (size_t)i * k, &l);
         loss_ref += l;
     }
     loss_ref /= n;
@@ -343,7 +320,7 @@ void mixed_softmax_rounding(void)
             for (int j = 0; j < K; j++)
                 logits[j] = rng_sym(3.0f);
             labels[0] = (int32_t)(rng_u64() % K);
-            xent_row(logits, K, labels[0], 0.0f, N, scale, g, NULL);
+            test_ref_xent_row(logits, K, labels[0], 0.0f, N, scale, g, NULL);
             for (int j = 0; j < K && found < 0; j++)
                 if (double_rounding_differs(g[j], dt))
                     found = j;
