@@ -37,6 +37,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "clock.h"
 #include "cuda_ok.h"
 #include "k_cpu.h"
 #include "k_cuda.h"
@@ -468,13 +469,6 @@ static void test_api(void)
 
 /* ---- bandwidth (bench mode; printed, not checked) ------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void bench(void)
 {
     const size_t bytes = (size_t)32 << 20; /* per buffer, fits a slot */
@@ -489,11 +483,11 @@ static void bench(void)
             CUDA_OK((cudaError_t)k_cuda_reduce_n(dst, srcs, n, count, dtypes[d], K_OP_SUM, n, stream));
             CUDA_OK(cudaStreamSynchronize(stream));
             const int reps = 20;
-            double t0 = now_s();
+            double t0 = test_now_s();
             for (int r = 0; r < reps; r++)
                 k_cuda_reduce_n(dst, srcs, n, count, dtypes[d], K_OP_SUM, n, stream);
             CUDA_OK(cudaStreamSynchronize(stream));
-            double t = (now_s() - t0) / reps;
+            double t = (test_now_s() - t0) / reps;
             printf("bench reduce_n %s n=%d avg: %.1f us, %.0f GB/s (n + 1 buffers of %zu MiB)\n",
                    twin_dtype_name[dtypes[d]], n, t * 1e6, (double)(n + 1) * (double)bytes / t * 1e-9, bytes >> 20);
         }
@@ -510,21 +504,21 @@ static void bench(void)
         CUDA_OK((cudaError_t)k_cuda_copy_batch(copies, n, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
         const int reps = 20;
-        double t0 = now_s();
+        double t0 = test_now_s();
         for (int r = 0; r < reps; r++)
             k_cuda_copy_batch(copies, n, stream);
         CUDA_OK(cudaStreamSynchronize(stream));
-        double t = (now_s() - t0) / reps;
+        double t = (test_now_s() - t0) / reps;
         printf("bench copy_batch %d x %zu KiB: %.1f us, %.0f GB/s (read + write)\n", n, each >> 10, t * 1e6,
                2.0 * (double)bytes / t * 1e-9);
         free(copies);
     }
     {
-        double t0 = now_s();
+        double t0 = test_now_s();
         for (int r = 0; r < 20; r++)
             CUDA_OK(cudaMemcpyAsync(dst, srcs[0], bytes, cudaMemcpyDeviceToDevice, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
-        double t = (now_s() - t0) / 20;
+        double t = (test_now_s() - t0) / 20;
         printf("bench cudaMemcpyAsync %zu MiB: %.1f us, %.0f GB/s (read + write)\n", bytes >> 20, t * 1e6,
                2.0 * (double)bytes / t * 1e-9);
     }

@@ -30,6 +30,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
+#include "clock.h"
 #include "floats.h"
 #include "cuda_ok.h"
 #include "k_cpu.h"
@@ -338,13 +339,6 @@ static void test_bad_arguments(void)
 
 /* ---- bench ---------------------------------------------------------------------------- */
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void bench(void)
 {
     /* ResNet-50's first BN: 256 x 112 x 112 x 64 f16. */
@@ -364,17 +358,17 @@ static void bench(void)
     for (int pass = 0; pass < 3; pass++) {
         const int reps = 10;
         CUDA_OK(cudaStreamSynchronize(stream));
-        double t0 = now_s();
+        double t0 = test_now_s();
         for (int r = 0; r < reps; r++)
             k_cuda_bn_forward_train(y, x, NULL, K_DTYPE_F16, rows, c, v, v + c, v + 2 * c, v + 3 * c, 0.1f, 1e-5f,
                                     1, v + 4 * c, v + 5 * c, ws, stream);
         CUDA_OK(cudaStreamSynchronize(stream));
-        double t1 = now_s();
+        double t1 = test_now_s();
         for (int r = 0; r < reps; r++)
             k_cuda_bn_backward(dy, NULL, x, dy, y, K_DTYPE_F16, rows, c, v, v + 4 * c, v + 5 * c, v + 6 * c, v + 7 * c,
                                K_DTYPE_F32, ws, stream);
         CUDA_OK(cudaStreamSynchronize(stream));
-        double t2 = now_s();
+        double t2 = test_now_s();
         double f = (t1 - t0) / reps, b = (t2 - t1) / reps;
         printf("bench bn 256x112x112x64 f16 +relu: forward %.3f ms (%.0f GB/s at 3 passes), backward %.3f ms "
                "(%.0f GB/s at 6 passes)\n",

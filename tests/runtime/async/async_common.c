@@ -30,19 +30,6 @@ void fail(const char *fmt, ...)
 
 /* ---------------------------------------------------------------- helpers */
 
-double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0) continue; /* EINTR: sleep the rest */
-}
-
 void barrier(void)
 {
     MPI_Barrier(test_comm);
@@ -96,7 +83,7 @@ int wait_ok(hora_request_t req, const char *what)
  * HORA_IN_PROGRESS with *done = 0. */
 hora_status_t poll_until(hora_request_t req, double limit_s, int *done, const char *what)
 {
-    double t0 = now_s();
+    double t0 = test_now_s();
     for (;;) {
         int d = -1;
         hora_status_t st = hora_test(req, &d);
@@ -109,11 +96,11 @@ hora_status_t poll_until(hora_request_t req, double limit_s, int *done, const ch
             *done = 1;
             return hora_wait(req);
         }
-        if (now_s() - t0 > limit_s) {
+        if (test_now_s() - t0 > limit_s) {
             *done = 0;
             return HORA_IN_PROGRESS;
         }
-        sleep_s(0.0002);
+        test_sleep_s(0.0002);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "hora.h"
 
 /* This process in test_comm (private to the test: the coordinator thread never
@@ -40,8 +41,6 @@ void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* ---------------------------------------------------------------- helpers */
 
-double now_s(void);
-void sleep_s(double s);
 void barrier(void); /* over test_comm */
 uint32_t mix3(uint32_t a, uint32_t b, uint32_t c);
 /* A fixed permutation of a[0..n) for seed (tests/common/rand.h's stream). */

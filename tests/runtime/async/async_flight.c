@@ -84,7 +84,7 @@ void mode_flight_stall(void)
         for (int i = 0; i < 64; i++) x[i] = (float)(rank + i);
         /* The late rank stops between collectives, past the stall shutdown
          * (and HORA_TIMEOUT_S): the others give up without it. */
-        if (rank == late && step == FLIGHT_LATE_STEP) sleep_s(4.5);
+        if (rank == late && step == FLIGHT_LATE_STEP) test_sleep_s(4.5);
         hora_request_t req = REQ_SENTINEL;
         hora_status_t st = hora_allreduce_async(name, x, y, 64, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
         if (st == HORA_OK) {
@@ -187,13 +187,13 @@ void mode_straggler(void)
     double fraction = 0, lag_ms = 0;
     long long cycles = 0;
     if (!runtime_start("straggler")) goto out;
-    const double t0 = now_s();
-    for (int step = 0; now_s() - t0 < 2.6; step++) {
+    const double t0 = test_now_s();
+    for (int step = 0; test_now_s() - t0 < 2.6; step++) {
         float x[16], y[16];
         char name[32];
         snprintf(name, sizeof(name), "straggler_%d", step % 4);
         for (int i = 0; i < 16; i++) x[i] = (float)(rank * 16 + i);
-        if (rank == late) sleep_s(0.004);
+        if (rank == late) test_sleep_s(0.004);
         hora_request_t req = REQ_SENTINEL;
         hora_status_t st = hora_allreduce_async(name, x, y, 16, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
         CHECK(st == HORA_OK, "straggler: enqueue %s: %s", name, hora_last_error());

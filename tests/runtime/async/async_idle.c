@@ -28,16 +28,16 @@ void mode_idle(void)
     barrier();
 
     const double idle_s = 2.0;
-    double cpu0 = cpu_seconds(), t0 = now_s();
-    sleep_s(idle_s);
-    double cpu = cpu_seconds() - cpu0, wall = now_s() - t0;
+    double cpu0 = cpu_seconds(), t0 = test_now_s();
+    test_sleep_s(idle_s);
+    double cpu = cpu_seconds() - cpu0, wall = test_now_s() - t0;
     CHECK(cpu < 0.02 * wall, "idle: the process used %.1f ms of CPU in %.2f s with nothing in flight (limit 2%%)",
           cpu * 1e3, wall);
 
     /* Rank r submits r * 0.4 s late: the early ranks' coordinators wait for
      * the idle ones, which wake on their own submission. */
     ar_case_init(&c, "idle_late", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 43);
-    sleep_s(0.4 * rank);
+    test_sleep_s(0.4 * rank);
     ar_case_start(&c);
     ar_case_finish(&c, 0);
     runtime_stop("idle");
@@ -55,26 +55,26 @@ void mode_defer(void)
     ar_case_finish(&c, 0);
 
     /* Waited on: hora_wait ends the deferral. */
-    double t0 = now_s();
+    double t0 = test_now_s();
     ar_case_init(&c, "defer_wait", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 52);
     ar_case_start(&c);
     ar_case_finish(&c, 0);
-    double t = now_s() - t0;
+    double t = test_now_s() - t0;
     CHECK(t < 0.4 * DEFER_S, "defer: a request waited on took %.3f s (deferral %.1f s)", t, DEFER_S);
 
     /* Polled: hora_test ends it too. */
     ar_case_init(&c, "defer_poll", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 53);
-    t0 = now_s();
+    t0 = test_now_s();
     ar_case_start(&c);
     ar_case_finish(&c, 1);
-    t = now_s() - t0;
+    t = test_now_s() - t0;
     CHECK(t < 0.4 * DEFER_S, "defer: a request polled took %.3f s (deferral %.1f s)", t, DEFER_S);
 
     /* Neither, just after a cycle (the deferral's grid starts there): not
      * run 0.2 s later, run by itself well after its deferral. */
     ar_case_init(&c, "defer_alone", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 54);
     ar_case_start(&c);
-    sleep_s(0.2);
+    test_sleep_s(0.2);
     int done = -1;
     hora_test(c.req, &done);
     CHECK(done == 0, "defer: a request nothing waited on had run after 0.2 s (deferral %.1f s)", DEFER_S);
@@ -82,7 +82,7 @@ void mode_defer(void)
     ar_case_finish(&c, 0);
     ar_case_init(&c, "defer_alone2", HORA_DTYPE_F32, HORA_OP_SUM, 4096, 1, 1, 55);
     ar_case_start(&c);
-    sleep_s(2 * DEFER_S + 0.5);
+    test_sleep_s(2 * DEFER_S + 0.5);
     done = -1;
     hora_test(c.req, &done);
     CHECK(done == 1, "defer: a request nothing waited on had not run %.1f s after it came (deferral %.1f s)",

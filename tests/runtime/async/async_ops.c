@@ -331,8 +331,8 @@ static void ops_barrier(void)
     const double late_s = 0.3;
     for (int direct = 0; direct < 2; direct++) {
         barrier(); /* test_comm: start together */
-        double t0 = now_s();
-        if (rank == size - 1) sleep_s(late_s);
+        double t0 = test_now_s();
+        if (rank == size - 1) test_sleep_s(late_s);
         hora_status_t st;
         if (direct) {
             st = hora_barrier();
@@ -344,7 +344,7 @@ static void ops_barrier(void)
                 hora_request_free(req);
             }
         }
-        double waited = now_s() - t0;
+        double waited = test_now_s() - t0;
         CHECK(st == HORA_OK, "%s barrier returned %s: %s", direct ? "direct" : "negotiated", hora_status_string(st),
               hora_last_error());
         CHECK(waited >= late_s * 0.9, "%s barrier: rank %d left after %.3f s, before the late rank arrived (%.1f s)",

@@ -20,9 +20,9 @@
 __attribute__((noinline)) double late_rank_sleeps_here(double seconds);
 __attribute__((noinline)) double late_rank_sleeps_here(double seconds)
 {
-    const double end = now_s() + seconds;
+    const double end = test_now_s() + seconds;
     int interrupted = 0;
-    for (double left; (left = end - now_s()) > 0;) {
+    for (double left; (left = end - test_now_s()) > 0;) {
         struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
         interrupted += nanosleep(&ts, NULL) != 0;
     }

@@ -48,7 +48,7 @@ void mode_stall(void)
     struct ar_case c;
     ar_case_init(&c, "late", HORA_DTYPE_F32, HORA_OP_SUM, 1000, 0, 0, 31);
     snprintf(c.name, sizeof(c.name), "late_tensor");
-    if (rank == size - 1) sleep_s(3);
+    if (rank == size - 1) test_sleep_s(3);
     ar_case_start(&c);
     ar_case_finish(&c, 0);
     runtime_stop("stall");
@@ -81,9 +81,9 @@ void mode_stall_shutdown(void)
               hora_last_error());
         if (st == HORA_OK) {
             int done = 0;
-            double t0 = now_s();
+            double t0 = test_now_s();
             st = poll_until(req, 12, &done, "never");
-            CHECK(done, "stall_shutdown: 'never' still pending after %.1f s (HORA_STALL_SHUTDOWN_S=%s)", now_s() - t0,
+            CHECK(done, "stall_shutdown: 'never' still pending after %.1f s (HORA_STALL_SHUTDOWN_S=%s)", test_now_s() - t0,
                   getenv("HORA_STALL_SHUTDOWN_S") ? getenv("HORA_STALL_SHUTDOWN_S") : "unset");
             if (done)
                 CHECK(st == HORA_ERR_SHUTDOWN, "stall_shutdown: 'never' ended with %s (%s), expected HORA_ERR_SHUTDOWN",
@@ -106,10 +106,10 @@ void mode_stall_shutdown(void)
           "stall_shutdown: a request after the stall shutdown gave %s, expected HORA_ERR_SHUTDOWN",
           hora_status_string(st));
 
-    double t0 = now_s();
+    double t0 = test_now_s();
     st = hora_shutdown(); /* the watchdog catches a hang */
     CHECK(st == HORA_OK || st == HORA_ERR_SHUTDOWN, "stall_shutdown: hora_shutdown returned %s after %.1f s: %s",
-          hora_status_string(st), now_s() - t0, hora_last_error());
+          hora_status_string(st), test_now_s() - t0, hora_last_error());
 }
 
 /* As stall_shutdown, but every rank keeps a stream of fresh allreduces going,
@@ -127,8 +127,8 @@ void mode_stall_busy(void)
         CHECK(st == HORA_OK, "stall_busy: enqueue 'never' returned %s", hora_status_string(st));
         never_ok = st == HORA_OK;
     }
-    double t0 = now_s();
-    for (i = 0; !stopped && now_s() - t0 < 15; i++) {
+    double t0 = test_now_s();
+    for (i = 0; !stopped && test_now_s() - t0 < 15; i++) {
         char name[32], what[64];
         float a[257], b[257];
         hora_request_t req = REQ_SENTINEL;

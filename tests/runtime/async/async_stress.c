@@ -156,14 +156,14 @@ void mode_stress(void)
         printf("test_async stress: %d ranks x %d threads, %d iterations, arena %zu bytes\n", size, STRESS_THREADS,
                stress_iterations, arena_bytes);
 
-    double t0 = now_s();
+    double t0 = test_now_s();
     pthread_t thread;
     pthread_barrier_init(&stress_barrier, NULL, STRESS_THREADS);
     pthread_create(&thread, NULL, stress_worker, (void *)(intptr_t)1);
     stress_worker((void *)(intptr_t)0);
     pthread_join(thread, NULL);
     pthread_barrier_destroy(&stress_barrier);
-    if (rank == 0) printf("test_async stress: %.1f s\n", now_s() - t0);
+    if (rank == 0) printf("test_async stress: %.1f s\n", test_now_s() - t0);
 
     for (int j = 0; j < STRESS_TENSORS; j++) {
         struct stress_tensor *t = &stress_t[j];

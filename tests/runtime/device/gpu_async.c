@@ -88,7 +88,7 @@ static int ac_batch_seq;
 static void CUDART_CB ac_delay(void *arg)
 {
     (void)arg;
-    gc_sleep(AC_DELAY_S); /* a host function may not call CUDA; sleeping is fine */
+    test_sleep_s(AC_DELAY_S); /* a host function may not call CUDA; sleeping is fine */
 }
 
 static struct ac_case *ac_add(struct ac_batch *b, enum ac_coll coll, hora_dtype_t dtype, hora_op_t op, size_t count,
@@ -350,11 +350,11 @@ static void ac_complete(struct ac_batch *b, const int *order)
             if (c->status == HORA_OK) ac_read_back(c);
         } else if (c->done == AC_DONE_TEST) {
             int finished = 0;
-            const double t0 = gc_now();
+            const double t0 = test_now_s();
             hora_status_t st = HORA_IN_PROGRESS;
-            while (!finished && gc_now() - t0 < AC_POLL_LIMIT_S) {
+            while (!finished && test_now_s() - t0 < AC_POLL_LIMIT_S) {
                 st = hora_test(c->req, &finished);
-                if (!finished) gc_sleep(0.0001);
+                if (!finished) test_sleep_s(0.0001);
             }
             if (!finished) gc_fatal("%s: hora_test still says in progress after %.0f s", c->what, AC_POLL_LIMIT_S);
             c->status = st;
@@ -436,7 +436,7 @@ static void ac_release(struct ac_batch *b)
 
 static void ac_batch_run(struct ac_batch *b)
 {
-    const double t0 = gc_now();
+    const double t0 = test_now_s();
     int *submit = gc_xmalloc(sizeof(int) * (size_t)b->n), *complete = gc_xmalloc(sizeof(int) * (size_t)b->n);
     for (int i = 0; i < b->n; i++) submit[i] = complete[i] = i;
     if (!b->in_order) {
@@ -449,7 +449,7 @@ static void ac_batch_run(struct ac_batch *b)
     ac_submit(b, submit);
     ac_complete(b, complete);
     for (int i = 0; i < b->n; i++) ac_check(&b->cases[i]);
-    if (gc_rank == 0) printf("  async %-6s %3d requests, %.2f s\n", b->tag, b->n, gc_now() - t0);
+    if (gc_rank == 0) printf("  async %-6s %3d requests, %.2f s\n", b->tag, b->n, test_now_s() - t0);
     fflush(stdout);
     ac_release(b);
     free(complete);
@@ -550,7 +550,7 @@ static void ac_batch_arena(void)
 
 void gc_async(void)
 {
-    const double t0 = gc_now();
+    const double t0 = test_now_s();
     const char *ft = getenv("HORA_FUSION_THRESHOLD");
     if (gc_rank == 0)
         printf("async requests on device memory (HORA_FUSION_THRESHOLD=%s, big count %zu bytes)\n",
@@ -563,5 +563,5 @@ void gc_async(void)
     GC_CUDA(cudaStreamDestroy(ac_stream_ready));
     GC_CUDA(cudaStreamDestroy(ac_stream_event));
     GC_CUDA(cudaStreamDestroy(ac_stream_done));
-    if (gc_rank == 0) printf("async requests: %.1f s\n", gc_now() - t0);
+    if (gc_rank == 0) printf("async requests: %.1f s\n", test_now_s() - t0);
 }

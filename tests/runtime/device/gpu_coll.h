@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "hora.h"
 #include "report.h" /* the kill modes' report: TEST_GPU_DIR/rank<R> */
 
@@ -107,8 +108,6 @@ extern char gc_phase_text[256];
 /* > 0 once main armed the watchdog: each gc_phase restarts its alarm. */
 extern unsigned gc_watchdog_s;
 
-double gc_now(void);
-void gc_sleep(double s);
 /* A fixed permutation of a[0..n) for seed. */
 void gc_shuffle(int *a, int n, uint64_t seed);
 

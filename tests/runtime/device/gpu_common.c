@@ -235,19 +235,6 @@ void gc_phase(const char *fmt, ...)
     if (gc_watchdog_s) alarm(gc_watchdog_s);
 }
 
-double gc_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void gc_sleep(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
-
 void gc_shuffle(int *a, int n, uint64_t seed)
 {
     test_rng_t rng = test_rng_seeded(seed);

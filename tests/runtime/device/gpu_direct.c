@@ -273,7 +273,7 @@ static void direct_offsets(void)
 
 void gc_direct(void)
 {
-    const double t0 = gc_now();
+    const double t0 = test_now_s();
     if (gc_rank == 0) printf("direct collectives (big count %zu bytes)\n", gc_big_count(HORA_DTYPE_U8));
     direct_broken = 0;
     direct_sweep();
@@ -281,5 +281,5 @@ void gc_direct(void)
     if (direct_broken)
         fprintf(stderr, "rank %d: direct collectives stopped at the first failure (the runtime fails every later one)\n",
                 gc_rank);
-    if (gc_rank == 0) printf("direct collectives: %.1f s\n", gc_now() - t0);
+    if (gc_rank == 0) printf("direct collectives: %.1f s\n", test_now_s() - t0);
 }

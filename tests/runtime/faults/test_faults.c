@@ -76,6 +76,7 @@
 #include <unistd.h>
 
 #include "hora.h"
+#include "clock.h"
 #include "report.h"
 
 #define FAULT_ITERS 200
@@ -84,19 +85,6 @@
 
 static int rank = -1, size = 0, victim = -1;
 static int helper_fd = -1; /* victim: commands to the helper process */
-
-static double now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-}
 
 /* ------------------------------------------------------------ the helper */
 
@@ -126,10 +114,10 @@ static void helper_start(void)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         struct helper_cmd cmd;
         while (read(fds[0], &cmd, sizeof(cmd)) == (ssize_t)sizeof(cmd)) {
-            sleep_s(cmd.delay_s);
+            test_sleep_s(cmd.delay_s);
             kill(parent, cmd.signal);
             if (cmd.cont_after_s > 0) {
-                sleep_s(cmd.cont_after_s);
+                test_sleep_s(cmd.cont_after_s);
                 kill(parent, SIGCONT);
             }
         }
@@ -162,9 +150,9 @@ static int give_up(hora_status_t st, const char *message)
 {
     char copy[1024];
     snprintf(copy, sizeof(copy), "test_faults rank %d: %s", rank, message);
-    double t0 = now_mono();
+    double t0 = test_now_s();
     hora_abort(st, copy);
-    test_report("abort_s", "%.3f", now_mono() - t0);
+    test_report("abort_s", "%.3f", test_now_s() - t0);
     test_report("exit", "1");
     return 1;
 }
@@ -189,9 +177,9 @@ static int agree(int iteration, hora_status_t st)
 
 static int finish_with_shutdown(void)
 {
-    double t0 = now_mono();
+    double t0 = test_now_s();
     hora_status_t st = hora_shutdown();
-    test_report("shutdown_s", "%.3f", now_mono() - t0);
+    test_report("shutdown_s", "%.3f", test_now_s() - t0);
     test_report("shutdown_status", "%s", hora_status_string(st));
     test_report("exit", "3");
     return 3;
@@ -243,10 +231,10 @@ static void run_direct(const char *mode, int sig, double cont_after_s, size_t co
     const long iters = count < 1024 ? FAULT_SMALL_ITERS : FAULT_ITERS;
     for (long it = 0; it < iters; it++) {
         if (rank == victim && it == FAULT_AT) helper_send(fault_delay_s(), sig, cont_after_s);
-        double t0 = now_mono();
+        double t0 = test_now_s();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
-            outcome_set(o, (int)it, st, hora_last_error(), now_mono() - t0, mode);
+            outcome_set(o, (int)it, st, hora_last_error(), test_now_s() - t0, mode);
             return;
         }
     }
@@ -270,7 +258,7 @@ static void run_fused(const char *mode, int sig, double cont_after_s, struct out
         hora_request_t req[FUSED_TENSORS];
         hora_status_t st[FUSED_TENSORS];
         char message[1024] = "", letters[FUSED_TENSORS + 1];
-        double t0 = now_mono();
+        double t0 = test_now_s();
         for (int t = 0; t < FUSED_TENSORS; t++) {
             char name[32];
             snprintf(name, sizeof(name), "grad.%d", t);
@@ -291,7 +279,7 @@ static void run_fused(const char *mode, int sig, double cont_after_s, struct out
         }
         letters[FUSED_TENSORS] = 0;
         if (first >= 0) {
-            outcome_set(o, it, st[first], message, now_mono() - t0, mode);
+            outcome_set(o, it, st[first], message, test_now_s() - t0, mode);
             test_report("statuses", "%s", letters);
             return;
         }
@@ -337,20 +325,20 @@ static int mode_abort(void)
     float *buf = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) {
-            sleep_s(0.3); /* the peers are blocked in this iteration's all-reduce now */
+            test_sleep_s(0.3); /* the peers are blocked in this iteration's all-reduce now */
             test_report("mode", "abort");
             test_report("abort_at", "%.6f", test_now_real());
-            double t0 = now_mono();
+            double t0 = test_now_s();
             hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            test_report("abort_s", "%.3f", now_mono() - t0);
+            test_report("abort_s", "%.3f", test_now_s() - t0);
             test_report("exit", "1");
             return 1;
         }
-        double t0 = now_mono();
+        double t0 = test_now_s();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
             struct outcome o;
-            outcome_set(&o, it, st, hora_last_error(), now_mono() - t0, "abort");
+            outcome_set(&o, it, st, hora_last_error(), test_now_s() - t0, "abort");
             return give_up(o.status, o.message);
         }
     }
@@ -364,7 +352,7 @@ static int mode_abort(void)
 /* The victim, in iteration FAULT_AT: hora_shutdown instead of the call. */
 static int victim_shuts_down(const char *mode)
 {
-    sleep_s(0.3); /* the peers are blocked in this iteration's call now */
+    test_sleep_s(0.3); /* the peers are blocked in this iteration's call now */
     test_report("mode", "%s", mode);
     test_report("shutdown_at", "%.6f", test_now_real());
     return finish_with_shutdown();
@@ -376,11 +364,11 @@ static int mode_shutdown(void)
     float *buf = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) return victim_shuts_down("shutdown");
-        double t0 = now_mono();
+        double t0 = test_now_s();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
             struct outcome o;
-            outcome_set(&o, it, st, hora_last_error(), now_mono() - t0, "shutdown");
+            outcome_set(&o, it, st, hora_last_error(), test_now_s() - t0, "shutdown");
             return finish_with_shutdown();
         }
     }
@@ -398,7 +386,7 @@ static int mode_shutdown_async(void)
         hora_request_t req;
         char name[64];
         snprintf(name, sizeof(name), "grad.%d", it);
-        double t0 = now_mono();
+        double t0 = test_now_s();
         hora_status_t st = hora_allreduce_async(name, buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
         char message[1024];
         snprintf(message, sizeof(message), "%s", hora_last_error());
@@ -408,7 +396,7 @@ static int mode_shutdown_async(void)
             hora_request_free(req);
         }
         if (st != HORA_OK) {
-            report_failure("shutdown-async", it, st, message, now_mono() - t0);
+            report_failure("shutdown-async", it, st, message, test_now_s() - t0);
             return finish_with_shutdown();
         }
     }
@@ -424,24 +412,24 @@ static int mode_abort_async(void)
     for (int t = 0; t < ASYNC_TENSORS; t++) buf[t] = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) {
-            sleep_s(0.3); /* the peers wait for this iteration's requests now */
+            test_sleep_s(0.3); /* the peers wait for this iteration's requests now */
             test_report("mode", "abort-async");
             test_report("abort_at", "%.6f", test_now_real());
-            double t0 = now_mono();
+            double t0 = test_now_s();
             hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            test_report("abort_s", "%.3f", now_mono() - t0);
+            test_report("abort_s", "%.3f", test_now_s() - t0);
             test_report("exit", "1");
             return 1;
         }
         hora_request_t req[ASYNC_TENSORS];
-        double t0 = now_mono();
+        double t0 = test_now_s();
         for (int t = 0; t < ASYNC_TENSORS; t++) {
             char name[64];
             snprintf(name, sizeof(name), "grad.%d.%d", it, t);
             hora_status_t st = hora_allreduce_async(name, buf[t], buf[t], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
                                                     &req[t]);
             if (st != HORA_OK) {
-                report_failure("abort-async", it, st, hora_last_error(), now_mono() - t0);
+                report_failure("abort-async", it, st, hora_last_error(), test_now_s() - t0);
                 test_report("exit", "2");
                 return 2;
             }
@@ -463,12 +451,12 @@ static int mode_abort_async(void)
             hora_request_free(req[t]);
         }
         if (failed) {
-            report_failure("abort-async", it, first, message, now_mono() - t0);
+            report_failure("abort-async", it, first, message, test_now_s() - t0);
             test_report("failed_requests", "%d", failed);
             test_report("same_failure", "%d", same);
             /* A request after the failure must fail too, at once. */
             hora_request_t late;
-            double t1 = now_mono();
+            double t1 = test_now_s();
             hora_status_t st = hora_allreduce_async("late", buf[0], buf[0], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
                                                     &late);
             if (st == HORA_OK) {
@@ -479,7 +467,7 @@ static int mode_abort_async(void)
                 test_report("late_message", "%s", hora_last_error());
             }
             test_report("late_status", "%s", hora_status_string(st));
-            test_report("late_s", "%.3f", now_mono() - t1);
+            test_report("late_s", "%.3f", test_now_s() - t1);
             return give_up(first, message);
         }
     }
@@ -501,7 +489,7 @@ static int mode_stall(void)
             snprintf(name, sizeof(name), "victim.only");
         else
             snprintf(name, sizeof(name), "step.%d", it);
-        double t0 = now_mono();
+        double t0 = test_now_s();
         hora_status_t st = hora_allreduce_async(name, rank == victim && it == FAULT_AT ? mine : buf,
                                                 rank == victim && it == FAULT_AT ? mine : buf, count, HORA_DTYPE_F32,
                                                 HORA_OP_SUM, NULL, &req);
@@ -514,7 +502,7 @@ static int mode_stall(void)
             hora_request_free(req);
         }
         if (st != HORA_OK) {
-            report_failure("stall", it, st, message, now_mono() - t0);
+            report_failure("stall", it, st, message, test_now_s() - t0);
             return finish_with_shutdown();
         }
     }
@@ -545,10 +533,10 @@ static int mode_shm_stage(void)
     float *buf = malloc(count * sizeof(float));
     if (!buf) return 2;
     for (size_t i = 0; i < count; i++) buf[i] = 1.0f;
-    double t0 = now_mono();
+    double t0 = test_now_s();
     hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
     struct outcome o;
-    outcome_set(&o, st == HORA_OK ? -1 : 0, st, st == HORA_OK ? "no failure" : hora_last_error(), now_mono() - t0,
+    outcome_set(&o, st == HORA_OK ? -1 : 0, st, st == HORA_OK ? "no failure" : hora_last_error(), test_now_s() - t0,
                 "shm-stage");
     agree(o.iteration, o.status);
     free(buf);

@@ -32,17 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "hora.h"
 
 #define STOP_AT 5
 #define ITERS 12
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -79,7 +73,7 @@ int main(int argc, char **argv)
         hora_request_t req;
         char name[32] = "x";
         if (slow || slow_root) snprintf(name, sizeof(name), "x%d", it);
-        const double t0 = now_s();
+        const double t0 = test_now_s();
         hora_status_t status = hora_allreduce_async(name, &in, &out, 1, HORA_DTYPE_I64, HORA_OP_SUM, NULL, &req);
         if (status == HORA_OK) {
             status = hora_wait(req);
@@ -95,7 +89,7 @@ int main(int argc, char **argv)
         }
         if (status < 0) {
             failed = status;
-            fail_s = now_s() - t0;
+            fail_s = test_now_s() - t0;
             fail_iter = it;
         }
     }
