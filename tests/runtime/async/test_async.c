@@ -65,6 +65,7 @@
 #include <unistd.h>
 
 #include "async_common.h"
+#include "summary.h"
 
 static char watchdog_msg[160];
 static size_t watchdog_len;
@@ -138,13 +139,11 @@ int main(int argc, char **argv)
     watchdog_arm(mode, modes[m].watchdog_s);
     modes[m].run();
 
-    int local[2] = {atomic_load(&failures), atomic_load(&checks)}, total[2] = {1, 0};
-    MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, test_comm);
-    if (rank == 0)
-        printf("test_async %s: %d checks on %d ranks, %d failures -> %s\n", mode, total[1], size, total[0],
-               total[0] ? "FAIL" : "PASS");
+    char test[96];
+    snprintf(test, sizeof(test), "test_async %s", mode);
+    int status = test_summary_mpi(test, test_comm, atomic_load(&failures), atomic_load(&checks));
     alarm(0);
     MPI_Comm_free(&test_comm);
     MPI_Finalize();
-    return total[0] ? 1 : 0;
+    return status;
 }

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "gpu_coll.h"
+#include "summary.h"
 
 /* More than the meson tests' HORA_TIMEOUT_S (20 s), so that the runtime's
  * own timeout reports a stuck peer first; well under the minutes the device
@@ -165,21 +166,20 @@ static int runtime_device_ok(void)
 
 static int summary(void)
 {
-    int local[2] = {gc_failures, gc_checks}, total[2] = {1, 0};
+    int failed = gc_failures;
     gc_phase("hora_shutdown");
     hora_status_t st = hora_shutdown();
     if (st != HORA_OK) {
         fprintf(stderr, "rank %d FAIL: hora_shutdown: %s: %s\n", gc_rank, hora_status_string(st), hora_last_error());
-        local[0]++;
+        failed++;
     }
-    MPI_Allreduce(local, total, 2, MPI_INT, MPI_SUM, gc_comm);
-    if (gc_rank == 0)
-        printf("test_gpu_coll %s: %d checks on %d ranks, %d failures -> %s\n", gc_mode, total[1], gc_size, total[0],
-               total[0] ? "FAIL" : "PASS");
+    char test[96];
+    snprintf(test, sizeof(test), "test_gpu_coll %s", gc_mode);
+    int status = test_summary_mpi(test, gc_comm, failed, gc_checks);
     alarm(0);
     MPI_Comm_free(&gc_comm);
     MPI_Finalize();
-    return total[0] ? 1 : 0;
+    return status;
 }
 
 int main(int argc, char **argv)
