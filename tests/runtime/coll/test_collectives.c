@@ -51,32 +51,11 @@ static int64_t input_value(hora_dtype_t dtype, hora_op_t op, int r, size_t i)
     return exact_value(dtype, op, r, h);
 }
 
-static void store_int(void *buf, size_t i, hora_dtype_t dtype, int64_t v)
-{
-    if (dtype == HORA_DTYPE_I64)
-        ((int64_t *)buf)[i] = v;
-    else
-        exact_store(buf, i, dtype, (double)v);
-}
-
-/* Inputs repeat with a prime period (in the global index), so large buffers
- * are filled by copying the first period; a prime keeps misplaced segments
- * from matching by accident. */
-static void tile(void *buf, size_t count, size_t es)
-{
-    size_t have = count < TEST_PERIOD ? count : TEST_PERIOD;
-    while (have < count) {
-        size_t n = have <= count - have ? have : count - have;
-        memcpy((char *)buf + have * es, buf, n * es);
-        have += n;
-    }
-}
-
 static void fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtype, hora_op_t op, int r)
 {
     for (size_t i = 0; i < count && i < TEST_PERIOD; i++)
-        store_int(buf, i, dtype, input_value(dtype, op, r, offset + i));
-    tile(buf, count, hora_dtype_size(dtype));
+        exact_store_int(buf, i, dtype, input_value(dtype, op, r, offset + i));
+    exact_tile(buf, count, hora_dtype_size(dtype), TEST_PERIOD);
 }
 
 /* Expected result at global index i, written in dtype into out[j]. */
@@ -86,7 +65,7 @@ static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_
     for (int r = 1; r < size; r++)
         acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
     if (op != HORA_OP_AVG) {
-        store_int(out, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
+        exact_store_int(out, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
         return;
     }
     switch (dtype) {
@@ -94,7 +73,7 @@ static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_
     case HORA_DTYPE_F16:
     case HORA_DTYPE_BF16: exact_store(out, j, dtype, (double)((float)acc / (float)size)); break;
     case HORA_DTYPE_F64: exact_store(out, j, dtype, (double)acc / (double)size); break;
-    default: store_int(out, j, dtype, acc / size); break; /* C truncation */
+    default: exact_store_int(out, j, dtype, acc / size); break; /* C truncation */
     }
 }
 
@@ -153,7 +132,7 @@ static void test_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int i
         fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
     } else {
         for (size_t i = 0; i < count && i < TEST_PERIOD; i++) expected_at(want, i, i, dtype, op);
-        tile(want, count, es);
+        exact_tile(want, count, es, TEST_PERIOD);
         compare(what, recv, want, count, dtype);
         if (!inplace) {
             /* The input must be left untouched. */
@@ -181,7 +160,7 @@ static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, 
         fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
     } else {
         for (size_t i = 0; i < shard && i < TEST_PERIOD; i++) expected_at(want, i, off + i, dtype, op);
-        tile(want, shard, es);
+        exact_tile(want, shard, es, TEST_PERIOD);
         compare(what, recv, want, shard, dtype);
         for (size_t i = 0; i < 64; i++)
             if (((unsigned char *)recv)[shard * es + i] != 0xA5) {

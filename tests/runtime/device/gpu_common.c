@@ -102,31 +102,11 @@ int64_t gc_input_value(hora_dtype_t dtype, hora_op_t op, int r, size_t i, unsign
     return exact_value(dtype, op, r, h);
 }
 
-static void gc_store(void *buf, size_t j, hora_dtype_t dtype, int64_t v)
-{
-    if (dtype == HORA_DTYPE_I64)
-        ((int64_t *)buf)[j] = v; /* exact_store goes through a double */
-    else
-        exact_store(buf, j, dtype, (double)v);
-}
-
-/* Values depend on the global index modulo GC_PERIOD only: the first period
- * is computed, the rest copied. */
-static void gc_tile(void *buf, size_t count, size_t es)
-{
-    size_t have = count < GC_PERIOD ? count : GC_PERIOD;
-    while (have < count) {
-        size_t n = have <= count - have ? have : count - have;
-        memcpy((char *)buf + have * es, buf, n * es);
-        have += n;
-    }
-}
-
 void gc_fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtype, hora_op_t op, int r, unsigned salt)
 {
     for (size_t j = 0; j < count && j < GC_PERIOD; j++)
-        gc_store(buf, j, dtype, gc_input_value(dtype, op, r, offset + j, salt));
-    gc_tile(buf, count, hora_dtype_size(dtype));
+        exact_store_int(buf, j, dtype, gc_input_value(dtype, op, r, offset + j, salt));
+    exact_tile(buf, count, hora_dtype_size(dtype), GC_PERIOD);
 }
 
 void gc_fill_expected(void *want, size_t offset, size_t count, hora_dtype_t dtype, hora_op_t op, unsigned salt)
@@ -137,7 +117,7 @@ void gc_fill_expected(void *want, size_t offset, size_t count, hora_dtype_t dtyp
         for (int r = 1; r < gc_size; r++)
             acc = (int64_t)exact_reduce(op, (double)acc, (double)gc_input_value(dtype, op, r, i, salt));
         if (op != HORA_OP_AVG) {
-            gc_store(want, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
+            exact_store_int(want, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
             continue;
         }
         switch (dtype) {
@@ -145,10 +125,10 @@ void gc_fill_expected(void *want, size_t offset, size_t count, hora_dtype_t dtyp
         case HORA_DTYPE_F16:
         case HORA_DTYPE_BF16: exact_store(want, j, dtype, (double)((float)acc / (float)gc_size)); break;
         case HORA_DTYPE_F64: exact_store(want, j, dtype, (double)acc / (double)gc_size); break;
-        default: gc_store(want, j, dtype, acc / gc_size); break; /* C truncation, as hora.h says */
+        default: exact_store_int(want, j, dtype, acc / gc_size); break; /* C truncation, as hora.h says */
         }
     }
-    gc_tile(want, count, hora_dtype_size(dtype));
+    exact_tile(want, count, hora_dtype_size(dtype), GC_PERIOD);
 }
 
 size_t gc_compare(const char *what, const void *got, const void *want, size_t count, hora_dtype_t dtype)
