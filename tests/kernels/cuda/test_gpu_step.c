@@ -207,20 +207,6 @@ static void test_sgd(void)
 
 static const k_dtype_t check_dtypes[4] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16, K_DTYPE_F64};
 
-static void plant_special(unsigned char *p, k_dtype_t dtype, int kind)
-{
-    uint64_t raw;
-    switch (dtype) {
-    case K_DTYPE_F16: raw = (uint64_t[]){0x7C00u, 0xFC00u, 0x7E01u, 0x7C01u}[kind]; break;
-    case K_DTYPE_BF16: raw = (uint64_t[]){0x7F80u, 0xFF80u, 0xFFC1u, 0x7F81u}[kind]; break;
-    case K_DTYPE_F64:
-        raw = (uint64_t[]){0x7FF0000000000000u, 0xFFF0000000000000u, 0x7FF8000000000001u, 0xFFF0000000000001u}[kind];
-        break;
-    default: raw = (uint64_t[]){0x7F800000u, 0xFF800000u, 0x7FC00001u, 0xFF800001u}[kind]; break;
-    }
-    memcpy(p, &raw, k_dtype_size(dtype));
-}
-
 static int32_t *device_flag(void) { return (int32_t *)(slots[5] + GUARD); }
 
 static int32_t flag_get(void)
@@ -253,7 +239,7 @@ static void test_nonfinite(void)
                     unsigned char saved[8];
                     memcpy(saved, h + at * size, size);
                     if (kind >= 0)
-                        plant_special(h + at * size, dt, kind);
+                        twin_plant_special(h + at * size, dt, kind);
                     const size_t off = place_offset(place, size);
                     const void *dsrc = slot_fill(0, off, count * size, h, 0);
                     int32_t want = 0, got;

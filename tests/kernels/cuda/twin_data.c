@@ -153,3 +153,17 @@ long twin_compare(twin_report_t *report, const char *what, k_dtype_t dtype, cons
     }
     return bad;
 }
+
+void twin_plant_special(unsigned char *p, k_dtype_t dtype, int kind)
+{
+    uint64_t raw;
+    switch (dtype) {
+    case K_DTYPE_F16: raw = (uint64_t[]){0x7C00u, 0xFC00u, 0x7E01u, 0x7C01u}[kind]; break;
+    case K_DTYPE_BF16: raw = (uint64_t[]){0x7F80u, 0xFF80u, 0xFFC1u, 0x7F81u}[kind]; break;
+    case K_DTYPE_F64:
+        raw = (uint64_t[]){0x7FF0000000000000u, 0xFFF0000000000000u, 0x7FF8000000000001u, 0xFFF0000000000001u}[kind];
+        break;
+    default: raw = (uint64_t[]){0x7F800000u, 0xFF800000u, 0x7FC00001u, 0xFF800001u}[kind]; break;
+    }
+    memcpy(p, &raw, k_dtype_size(dtype));
+}

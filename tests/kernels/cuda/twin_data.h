@@ -70,6 +70,10 @@ int twin_raw_same(k_dtype_t dtype, uint64_t a, uint64_t b, int loose_nan);
  * value, small ones, or the extremes. */
 void twin_random_element(test_rng_t *rng, k_dtype_t dtype, int specials, unsigned char *p);
 
+/* Writes a non-finite element of dtype (f32, f16, bf16, f64) at p: kind 0
+ * +inf, 1 -inf, 2 a quiet NaN, 3 a signalling NaN (payload 1). */
+void twin_plant_special(unsigned char *p, k_dtype_t dtype, int kind);
+
 /* A random multiple of size (an element size) in 0..15: an offset at which
  * elements are still aligned to their size. */
 size_t twin_random_offset(test_rng_t *rng, size_t size);
