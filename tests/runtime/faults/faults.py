@@ -19,7 +19,8 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))  # the kit (tests/common)
+# the test kit (tests/common)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 import fault_job  # noqa: E402
 from fault_job import fnum, hora_pools  # noqa: E402
 

@@ -35,7 +35,8 @@ import sys
 # What the fake build holds: programs (copies of fake_program) and the one
 # shared library, libhora.so.0.1.0 with its soname link.
 PROGRAMS = ['trainer/hora-train', 'bench/hora-bench-allreduce', 'tests/runtime/coll/test_collectives',
-            'tests/kernels/cuda/test_gpu_kernels', 'tests/kernels/cuda/test_gpu_step', 'tests/runtime/device/test_gpu_coll']
+            'tests/kernels/cuda/test_gpu_kernels', 'tests/kernels/cuda/test_gpu_step',
+            'tests/runtime/device/test_gpu_coll']
 LIBHORA = 'runtime/libhora.so.0.1.0'
 # hora-train's img/s per JSON row by step: warm-up rows (steps 10, 20) far
 # slower, so a figure that counted them would be wrong. One process, 7 rows
@@ -174,7 +175,8 @@ def meson_tests(build, source):
                 'workdir': None, 'is_parallel': False, 'protocol': 'exitcode', 'priority': 0, 'depends': []}
     return [
         test('kernels', ['unit'], [build + '/tests/kernels/cpu/test_kernels'], {}),
-        test('collectives np2 shm', ['mpi', 'mpi2'], mpirun + ['2', 'tests/runtime/coll/test_collectives'], mpi_env, 900),
+        test('collectives np2 shm', ['mpi', 'mpi2'], mpirun + ['2', 'tests/runtime/coll/test_collectives'], mpi_env,
+             900),
         test('collectives np2 mpi', ['mpi', 'mpi2'], mpirun + ['2', 'tests/runtime/coll/test_collectives'],
              dict(mpi_env, HORA_ALGORITHM='ring'), 900),
         test('gpu kernels', ['gpu'], [build + '/tests/kernels/cuda/test_gpu_kernels'],
@@ -183,8 +185,8 @@ def meson_tests(build, source):
              {'LD_LIBRARY_PATH': build + '/kernels'}, 1),
         test('gpu coll np2', ['gpu'], mpirun + ['2', 'tests/runtime/device/test_gpu_coll', 'all'], mpi_env),
         test('gpu coll np4', ['gpu'], mpirun + ['4', 'tests/runtime/device/test_gpu_coll', 'all'], mpi_env),
-        test('gpu coll np2 kill', ['gpu'], [python, run_gpu, '/usr/bin/mpirun', 'tests/runtime/device/test_gpu_coll', '2',
-                                            'kill'], mpi_env, 180),
+        test('gpu coll np2 kill', ['gpu'], [python, run_gpu, '/usr/bin/mpirun', 'tests/runtime/device/test_gpu_coll',
+                                            '2', 'kill'], mpi_env, 180),
         test('gpu coll np2 no-gpu skip', ['mpi', 'gpu'], [python, run_gpu, '/usr/bin/mpirun',
                                                          'tests/runtime/device/test_gpu_coll', '2', 'expect-skip'],
              mpi_env, 180),

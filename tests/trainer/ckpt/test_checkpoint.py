@@ -33,7 +33,8 @@ usage: test_checkpoint.py MODE HORA_TRAIN HORA_CKPT HORA_MKRECORD
 import concurrent.futures, io, os, re, shutil, struct, subprocess, sys, tempfile, threading, time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))  # the kit (tests/common)
+# the test kit (tests/common)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 import fmnist_small  # noqa: E402
 
 TRAIN_SAMPLES, VAL_SAMPLES = 256, 256
