@@ -17,20 +17,11 @@ static void bn_ref(const tr_bn_desc_t *d, int batch, const float *x, const float
                    const float *mean_in, const float *var_in, double *mean_out, double *var_out, double *y,
                    int relu)
 {
-    size_t hw = (size_t)d->h * d->w, m = (size_t)batch * hw;
+    size_t hw = (size_t)d->h * d->w;
     for (int c = 0; c < d->c; c++) {
         double mean = 0, var = 0;
         if (mean_in == NULL) {
-            for (int n = 0; n < batch; n++)
-                for (size_t i = 0; i < hw; i++)
-                    mean += x[((size_t)n * d->c + c) * hw + i];
-            mean /= (double)m;
-            for (int n = 0; n < batch; n++)
-                for (size_t i = 0; i < hw; i++) {
-                    double v = x[((size_t)n * d->c + c) * hw + i] - mean;
-                    var += v * v;
-                }
-            var /= (double)m;
+            bn_stats_ref(x, batch, d->c, hw, c, &mean, &var);
         } else {
             mean = mean_in[c];
             var = var_in[c];

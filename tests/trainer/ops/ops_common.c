@@ -219,3 +219,23 @@ void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x
                             }
                 }
 }
+
+/* Batch statistics of channel c of an NCHW array (batch x channels x hw):
+ * the mean, then the biased variance around it, both summed in double in
+ * (image, position) order. */
+void bn_stats_ref(const float *x, int batch, int channels, size_t hw, int c, double *mean, double *var)
+{
+    const double m = (double)batch * (double)hw;
+    double sum = 0, sq = 0;
+    for (int n = 0; n < batch; n++)
+        for (size_t i = 0; i < hw; i++)
+            sum += x[((size_t)n * channels + c) * hw + i];
+    sum /= m;
+    for (int n = 0; n < batch; n++)
+        for (size_t i = 0; i < hw; i++) {
+            double v = x[((size_t)n * channels + c) * hw + i] - sum;
+            sq += v * v;
+        }
+    *mean = sum;
+    *var = sq / m;
+}

@@ -163,17 +163,8 @@ static void bn_refs(const tr_bn_desc_t *d, int batch, const float *x, const floa
 {
     size_t hw = (size_t)d->h * d->w, m = (size_t)batch * hw;
     for (int c = 0; c < d->c; c++) {
-        double mean = 0, var = 0;
-        for (int n = 0; n < batch; n++)
-            for (size_t i = 0; i < hw; i++)
-                mean += x[((size_t)n * d->c + c) * hw + i];
-        mean /= (double)m;
-        for (int n = 0; n < batch; n++)
-            for (size_t i = 0; i < hw; i++) {
-                double v = x[((size_t)n * d->c + c) * hw + i] - mean;
-                var += v * v;
-            }
-        var /= (double)m;
+        double mean, var;
+        bn_stats_ref(x, batch, d->c, hw, c, &mean, &var);
         r->mean[c] = mean;
         r->var[c] = var;
         if (stats_mean != NULL) {

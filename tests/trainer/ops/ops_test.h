@@ -83,6 +83,8 @@ void sgd_ref(float *p, const float *g, float *m_buf, size_t count, const tr_sgd_
  * all three NULL); ops_common.c. */
 void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x, const float *w, const float *dy,
               double *y, double *dx, double *dw);
+/* Channel c's batch mean and biased variance in double (NCHW); ops_common.c. */
+void bn_stats_ref(const float *x, int batch, int channels, size_t hw, int c, double *mean, double *var);
 void test_tensor_roundtrip(int n, int c, int h, int w);
 void test_data_movement(void);
 void test_input_import(int n, int c, int h, int w);
