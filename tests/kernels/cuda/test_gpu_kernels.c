@@ -46,18 +46,14 @@
 
 #define N_MAX 8
 #define SMALL_COUNT_MAX 70
-#define GUARD 64
 #define SLOT_BYTES ((size_t)48 << 20) /* one device buffer (with guards and offset) */
-#define N_SLOTS (64 + 2)              /* up to 64 sources, dst, spare */
+#define SLOT_COUNT (64 + 2)           /* up to 64 sources, dst, spare */
+#include "gpu_slots.h"
 
 static const size_t large_counts[] = {1000, 4099, 65537, (1u << 20) + 3};
 #define N_LARGE (sizeof(large_counts) / sizeof(large_counts[0]))
 
 static test_rng_t rng;
-static unsigned char *slots[N_SLOTS]; /* device */
-static unsigned char *host_back;      /* a slot's worth read back */
-static cudaStream_t stream;
-static long cases;
 static twin_report_t report = {"gpu", "twin", 30, 0}; /* the first 30 failures in detail */
 
 /* ---- where buffers go ------------------------------------------------------------ */
@@ -76,53 +72,6 @@ static size_t place_offset(int place, size_t size, size_t alike)
     default: return test_rng_below(&rng, 16);
     }
 }
-
-/* ---- device buffers in slots ------------------------------------------------------- */
-
-/* Slot s holds GUARD + offset + bytes + GUARD bytes: all set to the guard
- * byte, then the data (or the poison) written at the offset. */
-static unsigned char *slot_fill(int s, size_t offset, size_t bytes, const void *data, int poison)
-{
-    unsigned char *p = slots[s] + GUARD + offset;
-    if (bytes + offset + 2 * GUARD > SLOT_BYTES) {
-        fprintf(stderr, "FAIL: a buffer of %zu bytes does not fit a slot\n", bytes);
-        exit(1);
-    }
-    CUDA_OK(cudaMemset(slots[s], TWIN_GUARD_BYTE, 2 * GUARD + offset + bytes));
-    if (data)
-        CUDA_OK(cudaMemcpy(p, data, bytes, cudaMemcpyHostToDevice));
-    else if (bytes)
-        CUDA_OK(cudaMemset(p, poison, bytes));
-    return p;
-}
-
-/* Reads slot s back; returns its data (in host_back) and checks the guards. */
-static const unsigned char *slot_read(int s, size_t offset, size_t bytes, int *guards_ok)
-{
-    const size_t all = 2 * GUARD + offset + bytes;
-    CUDA_OK(cudaMemcpy(host_back, slots[s], all, cudaMemcpyDeviceToHost));
-    *guards_ok = 1;
-    for (size_t i = 0; i < GUARD + offset; i++)
-        if (host_back[i] != TWIN_GUARD_BYTE)
-            *guards_ok = 0;
-    for (size_t i = GUARD + offset + bytes; i < all; i++)
-        if (host_back[i] != TWIN_GUARD_BYTE)
-            *guards_ok = 0;
-    return host_back + GUARD + offset;
-}
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "FAIL: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* NULL (the legacy default stream) or the test's stream, alternately. */
-static void *case_stream(void) { return cases % 2 ? (void *)stream : NULL; }
 
 static void sync_case(const char *what, int rc)
 {
@@ -526,11 +475,7 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
-    gpu_test_open("test_gpu_kernels");
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int s = 0; s < N_SLOTS; s++)
-        CUDA_OK(cudaMalloc((void **)&slots[s], SLOT_BYTES));
-    host_back = xmalloc(SLOT_BYTES);
+    slots_open("test_gpu_kernels");
     rng = test_rng_seeded(TEST_RNG_SEED);
 
     test_api();
@@ -541,10 +486,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
         bench();
 
-    for (int s = 0; s < N_SLOTS; s++)
-        cudaFree(slots[s]);
-    cudaStreamDestroy(stream);
-    free(host_back);
+    slots_close();
     printf("test_gpu_kernels: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

@@ -43,61 +43,12 @@
 #include "rand.h"
 #include "twin_data.h"
 
-#define GUARD 64
 #define SLOT_BYTES ((size_t)64 << 20)
-#define N_SLOTS 6
+#define SLOT_COUNT 6
+#include "gpu_slots.h"
 
 static test_rng_t rng;
-static unsigned char *slots[N_SLOTS]; /* device */
-static unsigned char *host_back;
-static cudaStream_t stream;
-static long cases;
 static twin_report_t report = {"gpu", "twin", 30, 0};
-
-static void *xmalloc(size_t bytes)
-{
-    void *p = malloc(bytes ? bytes : 1);
-    if (!p) {
-        fprintf(stderr, "FAIL: out of memory (%zu bytes)\n", bytes);
-        exit(1);
-    }
-    return p;
-}
-
-/* Slot s: guards, then data (or poison) at GUARD + offset. */
-static unsigned char *slot_fill(int s, size_t offset, size_t bytes, const void *data, int poison)
-{
-    unsigned char *p = slots[s] + GUARD + offset;
-    if (bytes + offset + 2 * GUARD > SLOT_BYTES) {
-        fprintf(stderr, "FAIL: a buffer of %zu bytes does not fit a slot\n", bytes);
-        exit(1);
-    }
-    CUDA_OK(cudaMemset(slots[s], TWIN_GUARD_BYTE, 2 * GUARD + offset + bytes));
-    if (data && bytes)
-        CUDA_OK(cudaMemcpy(p, data, bytes, cudaMemcpyHostToDevice));
-    else if (bytes)
-        CUDA_OK(cudaMemset(p, poison, bytes));
-    /* cudaMemset (and the tail of a pageable cudaMemcpy) may still run on
-     * the legacy stream when a kernel starts on the non-blocking one. */
-    CUDA_OK(cudaDeviceSynchronize());
-    return p;
-}
-
-/* Slot s's data read into out (bytes); returns whether its guards held. */
-static int slot_read(int s, size_t offset, size_t bytes, void *out)
-{
-    const size_t all = 2 * GUARD + offset + bytes;
-    CUDA_OK(cudaMemcpy(host_back, slots[s], all, cudaMemcpyDeviceToHost));
-    int ok = 1;
-    for (size_t i = 0; i < GUARD + offset; i++)
-        ok &= host_back[i] == TWIN_GUARD_BYTE;
-    for (size_t i = GUARD + offset + bytes; i < all; i++)
-        ok &= host_back[i] == TWIN_GUARD_BYTE;
-    memcpy(out, host_back + GUARD + offset, bytes);
-    return ok;
-}
-
-static void *case_stream(void) { return cases % 2 ? (void *)stream : NULL; }
 
 static void sync_case(const char *what, int rc)
 {
@@ -174,7 +125,7 @@ static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const sgd_case_t 
              (double)c->weight_decay, c->nesterov, (double)c->grad_scale, place_name[place]);
     sync_case(what, k_cuda_sgd_step_mixed(dp, with_lp ? dl : NULL, ld, dg, gd, c->grad_scale, with_buf ? dm : NULL,
                                           count, c->lr, c->momentum, c->weight_decay, c->nesterov, case_stream()));
-    int guards = slot_read(0, op, count * 4, pg) & slot_read(1, om, count * 4, mg) & slot_read(3, ol, count * ls, lg);
+    int guards = slot_read_into(0, op, count * 4, pg) & slot_read_into(1, om, count * 4, mg) & slot_read_into(3, ol, count * ls, lg);
     long bad = twin_compare(&report, what, K_DTYPE_F32, pg, p, count, 1);
     bad += twin_compare(&report, what, K_DTYPE_F32, mg, m, count, 1);
     if (with_lp)
@@ -292,7 +243,7 @@ static void test_nonfinite(void)
                     flag_set(0);
                     sync_case(what, k_cuda_unscale_nonfinite(ddst, dsrc, dt, count, factors[f], device_flag(),
                                                              case_stream()));
-                    CHECK(slot_read(in_place ? 0 : 1, od, count * size, got), "%s: a guard byte changed", what);
+                    CHECK(slot_read_into(in_place ? 0 : 1, od, count * size, got), "%s: a guard byte changed", what);
                     bad += twin_compare(&report, what, dt, got, want, count, 1);
                     CHECK(flag_get() == want_flag, "%s: gpu flag %d, twin %d", what, flag_get(), want_flag);
                     free(src), free(want), free(got);
@@ -337,7 +288,7 @@ static void test_input(void)
                                  twin_dtype_name[dt], sc, dc, pixels, place_name[place]);
                         sync_case(what,
                                   k_cuda_input_normalize(ddst, dt, dc, dsrc, sc, pixels, mean, std, case_stream()));
-                        CHECK(slot_read(1, od, bytes, got), "%s: a guard byte changed", what);
+                        CHECK(slot_read_into(1, od, bytes, got), "%s: a guard byte changed", what);
                         CHECK(twin_compare(&report, what, dt, got, want, pixels * dc, 0) == 0, "%s: differs", what);
                         free(src), free(want), free(got);
                         n++;
@@ -385,8 +336,8 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
     snprintf(what, sizeof(what), "softmax_xent %dx%d s %g scale %g %s%s", n, k, (double)s, (double)scale,
              twin_dtype_name[dt], variant == 1 ? " with NaN/inf" : variant == 2 ? " with bad labels" : "");
     sync_case(what, k_cuda_softmax_xent(dlog, dlab, n, k, s, scale, dloss, dd, dt, dws, device_flag(), case_stream()));
-    CHECK(slot_read(2, od, count * size, got), "%s: a guard byte changed", what);
-    CHECK(slot_read(3, 0, 4, &got_loss), "%s: a guard byte changed (loss)", what);
+    CHECK(slot_read_into(2, od, count * size, got), "%s: a guard byte changed", what);
+    CHECK(slot_read_into(3, 0, 4, &got_loss), "%s: a guard byte changed (loss)", what);
     got_err = flag_get();
     CHECK(got_err == want_err, "%s: label_error gpu %d, twin %d", what, got_err, want_err);
     const double abs_bound = 0x1p-40 * scale / n;
@@ -456,7 +407,7 @@ static void test_api(void)
               K_CUDA_ERR_INVALID_VALUE, "xent: misaligned dlogits accepted");
     CUDA_OK(cudaDeviceSynchronize());
     unsigned char back[256];
-    slot_read(0, 0, 256, back);
+    slot_read_into(0, 0, 256, back);
     int untouched = 1;
     for (int i = 0; i < 256; i++)
         untouched &= back[i] == 0x77;
@@ -524,11 +475,7 @@ static void bench(void)
 
 int main(int argc, char **argv)
 {
-    gpu_test_open("test_gpu_step");
-    CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int s = 0; s < N_SLOTS; s++)
-        CUDA_OK(cudaMalloc((void **)&slots[s], SLOT_BYTES));
-    host_back = xmalloc(SLOT_BYTES);
+    slots_open("test_gpu_step");
     rng = test_rng_seeded(TEST_RNG_SEED);
 
     test_api();
@@ -539,10 +486,7 @@ int main(int argc, char **argv)
     if (argc > 1 && strcmp(argv[1], "bench") == 0)
         bench();
 
-    for (int s = 0; s < N_SLOTS; s++)
-        cudaFree(slots[s]);
-    cudaStreamDestroy(stream);
-    free(host_back);
+    slots_close();
     printf("test_gpu_step: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }
