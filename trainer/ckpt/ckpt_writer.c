@@ -150,7 +150,7 @@ void tr_ckpt_list_free(char **paths, int count)
 
 /* ---- the writer ---- */
 
-/* Test hook (tests/train): HORA_CKPT_CRASH=POINT[@STEP] names a moment of
+/* Test hook (tests/trainer/ckpt): HORA_CKPT_CRASH=POINT[@STEP] names a moment of
  * the write (of every checkpoint, or of the one of step STEP) at which the
  * writing process kills itself with SIGKILL, as a crash would. libhora
  * lists the name among its tools' variables (runtime/base/config.c), so

@@ -15,7 +15,7 @@
  * TF32) or _DOWN_CONVERT_INPUTS is chosen for it, unlike PyTorch's default
  * (torch.backends.cudnn.allow_tf32), so --precision fp32 on the GPU is the
  * reference the mixed-precision runs are compared with. What cuDNN 9.19 plans
- * (deviceless, tests/unit/test_cuda_conv_plan.c): f16 or bf16 x/w/y with a
+ * (deviceless, tests/trainer/cuda/test_cuda_conv_plan.c): f16 or bf16 x/w/y with a
  * dw of the same dtype; an f32 dw (or f16 dw from bf16) gets no engine
  * config, so with grad_dtype f32 the backend converts the dw itself.
  *
@@ -82,7 +82,7 @@ void cuda_conv_desc_padded(const tr_conv_desc_t *desc, tr_conv_desc_t *out);
 typedef struct cuda_conv_device cuda_conv_device_t;
 
 /* From a JSON of device properties (what cuda_conv_device_json wrote on a
- * GPU; tests/gpu/h200-device-properties.json): no GPU needed.
+ * GPU; tests/trainer/cuda/h200-device-properties.json): no GPU needed.
  * HORA_ERR_UNSUPPORTED when this cuDNN cannot make a DEVICEPROP from JSON
  * (older than 9.8, or a JSON it refuses: the message says which). */
 hora_status_t cuda_conv_device_from_json(const char *json, size_t json_bytes, cuda_conv_device_t **device_out);
