@@ -105,18 +105,20 @@ static const k_eltwise_table_t *k_eltwise_table(void)
     }
 }
 
-static int k_eltwise_dtype_ok(k_dtype_t dtype)
+/* The instances for a call, or NULL when there is nothing to do; *rc is
+ * what the call returns (-1 for another dtype, else 0). */
+static const k_eltwise_table_t *k_eltwise_start(k_dtype_t dtype, size_t count, int *rc)
 {
-    return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16;
+    *rc = dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16 ? 0 : -1;
+    return *rc == 0 && count > 0 ? k_eltwise_table() : NULL;
 }
 
 int k_relu(void *y, const void *x, k_dtype_t dtype, size_t count)
 {
-    if (!k_eltwise_dtype_ok(dtype))
-        return -1;
-    if (count == 0)
-        return 0;
-    const k_eltwise_table_t *t = k_eltwise_table();
+    int rc;
+    const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
+    if (t == NULL)
+        return rc;
     if (dtype == K_DTYPE_F32)
         t->relu_f32(y, x, count);
     else
@@ -126,11 +128,10 @@ int k_relu(void *y, const void *x, k_dtype_t dtype, size_t count)
 
 int k_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, size_t count)
 {
-    if (!k_eltwise_dtype_ok(dtype))
-        return -1;
-    if (count == 0)
-        return 0;
-    const k_eltwise_table_t *t = k_eltwise_table();
+    int rc;
+    const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
+    if (t == NULL)
+        return rc;
     if (dtype == K_DTYPE_F32)
         t->relu_backward_f32(dx, y, dy, count);
     else
@@ -157,15 +158,14 @@ static void k_add_f16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t 
 
 int k_add(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, int relu)
 {
-    if (!k_eltwise_dtype_ok(dtype))
-        return -1;
-    if (count == 0)
-        return 0;
+    int rc;
+    const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
+    if (t == NULL)
+        return rc;
     if (dtype == K_DTYPE_F16) {
         k_add_f16(y, a, b, count, relu != 0);
         return 0;
     }
-    const k_eltwise_table_t *t = k_eltwise_table();
     if (dtype == K_DTYPE_F32)
         t->add_f32(y, a, b, count, relu != 0);
     else
