@@ -127,7 +127,7 @@ K_HD int k_nn_chunk_count(size_t rows, size_t k)
  * biased variance (m values, m >= 2) from the merged double statistics;
  * invstd = 1 / sqrt(var + epsilon) in double, each rounded once to fp32;
  * scale = gamma * invstd (fp32); the running statistics updated as the cpu
- * backend does (trainer/cpu/cpu_bn.c: in double from the fp32 mean and
+ * backend does (k_train_bn_running: in double from the fp32 mean and
  * variance, variance unbiased by m / (m - 1), stored as floats). */
 typedef struct {
     float mean, invstd, scale, running_mean, running_var;
@@ -143,8 +143,8 @@ K_HD k_nn_bn_stats_t k_nn_bn_finish(double m, double mean_d, double m2_d, float 
     s.invstd = (float)(1.0 / sqrt(var_d + (double)epsilon));
     s.scale = gamma * s.invstd;
     double mom = momentum, unbias = m / (m - 1.0);
-    s.running_mean = (float)(mom * mean + (1.0 - mom) * running_mean);
-    s.running_var = (float)(mom * ((double)var * unbias) + (1.0 - mom) * running_var);
+    s.running_mean = k_train_bn_running(running_mean, mean, mom);
+    s.running_var = k_train_bn_running(running_var, (double)var * unbias, mom);
     return s;
 }
 

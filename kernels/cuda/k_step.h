@@ -77,12 +77,8 @@ K_HD float k_step_sgd_elem(float p, float grad, float *buf, k_step_sgd_t a)
 /* ---- input step ---------------------------------------------------------------- */
 
 /* One channel value of a uint8 pixel, normalised as tr_aug_store does it
- * (in exactly that order, in fp32). */
-K_HD float k_step_input_value(uint32_t v, float mean, float std)
-{
-    float x = (float)v;
-    return std > 0.0f ? (x / 255.0f - mean) / std : x / 255.0f;
-}
+ * (k_train_numeric.h). */
+K_HD float k_step_input_value(uint32_t v, float mean, float std) { return k_train_input_value((float)v, mean, std); }
 
 /* ---- softmax cross-entropy -------------------------------------------------------
  *

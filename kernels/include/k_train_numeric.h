@@ -1,8 +1,9 @@
 /*
  * k_train_numeric.h - the scalar arithmetic of the trainer's step, written
  * once for the host and the device: softmax cross-entropy with label
- * smoothing, per row and per element, and relu, its gradient and the
- * residual add. kernels/cpu's k_softmax_xent, k_relu, k_relu_backward and
+ * smoothing, per row and per element; relu, its gradient and the
+ * residual add; the input step's normalisation and batch norm's running
+ * statistics. kernels/cpu's k_softmax_xent, k_relu, k_relu_backward and
  * k_add (the cpu backend's, k_cpu.h) and kernels/cuda's
  * k_cuda_softmax_xent, relu and add kernels and their twins (k_cuda_step.h,
  * k_cuda_nn.h) call these very functions. Softmax cross-entropy differs
@@ -77,6 +78,26 @@ K_HD float k_train_add(float a, float b, int relu)
 {
     float s = a + b;
     return relu ? k_train_relu(s) : s;
+}
+
+/* ---- the input step, batch norm's running statistics ---------------------- */
+
+/* One channel value v (a pixel's 0..255, in fp32) normalised as the data
+ * pipeline stores it, in fp32 in exactly this order (v / 255 alone when
+ * std is not > 0): trainer/data's tr_aug_store, the cpu backend's input
+ * (tr_tensor_normalize_u8) and k_cuda_input_normalize. */
+K_HD float k_train_input_value(float v, float mean, float std)
+{
+    return std > 0.0f ? (v / 255.0f - mean) / std : v / 255.0f;
+}
+
+/* One running statistic of batch norm, PyTorch's update in double from the
+ * batch's value (the mean, or the variance times m / (m - 1)), rounded
+ * once to fp32: the cpu backend's (trainer/backends/cpu/cpu_bn.c) and the
+ * cuda kernels' (k_nn.h). */
+K_HD float k_train_bn_running(float running, double batch, double momentum)
+{
+    return (float)(momentum * batch + (1.0 - momentum) * running);
 }
 
 #endif /* K_TRAIN_NUMERIC_H */

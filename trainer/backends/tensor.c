@@ -6,6 +6,8 @@
 
 #include <stdio.h>
 
+#include "k_train_numeric.h" /* k_train_input_value */
+
 size_t tr_dtype_size(tr_dtype_t dtype)
 {
     switch (dtype) {
@@ -108,8 +110,7 @@ void tr_tensor_normalize_u8(const tr_tensor_t *pixels, const float *mean, const 
             float *out = dst + (i * c + k) * hw;
             const uint8_t *in = src + i * hw * c + k;
             for (size_t p = 0; p < hw; p++) {
-                float x = (float)in[p * c];
-                out[p] = s > 0.0f ? (x / 255.0f - m) / s : x / 255.0f;
+                out[p] = k_train_input_value((float)in[p * c], m, s);
             }
         }
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "k_cpu.h"
+#include "k_train_numeric.h" /* k_train_input_value */
 
 const float tr_aug_pca_eigval[3] = {0.2175f, 0.0188f, 0.0045f};
 const float tr_aug_pca_eigvec[3][3] = {
@@ -300,7 +301,7 @@ void tr_aug_store(const float *work, int width, int height, int channels,
                     dst_u8[i] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f);
                     continue;
                 }
-                float r = std > 0.0f ? (v / 255.0f - mean) / std : v / 255.0f;
+                float r = k_train_input_value(v, mean, std);
                 if (dst_f32)
                     dst_f32[i] = r;
                 else

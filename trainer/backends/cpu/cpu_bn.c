@@ -232,13 +232,13 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
     bn->mask_valid = 1;
 
     /* PyTorch updates in its accumulation type (double on CPUs) and stores
-     * floats; so do we. */
+     * floats; so do we (k_train_numeric.h, which the cuda kernels use too). */
     float *rm = running_mean->data, *rv = running_var->data;
     double momentum = d->momentum;
     double unbias = (double)m / (double)(m - 1);
     for (int c = 0; c < d->c; c++) {
-        rm[c] = (float)(momentum * layer_bn->mean[c] + (1.0 - momentum) * rm[c]);
-        rv[c] = (float)(momentum * (layer_bn->var[c] * unbias) + (1.0 - momentum) * rv[c]);
+        rm[c] = k_train_bn_running(rm[c], layer_bn->mean[c], momentum);
+        rv[c] = k_train_bn_running(rv[c], layer_bn->var[c] * unbias, momentum);
     }
     return HORA_OK;
 }

@@ -21,7 +21,8 @@
 #include "backend.h"
 #include "cpu_log.h"
 #include "k_cpu.h"
-#include "k_numeric.h" /* the scalar conversions, inline (k_num_bf16_to_f32, ...) */
+#include "k_numeric.h"       /* the scalar conversions, inline (k_num_bf16_to_f32, ...) */
+#include "k_train_numeric.h" /* the running statistics' update */
 
 /* oneDNN 3 (the registry's, in .deps/onednn) or the 2.6 fallback
  * (Debian's): cpu_pd.c hides the difference. A cpu_md_t is a memory
