@@ -1,40 +1,15 @@
-/* status.c - status/dtype/op names and the per-thread last-error message. */
+/* status_hora.c - what libhora adds to base/status.c: the hora.h functions
+ * that name statuses, dtypes and ops, hora_last_error(), and MPI error
+ * translation. Built into hora_core only (base/status.c, in libhora-base, has
+ * no hora_* symbol and no MPI). */
 #include "base/status.h"
 
 #include <mpi.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
-#include "base/log.h"
-
-static _Thread_local char status_message[512];
-static _Thread_local int status_blamed = -1;
-
-const char *hora_status_string(hora_status_t status)
-{
-    switch (status) {
-    case HORA_OK: return "HORA_OK";
-    case HORA_IN_PROGRESS: return "HORA_IN_PROGRESS";
-    case HORA_ERR_INVALID_ARG: return "HORA_ERR_INVALID_ARG";
-    case HORA_ERR_NO_MEMORY: return "HORA_ERR_NO_MEMORY";
-    case HORA_ERR_NOT_INITIALIZED: return "HORA_ERR_NOT_INITIALIZED";
-    case HORA_ERR_UNSUPPORTED: return "HORA_ERR_UNSUPPORTED";
-    case HORA_ERR_MPI: return "HORA_ERR_MPI";
-    case HORA_ERR_TRANSPORT: return "HORA_ERR_TRANSPORT";
-    case HORA_ERR_CONFIG: return "HORA_ERR_CONFIG";
-    case HORA_ERR_SYSTEM: return "HORA_ERR_SYSTEM";
-    case HORA_ERR_MISMATCH: return "HORA_ERR_MISMATCH";
-    case HORA_ERR_DUPLICATE: return "HORA_ERR_DUPLICATE";
-    case HORA_ERR_SHUTDOWN: return "HORA_ERR_SHUTDOWN";
-    case HORA_ERR_TIMEOUT: return "HORA_ERR_TIMEOUT";
-    case HORA_ERR_ALREADY_INITIALIZED: return "HORA_ERR_ALREADY_INITIALIZED";
-    case HORA_ERR_CORRUPT: return "HORA_ERR_CORRUPT";
-    case HORA_ERR_INTERNAL: return "HORA_ERR_INTERNAL";
-    }
-    return "HORA_ERR_UNKNOWN";
-}
+const char *hora_status_string(hora_status_t status) { return status_name(status); }
 
 static const char *const dtype_names[HORA_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
                                                           "u8",  "i8",  "i16",  "u16", "bool"};
@@ -83,47 +58,7 @@ int hora_op_parse(const char *name)
     return -1;
 }
 
-const char *hora_last_error(void) { return status_message; }
-
-void status_clear(void)
-{
-    status_message[0] = '\0';
-    status_blamed = -1;
-}
-
-hora_status_t status_blame(hora_status_t status, int rank)
-{
-    status_blamed = rank;
-    return status;
-}
-
-int status_culprit(void) { return status_blamed; }
-
-static hora_status_t status_store(hora_status_t status, int log, const char *fmt, va_list ap)
-{
-    status_blamed = -1;
-    vsnprintf(status_message, sizeof(status_message), fmt, ap);
-    if (log) log_error("%s (%s)", status_message, hora_status_string(status));
-    return status;
-}
-
-hora_status_t status_fail(hora_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    status_store(status, 1, fmt, ap);
-    va_end(ap);
-    return status;
-}
-
-hora_status_t status_set(hora_status_t status, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    status_store(status, 0, fmt, ap);
-    va_end(ap);
-    return status;
-}
+const char *hora_last_error(void) { return status_message(); }
 
 hora_status_t status_mpi(int mpi_err, const char *what)
 {
