@@ -146,7 +146,7 @@ static hora_status_t open_loader(run_t *r, tr_split_t split, int channels, tr_lo
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
         main_report("hora-train: cannot open %s split of %s: %s",
-               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
+               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, status_message());
     return status;
 }
 
@@ -563,7 +563,7 @@ static hora_status_t run_training(run_t *r)
                 hora_status_t next = tr_loader_next(r->train_loader, &b);
                 if (next != HORA_OK) {
                     main_report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, epoch + 1,
-                           st->step_in_epoch, tr_loader_last_error());
+                           st->step_in_epoch, status_message());
                     return next;
                 }
                 if (!b || b->count < 1) {

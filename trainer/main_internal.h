@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "base/status.h"
 #include "checkpoint.h"
 #include "loader.h"
 #include "loss_scale.h"

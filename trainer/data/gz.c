@@ -4,7 +4,7 @@
  */
 #include "gz.h"
 
-#include "error.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,11 +26,11 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
     if (!f)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->z = gzopen(path, "rb");
     if (!f->z) {
         free(f);
-        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot open: %s", strerror(errno));
     }
     *out = f;
     return HORA_OK;
@@ -67,18 +67,18 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
     if (!f)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->file = fopen(path, "rb");
     if (!f->file) {
         free(f);
-        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot open: %s", strerror(errno));
     }
     unsigned char magic[2];
     size_t n = fread(magic, 1, sizeof(magic), f->file);
     if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
         fclose(f->file);
         free(f);
-        return tr_data_fail_at(HORA_ERR_UNSUPPORTED, path, 0,
+        return status_at(HORA_ERR_UNSUPPORTED, STATUS_FILE_AT(path, 0),
                                "gzip-compressed, but this build has no zlib (meson -Dzlib=disabled or "
                                "zlib not found): gunzip the file or rebuild with zlib");
     }

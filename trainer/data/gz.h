@@ -5,7 +5,7 @@
  * one through. Without it a plain file is read as it is, and one that starts
  * with gzip's magic bytes (1f 8b) is refused at open: HORA_ERR_UNSUPPORTED,
  * "PATH: offset 0: gzip-compressed, but this build has no zlib (...)".
- * Messages go through error.h (tr_data_last_error).
+ * Messages go to base/status.h's store (status_message()).
  */
 #ifndef TR_DATA_GZ_H
 #define TR_DATA_GZ_H

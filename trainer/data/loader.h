@@ -126,8 +126,5 @@ void tr_loader_release(tr_loader_t *loader, tr_batch_t *batch);
 
 /* Bad samples met so far (each time met, plus shards left out at open). */
 uint64_t tr_loader_bad_count(const tr_loader_t *loader);
-/* Message of the last error on the calling thread ("FILE: offset N: what"
- * for bad data). */
-const char *tr_loader_last_error(void);
 
 #endif
