@@ -309,10 +309,9 @@ static hora_status_t setup(run_t *r)
     CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));
     CHECK(tr_trainer_broadcast_state(r->trainer, r->resumed));
     if (r->rank == 0 && o->checkpoint_dir) {
-        char err[TR_CKPT_ERR_BYTES];
-        hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt, err, sizeof(err));
+        hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt);
         if (status != HORA_OK) {
-            main_report("hora-train: %s", err);
+            main_report("hora-train: %s", status_message());
             return status;
         }
         CHECK(tr_ckpt_writer_reserve(r->ckpt, r->model));
@@ -691,10 +690,9 @@ static hora_status_t run_training(run_t *r)
         /* The end of training is saved too, and the last write waited for. */
         uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : spe;
         CHECK(main_save_checkpoint(r, spe_epoch, spe));
-        char err[TR_CKPT_ERR_BYTES];
-        hora_status_t status = tr_ckpt_writer_wait(r->ckpt, err, sizeof(err));
+        hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
         if (status != HORA_OK) {
-            main_report("hora-train: rank 0: checkpoint failed: %s", err);
+            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
             return status;
         }
         double stall, write;
@@ -725,9 +723,8 @@ static hora_status_t run_training(run_t *r)
 static void teardown(run_t *r)
 {
     if (r->ckpt) {
-        char err[TR_CKPT_ERR_BYTES];
-        if (tr_ckpt_writer_close(r->ckpt, err, sizeof(err)) != HORA_OK)
-            main_report("hora-train: rank 0: checkpoint failed: %s", err);
+        if (tr_ckpt_writer_close(r->ckpt) != HORA_OK)
+            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
     }
     tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
