@@ -193,16 +193,15 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
         r->state.precision = (tr_precision_state_t){.choice = o->precision};
     }
     const tr_precision_t p = (tr_precision_t)o->precision;
-    char why[192] = "";
     int fell_back = 0;
-    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back, why, sizeof(why)) != HORA_OK) {
+    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back) != HORA_OK) {
         main_report("hora-train: --precision %s: the %s backend cannot compute in %s: %s", tr_precision_names[p],
-               o->backend, tr_precision_names[p], why);
+               o->backend, tr_precision_names[p], status_message());
         return HORA_ERR_UNSUPPORTED;
     }
     if (fell_back && r->rank == 0)
         fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
-                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
+                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", status_message(),
                 o->backend, tr_dtype_name(spec->grad_dtype));
     tr_precision_loss_scale(p, o->loss_scale, o->loss_scale_window, ls);
     return HORA_OK;

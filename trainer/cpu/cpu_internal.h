@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend.h"
+#include "base/status.h"
 #include "k_cpu.h"
 
 /* oneDNN 3 (the registry's, in .deps/onednn) or the 2.6 fallback
@@ -100,8 +101,9 @@ typedef struct {
 
 /* ---- cpu_dnnl.c ---------------------------------------------------------- */
 
-/* HORA_OK for dnnl_success; otherwise log "cpu: <what>: <dnnl status>"
- * once, here, and translate the status. */
+/* HORA_OK for dnnl_success; otherwise translate the status at this
+ * boundary, the message "cpu: <what>: oneDNN says <dnnl status>" set once,
+ * here (base/status.h; nothing printed). */
 hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
 /* Propagate a failed status (already logged where it was detected). */
 #define CPU_CHECK(call)                                                                  \
@@ -110,7 +112,8 @@ hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
         if (cpu_check_status_ != HORA_OK) return cpu_check_status_;                      \
     } while (0)
 
-/* Log a bad argument; returns HORA_ERR_INVALID_ARG. */
+/* A bad argument: the message "cpu: " + fmt set (base/status.h; nothing
+ * printed); returns HORA_ERR_INVALID_ARG. */
 hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The layout tensor_alloc gives an (n, c, h, w) tensor of dtype on this
@@ -123,7 +126,7 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype);
 /* HORA_OK when the layers compute in dtype on this CPU (f32 always; bf16
  * where oneDNN has jit kernels for it); else HORA_ERR_UNSUPPORTED and a
  * reason in why (may be NULL). Probed once per process. */
-hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len);
+hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype);
 /* The same for a layer's descriptor dtypes (compute; gradient f32/bf16/f16),
  * logging the refusal as "<what>: ...". */
 hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what);
@@ -193,7 +196,7 @@ hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, con
  * cpu_prim_t is fine. */
 void cpu_prim_free(cpu_prim_t *p);
 
-/* 64-byte aligned, zeroed host memory; NULL on failure (logged). */
+/* 64-byte aligned, zeroed host memory; NULL on failure (the message set). */
 void *cpu_alloc(size_t bytes, const char *what);
 
 /* The state of layer for batch n, made on first use. */
