@@ -446,7 +446,7 @@ hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *d, tr_backend_t *backend
     status = tr_model_init(backend, &spec, batch, 0, d->state.seed, &m);
     if (status != HORA_OK)
         return status_set(status, "%s: cannot build its %s: %s", d->path, d->desc.arch,
-                       hora_status_string(status));
+                          status_message()[0] ? status_message() : hora_status_string(status));
     if (tr_ckpt_compare(d, m, d->desc.arch, NULL)) {
         tr_model_free(m);
         return status_set(HORA_ERR_CORRUPT, "%s: its tensors do not match its own description: %s", d->path,
