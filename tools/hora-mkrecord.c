@@ -263,8 +263,7 @@ static int gz_read_exact(tr_gz_t *f, void *buf, size_t bytes)
     size_t done = 0;
     while (done < bytes) {
         size_t n;
-        const char *why;
-        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why) != HORA_OK || n == 0)
+        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n) != HORA_OK || n == 0)
             return -1;
         done += n;
     }

@@ -36,14 +36,15 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
     return HORA_OK;
 }
 
-hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 {
     int n = gzread(f->z, buf, (unsigned)(bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES));
     if (n < 0) {
         int zerr;
         const char *msg = gzerror(f->z, &zerr);
-        *why = zerr == Z_ERRNO ? strerror(errno) : msg;
-        return zerr == Z_ERRNO ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT;
+        if (zerr == Z_ERRNO)
+            return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
+        return status_set(HORA_ERR_CORRUPT, "%s", msg);
     }
     *got = (size_t)n;
     return HORA_OK;
@@ -87,12 +88,11 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
     return HORA_OK;
 }
 
-hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 {
     size_t n = fread(buf, 1, bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES, f->file);
     if (n == 0 && ferror(f->file)) {
-        *why = strerror(errno);
-        return HORA_ERR_SYSTEM;
+        return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
     }
     *got = n;
     return HORA_OK;

@@ -20,10 +20,9 @@ static hora_status_t idx_read(tr_gz_t *f, const char *path, uint64_t offset, voi
     size_t done = 0;
     while (done < bytes) {
         size_t n;
-        const char *why;
-        hora_status_t status = tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why);
+        hora_status_t status = tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n);
         if (status != HORA_OK)
-            return status_at(status, STATUS_FILE_AT(path, offset + done), "read failed: %s", why);
+            return status_at(status, STATUS_FILE_AT(path, offset + done), "read failed: %s", status_message());
         if (n == 0)
             return status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, offset + done),
                             "file ends early: %zu more bytes expected", bytes - done);
@@ -78,10 +77,9 @@ static hora_status_t idx_expect_end(tr_gz_t *f, const char *path, uint64_t offse
 {
     uint8_t extra;
     size_t n;
-    const char *why;
-    hora_status_t status = tr_gz_read(f, &extra, 1, &n, &why);
+    hora_status_t status = tr_gz_read(f, &extra, 1, &n);
     if (status != HORA_OK)
-        return status_at(status, STATUS_FILE_AT(path, offset), "read failed: %s", why);
+        return status_at(status, STATUS_FILE_AT(path, offset), "read failed: %s", status_message());
     if (n > 0)
         return status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, offset),
                         "trailing bytes after the data the header describes");
