@@ -613,8 +613,10 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
     }
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = threads};
+    status_clear(); /* what follows reports its own failure's message, or none */
     if (!ops || ops->init(&bc, &backend) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: the cpu backend does not start\n");
+        fprintf(stderr, "hora-ckpt: the cpu backend does not start%s%s\n", status_message()[0] ? ": " : "",
+                status_message());
         backend = NULL;
         goto out;
     }
@@ -640,7 +642,7 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
             status = tr_model_logits(model, logits + (size_t)i * (size_t)spec.classes);
         if (status != HORA_OK) {
             fprintf(stderr, "hora-ckpt: %s: forward of samples %lld..%lld failed: %s\n", path, (long long)i,
-                    (long long)(i + m - 1), hora_status_string(status));
+                    (long long)(i + m - 1), status_message()[0] ? status_message() : hora_status_string(status));
             goto out;
         }
     }
