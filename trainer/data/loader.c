@@ -152,14 +152,14 @@ static uint64_t loader_order_position(const tr_loader_t *l, uint64_t position)
 
 /* ---- making samples (worker threads, no lock held) ---- */
 
-/* Report a bad sample on stderr the first time it is met. */
+/* Note a skipped bad sample on stderr the first time it is met (a warning:
+ * training goes on; under strict it is an error, which the caller prints). */
 static void loader_report_bad(tr_loader_t *l, uint64_t index)
 {
     unsigned char bit = (unsigned char)(1u << (index % 8));
     if (atomic_fetch_or(&l->reported[index / 8], bit) & bit)
         return;
-    fprintf(stderr, "hora loader: bad sample %" PRIu64 " %s: %s\n", index,
-            l->config.strict ? "(strict: stopping)" : "skipped, the next good one used instead",
+    fprintf(stderr, "hora loader: bad sample %" PRIu64 " skipped, the next good one used instead: %s\n", index,
             status_message());
 }
 
@@ -185,9 +185,10 @@ static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t po
         if (status != HORA_ERR_CORRUPT && status != HORA_ERR_SYSTEM)
             return status; /* out of memory and the like: not the data's fault */
         atomic_fetch_add(&l->bad_count, 1);
-        loader_report_bad(l, index);
         if (l->config.strict)
-            return HORA_ERR_CORRUPT;
+            return status_set(HORA_ERR_CORRUPT, "bad sample %" PRIu64 " (strict: stopping): %s", index,
+                              status_message());
+        loader_report_bad(l, index);
     }
     return status_set(HORA_ERR_CORRUPT, "%s: %" PRIu64 " bad samples in a row from epoch "
                         "position %" PRIu64 "; last: %s", l->config.path, tries, q,

@@ -23,7 +23,8 @@
  * Bad data (CRC mismatch, truncated shard, undecodable JPEG) is counted,
  * reported once with file and offset, and replaced by the next good sample;
  * with strict set it is an error instead (HORA_ERR_CORRUPT from
- * tr_loader_next). A shard that fails its checks at open is left out whole
+ * tr_loader_next, "bad sample N (strict: stopping): FILE: offset N: what"
+ * in status_message(), not printed here). A shard that fails its checks at open is left out whole
  * (counted once); a missing shard file is an error at open.
  *
  * Threads: one caller thread uses a loader (open, start_epoch, next,
