@@ -27,7 +27,6 @@
  *
  * Build: meson (bench/meson.build) -> build/bench/hora-bench-allreduce.
  */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -414,9 +413,9 @@ static void bench_buffers_free(bench_buffers_t *buffers)
 int main(int argc, char **argv)
 {
     bench_options_t options;
-    bench_parse_t parsed = bench_options_parse(argc, argv, &options, bench_launcher_rank() != 0);
-    if (parsed != BENCH_PARSE_RUN)
-        return parsed == BENCH_PARSE_HELP ? 0 : 2;
+    bench_cli_result_t parsed = bench_options_parse(argc, argv, &options);
+    if (parsed != BENCH_CLI_RUN)
+        return parsed;
     if (options.memory == BENCH_MEMORY_CUDA && !bench_cuda_built()) {
         if (bench_launcher_rank() == 0)
             fprintf(stderr, BENCH_NAME ": --memory cuda: this build has no CUDA (meson found no nvcc, or "
@@ -453,16 +452,10 @@ int main(int argc, char **argv)
     }
 
     /* Open the JSON file before the run, so a bad path fails in a second. */
-    FILE *json = NULL;
+    bench_json_t json = {.out = NULL};
     int json_ok = 1;
-    if (rank == 0 && options.json_path != NULL) {
-        json = fopen(options.json_path, "w");
-        if (json == NULL) {
-            fprintf(stderr, BENCH_NAME ": --json: cannot open '%s' for writing: %s\n", options.json_path,
-                    strerror(errno));
-            json_ok = 0;
-        }
-    }
+    if (rank == 0 && options.json_path != NULL)
+        json_ok = bench_json_open(&json, BENCH_NAME, options.json_path, 1) == 0;
     MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!json_ok) {
         hora_shutdown();
@@ -532,16 +525,12 @@ int main(int argc, char **argv)
 
     if (rank == 0) {
         exit_code = bench_report_footer(&options, rows, row_count);
-        if (json != NULL) {
-            int failed = bench_report_json(json, &options, rows, row_count, nranks) != 0;
-            failed |= fclose(json) != 0;
-            json = NULL;
-            if (failed) {
-                fprintf(stderr, BENCH_NAME ": --json: writing '%s' failed\n", options.json_path);
+        if (json.out != NULL) {
+            bench_report_json(&json, &options, rows, row_count, nranks);
+            if (bench_json_close(&json, BENCH_NAME, options.json_path) != 0)
                 exit_code = 1;
-            } else {
+            else
                 printf("# JSON written to %s\n", options.json_path);
-            }
         }
         if (options.plot_path != NULL)
             bench_report_plot(&options, rows, row_count, sizes, size_count, nranks);
@@ -550,8 +539,8 @@ int main(int argc, char **argv)
     MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
 
 out_free:
-    if (json != NULL) /* only when the run did not start */
-        fclose(json);
+    if (json.out != NULL) /* only when the run did not start */
+        fclose(json.out);
     bench_buffers_free(&buffers);
     if (options.memory == BENCH_MEMORY_CUDA) {
         bench_nccl_free();

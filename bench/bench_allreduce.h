@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "bench_cli.h"
+#include "bench_output.h"
 #include "hora.h"
 
 #define BENCH_NAME "hora-bench-allreduce"
@@ -86,15 +88,8 @@ typedef struct {
     double ratio; /* peer_time / ip_time (= ip_busbw / peer busbw); NAN when undefined */
 } bench_row_t;
 
-/* The command line (bench_allreduce_options.c). quiet: no messages (the
- * ranks other than the launcher's first). */
-typedef enum {
-    BENCH_PARSE_RUN = 0,
-    BENCH_PARSE_HELP = 1,
-    BENCH_PARSE_ERROR = 2,
-} bench_parse_t;
-bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t *options, int quiet);
-void bench_usage(FILE *out);
+/* The command line (bench_allreduce_options.c, through bench_cli.h). */
+bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options);
 /* --transport: sets the runtime's kill switches before hora_init; 0 or -1. */
 int bench_transport_select(const char *transport);
 
@@ -121,9 +116,9 @@ void bench_report_row(const bench_options_t *options, const bench_row_t *row);
 /* Prints the footer; returns 1 when a result was wrong or written out of
  * bounds, else 0. */
 int bench_report_footer(const bench_options_t *options, const bench_row_t *rows, size_t row_count);
-/* Writes the rows as a JSON array; returns 0 or -1 on a write error. */
-int bench_report_json(FILE *out, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
-                      int nranks);
+/* The rows as a JSON array, one object per row. */
+void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows,
+                       size_t row_count, int nranks);
 /* --plot through gnuplot; a missing or failing gnuplot is only a warning.
  * Rows come grouped by (type, op), types outer, one row per size. */
 void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count,

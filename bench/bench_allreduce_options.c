@@ -1,322 +1,142 @@
 /*
  * bench_allreduce_options.c - hora-bench-allreduce's command line: the
  * nccl-tests flags (-b -e -f -n -w -c -d -o) and hora's own (--baseline,
- * --memory, --json, --plot, --transport, --print-config, --nccl-lib), their
- * parsing into bench_options_t with a message per bad value, and --help.
+ * --memory, --json, --plot, --transport, --print-config, --nccl-lib) as a
+ * bench_cli table (bench_cli.h parses them and writes --help), then the
+ * checks that involve two flags.
  *
  * Build: part of hora-bench-allreduce (bench/meson.build).
  */
-#include <errno.h>
-#include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_allreduce.h"
-#include "bench_common.h"
+#include "bench_cli.h"
 #include "hora.h"
 
-enum {
-    OPT_BASELINE = 256,
-    OPT_JSON,
-    OPT_PLOT,
-    OPT_TRANSPORT,
-    OPT_PRINT_CONFIG,
-    OPT_MEMORY,
-    OPT_NCCL_LIB,
-};
+static const char *const bench_memory_names[] = {"host", "cuda", NULL}; /* bench_memory_t order */
+static const char *const bench_transport_names[] = {"shm", "ucx", "mpi", "auto", NULL};
+/* --baseline's names, and the peer each one means. */
+static const char *const bench_baseline_names[] = {"mpi", "nccl", "copy", "none", NULL};
+static const bench_peer_t bench_baseline_peers[] = {BENCH_PEER_MPI, BENCH_PEER_NCCL, BENCH_PEER_COPY, BENCH_PEER_NONE};
 
-static const char bench_short_options[] = ":b:e:f:n:w:c:d:o:h";
-static const struct option bench_long_options[] = {
-    {"minbytes", required_argument, NULL, 'b'},
-    {"maxbytes", required_argument, NULL, 'e'},
-    {"stepfactor", required_argument, NULL, 'f'},
-    {"iters", required_argument, NULL, 'n'},
-    {"warmup_iters", required_argument, NULL, 'w'},
-    {"check", required_argument, NULL, 'c'},
-    {"datatype", required_argument, NULL, 'd'},
-    {"op", required_argument, NULL, 'o'},
-    {"baseline", required_argument, NULL, OPT_BASELINE},
-    {"json", required_argument, NULL, OPT_JSON},
-    {"plot", required_argument, NULL, OPT_PLOT},
-    {"transport", required_argument, NULL, OPT_TRANSPORT},
-    {"print-config", no_argument, NULL, OPT_PRINT_CONFIG},
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"nccl-lib", required_argument, NULL, OPT_NCCL_LIB},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-void bench_usage(FILE *out)
+/* -d and -o: "all" (every index below count), or one name parse knows.
+ * Fills values and *value_count; -1 when the name is unknown. */
+static int bench_all_or_one(const char *text, int (*parse)(const char *), int count, int *values, int *value_count)
 {
-    fprintf(out,
-            "usage: mpirun -np N " BENCH_NAME " [flags]\n"
-            "\n"
-            "All-reduce bandwidth of hora (out of place and in place), nccl-tests style.\n"
-            "\n"
-            "  -b, --minbytes SIZE    smallest message, K/M/G = 2^10/2^20/2^30 (default 4K)\n"
-            "  -e, --maxbytes SIZE    largest message (default 64M)\n"
-            "  -f, --stepfactor N     multiply the size by N between rows, N >= 2 (default 2)\n"
-            "  -n, --iters N          timed iterations per row (default 20)\n"
-            "  -w, --warmup_iters N   untimed iterations before them (default 5)\n"
-            "  -c, --check 0|1        check every element of one more call (default 1)\n"
-            "  -d, --datatype TYPE    f32 (default), f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool, ... or all\n"
-            "  -o, --op OP            sum (default), avg, min, max, prod or all\n"
-            "      --memory host|cuda where send and recv live: hora_mem_alloc (default) or\n"
-            "                         hora_mem_alloc_device on this rank's GPU (local rank %% GPUs)\n"
-            "      --baseline PEER    also time a peer on the same buffers; print its bandwidth and\n"
-            "                         ratio = peer time / hora in-place time. Host memory: mpi\n"
-            "                         (MPI_Allreduce in place) or none (default). Device memory:\n"
-            "                         nccl (ncclAllReduce in place; one rank per GPU), copy (a\n"
-            "                         device-to-device cudaMemcpyAsync of the bytes) or none;\n"
-            "                         default nccl where it can run, else copy\n"
-            "      --nccl-lib PATH    NCCL to dlopen (default libnccl.so.2, found through\n"
-            "                         LD_LIBRARY_PATH)\n"
-            "      --json FILE        write one JSON object per row to FILE (rank 0)\n"
-            "      --plot FILE.png    plot busbw against size with gnuplot (rank 0)\n"
-            "      --transport T      shm, ucx, mpi or auto (default): sets the other\n"
-            "                         transports' HORA_DISABLE_<NAME>=1 before hora_init\n"
-            "      --print-config     print every HORA_* setting and exit\n"
-            "  -h, --help             this text\n"
-            "\n"
-            "Exit status: 0 on success, 1 when a result is wrong or a call fails, 2 on a bad flag.\n");
+    int one = strcmp(text, "all") == 0 ? -1 : parse(text);
+    if (one != -1 && (one < 0 || one >= count))
+        return -1;
+    *value_count = one == -1 ? count : 1;
+    for (int i = 0; i < *value_count; i++)
+        values[i] = one == -1 ? i : one;
+    return 0;
 }
 
-/* "-b/--minbytes" for the option whose getopt value is val. */
-static const char *bench_option_label(int val, char *buf, size_t len)
+static int bench_dtype_option(const char *text, void *dest)
 {
-    for (const struct option *o = bench_long_options; o->name != NULL; o++) {
-        if (o->val != val)
-            continue;
-        if (val < 256)
-            snprintf(buf, len, "-%c/--%s", val, o->name);
-        else
-            snprintf(buf, len, "--%s", o->name);
-        return buf;
-    }
-    snprintf(buf, len, "-%c", val);
-    return buf;
+    bench_options_t *o = dest;
+    int values[HORA_DTYPE_COUNT];
+    if (bench_all_or_one(text, hora_dtype_parse, HORA_DTYPE_COUNT, values, &o->dtype_count) != 0)
+        return -1;
+    for (int i = 0; i < o->dtype_count; i++)
+        o->dtypes[i] = (hora_dtype_t)values[i];
+    return 0;
 }
 
-/* Fills options from argv. Errors and --help print on the first rank only
- * (MPI is not up yet: the launcher's environment tells the rank). */
-bench_parse_t bench_options_parse(int argc, char **argv, bench_options_t *options, int quiet)
+static int bench_op_option(const char *text, void *dest)
 {
-    bench_options_t o = {
-        .min_bytes = 4096,
-        .max_bytes = 64u << 20,
-        .step_factor = 2,
-        .iters = 20,
-        .warmup_iters = 5,
-        .check = 1,
-        .dtypes = {HORA_DTYPE_F32},
-        .dtype_count = 1,
-        .ops = {HORA_OP_SUM},
-        .op_count = 1,
-        .transport = "auto",
-        .memory = BENCH_MEMORY_HOST,
-        .baseline = BENCH_PEER_AUTO, /* resolved below, once --memory is known */
-        .nccl_library = "libnccl.so.2",
-        .gpu_device = -1,
-        .gpu_turns = 1,
+    bench_options_t *o = dest;
+    int values[HORA_OP_COUNT];
+    if (bench_all_or_one(text, hora_op_parse, HORA_OP_COUNT, values, &o->op_count) != 0)
+        return -1;
+    for (int i = 0; i < o->op_count; i++)
+        o->ops[i] = (hora_op_t)values[i];
+    return 0;
+}
+
+/* Fills options from argv. Errors and --help print on the launcher's first
+ * rank only (MPI is not up yet). */
+bench_cli_result_t bench_options_parse(int argc, char **argv, bench_options_t *options)
+{
+    bench_options_t o = {.gpu_device = -1, .gpu_turns = 1};
+    int step_factor, memory, transport, baseline = -1; /* -1: not given, resolved once --memory is known */
+    const bench_cli_option_t table[] = {
+        {.long_name = "minbytes", .short_name = 'b', .kind = BENCH_CLI_SIZE, .dest = &o.min_bytes, .value = "4K",
+         .value_name = "SIZE", .min = 1, .max = 0x1p50, .help = "smallest message, K/M/G = 2^10/2^20/2^30"},
+        {.long_name = "maxbytes", .short_name = 'e', .kind = BENCH_CLI_SIZE, .dest = &o.max_bytes, .value = "64M",
+         .value_name = "SIZE", .min = 1, .max = 0x1p50,
+         .help = "largest message (the send and recv buffers are this big)"},
+        {.long_name = "stepfactor", .short_name = 'f', .kind = BENCH_CLI_INT, .dest = &step_factor, .value = "2",
+         .value_name = "N", .min = 2, .max = 1 << 20, .help = "multiply the size by N between rows"},
+        BENCH_CLI_ITERS(&o.iters, "20", "timed calls per row and placement"),
+        BENCH_CLI_WARMUP(&o.warmup_iters, "5", "untimed calls before them"),
+        {.long_name = "check", .short_name = 'c', .kind = BENCH_CLI_INT, .dest = &o.check, .value = "1",
+         .value_name = "0|1", .min = 0, .max = 1, .expect = "0 or 1",
+         .help = "run one more call per placement and compare every element"},
+        {.long_name = "datatype", .short_name = 'd', .kind = BENCH_CLI_CUSTOM, .dest = &o, .value = "f32",
+         .parse = bench_dtype_option, .value_name = "TYPE",
+         .expect = "f32, f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool or all",
+         .help = "f32, f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool, ... or all"},
+        {.long_name = "op", .short_name = 'o', .kind = BENCH_CLI_CUSTOM, .dest = &o, .value = "sum",
+         .parse = bench_op_option, .value_name = "OP", .expect = "sum, avg, min, max, prod or all",
+         .help = "sum, avg, min, max, prod or all"},
+        {.long_name = "memory", .kind = BENCH_CLI_CHOICE, .dest = &memory, .value = "host",
+         .choices = bench_memory_names,
+         .help = "where send and recv live: hora_mem_alloc, or hora_mem_alloc_device on this rank's GPU "
+                 "(local rank % GPUs)"},
+        {.long_name = "baseline", .kind = BENCH_CLI_CHOICE, .dest = &baseline, .choices = bench_baseline_names,
+         .value_name = "PEER",
+         .default_note = "none with host memory; with device memory nccl where it can run, else copy",
+         .help = "also time a peer on the same buffers; print its bandwidth and ratio = peer time / hora "
+                 "in-place time. Host memory: mpi (MPI_Allreduce in place) or none. Device memory: nccl "
+                 "(ncclAllReduce in place; one rank per GPU), copy (a device-to-device cudaMemcpyAsync of "
+                 "the bytes) or none"},
+        {.long_name = "nccl-lib", .kind = BENCH_CLI_STRING, .dest = &o.nccl_library, .value = "libnccl.so.2",
+         .value_name = "PATH", .help = "NCCL to dlopen (found through LD_LIBRARY_PATH)"},
+        BENCH_CLI_JSON(&o.json_path, "write one JSON object per row to FILE (rank 0)"),
+        BENCH_CLI_PLOT(&o.plot_path, "plot busbw against size with gnuplot (rank 0)"),
+        {.long_name = "transport", .kind = BENCH_CLI_CHOICE, .dest = &transport, .value = "auto",
+         .choices = bench_transport_names,
+         .help = "sets the other transports' HORA_DISABLE_<NAME>=1 before hora_init"},
+        {.long_name = "print-config", .kind = BENCH_CLI_FLAG, .dest = &o.print_config,
+         .help = "print every HORA_* setting and exit"},
+        {0},
     };
-    int baseline_given = 0;
-    FILE *err = quiet ? NULL : stderr;
-    char label[64];
-    long value;
-    int c;
+    const bench_cli_t cli = {
+        .program = BENCH_NAME,
+        .synopsis = "mpirun -np N " BENCH_NAME " [flags]",
+        .about = "All-reduce bandwidth of hora (out of place and in place), nccl-tests style.",
+        .epilog = "Exit status: 0 on success, 1 when a result is wrong or a call fails, 2 on a bad flag.",
+        .options = table,
+    };
 
-    opterr = 0; /* getopt's own messages would repeat on every rank */
-    while ((c = getopt_long(argc, argv, bench_short_options, bench_long_options, NULL)) != -1) {
-        const char *name = bench_option_label(c, label, sizeof(label));
-        switch (c) {
-        case 'b':
-        case 'e': {
-            size_t bytes;
-            if (bench_size_parse(optarg, &bytes) != 0) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: '%s' is not a size (digits with an optional K, M or G suffix)\n",
-                            name, optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            *(c == 'b' ? &o.min_bytes : &o.max_bytes) = bytes;
-            break;
-        }
-        case 'f':
-            if (bench_int_parse(optarg, 2, 1 << 20, &value) != 0) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: '%s' is not an integer factor in [2, 1048576]\n", name, optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            o.step_factor = (size_t)value;
-            break;
-        case 'n':
-        case 'w':
-            if (bench_int_parse(optarg, c == 'n' ? 1 : 0, 1000000000, &value) != 0) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: '%s' is not an integer in [%d, 1000000000]\n", name,
-                            optarg, c == 'n' ? 1 : 0);
-                return BENCH_PARSE_ERROR;
-            }
-            *(c == 'n' ? &o.iters : &o.warmup_iters) = (int)value;
-            break;
-        case 'c':
-            if (bench_int_parse(optarg, 0, 1, &value) != 0) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: '%s' must be 0 or 1\n", name, optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            o.check = (int)value;
-            break;
-        case 'd':
-            if (strcmp(optarg, "all") == 0) {
-                for (int i = 0; i < HORA_DTYPE_COUNT; i++)
-                    o.dtypes[i] = (hora_dtype_t)i;
-                o.dtype_count = HORA_DTYPE_COUNT;
-            } else {
-                int dtype = hora_dtype_parse(optarg);
-                if (dtype < 0 || dtype >= HORA_DTYPE_COUNT) {
-                    if (err)
-                        fprintf(err, BENCH_NAME ": %s: unknown type '%s' (f32, f16, bf16, f64, i32, i64, u8, i8, i16, u16, bool or all)\n",
-                                name, optarg);
-                    return BENCH_PARSE_ERROR;
-                }
-                o.dtypes[0] = (hora_dtype_t)dtype;
-                o.dtype_count = 1;
-            }
-            break;
-        case 'o':
-            if (strcmp(optarg, "all") == 0) {
-                for (int i = 0; i < HORA_OP_COUNT; i++)
-                    o.ops[i] = (hora_op_t)i;
-                o.op_count = HORA_OP_COUNT;
-            } else {
-                int op = hora_op_parse(optarg);
-                if (op < 0 || op >= HORA_OP_COUNT) {
-                    if (err)
-                        fprintf(err, BENCH_NAME ": %s: unknown op '%s' (sum, avg, min, max, prod or all)\n",
-                                name, optarg);
-                    return BENCH_PARSE_ERROR;
-                }
-                o.ops[0] = (hora_op_t)op;
-                o.op_count = 1;
-            }
-            break;
-        case OPT_BASELINE: {
-            static const bench_peer_t peers[] = {BENCH_PEER_MPI, BENCH_PEER_NCCL, BENCH_PEER_COPY, BENCH_PEER_NONE};
-            size_t i = 0;
-            while (i < sizeof(peers) / sizeof(peers[0]) && strcmp(optarg, bench_peer_name(peers[i])) != 0)
-                i++;
-            if (i == sizeof(peers) / sizeof(peers[0])) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: unknown baseline '%s' (mpi, nccl, copy or none)\n", name, optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            o.baseline = peers[i];
-            baseline_given = 1;
-            break;
-        }
-        case OPT_MEMORY:
-            if (strcmp(optarg, "host") == 0)
-                o.memory = BENCH_MEMORY_HOST;
-            else if (strcmp(optarg, "cuda") == 0)
-                o.memory = BENCH_MEMORY_CUDA;
-            else {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: unknown memory '%s' (host or cuda)\n", name, optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            break;
-        case OPT_NCCL_LIB:
-            if (optarg[0] == '\0') {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: needs a library name or path\n", name);
-                return BENCH_PARSE_ERROR;
-            }
-            o.nccl_library = optarg;
-            break;
-        case OPT_JSON:
-        case OPT_PLOT:
-            if (optarg[0] == '\0') {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: needs a file name\n", name);
-                return BENCH_PARSE_ERROR;
-            }
-            *(c == OPT_JSON ? &o.json_path : &o.plot_path) = optarg;
-            break;
-        case OPT_TRANSPORT:
-            if (strcmp(optarg, "shm") != 0 && strcmp(optarg, "ucx") != 0 && strcmp(optarg, "mpi") != 0 &&
-                strcmp(optarg, "auto") != 0) {
-                if (err)
-                    fprintf(err, BENCH_NAME ": %s: unknown transport '%s' (shm, ucx, mpi or auto)\n", name,
-                            optarg);
-                return BENCH_PARSE_ERROR;
-            }
-            o.transport = optarg;
-            break;
-        case OPT_PRINT_CONFIG: o.print_config = 1; break;
-        case 'h':
-            if (!quiet)
-                bench_usage(stdout);
-            return BENCH_PARSE_HELP;
-        case ':':
-            if (err)
-                fprintf(err, BENCH_NAME ": %s needs a value (see --help)\n",
-                        bench_option_label(optopt, label, sizeof(label)));
-            return BENCH_PARSE_ERROR;
-        default: /* '?' */
-            if (err) {
-                if (optopt == OPT_PRINT_CONFIG || optopt == 'h')
-                    fprintf(err, BENCH_NAME ": %s takes no value\n", bench_option_label(optopt, label, sizeof(label)));
-                else if (optopt != 0)
-                    fprintf(err, BENCH_NAME ": unknown flag -%c (see --help)\n", optopt);
-                else
-                    fprintf(err, BENCH_NAME ": unknown flag '%s' (see --help)\n", argv[optind - 1]);
-            }
-            return BENCH_PARSE_ERROR;
-        }
-    }
-    if (optind < argc) {
-        if (err)
-            fprintf(err, BENCH_NAME ": unexpected argument '%s' (see --help)\n", argv[optind]);
-        return BENCH_PARSE_ERROR;
-    }
-    if (o.min_bytes == 0 || o.max_bytes == 0) {
-        if (err)
-            fprintf(err, BENCH_NAME ": %s must be at least 1 byte\n", o.min_bytes == 0 ? "-b/--minbytes" : "-e/--maxbytes");
-        return BENCH_PARSE_ERROR;
-    }
-    if (o.min_bytes > o.max_bytes) {
-        if (err)
-            fprintf(err, BENCH_NAME ": -b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)\n", o.min_bytes,
-                    o.max_bytes);
-        return BENCH_PARSE_ERROR;
-    }
-    if (o.max_bytes > SIZE_MAX / 4) {
-        if (err)
-            fprintf(err, BENCH_NAME ": -e/--maxbytes (%zu) is too large\n", o.max_bytes);
-        return BENCH_PARSE_ERROR;
-    }
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
+    if (result != BENCH_CLI_RUN)
+        return result;
+    o.step_factor = (size_t)step_factor;
+    o.memory = (bench_memory_t)memory;
+    o.transport = bench_transport_names[transport];
+    if (o.min_bytes > o.max_bytes)
+        return bench_cli_fail(&cli, "-b/--minbytes (%zu) is larger than -e/--maxbytes (%zu)", o.min_bytes,
+                              o.max_bytes);
     /* The peers each memory kind can have. */
+    o.baseline = baseline < 0 ? BENCH_PEER_AUTO : bench_baseline_peers[baseline];
     if (o.memory == BENCH_MEMORY_HOST) {
-        if (!baseline_given)
+        if (baseline < 0)
             o.baseline = BENCH_PEER_NONE;
-        if (o.baseline == BENCH_PEER_NCCL || o.baseline == BENCH_PEER_COPY) {
-            if (err)
-                fprintf(err, BENCH_NAME ": --baseline %s needs --memory cuda (host memory: mpi or none)\n",
-                        bench_peer_name(o.baseline));
-            return BENCH_PARSE_ERROR;
-        }
+        if (o.baseline == BENCH_PEER_NCCL || o.baseline == BENCH_PEER_COPY)
+            return bench_cli_fail(&cli, "--baseline %s needs --memory cuda (host memory: mpi or none)",
+                                  bench_peer_name(o.baseline));
     } else if (o.baseline == BENCH_PEER_MPI) {
-        if (err)
-            fprintf(err, BENCH_NAME ": --baseline mpi with --memory cuda would need a CUDA-aware MPI, which this "
-                         "benchmark does not assume (device memory: nccl, copy or none)\n");
-        return BENCH_PARSE_ERROR;
+        return bench_cli_fail(&cli,
+                              "--baseline mpi with --memory cuda would need a CUDA-aware MPI, which this "
+                              "benchmark does not assume (device memory: nccl, copy or none)");
     }
     o.peer = o.baseline == BENCH_PEER_AUTO ? BENCH_PEER_NONE : o.baseline; /* settled at run time */
     *options = o;
-    return BENCH_PARSE_RUN;
+    return BENCH_CLI_RUN;
 }
 
 /* --transport: the runtime reads its kill switches at hora_init. */

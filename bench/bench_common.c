@@ -5,67 +5,10 @@
  */
 #include "bench_common.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-int bench_size_parse(const char *text, size_t *bytes)
-{
-    if (text == NULL || !isdigit((unsigned char)text[0]))
-        return -1; /* strtoull would accept "-1", " 1" and "+1" */
-    char *end;
-    errno = 0;
-    unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
-
-    unsigned shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    default: break;
-    }
-    if (toupper((unsigned char)*end) == 'B')
-        end++;
-    if (*end != '\0')
-        return -1;
-    if (value > (unsigned long long)(SIZE_MAX >> shift))
-        return -1;
-    *bytes = (size_t)value << shift;
-    return 0;
-}
-
-void bench_size_label(size_t bytes, char *buf, size_t len)
-{
-    static const char suffixes[] = {'G', 'M', 'K'};
-    for (int i = 0; i < 3; i++) {
-        unsigned shift = 30u - 10u * (unsigned)i;
-        size_t unit = (size_t)1 << shift;
-        if (bytes >= unit && bytes % unit == 0) {
-            snprintf(buf, len, "%zu%c", bytes >> shift, suffixes[i]);
-            return;
-        }
-    }
-    snprintf(buf, len, "%zu", bytes);
-}
-
-int bench_int_parse(const char *text, long min, long max, long *value)
-{
-    if (text == NULL || text[0] == '\0' || isspace((unsigned char)text[0]))
-        return -1;
-    char *end;
-    errno = 0;
-    long parsed = strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || parsed < min || parsed > max)
-        return -1;
-    *value = parsed;
-    return 0;
-}
 
 uint16_t bench_f16_from_f32(float value)
 {
@@ -152,19 +95,6 @@ double bench_allreduce_bus_factor(int nranks)
     return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0;
 }
 
-int bench_launcher_rank(void)
-{
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                        "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        long rank;
-        const char *text = getenv(names[i]);
-        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0)
-            return (int)rank;
-    }
-    return 0;
-}
-
 int bench_launcher_local_rank(void)
 {
     static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
@@ -194,45 +124,4 @@ int bench_all_ok(int ok, char *why, size_t len)
     message[sizeof(message) - 1] = '\0';
     snprintf(why, len, "%s", message);
     return 0;
-}
-
-int bench_program_on_path(const char *name)
-{
-    const char *path = getenv("PATH");
-    if (path == NULL || path[0] == '\0')
-        path = "/usr/bin:/bin";
-    char candidate[4096];
-    while (*path != '\0') {
-        size_t dir_len = strcspn(path, ":");
-        /* An empty entry means the current directory. */
-        int written = dir_len ? snprintf(candidate, sizeof(candidate), "%.*s/%s", (int)dir_len, path, name)
-                              : snprintf(candidate, sizeof(candidate), "./%s", name);
-        if (written > 0 && (size_t)written < sizeof(candidate) && access(candidate, X_OK) == 0)
-            return 1;
-        path += dir_len;
-        if (*path == ':')
-            path++;
-    }
-    return 0;
-}
-
-void bench_gnuplot_quote(FILE *gp, const char *text)
-{
-    fputc('\'', gp);
-    for (const char *p = text; *p != '\0'; p++) {
-        if (*p == '\'')
-            fputc('\'', gp);
-        fputc(*p, gp);
-    }
-    fputc('\'', gp);
-}
-
-void bench_gnuplot_begin(FILE *gp, const char *png_path, int width, int height, int font_size)
-{
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size %d,%d font ',%d' } "
-                "else { set terminal png size %d,%d }\n",
-            width, height, font_size, width, height);
-    fprintf(gp, "set output ");
-    bench_gnuplot_quote(gp, png_path);
-    fprintf(gp, "\nset encoding utf8\nset termoption noenhanced\n");
 }

@@ -23,7 +23,6 @@
  *
  * Build: meson (bench/meson.build) -> build/bench/hora-bench-gradset.
  */
-#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,8 +45,8 @@
 #define GRADSET_ENV_CYCLE "HORA_CYCLE_TIME_MS"
 
 typedef struct {
-    long steps;
-    long warmup;
+    int steps;
+    int warmup;
     size_t fusion_values[GRADSET_MAX_SWEEP];
     int fusion_count;
     double cycle_values[GRADSET_MAX_SWEEP];
@@ -57,7 +56,7 @@ typedef struct {
     const char *plot_path;
     int autotune;
     const char *autotune_log;
-    long autotune_steps;
+    int autotune_steps;
 } gradset_options_t;
 
 /* The gradient arena: gradient k in backprop order (registration index
@@ -87,147 +86,47 @@ static int gradset_nranks;
 /* Command line                                                              */
 /* ------------------------------------------------------------------------ */
 
-enum {
-    OPT_FUSION = 256,
-    OPT_CYCLE,
-    OPT_BASELINE,
-    OPT_JSON,
-    OPT_PLOT,
-    OPT_AUTOTUNE,
-    OPT_AUTOTUNE_LOG,
-    OPT_AUTOTUNE_STEPS,
-};
-
-static const struct option gradset_long_options[] = {
-    {"iters", required_argument, NULL, 'n'},
-    {"warmup_iters", required_argument, NULL, 'w'},
-    {"fusion-threshold", required_argument, NULL, OPT_FUSION},
-    {"cycle-time", required_argument, NULL, OPT_CYCLE},
-    {"baseline", required_argument, NULL, OPT_BASELINE},
-    {"json", required_argument, NULL, OPT_JSON},
-    {"plot", required_argument, NULL, OPT_PLOT},
-    {"autotune", no_argument, NULL, OPT_AUTOTUNE},
-    {"autotune-log", required_argument, NULL, OPT_AUTOTUNE_LOG},
-    {"autotune-steps", required_argument, NULL, OPT_AUTOTUNE_STEPS},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
-};
-
-static void gradset_usage(FILE *out)
-{
-    fprintf(out,
-            "usage: mpirun -np N " BENCH_NAME " [flags]\n"
-            "Allreduce (avg) ResNet-50's 161 gradients per step through hora_allreduce_async,\n"
-            "in backprop order, from one arena laid out in that order.\n"
-            "  -n, --iters N             timed steps per setting (default 20)\n"
-            "  -w, --warmup_iters N      untimed steps before them (default 3)\n"
-            "      --fusion-threshold L  sweep HORA_FUSION_THRESHOLD over a comma-separated list\n"
-            "                            of sizes (0,1M,16M,128M)\n"
-            "      --cycle-time L        sweep HORA_CYCLE_TIME_MS over a comma-separated list (0.5,1,2)\n"
-            "      --baseline mpi        also time MPI_Allreduce per tensor and over the whole arena\n"
-            "      --json FILE           rank 0 writes the results as one JSON object\n"
-            "      --plot FILE.png       rank 0 plots step time against each swept setting (gnuplot),\n"
-            "                            with --baseline mpi the MPI step times as reference lines\n"
-            "      --autotune            one more round with HORA_AUTOTUNE=1; prints the winner row\n"
-            "      --autotune-log FILE   the autotune CSV (default: a file in /tmp)\n"
-            "      --autotune-steps N    steps of the autotune round (default 1500)\n"
-            "  -h, --help                this text\n"
-            "Exit status: 0 when every checked element is right, 1 when one is wrong or a\n"
-            "call fails, 2 on a bad flag.\n");
-}
-
-static int gradset_parse_sizes(const char *text, gradset_options_t *o)
-{
-    char *copy = strdup(text);
-    if (!copy) return -1;
-    int failed = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (o->fusion_count == GRADSET_MAX_SWEEP || bench_size_parse(tok, &o->fusion_values[o->fusion_count])) {
-            failed = 1;
-            break;
-        }
-        o->fusion_count++;
-    }
-    free(copy);
-    return failed || o->fusion_count == 0 ? -1 : 0;
-}
-
-static int gradset_parse_doubles(const char *text, gradset_options_t *o)
-{
-    char *copy = strdup(text);
-    if (!copy) return -1;
-    int failed = 0;
-    char *save = NULL;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        char *end = NULL;
-        double v = strtod(tok, &end);
-        if (o->cycle_count == GRADSET_MAX_SWEEP || end == tok || *end || !(v > 0) || !isfinite(v)) {
-            failed = 1;
-            break;
-        }
-        o->cycle_values[o->cycle_count++] = v;
-    }
-    free(copy);
-    return failed || o->cycle_count == 0 ? -1 : 0;
-}
-
-/* Returns 0 to run, 1 after -h, 2 on a bad flag (message printed by the
+/* BENCH_CLI_RUN, or the exit status (--help, a bad flag: printed by the
  * launcher's rank 0 only). */
-static int gradset_parse(int argc, char **argv, gradset_options_t *o)
+static bench_cli_result_t gradset_parse(int argc, char **argv, gradset_options_t *o)
 {
-    int quiet = bench_launcher_rank() != 0;
-    *o = (gradset_options_t){.steps = 20, .warmup = 3, .autotune_steps = 1500};
-    opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":n:w:h", gradset_long_options, NULL)) != -1) {
-        const char *bad = NULL;
-        switch (c) {
-        case 'n':
-            if (bench_int_parse(optarg, 1, 1000000, &o->steps)) bad = "-n wants an integer in 1..1000000";
-            break;
-        case 'w':
-            if (bench_int_parse(optarg, 0, 1000000, &o->warmup)) bad = "-w wants an integer in 0..1000000";
-            break;
-        case OPT_FUSION:
-            if (gradset_parse_sizes(optarg, o))
-                bad = "--fusion-threshold wants up to 32 comma-separated sizes (0,4M,32M,128M)";
-            break;
-        case OPT_CYCLE:
-            if (gradset_parse_doubles(optarg, o))
-                bad = "--cycle-time wants up to 32 comma-separated positive milliseconds (0.5,1,2)";
-            break;
-        case OPT_BASELINE:
-            if (strcmp(optarg, "mpi")) bad = "--baseline knows only 'mpi'";
-            o->baseline_mpi = 1;
-            break;
-        case OPT_JSON: o->json_path = optarg; break;
-        case OPT_PLOT: o->plot_path = optarg; break;
-        case OPT_AUTOTUNE: o->autotune = 1; break;
-        case OPT_AUTOTUNE_LOG: o->autotune_log = optarg; break;
-        case OPT_AUTOTUNE_STEPS:
-            if (bench_int_parse(optarg, 1, 100000000, &o->autotune_steps))
-                bad = "--autotune-steps wants a positive integer";
-            break;
-        case 'h':
-            if (!quiet) gradset_usage(stdout);
-            return 1;
-        case ':': bad = "a flag is missing its value"; break;
-        default: bad = "unknown flag"; break;
-        }
-        if (bad) {
-            if (!quiet) {
-                fprintf(stderr, BENCH_NAME ": %s (%s)\n", bad, argv[optind - 1]);
-                gradset_usage(stderr);
-            }
-            return 2;
-        }
-    }
-    if (optind < argc) {
-        if (!quiet) fprintf(stderr, BENCH_NAME ": unexpected argument '%s' (see -h)\n", argv[optind]);
-        return 2;
-    }
-    return 0;
+    static const char *const baselines[] = {"mpi", NULL};
+    int baseline = -1;
+    *o = (gradset_options_t){.steps = 0};
+    const bench_cli_option_t table[] = {
+        BENCH_CLI_ITERS(&o->steps, "20", "timed steps per setting"),
+        BENCH_CLI_WARMUP(&o->warmup, "3", "untimed steps before them"),
+        {.long_name = "fusion-threshold", .kind = BENCH_CLI_SIZE, .dest = o->fusion_values,
+         .list_count = &o->fusion_count, .list_max = GRADSET_MAX_SWEEP, .value_name = "LIST",
+         .help = "sweep HORA_FUSION_THRESHOLD over a comma-separated list of sizes (0,4M,32M,128M)"},
+        {.long_name = "cycle-time", .kind = BENCH_CLI_DOUBLE, .dest = o->cycle_values, .list_count = &o->cycle_count,
+         .list_max = GRADSET_MAX_SWEEP, .min = 0, .max = 1e9, .open_min = 1, .value_name = "LIST",
+         .help = "sweep HORA_CYCLE_TIME_MS over a comma-separated list of milliseconds (0.5,1,2,5)"},
+        {.long_name = "baseline", .kind = BENCH_CLI_CHOICE, .dest = &baseline, .choices = baselines,
+         .help = "also time MPI_Allreduce per tensor and over the whole arena"},
+        BENCH_CLI_JSON(&o->json_path, "rank 0 writes the results as one JSON object"),
+        BENCH_CLI_PLOT(&o->plot_path, "rank 0 plots step time against each swept setting (gnuplot), with "
+                                      "--baseline mpi the MPI step times as reference lines"),
+        {.long_name = "autotune", .kind = BENCH_CLI_FLAG, .dest = &o->autotune,
+         .help = "one more round with HORA_AUTOTUNE=1; prints the winner row"},
+        {.long_name = "autotune-log", .kind = BENCH_CLI_STRING, .dest = &o->autotune_log, .value_name = "FILE",
+         .default_note = "/tmp/" BENCH_NAME "-autotune-<pid>.csv", .help = "the autotune CSV"},
+        {.long_name = "autotune-steps", .kind = BENCH_CLI_INT, .dest = &o->autotune_steps, .value = "1500",
+         .min = 1, .max = 100000000, .value_name = "N", .help = "steps of the autotune round"},
+        {0},
+    };
+    const bench_cli_t cli = {
+        .program = BENCH_NAME,
+        .synopsis = "mpirun -np N " BENCH_NAME " [flags]",
+        .about = "Allreduce (avg) ResNet-50's 161 gradients per step through hora_allreduce_async, in backprop "
+                 "order, from one arena laid out in that order.",
+        .epilog = "Exit status: 0 when every checked element is right, 1 when one is wrong or a call fails, 2 on "
+                  "a bad flag.",
+        .options = table,
+    };
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
+    o->baseline_mpi = baseline == 0;
+    return result;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -523,53 +422,70 @@ out_free_mem:
 /* Output                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The table: one row per setting, header lines with '#'. */
+static const bench_column_t gradset_columns[] = {
+    {.name = " setting", .width = 18, .left = 1},
+    {.name = "fusion", .unit = "(B)", .width = 10},
+    {.name = "cycle", .unit = "(ms)", .width = 10},
+    {.name = "step", .unit = "(ms)", .width = 10},
+    {.name = "busbw", .unit = "(GB/s)", .width = 10},
+    {.name = "est_buffers", .width = 11},
+};
+
+static bench_table_t gradset_table(void)
+{
+    return (bench_table_t){.out = stdout, .columns = gradset_columns,
+                           .column_count = (int)(sizeof(gradset_columns) / sizeof(gradset_columns[0])),
+                           .indent = "", .comment = 1};
+}
+
 static void gradset_print_row(const gradset_row_t *r)
 {
     char fusion[32];
     bench_size_label(r->fusion_threshold, fusion, sizeof(fusion));
-    printf("%-18s %10s %10g %10.3f %10.2f %11zu\n", r->variable, fusion, r->cycle_time_ms, r->step_ms, r->busbw_gbs,
-           r->est_buffers);
-}
-
-static void gradset_json_number(FILE *out, double v)
-{
-    if (isnan(v))
-        fputs("null", out);
-    else
-        fprintf(out, "%.6g", v);
+    bench_table_t table = gradset_table();
+    bench_table_text(&table, r->variable);
+    bench_table_text(&table, fusion);
+    bench_table_cell(&table, "%g", r->cycle_time_ms);
+    bench_table_number(&table, r->step_ms, "%.3f");
+    bench_table_number(&table, r->busbw_gbs, "%.2f");
+    bench_table_cell(&table, "%zu", r->est_buffers);
+    bench_table_end_row(&table);
 }
 
 static void gradset_write_json(const gradset_options_t *o, const gradset_arena_t *layout, const gradset_default_t *d,
                                const gradset_row_t *rows, int row_count)
 {
-    FILE *out = fopen(o->json_path, "w");
-    if (!out) {
-        fprintf(stderr, BENCH_NAME ": warning: --json: cannot write %s\n", o->json_path);
-        return;
-    }
-    fprintf(out, "{\n  \"benchmark\": \"" BENCH_NAME "\",\n  \"model\": \"resnet50\",\n");
-    fprintf(out, "  \"ranks\": %d,\n  \"tensors\": %zu,\n  \"arena_bytes\": %zu,\n  \"payload_bytes\": %zu,\n",
-            gradset_nranks, (size_t)RESNET50_GRAD_COUNT, layout->arena_bytes, layout->payload_bytes);
-    fprintf(out, "  \"steps\": %ld,\n  \"warmup_steps\": %ld,\n  \"op\": \"avg\",\n", o->steps, o->warmup);
-    fprintf(out, "  \"hora_step_ms\": ");
-    gradset_json_number(out, d->hora_ms);
-    fprintf(out, ",\n  \"mpi_per_tensor_step_ms\": ");
-    gradset_json_number(out, d->mpi_per_tensor_ms);
-    fprintf(out, ",\n  \"mpi_one_call_step_ms\": ");
-    gradset_json_number(out, d->mpi_one_call_ms);
-    fprintf(out, ",\n  \"hora_over_mpi_per_tensor\": ");
-    gradset_json_number(out, d->hora_ms / d->mpi_per_tensor_ms);
-    fprintf(out, ",\n  \"sweep\": [");
+    bench_json_t json;
+    if (bench_json_open(&json, BENCH_NAME, o->json_path, 2) != 0) return;
+    bench_json_object(&json, NULL);
+    bench_json_string(&json, "benchmark", BENCH_NAME);
+    bench_json_string(&json, "model", "resnet50");
+    bench_json_integer(&json, "ranks", gradset_nranks);
+    bench_json_integer(&json, "tensors", RESNET50_GRAD_COUNT);
+    bench_json_integer(&json, "arena_bytes", (long long)layout->arena_bytes);
+    bench_json_integer(&json, "payload_bytes", (long long)layout->payload_bytes);
+    bench_json_integer(&json, "steps", o->steps);
+    bench_json_integer(&json, "warmup_steps", o->warmup);
+    bench_json_string(&json, "op", "avg");
+    bench_json_number(&json, "hora_step_ms", "%.6g", d->hora_ms, 1);
+    bench_json_number(&json, "mpi_per_tensor_step_ms", "%.6g", d->mpi_per_tensor_ms, 1);
+    bench_json_number(&json, "mpi_one_call_step_ms", "%.6g", d->mpi_one_call_ms, 1);
+    bench_json_number(&json, "hora_over_mpi_per_tensor", "%.6g", d->hora_ms / d->mpi_per_tensor_ms, 1);
+    bench_json_array(&json, "sweep");
     for (int i = 0; i < row_count; i++) {
         const gradset_row_t *r = &rows[i];
-        fprintf(out,
-                "%s\n    {\"variable\": \"%s\", \"fusion_threshold\": %zu, \"cycle_time_ms\": %g, \"step_ms\": %.6g, "
-                "\"busbw\": %.6g, \"responses_per_step\": %zu, \"responses_per_step_is_estimate\": true}",
-                i ? "," : "", r->variable, r->fusion_threshold, r->cycle_time_ms, r->step_ms, r->busbw_gbs,
-                r->est_buffers);
+        bench_json_object(&json, NULL);
+        bench_json_string(&json, "variable", r->variable);
+        bench_json_integer(&json, "fusion_threshold", (long long)r->fusion_threshold);
+        bench_json_number(&json, "cycle_time_ms", "%g", r->cycle_time_ms, 1);
+        bench_json_number(&json, "step_ms", "%.6g", r->step_ms, 1);
+        bench_json_number(&json, "busbw", "%.6g", r->busbw_gbs, 1);
+        bench_json_integer(&json, "responses_per_step", (long long)r->est_buffers);
+        bench_json_bool(&json, "responses_per_step_is_estimate", 1);
+        bench_json_end(&json);
     }
-    fprintf(out, "\n  ]\n}\n");
-    if (fclose(out)) fprintf(stderr, BENCH_NAME ": warning: --json: error writing %s\n", o->json_path);
+    bench_json_close(&json, BENCH_NAME, o->json_path);
 }
 
 /* One panel: hora's step time against x (the fusion threshold in MiB, or
@@ -618,18 +534,10 @@ static void gradset_plot_panel(FILE *gp, const gradset_row_t *rows, int row_coun
 static void gradset_write_plot(const gradset_options_t *o, const gradset_default_t *d, const gradset_row_t *rows,
                                int row_count)
 {
-    if (!bench_program_on_path("gnuplot")) {
-        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot is not on PATH; %s was not written\n", o->plot_path);
-        return;
-    }
-    FILE *gp = popen("gnuplot", "w");
-    if (!gp) {
-        fprintf(stderr, BENCH_NAME ": warning: --plot: cannot start gnuplot\n");
-        return;
-    }
     int panels = (o->fusion_count > 0) + (o->cycle_count > 0);
     if (panels == 0) panels = 1;
-    bench_gnuplot_begin(gp, o->plot_path, 640 * panels, 520, 11);
+    FILE *gp = bench_plot_open(BENCH_NAME, o->plot_path, 640 * panels, 520, 11);
+    if (!gp) return;
     fprintf(gp, "set multiplot layout 1,%d title 'ResNet-50 gradients (%d tensors, f32, avg), %d ranks: step time'\n",
             panels, (int)RESNET50_GRAD_COUNT, gradset_nranks);
     /* y from 0, so hora and MPI compare by height. */
@@ -644,12 +552,7 @@ static void gradset_write_plot(const gradset_options_t *o, const gradset_default
     if (!o->fusion_count && !o->cycle_count)
         gradset_plot_panel(gp, rows, row_count, NULL, 0, GRADSET_ENV_FUSION " (MiB)", "hora, default settings", d);
     fprintf(gp, "unset multiplot\n");
-    int status = pclose(gp);
-    if (status != 0)
-        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot failed (status %d); %s may be missing\n", status,
-                o->plot_path);
-    else
-        printf("# Plot written to %s\n", o->plot_path);
+    bench_plot_close(gp, BENCH_NAME, o->plot_path);
 }
 
 /* Print the last "winner" row of the autotune CSV with its header. */
@@ -681,8 +584,8 @@ static void gradset_print_autotune_winner(const char *path)
 int main(int argc, char **argv)
 {
     gradset_options_t o;
-    int parsed = gradset_parse(argc, argv, &o);
-    if (parsed) return parsed == 1 ? 0 : 2;
+    bench_cli_result_t parsed = gradset_parse(argc, argv, &o);
+    if (parsed != BENCH_CLI_RUN) return parsed;
 
     int provided = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -707,7 +610,7 @@ int main(int argc, char **argv)
                (size_t)RESNET50_GRAD_COUNT);
         printf("#  arena        : %zu bytes (%zu of data, each gradient %d-byte aligned), hora_mem_alloc\n",
                layout.arena_bytes, layout.payload_bytes, GRADSET_ALIGN_BYTES);
-        printf("#  steps        : %ld timed, %ld warm-up per setting; one checked step after them\n", o.steps,
+        printf("#  steps        : %d timed, %d warm-up per setting; one checked step after them\n", o.steps,
                o.warmup);
         printf("#  step time    : mean per step on each rank, max over ranks\n");
         printf("#  busbw        : arena bytes / step time * 2(n-1)/n = * %.4f\n",
@@ -715,9 +618,8 @@ int main(int argc, char **argv)
         printf("#  est_buffers  : ceil(arena / fusion threshold), threshold 0 -> %zu (an estimate: the\n"
                "#                 public API does not show fusion)\n#\n",
                (size_t)RESNET50_GRAD_COUNT);
-        printf("#%-17s %10s %10s %10s %10s %11s\n", " setting", "fusion", "cycle", "step", "busbw", "est_buffers");
-        printf("#%-17s %10s %10s %10s %10s %11s\n", "", "(B)", "(ms)", "(ms)", "(GB/s)", "");
-        fflush(stdout);
+        bench_table_t table = gradset_table();
+        bench_table_header(&table);
     }
 
     gradset_default_t d = {NAN, NAN, NAN};
@@ -726,22 +628,18 @@ int main(int argc, char **argv)
     if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
     row_count += !failed;
 
-    for (int i = 0; i < o.fusion_count && !failed; i++) {
+    /* The sweeps: every value of each variable, one round each. */
+    for (int i = 0; i < o.fusion_count + o.cycle_count && !failed; i++) {
+        int fusion = i < o.fusion_count;
         char value[32];
-        snprintf(value, sizeof(value), "%zu", o.fusion_values[i]);
-        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_FUSION, value, 1);
-        if (!failed) failed = gradset_round(&o, "fusion_threshold", o.steps, &rows[row_count], NULL);
+        if (fusion)
+            snprintf(value, sizeof(value), "%zu", o.fusion_values[i]);
+        else
+            snprintf(value, sizeof(value), "%.17g", o.cycle_values[i - o.fusion_count]);
+        failed = gradset_env_restore(&env) || setenv(fusion ? GRADSET_ENV_FUSION : GRADSET_ENV_CYCLE, value, 1);
+        if (!failed)
+            failed = gradset_round(&o, fusion ? "fusion_threshold" : "cycle_time_ms", o.steps, &rows[row_count], NULL);
         if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
-        if (gradset_rank == 0) fflush(stdout);
-        row_count += !failed;
-    }
-    for (int i = 0; i < o.cycle_count && !failed; i++) {
-        char value[32];
-        snprintf(value, sizeof(value), "%.17g", o.cycle_values[i]);
-        failed = gradset_env_restore(&env) || setenv(GRADSET_ENV_CYCLE, value, 1);
-        if (!failed) failed = gradset_round(&o, "cycle_time_ms", o.steps, &rows[row_count], NULL);
-        if (!failed && gradset_rank == 0) gradset_print_row(&rows[row_count]);
-        if (gradset_rank == 0) fflush(stdout);
         row_count += !failed;
     }
 
@@ -772,7 +670,7 @@ int main(int argc, char **argv)
         gradset_row_t row;
         if (!failed) failed = gradset_round(&o, "autotune", o.autotune_steps, &row, NULL);
         if (!failed && gradset_rank == 0) {
-            printf("#\n# autotune      : %ld steps, mean step %.3f ms (over all of them, search included)\n",
+            printf("#\n# autotune      : %d steps, mean step %.3f ms (over all of them, search included)\n",
                    o.autotune_steps, row.step_ms);
             gradset_print_autotune_winner(path);
         }

@@ -29,12 +29,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/status.h"
+#include "bench_cli.h"
+#include "bench_output.h"
 #include "jpeg.h"
 #include "loader.h"
 #include "record.h"
@@ -60,21 +61,6 @@ typedef struct {
     double wall_s;
     double cpu_s;
 } bench_row_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_s(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-}
 
 /* ---- synthetic data set ---- */
 
@@ -208,19 +194,19 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
         }
         if (!warm) {
             warm = 1; /* the first batch pays for thread start-up */
-            t0 = now_s();
-            c0 = cpu_s();
+            t0 = bench_wall_s();
+            c0 = bench_cpu_s();
         } else {
             images += (uint64_t)b->count;
         }
         tr_loader_release(loader, b);
-        if (warm && now_s() - t0 >= a->seconds)
+        if (warm && bench_wall_s() - t0 >= a->seconds)
             break;
     }
     row->threads = threads;
     row->images = images;
-    row->wall_s = now_s() - t0;
-    row->cpu_s = cpu_s() - c0;
+    row->wall_s = bench_wall_s() - t0;
+    row->cpu_s = bench_cpu_s() - c0;
     if (status != HORA_OK)
         fprintf(stderr, "hora-bench-loader: %s\n", status_message());
     if (tr_loader_bad_count(loader) > 0)
@@ -228,16 +214,6 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
                 tr_loader_bad_count(loader));
     tr_loader_close(loader);
     return status == HORA_OK ? 0 : -1;
-}
-
-static void usage(FILE *out)
-{
-    fprintf(out,
-            "usage: hora-bench-loader [--data DIR] [--threads 1,2,4] [--seconds S] [--batch B]\n"
-            "                         [--size N] [--images N] [--keep DIR] [--json FILE]\n"
-            "Images/s of the loader with train augmentation (random-resized crop, flip,\n"
-            "normalise) on JPEG shards DIR/train-*.hrec; without --data, --images (500)\n"
-            "synthetic JPEGs are generated (into --keep DIR if given, else a temp dir).\n");
 }
 
 /* The CPUs this process may run on (its affinity mask: what mpirun or
@@ -252,61 +228,43 @@ static long affinity_cpus(void)
     return online > 0 ? online : 1;
 }
 
-static int parse_args(int argc, char **argv, bench_args_t *a)
+static bench_cli_result_t parse_args(int argc, char **argv, bench_args_t *a)
 {
-    *a = (bench_args_t){.seconds = 5.0, .batch = 32, .size = 224, .images = 500};
+    *a = (bench_args_t){.data = NULL};
     const long cpus = affinity_cpus();
     for (int t = 1; t <= cpus && a->thread_count_count < BENCH_MAX_THREAD_COUNTS; t *= 2)
         a->thread_counts[a->thread_count_count++] = t;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        char *end = NULL;
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (!v) {
-            fprintf(stderr, "hora-bench-loader: %s needs a value\n", argv[i]);
-            return -1;
-        } else if (strcmp(argv[i], "--data") == 0) {
-            a->data = v;
-        } else if (strcmp(argv[i], "--keep") == 0) {
-            a->keep = v;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            a->json = v;
-        } else if (strcmp(argv[i], "--seconds") == 0) {
-            a->seconds = strtod(v, &end);
-            if (*end || !(a->seconds > 0 && a->seconds <= 3600))
-                goto bad;
-        } else if (strcmp(argv[i], "--batch") == 0 || strcmp(argv[i], "--size") == 0 ||
-                   strcmp(argv[i], "--images") == 0) {
-            long n = strtol(v, &end, 10);
-            if (*end || n < 1 || n > 1000000)
-                goto bad;
-            *(strcmp(argv[i], "--batch") == 0 ? &a->batch
-              : strcmp(argv[i], "--size") == 0 ? &a->size : &a->images) = (int)n;
-        } else if (strcmp(argv[i], "--threads") == 0) {
-            a->thread_count_count = 0;
-            for (const char *p = v; *p;) {
-                long n = strtol(p, &end, 10);
-                if (end == p || n < 1 || n > 256 ||
-                    a->thread_count_count == BENCH_MAX_THREAD_COUNTS)
-                    goto bad;
-                a->thread_counts[a->thread_count_count++] = (int)n;
-                p = *end == ',' ? end + 1 : end;
-                if (*end && *end != ',')
-                    goto bad;
-            }
-        } else {
-            fprintf(stderr, "hora-bench-loader: unknown option %s\n", argv[i]);
-            usage(stderr);
-            return -1;
-        }
-        i++;
-        continue;
-    bad:
-        fprintf(stderr, "hora-bench-loader: bad value \"%s\" for %s\n", v, argv[i]);
-        return -1;
-    }
+    const bench_cli_option_t table[] = {
+        {.long_name = "data", .kind = BENCH_CLI_STRING, .dest = &a->data, .value_name = "DIR",
+         .help = "a dataset directory with JPEG shards DIR/train-*.hrec (hora-mkrecord); without it, --images "
+                 "synthetic JPEGs are generated"},
+        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = a->thread_counts,
+         .list_count = &a->thread_count_count, .list_max = BENCH_MAX_THREAD_COUNTS, .min = 1, .max = 256,
+         .value_name = "LIST", .default_note = "1,2,4,... up to the CPUs of this process's affinity mask",
+         .help = "loader thread counts, one row each"},
+        {.long_name = "seconds", .kind = BENCH_CLI_DOUBLE, .dest = &a->seconds, .value = "5", .min = 0,
+         .max = 3600, .open_min = 1, .value_name = "S", .help = "timed seconds per row"},
+        {.long_name = "batch", .kind = BENCH_CLI_INT, .dest = &a->batch, .value = "32", .min = 1, .max = 1000000,
+         .value_name = "B", .help = "images per batch"},
+        {.long_name = "size", .kind = BENCH_CLI_INT, .dest = &a->size, .value = "224", .min = 1, .max = 1000000,
+         .value_name = "N", .help = "the crop's side (N x N)"},
+        {.long_name = "images", .kind = BENCH_CLI_INT, .dest = &a->images, .value = "500", .min = 1,
+         .max = 1000000, .value_name = "N", .help = "synthetic JPEGs to generate without --data"},
+        {.long_name = "keep", .kind = BENCH_CLI_STRING, .dest = &a->keep, .value_name = "DIR",
+         .default_note = "a temporary directory, removed", .help = "where the synthetic images go (kept)"},
+        BENCH_CLI_JSON(&a->json, "write the rows as JSON"),
+        {0},
+    };
+    const bench_cli_t cli = {
+        .program = "hora-bench-loader",
+        .synopsis = "hora-bench-loader [flags]",
+        .about = "Images/s of the loader with train augmentation (random-resized crop, flip, normalise) on JPEG "
+                 "shards.",
+        .options = table,
+    };
+    bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
+    if (result != BENCH_CLI_RUN)
+        return result;
     if (a->thread_count_count == 0)
         a->thread_counts[a->thread_count_count++] = 1;
     int most = 0;
@@ -317,14 +275,15 @@ static int parse_args(int argc, char **argv, bench_args_t *a)
                 "(its affinity mask); those rows time threads taking turns on the cores, not the loader's scaling. "
                 "Fix: run it outside mpirun's binding (or `mpirun --bind-to none`, `taskset`), or stop the list at "
                 "%ld\n", most, cpus, cpus == 1 ? "" : "s", cpus);
-    return 0;
+    return BENCH_CLI_RUN;
 }
 
 int main(int argc, char **argv)
 {
     bench_args_t a;
-    if (parse_args(argc, argv, &a) != 0)
-        return 2;
+    bench_cli_result_t parsed = parse_args(argc, argv, &a);
+    if (parsed != BENCH_CLI_RUN)
+        return parsed;
     char tmp[] = "/tmp/hora-bench-loader.XXXXXX";
     const char *data = a.data;
     int remove_tmp = 0;
@@ -348,8 +307,13 @@ int main(int argc, char **argv)
     }
     printf("# hora-bench-loader: %s, batch %d, %dx%d, random-resized crop + flip + normalise, "
            "NCHW f32, %.1f s per row\n", data, a.batch, a.size, a.size, a.seconds);
-    printf("%8s %10s %10s %12s %14s %14s\n", "threads", "images", "wall_s", "images/s",
-           "images/s/thr", "cpu_ms/image");
+    static const bench_column_t columns[] = {
+        {.name = "threads", .width = 8},       {.name = "images", .width = 10},
+        {.name = "wall_s", .width = 10},       {.name = "images/s", .width = 12},
+        {.name = "images/s/thr", .width = 14}, {.name = "cpu_ms/image", .width = 14},
+    };
+    bench_table_t table = {.out = stdout, .columns = columns, .column_count = 6, .indent = ""};
+    bench_table_header(&table);
     bench_row_t rows[BENCH_MAX_THREAD_COUNTS];
     int rc = 0, row_count = 0;
     for (int i = 0; i < a.thread_count_count && rc == 0; i++) {
@@ -360,26 +324,37 @@ int main(int argc, char **argv)
         }
         row_count++;
         double rate = r->images / r->wall_s;
-        printf("%8d %10" PRIu64 " %10.2f %12.1f %14.1f %14.2f\n", r->threads, r->images,
-               r->wall_s, rate, rate / r->threads, 1e3 * r->cpu_s / (double)r->images);
-        fflush(stdout);
+        bench_table_cell(&table, "%d", r->threads);
+        bench_table_cell(&table, "%" PRIu64, r->images);
+        bench_table_number(&table, r->wall_s, "%.2f");
+        bench_table_number(&table, rate, "%.1f");
+        bench_table_number(&table, rate / r->threads, "%.1f");
+        bench_table_number(&table, 1e3 * r->cpu_s / (double)r->images, "%.2f");
+        bench_table_end_row(&table);
     }
+    bench_json_t json;
     if (a.json && row_count > 0) {
-        FILE *f = fopen(a.json, "w");
-        if (!f) {
-            fprintf(stderr, "hora-bench-loader: cannot write %s: %s\n", a.json, strerror(errno));
+        if (bench_json_open(&json, "hora-bench-loader", a.json, 2) != 0) {
             rc = 1;
         } else {
-            fprintf(f, "{\"bench\": \"loader\", \"data\": \"%s\", \"batch\": %d, \"size\": %d, "
-                    "\"augment\": \"random_resized_crop+flip+normalize\", \"rows\": [", data,
-                    a.batch, a.size);
-            for (int i = 0; i < row_count; i++)
-                fprintf(f, "%s\n  {\"threads\": %d, \"images\": %" PRIu64 ", \"wall_s\": %.4f, "
-                        "\"images_per_s\": %.2f, \"cpu_s\": %.4f}", i ? "," : "",
-                        rows[i].threads, rows[i].images, rows[i].wall_s,
-                        rows[i].images / rows[i].wall_s, rows[i].cpu_s);
-            fprintf(f, "\n]}\n");
-            fclose(f);
+            bench_json_object(&json, NULL);
+            bench_json_string(&json, "bench", "loader");
+            bench_json_string(&json, "data", data);
+            bench_json_integer(&json, "batch", a.batch);
+            bench_json_integer(&json, "size", a.size);
+            bench_json_string(&json, "augment", "random_resized_crop+flip+normalize");
+            bench_json_array(&json, "rows");
+            for (int i = 0; i < row_count; i++) {
+                bench_json_object(&json, NULL);
+                bench_json_integer(&json, "threads", rows[i].threads);
+                bench_json_integer(&json, "images", (long long)rows[i].images);
+                bench_json_number(&json, "wall_s", "%.4f", rows[i].wall_s, 1);
+                bench_json_number(&json, "images_per_s", "%.2f", rows[i].images / rows[i].wall_s, 1);
+                bench_json_number(&json, "cpu_s", "%.4f", rows[i].cpu_s, 1);
+                bench_json_end(&json);
+            }
+            if (bench_json_close(&json, "hora-bench-loader", a.json) != 0)
+                rc = 1;
         }
     }
     if (remove_tmp) {

@@ -1,11 +1,11 @@
 /*
  * bench_report.c - hora-bench-allreduce's output: the nccl-tests style table
- * on stdout (header, one line per row, footer), --json and --plot.
+ * on stdout (header, one line per row, footer), --json and --plot, written
+ * through the benchmarks' report writer (bench_output.h).
  *
  * Build: part of hora-bench-allreduce (bench/meson.build).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,45 +17,8 @@
 #include "bench_common.h"
 #include "hora.h"
 
-/* Column widths, shared by the header and the rows so they stay aligned. */
-enum {
-    W_SIZE = 12,
-    W_COUNT = 13,
-    W_TYPE = 7,
-    W_OP = 7,
-    W_TIME = 11,
-    W_BW = 9,
-    W_WRONG = 8,
-    W_MPI = 11,
-    W_RATIO = 8,
-    W_BLOCK = W_TIME + 2 * W_BW + W_WRONG,
-};
-
-/* The column headings are built in a line buffer and printed without the
- * trailing blanks that right-aligned empty cells leave. */
-typedef struct {
-    char text[512];
-    size_t used;
-} report_line_t;
-
-__attribute__((format(printf, 2, 3))) static void report_line_add(report_line_t *line, const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    int written = vsnprintf(line->text + line->used, sizeof(line->text) - line->used, format, args);
-    va_end(args);
-    if (written > 0)
-        line->used += (size_t)written < sizeof(line->text) - line->used ? (size_t)written
-                                                                         : sizeof(line->text) - line->used - 1;
-}
-
-/* label centred in width columns, with the columns' leading gap kept. */
-static void report_line_add_centered(report_line_t *line, const char *label, int width)
-{
-    int len = (int)strlen(label);
-    int left = (width - len + 2) / 2;
-    report_line_add(line, "%*s%s%*s", left, "", label, width - len - left, "");
-}
+/* Columns of the table: 4 + 2 placements x 4 + the peer's 2. */
+enum { REPORT_COLUMNS_MAX = 14 };
 
 const char *bench_peer_name(bench_peer_t peer)
 {
@@ -88,14 +51,38 @@ static const char *report_peer_series(bench_peer_t peer)
                                      : "device copy (bytes / time)";
 }
 
-static void report_line_print(report_line_t *line)
+/* The table in nccl-tests' layout (each row leads with a blank, the header
+ * lines with '#'), into columns. */
+static bench_table_t report_table(const bench_options_t *options, bench_column_t columns[REPORT_COLUMNS_MAX])
 {
-    while (line->used > 0 && line->text[line->used - 1] == ' ')
-        line->used--;
-    line->text[line->used] = '\0';
-    puts(line->text);
-    line->used = 0;
-    line->text[0] = '\0';
+    static const bench_column_t fixed[] = {
+        {.name = "size", .unit = "(B)", .width = 11},
+        {.name = "count", .unit = "(elements)", .width = 12},
+        {.name = "type", .width = 6},
+        {.name = "redop", .width = 6},
+    };
+    static const bench_column_t placement[] = {
+        {.name = "time", .unit = "(us)", .width = 10, .group_span = 4},
+        {.name = "algbw", .unit = "(GB/s)", .width = 8},
+        {.name = "busbw", .unit = "(GB/s)", .width = 8},
+        {.name = "#wrong", .width = 7},
+    };
+    int n = 0;
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        columns[n++] = fixed[i];
+    for (int block = 0; block < 2; block++) {
+        columns[n] = placement[0];
+        columns[n].group = block == 0 ? "out-of-place" : "in-place";
+        n++;
+        for (size_t i = 1; i < sizeof(placement) / sizeof(placement[0]); i++)
+            columns[n++] = placement[i];
+    }
+    if (options->peer != BENCH_PEER_NONE) {
+        columns[n++] = (bench_column_t){.name = report_peer_column(options->peer), .unit = "(GB/s)", .width = 10,
+                                        .group = report_peer_heading(options->peer), .group_span = 2};
+        columns[n++] = (bench_column_t){.name = "ratio", .width = 7};
+    }
+    return (bench_table_t){.out = stdout, .columns = columns, .column_count = n, .indent = " ", .comment = 1};
 }
 
 void bench_report_header(const bench_options_t *options, int rank, int nranks)
@@ -174,82 +161,46 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     }
     free(all);
 
-    report_line_t line = {.used = 0};
-    report_line_add(&line, "#%*s", W_SIZE + W_COUNT + W_TYPE + W_OP - 1, "");
-    report_line_add_centered(&line, "out-of-place", W_BLOCK);
-    report_line_add_centered(&line, "in-place", W_BLOCK);
-    int has_peer = options->peer != BENCH_PEER_NONE;
-    if (has_peer)
-        report_line_add_centered(&line, report_peer_heading(options->peer), W_MPI + W_RATIO);
-    report_line_print(&line);
-    report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "size", W_COUNT, "count", W_TYPE, "type", W_OP, "redop");
-    for (int i = 0; i < 2; i++)
-        report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "time", W_BW, "algbw", W_BW, "busbw", W_WRONG, "#wrong");
-    if (has_peer)
-        report_line_add(&line, "%*s%*s", W_MPI, report_peer_column(options->peer), W_RATIO, "ratio");
-    report_line_print(&line);
-    report_line_add(&line, "#%*s%*s%*s%*s", W_SIZE - 1, "(B)", W_COUNT, "(elements)", W_TYPE, "", W_OP, "");
-    for (int i = 0; i < 2; i++)
-        report_line_add(&line, "%*s%*s%*s%*s", W_TIME, "(us)", W_BW, "(GB/s)", W_BW, "(GB/s)", W_WRONG, "");
-    if (has_peer)
-        report_line_add(&line, "%*s%*s", W_MPI, "(GB/s)", W_RATIO, "");
-    report_line_print(&line);
-    fflush(stdout);
+    bench_column_t columns[REPORT_COLUMNS_MAX];
+    bench_table_t table = report_table(options, columns);
+    bench_table_header(&table);
 }
 
-/* A cell: one space, then the text right-aligned in the rest of the column,
- * so neighbours never run together even when a value outgrows its column
- * (in-place algbw on one rank, where the call has nothing to do). */
-static void report_cell_text(const char *text, int width)
-{
-    printf(" %*s", width - 1, text);
-}
-
-static void report_cell_number(double value, int width)
-{
-    char text[64];
-    snprintf(text, sizeof(text), "%.2f", value);
-    if ((int)strlen(text) > width - 1)
-        snprintf(text, sizeof(text), "%.2e", value);
-    report_cell_text(text, width);
-}
-
+/* A value that outgrows its column (in-place algbw on one rank, where the
+ * call has nothing to do) turns to %.2e and still leaves a blank before it. */
 void bench_report_row(const bench_options_t *options, const bench_row_t *row)
 {
-    char text[32];
-    snprintf(text, sizeof(text), "%zu", row->bytes);
-    report_cell_text(text, W_SIZE);
-    snprintf(text, sizeof(text), "%zu", row->count);
-    report_cell_text(text, W_COUNT);
-    report_cell_text(hora_dtype_name(row->dtype), W_TYPE);
-    report_cell_text(hora_op_name(row->op), W_OP);
+    bench_column_t columns[REPORT_COLUMNS_MAX];
+    bench_table_t table = report_table(options, columns);
+    bench_table_cell(&table, "%zu", row->bytes);
+    bench_table_cell(&table, "%zu", row->count);
+    bench_table_text(&table, hora_dtype_name(row->dtype));
+    bench_table_text(&table, hora_op_name(row->op));
 
     const double times[2] = {row->oop_time_us, row->ip_time_us};
     const double algbws[2] = {row->oop_algbw, row->ip_algbw};
     const double busbws[2] = {row->oop_busbw, row->ip_busbw};
     const long long wrongs[2] = {row->oop_wrong, row->ip_wrong};
     for (int i = 0; i < 2; i++) {
-        report_cell_number(times[i], W_TIME);
-        report_cell_number(algbws[i], W_BW);
-        report_cell_number(busbws[i], W_BW);
+        bench_table_number(&table, times[i], "%.2f");
+        bench_table_number(&table, algbws[i], "%.2f");
+        bench_table_number(&table, busbws[i], "%.2f");
         if (wrongs[i] < 0)
-            snprintf(text, sizeof(text), "N/A");
+            bench_table_text(&table, "N/A");
         else
-            snprintf(text, sizeof(text), "%lld", wrongs[i]);
-        report_cell_text(text, W_WRONG);
+            bench_table_cell(&table, "%lld", wrongs[i]);
     }
     if (options->peer != BENCH_PEER_NONE) {
         if (row->has_peer)
-            report_cell_number(row->peer_bw, W_MPI);
+            bench_table_number(&table, row->peer_bw, "%.2f");
         else
-            report_cell_text("n/a", W_MPI);
+            bench_table_text(&table, "n/a");
         if (isnan(row->ratio))
-            report_cell_text("n/a", W_RATIO);
+            bench_table_text(&table, "n/a");
         else
-            report_cell_number(row->ratio, W_RATIO);
+            bench_table_number(&table, row->ratio, "%.2f");
     }
-    printf("\n");
-    fflush(stdout);
+    bench_table_end_row(&table);
 }
 
 /* Footer; returns 1 when any result was wrong or written out of bounds. */
@@ -290,68 +241,46 @@ int bench_report_footer(const bench_options_t *options, const bench_row_t *rows,
     return wrong != 0 || out_of_bounds != 0;
 }
 
-static void report_json_number(FILE *out, const char *key, double value, int present)
-{
-    if (present && isfinite(value))
-        fprintf(out, ", \"%s\": %.6g", key, value);
-    else
-        fprintf(out, ", \"%s\": null", key);
-}
-
-static void report_json_string(FILE *out, const char *text)
-{
-    fputc('"', out);
-    for (const unsigned char *p = (const unsigned char *)text; *p != '\0'; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(out, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(out, "\\u%04x", *p);
-        else
-            fputc(*p, out);
-    }
-    fputc('"', out);
-}
-
 /* One object per row; in-place values appear twice, once under the plain
  * names (time_us, algbw, busbw) that other hora benchmarks also use. */
-int bench_report_json(FILE *out, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
-                      int nranks)
+void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows,
+                       size_t row_count, int nranks)
 {
-    fprintf(out, "[\n");
+    bench_json_array(json, NULL);
     for (size_t i = 0; i < row_count; i++) {
         const bench_row_t *r = &rows[i];
-        fprintf(out, "  {\"bytes\": %zu, \"count\": %zu, \"type\": ", r->bytes, r->count);
-        report_json_string(out, hora_dtype_name(r->dtype));
-        fprintf(out, ", \"op\": ");
-        report_json_string(out, hora_op_name(r->op));
-        fprintf(out, ", \"ranks\": %d, \"transport\": ", nranks);
-        report_json_string(out, hora_transport_name());
-        report_json_number(out, "oop_time_us", r->oop_time_us, 1);
-        report_json_number(out, "oop_algbw", r->oop_algbw, 1);
-        report_json_number(out, "oop_busbw", r->oop_busbw, 1);
-        report_json_number(out, "ip_time_us", r->ip_time_us, 1);
-        report_json_number(out, "ip_algbw", r->ip_algbw, 1);
-        report_json_number(out, "ip_busbw", r->ip_busbw, 1);
-        report_json_number(out, "time_us", r->ip_time_us, 1);
-        report_json_number(out, "algbw", r->ip_algbw, 1);
-        report_json_number(out, "busbw", r->ip_busbw, 1);
+        bench_json_object(json, NULL);
+        bench_json_integer(json, "bytes", (long long)r->bytes);
+        bench_json_integer(json, "count", (long long)r->count);
+        bench_json_string(json, "type", hora_dtype_name(r->dtype));
+        bench_json_string(json, "op", hora_op_name(r->op));
+        bench_json_integer(json, "ranks", nranks);
+        bench_json_string(json, "transport", hora_transport_name());
+        bench_json_number(json, "oop_time_us", "%.6g", r->oop_time_us, 1);
+        bench_json_number(json, "oop_algbw", "%.6g", r->oop_algbw, 1);
+        bench_json_number(json, "oop_busbw", "%.6g", r->oop_busbw, 1);
+        bench_json_number(json, "ip_time_us", "%.6g", r->ip_time_us, 1);
+        bench_json_number(json, "ip_algbw", "%.6g", r->ip_algbw, 1);
+        bench_json_number(json, "ip_busbw", "%.6g", r->ip_busbw, 1);
+        bench_json_number(json, "time_us", "%.6g", r->ip_time_us, 1);
+        bench_json_number(json, "algbw", "%.6g", r->ip_algbw, 1);
+        bench_json_number(json, "busbw", "%.6g", r->ip_busbw, 1);
         if (r->oop_wrong < 0)
-            fprintf(out, ", \"wrong\": null");
+            bench_json_raw(json, "wrong", "null");
         else
-            fprintf(out, ", \"wrong\": %lld", r->oop_wrong + r->ip_wrong);
-        report_json_number(out, "mpi_busbw", r->peer_bw, r->has_peer && options->peer == BENCH_PEER_MPI);
-        report_json_number(out, "ratio", r->ratio, !isnan(r->ratio));
-        report_json_number(out, "peer_time_us", r->peer_time_us, r->has_peer);
+            bench_json_integer(json, "wrong", r->oop_wrong + r->ip_wrong);
+        bench_json_number(json, "mpi_busbw", "%.6g", r->peer_bw, r->has_peer && options->peer == BENCH_PEER_MPI);
+        bench_json_number(json, "ratio", "%.6g", r->ratio, !isnan(r->ratio));
+        bench_json_number(json, "peer_time_us", "%.6g", r->peer_time_us, r->has_peer);
         /* Device memory: where the buffers were and what the peer was. */
         if (options->memory == BENCH_MEMORY_CUDA) {
-            fprintf(out, ", \"memory\": \"cuda\", \"peer\": ");
-            report_json_string(out, bench_peer_name(options->peer));
-            report_json_number(out, "peer_bw", r->peer_bw, r->has_peer);
+            bench_json_string(json, "memory", "cuda");
+            bench_json_string(json, "peer", bench_peer_name(options->peer));
+            bench_json_number(json, "peer_bw", "%.6g", r->peer_bw, r->has_peer);
         }
-        fprintf(out, "}%s\n", i + 1 < row_count ? "," : "");
+        bench_json_end(json);
     }
-    fprintf(out, "]\n");
-    return ferror(out) ? -1 : 0;
+    bench_json_end(json);
 }
 
 /* Series of one panel: hora in place, hora out of place, the peer. */
@@ -395,19 +324,6 @@ static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_co
 void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count,
                        const size_t *sizes, size_t size_count, int nranks)
 {
-    if (!bench_program_on_path("gnuplot")) {
-        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot is not on PATH; %s was not written "
-                        "(install gnuplot, or plot the --json output)\n",
-                options->plot_path);
-        return;
-    }
-    FILE *gp = popen("gnuplot", "w");
-    if (gp == NULL) {
-        fprintf(stderr, BENCH_NAME ": warning: --plot: cannot start gnuplot; %s was not written\n",
-                options->plot_path);
-        return;
-    }
-
     /* Rows come grouped by (type, op), types outer, one row per size. */
     size_t groups = size_count ? row_count / size_count : 0;
     int multi = groups > 1;
@@ -422,7 +338,9 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
     }
     int width = multi ? 40 + 400 * columns : 1000;
     int height = multi ? 60 + 320 * lines : 650;
-    bench_gnuplot_begin(gp, options->plot_path, width, height, multi ? 9 : 12);
+    FILE *gp = bench_plot_open(BENCH_NAME, options->plot_path, width, height, multi ? 9 : 12);
+    if (gp == NULL)
+        return;
     fprintf(gp, "set logscale x 2\nset grid\nset xrange [%zu:%zu]\n",
             sizes[0] > 1 ? sizes[0] - sizes[0] / 4 : 1, sizes[size_count - 1] + sizes[size_count - 1] / 4);
     /* Panels are small: their axis labels move into the overall title. */
@@ -464,10 +382,5 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
         fprintf(gp, "\n");
         report_plot_panel(gp, rows, size_count, options->peer);
     }
-    int status = pclose(gp);
-    if (status != 0)
-        fprintf(stderr, BENCH_NAME ": warning: --plot: gnuplot failed (status %d); %s may be missing\n", status,
-                options->plot_path);
-    else
-        printf("# Plot written to %s\n", options->plot_path);
+    bench_plot_close(gp, BENCH_NAME, options->plot_path);
 }

@@ -20,34 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_cli.h"
+#include "bench_output.h"
 #include "model.h"
 #include "optim.h"
 #include "precision.h"
 #include "threads.h"
 #include "train.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void usage(void)
-{
-    printf("usage: mpirun -np N hora-bench-train [--model NAME] [--image CxHxW] [--classes K]\n"
-           "         [--batch B] [--steps N] [--warmup N] [--threads T] [--precision auto|fp32|bf16|fp16]\n"
-           "         [--cpu-layout auto|nchw|nchw8c|nchw16c|nhwc] [--no-overlap-run] [--json FILE]\n"
-           "Models: %s\n", tr_model_names());
-}
-
-/* This process's CPU time (every thread), in seconds. */
-static double cpu_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Images per second over all ranks for steps timed steps; *cpu_per_step:
  * this rank's CPU seconds per step (every thread: on a loaded machine,
@@ -60,12 +39,12 @@ static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int 
     for (int i = 0; i < warmup; i++)
         if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
             return -1;
-    double t0 = now_s(), c0 = cpu_s();
+    double t0 = bench_wall_s(), c0 = bench_cpu_s();
     for (int i = 0; i < steps; i++)
         if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
             return -1;
-    double dt = now_s() - t0;
-    *cpu_per_step = (cpu_s() - c0) / steps;
+    double dt = bench_wall_s() - t0;
+    *cpu_per_step = (bench_cpu_s() - c0) / steps;
     /* The slowest rank decides the step rate of the job. */
     if (hora_size() > 1 && hora_allreduce(&dt, &dt, 1, HORA_DTYPE_F64, HORA_OP_MAX) != HORA_OK)
         return -1;
@@ -73,72 +52,62 @@ static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int 
     return 0;
 }
 
+/* --image CxHxW. */
+static int image_option(const char *text, void *dest)
+{
+    int *chw = dest, end = 0;
+    if (sscanf(text, "%dx%dx%d%n", &chw[0], &chw[1], &chw[2], &end) != 3 || text[end] != '\0' || chw[0] < 1 ||
+        chw[1] < 1 || chw[2] < 1)
+        return -1;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *model_name = "resnet20", *json = NULL;
-    int precision = TR_PRECISION_AUTO;
-    int c = 0, h = 0, w = 0, classes = 10, batch = 64, steps = 20, warmup = 3, threads = 0, no_overlap_run = 1;
-    int layout = 0; /* index into tr_cpu_layout_names */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage();
-            return 0;
-        } else if (!strcmp(a, "--no-overlap-run")) {
-            no_overlap_run = 0;
-            continue;
-        } else if (!v) {
-            fprintf(stderr, "hora-bench-train: %s needs a value (see --help)\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--model"))
-            model_name = v;
-        else if (!strcmp(a, "--json"))
-            json = v;
-        else if (!strcmp(a, "--image")) {
-            if (sscanf(v, "%dx%dx%d", &c, &h, &w) != 3 || c < 1 || h < 1 || w < 1) {
-                fprintf(stderr, "hora-bench-train: --image wants CxHxW, got '%s'\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--classes"))
-            classes = atoi(v);
-        else if (!strcmp(a, "--batch"))
-            batch = atoi(v);
-        else if (!strcmp(a, "--steps"))
-            steps = atoi(v);
-        else if (!strcmp(a, "--warmup"))
-            warmup = atoi(v);
-        else if (!strcmp(a, "--threads"))
-            threads = atoi(v);
-        else if (!strcmp(a, "--cpu-layout")) {
-            layout = -1;
-            for (int l = 0; tr_cpu_layout_names[l]; l++)
-                if (!strcmp(v, tr_cpu_layout_names[l]))
-                    layout = l;
-            if (layout < 0) {
-                fprintf(stderr, "hora-bench-train: --cpu-layout wants auto, nchw, nchw8c, nchw16c or nhwc, got '%s'\n",
-                        v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--precision")) {
-            precision = -1;
-            for (int p = 0; tr_precision_names[p]; p++)
-                if (!strcmp(v, tr_precision_names[p]))
-                    precision = p;
-            if (precision < 0) {
-                fprintf(stderr, "hora-bench-train: --precision wants auto, fp32, bf16 or fp16, got '%s'\n", v);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "hora-bench-train: unknown option '%s' (see --help)\n", a);
-            return 2;
-        }
-    }
-    if (batch < 1 || steps < 1 || warmup < 0 || classes < 2 || threads < 0) {
-        fprintf(stderr, "hora-bench-train: batch, steps, classes must be positive\n");
-        return 2;
-    }
+    int precision, layout; /* indexes into tr_precision_names, tr_cpu_layout_names */
+    int chw[3] = {0, 0, 0}, classes, batch, steps, warmup, threads = 0, skip_no_overlap = 0;
+    char models[512];
+    snprintf(models, sizeof(models), "Models: %s", tr_model_names());
+    const bench_cli_option_t table[] = {
+        {.long_name = "model", .kind = BENCH_CLI_STRING, .dest = &model_name, .value = "resnet20",
+         .value_name = "NAME", .help = "any name tr_model_names() lists (below)"},
+        {.long_name = "image", .kind = BENCH_CLI_CUSTOM, .dest = chw, .parse = image_option, .value_name = "CxHxW",
+         .expect = "CxHxW, three positive integers", .default_note = "the model's", .help = "input shape"},
+        {.long_name = "classes", .kind = BENCH_CLI_INT, .dest = &classes, .value = "10", .min = 2, .max = 1000000,
+         .value_name = "K", .help = "classes of the synthetic labels"},
+        {.long_name = "batch", .kind = BENCH_CLI_INT, .dest = &batch, .value = "64", .min = 1, .max = 1000000,
+         .value_name = "B", .help = "per rank"},
+        {.long_name = "steps", .kind = BENCH_CLI_INT, .dest = &steps, .value = "20", .min = 1, .max = 1000000000,
+         .value_name = "N", .help = "timed steps"},
+        {.long_name = "warmup", .kind = BENCH_CLI_INT, .dest = &warmup, .value = "3", .min = 0, .max = 1000000000,
+         .value_name = "N", .help = "untimed steps before them"},
+        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = &threads, .min = 1, .max = 4096, .value_name = "T",
+         .default_note = "auto: this rank's share of the CPUs its affinity allows, as hora-train's",
+         .help = "compute threads per rank"},
+        {.long_name = "precision", .kind = BENCH_CLI_CHOICE, .dest = &precision, .value = "auto",
+         .choices = tr_precision_names,
+         .help = "hora-train's --precision; auto times fp32 and the low precisions the backend computes natively "
+                 "first and runs the fastest"},
+        {.long_name = "cpu-layout", .kind = BENCH_CLI_CHOICE, .dest = &layout, .value = "auto",
+         .choices = tr_cpu_layout_names, .help = "the cpu backend's activation layout (hora-train's --cpu-layout)"},
+        {.long_name = "no-overlap-run", .kind = BENCH_CLI_FLAG, .dest = &skip_no_overlap,
+         .help = "skip the second run, with the all-reduce after backward"},
+        BENCH_CLI_JSON(&json, "rank 0 writes the result"),
+        {0},
+    };
+    const bench_cli_t cli = {
+        .program = "hora-bench-train",
+        .synopsis = "mpirun -np N hora-bench-train [flags]",
+        .about = "Training img/s (all ranks) and CPU s per step with synthetic data, the all-reduce overlapped "
+                 "with backward and after it.",
+        .epilog = models,
+        .options = table,
+    };
+    bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv);
+    if (parsed != BENCH_CLI_RUN)
+        return parsed;
+    int no_overlap_run = !skip_no_overlap;
     if (hora_init() != HORA_OK) {
         fprintf(stderr, "hora-bench-train: hora_init: %s\n", hora_last_error());
         return 1;
@@ -150,10 +119,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "hora-bench-train: %s\n", status_message());
         goto out_shutdown;
     }
-    if (c) {
-        spec.in_channels = c;
-        spec.height = h;
-        spec.width = w;
+    if (chw[0]) {
+        spec.in_channels = chw[0];
+        spec.height = chw[1];
+        spec.width = chw[2];
     }
     spec.classes = classes;
     /* Collective: every rank, right after hora_init. */
@@ -231,21 +200,31 @@ int main(int argc, char **argv)
         if (no_overlap_run)
             printf("  overlap off: %10.1f img/s (all ranks)  gain %.2fx\n", ips[0], ips[1] / ips[0]);
         if (json) {
-            FILE *f = fopen(json, "w");
-            if (f) {
-                char probe_json[1536] = "";
-                tr_precision_json(&probe, probe_json, sizeof(probe_json));
-                fprintf(f, "{\"model\":\"%s\",\"image\":[%d,%d,%d],\"ranks\":%d,\"batch\":%d,\"steps\":%d,"
-                        "\"threads\":%d,\"precision\":\"%s\",\"compute_dtype\":\"%s\",\"grad_dtype\":\"%s\","
-                        "\"img_per_s\":%.2f,\"img_per_s_no_overlap\":%.2f,\"cpu_s_per_step\":%.4f,"
-                        "\"precision_auto\":{%s}}\n", model_name,
-                        spec.in_channels, spec.height, spec.width, size, batch, steps, threads,
-                        tr_precision_names[precision], tr_dtype_name(spec.compute_dtype),
-                        tr_dtype_name(spec.grad_dtype), ips[1], ips[0], cpu_step[1], probe.steps ? probe_json : "");
-                fclose(f);
-            } else {
-                perror(json);
-                ok = 0;
+            char probe_json[1536] = "{";
+            tr_precision_json(&probe, probe_json + 1, sizeof(probe_json) - 2);
+            strcat(probe_json, "}");
+            bench_json_t out;
+            ok = bench_json_open(&out, "hora-bench-train", json, 0) == 0;
+            if (ok) {
+                bench_json_object(&out, NULL);
+                bench_json_string(&out, "model", model_name);
+                bench_json_array(&out, "image");
+                bench_json_integer(&out, NULL, spec.in_channels);
+                bench_json_integer(&out, NULL, spec.height);
+                bench_json_integer(&out, NULL, spec.width);
+                bench_json_end(&out);
+                bench_json_integer(&out, "ranks", size);
+                bench_json_integer(&out, "batch", batch);
+                bench_json_integer(&out, "steps", steps);
+                bench_json_integer(&out, "threads", threads);
+                bench_json_string(&out, "precision", tr_precision_names[precision]);
+                bench_json_string(&out, "compute_dtype", tr_dtype_name(spec.compute_dtype));
+                bench_json_string(&out, "grad_dtype", tr_dtype_name(spec.grad_dtype));
+                bench_json_number(&out, "img_per_s", "%.2f", ips[1], 1);
+                bench_json_number(&out, "img_per_s_no_overlap", "%.2f", ips[0], 1);
+                bench_json_number(&out, "cpu_s_per_step", "%.4f", cpu_step[1], 1);
+                bench_json_raw(&out, "precision_auto", probe.steps ? probe_json : "{}");
+                ok = bench_json_close(&out, "hora-bench-train", json) == 0;
             }
         }
     }

@@ -7,8 +7,8 @@
  *
  * Plain C, built into libhora-kernels-twin.a (the tests' static library)
  * whether or not CUDA is. Slow on purpose (clarity, not speed); the GPU
- * test (tests/gpu/kernels/test_gpu_nn.c) compares the kernels with these,
- * the unit test (tests/unit/kernels/test_twin_nn.c) these with a double
+ * test (tests/kernels/cuda/test_gpu_nn.c) compares the kernels with these,
+ * the unit test (tests/kernels/cuda/test_twin_nn.c) these with a double
  * reference.
  */
 #include <stdlib.h>

@@ -3,8 +3,8 @@
  * k_cuda_step.h): every element computed by the k_step.h / k_elem.h
  * functions the kernels of k_step.cu call, in the kernels' order, one
  * element at a time (softmax cross-entropy replays the 32 lanes of a warp
- * and their butterfly). tests/gpu/kernels/test_gpu_step.c compares the
- * kernels with these; tests/unit/kernels/test_twin_step.c compares these
+ * and their butterfly). tests/kernels/cuda/test_gpu_step.c compares the
+ * kernels with these; tests/kernels/cuda/test_twin_step.c compares these
  * with kernels/cpu (k_nonfinite, k_unscale_nonfinite, k_sgd_step_mixed)
  * and with the trainer's formulas (softmax_xent of the cpu backend,
  * tr_aug_store of the data pipeline).

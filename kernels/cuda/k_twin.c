@@ -2,8 +2,8 @@
  * k_twin.c - the CPU twins of the CUDA kernels (k_twin_* of k_cuda.h):
  * each element computed by the k_elem.h functions the kernel calls, in the
  * kernel's order (sources left to right, divide, narrow), one element at a
- * time. The GPU test (tests/gpu/kernels) compares every kernel with its
- * twin bit for bit; the unit test (tests/unit/kernels/test_twin.c)
+ * time. The GPU test (tests/kernels/cuda) compares every kernel with its
+ * twin bit for bit; the unit test (tests/kernels/cuda/test_twin.c)
  * compares the twins with k_reduce_n / k_scale / k_cast, which ties the
  * kernels to kernels/cpu without a GPU.
  *

@@ -33,7 +33,7 @@ extern "C" {
 #endif
 
 /* The device functions are exported by libhora-kernels-cuda.so: K_API
- * under the name its symbol check (tests/unit/check_symbols.py) looks
+ * under the name its symbol check (tests/common/check_symbols.py) looks
  * for. The twins are K_TWIN_API, nothing: libhora-kernels-twin.a is
  * static and linked only by the tests, so neither shared library carries
  * them (their symbol checks fail if one does). */

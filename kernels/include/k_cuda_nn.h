@@ -17,7 +17,7 @@
  * order, the reductions in the same blocked order: a kernel's output
  * equals its twin's bit for bit (NaN payloads aside).
  *
- * Accuracy (what tests/unit/kernels/test_twin_nn.c checks against a
+ * Accuracy (what tests/kernels/cuda/test_twin_nn.c checks against a
  * double-precision reference). A batch-norm reduction cuts the m = rows
  * values of a channel into chunks of K_CUDA_BN_CHUNK rows; a chunk is
  * summed in fp32 by 8 lanes of 16 rows and a tree of 3 levels (no value

@@ -43,7 +43,7 @@ extern "C" {
  * Sums in double with the row maximum subtracted. Each row is reduced by 32
  * lanes (k_step.h), so the sums' order differs from the cpu backend's
  * sequential one: results agree with it to a few ulps of double before the
- * final rounding (tests/unit/kernels/test_twin_step.c states the bound).
+ * final rounding (tests/kernels/cuda/test_twin_step.c states the bound).
  *
  * A label outside [0, k) is reported, not undefined: that row's dlogits are
  * NaN, *loss is NaN, and *label_error (an int32 in device memory, written by

@@ -132,14 +132,14 @@ const struct config_entry config_table[] = {
 
 /* Not libhora's, but they reach processes that call hora_init: tools/test
  * exports HORA_PHASE_LOG to everything it runs, hora-train reads
- * HORA_CKPT_CRASH itself, and tests/netns/run and bench/netns-bench export
+ * HORA_CKPT_CRASH itself, and tests/env/netns-run and bench/netns-bench export
  * HORA_NETNS_PREFIX. Without this list every rank of every such process
  * would warn about them; any other unknown HORA_* name still warns (a typo
  * of a setting is otherwise silently ignored). docs/architecture.md lists
- * the same names (tests/unit/test_config.c checks). */
+ * the same names (tests/runtime/settings/test_config.c checks). */
 const struct config_tool_variable config_tool_variables[] = {
-    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
-    {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/netns/run): the test "
+    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
+    {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/env/netns-run): the test "
                           "cluster's name prefix"},
     {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
     {NULL, NULL},

@@ -8,8 +8,9 @@
 #ifndef HORA_TEST_EXACT_H
 #define HORA_TEST_EXACT_H
 
-#include <stdint.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "hora.h"
 #include "k_cpu.h"
@@ -86,6 +87,30 @@ static inline void exact_store(void *buf, size_t i, hora_dtype_t dtype, double v
     case HORA_DTYPE_U16: ((uint16_t *)buf)[i] = (uint16_t)(uint64_t)(int64_t)v; break;
     case HORA_DTYPE_BOOL: ((uint8_t *)buf)[i] = (uint8_t)(uint64_t)(int64_t)v; break; /* the raw byte */
     default: break;
+    }
+}
+
+/* buf[i] = v, an integer result: i64 stored as is (exact_store goes
+ * through a double, which holds 53 bits), any other dtype by exact_store. */
+static inline void exact_store_int(void *buf, size_t i, hora_dtype_t dtype, int64_t v)
+{
+    if (dtype == HORA_DTYPE_I64)
+        ((int64_t *)buf)[i] = v;
+    else
+        exact_store(buf, i, dtype, (double)v);
+}
+
+/* For inputs and results that depend on the index modulo period only:
+ * fills elements [period, count) of buf (es bytes each) by copying the
+ * first period, which the caller has computed. A prime period keeps a
+ * misplaced segment from matching by accident. */
+static inline void exact_tile(void *buf, size_t count, size_t es, size_t period)
+{
+    size_t have = count < period ? count : period;
+    while (have < count) {
+        size_t n = have <= count - have ? have : count - have;
+        memcpy((char *)buf + have * es, buf, n * es);
+        have += n;
     }
 }
 

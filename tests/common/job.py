@@ -1,7 +1,7 @@
 """job.py - run one test job (an mpirun, usually) in a session of its own,
 killed whole (every rank, the launcher's daemons) past its time limit: for
-the Python drivers of fault tests (tests/mpi/fault_job.py,
-tests/gpu/coll/run_gpu.py)."""
+the Python drivers of fault tests (tests/common/fault_job.py,
+tests/runtime/device/run_gpu.py)."""
 import os
 import signal
 import subprocess

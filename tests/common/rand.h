@@ -17,6 +17,7 @@
 #ifndef HORA_TEST_RAND_H
 #define HORA_TEST_RAND_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The default seed (also xorshift64*'s multiplier; any non-zero value works). */
@@ -54,6 +55,20 @@ static inline uint32_t test_rng_below(test_rng_t *rng, uint32_t n)
 static inline double test_rng_unit(test_rng_t *rng)
 {
     return (double)(test_rng_u64(rng) >> 11) * 0x1p-53;
+}
+
+/* Random access instead of a stream: a value in [-1, 1) that depends only
+ * on (seed, i), from a splitmix64-style mix of the two (53 bits, then
+ * rounded to float), so that every rank, thread or process computes the
+ * same input at index i without sharing a generator. Fixed like the
+ * stream: changing it changes what the tests that use it check. */
+static inline float test_hash_signed(uint64_t seed, size_t i)
+{
+    uint64_t z = seed * UINT64_C(0x9e3779b97f4a7c15) + (uint64_t)i * UINT64_C(0xbf58476d1ce4e5b9);
+    z ^= z >> 31;
+    z *= UINT64_C(0x94d049bb133111eb);
+    z ^= z >> 29;
+    return (float)((double)(z >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
 #endif

@@ -288,7 +288,7 @@ def bare_check(p):
     if replay.run_tests(names=[S.MPI_CHECK_TEST, 'collectives np2 mpi'], **runner)[1]:
         ok = False
     out = proc.output([mpirun] + S.MPIRUN_ARGS + ['-np', '2', 'env', 'LD_TRACE_LOADED_OBJECTS=1',
-                      os.path.join(stage, 'build/tests/test_collectives')], stderr=subprocess.STDOUT, env=bare)
+                      os.path.join(stage, 'build/tests/runtime/coll/test_collectives')], stderr=subprocess.STDOUT, env=bare)
     log.write(out + '\n')
     staged_libmpi = 'libmpi.so.40 => %s/lib/libmpi.so.40' % mpi
     if sum(staged_libmpi in line for line in out.split('\n')) != 2:

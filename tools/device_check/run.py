@@ -352,7 +352,7 @@ class Run:
         if not san:
             self.row('memcheck', 'skipped', '0.0', 'no compute-sanitizer (machine or stage)')
             return
-        names = self.select('gpu', 'single', '/tests/gpu/kernels/test_gpu_kernels') or self.select('gpu', 'single')
+        names = self.select('gpu', 'single', '/tests/kernels/cuda/test_gpu_kernels') or self.select('gpu', 'single')
         self.tests_stage('memcheck', names,
                          wrap=[san, '--tool', 'memcheck', '--error-exitcode', '99', '--print-limit', '20'])
 

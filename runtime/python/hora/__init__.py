@@ -46,7 +46,7 @@ def _load():
 lib, library_path = _load()
 
 # Copies of hora.h's statuses, enums, constants and hora_opts_t, each named
-# as in hora.h without its HORA_ prefix. tests/python/check_binding.py (test
+# as in hora.h without its HORA_ prefix. tests/runtime/python/check_binding.py (test
 # 'python binding') checks them, and the functions declared below, against
 # what the C compiler makes of hora.h.
 

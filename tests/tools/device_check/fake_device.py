@@ -3,7 +3,7 @@
 One module plays every command the checks run: nvidia-smi, nvcc, meson,
 ninja, mpirun, mpicc, compute-sanitizer and pip, and the programs of the
 fake build (fake_program.c hands over here): the tests, hora-train,
-hora-bench-allreduce, and tests/gpu/coll/run_gpu.py and
+hora-bench-allreduce, and tests/runtime/device/run_gpu.py and
 bench/peers/torch_train.py of the fake source tree. Each runs in a world, a
 folder made by selftest.py whose world.json (found above the command's own
 path, so it survives env -i; a Python literal) says how the machine behaves:
@@ -34,8 +34,9 @@ import sys
 
 # What the fake build holds: programs (copies of fake_program) and the one
 # shared library, libhora.so.0.1.0 with its soname link.
-PROGRAMS = ['trainer/hora-train', 'bench/hora-bench-allreduce', 'tests/test_collectives',
-            'tests/gpu/kernels/test_gpu_kernels', 'tests/gpu/kernels/test_gpu_step', 'tests/gpu/coll/test_gpu_coll']
+PROGRAMS = ['trainer/hora-train', 'bench/hora-bench-allreduce', 'tests/runtime/coll/test_collectives',
+            'tests/kernels/cuda/test_gpu_kernels', 'tests/kernels/cuda/test_gpu_step',
+            'tests/runtime/device/test_gpu_coll']
 LIBHORA = 'runtime/libhora.so.0.1.0'
 # hora-train's img/s per JSON row by step: warm-up rows (steps 10, 20) far
 # slower, so a figure that counted them would be wrong. One process, 7 rows
@@ -167,26 +168,27 @@ def meson_tests(build, source):
                'LD_LIBRARY_PATH': '%s/kernels:%s/runtime' % (build, build)}
     mpirun = ['/usr/bin/mpirun', '--oversubscribe', '-np']
     python = '/nonexistent/pyenv/shims/python3'
-    run_gpu = build + '/../tests/gpu/coll/run_gpu.py'
+    run_gpu = build + '/../tests/runtime/device/run_gpu.py'
 
     def test(name, suites, cmd, env, timeout=600):
         return {'name': name, 'suite': ['hora:' + s for s in suites], 'cmd': cmd, 'env': env, 'timeout': timeout,
                 'workdir': None, 'is_parallel': False, 'protocol': 'exitcode', 'priority': 0, 'depends': []}
     return [
-        test('kernels', ['unit'], [build + '/tests/test_kernels'], {}),
-        test('collectives np2 shm', ['mpi', 'mpi2'], mpirun + ['2', 'tests/test_collectives'], mpi_env, 900),
-        test('collectives np2 mpi', ['mpi', 'mpi2'], mpirun + ['2', 'tests/test_collectives'],
+        test('kernels', ['unit'], [build + '/tests/kernels/cpu/test_kernels'], {}),
+        test('collectives np2 shm', ['mpi', 'mpi2'], mpirun + ['2', 'tests/runtime/coll/test_collectives'], mpi_env,
+             900),
+        test('collectives np2 mpi', ['mpi', 'mpi2'], mpirun + ['2', 'tests/runtime/coll/test_collectives'],
              dict(mpi_env, HORA_ALGORITHM='ring'), 900),
-        test('gpu kernels', ['gpu'], [build + '/tests/gpu/kernels/test_gpu_kernels'],
+        test('gpu kernels', ['gpu'], [build + '/tests/kernels/cuda/test_gpu_kernels'],
              {'LD_LIBRARY_PATH': build + '/kernels'}),
-        test('gpu step', ['gpu'], [build + '/tests/gpu/kernels/test_gpu_step'],
+        test('gpu step', ['gpu'], [build + '/tests/kernels/cuda/test_gpu_step'],
              {'LD_LIBRARY_PATH': build + '/kernels'}, 1),
-        test('gpu coll np2', ['gpu'], mpirun + ['2', 'tests/gpu/coll/test_gpu_coll', 'all'], mpi_env),
-        test('gpu coll np4', ['gpu'], mpirun + ['4', 'tests/gpu/coll/test_gpu_coll', 'all'], mpi_env),
-        test('gpu coll np2 kill', ['gpu'], [python, run_gpu, '/usr/bin/mpirun', 'tests/gpu/coll/test_gpu_coll', '2',
-                                            'kill'], mpi_env, 180),
+        test('gpu coll np2', ['gpu'], mpirun + ['2', 'tests/runtime/device/test_gpu_coll', 'all'], mpi_env),
+        test('gpu coll np4', ['gpu'], mpirun + ['4', 'tests/runtime/device/test_gpu_coll', 'all'], mpi_env),
+        test('gpu coll np2 kill', ['gpu'], [python, run_gpu, '/usr/bin/mpirun', 'tests/runtime/device/test_gpu_coll',
+                                            '2', 'kill'], mpi_env, 180),
         test('gpu coll np2 no-gpu skip', ['mpi', 'gpu'], [python, run_gpu, '/usr/bin/mpirun',
-                                                         'tests/gpu/coll/test_gpu_coll', '2', 'expect-skip'],
+                                                         'tests/runtime/device/test_gpu_coll', '2', 'expect-skip'],
              mpi_env, 180),
     ]
 
@@ -321,7 +323,7 @@ def test_program(world, exe, args):
 
 
 def run_gpu(world, args):
-    """tests/gpu/coll/run_gpu.py MPIRUN PROGRAM NP MODE: the mpirun must be
+    """tests/runtime/device/run_gpu.py MPIRUN PROGRAM NP MODE: the mpirun must be
     the one --run uses; expect-skip hides the GPU and wants exit 77."""
     launcher, program, np, mode = args
     if launcher == '/usr/bin/mpirun' or not os.path.isfile(launcher):

@@ -92,7 +92,7 @@ class World:
         os.symlink(sys.executable, self.path('bin/python3'))
         commands = {'bin': ['meson', 'ninja', 'mpirun'] + (['nvidia-smi'] if scenario.get('smi', True) else []),
                     'cuda/bin': ['nvcc', 'compute-sanitizer'], 'repo/bench/peers': ['torch_train.py'],
-                    'repo/tests/gpu/coll': ['run_gpu.py']}
+                    'repo/tests/runtime/device': ['run_gpu.py']}
         for d, names in commands.items():
             for name in names:
                 self.write(os.path.join(d, name), fake_device.wrapper(self.scenario, name), 0o755)
@@ -269,7 +269,7 @@ def prepare_without_libmpi(w):
     # Where this machine has Debian's libmpi.so.40 the programs load that one
     # (not from the stage), elsewhere none (MISSING); either fails.
     check(re.search(r'^MISSING .*/test_collectives: .*libmpi\.so\.40 => not found', out, re.M) or
-          re.search(r'^not from the stage:\n(.*\n)*tests/test_collectives libmpi\.so\.40 /', out, re.M),
+          re.search(r'^not from the stage:\n(.*\n)*tests/runtime/coll/test_collectives libmpi\.so\.40 /', out, re.M),
           'prepare without libmpi: the programs load a libmpi from outside the stage, or none', out)
     for want in [r'^the ranks did not load the staged libmpi\.so\.40:$',
                  r'^the staged hora-train does not start, or has other backends than cuda']:
@@ -318,7 +318,7 @@ def run_all_ok(w, commit):
                     r'\S+/out/bench4\.json$', bench, re.M), 'all ok: the benchmark command', bench)
     memcheck = w.read('out/logs/memcheck/gpu_kernels.log')
     check(re.search(r'^# cmd \S+/opt/sanitizer/nvidia/cu13/bin/compute-sanitizer --tool memcheck --error-exitcode 99 '
-                    r'--print-limit 20 \S+/device-stage/build/tests/gpu/kernels/test_gpu_kernels$', memcheck, re.M),
+                    r'--print-limit 20 \S+/device-stage/build/tests/kernels/cuda/test_gpu_kernels$', memcheck, re.M),
           'all ok: memcheck wraps gpu kernels in the staged compute-sanitizer', memcheck)
     return secs
 
@@ -416,7 +416,7 @@ def run_old_driver(w):
         'memcheck': ('ok', '1 passed, 0 failed, 0 skipped')})
     summary(w, out, 9, 0, 0, 'source')
     local = os.path.realpath(w.path('repo/build-device-local'))
-    check(('%s/tests/gpu/kernels/test_gpu_kernels' % local) in w.read('out/logs/gpu/gpu_kernels.log'),
+    check(('%s/tests/kernels/cuda/test_gpu_kernels' % local) in w.read('out/logs/gpu/gpu_kernels.log'),
           'old driver: the tests run from build-device-local')
     check(('# cmd %s --tool memcheck' % w.path('cuda/bin/compute-sanitizer')) in
           w.read('out/logs/memcheck/gpu_kernels.log'), "old driver: memcheck uses the machine's compute-sanitizer")
