@@ -8,7 +8,8 @@
 #include <time.h>
 
 #include "base/status.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_core.h"
+#include "coord/coord_queue.h"
 #include "coord/flight.h"
 #include "coord/stack.h"
 
@@ -26,6 +27,20 @@ void coord_complete(struct coord *c, struct hora_request *req, hora_status_t sta
         pthread_cond_broadcast(&c->done_cond);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+/* A request leaves the coordinator's tables and completes. */
+void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
+{
+    if (coord_map_get(&c->pending, req->name) == req) coord_map_remove(&c->pending, req->name);
+    coord_cache_unwait(&c->cache, req);
+    /* A cache waiter evicted when no slow path runs waits in the uncached
+     * list for the next one; a refusal of its name (another rank's
+     * submission, while a rank has joined) may end it first: it must not be
+     * sent after that. */
+    coord_fifo_remove(&c->uncached, req);
+    if (req == c->join_req) c->join_req = NULL;
+    coord_complete(c, req, status, error);
 }
 
 /* Under c->lock: whether host requests wait up to HORA_DEFER_MS before
@@ -139,7 +154,7 @@ void coord_nap(struct coord *c, int64_t start_us, int64_t idle_us)
     const int64_t cycle_us = (int64_t)(c->settings.cycle_time_ms * 1000.0);
     if (idle_us < cycle_us) idle_us = cycle_us;
     const int64_t defer_us = c->defer_us > cycle_us ? c->defer_us : cycle_us;
-    const int busy = c->pending.count > 0 || c->order_head;
+    const int busy = c->pending.count > 0 || coord_table_busy(&c->table);
     pthread_mutex_lock(&c->lock);
     if (!busy && !c->incoming) c->polled = 0; /* what was polled has completed */
     while (!c->stop_requested && !c->abort_requested) {

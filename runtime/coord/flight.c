@@ -22,7 +22,8 @@
 
 #include "base/log.h"
 #include "base/status.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_core.h"
+#include "coord/coord_wire.h"
 #include "coord/flight.h"
 #include "coord/straggler.h"
 

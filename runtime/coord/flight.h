@@ -29,13 +29,14 @@
  * every rank. Times are CLOCK_MONOTONIC nanoseconds, 0 when not reached;
  * peer -1 when no wait on a peer was recorded.
  *
- * May include: base/, coll/ (and what coord.h includes). */
+ * May include: base/, coll/, coord_request.h. */
 #ifndef HORA_FLIGHT_H
 #define HORA_FLIGHT_H
 
 #include <stdint.h>
 
-#include "coord/coord.h"
+#include "base/config.h"
+#include "coord/coord_request.h"
 
 #define FLIGHT_NAME_BYTES 64
 

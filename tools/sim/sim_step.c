@@ -6,7 +6,7 @@
  * gradient at the end of its layer's share of backward. Every rank computes
  * the same, with the last rank submitting each tensor skew later.
  *
- * hora (ring, hierarchical): the coordinator thread of runtime/coord/coord.c.
+ * hora (ring, hierarchical): the coordinator thread of runtime/coord/coord_cycle.c.
  * It sleeps while nothing is in flight and a submission wakes it, so a cycle
  * starts at the first gradient that is ready, and again as soon as the
  * previous cycle ends if another one came meanwhile. A cycle's one
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/coord_internal.h"
+#include "coord/coord_fuse.h"
 #include "sim.h"
 
 hora_status_t sim_model_init(struct sim_model *m, const char *model_name, size_t elem_bytes)
@@ -130,7 +130,7 @@ static size_t step_response_bytes(const struct coord_response *r, size_t elem_by
 
 /* How long the first rank waits for the cycle's bit allreduce, which
  * completes need seconds after it started: naps of 20 us doubling up to a
- * quarter of the cycle time (coord.c, coord_allreduce_bits). */
+ * quarter of the cycle time (coord_core.c, coord_poll_pause). */
 static double step_bits_wait(double need, double cycle_s)
 {
     double waited = 0.0, nap = 20e-6, max_nap = fmax(cycle_s / 4.0, 20e-6);
