@@ -6,14 +6,18 @@
  * (coord_cache.h) and rank 0's negotiation table (coord_table.h) - sit
  * below it and know nothing of it.
  *
- *   coord.c        start, stop, abort
- *   coord_cycle.c  the cycle
- *   coord_slow.c   the slow path's exchange   coord_exec.c  execution
- *   coord_agree.c  the agreement               coord_set.c   a set's MPI path
- *   coord_queue.c  submission, completion, nap flight.c      the recorder
- *   coord_core.c   this state, polling, waits
- *   coord_table.c  rank 0's table   coord_cache.c  the cache   coord_fuse.c  fusion
- *   coord_wire.c   lists as bytes   coord_request.c  requests, the clock
+ *   coord.c          start, stop, abort
+ *   coord_cycle.c    the cycle
+ *   coord_slow.c     the slow path's exchange
+ *   coord_exec.c     execution
+ *   coord_queue.c    submission, completion, the nap
+ *   flight.c         the flight recorder
+ *   coord_agree.c    the agreement         coord_set.c    a set's MPI path
+ *   coord_core.c     this state, polling, waits
+ *   coord_table.c    rank 0's table        coord_cache.c  the response cache
+ *   coord_fuse.c     fusion planning
+ *   coord_wire.c     the lists as bytes
+ *   coord_request.c  requests, the clock
  * (each calls only what stands below it). */
 #ifndef HORA_COORD_CORE_H
 #define HORA_COORD_CORE_H

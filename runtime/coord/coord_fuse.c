@@ -19,7 +19,7 @@ static int coord_fusable(const struct coord_meta *a, const struct coord_meta *b)
            a->compression == b->compression && a->memory == b->memory && a->reproducible == b->reproducible;
 }
 
-static size_t coord_response_bytes(const struct coord_response *r)
+size_t coord_fuse_bytes(const struct coord_response *r)
 {
     size_t bytes = 0, es = hora_dtype_size(coord_wire_dtype(&r->metas[0]));
     for (int t = 0; t < r->ntensors; t++) bytes = coord_align(bytes) + r->metas[t].count * es;
@@ -59,7 +59,7 @@ void coord_fuse_list(size_t threshold, struct coord_responses *list)
             if (prev->kind == COORD_KIND_ALLREDUCE && r->kind == COORD_KIND_ALLREDUCE && prev->ntensors > 0 &&
                 r->ntensors > 0 && coord_fusable(&prev->metas[0], &r->metas[0]) &&
                 (prev->cache_id < 0) == (r->cache_id < 0) &&
-                coord_align(coord_response_bytes(prev)) + coord_response_bytes(r) <= threshold &&
+                coord_align(coord_fuse_bytes(prev)) + coord_fuse_bytes(r) <= threshold &&
                 coord_merge(prev, r) == 0) {
                 /* Cache entries are touched per tensor at execution. */
                 continue;

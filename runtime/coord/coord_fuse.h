@@ -18,6 +18,11 @@ static inline hora_dtype_t coord_wire_dtype(const struct coord_meta *m)
     return (hora_dtype_t)m->dtype;
 }
 
+/* The bytes of a response's buffer: its tensors one after another, each at
+ * coord_align of the bytes before it, in the dtype they travel in (the
+ * layout coord_exec.c packs them in; hora-sim sizes its messages by it). */
+size_t coord_fuse_bytes(const struct coord_response *r);
+
 /* Fuse list in place (threshold 0: no fusion): a pure function of the
  * threshold and the list, so tools/sim's hora-sim runs this very code on the
  * responses it builds. Merged responses take over their tensors' names and
