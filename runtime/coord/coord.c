@@ -37,13 +37,13 @@ static void coord_free_tables(struct coord *c)
     }
     free(c->agree_silent);
     free(c->members);
-    coord_map_free(&c->inflight);
+    coord_map_free(&c->queue.inflight);
     coord_map_free(&c->pending);
     coord_cache_free(&c->cache);
     coord_table_free(&c->table);
-    pthread_cond_destroy(&c->done_cond);
-    pthread_cond_destroy(&c->work_cond);
-    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->queue.done_cond);
+    pthread_cond_destroy(&c->queue.work_cond);
+    pthread_mutex_destroy(&c->queue.lock);
     free(c);
 }
 
@@ -55,9 +55,9 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
 
     struct coord *c = calloc(1, sizeof(*c));
     if (!c) return status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->done_cond, NULL);
-    pthread_cond_init(&c->work_cond, NULL);
+    pthread_mutex_init(&c->queue.lock, NULL);
+    pthread_cond_init(&c->queue.done_cond, NULL);
+    pthread_cond_init(&c->queue.work_cond, NULL);
     c->cfg = cfg;
     c->coll = env->coll;
     c->pool = env->pool;
@@ -80,7 +80,11 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->settings.fusion_threshold = cfg->fusion_threshold;
     c->settings.cycle_time_ms = cfg->cycle_time_ms;
     c->settings.chunk_bytes = cfg->chunk_bytes;
-    c->defer_us = (int64_t)(cfg->defer_ms * 1000.0);
+    c->queue.defer_us = (int64_t)(cfg->defer_ms * 1000.0);
+    c->queue.coll = env->coll;
+    c->queue.dev = env->dev;
+    c->queue.rank = c->rank;
+    c->queue.set_id = c->set_id;
     c->demote_us = (int64_t)(cfg->stall_check_s * 0.5e6);
     if (c->demote_us > 5000000) c->demote_us = 5000000;
     if (!c->members && cfg->fault_stop[0]) {
@@ -91,8 +95,8 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = flight_init(cfg, c->rank, c->size);
         if (status < 0) goto err_free;
     }
-    c->flight = flight_process();
-    if (coord_map_init(&c->inflight, 1024) || coord_map_init(&c->pending, 1024) ||
+    c->queue.flight = flight_process();
+    if (coord_map_init(&c->queue.inflight, 1024) || coord_map_init(&c->pending, 1024) ||
         coord_cache_init(&c->cache, cfg->cache_capacity) || coord_table_init(&c->table, c->size, c->members, cfg)) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory starting the coordinator");
         goto err_free;
@@ -171,11 +175,11 @@ err_free:
 void coord_abort(struct coord *c, double wait_s)
 {
     if (!c) return;
-    pthread_mutex_lock(&c->lock);
-    const int ended = c->thread_joined || c->abandoned;
-    c->abort_requested = 1;
-    pthread_cond_signal(&c->work_cond);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->queue.lock);
+    const int ended = c->queue.thread_joined || c->queue.abandoned;
+    c->queue.abort_requested = 1;
+    pthread_cond_signal(&c->queue.work_cond);
+    pthread_mutex_unlock(&c->queue.lock);
     if (ended) return;
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -183,24 +187,36 @@ void coord_abort(struct coord *c, double wait_s)
     deadline.tv_sec += (time_t)(ns / 1000000000);
     deadline.tv_nsec = (long)(ns % 1000000000);
     if (pthread_timedjoin_np(c->thread, NULL, &deadline) == 0) {
-        c->thread_joined = 1;
+        c->queue.thread_joined = 1;
         return;
     }
     /* Stuck in a call that does not look at notices: leave it running, and
      * fail what the application waits for from here. */
     log_error("hora_abort: the coordinator thread did not stop within %.1f s; leaving it", wait_s);
-    pthread_mutex_lock(&c->lock);
-    c->abandoned = 1;
-    c->stopped = 1;
-    c->stop_status = HORA_ERR_SHUTDOWN;
-    snprintf(c->stop_reason, sizeof(c->stop_reason), "hora_abort was called on this rank");
+    pthread_mutex_lock(&c->queue.lock);
+    c->queue.abandoned = 1;
+    c->queue.stopped = 1;
+    c->queue.stop_status = HORA_ERR_SHUTDOWN;
+    snprintf(c->queue.stop_reason, sizeof(c->queue.stop_reason), "hora_abort was called on this rank");
     size_t n = 0;
-    struct hora_request **list = malloc((c->inflight.count ? c->inflight.count : 1) * sizeof(*list));
-    for (size_t b = 0; list && b < c->inflight.bucket_count; b++)
-        for (struct coord_map_node *m = c->inflight.buckets[b]; m; m = m->next) list[n++] = m->value;
-    pthread_mutex_unlock(&c->lock);
-    for (size_t i = 0; i < n; i++) coord_complete(c, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
+    struct hora_request **list = malloc((c->queue.inflight.count ? c->queue.inflight.count : 1) * sizeof(*list));
+    for (size_t b = 0; list && b < c->queue.inflight.bucket_count; b++)
+        for (struct coord_map_node *m = c->queue.inflight.buckets[b]; m; m = m->next) list[n++] = m->value;
+    pthread_mutex_unlock(&c->queue.lock);
+    for (size_t i = 0; i < n; i++) coord_queue_complete(&c->queue, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
     free(list);
+}
+
+hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n)
+{
+    return coord_queue_submit(&c->queue, reqs, n);
+}
+
+hora_status_t coord_wait(struct coord *c, struct hora_request *req) { return coord_queue_wait(&c->queue, req); }
+
+int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *status)
+{
+    return coord_queue_is_done(&c->queue, req, status);
 }
 
 void coord_straggler(struct coord *c, int *rank, double *last_fraction, double *lag_ms, int64_t *cycles)
@@ -211,17 +227,17 @@ void coord_straggler(struct coord *c, int *rank, double *last_fraction, double *
 void coord_stop(struct coord *c)
 {
     if (!c) return;
-    if (c->abandoned) return; /* its thread may still use c */
-    pthread_mutex_lock(&c->lock);
-    c->stop_requested = 1;
-    pthread_cond_signal(&c->work_cond);
-    pthread_mutex_unlock(&c->lock);
-    if (!c->thread_joined) pthread_join(c->thread, NULL);
+    if (c->queue.abandoned) return; /* its thread may still use c */
+    pthread_mutex_lock(&c->queue.lock);
+    c->queue.stop_requested = 1;
+    pthread_cond_signal(&c->queue.work_cond);
+    pthread_mutex_unlock(&c->queue.lock);
+    if (!c->queue.thread_joined) pthread_join(c->thread, NULL);
     /* The thread failed every request before it ended; let the threads that
      * were waiting for one leave coord_wait before c goes away. */
-    pthread_mutex_lock(&c->lock);
-    while (c->waiting_threads) pthread_cond_wait(&c->done_cond, &c->lock);
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->queue.lock);
+    while (c->queue.waiting_threads) pthread_cond_wait(&c->queue.done_cond, &c->queue.lock);
+    pthread_mutex_unlock(&c->queue.lock);
 
     timeline_close(c->tl);
     autotune_free(c->at);

@@ -16,7 +16,6 @@
 
 #include "base/config.h"
 #include "coll/coll.h"
-#include "coord/coord_queue.h"   /* coord_submit, coord_wait, coord_is_done, coord_complete */
 #include "coord/coord_request.h" /* struct hora_request, the kinds, coord_free_result */
 #include "hora.h"
 #include "mem/mem_dev.h"
@@ -53,6 +52,12 @@ void coord_stop(struct coord *c);
  * request fails with the abort's status and message. Waits at most wait_s
  * for the thread; c stays valid until coord_stop. */
 void coord_abort(struct coord *c, double wait_s);
+
+/* Hand a request (or a group of them) to the coordinator (coord_queue.c). */
+hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n);
+/* Wait for a request to complete; whether it has (hora_test). Any thread. */
+hora_status_t coord_wait(struct coord *c, struct hora_request *req);
+int coord_is_done(struct coord *c, struct hora_request *req, hora_status_t *status);
 
 /* Rank 0's last straggler report (straggler.h): rank -1 when none, on
  * other ranks, or HORA_STRAGGLER_S=0. Any thread. */

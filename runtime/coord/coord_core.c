@@ -103,3 +103,17 @@ void coord_keep_in_flight(struct coord *c, void *buf)
     c->agree_in_flight = 1; /* the communicator stays too */
     coord_abandon(buf);
 }
+
+/* A request leaves the coordinator's tables and completes. */
+void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error)
+{
+    if (coord_map_get(&c->pending, req->name) == req) coord_map_remove(&c->pending, req->name);
+    coord_cache_unwait(&c->cache, req);
+    /* A cache waiter evicted when no slow path runs waits in the uncached
+     * list for the next one; a refusal of its name (another rank's
+     * submission, while a rank has joined) may end it first: it must not be
+     * sent after that. */
+    coord_fifo_remove(&c->uncached, req);
+    if (req == c->join_req) c->join_req = NULL;
+    coord_queue_complete(&c->queue, req, status, error);
+}

@@ -2,18 +2,19 @@
  * turned by coord_cycle.c, read by every piece above this one) and the
  * low-level helpers every piece may call (coord_core.c): the polling of its
  * waits, MPI waits, the inspection period, buffers kept for MPI to the end
- * of the process. The pieces whose state it holds - the response cache
- * (coord_cache.h) and rank 0's negotiation table (coord_table.h) - sit
- * below it and know nothing of it.
+ * of the process. The pieces whose state it holds - the queue
+ * (coord_queue.h), the response cache (coord_cache.h) and rank 0's
+ * negotiation table (coord_table.h) - sit below it and know nothing of it.
  *
  *   coord.c          start, stop, abort
  *   coord_cycle.c    the cycle
  *   coord_slow.c     the slow path's exchange
  *   coord_exec.c     execution
- *   coord_queue.c    submission, completion, the nap
- *   flight.c         the flight recorder
+ *   coord_flight.c   the hooks into the flight recorder
  *   coord_agree.c    the agreement         coord_set.c    a set's MPI path
- *   coord_core.c     this state, polling, waits
+ *   coord_core.c     this state, polling, waits, coord_finish_pending
+ *   coord_queue.c    submission, completion, the nap (struct coord_queue)
+ *   flight.c         the flight recorder
  *   coord_table.c    rank 0's table        coord_cache.c  the response cache
  *   coord_fuse.c     fusion planning
  *   coord_wire.c     the lists as bytes
@@ -31,19 +32,16 @@
 #include "coll/coll.h"
 #include "coord/coord_cache.h"
 #include "coord/coord_map.h"
+#include "coord/coord_queue.h"
 #include "coord/coord_request.h"
 #include "coord/coord_table.h"
 #include "mem/mem_dev.h"
 #include "mem/mem_pool.h"
 
 struct autotune;
-struct flight;
 struct stack_channel;
 struct straggler;
 struct timeline;
-
-/* What the coordinator's nap between cycles waits for (coord_nap). */
-enum { COORD_NAP_CYCLE = 0, COORD_NAP_IDLE = 1, COORD_NAP_DEFER = 2 };
 
 struct coord_settings {
     size_t fusion_threshold;
@@ -56,27 +54,10 @@ enum coord_fault_point { COORD_FAULT_NONE = 0, COORD_FAULT_SLOW_LISTS = 1, COORD
 
 struct coord {
     pthread_t thread;
-    pthread_mutex_t lock; /* guards everything down to "coordinator thread only" */
-    pthread_cond_t done_cond;
-    pthread_cond_t work_cond; /* signalled when the nap's deadline may move: see coord_nap */
-    struct hora_request *incoming, *incoming_tail;
-    struct coord_map inflight; /* name -> request, until completion */
-    int stop_requested;       /* hora_shutdown on this rank */
-    int abort_requested;      /* hora_abort on this rank: stop without the peers */
-    int stopped;              /* the thread has ended: new requests fail */
-    int thread_joined;        /* coord_abort joined the thread */
-    int abandoned;            /* coord_abort gave up waiting for it: c is never freed */
-    int waiting_threads;      /* application threads inside coord_wait */
-    int polled;               /* hora_test found a request not done; cleared once nothing is in flight */
-    int saw_device;           /* a device-memory request was submitted: never defer again */
-    int nap_kind;             /* what the coordinator's nap waits for (COORD_NAP_*) */
-    hora_status_t stop_status;
-    char stop_reason[256];
-    struct flight *flight;    /* the process's flight recorder (flight.h), NULL: off */
+    struct coord_queue queue; /* between application threads and this coordinator, under its lock */
 
     /* set at start, read-only after */
     const struct config *cfg;
-    int64_t defer_us;         /* HORA_DEFER_MS: 0 = start host requests at once */
     struct coll_ctx *coll;
     struct mem_pool *pool;
     struct mem_dev *dev;
@@ -154,5 +135,8 @@ int64_t coord_inspect_period_us(const struct coord *c);
 void coord_keep_in_flight(struct coord *c, void *buf);
 /* Keep buf (may be NULL) to the end of the process, reachable. */
 void coord_abandon(void *buf);
+/* The coordinator thread: a request leaves its tables (pending, the cache
+ * path, the uncached list, the join) and completes. */
+void coord_finish_pending(struct coord *c, struct hora_request *req, hora_status_t status, const char *error);
 
 #endif

@@ -40,7 +40,7 @@
 #include "coord/coord_fuse.h"
 #include "coord/coord_queue.h"
 #include "coord/coord_slow.h"
-#include "coord/flight.h"
+#include "coord/coord_flight.h"
 #include "coord/stack.h"
 #include "coord/straggler.h"
 
@@ -59,17 +59,17 @@ static int coord_meta_equal(const struct coord_meta *a, const struct coord_meta 
 
 static void coord_take_incoming(struct coord *c, int *stop)
 {
-    pthread_mutex_lock(&c->lock);
-    struct hora_request *list = c->incoming;
-    c->incoming = c->incoming_tail = NULL;
-    *stop = c->stop_requested;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->queue.lock);
+    struct hora_request *list = c->queue.incoming;
+    c->queue.incoming = c->queue.incoming_tail = NULL;
+    *stop = c->queue.stop_requested;
+    pthread_mutex_unlock(&c->queue.lock);
 
     for (struct hora_request *req = list, *next; req; req = next) {
         next = req->next;
         req->cache_id = -1;
         if (coord_map_put(&c->pending, req->name, req)) {
-            coord_complete(c, req, HORA_ERR_NO_MEMORY, "out of memory in the coordinator");
+            coord_queue_complete(&c->queue, req, HORA_ERR_NO_MEMORY, "out of memory in the coordinator");
             continue;
         }
         if (req->meta.kind == COORD_KIND_JOIN) {
@@ -97,21 +97,21 @@ static void coord_take_incoming(struct coord *c, int *stop)
 
 static void coord_fail_everything(struct coord *c, hora_status_t status, const char *why)
 {
-    pthread_mutex_lock(&c->lock);
-    c->stopped = 1;
-    c->stop_status = status;
-    snprintf(c->stop_reason, sizeof(c->stop_reason), "%s", why);
-    struct hora_request *list = c->incoming;
-    c->incoming = c->incoming_tail = NULL;
-    pthread_mutex_unlock(&c->lock);
+    pthread_mutex_lock(&c->queue.lock);
+    c->queue.stopped = 1;
+    c->queue.stop_status = status;
+    snprintf(c->queue.stop_reason, sizeof(c->queue.stop_reason), "%s", why);
+    struct hora_request *list = c->queue.incoming;
+    c->queue.incoming = c->queue.incoming_tail = NULL;
+    pthread_mutex_unlock(&c->queue.lock);
     for (struct hora_request *req = list, *next; req; req = next) {
         next = req->next;
-        coord_complete(c, req, status, why);
+        coord_queue_complete(&c->queue, req, status, why);
     }
     /* Everything still pending here, whichever path it waited on. */
     for (size_t b = 0; b < c->pending.bucket_count; b++)
         for (struct coord_map_node *n = c->pending.buckets[b]; n; n = n->next)
-            coord_complete(c, n->value, status, why);
+            coord_queue_complete(&c->queue, n->value, status, why);
     coord_cache_unwait_all(&c->cache);
     c->uncached.head = c->uncached.tail = NULL;
     c->join_req = NULL;
@@ -271,7 +271,8 @@ static int coord_cycle(struct coord *c)
             c->settings_changed = 1;
         }
     }
-    coord_nap(c, start_us, coord_inspect_period_us(c));
+    coord_queue_nap(&c->queue, start_us, coord_inspect_period_us(c), (int64_t)(c->settings.cycle_time_ms * 1000.0),
+                    c->pending.count > 0 || coord_table_busy(&c->table), c->sync_us);
     return 0;
 }
 

@@ -20,9 +20,8 @@
 #include "coord/coord_core.h"
 #include "coord/coord_exec.h"
 #include "coord/coord_fuse.h"
-#include "coord/coord_queue.h"
 #include "coord/coord_set.h"
-#include "coord/flight.h"
+#include "coord/coord_flight.h"
 #include "coord/timeline.h"
 
 static hora_status_t coord_buffer(struct coord *c, hora_memory_t memory, void **buf, size_t *have, size_t bytes,
