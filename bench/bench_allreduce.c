@@ -94,7 +94,7 @@ static void bench_cuda_or_abort(int result)
     if (result == 0)
         return;
     char message[1024];
-    snprintf(message, sizeof(message), BENCH_NAME ": rank %d: %s", hora_rank(), bench_cuda_error());
+    snprintf(message, sizeof(message), BENCH_NAME ": rank %d: %s", hora_rank(), status_message());
     bench_fail_and_abort(HORA_ERR_INTERNAL, message,
                          "a CUDA or NCCL call of the benchmark itself; CUDA_LAUNCH_BLOCKING=1 or NCCL_DEBUG=INFO "
                          "tell more");

@@ -10,12 +10,10 @@
  */
 #include "bench_cuda.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #include <cuda_runtime_api.h>
 
-static __thread char bench_cuda_message[512];
 static cudaStream_t bench_cuda_stream_handle;
 static int bench_cuda_stream_created;
 
@@ -24,26 +22,14 @@ int bench_cuda_built(void)
     return 1;
 }
 
-const char *bench_cuda_error(void)
-{
-    return bench_cuda_message;
-}
-
-void bench_cuda_fail(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vsnprintf(bench_cuda_message, sizeof(bench_cuda_message), format, args);
-    va_end(args);
-}
-
-/* Records "what: cudaErrorX: text" and clears CUDA's sticky last error so
+/* Translates a CUDA error at this boundary: the message "what: cudaErrorX:
+ * text" (base/status.h), and clears CUDA's sticky last error so
  * a later call does not report this one again. */
 static int bench_cuda_check(cudaError_t error, const char *what)
 {
     if (error == cudaSuccess)
         return 0;
-    bench_cuda_fail("%s: %s: %s", what, cudaGetErrorName(error), cudaGetErrorString(error));
+    status_set(HORA_ERR_SYSTEM, "%s: %s: %s", what, cudaGetErrorName(error), cudaGetErrorString(error));
     (void)cudaGetLastError();
     return -1;
 }

@@ -11,7 +11,9 @@
  * with "this build has no CUDA".
  *
  * Conventions: functions return 0 on success and -1 on failure, with the
- * reason (the CUDA or NCCL call, its error string) in bench_cuda_error().
+ * reason (the CUDA or NCCL call, its error string) in libhora-base's
+ * message, status_message() (runtime/base/status.h; this program's own
+ * store, not libhora's hora_last_error()). Nothing here prints.
  * Calls that touch the device act on the current device of the calling
  * thread (the one bench_cuda_use made current).
  *
@@ -22,13 +24,11 @@
 
 #include <stddef.h>
 
+#include "base/status.h"
 #include "hora.h"
 
 /* 1 when this build has the CUDA parts, else 0. */
 int bench_cuda_built(void);
-
-/* The reason of the last failure on this thread ("" if none). */
-const char *bench_cuda_error(void);
 
 /* Before hora_init, which binds the runtime to the device current then:
  * make device local_rank % (number of visible devices) current (device 0
@@ -58,10 +58,8 @@ int bench_cuda_synchronize(void);
  * bench's stream (not waited for; bench_cuda_synchronize does). */
 int bench_cuda_copy_async(void *dst, const void *src, size_t bytes);
 
-/* For bench_cuda_nccl.c: the bench's stream as a cudaStream_t, and setting
- * the text bench_cuda_error() returns (printf format). */
+/* For bench_cuda_nccl.c: the bench's stream as a cudaStream_t. */
 void *bench_cuda_stream(void);
-__attribute__((format(printf, 1, 2))) void bench_cuda_fail(const char *format, ...);
 
 /*
  * NCCL, loaded with dlopen(library) at run time ("libnccl.so.2" unless

@@ -71,7 +71,7 @@ static int nccl_load(const char *library)
     void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *reason = dlerror();
-        bench_cuda_fail("dlopen(%s) failed: %s (put the directory of libnccl.so.2 in LD_LIBRARY_PATH, "
+        status_set(HORA_ERR_SYSTEM, "dlopen(%s) failed: %s (put the directory of libnccl.so.2 in LD_LIBRARY_PATH, "
                         "e.g. python3 -c \"import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "
                         "'/lib')\", or pass --nccl-lib PATH)",
                         library, reason != NULL ? reason : "unknown error");
@@ -93,7 +93,7 @@ static int nccl_load(const char *library)
     for (size_t i = 0; i < sizeof(symbols) / sizeof(symbols[0]); i++) {
         void *address = dlsym(handle, symbols[i].name);
         if (address == NULL) {
-            bench_cuda_fail("%s has no %s (NCCL older than 2.10?)", library, symbols[i].name);
+            status_set(HORA_ERR_SYSTEM, "%s has no %s (NCCL older than 2.10?)", library, symbols[i].name);
             dlclose(handle);
             return -1;
         }
@@ -108,7 +108,7 @@ static int nccl_check(nccl_result_t result, const char *what)
 {
     if (result == 0)
         return 0;
-    bench_cuda_fail("%s failed: %s (ncclResult_t %d)", what,
+    status_set(HORA_ERR_SYSTEM, "%s failed: %s (ncclResult_t %d)", what,
                     nccl.get_error_string != NULL ? nccl.get_error_string(result) : "?", result);
     return -1;
 }
@@ -123,7 +123,7 @@ int bench_nccl_init(const char *library, char *version, size_t version_len, char
      * ncclCommInitRank (which waits for all nranks) when another will not. */
     int ok = nccl_load(library) == 0;
     if (!ok)
-        snprintf(why, why_len, "%s", bench_cuda_error());
+        snprintf(why, why_len, "%s", status_message());
     if (!bench_all_ok(ok, why, why_len))
         return -1;
 
@@ -137,7 +137,7 @@ int bench_nccl_init(const char *library, char *version, size_t version_len, char
     memset(&id, 0, sizeof(id));
     ok = rank != 0 || nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId") == 0;
     if (!ok)
-        snprintf(why, why_len, "%s", bench_cuda_error());
+        snprintf(why, why_len, "%s", status_message());
     if (!bench_all_ok(ok, why, why_len))
         return -1;
     MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
@@ -145,7 +145,7 @@ int bench_nccl_init(const char *library, char *version, size_t version_len, char
     nccl_comm_t comm = NULL;
     ok = nccl_check(nccl.comm_init_rank(&comm, nranks, id, rank), "ncclCommInitRank") == 0;
     if (!ok)
-        snprintf(why, why_len, "%s", bench_cuda_error());
+        snprintf(why, why_len, "%s", status_message());
     if (!bench_all_ok(ok, why, why_len)) {
         /* Abort, not destroy: destroy would wait for the ranks that have
          * no communicator. */
@@ -193,7 +193,7 @@ int bench_nccl_allreduce(const void *send, void *recv, size_t count, hora_dtype_
 {
     int datatype = nccl_datatype(dtype), nccl_reduce_op = nccl_op(op);
     if (nccl_comm == NULL || datatype < 0 || nccl_reduce_op < 0) {
-        bench_cuda_fail("ncclAllReduce: %s", nccl_comm == NULL ? "no communicator" : "no NCCL type or op for this row");
+        status_set(HORA_ERR_SYSTEM, "ncclAllReduce: %s", nccl_comm == NULL ? "no communicator" : "no NCCL type or op for this row");
         return -1;
     }
     return nccl_check(nccl.all_reduce(send, recv, count, datatype, nccl_reduce_op, nccl_comm, bench_cuda_stream()),

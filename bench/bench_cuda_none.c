@@ -8,34 +8,19 @@
  */
 #include "bench_cuda.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 
 #define BENCH_CUDA_NONE "this build has no CUDA (reconfigure with nvcc on PATH, meson -Dcuda=enabled)"
 
-static __thread char bench_cuda_message[512];
 
 int bench_cuda_built(void)
 {
     return 0;
 }
 
-const char *bench_cuda_error(void)
-{
-    return bench_cuda_message;
-}
-
-void bench_cuda_fail(const char *format, ...)
-{
-    va_list args;
-    va_start(args, format);
-    vsnprintf(bench_cuda_message, sizeof(bench_cuda_message), format, args);
-    va_end(args);
-}
-
 static int bench_cuda_none(void)
 {
-    bench_cuda_fail("%s", BENCH_CUDA_NONE);
+    status_set(HORA_ERR_UNSUPPORTED, "%s", BENCH_CUDA_NONE);
     return -1;
 }
 

@@ -64,7 +64,7 @@ int bench_cuda_prepare(bench_options_t *options, char *why, size_t why_len)
 
     int device = -1;
     if (bench_cuda_select(bench_launcher_local_rank(), &device) != 0) {
-        snprintf(why, why_len, "no usable GPU: %s", bench_cuda_error());
+        snprintf(why, why_len, "no usable GPU: %s", status_message());
         return -1;
     }
     options->gpu_device = device;
@@ -134,7 +134,7 @@ int bench_cuda_setup(bench_options_t *options, int prepared, char *why, size_t w
         options->gpu_device = hora_cuda_device();
         if (bench_cuda_use(options->gpu_device) != 0 ||
             bench_cuda_bus_id(options->gpu_device, options->gpu_bus_id, sizeof(options->gpu_bus_id)) != 0) {
-            snprintf(why, why_len, "%s", bench_cuda_error());
+            snprintf(why, why_len, "%s", status_message());
             ok = 0;
         }
     }

@@ -33,9 +33,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/status.h"
 #include "bench_cli.h"
 #include "bench_output.h"
-#include "error.h"
 #include "jpeg.h"
 #include "loader.h"
 #include "record.h"
@@ -113,7 +113,7 @@ static int make_dataset(const char *dir, int images)
         snprintf(base, sizeof(base), "%s/train", dir);
         if (tr_record_shard_name(base, (unsigned)s, 2, path, sizeof(path)) != HORA_OK ||
             tr_record_writer_open(path, &writers[s]) != HORA_OK) {
-            fprintf(stderr, "hora-bench-loader: %s\n", tr_record_last_error());
+            fprintf(stderr, "hora-bench-loader: %s\n", status_message());
             return -1;
         }
     }
@@ -133,7 +133,7 @@ static int make_dataset(const char *dir, int images)
         uint8_t *jpeg = NULL;
         size_t bytes = 0;
         if (tr_jpeg_encode(pixels, w, h, 3, 90, &jpeg, &bytes) != HORA_OK) {
-            fprintf(stderr, "hora-bench-loader: %s\n", tr_data_last_error());
+            fprintf(stderr, "hora-bench-loader: %s\n", status_message());
             rc = -1;
             break;
         }
@@ -148,7 +148,7 @@ static int make_dataset(const char *dir, int images)
                            .width = (uint32_t)w, .channels = 3, .payload_bytes = bytes,
                            .payload = jpeg};
         if (rc == 0 && tr_record_writer_append(writers[i % 2], &rec) != HORA_OK) {
-            fprintf(stderr, "hora-bench-loader: %s\n", tr_record_last_error());
+            fprintf(stderr, "hora-bench-loader: %s\n", status_message());
             rc = -1;
         }
         total_bytes += bytes;
@@ -176,7 +176,7 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
                             .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
     tr_loader_t *loader;
     if (tr_loader_open(&c, &loader) != HORA_OK) {
-        fprintf(stderr, "hora-bench-loader: %s\n", tr_loader_last_error());
+        fprintf(stderr, "hora-bench-loader: %s\n", status_message());
         return -1;
     }
     uint64_t epoch = 0, images = 0;
@@ -208,7 +208,7 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
     row->wall_s = bench_wall_s() - t0;
     row->cpu_s = bench_cpu_s() - c0;
     if (status != HORA_OK)
-        fprintf(stderr, "hora-bench-loader: %s\n", tr_loader_last_error());
+        fprintf(stderr, "hora-bench-loader: %s\n", status_message());
     if (tr_loader_bad_count(loader) > 0)
         fprintf(stderr, "hora-bench-loader: %" PRIu64 " bad samples\n",
                 tr_loader_bad_count(loader));

@@ -114,8 +114,11 @@ int main(int argc, char **argv)
     }
     int rank = hora_rank(), size = hora_size(), rc = 1;
     tr_model_spec_t spec;
-    if (tr_model_spec_from_name(model_name, &spec) != HORA_OK)
+    if (tr_model_spec_from_name(model_name, &spec) != HORA_OK) {
+        if (rank == 0)
+            fprintf(stderr, "hora-bench-train: %s\n", status_message());
         goto out_shutdown;
+    }
     if (chw[0]) {
         spec.in_channels = chw[0];
         spec.height = chw[1];
@@ -152,19 +155,20 @@ int main(int argc, char **argv)
     /* A precision the backend cannot compute in natively is refused with
      * its reason: hora-train's fp16 fallback (f32 compute, f16 gradients,
      * loss scaling) is not what a throughput row named fp16 promises. */
-    char why[192];
     int fell_back = 0;
-    if (tr_precision_dtypes(backend, (tr_precision_t)precision, TR_GRAD_DTYPE_AUTO, &spec, &fell_back, why,
-                            sizeof(why)) != HORA_OK || fell_back) {
+    if (tr_precision_dtypes(backend, (tr_precision_t)precision, TR_GRAD_DTYPE_AUTO, &spec, &fell_back) != HORA_OK ||
+        fell_back) {
         if (rank == 0)
             fprintf(stderr, "hora-bench-train: --precision %s: the cpu backend does not compute it: %s\n",
-                    tr_precision_names[precision], why);
+                    tr_precision_names[precision], status_message());
         goto out_backend;
     }
     tr_precision_loss_scale((tr_precision_t)precision, TR_LOSS_SCALE_OPT_AUTO, 2000, &sc.loss_scale);
     tr_model_t *model;
-    if (tr_model_init(backend, &spec, batch, size > 1, 1, &model) != HORA_OK)
+    if (tr_model_init(backend, &spec, batch, size > 1, 1, &model) != HORA_OK) {
+        fprintf(stderr, "hora-bench-train: rank %d: %s\n", rank, status_message());
         goto out_backend;
+    }
     size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
     float *x = malloc((size_t)batch * sample * sizeof(float));
     int32_t *y = malloc((size_t)batch * sizeof(int32_t));

@@ -31,8 +31,6 @@
 #include "ckpt_file.h"
 #include "npz.h"
 
-#define ERR_BYTES 8192
-
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -78,27 +76,27 @@ static void ckpt_close(ckpt_t *c)
 }
 
 /* Open path, read its text sections; with need_desc the model section must
- * be there and parse. 0, or -1 with the message in err. */
-static int ckpt_open(const char *path, ckpt_t *c, int need_desc, char *err, size_t err_bytes)
+ * be there and parse. 0, or -1 with the message in status_message(). */
+static int ckpt_open(const char *path, ckpt_t *c, int need_desc)
 {
     memset(c, 0, sizeof(*c));
-    if (tr_ckpt_open(path, &c->file, err, err_bytes) != HORA_OK)
+    if (tr_ckpt_open(path, &c->file) != HORA_OK)
         return -1;
     const tr_ckpt_section_t *m = tr_ckpt_find(&c->file, "model"), *s = tr_ckpt_find(&c->file, "run_state");
-    if ((m && tr_ckpt_read_alloc(&c->file, m, (void **)&c->model_text, err, err_bytes) != HORA_OK) ||
-        (s && tr_ckpt_read_alloc(&c->file, s, (void **)&c->state_text, err, err_bytes) != HORA_OK)) {
+    if ((m && tr_ckpt_read_alloc(&c->file, m, (void **)&c->model_text) != HORA_OK) ||
+        (s && tr_ckpt_read_alloc(&c->file, s, (void **)&c->state_text) != HORA_OK)) {
         ckpt_close(c);
         return -1;
     }
     if (c->model_text) {
         char where[4200];
-        snprintf(where, sizeof(where), "%s: section 'model' at offset %" PRIu64, path, m->offset);
+        snprintf(where, sizeof(where), "%s: section 'model': offset %" PRIu64, path, m->offset);
         if (strlen(c->model_text) != m->bytes)
-            snprintf(err, err_bytes, "%s: a NUL byte in the text", where);
-        else if (tr_ckpt_desc_parse(c->model_text, where, &c->desc, err, err_bytes) == HORA_OK)
+            status_set(HORA_ERR_CORRUPT, "%s: a NUL byte in the text", where);
+        else if (tr_ckpt_desc_parse(c->model_text, where, &c->desc) == HORA_OK)
             c->have_desc = 1;
     } else {
-        snprintf(err, err_bytes, "%s: no 'model' section", path);
+        tr_ckpt_expect(&c->file, "model", TR_CKPT_ANY_BYTES);
     }
     if (need_desc && !c->have_desc) {
         ckpt_close(c);
@@ -108,21 +106,13 @@ static int ckpt_open(const char *path, ckpt_t *c, int need_desc, char *err, size
 }
 
 /* A tensor section read whole, its size checked against count floats. */
-static float *read_floats(const ckpt_t *c, const char *name, uint64_t count, char *err, size_t err_bytes)
+static float *read_floats(const ckpt_t *c, const char *name, uint64_t count)
 {
-    const tr_ckpt_section_t *s = tr_ckpt_find(&c->file, name);
-    if (!s) {
-        snprintf(err, err_bytes, "%s: no '%s' section", c->file.path, name);
+    const tr_ckpt_section_t *s = tr_ckpt_expect(&c->file, name, count * sizeof(float));
+    if (!s)
         return NULL;
-    }
-    if (s->bytes != count * sizeof(float)) {
-        snprintf(err, err_bytes, "%s: section '%s' at offset %" PRIu64 ": %" PRIu64 " bytes, the model section says "
-                 "%" PRIu64 " floats (%" PRIu64 " bytes)", c->file.path, name, s->offset, s->bytes, count,
-                 count * sizeof(float));
-        return NULL;
-    }
     void *buf;
-    if (tr_ckpt_read_alloc(&c->file, s, &buf, err, err_bytes) != HORA_OK)
+    if (tr_ckpt_read_alloc(&c->file, s, &buf) != HORA_OK)
         return NULL;
     return buf;
 }
@@ -141,10 +131,9 @@ static const char *state_word(const ckpt_t *c, const char *key, char *buf, size_
 
 static int cmd_info(const char *path)
 {
-    char err[ERR_BYTES];
     ckpt_t c;
-    if (ckpt_open(path, &c, 0, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (ckpt_open(path, &c, 0) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         return 1;
     }
     printf("file        %s\n", path);
@@ -168,7 +157,7 @@ static int cmd_info(const char *path)
         printf("tensors     %d parameter tensors, %" PRIu64 " parameters; %d BN layers, %" PRIu64 " statistics\n",
                d->param_count, d->params_count, d->bn_count, stats);
     } else {
-        printf("model       (unreadable: %s)\n", err);
+        printf("model       (unreadable: %s)\n", status_message());
     }
     if (c.state_text) {
         char a[64], b[64], e[64], f[64], g[64];
@@ -200,32 +189,21 @@ static int cmd_info(const char *path)
 
 static int verify_one(const char *path)
 {
-    char err[ERR_BYTES];
     ckpt_t c;
-    if (ckpt_open(path, &c, 1, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (ckpt_open(path, &c, 1) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         return 1;
     }
-    int bad = tr_ckpt_verify(&c.file, err, sizeof(err)) != HORA_OK;
+    int bad = tr_ckpt_verify(&c.file) != HORA_OK;
     static const char *const f32_sections[] = {"params", "momentum", "bn_stats"};
     for (int i = 0; i < 3 && !bad; i++) {
-        const tr_ckpt_section_t *s = tr_ckpt_find(&c.file, f32_sections[i]);
         uint64_t want = (i < 2 ? c.desc.params_count : c.desc.stats_count) * sizeof(float);
-        if (!s) {
-            snprintf(err, sizeof(err), "%s: no '%s' section", path, f32_sections[i]);
-            bad = 1;
-        } else if (s->bytes != want) {
-            snprintf(err, sizeof(err), "%s: section '%s' at offset %" PRIu64 ": %" PRIu64 " bytes, the model section "
-                     "says %" PRIu64, path, s->name, s->offset, s->bytes, want);
-            bad = 1;
-        }
+        bad = !tr_ckpt_expect(&c.file, f32_sections[i], want);
     }
-    if (!bad && !c.state_text) {
-        snprintf(err, sizeof(err), "%s: no 'run_state' section", path);
-        bad = 1;
-    }
+    if (!bad && !c.state_text)
+        bad = !tr_ckpt_expect(&c.file, "run_state", TR_CKPT_ANY_BYTES);
     if (bad)
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
     else
         printf("%s: OK (header and %d sections, %" PRIu64 " bytes)\n", path, c.file.section_count, c.file.file_bytes);
     ckpt_close(&c);
@@ -442,11 +420,10 @@ static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name, char
         printf("%s: differ: only in %s\n", name, sa ? "A" : "B");
         return 1;
     }
-    char err[ERR_BYTES];
     void *da = NULL, *db = NULL;
-    if (tr_ckpt_read_alloc(&a->file, sa, &da, err, sizeof(err)) != HORA_OK ||
-        tr_ckpt_read_alloc(&b->file, sb, &db, err, sizeof(err)) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (tr_ckpt_read_alloc(&a->file, sa, &da) != HORA_OK ||
+        tr_ckpt_read_alloc(&b->file, sb, &db) != HORA_OK) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         free(da);
         return -1;
     }
@@ -472,14 +449,13 @@ static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name, char
 
 static int cmd_diff(const char *path_a, const char *path_b)
 {
-    char err[ERR_BYTES];
     ckpt_t a, b;
-    if (ckpt_open(path_a, &a, 0, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (ckpt_open(path_a, &a, 0) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         return 2;
     }
-    if (ckpt_open(path_b, &b, 0, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (ckpt_open(path_b, &b, 0) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         ckpt_close(&a);
         return 2;
     }
@@ -512,38 +488,35 @@ static int cmd_diff(const char *path_a, const char *path_b)
 
 /* ---- export ---- */
 
-static int add_param(npz_writer_t *w, const char *prefix, const tr_ckpt_param_desc_t *p, const float *arena,
-                     char *err, size_t n)
+static int add_param(npz_writer_t *w, const char *prefix, const tr_ckpt_param_desc_t *p, const float *arena)
 {
     int64_t shape[4];
     for (int k = 0; k < p->ndim; k++)
         shape[k] = p->dims[k];
     char name[128];
     snprintf(name, sizeof(name), "%s%s", prefix, p->name);
-    return npz_add(w, name, NPZ_F32, p->ndim, shape, arena + p->offset, err, n);
+    return npz_add(w, name, NPZ_F32, p->ndim, shape, arena + p->offset);
 }
 
-static int add_bn(npz_writer_t *w, const tr_ckpt_bn_desc_t *b, const float *stats, int64_t tracked, char *err,
-                  size_t n)
+static int add_bn(npz_writer_t *w, const tr_ckpt_bn_desc_t *b, const float *stats, int64_t tracked)
 {
     int64_t shape[1] = {b->channels};
     char name[128];
     snprintf(name, sizeof(name), "%s.running_mean", b->name);
-    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset, err, n) != 0)
+    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset) != 0)
         return -1;
     snprintf(name, sizeof(name), "%s.running_var", b->name);
-    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset + b->channels, err, n) != 0)
+    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset + b->channels) != 0)
         return -1;
     snprintf(name, sizeof(name), "%s.num_batches_tracked", b->name);
-    return npz_add(w, name, NPZ_I64, 0, NULL, &tracked, err, n);
+    return npz_add(w, name, NPZ_I64, 0, NULL, &tracked);
 }
 
 static int cmd_export(const char *path, const char *out, int with_momentum)
 {
-    char err[ERR_BYTES];
     ckpt_t c;
-    if (ckpt_open(path, &c, 1, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (ckpt_open(path, &c, 1) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         return 1;
     }
     const tr_ckpt_desc_t *d = &c.desc;
@@ -554,15 +527,15 @@ static int cmd_export(const char *path, const char *out, int with_momentum)
         fprintf(stderr, "hora-ckpt: %s: section 'run_state': no 'step' (num_batches_tracked)\n", path);
         goto out;
     }
-    if (!(params = read_floats(&c, "params", d->params_count, err, sizeof(err))) ||
-        !(stats = read_floats(&c, "bn_stats", d->stats_count, err, sizeof(err))) ||
-        (with_momentum && !(momentum = read_floats(&c, "momentum", d->params_count, err, sizeof(err))))) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (!(params = read_floats(&c, "params", d->params_count)) ||
+        !(stats = read_floats(&c, "bn_stats", d->stats_count)) ||
+        (with_momentum && !(momentum = read_floats(&c, "momentum", d->params_count)))) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
-    npz_writer_t *w = npz_open(out, err, sizeof(err));
+    npz_writer_t *w = npz_open(out);
     if (!w) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
     /* state_dict's order: each BN's buffers after its bias. */
@@ -570,29 +543,29 @@ static int cmd_export(const char *path, const char *out, int with_momentum)
     int ok = done != NULL;
     for (int i = 0; ok && i < d->param_count; i++) {
         const tr_ckpt_param_desc_t *p = &d->params[i];
-        ok = add_param(w, "", p, params, err, sizeof(err)) == 0;
+        ok = add_param(w, "", p, params) == 0;
         size_t len = strlen(p->name);
         if (!ok || p->kind != TR_PARAM_BN_BETA || len < 5 || strcmp(p->name + len - 5, ".bias") != 0)
             continue;
         for (int k = 0; ok && k < d->bn_count; k++)
             if (!done[k] && strlen(d->bns[k].name) == len - 5 && strncmp(d->bns[k].name, p->name, len - 5) == 0) {
-                ok = add_bn(w, &d->bns[k], stats, (int64_t)step, err, sizeof(err)) == 0;
+                ok = add_bn(w, &d->bns[k], stats, (int64_t)step) == 0;
                 done[k] = 1;
             }
     }
     for (int k = 0; ok && k < d->bn_count; k++)
         if (!done[k])
-            ok = add_bn(w, &d->bns[k], stats, (int64_t)step, err, sizeof(err)) == 0;
+            ok = add_bn(w, &d->bns[k], stats, (int64_t)step) == 0;
     for (int i = 0; ok && with_momentum && i < d->param_count; i++)
-        ok = add_param(w, "momentum.", &d->params[i], momentum, err, sizeof(err)) == 0;
+        ok = add_param(w, "momentum.", &d->params[i], momentum) == 0;
     free(done);
     if (!ok) {
         npz_abort(w);
-        fprintf(stderr, "hora-ckpt: %s\n", err[0] ? err : "out of memory");
+        fprintf(stderr, "hora-ckpt: %s\n", status_message()[0] ? status_message() : "out of memory");
         goto out;
     }
-    if (npz_close(w, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (npz_close(w) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
     printf("%s: %d parameters and %d BN layers (running_mean, running_var, num_batches_tracked %" PRIu64 ")%s\n", out,
@@ -610,15 +583,14 @@ out:
 
 static int cmd_logits(const char *path, const char *in_path, const char *out_path, int threads)
 {
-    char err[ERR_BYTES];
     npz_array_t x;
-    if (npz_read_f32(in_path, &x, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (npz_read_f32(in_path, &x) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         return 1;
     }
     tr_ckpt_data_t data;
-    if (tr_ckpt_load(path, &data, err, sizeof(err)) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (tr_ckpt_load(path, &data) != HORA_OK) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         npz_array_free(&x);
         return 1;
     }
@@ -627,8 +599,8 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
     tr_model_t *model = NULL;
     float *logits = NULL;
     tr_model_spec_t spec;
-    if (tr_ckpt_spec(&data, &spec, err, sizeof(err)) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (tr_ckpt_spec(&data, &spec) != HORA_OK) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
     if (x.ndim != 4 || x.shape[0] < 1 || x.shape[1] != spec.in_channels || x.shape[2] != spec.height ||
@@ -641,15 +613,17 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
     }
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = threads};
+    status_clear(); /* what follows reports its own failure's message, or none */
     if (!ops || ops->init(&bc, &backend) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: the cpu backend does not start\n");
+        fprintf(stderr, "hora-ckpt: the cpu backend does not start%s%s\n", status_message()[0] ? ": " : "",
+                status_message());
         backend = NULL;
         goto out;
     }
     int64_t n = x.shape[0];
     int chunk = n < 32 ? (int)n : 32;
-    if (tr_ckpt_build_model(&data, backend, chunk, &model, err, sizeof(err)) != HORA_OK) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (tr_ckpt_build_model(&data, backend, chunk, &model) != HORA_OK) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         model = NULL;
         goto out;
     }
@@ -668,13 +642,13 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
             status = tr_model_logits(model, logits + (size_t)i * (size_t)spec.classes);
         if (status != HORA_OK) {
             fprintf(stderr, "hora-ckpt: %s: forward of samples %lld..%lld failed: %s\n", path, (long long)i,
-                    (long long)(i + m - 1), hora_status_string(status));
+                    (long long)(i + m - 1), status_message()[0] ? status_message() : hora_status_string(status));
             goto out;
         }
     }
     int64_t shape[2] = {n, spec.classes};
-    if (npz_write_npy(out_path, NPZ_F32, 2, shape, logits, err, sizeof(err)) != 0) {
-        fprintf(stderr, "hora-ckpt: %s\n", err);
+    if (npz_write_npy(out_path, NPZ_F32, 2, shape, logits) != 0) {
+        fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
     printf("%s: logits (%lld, %d) of %s (%s, inference)\n", out_path, (long long)n, spec.classes, in_path, data.desc.arch);

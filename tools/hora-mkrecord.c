@@ -39,7 +39,7 @@
 #include <unistd.h>
 #include <pthread.h>
 
-#include "error.h"
+#include "base/status.h"
 #include "gz.h"
 #include "jpeg.h"
 #include "record.h"
@@ -167,7 +167,7 @@ static int mkrecord_open(mkrecord_t *m, const char *prefix)
         char path[4096];
         if (tr_record_shard_name(prefix, s, m->shard_count, path, sizeof(path)) != HORA_OK ||
             tr_record_writer_open(path, &m->writers[s]) != HORA_OK) {
-            fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+            fprintf(stderr, "hora-mkrecord: %s\n", status_message());
             return -1;
         }
     }
@@ -186,7 +186,7 @@ static int mkrecord_append(mkrecord_t *m, const tr_record_t *rec)
     }
     tr_record_writer_t *w = m->writers[m->written_count % m->shard_count];
     if (tr_record_writer_append(w, rec) != HORA_OK) {
-        fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+        fprintf(stderr, "hora-mkrecord: %s\n", status_message());
         return -1;
     }
     m->class_counts[rec->label]++;
@@ -223,7 +223,7 @@ static int mkrecord_close(mkrecord_t *m, const char *prefix)
     int rc = 0;
     for (unsigned s = 0; m->writers && s < m->shard_count; s++) {
         if (m->writers[s] && tr_record_writer_close(m->writers[s]) != HORA_OK) {
-            fprintf(stderr, "hora-mkrecord: %s\n", tr_record_last_error());
+            fprintf(stderr, "hora-mkrecord: %s\n", status_message());
             rc = -1;
         }
     }
@@ -263,8 +263,7 @@ static int gz_read_exact(tr_gz_t *f, void *buf, size_t bytes)
     size_t done = 0;
     while (done < bytes) {
         size_t n;
-        const char *why;
-        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why) != HORA_OK || n == 0)
+        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n) != HORA_OK || n == 0)
             return -1;
         done += n;
     }
@@ -299,7 +298,7 @@ static int convert_idx(mkrecord_t *m, const char *images_path, const char *label
     uint8_t *image = NULL;
     tr_gz_t *images = NULL, *labels = NULL; /* plain files read the same way */
     if (tr_gz_open(images_path, &images) != HORA_OK || tr_gz_open(labels_path, &labels) != HORA_OK) {
-        fprintf(stderr, "hora-mkrecord: %s\n", tr_data_last_error());
+        fprintf(stderr, "hora-mkrecord: %s\n", status_message());
         goto out;
     }
     uint32_t idims[3], ldims[1];
@@ -517,7 +516,7 @@ static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
     int width, height, channels;
     if (tr_jpeg_header(jpeg, buf, bytes, &width, &height, &channels) != HORA_OK) {
         snprintf(r->message, sizeof(r->message), "%s: offset 0: not a readable JPEG: %s", path,
-                 tr_data_last_error());
+                 status_message());
         r->bad = 1;
         free(buf);
         return;
@@ -531,7 +530,7 @@ static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
         if (tr_jpeg_resize_shorter(jpeg, buf, bytes, m->resize_shorter, m->quality, &resized,
                                    &resized_bytes, &r->width, &r->height) != HORA_OK) {
             snprintf(r->message, sizeof(r->message), "%s: cannot resize: %s", path,
-                     tr_data_last_error());
+                     status_message());
             r->bad = 1;
             free(buf);
             return;
@@ -552,7 +551,7 @@ static void *convert_worker(void *arg)
     convert_pool_t *pool = arg;
     tr_jpeg_t *jpeg = NULL;
     if (tr_jpeg_init(0, pool->m->strict, &jpeg) != HORA_OK) {
-        fprintf(stderr, "hora-mkrecord: %s\n", tr_data_last_error());
+        fprintf(stderr, "hora-mkrecord: %s\n", status_message());
         pthread_mutex_lock(&pool->lock);
         pool->stop = 1;
         pthread_cond_broadcast(&pool->cond);
@@ -745,7 +744,7 @@ static int verify(char **paths, int path_count, int strict)
     for (int p = 0; p < path_count; p++) {
         tr_record_reader_t *r;
         if (tr_record_reader_open(paths[p], &r) != HORA_OK) {
-            fprintf(stderr, "hora-mkrecord: bad shard: %s\n", tr_record_last_error());
+            fprintf(stderr, "hora-mkrecord: bad shard: %s\n", status_message());
             bad_files++;
             if (strict)
                 break;
@@ -754,7 +753,7 @@ static int verify(char **paths, int path_count, int strict)
         uint64_t n = tr_record_reader_count(r), file_bad = 0;
         for (uint64_t i = 0; i < n; i++) {
             if (tr_record_read(r, i, &rec) != HORA_OK) {
-                fprintf(stderr, "hora-mkrecord: bad record: %s\n", tr_record_last_error());
+                fprintf(stderr, "hora-mkrecord: bad record: %s\n", status_message());
                 file_bad++;
                 if (strict)
                     break;

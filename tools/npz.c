@@ -26,18 +26,6 @@
 
 #define DOS_DATE_1980_01_01 0x0021
 
-__attribute__((format(printf, 3, 4)))
-static int npz_fail(char *err, size_t err_bytes, const char *fmt, ...)
-{
-    if (err && err_bytes) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, err_bytes, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static void put16(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)v;
@@ -82,14 +70,13 @@ static size_t array_count(int ndim, const int64_t *shape)
     return c;
 }
 
-int npz_write_npy(const char *path, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data, char *err,
-                  size_t err_bytes)
+hora_status_t npz_write_npy(const char *path, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data)
 {
     uint8_t h[1024];
     size_t hn = npy_header(h, sizeof(h), dtype, ndim, shape);
     FILE *f = fopen(path, "wb");
     if (!f)
-        return npz_fail(err, err_bytes, "%s: cannot create: %s", path, strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot create: %s", strerror(errno));
     size_t bytes = array_count(ndim, shape) * dtype_size(dtype);
     int ok = hn > 0 && fwrite(h, 1, hn, f) == hn && fwrite(data, 1, bytes, f) == bytes;
     int e = errno;
@@ -99,9 +86,9 @@ int npz_write_npy(const char *path, npz_dtype_t dtype, int ndim, const int64_t *
     }
     if (!ok) {
         unlink(path);
-        return npz_fail(err, err_bytes, "%s: write failed: %s", path, strerror(e));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "write failed: %s", strerror(e));
     }
-    return 0;
+    return HORA_OK;
 }
 
 /* ---- reading .npy ---- */
@@ -126,17 +113,17 @@ static const char *dict_value(const char *dict, const char *key)
     return p;
 }
 
-int npz_read_f32(const char *path, npz_array_t *out, char *err, size_t err_bytes)
+hora_status_t npz_read_f32(const char *path, npz_array_t *out)
 {
     memset(out, 0, sizeof(*out));
     FILE *f = fopen(path, "rb");
     if (!f)
-        return npz_fail(err, err_bytes, "%s: cannot open: %s", path, strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot open: %s", strerror(errno));
     uint8_t pre[12];
     char *dict = NULL;
-    int rc = -1;
+    hora_status_t rc = HORA_ERR_CORRUPT;
     if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
-        npz_fail(err, err_bytes, "%s: not a .npy file (no \\x93NUMPY magic)", path);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "not a .npy file (no \\x93NUMPY magic)");
         goto out;
     }
     size_t hlen;
@@ -144,35 +131,35 @@ int npz_read_f32(const char *path, npz_array_t *out, char *err, size_t err_bytes
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8;
     } else if (pre[6] == 2 || pre[6] == 3) {
         if (fread(pre + 10, 1, 2, f) != 2) {
-            npz_fail(err, err_bytes, "%s: truncated header", path);
+            rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "truncated header");
             goto out;
         }
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     } else {
-        npz_fail(err, err_bytes, "%s: .npy format version %d.%d (this reads 1.0 and 2.0)", path, pre[6], pre[7]);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy format version %d.%d (this reads 1.0 and 2.0)", pre[6], pre[7]);
         goto out;
     }
     if (hlen > (1u << 20) || !(dict = malloc(hlen + 1)) || fread(dict, 1, hlen, f) != hlen) {
-        npz_fail(err, err_bytes, "%s: bad or truncated .npy header", path);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "bad or truncated .npy header");
         goto out;
     }
     dict[hlen] = '\0';
     const char *descr = dict_value(dict, "descr"), *order = dict_value(dict, "fortran_order"),
                *shape = dict_value(dict, "shape");
     if (!descr || !order || !shape) {
-        npz_fail(err, err_bytes, "%s: .npy header without descr, fortran_order or shape: %s", path, dict);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy header without descr, fortran_order or shape: %s", dict);
         goto out;
     }
     if (strncmp(descr, "'<f4'", 5) != 0) {
-        npz_fail(err, err_bytes, "%s: dtype %.8s, expected '<f4' (float32; np.asarray(x, dtype='<f4'))", path, descr);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "dtype %.8s, expected '<f4' (float32; np.asarray(x, dtype='<f4'))", descr);
         goto out;
     }
     if (strncmp(order, "False", 5) != 0) {
-        npz_fail(err, err_bytes, "%s: Fortran order; expected C order (np.ascontiguousarray)", path);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "Fortran order; expected C order (np.ascontiguousarray)");
         goto out;
     }
     if (*shape != '(') {
-        npz_fail(err, err_bytes, "%s: bad shape in the .npy header", path);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "bad shape in the .npy header");
         goto out;
     }
     const char *p = shape + 1;
@@ -186,31 +173,31 @@ int npz_read_f32(const char *path, npz_array_t *out, char *err, size_t err_bytes
         errno = 0;
         long long d = strtoll(p, &end, 10);
         if (end == p || errno || d < 0 || out->ndim == NPZ_MAX_DIMS || d > (1LL << 40)) {
-            npz_fail(err, err_bytes, "%s: bad shape in the .npy header", path);
+            rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "bad shape in the .npy header");
             goto out;
         }
         out->shape[out->ndim++] = d;
         out->count *= (size_t)d;
         if (out->count > ((size_t)1 << 40)) {
-            npz_fail(err, err_bytes, "%s: array too large", path);
+            rc = status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(path), "array too large");
             goto out;
         }
         p = end;
     }
     out->data = malloc(out->count ? out->count * sizeof(float) : 1);
     if (!out->data) {
-        npz_fail(err, err_bytes, "%s: out of memory for %zu floats", path, out->count);
+        rc = status_at(HORA_ERR_NO_MEMORY, STATUS_FILE(path), "out of memory for %zu floats", out->count);
         goto out;
     }
     if (fread(out->data, sizeof(float), out->count, f) != out->count) {
-        npz_fail(err, err_bytes, "%s: truncated: fewer than the %zu floats its header gives", path, out->count);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "truncated: fewer than the %zu floats its header gives", out->count);
         goto out;
     }
     if (fgetc(f) != EOF) {
-        npz_fail(err, err_bytes, "%s: bytes after the %zu floats its header gives", path, out->count);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "bytes after the %zu floats its header gives", out->count);
         goto out;
     }
-    rc = 0;
+    rc = HORA_OK;
 out:
     free(dict);
     fclose(f);
@@ -235,17 +222,17 @@ struct npz_writer {
     int failed;
 };
 
-npz_writer_t *npz_open(const char *path, char *err, size_t err_bytes)
+npz_writer_t *npz_open(const char *path)
 {
     npz_writer_t *w = calloc(1, sizeof(*w));
     if (!w || !(w->path = strdup(path))) {
         free(w);
-        npz_fail(err, err_bytes, "%s: out of memory", path);
+        status_at(HORA_ERR_NO_MEMORY, STATUS_FILE(path), "out of memory");
         return NULL;
     }
     w->file = fopen(path, "wb");
     if (!w->file) {
-        npz_fail(err, err_bytes, "%s: cannot create: %s", path, strerror(errno));
+        status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot create: %s", strerror(errno));
         free(w->path);
         free(w);
         return NULL;
@@ -253,19 +240,18 @@ npz_writer_t *npz_open(const char *path, char *err, size_t err_bytes)
     return w;
 }
 
-static int put(npz_writer_t *w, const void *data, size_t n, char *err, size_t err_bytes)
+static hora_status_t put(npz_writer_t *w, const void *data, size_t n)
 {
     if (n && fwrite(data, 1, n, w->file) != n) {
         w->failed = 1;
-        return npz_fail(err, err_bytes, "%s: write failed at offset %llu: %s", w->path,
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(w->path), "write failed at offset %llu: %s",
                         (unsigned long long)w->offset, strerror(errno));
     }
     w->offset += n;
-    return 0;
+    return HORA_OK;
 }
 
-int npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data,
-            char *err, size_t err_bytes)
+hora_status_t npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data)
 {
     uint8_t h[1024];
     size_t hn = npy_header(h, sizeof(h), dtype, ndim, shape);
@@ -273,19 +259,18 @@ int npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, cons
     char member[512];
     int name_len = snprintf(member, sizeof(member), "%s.npy", name);
     if (hn == 0 || name_len <= 0 || (size_t)name_len >= sizeof(member))
-        return npz_fail(err, err_bytes, "%s: entry '%s': name or shape too long", w->path, name);
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path), "entry '%s': name or shape too long", name);
     uint64_t bytes = hn + data_bytes;
     if (w->count >= 65535 || bytes > UINT32_MAX || w->offset + 30 + (uint64_t)name_len + bytes > UINT32_MAX) {
         w->failed = 1;
-        return npz_fail(err, err_bytes, "%s: entry '%s': past the 4 GiB / 65535 entries of a zip without ZIP64",
-                        w->path, name);
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path), "entry '%s': past the 4 GiB / 65535 entries of a zip without ZIP64", name);
     }
     if (w->count == w->capacity) {
         int cap = w->capacity ? 2 * w->capacity : 64;
         member_t *m = realloc(w->members, (size_t)cap * sizeof(*m));
         if (!m) {
             w->failed = 1;
-            return npz_fail(err, err_bytes, "%s: out of memory", w->path);
+            return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE(w->path), "out of memory");
         }
         w->members = m;
         w->capacity = cap;
@@ -294,7 +279,7 @@ int npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, cons
     m->name = strdup(member);
     if (!m->name) {
         w->failed = 1;
-        return npz_fail(err, err_bytes, "%s: out of memory", w->path);
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE(w->path), "out of memory");
     }
     w->count++;
     uLong crc = crc32(0L, Z_NULL, 0);
@@ -319,10 +304,14 @@ int npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, cons
     put32(local + 18, m->bytes);        /* compressed = uncompressed: stored */
     put32(local + 22, m->bytes);
     put16(local + 26, (uint32_t)name_len);
-    if (put(w, local, sizeof(local), err, err_bytes) || put(w, member, (size_t)name_len, err, err_bytes) ||
-        put(w, h, hn, err, err_bytes) || put(w, data, data_bytes, err, err_bytes))
-        return -1;
-    return 0;
+    hora_status_t status = put(w, local, sizeof(local));
+    if (status == HORA_OK)
+        status = put(w, member, (size_t)name_len);
+    if (status == HORA_OK)
+        status = put(w, h, hn);
+    if (status == HORA_OK)
+        status = put(w, data, data_bytes);
+    return status;
 }
 
 static void writer_free(npz_writer_t *w)
@@ -343,9 +332,9 @@ void npz_abort(npz_writer_t *w)
     writer_free(w);
 }
 
-int npz_close(npz_writer_t *w, char *err, size_t err_bytes)
+hora_status_t npz_close(npz_writer_t *w)
 {
-    int rc = w->failed ? -1 : 0;
+    hora_status_t rc = w->failed ? HORA_ERR_SYSTEM : HORA_OK; /* its message set when it failed */
     uint64_t dir_offset = w->offset;
     for (int i = 0; i < w->count && rc == 0; i++) {
         const member_t *m = &w->members[i];
@@ -360,11 +349,12 @@ int npz_close(npz_writer_t *w, char *err, size_t err_bytes)
         put32(c + 24, m->bytes);
         put16(c + 28, (uint32_t)strlen(m->name));
         put32(c + 42, m->offset);
-        if (put(w, c, sizeof(c), err, err_bytes) || put(w, m->name, strlen(m->name), err, err_bytes))
-            rc = -1;
+        rc = put(w, c, sizeof(c));
+        if (rc == HORA_OK)
+            rc = put(w, m->name, strlen(m->name));
     }
     if (rc == 0 && w->offset > UINT32_MAX)
-        rc = npz_fail(err, err_bytes, "%s: over 4 GiB (no ZIP64)", w->path);
+        rc = status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path), "over 4 GiB (no ZIP64)");
     if (rc == 0) {
         uint8_t e[22];
         memset(e, 0, sizeof(e));
@@ -373,10 +363,10 @@ int npz_close(npz_writer_t *w, char *err, size_t err_bytes)
         put16(e + 10, (uint32_t)w->count);
         put32(e + 12, (uint32_t)(w->offset - dir_offset));
         put32(e + 16, (uint32_t)dir_offset);
-        rc = put(w, e, sizeof(e), err, err_bytes);
+        rc = put(w, e, sizeof(e));
     }
     if (fclose(w->file) != 0 && rc == 0)
-        rc = npz_fail(err, err_bytes, "%s: write failed: %s", w->path, strerror(errno));
+        rc = status_at(HORA_ERR_SYSTEM, STATUS_FILE(w->path), "write failed: %s", strerror(errno));
     if (rc != 0)
         unlink(w->path);
     writer_free(w);

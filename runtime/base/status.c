@@ -1,18 +1,20 @@
-/* status.c - status/dtype/op names and the per-thread last-error message. */
+/* status.c - the calling thread's failure: its status, its message and the
+ * rank it is put down to (status.h). libhora-base: no MPI, no hora_*
+ * symbol, so that programs without libhora (hora-mkrecord, trainer/data)
+ * link it as they are, and a program with both has one hora_last_error(). */
 #include "base/status.h"
 
-#include <mpi.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/log.h"
 
-static _Thread_local char status_message[512];
+static _Thread_local char status_text[STATUS_MESSAGE_BYTES];
 static _Thread_local int status_blamed = -1;
 
-const char *hora_status_string(hora_status_t status)
+const char *status_name(hora_status_t status)
 {
     switch (status) {
     case HORA_OK: return "HORA_OK";
@@ -36,58 +38,11 @@ const char *hora_status_string(hora_status_t status)
     return "HORA_ERR_UNKNOWN";
 }
 
-static const char *const dtype_names[HORA_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
-                                                          "u8",  "i8",  "i16",  "u16", "bool"};
-static const size_t dtype_sizes[HORA_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1, 1, 2, 2, 1};
-static const char *const op_names[HORA_OP_COUNT] = {"sum", "avg", "min", "max", "prod"};
-
-const char *hora_dtype_name(hora_dtype_t dtype)
-{
-    return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_names[dtype] : "invalid";
-}
-
-size_t hora_dtype_size(hora_dtype_t dtype)
-{
-    return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
-}
-
-const char *hora_op_name(hora_op_t op)
-{
-    return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid";
-}
-
-int hora_dtype_parse(const char *name)
-{
-    static const struct { const char *alias; hora_dtype_t dtype; } aliases[] = {
-        {"float", HORA_DTYPE_F32},  {"float32", HORA_DTYPE_F32}, {"half", HORA_DTYPE_F16},
-        {"float16", HORA_DTYPE_F16}, {"bfloat16", HORA_DTYPE_BF16}, {"double", HORA_DTYPE_F64},
-        {"float64", HORA_DTYPE_F64}, {"int", HORA_DTYPE_I32},     {"int32", HORA_DTYPE_I32},
-        {"int64", HORA_DTYPE_I64},  {"uint8", HORA_DTYPE_U8},      {"int8", HORA_DTYPE_I8},
-        {"int16", HORA_DTYPE_I16},  {"uint16", HORA_DTYPE_U16},   {"boolean", HORA_DTYPE_BOOL},
-    };
-    if (!name) return -1;
-    for (int i = 0; i < HORA_DTYPE_COUNT; i++)
-        if (!strcasecmp(name, dtype_names[i])) return i;
-    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
-        if (!strcasecmp(name, aliases[i].alias)) return (int)aliases[i].dtype;
-    return -1;
-}
-
-int hora_op_parse(const char *name)
-{
-    if (!name) return -1;
-    for (int i = 0; i < HORA_OP_COUNT; i++)
-        if (!strcasecmp(name, op_names[i])) return i;
-    if (!strcasecmp(name, "mean") || !strcasecmp(name, "average")) return HORA_OP_AVG;
-    if (!strcasecmp(name, "product")) return HORA_OP_PROD;
-    return -1;
-}
-
-const char *hora_last_error(void) { return status_message; }
+const char *status_message(void) { return status_text; }
 
 void status_clear(void)
 {
-    status_message[0] = '\0';
+    status_text[0] = '\0';
     status_blamed = -1;
 }
 
@@ -99,11 +54,42 @@ hora_status_t status_blame(hora_status_t status, int rank)
 
 int status_culprit(void) { return status_blamed; }
 
-static hora_status_t status_store(hora_status_t status, int log, const char *fmt, va_list ap)
+/* Append to text (bytes in all, *n used), truncating. */
+__attribute__((format(printf, 4, 5)))
+static void status_put(char *text, size_t bytes, size_t *n, const char *fmt, ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    int put = vsnprintf(text + *n, bytes - *n, fmt, ap);
+    va_end(ap);
+    if (put > 0) *n = (size_t)put < bytes - *n ? *n + (size_t)put : bytes - 1;
+}
+
+/* "rank R: FILE: section 'S': tensor 'T': offset N: " for what where names,
+ * into text; returns the length written. */
+static size_t status_where_format(const status_where_t *where, char *text, size_t bytes)
+{
+    size_t n = 0;
+    if (where->has_rank) status_put(text, bytes, &n, "rank %d: ", where->rank);
+    if (where->file) status_put(text, bytes, &n, "%s: ", where->file);
+    if (where->section) status_put(text, bytes, &n, "section '%s': ", where->section);
+    if (where->tensor) status_put(text, bytes, &n, "tensor '%s': ", where->tensor);
+    if (where->has_offset) status_put(text, bytes, &n, "offset %" PRIu64 ": ", where->offset);
+    return n;
+}
+
+/* The message is formatted into a local buffer and copied in after, so an
+ * argument may be the current message itself
+ * (status_set(s, "bad shard: %s", status_message())). */
+static hora_status_t status_store(hora_status_t status, int log, const status_where_t *where, const char *fmt,
+                                  va_list ap)
+{
+    char text[STATUS_MESSAGE_BYTES] = "";
+    size_t n = where ? status_where_format(where, text, sizeof(text)) : 0;
+    if (n < sizeof(text) - 1) vsnprintf(text + n, sizeof(text) - n, fmt, ap);
+    memcpy(status_text, text, strlen(text) + 1);
     status_blamed = -1;
-    vsnprintf(status_message, sizeof(status_message), fmt, ap);
-    if (log) log_error("%s (%s)", status_message, hora_status_string(status));
+    if (log) log_error("%s (%s)", status_text, status_name(status));
     return status;
 }
 
@@ -111,7 +97,7 @@ hora_status_t status_fail(hora_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    status_store(status, 1, fmt, ap);
+    status_store(status, 1, NULL, fmt, ap);
     va_end(ap);
     return status;
 }
@@ -120,15 +106,16 @@ hora_status_t status_set(hora_status_t status, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    status_store(status, 0, fmt, ap);
+    status_store(status, 0, NULL, fmt, ap);
     va_end(ap);
     return status;
 }
 
-hora_status_t status_mpi(int mpi_err, const char *what)
+hora_status_t status_at(hora_status_t status, status_where_t where, const char *fmt, ...)
 {
-    char text[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(mpi_err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof(text), "code %d", mpi_err);
-    return status_fail(HORA_ERR_MPI, "%s failed: %s", what, text);
+    va_list ap;
+    va_start(ap, fmt);
+    status_store(status, 0, &where, fmt, ap);
+    va_end(ap);
+    return status;
 }

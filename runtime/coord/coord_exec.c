@@ -1,10 +1,5 @@
-/* coord_exec.c - fusion and execution of responses (every rank runs the same
- * list in the same order).
- *
- * Fusion packs consecutive allreduce responses that agree on dtype, op,
- * scales, compression and memory kind into one response, each tensor at an
- * offset aligned to HORA_ALIGN_BYTES, while the packed size stays within
- * HORA_FUSION_THRESHOLD; a tensor larger than the threshold runs alone.
+/* coord_exec.c - execution of responses (every rank runs the same list in
+ * the same order), fused as coord_fuse.c planned them.
  *
  * A fused allreduce runs in place, with no copy at all, when this rank's
  * tensors are in place (send == recv), uncompressed, and already lie in shared
@@ -21,78 +16,13 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "coll/engine.h"
-#include "coord/coord_internal.h"
-#include "coord/flight.h"
-
-static size_t coord_align(size_t v) { return (v + HORA_ALIGN_BYTES - 1) / HORA_ALIGN_BYTES * HORA_ALIGN_BYTES; }
-
-static hora_dtype_t coord_wire_dtype(const struct coord_meta *m)
-{
-    if (m->compression == HORA_COMPRESSION_FP16) return HORA_DTYPE_F16;
-    if (m->compression == HORA_COMPRESSION_BF16) return HORA_DTYPE_BF16;
-    return (hora_dtype_t)m->dtype;
-}
-
-static int coord_fusable(const struct coord_meta *a, const struct coord_meta *b)
-{
-    return a->kind == COORD_KIND_ALLREDUCE && b->kind == COORD_KIND_ALLREDUCE && a->dtype == b->dtype &&
-           a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
-           a->compression == b->compression && a->memory == b->memory && a->reproducible == b->reproducible;
-}
-
-static size_t coord_response_bytes(const struct coord_response *r)
-{
-    size_t bytes = 0, es = hora_dtype_size(coord_wire_dtype(&r->metas[0]));
-    for (int t = 0; t < r->ntensors; t++) bytes = coord_align(bytes) + r->metas[t].count * es;
-    return bytes;
-}
-
-/* Move src's tensors to the end of dst. */
-static int coord_merge(struct coord_response *dst, struct coord_response *src)
-{
-    int n = dst->ntensors + src->ntensors;
-    char **names = realloc(dst->names, (size_t)n * sizeof(*names));
-    if (!names) return -1;
-    dst->names = names;
-    struct coord_meta *metas = realloc(dst->metas, (size_t)n * sizeof(*metas));
-    if (!metas) return -1;
-    dst->metas = metas;
-    memcpy(dst->names + dst->ntensors, src->names, (size_t)src->ntensors * sizeof(*names));
-    memcpy(dst->metas + dst->ntensors, src->metas, (size_t)src->ntensors * sizeof(*metas));
-    dst->ntensors = n;
-    dst->cacheable = dst->cacheable && src->cacheable;
-    free(src->names);
-    free(src->metas);
-    src->names = NULL;
-    src->metas = NULL;
-    src->ntensors = 0;
-    return 0;
-}
-
-void coord_fuse_list(size_t threshold, struct coord_responses *list)
-{
-    int out = 0;
-    for (int i = 0; i < list->count; i++) {
-        struct coord_response *r = &list->items[i];
-        if (out > 0 && threshold > 0) {
-            struct coord_response *prev = &list->items[out - 1];
-            /* Kind first: join and shutdown responses carry no tensors. */
-            if (prev->kind == COORD_KIND_ALLREDUCE && r->kind == COORD_KIND_ALLREDUCE && prev->ntensors > 0 &&
-                r->ntensors > 0 && coord_fusable(&prev->metas[0], &r->metas[0]) &&
-                (prev->cache_id < 0) == (r->cache_id < 0) &&
-                coord_align(coord_response_bytes(prev)) + coord_response_bytes(r) <= threshold &&
-                coord_merge(prev, r) == 0) {
-                /* Cache entries are touched per tensor at execution. */
-                continue;
-            }
-        }
-        if (out != i) list->items[out] = *r;
-        out++;
-    }
-    list->count = out;
-}
-
-void coord_fuse(struct coord *c, struct coord_responses *list) { coord_fuse_list(c->settings.fusion_threshold, list); }
+#include "coord/coord_cache.h"
+#include "coord/coord_core.h"
+#include "coord/coord_exec.h"
+#include "coord/coord_fuse.h"
+#include "coord/coord_set.h"
+#include "coord/coord_flight.h"
+#include "coord/timeline.h"
 
 static hora_status_t coord_buffer(struct coord *c, hora_memory_t memory, void **buf, size_t *have, size_t bytes,
                                   const char *what)
@@ -520,14 +450,6 @@ out:
     return status;
 }
 
-void coord_free_result(hora_memory_t memory, void *result)
-{
-    if (memory == HORA_MEMORY_HOST)
-        free(result);
-    else
-        mem_dev_free_buffer(result);
-}
-
 hora_status_t coord_execute(struct coord *c, struct coord_response *r)
 {
     struct hora_request **reqs = calloc((size_t)r->ntensors + 1, sizeof(*reqs));
@@ -637,7 +559,8 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
             /* New entries from the slow path, and a touch for those that came
              * from the cache: the same on every rank, so ids stay in step. */
             if (r->cacheable || r->cache_id >= 0)
-                for (int t = 0; t < r->ntensors; t++) coord_cache_store(c, r->names[t], &r->metas[t]);
+                for (int t = 0; t < r->ntensors; t++)
+                    coord_cache_store(&c->cache, r->names[t], &r->metas[t], &c->uncached);
             coord_complete_all(c, reqs, r->ntensors, HORA_OK, NULL);
         } else {
             coord_complete_all(c, reqs, r->ntensors, status, hora_last_error());

@@ -12,7 +12,7 @@
 
 #include "base/status.h"
 #include "coll/engine.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_set.h"
 
 /* Process-wide, made once: a contiguous datatype per hora dtype (the user
  * ops find the dtype from it) and one op per reduction. MPI frees them at

@@ -8,8 +8,8 @@
  * the agreement:
  *  1. an allgatherv of every rank's request-list length, then of the lists
  *     (every rank gets them all; only rank 0 reads them);
- *  2. rank 0 negotiates, fuses and encodes the responses (coord_negotiate.c,
- *     coord_exec.c);
+ *  2. rank 0 negotiates, fuses and encodes the responses (coord_table.c,
+ *     coord_fuse.c);
  *  3. a broadcast of the reply's length, then of the reply from rank 0.
  * Autotune's settings are one broadcast from rank 0. Each collective has
  * the transports' deadline and one outcome, so a rank that does not come
@@ -42,7 +42,9 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_agree.h"
+#include "coord/coord_fuse.h"
+#include "coord/coord_slow.h"
 
 #define COORD_TAG_REQUESTS 103
 #define COORD_TAG_RESPONSES 104
@@ -151,10 +153,10 @@ static hora_status_t coord_slow_answer(struct coord *c, struct coord_buf *bufs, 
         return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
     if (verdict) return HORA_OK;
     struct coord_responses list = {0};
-    status = coord_negotiate(c, bufs, &list);
+    status = coord_table_negotiate(&c->table, bufs, &list);
     if (status == HORA_OK) {
-        coord_fuse(c, &list);
-        status = coord_encode_responses(c, &list, reply);
+        coord_fuse_list(c->settings.fusion_threshold, &list);
+        status = coord_encode_responses(c->size, &list, reply);
     }
     coord_responses_clear(&list);
     if (status < 0) {
@@ -166,7 +168,7 @@ static hora_status_t coord_slow_answer(struct coord *c, struct coord_buf *bufs, 
             r->kind = COORD_KIND_SHUTDOWN;
             r->error = strdup(hora_last_error());
         }
-        coord_encode_responses(c, &stop, reply);
+        coord_encode_responses(c->size, &stop, reply);
         coord_responses_clear(&stop);
     }
     return HORA_OK;
@@ -363,7 +365,7 @@ static hora_status_t coord_slow_path_channel(struct coord *c, const struct coord
                                 HORA_DTYPE_U8, 0);
     if (status < 0) goto out;
     reply.pos = sizeof(uint64_t); /* the verdict word, always 0 here */
-    status = coord_decode_responses(c, &reply, out);
+    status = coord_decode_responses(c->size, &reply, out);
 out:
     coord_buf_free(&reply);
     free(lists);
@@ -380,9 +382,9 @@ hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
     hora_status_t status;
     uint64_t verdict = 0;
 
-    status = coord_encode_requests(c->uncached, &mine);
+    status = coord_encode_requests(c->uncached.head, &mine);
     if (status < 0) goto out;
-    c->uncached = c->uncached_tail = NULL; /* submitted: they stay in pending until their response */
+    c->uncached.head = c->uncached.tail = NULL; /* submitted: they stay in pending until their response */
     if (!c->members) {
         status = coord_slow_path_channel(c, &mine, out);
         goto out;
@@ -427,7 +429,7 @@ hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
         }
         reply.pos = sizeof(verdict);
     }
-    status = coord_decode_responses(c, &reply, out);
+    status = coord_decode_responses(c->size, &reply, out);
 out:
     coord_buf_free(&reply);
     if (bufs)

@@ -1,6 +1,6 @@
 /* flight.c - the flight recorder (flight.h says what it keeps, when it is
- * written and the file format), its signal handlers and the coordinator's
- * hooks into it.
+ * written and the file format) and its signal handlers (the coordinator's
+ * hooks into it: coord_flight.c).
  *
  * One recorder per process, shared by the world's coordinator and its
  * process sets' (they submit from application threads under different
@@ -22,9 +22,7 @@
 
 #include "base/log.h"
 #include "base/status.h"
-#include "coord/coord_internal.h"
 #include "coord/flight.h"
-#include "coord/straggler.h"
 
 struct flight_entry {
     uint64_t seq; /* 0: empty slot */
@@ -408,51 +406,6 @@ void flight_free(void)
     free(f);
 }
 
-/* ------------------------------------------------- the coordinator's hooks */
+int flight_has_dir(const struct flight *f) { return f && f->has_dir; }
 
-void coord_flight_negotiated(struct coord *c, const struct coord_responses *list)
-{
-    if (!c->flight) return;
-    for (int i = 0; i < list->count; i++)
-        for (int t = 0; t < list->items[i].ntensors; t++) {
-            const struct hora_request *req = coord_map_get(&c->pending, list->items[i].names[t]);
-            if (req) flight_mark(c->flight, req->flight_seq, FLIGHT_STATE_NEGOTIATED);
-        }
-}
-
-void coord_flight_running(struct coord *c, struct hora_request **reqs, int n)
-{
-    for (int t = 0; t < n; t++)
-        if (reqs[t]) straggler_note(c->straggler, reqs[t]->enqueue_us);
-    if (!c->flight) return;
-    if (!c->members) coll_wait_forget(c->coll, COLL_PURPOSE_COORD);
-    for (int t = 0; t < n; t++)
-        if (reqs[t]) flight_mark(c->flight, reqs[t]->flight_seq, FLIGHT_STATE_RUNNING);
-}
-
-void coord_flight_waited(struct coord *c, struct hora_request **reqs, int n)
-{
-    if (!c->flight) return;
-    const char *transport = "mpi";
-    int peer = -1; /* a process set's MPI collectives do not say whom they waited for */
-    for (int t = 0; t < n; t++) {
-        if (!reqs[t]) continue;
-        if (!c->members && peer < 0) peer = coll_last_wait(c->coll, COLL_PURPOSE_COORD,
-                                                           (hora_memory_t)reqs[t]->meta.memory, &transport);
-        flight_waited(c->flight, reqs[t]->flight_seq, transport, peer);
-    }
-}
-
-void coord_flight_dump(struct coord *c, const char *reason)
-{
-    if (!c->flight || !c->flight->has_dir) return;
-    c->flight_dumped = 1;
-    flight_dump(c->flight, reason);
-    log_warn("flight recorder written to %s/flight.%d.txt (%s)", c->cfg->flight_dir, c->flight->rank, reason);
-}
-
-void coord_flight_fail(struct coord *c, hora_status_t status)
-{
-    if (!c->flight || c->flight_dumped || status == HORA_ERR_SHUTDOWN) return;
-    coord_flight_dump(c, status == HORA_ERR_TIMEOUT ? "timeout" : "error");
-}
+int flight_rank(const struct flight *f) { return f ? f->rank : -1; }

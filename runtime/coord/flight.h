@@ -29,13 +29,14 @@
  * every rank. Times are CLOCK_MONOTONIC nanoseconds, 0 when not reached;
  * peer -1 when no wait on a peer was recorded.
  *
- * May include: base/, coll/ (and what coord.h includes). */
+ * May include: base/, coll/, coord_request.h. */
 #ifndef HORA_FLIGHT_H
 #define HORA_FLIGHT_H
 
 #include <stdint.h>
 
-#include "coord/coord.h"
+#include "base/config.h"
+#include "coord/coord_request.h"
 
 #define FLIGHT_NAME_BYTES 64
 
@@ -73,21 +74,9 @@ void flight_end(struct flight *f, uint64_t seq, hora_status_t status);
  * async-signal-safe. reason: a short word without spaces. */
 void flight_dump(struct flight *f, const char *reason);
 
-/* Hooks with the coordinator's state (flight.c). */
-struct coord;
-struct coord_responses;
-/* The cycle agreed on list: its requests are NEGOTIATED. */
-void coord_flight_negotiated(struct coord *c, const struct coord_responses *list);
-/* coord_execute starts (RUNNING; and the straggler report notes when each
- * was submitted) / has run the data of reqs: records the transport and peer
- * coll last waited on. */
-void coord_flight_running(struct coord *c, struct hora_request **reqs, int n);
-void coord_flight_waited(struct coord *c, struct hora_request **reqs, int n);
-/* The coordinator fails everything with status: dump unless it is an
- * orderly shutdown (HORA_ERR_SHUTDOWN) or it has been written already: an
- * abort and a shutdown response from rank 0 (stall inspector) call
- * coord_flight_dump themselves, before the requests fail. */
-void coord_flight_fail(struct coord *c, hora_status_t status);
-void coord_flight_dump(struct coord *c, const char *reason);
+/* Whether f writes to HORA_FLIGHT_DIR (0 for NULL), and the rank it names
+ * its file by (-1 for NULL). */
+int flight_has_dir(const struct flight *f);
+int flight_rank(const struct flight *f);
 
 #endif

@@ -17,7 +17,7 @@
  * it reports the rank most often last, the share of cycles and the median
  * lag, in the log and the timeline, and keeps the report for hora_straggler.
  *
- * May include: base/, coord/ (what coord_internal.h includes). */
+ * May include: base/, coord/ (what coord_core.h includes). */
 #ifndef HORA_STRAGGLER_H
 #define HORA_STRAGGLER_H
 

@@ -218,6 +218,15 @@ hora_status_t tp_unsupported_mem_op_end(struct tp *, hora_status_t);
 hora_status_t tp_unsupported_mem_op_check(struct tp *);
 hora_status_t tp_unsupported_mem_small_post(struct tp *, uint64_t, const struct tp_mem_desc *, const void *, size_t);
 hora_status_t tp_unsupported_mem_small_wait(struct tp *, int, uint64_t, struct tp_mem_desc *, const void **);
+/* The slots of a transport without peer memory (ucx, mpi: messages only),
+ * inside its struct tp_ops initializer. */
+#define TP_OPS_NO_PEER_MEMORY                                                                                    \
+    .mem_publish = tp_unsupported_mem_publish, .mem_desc = tp_unsupported_mem_desc,                             \
+    .mem_post = tp_unsupported_mem_post, .mem_wait = tp_unsupported_mem_wait,                                   \
+    .mem_local_offset = tp_unsupported_mem_local_offset, .mem_peer_ptr = tp_unsupported_mem_peer_ptr,           \
+    .mem_op_begin = tp_unsupported_mem_op_begin, .mem_op_end = tp_unsupported_mem_op_end,                       \
+    .mem_op_check = tp_unsupported_mem_op_check, .small_bytes = 0,                                              \
+    .mem_small_post = tp_unsupported_mem_small_post, .mem_small_wait = tp_unsupported_mem_small_wait
 
 /*
  * Notices (tp_notice.c). tp_notice_init is collective over env->world (after

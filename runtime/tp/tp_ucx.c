@@ -532,18 +532,7 @@ const struct tp_ops tp_ucx_ops = {
     .isend = tp_ucx_isend,
     .irecv = tp_ucx_irecv,
     .wait = tp_ucx_wait,
-    .mem_publish = tp_unsupported_mem_publish,
-    .mem_desc = tp_unsupported_mem_desc,
-    .mem_post = tp_unsupported_mem_post,
-    .mem_wait = tp_unsupported_mem_wait,
-    .mem_local_offset = tp_unsupported_mem_local_offset,
-    .mem_peer_ptr = tp_unsupported_mem_peer_ptr,
-    .mem_op_begin = tp_unsupported_mem_op_begin,
-    .mem_op_end = tp_unsupported_mem_op_end,
-    .mem_op_check = tp_unsupported_mem_op_check,
-    .small_bytes = 0,
-    .mem_small_post = tp_unsupported_mem_small_post,
-    .mem_small_wait = tp_unsupported_mem_small_wait,
+    TP_OPS_NO_PEER_MEMORY,
 };
 
 #else /* !HORA_HAVE_UCX */
@@ -574,18 +563,7 @@ const struct tp_ops tp_ucx_ops = {
     .isend = tp_unsupported_isend,
     .irecv = tp_unsupported_irecv,
     .wait = tp_unsupported_wait,
-    .mem_publish = tp_unsupported_mem_publish,
-    .mem_desc = tp_unsupported_mem_desc,
-    .mem_post = tp_unsupported_mem_post,
-    .mem_wait = tp_unsupported_mem_wait,
-    .mem_local_offset = tp_unsupported_mem_local_offset,
-    .mem_peer_ptr = tp_unsupported_mem_peer_ptr,
-    .mem_op_begin = tp_unsupported_mem_op_begin,
-    .mem_op_end = tp_unsupported_mem_op_end,
-    .mem_op_check = tp_unsupported_mem_op_check,
-    .small_bytes = 0,
-    .mem_small_post = tp_unsupported_mem_small_post,
-    .mem_small_wait = tp_unsupported_mem_small_wait,
+    TP_OPS_NO_PEER_MEMORY,
 };
 
 #endif

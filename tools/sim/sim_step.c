@@ -6,7 +6,7 @@
  * gradient at the end of its layer's share of backward. Every rank computes
  * the same, with the last rank submitting each tensor skew later.
  *
- * hora (ring, hierarchical): the coordinator thread of runtime/coord/coord.c.
+ * hora (ring, hierarchical): the coordinator thread of runtime/coord/coord_cycle.c.
  * It sleeps while nothing is in flight and a submission wakes it, so a cycle
  * starts at the first gradient that is ready, and again as soon as the
  * previous cycle ends if another one came meanwhile. A cycle's one
@@ -15,8 +15,8 @@
  * from 20 us up to a quarter of HORA_CYCLE_TIME_MS, so it sees the result at
  * the end of a nap. The responses of the tensors ready at the cycle's start
  * go through the runtime's own coord_fuse_list with the fusion threshold
- * and run one after another, each fused buffer packed as coord_exec.c packs
- * it (every tensor at a HORA_ALIGN_BYTES offset).
+ * and run one after another, each fused buffer as large as coord_fuse_bytes
+ * says coord_exec.c packs it (every tensor at a HORA_ALIGN_BYTES offset).
  *
  * Parameter servers (MXNet, TensorFlow): no coordinator and no fusion: each
  * gradient is pushed once every rank has it, and pulled, in a pipeline of
@@ -31,7 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/coord_internal.h"
+#include "coord/coord_fuse.h"
 #include "sim.h"
 
 hora_status_t sim_model_init(struct sim_model *m, const char *model_name, size_t elem_bytes)
@@ -118,19 +118,9 @@ hora_status_t sim_model_load_profile(struct sim_model *m, const char *path)
     return status;
 }
 
-static size_t step_align(size_t v) { return (v + HORA_ALIGN_BYTES - 1) / HORA_ALIGN_BYTES * HORA_ALIGN_BYTES; }
-
-/* The bytes of a fused response, packed as coord_exec.c packs them. */
-static size_t step_response_bytes(const struct coord_response *r, size_t elem_bytes)
-{
-    size_t bytes = 0;
-    for (int t = 0; t < r->ntensors; t++) bytes = step_align(bytes) + r->metas[t].count * elem_bytes;
-    return bytes;
-}
-
 /* How long the first rank waits for the cycle's bit allreduce, which
  * completes need seconds after it started: naps of 20 us doubling up to a
- * quarter of the cycle time (coord.c, coord_allreduce_bits). */
+ * quarter of the cycle time (coord_core.c, coord_poll_pause). */
 static double step_bits_wait(double need, double cycle_s)
 {
     double waited = 0.0, nap = 20e-6, max_nap = fmax(cycle_s / 4.0, 20e-6);
@@ -211,7 +201,7 @@ static hora_status_t step_hora(const struct sim_topo *t, const struct sim_model 
             const struct coord_response *r = &list.items[i];
             double s = 0.0;
             step_tensors(m, r, tensors);
-            status = sim_exchange_time(t, algo, step_response_bytes(r, m->elem_bytes), tensors, r->ntensors,
+            status = sim_exchange_time(t, algo, coord_fuse_bytes(r), tensors, r->ntensors,
                                        m->elem_bytes, traffic, &s);
             t_end += s;
             res->comm_s += s;

@@ -53,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/status.h"
 #include "hora.h"
 #include "tensor.h"
 
@@ -166,9 +167,10 @@ struct tr_backend_ops {
     hora_status_t (*check_finite)(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
 
     /* HORA_OK when layers can compute in dtype here; else
-     * HORA_ERR_UNSUPPORTED with why filled ("oneDNN 2.6.3 has no f16
-     * convolution on avx512_core_bf16"). Logs nothing. */
-    hora_status_t (*compute_dtype)(tr_backend_t *backend, tr_dtype_t dtype, char *why, size_t why_len);
+     * HORA_ERR_UNSUPPORTED with the reason in status_message()
+     * (base/status.h: "oneDNN 2.6.3 has no f16 convolution on
+     * avx512_core_bf16"). Logs nothing. */
+    hora_status_t (*compute_dtype)(tr_backend_t *backend, tr_dtype_t dtype);
 
     /* Activations. tensor_alloc fills t with a zeroed (n, c, h, w) tensor of
      * dtype in the backend's layout. tensor_import converts a plain host

@@ -179,12 +179,12 @@ static int state_double(const char *text, const char *key, int word, double *out
     return 0;
 }
 
-hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_run_info_t *info, char *err, size_t n)
+hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_run_info_t *info)
 {
     tr_run_state_t st = {0};
     tr_ckpt_run_info_t in = {0};
     if (strncmp(text, "format hora-run-state 1\n", 24) != 0)
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: not 'format hora-run-state 1'");
+        return status_set(HORA_ERR_CORRUPT, "run_state: not 'format hora-run-state 1'");
     const struct {
         const char *key;
         uint64_t *field;
@@ -196,7 +196,7 @@ hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_r
                 {"loss_scale_consecutive_skips", &st.loss_scale.consecutive_skips}};
     for (size_t i = 0; i < sizeof(u64s) / sizeof(u64s[0]); i++)
         if (tr_ckpt_text_u64(text, u64s[i].key, u64s[i].field))
-            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: '%s' is missing or not a number", u64s[i].key);
+            return status_set(HORA_ERR_CORRUPT, "run_state: '%s' is missing or not a number", u64s[i].key);
     const struct {
         const char *key;
         int *field;
@@ -204,11 +204,11 @@ hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_r
                 {"overlap_probe_step", &st.overlap.probe_step}};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         if (state_int(text, ints[i].key, ints[i].field))
-            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: '%s' is missing or not an integer", ints[i].key);
+            return status_set(HORA_ERR_CORRUPT, "run_state: '%s' is missing or not an integer", ints[i].key);
     if (state_double(text, "overlap_probe_s", 0, &st.overlap.probe_s[0]) ||
         state_double(text, "overlap_probe_s", 1, &st.overlap.probe_s[1]) ||
         state_double(text, "loss_scale", 0, &st.loss_scale.scale))
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: 'overlap_probe_s' or 'loss_scale' is missing or malformed");
+        return status_set(HORA_ERR_CORRUPT, "run_state: 'overlap_probe_s' or 'loss_scale' is missing or malformed");
     /* The precision lines came later (--precision auto): a file without
      * them has choice -1, which tr_ckpt_load derives from the model
      * section's dtypes. */
@@ -225,12 +225,12 @@ hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *s, tr_ckpt_r
             state_double(text, "precision_probe_ms", 0, &st.precision.probe_ms[0]) ||
             state_double(text, "precision_probe_ms", 1, &st.precision.probe_ms[1]) ||
             state_double(text, "precision_probe_ms", 2, &st.precision.probe_ms[2]))
-            return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: 'precision' (fp32, bf16, fp16 or none), "
+            return status_set(HORA_ERR_CORRUPT, "run_state: 'precision' (fp32, bf16, fp16 or none), "
                                 "'precision_measured' or 'precision_probe_ms' is malformed");
         st.precision.choice = found;
     }
     if (in.world_size < 1 || in.batch < 1 || st.overlap.mode < -1 || st.overlap.mode > 1 || !(st.loss_scale.scale > 0))
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "run_state: world_size %d, batch %d, overlap_mode %d or loss_scale %g "
+        return status_set(HORA_ERR_CORRUPT, "run_state: world_size %d, batch %d, overlap_mode %d or loss_scale %g "
                        "out of range", in.world_size, in.batch, st.overlap.mode, st.loss_scale.scale);
     *s = st;
     if (info)
@@ -252,42 +252,38 @@ void tr_ckpt_data_free(tr_ckpt_data_t *d)
 }
 
 static hora_status_t read_section(const tr_ckpt_file_t *f, const char *name, size_t want_bytes, int check_size,
-                                  void **out, char *err, size_t n)
+                                  void **out)
 {
-    const tr_ckpt_section_t *s = tr_ckpt_find(f, name);
+    const tr_ckpt_section_t *s = tr_ckpt_expect(f, name, check_size ? want_bytes : TR_CKPT_ANY_BYTES);
     if (!s)
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: no section '%s'", f->path, name);
-    if (check_size && s->bytes != want_bytes)
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: section '%s' at offset %" PRIu64 ": %" PRIu64
-                       " bytes, the model section says %zu", f->path, name, s->offset, s->bytes, want_bytes);
-    return tr_ckpt_read_alloc(f, s, out, err, n);
+        return HORA_ERR_CORRUPT;
+    return tr_ckpt_read_alloc(f, s, out);
 }
 
-hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *d, char *err, size_t n)
+hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *d)
 {
     memset(d, 0, sizeof(*d));
     snprintf(d->path, sizeof(d->path), "%s", path);
     tr_ckpt_file_t f;
-    hora_status_t status = tr_ckpt_open(path, &f, err, n);
+    hora_status_t status = tr_ckpt_open(path, &f);
     if (status != HORA_OK)
         return status;
-    status = read_section(&f, "model", 0, 0, (void **)&d->model_text, err, n);
+    status = read_section(&f, "model", 0, 0, (void **)&d->model_text);
     if (status == HORA_OK)
-        status = read_section(&f, "run_state", 0, 0, (void **)&d->state_text, err, n);
+        status = read_section(&f, "run_state", 0, 0, (void **)&d->state_text);
     if (status == HORA_OK) {
         char where[4200];
-        snprintf(where, sizeof(where), "%s: section 'model' (offset %" PRIu64 ")", path,
+        snprintf(where, sizeof(where), "%s: section 'model': offset %" PRIu64, path,
                  tr_ckpt_find(&f, "model")->offset);
-        status = tr_ckpt_desc_parse(d->model_text, where, &d->desc, err, n);
+        status = tr_ckpt_desc_parse(d->model_text, where, &d->desc);
         d->params_count = (size_t)d->desc.params_count;
         d->stats_count = (size_t)d->desc.stats_count;
     }
     if (status == HORA_OK) {
-        char why[256];
-        status = tr_ckpt_state_parse(d->state_text, &d->state, &d->info, why, sizeof(why));
+        status = tr_ckpt_state_parse(d->state_text, &d->state, &d->info);
         if (status != HORA_OK)
-            tr_ckpt_fail(status, err, n, "%s: section 'run_state' (offset %" PRIu64 "): %s", path,
-                    tr_ckpt_find(&f, "run_state")->offset, why);
+            status_at(status, STATUS_SECTION_AT(path, "run_state", tr_ckpt_find(&f, "run_state")->offset), "%s",
+                      status_message());
         d->info.arch = d->desc.arch;
         if (status == HORA_OK && d->state.precision.choice < 0) {
             /* Written before the run state had its precision: what the
@@ -301,11 +297,11 @@ hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *d, char *err, size_
         }
     }
     if (status == HORA_OK)
-        status = read_section(&f, "params", d->params_count * sizeof(float), 1, (void **)&d->params, err, n);
+        status = read_section(&f, "params", d->params_count * sizeof(float), 1, (void **)&d->params);
     if (status == HORA_OK)
-        status = read_section(&f, "momentum", d->params_count * sizeof(float), 1, (void **)&d->momentum, err, n);
+        status = read_section(&f, "momentum", d->params_count * sizeof(float), 1, (void **)&d->momentum);
     if (status == HORA_OK)
-        status = read_section(&f, "bn_stats", d->stats_count * sizeof(float), 1, (void **)&d->stats, err, n);
+        status = read_section(&f, "bn_stats", d->stats_count * sizeof(float), 1, (void **)&d->stats);
     tr_ckpt_close(&f);
     if (status != HORA_OK) {
         char keep[4096];
@@ -316,15 +312,15 @@ hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *d, char *err, size_
     return status;
 }
 
-hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *d, tr_model_spec_t *spec, char *err, size_t n)
+hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *d, tr_model_spec_t *spec)
 {
     tr_model_spec_t named;
     const tr_model_spec_t *s = &d->desc.spec;
     if (tr_model_spec_from_name(d->desc.arch, &named) != HORA_OK)
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: unknown architecture '%s'", d->path, d->desc.arch);
+        return status_set(HORA_ERR_CORRUPT, "%s: unknown architecture '%s'", d->path, d->desc.arch);
     if (named.stem != s->stem || named.block != s->block || named.stage_count != s->stage_count ||
         memcmp(named.blocks, s->blocks, sizeof(named.blocks)) != 0)
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: section 'model': its stem, block or stages are not those of %s",
+        return status_set(HORA_ERR_CORRUPT, "%s: section 'model': its stem, block or stages are not those of %s",
                        d->path, d->desc.arch);
     *spec = *s;
     return HORA_OK;
@@ -371,12 +367,12 @@ static void difference_side(const char *line, size_t len, char *out, size_t n)
 }
 
 int tr_ckpt_compare(const tr_ckpt_data_t *d, const tr_model_t *model, const char *arch,
-                    tr_ckpt_difference_t *difference, char *why, size_t n)
+                    tr_ckpt_difference_t *difference)
 {
     tr_ckpt_run_info_t info = {.arch = arch, .world_size = 1, .batch = 1};
     char *mine = tr_ckpt_describe(model, &info);
     if (!mine) {
-        snprintf(why, n, "out of memory describing this run's model");
+        status_set(HORA_ERR_NO_MEMORY, "out of memory describing this run's model");
         return 1;
     }
     const char *a = d->model_text, *b = mine;
@@ -400,16 +396,16 @@ int tr_ckpt_compare(const tr_ckpt_data_t *d, const tr_model_t *model, const char
                 difference_side(y, lb, difference->run, sizeof(difference->run));
         }
         if (!x || !y) {
-            snprintf(why, n, "%s '%.*s' is not in the %s", x ? "the checkpoint's" : "this run's", (int)(x ? la : lb),
+            status_set(HORA_ERR_MISMATCH, "%s '%.*s' is not in the %s", x ? "the checkpoint's" : "this run's", (int)(x ? la : lb),
                      x ? x : y, x ? "model this run builds" : "checkpoint");
             break;
         }
         size_t kx = strcspn(x, " \n"), ky = strcspn(y, " \n");
         if (kx == ky && memcmp(x, y, kx) == 0 && strncmp(x, "param ", 6) != 0 && strncmp(x, "bn ", 3) != 0)
-            snprintf(why, n, "%.*s: checkpoint %.*s, this run %.*s", (int)kx, x, (int)(la - kx - 1), x + kx + 1,
+            status_set(HORA_ERR_MISMATCH, "%.*s: checkpoint %.*s, this run %.*s", (int)kx, x, (int)(la - kx - 1), x + kx + 1,
                      (int)(lb - ky - 1), y + ky + 1);
         else
-            snprintf(why, n, "checkpoint '%.*s', this run '%.*s'", (int)la, x, (int)lb, y);
+            status_set(HORA_ERR_MISMATCH, "checkpoint '%.*s', this run '%.*s'", (int)la, x, (int)lb, y);
         break;
     }
     free(mine);
@@ -439,28 +435,27 @@ hora_status_t tr_ckpt_apply(const tr_ckpt_data_t *d, tr_model_t *m)
     return status;
 }
 
-hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *d, tr_backend_t *backend, int batch, tr_model_t **out,
-                                  char *err, size_t n)
+hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *d, tr_backend_t *backend, int batch, tr_model_t **out)
 {
     *out = NULL;
     tr_model_spec_t spec;
-    hora_status_t status = tr_ckpt_spec(d, &spec, err, n);
+    hora_status_t status = tr_ckpt_spec(d, &spec);
     if (status != HORA_OK)
         return status;
     tr_model_t *m;
     status = tr_model_init(backend, &spec, batch, 0, d->state.seed, &m);
     if (status != HORA_OK)
-        return tr_ckpt_fail(status, err, n, "%s: cannot build its %s: %s", d->path, d->desc.arch,
-                       hora_status_string(status));
-    char why[512];
-    if (tr_ckpt_compare(d, m, d->desc.arch, NULL, why, sizeof(why))) {
+        return status_set(status, "%s: cannot build its %s: %s", d->path, d->desc.arch,
+                          status_message()[0] ? status_message() : hora_status_string(status));
+    if (tr_ckpt_compare(d, m, d->desc.arch, NULL)) {
         tr_model_free(m);
-        return tr_ckpt_fail(HORA_ERR_CORRUPT, err, n, "%s: its tensors do not match its own description: %s", d->path, why);
+        return status_set(HORA_ERR_CORRUPT, "%s: its tensors do not match its own description: %s", d->path,
+                          status_message());
     }
     status = tr_ckpt_apply(d, m);
     if (status != HORA_OK) {
         tr_model_free(m);
-        return tr_ckpt_fail(status, err, n, "%s: loading the tensors failed: %s", d->path, hora_status_string(status));
+        return status_set(status, "%s: loading the tensors failed: %s", d->path, hora_status_string(status));
     }
     *out = m;
     return HORA_OK;

@@ -32,7 +32,6 @@
 #include "run.h"
 
 #define TR_CKPT_LATEST "latest"
-#define TR_CKPT_ERR_BYTES 1024
 
 /* What a run is, beyond the model spec: recorded, and compared on resume
  * where it matters. */
@@ -49,8 +48,7 @@ char *tr_ckpt_describe(const tr_model_t *model, const tr_ckpt_run_info_t *info);
 /* The run_state section's text (malloc'd) and its parse (every field
  * present; HORA_ERR_CORRUPT naming the first bad line otherwise). */
 char *tr_ckpt_state_text(const tr_run_state_t *state, const tr_ckpt_run_info_t *info);
-hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *state, tr_ckpt_run_info_t *info, char *err,
-                                  size_t err_bytes);
+hora_status_t tr_ckpt_state_parse(const char *text, tr_run_state_t *state, tr_ckpt_run_info_t *info);
 
 /* 1 when run_state's key (len bytes) is a measurement: a time recorded
  * while choosing something, or whether a choice was measured at all
@@ -74,12 +72,12 @@ typedef struct {
 
 /* Read every section of path, check every CRC and parse the texts.
  * HORA_ERR_CORRUPT / HORA_ERR_SYSTEM with the file, section and offset in
- * err. */
-hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *data, char *err, size_t err_bytes);
+ * status_message(). */
+hora_status_t tr_ckpt_load(const char *path, tr_ckpt_data_t *data);
 void tr_ckpt_data_free(tr_ckpt_data_t *data);
 
 /* The model spec a checkpoint describes (its architecture: desc.arch). */
-hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *data, tr_model_spec_t *spec, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_spec(const tr_ckpt_data_t *data, tr_model_spec_t *spec);
 
 /* The first difference tr_ckpt_compare finds, as the description writes
  * it: the line's key ("arch", "classes", "compute_dtype", ...; "param" or
@@ -95,9 +93,10 @@ typedef struct {
  * model this run built ("classes: checkpoint 10, this run 100"), or 0 when
  * they agree on everything a resume needs (architecture, width, classes,
  * input shape, precision, every tensor's name and shape). World size and
- * batch may differ. difference (may be NULL) gets it field by field. */
+ * batch may differ. difference (may be NULL) gets it field by field; the
+ * text is in status_message() (HORA_ERR_MISMATCH). */
 int tr_ckpt_compare(const tr_ckpt_data_t *data, const tr_model_t *model, const char *arch,
-                    tr_ckpt_difference_t *difference, char *why, size_t why_bytes);
+                    tr_ckpt_difference_t *difference);
 
 /* Copy the checkpoint's tensors into the model's arenas (params, momentum,
  * statistics) and remake the low-precision copy. The description must
@@ -107,7 +106,7 @@ hora_status_t tr_ckpt_apply(const tr_ckpt_data_t *data, tr_model_t *model);
 /* A model built from a checkpoint on backend, with its parameters and
  * statistics (inference: tools). batch: activations for that many samples. */
 hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *data, tr_backend_t *backend, int batch,
-                                  tr_model_t **model, char *err, size_t err_bytes);
+                                  tr_model_t **model);
 
 /* ---- the writer (rank 0) ---- */
 
@@ -115,7 +114,7 @@ typedef struct tr_ckpt_writer tr_ckpt_writer_t;
 
 /* Start the writer for dir (created if missing), keeping the newest keep
  * files. Leftover temporary files (*.tmp.*) in dir are removed. */
-hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out);
 /* Allocate (and touch) the snapshot buffers for model now, so that the
  * first save stalls training only for the copy (optional). */
 hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *model);
@@ -124,13 +123,13 @@ hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *mode
  * the writer's thread. A failure of an earlier write is returned here (and
  * by _close). */
 hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *model, const tr_run_state_t *state,
-                                  const tr_ckpt_run_info_t *info, char *err, size_t err_bytes);
+                                  const tr_ckpt_run_info_t *info);
 /* Wait for the write in flight; its status. */
-hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w);
 /* Seconds the last save stalled its caller, and the last write took. */
 void tr_ckpt_writer_times(const tr_ckpt_writer_t *w, double *stall_s, double *write_s, uint64_t *bytes);
 /* Wait, then stop the thread. */
-hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w);
 
 /* ---- choosing what to resume ---- */
 

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
+
 #define MAX_WORDS 12
 #define MAX_DIM 1000000000 /* a dimension above this is a broken file, not a model */
 
@@ -93,24 +95,20 @@ int tr_ckpt_text_u64(const char *text, const char *key, uint64_t *value)
 typedef struct {
     const char *where;
     int line;
-    char *err;
-    size_t err_bytes;
 } parser_t;
 
+/* "WHERE: line L: what" (the line left out before the first). */
 __attribute__((format(printf, 2, 3)))
 static hora_status_t bad(parser_t *p, const char *fmt, ...)
 {
-    if (p->err && p->err_bytes > 0) {
-        int n = p->line > 0 ? snprintf(p->err, p->err_bytes, "%s: line %d: ", p->where, p->line)
-                            : snprintf(p->err, p->err_bytes, "%s: ", p->where);
-        if (n >= 0 && (size_t)n < p->err_bytes) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + n, p->err_bytes - (size_t)n, fmt, ap);
-            va_end(ap);
-        }
-    }
-    return HORA_ERR_CORRUPT;
+    char what[STATUS_MESSAGE_BYTES];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    if (p->line > 0)
+        return status_set(HORA_ERR_CORRUPT, "%s: line %d: %s", p->where, p->line, what);
+    return status_set(HORA_ERR_CORRUPT, "%s: %s", p->where, what);
 }
 
 /* An int in [lo, hi]. */
@@ -332,10 +330,9 @@ void tr_ckpt_desc_free(tr_ckpt_desc_t *desc)
     memset(desc, 0, sizeof(*desc));
 }
 
-hora_status_t tr_ckpt_desc_parse(const char *text, const char *where, tr_ckpt_desc_t *desc, char *err,
-                                 size_t err_bytes)
+hora_status_t tr_ckpt_desc_parse(const char *text, const char *where, tr_ckpt_desc_t *desc)
 {
-    parser_t p = {.where = where ? where : "model section", .line = 0, .err = err, .err_bytes = err_bytes};
+    parser_t p = {.where = where ? where : "model section", .line = 0};
     tr_ckpt_desc_t d;
     memset(&d, 0, sizeof(d));
     int seen[KEY_COUNT] = {0};
@@ -422,8 +419,8 @@ hora_status_t tr_ckpt_desc_parse(const char *text, const char *where, tr_ckpt_de
     if (status == HORA_OK && d.param_count == 0)
         status = bad(&p, "no 'param' lines");
     if (status != HORA_OK) {
-        if (status == HORA_ERR_NO_MEMORY && err && err_bytes)
-            snprintf(err, err_bytes, "%s: out of memory", p.where);
+        if (status == HORA_ERR_NO_MEMORY)
+            status_set(status, "%s: out of memory", p.where);
         tr_ckpt_desc_free(&d);
         return status;
     }

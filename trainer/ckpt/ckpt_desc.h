@@ -63,8 +63,7 @@ typedef struct {
  * prefixes messages ("ckpt-0000000120.hckpt: section 'model'"): "WHERE:
  * line 12: ...". HORA_ERR_CORRUPT, HORA_ERR_NO_MEMORY; on failure desc holds
  * nothing to free. */
-hora_status_t tr_ckpt_desc_parse(const char *text, const char *where, tr_ckpt_desc_t *desc, char *err,
-                                 size_t err_bytes);
+hora_status_t tr_ckpt_desc_parse(const char *text, const char *where, tr_ckpt_desc_t *desc);
 void tr_ckpt_desc_free(tr_ckpt_desc_t *desc);
 
 /* "conv_weight", "bn_gamma", "bn_beta", "linear_weight", "linear_bias"; and

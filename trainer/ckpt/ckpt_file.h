@@ -5,9 +5,9 @@
  * file only writes, finds, reads and verifies them. The byte layout is
  * documented in CHECKPOINT.md next to this file.
  *
- * Errors carry a message in the caller's buffer, naming the file, the
- * section and the offset ("ckpt-000120.hckpt: section 'params' at offset
- * 4096 (1048576 bytes): CRC32C 0x1234abcd, stored 0x89ab0123").
+ * Errors set libhora-base's message (base/status.h), naming the file, the
+ * section and the offset ("ckpt-000120.hckpt: section 'params': offset
+ * 4096: CRC32C 0x1234abcd, stored 0x89ab0123 (1048576 bytes)").
  */
 #ifndef TR_CKPT_FILE_H
 #define TR_CKPT_FILE_H
@@ -15,12 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hora.h"
+#include "base/status.h"
 
-/* Format a message into err (when err_bytes > 0) and return status: how
- * every checkpoint function reports (checkpoint.c, ckpt_writer.c too). */
-__attribute__((format(printf, 4, 5)))
-hora_status_t tr_ckpt_fail(hora_status_t status, char *err, size_t err_bytes, const char *fmt, ...);
+/* Every checkpoint function (checkpoint.c, ckpt_desc.c, ckpt_writer.c too)
+ * reports a failure through libhora-base: a status, and the message in
+ * status_message(), "PATH: section 'S': offset N: what" where the place is
+ * known (status_at). None prints. */
 
 #define TR_CKPT_MAGIC "HORACKPT" /* 8 bytes, no terminator in the file */
 #define TR_CKPT_VERSION 1u
@@ -44,8 +44,7 @@ typedef struct {
  * many sections, NULL data with bytes > 0),
  * HORA_ERR_SYSTEM (write failed: the message has strerror, e.g. "No space
  * left on device", and what was being written). path is for messages. */
-hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sections, int count, char *err,
-                               size_t err_bytes);
+hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sections, int count);
 
 typedef struct {
     char path[4096];
@@ -63,24 +62,29 @@ typedef struct {
  * the checks in order). HORA_ERR_SYSTEM (cannot open/read), HORA_ERR_CORRUPT
  * (anything wrong, with the offset). On failure f holds no open file (fd
  * -1). */
-hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f);
 void tr_ckpt_close(tr_ckpt_file_t *f);
 
 /* The section called name, or NULL. */
 const tr_ckpt_section_t *tr_ckpt_find(const tr_ckpt_file_t *f, const char *name);
+/* The section name, which must be there and (want_bytes != TR_CKPT_ANY_BYTES)
+ * hold want_bytes (what the model section says); else NULL with
+ * HORA_ERR_CORRUPT's message, "PATH: no 'params' section" or "PATH: section
+ * 'params': offset N: B bytes, the model section says W". hora-train and
+ * hora-ckpt both ask through this, so they say the same. */
+#define TR_CKPT_ANY_BYTES UINT64_MAX
+const tr_ckpt_section_t *tr_ckpt_expect(const tr_ckpt_file_t *f, const char *name, uint64_t want_bytes);
 
 /* Read section s whole into buf (s->bytes bytes) and check its CRC.
  * HORA_ERR_CORRUPT names the section and its offset. */
-hora_status_t tr_ckpt_read(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, void *buf, char *err,
-                           size_t err_bytes);
+hora_status_t tr_ckpt_read(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, void *buf);
 /* Read section s into a fresh malloc'd buffer (one extra NUL byte after the
  * data, so a text section is a C string); *out NULL on failure. */
-hora_status_t tr_ckpt_read_alloc(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, void **out, char *err,
-                                 size_t err_bytes);
+hora_status_t tr_ckpt_read_alloc(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, void **out);
 
 /* Check every section's CRC, streaming (no whole-section buffer), then that
  * the padding between sections is zero (no CRC covers it); the first bad one
  * is the error. */
-hora_status_t tr_ckpt_verify(const tr_ckpt_file_t *f, char *err, size_t err_bytes);
+hora_status_t tr_ckpt_verify(const tr_ckpt_file_t *f);
 
 #endif

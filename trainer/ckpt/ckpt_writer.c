@@ -202,7 +202,7 @@ struct tr_ckpt_writer {
     int pending; /* a snapshot is waiting or being written */
     int quit;
     hora_status_t status; /* of the last write */
-    char err[TR_CKPT_ERR_BYTES];
+    char err[STATUS_MESSAGE_BYTES]; /* the writer thread's message of the last write, for the caller's thread */
     /* the snapshot */
     float *params, *momentum, *stats;
     size_t params_count, stats_count;
@@ -221,14 +221,14 @@ static void crash_if(const tr_ckpt_writer_t *w, crash_point_t at)
     }
 }
 
-static hora_status_t fsync_dir(const char *dir, char *err, size_t n)
+static hora_status_t fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) != 0) {
         int e = errno;
         if (fd >= 0)
             close(fd);
-        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, n, "checkpoint directory %s: fsync: %s", dir, strerror(e));
+        return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: fsync: %s", dir, strerror(e));
     }
     close(fd);
     return HORA_OK;
@@ -243,18 +243,18 @@ static hora_status_t write_atomic(tr_ckpt_writer_t *w, const char *name, tr_ckpt
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d", final, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
-        return tr_ckpt_fail(HORA_ERR_SYSTEM, w->err, sizeof(w->err), "checkpoint %s: cannot create: %s", tmp,
+        return status_set(HORA_ERR_SYSTEM, "checkpoint %s: cannot create: %s", tmp,
                        strerror(errno));
     hora_status_t status = HORA_OK;
     if (sections) {
-        status = tr_ckpt_write_fd(fd, final, sections, count, w->err, sizeof(w->err));
+        status = tr_ckpt_write_fd(fd, final, sections, count);
     } else {
         for (size_t left = strlen(text); left > 0 && status == HORA_OK;) {
             ssize_t got = write(fd, text, left);
             if (got < 0 && errno == EINTR)
                 continue;
             if (got <= 0)
-                status = tr_ckpt_fail(HORA_ERR_SYSTEM, w->err, sizeof(w->err), "checkpoint %s: write: %s", tmp,
+                status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: write: %s", tmp,
                                  got < 0 ? strerror(errno) : "nothing written");
             else {
                 text += got;
@@ -270,17 +270,17 @@ static hora_status_t write_atomic(tr_ckpt_writer_t *w, const char *name, tr_ckpt
         crash_if(w, CRASH_MID_DATA);
     }
     if (status == HORA_OK && fsync(fd) != 0)
-        status = tr_ckpt_fail(HORA_ERR_SYSTEM, w->err, sizeof(w->err), "checkpoint %s: fsync: %s", tmp, strerror(errno));
+        status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: fsync: %s", tmp, strerror(errno));
     if (close(fd) != 0 && status == HORA_OK)
-        status = tr_ckpt_fail(HORA_ERR_SYSTEM, w->err, sizeof(w->err), "checkpoint %s: close: %s", tmp, strerror(errno));
+        status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: close: %s", tmp, strerror(errno));
     if (status == HORA_OK && rename(tmp, final) != 0)
-        status = tr_ckpt_fail(HORA_ERR_SYSTEM, w->err, sizeof(w->err), "checkpoint %s: rename to %s: %s", tmp, final,
+        status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: rename to %s: %s", tmp, final,
                          strerror(errno));
     if (status != HORA_OK) {
         unlink(tmp);
         return status;
     }
-    return fsync_dir(w->dir, w->err, sizeof(w->err));
+    return fsync_dir(w->dir);
 }
 
 /* Remove the oldest checkpoints beyond keep (never the newest). */
@@ -346,6 +346,8 @@ static void *writer_main(void *arg)
         w->write_s = t1 - t0;
         w->bytes = bytes;
         w->status = status;
+        if (status != HORA_OK)
+            snprintf(w->err, sizeof(w->err), "%s", status_message());
         w->pending = 0;
         pthread_cond_broadcast(&w->cond);
     }
@@ -354,7 +356,7 @@ static void *writer_main(void *arg)
 }
 
 /* mkdir -p. */
-static hora_status_t make_dirs(const char *dir, char *err, size_t n)
+static hora_status_t make_dirs(const char *dir)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s", dir);
@@ -363,7 +365,7 @@ static hora_status_t make_dirs(const char *dir, char *err, size_t n)
             char c = *p;
             *p = 0;
             if (mkdir(path, 0755) != 0 && errno != EEXIST)
-                return tr_ckpt_fail(HORA_ERR_SYSTEM, err, n, "checkpoint directory %s: cannot create %s: %s", dir, path,
+                return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: cannot create %s: %s", dir, path,
                                strerror(errno));
             *p = c;
             if (!c)
@@ -372,21 +374,21 @@ static hora_status_t make_dirs(const char *dir, char *err, size_t n)
     }
     struct stat st;
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, n, "checkpoint directory %s: not a directory", dir);
+        return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: not a directory", dir);
     return HORA_OK;
 }
 
-hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out, char *err, size_t n)
+hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out)
 {
     *out = NULL;
     if (strlen(dir) >= 4000)
-        return tr_ckpt_fail(HORA_ERR_INVALID_ARG, err, n, "checkpoint directory name too long");
-    hora_status_t status = make_dirs(dir, err, n);
+        return status_set(HORA_ERR_INVALID_ARG, "checkpoint directory name too long");
+    hora_status_t status = make_dirs(dir);
     if (status != HORA_OK)
         return status;
     DIR *dp = opendir(dir);
     if (!dp)
-        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, n, "checkpoint directory %s: %s", dir, strerror(errno));
+        return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: %s", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(dp))) {
         if (!is_temp_name(de->d_name))
@@ -399,7 +401,7 @@ hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **
     closedir(dp);
     tr_ckpt_writer_t *w = calloc(1, sizeof(*w));
     if (!w)
-        return tr_ckpt_fail(HORA_ERR_NO_MEMORY, err, n, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     snprintf(w->dir, sizeof(w->dir), "%s", dir);
     w->keep = keep;
     w->crash = crash_point_from_env(&w->crash_step, &w->crash_any_step);
@@ -409,26 +411,26 @@ hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **
         pthread_cond_destroy(&w->cond);
         pthread_mutex_destroy(&w->lock);
         free(w);
-        return tr_ckpt_fail(HORA_ERR_SYSTEM, err, n, "cannot start the checkpoint writer thread");
+        return status_set(HORA_ERR_SYSTEM, "cannot start the checkpoint writer thread");
     }
     *out = w;
     return HORA_OK;
 }
 
 /* Wait for the write in flight (lock held). */
-static hora_status_t wait_locked(tr_ckpt_writer_t *w, char *err, size_t n)
+static hora_status_t wait_locked(tr_ckpt_writer_t *w)
 {
     while (w->pending)
         pthread_cond_wait(&w->cond, &w->lock);
     if (w->status != HORA_OK)
-        tr_ckpt_fail(w->status, err, n, "%s", w->err);
+        status_set(w->status, "%s", w->err);
     return w->status;
 }
 
-hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w, char *err, size_t n)
+hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w)
 {
     pthread_mutex_lock(&w->lock);
-    hora_status_t status = wait_locked(w, err, n);
+    hora_status_t status = wait_locked(w);
     pthread_mutex_unlock(&w->lock);
     return status;
 }
@@ -473,11 +475,11 @@ hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *m)
 }
 
 hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *m, const tr_run_state_t *state,
-                                  const tr_ckpt_run_info_t *info, char *err, size_t n)
+                                  const tr_ckpt_run_info_t *info)
 {
     double t0 = tr_now_s();
     pthread_mutex_lock(&w->lock);
-    hora_status_t status = wait_locked(w, err, n);
+    hora_status_t status = wait_locked(w);
     pthread_mutex_unlock(&w->lock);
     if (status != HORA_OK)
         return status;
@@ -495,7 +497,7 @@ hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *m, cons
     if (status == HORA_OK && (!w->model_text || !w->state_text))
         status = HORA_ERR_NO_MEMORY;
     if (status != HORA_OK)
-        return tr_ckpt_fail(status, err, n, "checkpoint at step %" PRIu64 ": taking the snapshot failed: %s", state->step,
+        return status_set(status, "checkpoint at step %" PRIu64 ": taking the snapshot failed: %s", state->step,
                        hora_status_string(status));
     w->step = state->step;
     pthread_mutex_lock(&w->lock);
@@ -516,12 +518,12 @@ void tr_ckpt_writer_times(const tr_ckpt_writer_t *w, double *stall_s, double *wr
     pthread_mutex_unlock(&mw->lock);
 }
 
-hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w, char *err, size_t n)
+hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w)
 {
     if (!w)
         return HORA_OK;
     pthread_mutex_lock(&w->lock);
-    hora_status_t status = wait_locked(w, err, n);
+    hora_status_t status = wait_locked(w);
     w->quit = 1;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);

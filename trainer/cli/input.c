@@ -87,7 +87,7 @@ hora_status_t input_open_loader(run_t *r, tr_split_t split, int channels, tr_loa
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
         main_report("hora-train: cannot open %s split of %s: %s",
-               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, tr_loader_last_error());
+               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, status_message());
     return status;
 }
 

@@ -173,7 +173,7 @@ static hora_status_t loop_next_batch(run_t *r, const loop_t *l, tr_tensor_t *x, 
     hora_status_t next = tr_loader_next(r->train_loader, &b);
     if (next != HORA_OK) {
         main_report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, (int)st->epoch + 1,
-               st->step_in_epoch, tr_loader_last_error());
+               st->step_in_epoch, status_message());
         return next;
     }
     if (!b || b->count < 1) {
@@ -349,10 +349,9 @@ static hora_status_t loop_final_checkpoint(run_t *r, const loop_t *l)
         return HORA_OK;
     uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : l->spe;
     CHECK(main_save_checkpoint(r, spe_epoch, l->spe));
-    char err[TR_CKPT_ERR_BYTES];
-    hora_status_t status = tr_ckpt_writer_wait(r->ckpt, err, sizeof(err));
+    hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
     if (status != HORA_OK) {
-        main_report("hora-train: rank 0: checkpoint failed: %s", err);
+        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
         return status;
     }
     double stall, write;

@@ -73,16 +73,15 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
         r->state.precision = (tr_precision_state_t){.choice = o->precision};
     }
     const tr_precision_t p = (tr_precision_t)o->precision;
-    char why[192] = "";
     int fell_back = 0;
-    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back, why, sizeof(why)) != HORA_OK) {
+    if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back) != HORA_OK) {
         main_report("hora-train: --precision %s: the %s backend cannot compute in %s: %s", tr_precision_names[p],
-               o->backend, tr_precision_names[p], why);
+               o->backend, tr_precision_names[p], status_message());
         return HORA_ERR_UNSUPPORTED;
     }
     if (fell_back && r->rank == 0)
         fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
-                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", why,
+                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", status_message(),
                 o->backend, tr_dtype_name(spec->grad_dtype));
     tr_precision_loss_scale(p, o->loss_scale, o->loss_scale_window, ls);
     return HORA_OK;
@@ -202,10 +201,9 @@ static hora_status_t setup_checkpoints(run_t *r)
     const tr_options_t *o = &r->opt;
     if (r->rank != 0 || !o->checkpoint_dir)
         return HORA_OK;
-    char err[TR_CKPT_ERR_BYTES];
-    hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt, err, sizeof(err));
+    hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt);
     if (status != HORA_OK) {
-        main_report("hora-train: %s", err);
+        main_report("hora-train: %s", status_message());
         return status;
     }
     CHECK(tr_ckpt_writer_reserve(r->ckpt, r->model));
@@ -318,9 +316,8 @@ static int progress_on_terminal(void)
 static void teardown(run_t *r)
 {
     if (r->ckpt) {
-        char err[TR_CKPT_ERR_BYTES];
-        if (tr_ckpt_writer_close(r->ckpt, err, sizeof(err)) != HORA_OK)
-            main_report("hora-train: rank 0: checkpoint failed: %s", err);
+        if (tr_ckpt_writer_close(r->ckpt) != HORA_OK)
+            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
     }
     tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);

@@ -54,7 +54,6 @@ hora_status_t main_resume_read(run_t *r)
     int32_t found = 0; /* 1: read, 0: nothing to resume (auto, empty directory), -1: failed */
     char msg[TR_RESUME_MSG_BYTES] = "";
     if (r->rank == 0) {
-        char err[TR_CKPT_ERR_BYTES];
         if (strcmp(o->resume, "auto") == 0) {
             char **paths;
             int count;
@@ -64,10 +63,10 @@ hora_status_t main_resume_read(run_t *r)
                 found = -1;
             } else {
                 for (int i = 0; i < count && found == 0; i++) {
-                    if (tr_ckpt_load(paths[i], &r->resume, err, sizeof(err)) == HORA_OK) {
+                    if (tr_ckpt_load(paths[i], &r->resume) == HORA_OK) {
                         found = 1;
                     } else {
-                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n", err,
+                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n", status_message(),
                                 i + 1 < count ? "; trying the previous one" : "");
                     }
                 }
@@ -82,10 +81,10 @@ hora_status_t main_resume_read(run_t *r)
                 }
                 tr_ckpt_list_free(paths, count);
             }
-        } else if (tr_ckpt_load(o->resume, &r->resume, err, sizeof(err)) == HORA_OK) {
+        } else if (tr_ckpt_load(o->resume, &r->resume) == HORA_OK) {
             found = 1;
         } else {
-            msg_printf(msg, sizeof(msg), "hora-train: --resume: %s", err);
+            msg_printf(msg, sizeof(msg), "hora-train: --resume: %s", status_message());
             found = -1;
         }
         if (found < 0)
@@ -182,11 +181,10 @@ hora_status_t main_resume_apply(run_t *r)
     int32_t ok = 1;
     char msg[TR_RESUME_MSG_BYTES] = "";
     if (r->rank == 0) {
-        char why[1024];
         tr_ckpt_difference_t df;
         hora_status_t status;
-        if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, &df, why, sizeof(why))) {
-            refusal_text(&r->resume, &df, why, msg, sizeof(msg));
+        if (tr_ckpt_compare(&r->resume, r->model, r->opt.model, &df)) {
+            refusal_text(&r->resume, &df, status_message(), msg, sizeof(msg));
             ok = -1;
         } else if ((status = tr_ckpt_apply(&r->resume, r->model)) != HORA_OK) {
             msg_printf(msg, sizeof(msg), "hora-train: cannot resume from %s: loading its tensors into the model "
@@ -220,10 +218,9 @@ hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
     }
     tr_ckpt_run_info_t info = {.arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch,
                                .steps_per_epoch = spe};
-    char err[TR_CKPT_ERR_BYTES];
-    hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info, err, sizeof(err));
+    hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info);
     if (status != HORA_OK) {
-        main_report("hora-train: rank 0: checkpoint failed: %s", err);
+        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
         return status;
     }
     r->last_saved_step = r->state.step + 1; /* + 1: 0 means none yet */

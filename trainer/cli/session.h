@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "base/status.h"
 #include "checkpoint.h"
 #include "loader.h"
 #include "loss_scale.h"
@@ -65,15 +66,18 @@ const char *main_first_error(void);
 /* A JSON-lines record into --log (rank 0; nothing without a log). */
 void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* A failed call: report it (a runtime call with the runtime's message) and
- * return its status. */
+/* A failed call: report it with its message - a runtime call's from
+ * hora_last_error(), the trainer's own (backends, model, data,
+ * checkpoints: base/status.h) from status_message(), cleared before the
+ * call so that it is this call's - and return its status. */
 #define CHECK(call)                                                                                          \
     do {                                                                                                     \
+        status_clear();                                                                                      \
         hora_status_t status_ = (call);                                                                      \
         if (status_ != HORA_OK) {                                                                            \
-            int runtime_ = strncmp(#call, "hora_", 5) == 0;                                                  \
+            const char *message_ = strncmp(#call, "hora_", 5) == 0 ? hora_last_error() : status_message();  \
             main_report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
-                   runtime_ ? " (" : "", runtime_ ? hora_last_error() : "", runtime_ ? ")" : "");            \
+                   message_[0] ? " (" : "", message_, message_[0] ? ")" : "");                              \
             return status_;                                                                                  \
         }                                                                                                    \
     } while (0)

@@ -29,22 +29,16 @@ const char *const tr_precision_names[] = {"fp32", "bf16", "fp16", "auto", NULL};
 static const tr_dtype_t compute_dtypes[TR_PRECISION_COUNT] = {TR_DTYPE_F32, TR_DTYPE_BF16, TR_DTYPE_F16};
 
 hora_status_t tr_precision_dtypes(tr_backend_t *backend, tr_precision_t p, int grad, tr_model_spec_t *spec,
-                                  int *fell_back, char *why, size_t why_len)
+                                  int *fell_back)
 {
-    char reason[192] = "";
     if (fell_back)
         *fell_back = 0;
-    if ((int)p < 0 || p >= TR_PRECISION_COUNT) {
-        if (why)
-            snprintf(why, why_len, "precision %d is not one a model computes in", (int)p);
-        return HORA_ERR_INVALID_ARG;
-    }
+    if ((int)p < 0 || p >= TR_PRECISION_COUNT)
+        return status_set(HORA_ERR_INVALID_ARG, "precision %d is not one a model computes in", (int)p);
     tr_dtype_t want = compute_dtypes[p];
     spec->compute_dtype = want;
     spec->grad_dtype = grad == TR_GRAD_DTYPE_AUTO ? want : (tr_dtype_t)grad;
-    if (want != TR_DTYPE_F32 && backend->ops->compute_dtype(backend, want, reason, sizeof(reason)) != HORA_OK) {
-        if (why)
-            snprintf(why, why_len, "%s", reason);
+    if (want != TR_DTYPE_F32 && backend->ops->compute_dtype(backend, want) != HORA_OK) {
         if (want != TR_DTYPE_F16)
             return HORA_ERR_UNSUPPORTED;
         spec->compute_dtype = TR_DTYPE_F32;
@@ -90,9 +84,8 @@ static hora_status_t reduce(void *buf, size_t count, hora_dtype_t dtype, hora_op
     if (!hora_initialized() || hora_size() < 2)
         return HORA_OK;
     hora_status_t status = hora_allreduce(buf, buf, count, dtype, op);
-    if (status != HORA_OK)
-        fprintf(stderr, "hora-train: precision auto: allreduce failed: %s (%s)\n", hora_status_string(status),
-                hora_last_error());
+    if (status != HORA_OK) /* libhora's failure, into this program's store */
+        status_set(status, "precision auto: allreduce failed: %s (%s)", hora_status_string(status), hora_last_error());
     return status;
 }
 
@@ -109,7 +102,8 @@ static hora_status_t timed_step(tr_backend_t *backend, candidate_t *c, const tr_
     if (status == HORA_OK)
         status = backend->ops->synchronize(backend);
     if (status != HORA_OK)
-        fprintf(stderr, "hora-train: precision auto: a %s step failed: %s\n", c->prefix, hora_status_string(status));
+        status_set(status, "precision auto: a %s step failed: %s", c->prefix,
+                   status_message()[0] ? status_message() : hora_status_string(status));
     *ms = 1e3 * (tr_now_s() - t0);
     return status;
 }
@@ -122,11 +116,10 @@ static hora_status_t find_candidates(tr_backend_t *backend, tr_precision_probe_t
         ok[p] = 1;
         if (p == TR_PRECISION_FP32)
             continue;
-        char why[192] = "";
-        if (backend->ops->compute_dtype(backend, compute_dtypes[p], why, sizeof(why)) != HORA_OK) {
+        if (backend->ops->compute_dtype(backend, compute_dtypes[p]) != HORA_OK) {
             ok[p] = 0;
             snprintf(out->refused[p], sizeof(out->refused[p]), "the %s backend does not compute %s natively: %s",
-                     backend->ops->name, tr_dtype_name(compute_dtypes[p]), why);
+                     backend->ops->name, tr_dtype_name(compute_dtypes[p]), status_message());
         }
     }
     hora_status_t status = reduce(ok, TR_PRECISION_COUNT, HORA_DTYPE_I32, HORA_OP_MIN);
@@ -150,7 +143,7 @@ static hora_status_t build(tr_backend_t *backend, const tr_precision_probe_confi
         if (!out->candidate[p])
             continue;
         tr_model_spec_t spec = cfg->spec;
-        hora_status_t status = tr_precision_dtypes(backend, (tr_precision_t)p, cfg->grad, &spec, NULL, NULL, 0);
+        hora_status_t status = tr_precision_dtypes(backend, (tr_precision_t)p, cfg->grad, &spec, NULL);
         if (status == HORA_OK)
             status = tr_model_init(backend, &spec, cfg->batch, cfg->grads_shared, cfg->seed, &c[p].model);
         tr_step_config_t sc = cfg->step;
@@ -261,8 +254,7 @@ hora_status_t tr_precision_probe(tr_backend_t *backend, const tr_precision_probe
     uint8_t *pixels = NULL;
     int32_t *labels = malloc((size_t)cfg->batch * sizeof(int32_t));
     if (backend->ops->host_alloc(backend, bytes, (void **)&pixels) != HORA_OK || !labels) {
-        fprintf(stderr, "hora-train: precision auto: no memory for a batch of %zu bytes\n", bytes);
-        status = HORA_ERR_NO_MEMORY;
+        status = status_set(HORA_ERR_NO_MEMORY, "precision auto: no memory for a batch of %zu bytes", bytes);
     } else {
         uint64_t r = cfg->seed * 2654435761u + 7;
         for (size_t i = 0; i < bytes; i++) {

@@ -42,11 +42,12 @@ extern const char *const tr_precision_names[];
 /* spec's compute_dtype and grad_dtype for precision p (not AUTO) on
  * backend; grad is a tr_dtype_t or TR_GRAD_DTYPE_AUTO. fp16 where the
  * backend has no f16 compute falls back to f32 compute (f16 gradients and
- * loss scaling stay): *fell_back = 1 and why says what the backend said.
- * bf16 where it has no bf16 compute: HORA_ERR_UNSUPPORTED with why.
- * fell_back and why may be NULL. */
+ * loss scaling stay): *fell_back = 1 and status_message() says what the
+ * backend said. bf16 where it has no bf16 compute: HORA_ERR_UNSUPPORTED
+ * with the backend's reason in status_message() (base/status.h). fell_back
+ * may be NULL. */
 hora_status_t tr_precision_dtypes(tr_backend_t *backend, tr_precision_t p, int grad, tr_model_spec_t *spec,
-                                  int *fell_back, char *why, size_t why_len);
+                                  int *fell_back);
 
 /* The loss scaler for precision p: --loss-scale (scale_opt: > 0 static,
  * TR_LOSS_SCALE_OPT_DYNAMIC, or TR_LOSS_SCALE_OPT_AUTO: fp16 dynamic, fp32

@@ -29,6 +29,7 @@
  */
 #include "train.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,11 @@ struct tr_trainer {
     hora_request_t *requests; /* one per parameter */
     char (*names)[96];
     hora_status_t first_error;
+    /* The first failure's message, written by whichever thread met it (the
+     * backward's gradient callbacks may run on the backend's threads) and
+     * set as the caller's status message (base/status.h) by trainer_fail on
+     * the thread that returns the failure. */
+    char first_error_message[STATUS_MESSAGE_BYTES];
     tr_overlap_state_t *overlap; /* the run state's */
     tr_loss_scale_state_t *scaler; /* the run state's */
     hora_dtype_t grad_dtype;     /* the grads arena's, as hora names it */
@@ -74,10 +80,8 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
     if (!state || !config)
         return HORA_ERR_INVALID_ARG;
     tr_overlap_state_t *overlap = &state->overlap;
-    if (!(state->loss_scale.scale > 0)) {
-        fprintf(stderr, "hora-train: loss scale %g in the run state\n", state->loss_scale.scale);
-        return HORA_ERR_INVALID_ARG;
-    }
+    if (!(state->loss_scale.scale > 0))
+        return status_set(HORA_ERR_INVALID_ARG, "loss scale %g in the run state", state->loss_scale.scale);
     tr_trainer_t *t = calloc(1, sizeof(*t));
     if (!t)
         return HORA_ERR_NO_MEMORY;
@@ -140,7 +144,28 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
     return status;
 }
 
-/* Wait for every request, report the first failure, free them all. */
+__attribute__((format(printf, 2, 3)))
+static void trainer_note(tr_trainer_t *t, const char *fmt, ...)
+{
+    if (t->first_error_message[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->first_error_message, sizeof(t->first_error_message), fmt, ap);
+    va_end(ap);
+}
+
+/* status, with the noted message as the calling thread's (and the note
+ * cleared): what the trainer's entry points return. */
+static hora_status_t trainer_fail(tr_trainer_t *t, hora_status_t status)
+{
+    if (status != HORA_OK && t->first_error_message[0])
+        status_set(status, "%s", t->first_error_message);
+    t->first_error_message[0] = '\0';
+    return status;
+}
+
+/* Wait for every request, note the first failure, free them all. */
 static hora_status_t collect(tr_trainer_t *t)
 {
     hora_status_t result = HORA_OK;
@@ -149,8 +174,8 @@ static hora_status_t collect(tr_trainer_t *t)
             continue;
         hora_status_t status = hora_wait(t->requests[i]);
         if (status != HORA_OK && result == HORA_OK) {
-            fprintf(stderr, "hora-train: allreduce of %s failed: %s\n", tr_model_param(t->model, i)->name,
-                    hora_request_error(t->requests[i]));
+            trainer_note(t, "allreduce of %s failed: %s", tr_model_param(t->model, i)->name,
+                         hora_request_error(t->requests[i]));
             result = status;
         }
         hora_request_free(t->requests[i]);
@@ -162,7 +187,7 @@ static hora_status_t collect(tr_trainer_t *t)
 
 hora_status_t tr_trainer_settle(tr_trainer_t *t)
 {
-    return t->pending ? collect(t) : HORA_OK;
+    return t->pending ? trainer_fail(t, collect(t)) : HORA_OK;
 }
 
 /* The all-reduce of parameter i's gradient, in place. event: the backend's
@@ -190,8 +215,7 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
     hora_status_t status = hora_allreduce_async(t->names[i], p->grad.data, p->grad.data, p->count, t->grad_dtype,
                                                 HORA_OP_AVG, &opts, &t->requests[i]);
     if (status != HORA_OK) {
-        fprintf(stderr, "hora-train: allreduce of %s: %s (%s)\n", p->name, hora_status_string(status),
-                hora_last_error());
+        trainer_note(t, "allreduce of %s: %s (%s)", p->name, hora_status_string(status), hora_last_error());
         t->first_error = status;
     }
 }
@@ -213,8 +237,8 @@ static hora_status_t wait_all(tr_trainer_t *t)
         if (t->requests[i]) {
             hora_status_t status = backend->ops->request_wait(backend, t->requests[i]);
             if (status != HORA_OK) {
-                fprintf(stderr, "hora-train: allreduce of %s: request_wait: %s\n", tr_model_param(t->model, i)->name,
-                        hora_status_string(status));
+                trainer_note(t, "allreduce of %s: request_wait: %s", tr_model_param(t->model, i)->name,
+                             status_message()[0] ? status_message() : hora_status_string(status));
                 result = status;
             }
             t->pending = 1;
@@ -225,7 +249,7 @@ static hora_status_t wait_all(tr_trainer_t *t)
             result = status;
     }
     t->first_error = HORA_OK;
-    return result;
+    return trainer_fail(t, result);
 }
 
 static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, int overlap,

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "error.h"
+#include "base/status.h"
 
 /* Largest shard count hora-mkrecord writes (its --shards limit). */
 #define DATASET_MAX_SHARDS 100000u
@@ -53,7 +53,7 @@ static hora_status_t find_shards(const char *dir, const char *prefix, unsigned *
 {
     DIR *d = opendir(dir);
     if (!d)
-        return tr_data_fail(HORA_ERR_SYSTEM, "%s: cannot open dataset directory: %s", dir,
+        return status_set(HORA_ERR_SYSTEM, "%s: cannot open dataset directory: %s", dir,
                             strerror(errno));
     hora_status_t status = HORA_OK;
     unsigned total = 0, found = 0;
@@ -67,11 +67,11 @@ static hora_status_t find_shards(const char *dir, const char *prefix, unsigned *
             total = n;
             seen = calloc(n, 1);
             if (!seen) {
-                status = tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+                status = status_set(HORA_ERR_NO_MEMORY, "out of memory");
                 break;
             }
         } else if (n != total) {
-            status = tr_data_fail(HORA_ERR_CORRUPT,
+            status = status_set(HORA_ERR_CORRUPT,
                                   "%s: shards of two sets: %s-*-of-%05u.hrec and "
                                   "%s-*-of-%05u.hrec; remove one", dir, prefix, total, prefix, n);
             break;
@@ -86,7 +86,7 @@ static hora_status_t find_shards(const char *dir, const char *prefix, unsigned *
         unsigned missing = 0;
         while (missing < total && seen[missing])
             missing++;
-        status = tr_data_fail(HORA_ERR_CORRUPT,
+        status = status_set(HORA_ERR_CORRUPT,
                               "%s: %u of %u %s shards present; %s-%05u-of-%05u.hrec is missing",
                               dir, found, total, prefix, prefix, missing, total);
     }
@@ -135,23 +135,23 @@ static hora_status_t open_shards(tr_dataset_t *ds, const char *dir, const char *
     ds->readers = calloc(shard_count, sizeof(*ds->readers));
     ds->first = calloc((size_t)shard_count + 1, sizeof(*ds->first));
     if (!ds->readers || !ds->first)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     uint64_t count = 0;
     for (unsigned s = 0; s < shard_count; s++) {
         char path[4096], base[4096];
         ds->first[s] = count;
         if (snprintf(base, sizeof(base), "%s/%s", dir, prefix) >= (int)sizeof(base) ||
             tr_record_shard_name(base, s, shard_count, path, sizeof(path)) != HORA_OK)
-            return tr_data_fail(HORA_ERR_INVALID_ARG, "%s: path too long", dir);
+            return status_set(HORA_ERR_INVALID_ARG, "%s: path too long", dir);
         hora_status_t status = tr_record_reader_open(path, &ds->readers[s]);
         if (status == HORA_ERR_NO_MEMORY)
-            return tr_data_fail(status, "%s", tr_record_last_error());
+            return status_set(status, "%s", status_message());
         if (status != HORA_OK) {
             /* A truncated or damaged shard: its records cannot be located
              * without trusting what failed the checks, so all are lost. */
             if (strict)
-                return tr_data_fail(HORA_ERR_CORRUPT, "bad shard: %s", tr_record_last_error());
-            fprintf(stderr, "hora loader: bad shard left out: %s\n", tr_record_last_error());
+                return status_set(HORA_ERR_CORRUPT, "bad shard: %s", status_message());
+            fprintf(stderr, "hora loader: bad shard left out: %s\n", status_message());
             ds->readers[s] = NULL;
             ds->bad_shard_count++;
             continue;
@@ -161,10 +161,10 @@ static hora_status_t open_shards(tr_dataset_t *ds, const char *dir, const char *
     ds->first[shard_count] = count;
     ds->count = count;
     if (count == 0)
-        return tr_data_fail(HORA_ERR_CORRUPT, "%s: the %u %s shard(s) hold no readable record",
+        return status_set(HORA_ERR_CORRUPT, "%s: the %u %s shard(s) hold no readable record",
                             dir, shard_count, prefix);
     if (count > UINT32_MAX)
-        return tr_data_fail(HORA_ERR_UNSUPPORTED, "%s: %" PRIu64 " records (at most 2^32 - 1)",
+        return status_set(HORA_ERR_UNSUPPORTED, "%s: %" PRIu64 " records (at most 2^32 - 1)",
                             dir, count);
 
     /* The stored shape of the first record whose header reads, and (without
@@ -190,7 +190,7 @@ static hora_status_t open_shards(tr_dataset_t *ds, const char *dir, const char *
         }
     }
     if (!have_shape)
-        return tr_data_fail(HORA_ERR_CORRUPT, "%s: no record header of the %s split reads",
+        return status_set(HORA_ERR_CORRUPT, "%s: no record header of the %s split reads",
                             dir, prefix);
     ds->classes = classes > 0 ? classes : (int)largest + 1;
     return HORA_OK;
@@ -220,11 +220,11 @@ static hora_status_t open_idx(tr_dataset_t *ds, const char *dir, tr_split_t spli
     ds->images_path = idx_path(dir, images_base);
     if (!ds->images_path || !labels_path) {
         free(labels_path);
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     }
     if (access(ds->images_path, R_OK) != 0) {
         free(labels_path);
-        return tr_data_fail(HORA_ERR_SYSTEM,
+        return status_set(HORA_ERR_SYSTEM,
                             "%s: no %s split: neither %s-*-of-*.hrec shards nor %s[.gz]", dir,
                             split_prefix(split), split_prefix(split), images_base);
     }
@@ -299,7 +299,7 @@ hora_status_t tr_dataset_read(const tr_dataset_t *ds, uint64_t index, tr_record_
                               tr_sample_t *sample)
 {
     if (index >= ds->count)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "sample %" PRIu64 " of %" PRIu64, index,
+        return status_set(HORA_ERR_INVALID_ARG, "sample %" PRIu64 " of %" PRIu64, index,
                             ds->count);
     if (ds->is_idx) {
         uint64_t pixels = (uint64_t)ds->idx.rows * ds->idx.cols;
@@ -313,7 +313,7 @@ hora_status_t tr_dataset_read(const tr_dataset_t *ds, uint64_t index, tr_record_
     uint64_t i = index - ds->first[s];
     hora_status_t status = tr_record_read(ds->readers[s], i, scratch);
     if (status != HORA_OK)
-        return tr_data_fail(status, "%s", tr_record_last_error());
+        return status_set(status, "%s", status_message());
     *sample = (tr_sample_t){.label = scratch->label, .kind = scratch->kind,
                             .channels = scratch->channels, .height = scratch->height,
                             .width = scratch->width, .data = scratch->payload,

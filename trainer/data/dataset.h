@@ -65,7 +65,7 @@ void tr_dataset_free(tr_dataset_t *ds);
 
 /* Sample index (< ds->count) into *sample, reading through scratch (one per
  * thread). HORA_ERR_CORRUPT / HORA_ERR_SYSTEM for a bad record, with the
- * message in tr_data_last_error(). */
+ * message in status_message(). */
 hora_status_t tr_dataset_read(const tr_dataset_t *ds, uint64_t index, tr_record_t *scratch,
                               tr_sample_t *sample);
 

@@ -4,7 +4,7 @@
  */
 #include "gz.h"
 
-#include "error.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -26,24 +26,25 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
     if (!f)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->z = gzopen(path, "rb");
     if (!f->z) {
         free(f);
-        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot open: %s", strerror(errno));
     }
     *out = f;
     return HORA_OK;
 }
 
-hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 {
     int n = gzread(f->z, buf, (unsigned)(bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES));
     if (n < 0) {
         int zerr;
         const char *msg = gzerror(f->z, &zerr);
-        *why = zerr == Z_ERRNO ? strerror(errno) : msg;
-        return zerr == Z_ERRNO ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT;
+        if (zerr == Z_ERRNO)
+            return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
+        return status_set(HORA_ERR_CORRUPT, "%s", msg);
     }
     *got = (size_t)n;
     return HORA_OK;
@@ -67,18 +68,18 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
     if (!f)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->file = fopen(path, "rb");
     if (!f->file) {
         free(f);
-        return tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot open: %s", strerror(errno));
     }
     unsigned char magic[2];
     size_t n = fread(magic, 1, sizeof(magic), f->file);
     if (n == sizeof(magic) && magic[0] == 0x1f && magic[1] == 0x8b) {
         fclose(f->file);
         free(f);
-        return tr_data_fail_at(HORA_ERR_UNSUPPORTED, path, 0,
+        return status_at(HORA_ERR_UNSUPPORTED, STATUS_FILE_AT(path, 0),
                                "gzip-compressed, but this build has no zlib (meson -Dzlib=disabled or "
                                "zlib not found): gunzip the file or rebuild with zlib");
     }
@@ -87,12 +88,11 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
     return HORA_OK;
 }
 
-hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got, const char **why)
+hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 {
     size_t n = fread(buf, 1, bytes < GZ_MAX_READ_BYTES ? bytes : GZ_MAX_READ_BYTES, f->file);
     if (n == 0 && ferror(f->file)) {
-        *why = strerror(errno);
-        return HORA_ERR_SYSTEM;
+        return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
     }
     *got = n;
     return HORA_OK;

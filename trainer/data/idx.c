@@ -5,14 +5,12 @@
 #define _GNU_SOURCE
 #include "idx.h"
 
-#include "error.h"
+#include "base/status.h"
 #include "gz.h"
 
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define idx_fail tr_data_fail_at
 
 /* Read exactly bytes (of the decompressed stream); a short read is a
  * truncated file (or a damaged gzip stream: zlib says which). */
@@ -22,12 +20,11 @@ static hora_status_t idx_read(tr_gz_t *f, const char *path, uint64_t offset, voi
     size_t done = 0;
     while (done < bytes) {
         size_t n;
-        const char *why;
-        hora_status_t status = tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n, &why);
+        hora_status_t status = tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n);
         if (status != HORA_OK)
-            return idx_fail(status, path, offset + done, "read failed: %s", why);
+            return status_at(status, STATUS_FILE_AT(path, offset + done), "read failed: %s", status_message());
         if (n == 0)
-            return idx_fail(HORA_ERR_CORRUPT, path, offset + done,
+            return status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, offset + done),
                             "file ends early: %zu more bytes expected", bytes - done);
         done += n;
     }
@@ -53,7 +50,7 @@ static hora_status_t idx_open(const char *path, uint32_t want_magic, uint32_t *d
         goto err_close;
     uint32_t magic = get_be32(header);
     if (magic != want_magic) {
-        status = idx_fail(HORA_ERR_CORRUPT, path, 0, "IDX magic 0x%08x, expected 0x%08x (%s)",
+        status = status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 0), "IDX magic 0x%08x, expected 0x%08x (%s)",
                           magic, want_magic,
                           want_magic == TR_IDX_MAGIC_IMAGES_U8 ? "u8 images" : "u8 labels");
         goto err_close;
@@ -61,7 +58,7 @@ static hora_status_t idx_open(const char *path, uint32_t want_magic, uint32_t *d
     for (unsigned d = 0; d < dim_count; d++) {
         dims[d] = get_be32(header + 4 * (1 + d));
         if (dims[d] == 0 || dims[d] > TR_IDX_MAX_COUNT) {
-            status = idx_fail(HORA_ERR_CORRUPT, path, 4 + 4 * (uint64_t)d,
+            status = status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 4 + 4 * (uint64_t)d),
                               "dimension %u is %" PRIu32 ", expected 1..%u", d, dims[d],
                               TR_IDX_MAX_COUNT);
             goto err_close;
@@ -80,12 +77,11 @@ static hora_status_t idx_expect_end(tr_gz_t *f, const char *path, uint64_t offse
 {
     uint8_t extra;
     size_t n;
-    const char *why;
-    hora_status_t status = tr_gz_read(f, &extra, 1, &n, &why);
+    hora_status_t status = tr_gz_read(f, &extra, 1, &n);
     if (status != HORA_OK)
-        return idx_fail(status, path, offset, "read failed: %s", why);
+        return status_at(status, STATUS_FILE_AT(path, offset), "read failed: %s", status_message());
     if (n > 0)
-        return idx_fail(HORA_ERR_CORRUPT, path, offset,
+        return status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, offset),
                         "trailing bytes after the data the header describes");
     return HORA_OK;
 }
@@ -102,20 +98,20 @@ hora_status_t tr_idx_load(const char *images_path, const char *labels_path, tr_i
     if (status != HORA_OK)
         goto err_images;
     if (idims[0] != ldims[0]) {
-        status = idx_fail(HORA_ERR_CORRUPT, images_path, 4,
+        status = status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(images_path, 4),
                           "%" PRIu32 " images but %s has %" PRIu32 " labels", idims[0],
                           labels_path, ldims[0]);
         goto err_labels;
     }
     uint64_t pixels = (uint64_t)idims[1] * idims[2];
     if (pixels > TR_IDX_MAX_IMAGE_PIXELS) {
-        status = idx_fail(HORA_ERR_CORRUPT, images_path, 8,
+        status = status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(images_path, 8),
                           "implausible image size %" PRIu32 "x%" PRIu32, idims[1], idims[2]);
         goto err_labels;
     }
     uint64_t image_bytes = pixels * idims[0];
     if (image_bytes > SIZE_MAX / 2) {
-        status = idx_fail(HORA_ERR_CORRUPT, images_path, 4, "%" PRIu64 " bytes of images",
+        status = status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(images_path, 4), "%" PRIu64 " bytes of images",
                           image_bytes);
         goto err_labels;
     }
@@ -124,7 +120,7 @@ hora_status_t tr_idx_load(const char *images_path, const char *labels_path, tr_i
     idx->images = malloc((size_t)image_bytes);
     idx->labels = malloc(ldims[0]);
     if (!idx->images || !idx->labels) {
-        status = idx_fail(HORA_ERR_NO_MEMORY, images_path, 0, "out of memory for %" PRIu64
+        status = status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(images_path, 0), "out of memory for %" PRIu64
                           " bytes", image_bytes);
         goto err_buffers;
     }

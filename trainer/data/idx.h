@@ -14,7 +14,7 @@
  * file and trailing bytes are both errors). Errors are HORA_ERR_CORRUPT (the
  * file is wrong), HORA_ERR_SYSTEM (cannot open/read), HORA_ERR_UNSUPPORTED
  * (gzip without zlib) or HORA_ERR_NO_MEMORY, with a message "FILE: offset N:
- * what" in tr_data_last_error() (error.h).
+ * what" in status_message() (base/status.h).
  */
 #ifndef TR_DATA_IDX_H
 #define TR_DATA_IDX_H

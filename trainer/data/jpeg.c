@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "augment.h"
-#include "error.h"
+#include "base/status.h"
 
 #ifdef HORA_HAVE_TURBOJPEG
 #include <turbojpeg.h>
@@ -28,11 +28,11 @@ hora_status_t tr_jpeg_init(uint64_t max_pixels, int strict, tr_jpeg_t **jpeg_out
 {
     tr_jpeg_t *jpeg = calloc(1, sizeof(*jpeg));
     if (!jpeg)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     jpeg->handle = tjInitDecompress();
     if (!jpeg->handle) {
         free(jpeg);
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "JPEG: tjInitDecompress: %s",
+        return status_set(HORA_ERR_NO_MEMORY, "JPEG: tjInitDecompress: %s",
                             tjGetErrorStr2(NULL));
     }
     jpeg->max_pixels = max_pixels ? max_pixels : TR_JPEG_MAX_PIXELS;
@@ -55,14 +55,14 @@ static hora_status_t jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t by
 {
     int subsamp;
     if (bytes < 4 || bytes > (size_t)(unsigned long)-1)
-        return tr_data_fail(HORA_ERR_CORRUPT, "JPEG: %zu bytes", bytes);
+        return status_set(HORA_ERR_CORRUPT, "JPEG: %zu bytes", bytes);
     if (tjDecompressHeader3(jpeg->handle, data, (unsigned long)bytes, width, height, &subsamp,
                             colorspace) != 0)
-        return tr_data_fail(HORA_ERR_CORRUPT, "JPEG header: %s",
+        return status_set(HORA_ERR_CORRUPT, "JPEG header: %s",
                             tjGetErrorStr2(jpeg->handle));
     if (*width <= 0 || *height <= 0 ||
         (uint64_t)*width * (uint64_t)*height > jpeg->max_pixels)
-        return tr_data_fail(HORA_ERR_CORRUPT, "JPEG %dx%d is over the %llu-pixel limit",
+        return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d is over the %llu-pixel limit",
                             *width, *height, (unsigned long long)jpeg->max_pixels);
     return HORA_OK;
 }
@@ -110,7 +110,7 @@ static hora_status_t jpeg_grow(tr_jpeg_t *jpeg, size_t bytes)
         return HORA_OK;
     uint8_t *grown = realloc(jpeg->buffer, bytes);
     if (!grown)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "JPEG: out of memory for %zu bytes", bytes);
+        return status_set(HORA_ERR_NO_MEMORY, "JPEG: out of memory for %zu bytes", bytes);
     jpeg->buffer = grown;
     jpeg->buffer_bytes = bytes;
     return HORA_OK;
@@ -135,10 +135,10 @@ hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
                       cmyk ? TJPF_CMYK : TJPF_RGB, flags) != 0) {
         int fatal = tjGetErrorCode(jpeg->handle) == TJERR_FATAL;
         if (fatal || jpeg->strict)
-            return tr_data_fail(HORA_ERR_CORRUPT, "JPEG %dx%d: %s%s", width, height,
+            return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d: %s%s", width, height,
                                 tjGetErrorStr2(jpeg->handle), fatal ? "" : " (strict)");
         if (!jpeg_has_end_marker(data, bytes))
-            return tr_data_fail(HORA_ERR_CORRUPT, "JPEG %dx%d: %s, and no end-of-image "
+            return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d: %s, and no end-of-image "
                                 "marker: data cut short", width, height,
                                 tjGetErrorStr2(jpeg->handle));
     }
@@ -162,19 +162,19 @@ hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int c
 {
     if (width <= 0 || height <= 0 || (channels != 1 && channels != 3) || quality < 1 ||
         quality > 100)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%dx%d quality %d", width,
+        return status_set(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%dx%d quality %d", width,
                             height, channels, quality);
     int subsamp = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
     unsigned long capacity = tjBufSize(width, height, subsamp);
     if (capacity == (unsigned long)-1)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%d too large", width, height);
+        return status_set(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%d too large", width, height);
     uint8_t *buf = malloc(capacity);
     tjhandle handle = tjInitCompress();
     if (!buf || !handle) {
         free(buf);
         if (handle)
             tjDestroy(handle);
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "JPEG encode: out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "JPEG encode: out of memory");
     }
     /* Our buffer, big enough by tjBufSize: TurboJPEG must not swap it for
      * one of its own (which would need tjFree). */
@@ -182,7 +182,7 @@ hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int c
     hora_status_t status = HORA_OK;
     if (tjCompress2(handle, pixels, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB, &buf,
                     &size, subsamp, quality, TJFLAG_NOREALLOC) != 0) {
-        status = tr_data_fail(HORA_ERR_SYSTEM, "JPEG encode: %s", tjGetErrorStr2(handle));
+        status = status_set(HORA_ERR_SYSTEM, "JPEG encode: %s", tjGetErrorStr2(handle));
         free(buf);
     } else {
         *out = buf;
@@ -219,7 +219,7 @@ hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_
     if (!work || !pixels) {
         free(work);
         free(pixels);
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "JPEG resize: out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "JPEG resize: out of memory");
     }
     tr_rect_t whole = {0.0f, 0.0f, (float)image.width, (float)image.height};
     status = tr_aug_resample(image.pixels, image.width, image.height, 3, &whole, work, tw, th);
@@ -230,7 +230,7 @@ hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_
         }
         status = tr_jpeg_encode(pixels, tw, th, 3, quality, out, out_bytes);
     } else {
-        status = tr_data_fail(status, "JPEG resize: out of memory");
+        status = status_set(status, "JPEG resize: out of memory");
     }
     free(work);
     free(pixels);
@@ -249,7 +249,7 @@ hora_status_t tr_jpeg_init(uint64_t max_pixels, int strict, tr_jpeg_t **jpeg_out
 {
     (void)max_pixels, (void)strict;
     *jpeg_out = NULL;
-    return tr_data_fail(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
+    return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
 void tr_jpeg_free(tr_jpeg_t *jpeg) { (void)jpeg; }
@@ -258,14 +258,14 @@ hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
                              int *height, int *channels)
 {
     (void)jpeg, (void)data, (void)bytes, (void)width, (void)height, (void)channels;
-    return tr_data_fail(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
+    return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
 hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
                              float min_scale, tr_jpeg_image_t *image)
 {
     (void)jpeg, (void)data, (void)bytes, (void)min_scale, (void)image;
-    return tr_data_fail(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
+    return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
 hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels,
@@ -273,7 +273,7 @@ hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int c
 {
     (void)pixels, (void)width, (void)height, (void)channels, (void)quality, (void)out,
         (void)out_bytes;
-    return tr_data_fail(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
+    return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
 hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
@@ -282,7 +282,7 @@ hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_
 {
     (void)jpeg, (void)data, (void)bytes, (void)shorter, (void)quality, (void)out,
         (void)out_bytes, (void)out_width, (void)out_height;
-    return tr_data_fail(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
+    return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
 #endif

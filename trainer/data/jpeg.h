@@ -19,7 +19,7 @@
  *
  * A decoder is one thread's (TurboJPEG handles are not shared). Errors are
  * HORA_ERR_CORRUPT (bad data), HORA_ERR_NO_MEMORY, HORA_ERR_UNSUPPORTED
- * (built without libturbojpeg), with "JPEG ..." in tr_data_last_error().
+ * (built without libturbojpeg), with "JPEG ..." in status_message().
  */
 #ifndef TR_DATA_JPEG_H
 #define TR_DATA_JPEG_H

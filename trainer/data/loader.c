@@ -43,7 +43,7 @@
 #include <string.h>
 
 #include "dataset.h"
-#include "error.h"
+#include "base/status.h"
 #include "pipeline.h"
 #include "rng.h"
 
@@ -110,7 +110,6 @@ struct tr_loader {
     int worker_count;          /* threads started */
 };
 
-const char *tr_loader_last_error(void) { return tr_data_last_error(); }
 
 uint64_t tr_loader_bad_count(const tr_loader_t *loader)
 {
@@ -153,15 +152,15 @@ static uint64_t loader_order_position(const tr_loader_t *l, uint64_t position)
 
 /* ---- making samples (worker threads, no lock held) ---- */
 
-/* Report a bad sample on stderr the first time it is met. */
+/* Note a skipped bad sample on stderr the first time it is met (a warning:
+ * training goes on; under strict it is an error, which the caller prints). */
 static void loader_report_bad(tr_loader_t *l, uint64_t index)
 {
     unsigned char bit = (unsigned char)(1u << (index % 8));
     if (atomic_fetch_or(&l->reported[index / 8], bit) & bit)
         return;
-    fprintf(stderr, "hora loader: bad sample %" PRIu64 " %s: %s\n", index,
-            l->config.strict ? "(strict: stopping)" : "skipped, the next good one used instead",
-            tr_data_last_error());
+    fprintf(stderr, "hora loader: bad sample %" PRIu64 " skipped, the next good one used instead: %s\n", index,
+            status_message());
 }
 
 /* Make this rank's sample `position` of the epoch into dst; *label. */
@@ -186,13 +185,14 @@ static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t po
         if (status != HORA_ERR_CORRUPT && status != HORA_ERR_SYSTEM)
             return status; /* out of memory and the like: not the data's fault */
         atomic_fetch_add(&l->bad_count, 1);
-        loader_report_bad(l, index);
         if (l->config.strict)
-            return HORA_ERR_CORRUPT;
+            return status_set(HORA_ERR_CORRUPT, "bad sample %" PRIu64 " (strict: stopping): %s", index,
+                              status_message());
+        loader_report_bad(l, index);
     }
-    return tr_data_fail(HORA_ERR_CORRUPT, "%s: %" PRIu64 " bad samples in a row from epoch "
+    return status_set(HORA_ERR_CORRUPT, "%s: %" PRIu64 " bad samples in a row from epoch "
                         "position %" PRIu64 "; last: %s", l->config.path, tries, q,
-                        tr_data_last_error());
+                        status_message());
 }
 
 /* Samples [begin, end) of slot's batch; past its count: zeros, label -1. */
@@ -272,7 +272,7 @@ static void *loader_worker_main(void *arg)
         l->in_flight--;
         if (status != HORA_OK && slot->status == HORA_OK) {
             slot->status = status;
-            snprintf(slot->error, sizeof(slot->error), "%s", tr_data_last_error());
+            snprintf(slot->error, sizeof(slot->error), "%s", status_message());
         }
         slot->pending -= end - begin;
         if (slot->pending == 0) {
@@ -291,20 +291,20 @@ static void *loader_worker_main(void *arg)
 static hora_status_t loader_check_config(const tr_loader_config_t *c)
 {
     if (!c->path)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: path is NULL");
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: path is NULL");
     if (c->split != TR_SPLIT_TRAIN && c->split != TR_SPLIT_VAL)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: split %d", (int)c->split);
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: split %d", (int)c->split);
     if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: rank %d of world %d",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: rank %d of world %d",
                             c->rank, c->world);
     if (c->batch < 1)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: batch %d: must be >= 1",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: batch %d: must be >= 1",
                             c->batch);
     if (c->threads < 0 || c->threads > LOADER_MAX_THREADS)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: threads %d: 0..%d",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: threads %d: 0..%d",
                             c->threads, LOADER_MAX_THREADS);
     if (c->prefetch < 0 || c->prefetch > LOADER_MAX_PREFETCH)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: prefetch %d: 0..%d",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: prefetch %d: 0..%d",
                             c->prefetch, LOADER_MAX_PREFETCH);
     return HORA_OK;
 }
@@ -334,7 +334,7 @@ static hora_status_t loader_plan_epoch(tr_loader_t *l)
         l->steps = c->drop_last ? shortest / batch : (longest + batch - 1) / batch;
     }
     if (l->steps == 0)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "%s: %" PRIu64 " samples in the %s split "
+        return status_set(HORA_ERR_INVALID_ARG, "%s: %" PRIu64 " samples in the %s split "
                             "give no %sbatch of %d on each of %d ranks", c->path, n,
                             c->split == TR_SPLIT_TRAIN ? "train" : "val",
                             c->drop_last ? "full " : "", c->batch, c->world);
@@ -353,15 +353,15 @@ static hora_status_t loader_alloc(tr_loader_t *l)
     if (c->split == TR_SPLIT_TRAIN) {
         l->perm = malloc(l->dataset.count * sizeof(*l->perm));
         if (!l->perm)
-            return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory for the permutation");
+            return status_set(HORA_ERR_NO_MEMORY, "out of memory for the permutation");
     }
     l->reported = calloc(l->dataset.count / 8 + 1, sizeof(*l->reported));
     l->slots = calloc((size_t)l->slot_count, sizeof(*l->slots));
     l->workers = calloc((size_t)threads, sizeof(*l->workers));
     if (!l->reported || !l->slots || !l->workers)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     if (!c->alloc != !c->dealloc)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: alloc and dealloc go together");
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: alloc and dealloc go together");
     for (int i = 0; i < l->slot_count; i++) {
         tr_batch_t *b = &l->slots[i].batch;
         size_t data_bytes = (size_t)c->batch * l->sample_bytes;
@@ -369,16 +369,16 @@ static hora_status_t loader_alloc(tr_loader_t *l)
         if (c->alloc) {
             b->data = c->alloc(c->alloc_ctx, data_bytes);
             if (!b->data)
-                return tr_data_fail(HORA_ERR_NO_MEMORY, "the batch allocator gave no memory for %d batches "
+                return status_set(HORA_ERR_NO_MEMORY, "the batch allocator gave no memory for %d batches "
                                     "of %zu bytes", l->slot_count, data_bytes);
         } else if (posix_memalign(&b->data, 64, data_bytes) != 0) {
             b->data = NULL;
-            return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory for %d batches of %zu bytes",
+            return status_set(HORA_ERR_NO_MEMORY, "out of memory for %d batches of %zu bytes",
                                 l->slot_count, data_bytes);
         }
         b->labels = malloc((size_t)c->batch * sizeof(*b->labels));
         if (!b->labels)
-            return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+            return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     }
     int need_jpeg = l->dataset.kind == TR_PAYLOAD_KIND_JPEG;
     for (int i = 0; i < threads; i++) {
@@ -417,18 +417,18 @@ static void loader_destroy(tr_loader_t *l)
 hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loader_out)
 {
     if (!config || !loader_out)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "tr_loader_open: NULL argument");
+        return status_set(HORA_ERR_INVALID_ARG, "tr_loader_open: NULL argument");
     hora_status_t status = loader_check_config(config);
     if (status != HORA_OK)
         return status;
     tr_loader_t *l = calloc(1, sizeof(*l));
     if (!l)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     l->config = *config;
     l->path_copy = strdup(config->path);
     if (!l->path_copy) {
         free(l);
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     }
     l->config.path = l->path_copy;
     atomic_init(&l->bad_count, 0);
@@ -446,7 +446,7 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
     if (status != HORA_OK)
         goto err_free;
     if (pthread_mutex_init(&l->lock, NULL) != 0) {
-        status = tr_data_fail(HORA_ERR_SYSTEM, "pthread_mutex_init failed");
+        status = status_set(HORA_ERR_SYSTEM, "pthread_mutex_init failed");
         goto err_free;
     }
     pthread_cond_init(&l->work_cond, NULL);
@@ -455,7 +455,7 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
     int threads = l->config.threads > 0 ? l->config.threads : 1;
     for (int i = 0; i < threads; i++) {
         if (pthread_create(&l->workers[i].thread, NULL, loader_worker_main, &l->workers[i]) != 0) {
-            status = tr_data_fail(HORA_ERR_SYSTEM, "cannot start loader thread %d of %d", i,
+            status = status_set(HORA_ERR_SYSTEM, "cannot start loader thread %d of %d", i,
                                   threads);
             goto err_threads;
         }
@@ -520,12 +520,12 @@ hora_status_t tr_loader_start_epoch_at(tr_loader_t *l, uint64_t epoch, uint64_t 
     if (l->config.split == TR_SPLIT_TRAIN)
         loader_train_plan(l, sample_offset, &per_rank, &steps);
     else if (sample_offset)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: a sample offset needs the train split");
+        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: a sample offset needs the train split");
     if (sample_offset > l->dataset.count)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: sample offset %" PRIu64 " of %" PRIu64
+        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: sample offset %" PRIu64 " of %" PRIu64
                             " samples", sample_offset, l->dataset.count);
     if (first_step > steps)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "start_epoch: step %" PRIu64 " of an epoch "
+        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: step %" PRIu64 " of an epoch "
                             "of %" PRIu64, first_step, steps);
     pthread_mutex_lock(&l->lock);
     l->active = 0;
@@ -561,7 +561,7 @@ hora_status_t tr_loader_next(tr_loader_t *l, tr_batch_t **batch_out)
     loader_slot_t *found = NULL;
     pthread_mutex_lock(&l->lock);
     if (!l->started) {
-        status = tr_data_fail(HORA_ERR_INVALID_ARG, "tr_loader_next before tr_loader_start_epoch");
+        status = status_set(HORA_ERR_INVALID_ARG, "tr_loader_next before tr_loader_start_epoch");
         goto out;
     }
     if (l->deliver_step >= l->steps)
@@ -577,7 +577,7 @@ hora_status_t tr_loader_next(tr_loader_t *l, tr_batch_t **batch_out)
         /* Nothing claimed for deliver_step yet and no slot to claim it into:
          * the caller holds every buffer and waiting would never end. */
         if (l->claim_step == l->deliver_step && l->claim_slot < 0 && loader_free_slot(l) < 0) {
-            status = tr_data_fail(HORA_ERR_INVALID_ARG, "tr_loader_next: all %d batch buffers "
+            status = status_set(HORA_ERR_INVALID_ARG, "tr_loader_next: all %d batch buffers "
                                   "are held; release batches first (or raise prefetch)",
                                   l->slot_count);
             goto out;
@@ -588,7 +588,7 @@ hora_status_t tr_loader_next(tr_loader_t *l, tr_batch_t **batch_out)
         /* Stays READY with its error: every later call says the same until
          * the next start_epoch. */
         status = found->status;
-        tr_data_set_error(found->error);
+        status_set(status, "%s", found->error);
         found = NULL;
         goto out;
     }

@@ -23,7 +23,8 @@
  * Bad data (CRC mismatch, truncated shard, undecodable JPEG) is counted,
  * reported once with file and offset, and replaced by the next good sample;
  * with strict set it is an error instead (HORA_ERR_CORRUPT from
- * tr_loader_next). A shard that fails its checks at open is left out whole
+ * tr_loader_next, "bad sample N (strict: stopping): FILE: offset N: what"
+ * in status_message(), not printed here). A shard that fails its checks at open is left out whole
  * (counted once); a missing shard file is an error at open.
  *
  * Threads: one caller thread uses a loader (open, start_epoch, next,
@@ -126,8 +127,5 @@ void tr_loader_release(tr_loader_t *loader, tr_batch_t *batch);
 
 /* Bad samples met so far (each time met, plus shards left out at open). */
 uint64_t tr_loader_bad_count(const tr_loader_t *loader);
-/* Message of the last error on the calling thread ("FILE: offset N: what"
- * for bad data). */
-const char *tr_loader_last_error(void);
 
 #endif

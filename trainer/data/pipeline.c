@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "augment.h"
-#include "error.h"
+#include "base/status.h"
 
 /* Output sizes beyond this are a configuration mistake, not a dataset. */
 #define PIPELINE_MAX_SIDE 8192
@@ -22,37 +22,37 @@ hora_status_t tr_pipeline_init(tr_pipeline_t *p, const tr_loader_config_t *confi
     int jpeg = dataset->kind == TR_PAYLOAD_KIND_JPEG;
     if (config->height < 0 || config->width < 0 || config->height > PIPELINE_MAX_SIDE ||
         config->width > PIPELINE_MAX_SIDE || (config->height == 0) != (config->width == 0))
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: height %d, width %d: both 0 "
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: height %d, width %d: both 0 "
                             "(stored / 224) or both in 1..%d", config->height, config->width,
                             PIPELINE_MAX_SIDE);
     if (config->layout != TR_LAYOUT_NCHW && config->layout != TR_LAYOUT_NHWC)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: layout %d: NCHW or NHWC",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: layout %d: NCHW or NHWC",
                             (int)config->layout);
     if (config->dtype != TR_DTYPE_F32 && config->dtype != TR_DTYPE_F16 && config->dtype != TR_DTYPE_U8)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: dtype %d: f32, f16 or u8",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: dtype %d: f32, f16 or u8",
                             (int)config->dtype);
     if (config->dtype == TR_DTYPE_U8 && config->layout != TR_LAYOUT_NHWC)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: u8 pixels are NHWC only");
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: u8 pixels are NHWC only");
     if (config->pad_crop < 0 || config->pad_crop > PIPELINE_MAX_SIDE)
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: pad_crop %d", config->pad_crop);
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: pad_crop %d", config->pad_crop);
     if (!(config->jitter >= 0.0f && config->jitter <= 1.0f))
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: jitter %g: 0..1",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: jitter %g: 0..1",
                             (double)config->jitter);
     if (!(config->hue >= 0.0f && config->hue <= 0.5f))
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: hue %g: 0..0.5 turns",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: hue %g: 0..0.5 turns",
                             (double)config->hue);
     if (!(config->lighting >= 0.0f && config->lighting <= 10.0f))
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: lighting %g: 0..10",
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: lighting %g: 0..10",
                             (double)config->lighting);
     if (!(config->val_resize_ratio >= 0.0f && config->val_resize_ratio <= 1.0f))
-        return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: val_resize_ratio %g: "
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: val_resize_ratio %g: "
                             "0 (= 0.875) or in (0, 1]", (double)config->val_resize_ratio);
     if (jpeg && !tr_jpeg_available())
-        return tr_data_fail(HORA_ERR_UNSUPPORTED, "%s: JPEG records, but this build has no "
+        return status_set(HORA_ERR_UNSUPPORTED, "%s: JPEG records, but this build has no "
                             "libturbojpeg", config->path);
     p->channels = jpeg ? 3 : (int)dataset->channels;
     if (p->channels != 1 && p->channels != 3)
-        return tr_data_fail(HORA_ERR_UNSUPPORTED, "%s: raw records with %d channels (1 or 3)",
+        return status_set(HORA_ERR_UNSUPPORTED, "%s: raw records with %d channels (1 or 3)",
                             config->path, p->channels);
     if (config->height > 0) {
         p->height = config->height;
@@ -65,7 +65,7 @@ hora_status_t tr_pipeline_init(tr_pipeline_t *p, const tr_loader_config_t *confi
     }
     for (int c = 0; c < p->channels; c++) {
         if (!(config->std[c] >= 0.0f) || !isfinite(config->mean[c]) || !isfinite(config->std[c]))
-            return tr_data_fail(HORA_ERR_INVALID_ARG, "loader config: mean[%d] %g std[%d] %g",
+            return status_set(HORA_ERR_INVALID_ARG, "loader config: mean[%d] %g std[%d] %g",
                                 c, (double)config->mean[c], c, (double)config->std[c]);
         p->mean[c] = config->mean[c];
         p->std[c] = config->std[c];
@@ -99,7 +99,7 @@ hora_status_t tr_pipeline_scratch_init(const tr_pipeline_t *p, int need_jpeg,
     scratch->work = malloc((size_t)p->channels * (size_t)p->height * (size_t)p->width *
                            sizeof(float));
     if (!scratch->work)
-        return tr_data_fail(HORA_ERR_NO_MEMORY, "out of memory");
+        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     if (need_jpeg && tr_jpeg_available()) {
         hora_status_t status = tr_jpeg_init(p->max_pixels, p->strict, &scratch->jpeg);
         if (status != HORA_OK) {
@@ -122,9 +122,7 @@ void tr_pipeline_scratch_free(tr_pipeline_scratch_t *scratch)
  * failing step left. */
 static hora_status_t sample_fail(hora_status_t status, const tr_sample_t *s)
 {
-    char what[768];
-    snprintf(what, sizeof(what), "%s", tr_data_last_error());
-    return tr_data_fail_at(status, s->path, s->offset, "%s", what);
+    return status_at(status, STATUS_FILE_AT(s->path, s->offset), "%s", status_message());
 }
 
 /* Decode a JPEG sample at the scale its crop needs and resample the crop
@@ -133,9 +131,9 @@ static hora_status_t sample_jpeg(const tr_pipeline_t *p, tr_pipeline_scratch_t *
                                  tr_rng_t *crop_rng, const tr_sample_t *s)
 {
     if (!scratch->jpeg)
-        return tr_data_fail(HORA_ERR_CORRUPT, "a JPEG record in a split of raw records");
+        return status_set(HORA_ERR_CORRUPT, "a JPEG record in a split of raw records");
     if (p->channels != 3)
-        return tr_data_fail(HORA_ERR_CORRUPT, "a JPEG record in a %d-channel split",
+        return status_set(HORA_ERR_CORRUPT, "a JPEG record in a %d-channel split",
                             p->channels);
     int full_w, full_h;
     hora_status_t status = tr_jpeg_header(scratch->jpeg, s->data, (size_t)s->bytes, &full_w,
@@ -157,7 +155,7 @@ static hora_status_t sample_jpeg(const tr_pipeline_t *p, tr_pipeline_scratch_t *
     tr_rect_t scaled = {rect.x * sx, rect.y * sy, rect.w * sx, rect.h * sy};
     status = tr_aug_resample(image.pixels, image.width, image.height, 3, &scaled,
                              scratch->work, p->width, p->height);
-    return status == HORA_OK ? HORA_OK : tr_data_fail(status, "out of memory");
+    return status == HORA_OK ? HORA_OK : status_set(status, "out of memory");
 }
 
 static hora_status_t sample_raw(const tr_pipeline_t *p, tr_pipeline_scratch_t *scratch,
@@ -165,17 +163,17 @@ static hora_status_t sample_raw(const tr_pipeline_t *p, tr_pipeline_scratch_t *s
 {
     if ((int)s->channels != p->channels || s->width == 0 || s->height == 0 ||
         (uint64_t)s->width * s->height * s->channels != s->bytes)
-        return tr_data_fail(HORA_ERR_CORRUPT, "raw record %ux%ux%u (%" PRIu64 " bytes) in a "
+        return status_set(HORA_ERR_CORRUPT, "raw record %ux%ux%u (%" PRIu64 " bytes) in a "
                             "%d-channel split", s->height, s->width, s->channels, s->bytes,
                             p->channels);
     if (s->width > INT32_MAX / 4 || s->height > INT32_MAX / 4)
-        return tr_data_fail(HORA_ERR_CORRUPT, "raw record %ux%u too large", s->height, s->width);
+        return status_set(HORA_ERR_CORRUPT, "raw record %ux%u too large", s->height, s->width);
     tr_rect_t rect = {0.0f, 0.0f, (float)s->width, (float)s->height};
     if (p->train && p->random_resized_crop)
         tr_aug_random_resized_crop(crop_rng, (int)s->width, (int)s->height, &rect);
     hora_status_t status = tr_aug_resample(s->data, (int)s->width, (int)s->height, p->channels,
                                            &rect, scratch->work, p->width, p->height);
-    return status == HORA_OK ? HORA_OK : tr_data_fail(status, "out of memory");
+    return status == HORA_OK ? HORA_OK : status_set(status, "out of memory");
 }
 
 hora_status_t tr_pipeline_sample(const tr_pipeline_t *p, tr_pipeline_scratch_t *scratch,
@@ -183,7 +181,7 @@ hora_status_t tr_pipeline_sample(const tr_pipeline_t *p, tr_pipeline_scratch_t *
                                  void *dst)
 {
     if (s->label < 0 || s->label >= p->classes)
-        return tr_data_fail_at(HORA_ERR_CORRUPT, s->path, s->offset,
+        return status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(s->path, s->offset),
                                "label %" PRId32 " outside 0..%d", s->label, p->classes - 1);
     tr_rng_t crop_rng = tr_rng_for(p->seed, epoch, index, TR_RNG_PURPOSE_CROP);
     hora_status_t status;
@@ -192,7 +190,7 @@ hora_status_t tr_pipeline_sample(const tr_pipeline_t *p, tr_pipeline_scratch_t *
     else if (s->kind == TR_PAYLOAD_KIND_RAW_U8)
         status = sample_raw(p, scratch, &crop_rng, s);
     else
-        status = tr_data_fail(HORA_ERR_CORRUPT, "payload kind %d", (int)s->kind);
+        status = status_set(HORA_ERR_CORRUPT, "payload kind %d", (int)s->kind);
     if (status != HORA_OK)
         return status == HORA_ERR_NO_MEMORY ? status : sample_fail(status, s);
 

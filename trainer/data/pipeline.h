@@ -59,7 +59,7 @@ size_t tr_pipeline_sample_bytes(const tr_pipeline_t *pipeline);
 
 /* Make sample (dataset index `index`, for the streams) of epoch into dst.
  * HORA_ERR_CORRUPT for bad data (undecodable, wrong shape or kind, label out
- * of range) with "FILE: offset N: what" in tr_data_last_error();
+ * of range) with "FILE: offset N: what" in status_message();
  * HORA_ERR_NO_MEMORY. */
 hora_status_t tr_pipeline_sample(const tr_pipeline_t *pipeline, tr_pipeline_scratch_t *scratch,
                                  uint64_t epoch, uint64_t index, const tr_sample_t *sample,

@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "record.h"
 
-#include "error.h"
+#include "base/status.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,10 +41,6 @@ struct tr_record_reader {
     uint64_t *offsets; /* (count + 1): the last entry is index_offset */
 };
 
-/* Failures set error.c's thread-local message, "FILE: offset N: what", the
- * one the rest of the data pipeline sets; tr_record_last_error() reads it. */
-const char *tr_record_last_error(void) { return tr_data_last_error(); }
-
 static void shard_header_encode(uint8_t h[TR_RECORD_SHARD_HEADER_BYTES], uint64_t count,
                                 uint64_t index_offset)
 {
@@ -63,7 +59,7 @@ static void shard_header_encode(uint8_t h[TR_RECORD_SHARD_HEADER_BYTES], uint64_
 static hora_status_t writer_put(tr_record_writer_t *w, const void *data, size_t bytes)
 {
     if (bytes > 0 && fwrite(data, 1, bytes, w->file) != bytes)
-        return tr_data_fail_at(HORA_ERR_SYSTEM, w->path, w->offset, "write failed: %s",
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(w->path, w->offset), "write failed: %s",
                                strerror(errno));
     w->offset += bytes;
     return HORA_OK;
@@ -72,18 +68,18 @@ static hora_status_t writer_put(tr_record_writer_t *w, const void *data, size_t 
 hora_status_t tr_record_writer_open(const char *path, tr_record_writer_t **writer_out)
 {
     if (!path || !writer_out)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, path, 0, "NULL argument");
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(path, 0), "NULL argument");
     tr_record_writer_t *w = calloc(1, sizeof(*w));
     if (!w)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     w->path = strdup(path);
     if (!w->path) {
         free(w);
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     }
     w->file = fopen(path, "wb");
     if (!w->file) {
-        hora_status_t status = tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot create: %s",
+        hora_status_t status = status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot create: %s",
                                                strerror(errno));
         free(w->path);
         free(w);
@@ -109,28 +105,28 @@ uint64_t tr_record_writer_count(const tr_record_writer_t *writer) { return write
 hora_status_t tr_record_writer_append(tr_record_writer_t *w, const tr_record_t *rec)
 {
     if (!w || !rec || (rec->payload_bytes > 0 && !rec->payload))
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, w ? w->path : NULL, w ? w->offset : 0,
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(w ? w->path : NULL, w ? w->offset : 0),
                                "NULL argument");
     if (rec->payload_bytes > TR_RECORD_MAX_PAYLOAD_BYTES)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, w->path, w->offset,
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(w->path, w->offset),
                                "payload of %" PRIu64 " bytes exceeds the %" PRIu64 "-byte limit",
                                rec->payload_bytes, TR_RECORD_MAX_PAYLOAD_BYTES);
     if (rec->kind != TR_PAYLOAD_KIND_RAW_U8 && rec->kind != TR_PAYLOAD_KIND_JPEG)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, w->path, w->offset, "bad payload kind %d",
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(w->path, w->offset), "bad payload kind %d",
                                (int)rec->kind);
     if (rec->channels > 0xffff)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, w->path, w->offset, "%u channels",
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(w->path, w->offset), "%u channels",
                                rec->channels);
     if (rec->kind == TR_PAYLOAD_KIND_RAW_U8 &&
         (uint64_t)rec->height * rec->width * rec->channels != rec->payload_bytes)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, w->path, w->offset,
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(w->path, w->offset),
                                "raw payload of %" PRIu64 " bytes is not %ux%ux%u",
                                rec->payload_bytes, rec->height, rec->width, rec->channels);
     if (w->count == w->capacity_count) {
         uint64_t capacity = w->capacity_count ? 2 * w->capacity_count : 1024;
         uint64_t *offsets = realloc(w->offsets, capacity * sizeof(*offsets));
         if (!offsets)
-            return tr_data_fail_at(HORA_ERR_NO_MEMORY, w->path, w->offset, "out of memory");
+            return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(w->path, w->offset), "out of memory");
         w->offsets = offsets;
         w->capacity_count = capacity;
     }
@@ -179,11 +175,11 @@ hora_status_t tr_record_writer_close(tr_record_writer_t *w)
         uint8_t h[TR_RECORD_SHARD_HEADER_BYTES];
         shard_header_encode(h, w->count, index_offset);
         if (fseek(w->file, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof(h), w->file) != sizeof(h))
-            status = tr_data_fail_at(HORA_ERR_SYSTEM, w->path, 0, "header rewrite failed: %s",
+            status = status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(w->path, 0), "header rewrite failed: %s",
                                      strerror(errno));
     }
     if (fclose(w->file) != 0 && status == HORA_OK)
-        status = tr_data_fail_at(HORA_ERR_SYSTEM, w->path, w->offset, "close failed: %s",
+        status = status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(w->path, w->offset), "close failed: %s",
                                  strerror(errno));
     free(w->offsets);
     free(w->path);
@@ -203,10 +199,10 @@ static hora_status_t reader_pread(const tr_record_reader_t *r, void *buf, size_t
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)
-            return tr_data_fail_at(HORA_ERR_SYSTEM, r->path, offset + done, "reading %s: %s", what,
+            return status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(r->path, offset + done), "reading %s: %s", what,
                                    strerror(errno));
         if (n == 0)
-            return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + done,
+            return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset + done),
                                    "file ends inside %s (truncated?)", what);
         done += (size_t)n;
     }
@@ -217,26 +213,26 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
 {
     uint8_t h[TR_RECORD_SHARD_HEADER_BYTES];
     if (r->file_bytes < sizeof(h))
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 0,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 0),
                                "%" PRIu64 " bytes is too short for a shard header (truncated?)",
                                r->file_bytes);
     hora_status_t status = reader_pread(r, h, sizeof(h), 0, "the shard header");
     if (status != HORA_OK)
         return status;
     if (memcmp(h, TR_RECORD_MAGIC, 8) != 0)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 0, "bad magic (not a .hrec shard)");
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 0), "bad magic (not a .hrec shard)");
     if (tr_le_get_u32(h + 32) != tr_crc32c(0, h, 32))
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 32, "shard header CRC mismatch");
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 32), "shard header CRC mismatch");
     if (tr_le_get_u32(h + 36) != 0) /* padding is outside the CRC, so pin it */
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 36, "nonzero header padding");
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 36), "nonzero header padding");
     uint32_t version = tr_le_get_u32(h + 8);
     if (version != TR_RECORD_VERSION)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 8, "version %u, this reader knows %u",
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 8), "version %u, this reader knows %u",
                                version, TR_RECORD_VERSION);
     uint64_t count = tr_le_get_u64(h + 16);
     uint64_t index_offset = tr_le_get_u64(h + 24);
     if (index_offset == 0)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 24,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 24),
                                "index offset 0: the writer never finished this shard");
     /* The index is the last thing in the file: index_offset + 8*count + 4 ==
      * file size, checked without overflow before count sizes anything. Each
@@ -246,13 +242,13 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
         count > (index_offset - sizeof(h)) / min_record_bytes ||
         r->file_bytes - index_offset < 4 || count > (r->file_bytes - index_offset - 4) / 8 ||
         index_offset + 8 * count + 4 != r->file_bytes)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, 16,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, 16),
                                "record count %" PRIu64 " / index offset %" PRIu64
                                " do not fit a file of %" PRIu64 " bytes (truncated?)",
                                count, index_offset, r->file_bytes);
     uint64_t *offsets = malloc((count + 1) * sizeof(*offsets));
     if (!offsets)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, r->path, index_offset, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(r->path, index_offset), "out of memory");
     uint8_t buf[8 * 512];
     uint32_t crc = 0;
     for (uint64_t i = 0; i < count;) {
@@ -274,7 +270,7 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
     }
     if (tr_le_get_u32(stored) != crc) {
         free(offsets);
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, index_offset + 8 * count,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, index_offset + 8 * count),
                                "index CRC mismatch");
     }
     /* Records are contiguous: the first starts right after the header, each
@@ -284,7 +280,7 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
         uint64_t expected_min = i == 0 ? sizeof(h) : offsets[i - 1] + min_record_bytes;
         if ((i == 0 && offsets[0] != sizeof(h)) || offsets[i] < expected_min ||
             offsets[i] > index_offset - min_record_bytes) {
-            status = tr_data_fail_at(TR_ERR_CORRUPT, r->path, index_offset + 8 * i,
+            status = status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, index_offset + 8 * i),
                                      "index entry %" PRIu64 " = %" PRIu64
                                      " is out of order or bounds", i, offsets[i]);
             free(offsets);
@@ -300,24 +296,24 @@ static hora_status_t reader_load_index(tr_record_reader_t *r)
 hora_status_t tr_record_reader_open(const char *path, tr_record_reader_t **reader_out)
 {
     if (!path || !reader_out)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, path, 0, "NULL argument");
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(path, 0), "NULL argument");
     tr_record_reader_t *r = calloc(1, sizeof(*r));
     if (!r)
-        return tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     hora_status_t status;
     r->path = strdup(path);
     if (!r->path) {
-        status = tr_data_fail_at(HORA_ERR_NO_MEMORY, path, 0, "out of memory");
+        status = status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
         goto err_free_reader;
     }
     r->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r->fd < 0) {
-        status = tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "cannot open: %s", strerror(errno));
+        status = status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "cannot open: %s", strerror(errno));
         goto err_free_path;
     }
     struct stat st;
     if (fstat(r->fd, &st) != 0) {
-        status = tr_data_fail_at(HORA_ERR_SYSTEM, path, 0, "fstat: %s", strerror(errno));
+        status = status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(path, 0), "fstat: %s", strerror(errno));
         goto err_close;
     }
     r->file_bytes = (uint64_t)st.st_size;
@@ -359,9 +355,9 @@ uint64_t tr_record_reader_offset(const tr_record_reader_t *r, uint64_t index)
 hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_record_t *rec)
 {
     if (!r || !rec)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, r ? r->path : NULL, 0, "NULL argument");
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(r ? r->path : NULL, 0), "NULL argument");
     if (index >= r->count)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, r->path, r->index_offset,
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(r->path, r->index_offset),
                                "record %" PRIu64 " of %" PRIu64, index, r->count);
     uint64_t offset = r->offsets[index];
     /* The index says how many bytes this record spans; the header must agree. */
@@ -371,12 +367,12 @@ hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_re
     if (status != HORA_OK)
         return status;
     if (tr_le_get_u32(h + 24) != tr_crc32c(0, h, 24))
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset, "record %" PRIu64
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset), "record %" PRIu64
                                " header CRC mismatch", index);
     uint64_t payload_bytes = tr_le_get_u64(h + 0);
     if (payload_bytes > TR_RECORD_MAX_PAYLOAD_BYTES ||
         payload_bytes != span - TR_RECORD_HEADER_BYTES - TR_RECORD_TRAILER_BYTES)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset),
                                "record %" PRIu64 " claims %" PRIu64 " payload bytes, the index "
                                "leaves room for %" PRIu64,
                                index, payload_bytes,
@@ -384,10 +380,10 @@ hora_status_t tr_record_read_header(tr_record_reader_t *r, uint64_t index, tr_re
     uint16_t kind = tr_le_get_u16(h + 12);
     uint32_t channels = tr_le_get_u16(h + 14), height = tr_le_get_u32(h + 16), width = tr_le_get_u32(h + 20);
     if (kind != TR_PAYLOAD_KIND_RAW_U8 && kind != TR_PAYLOAD_KIND_JPEG)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + 12,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset + 12),
                                "record %" PRIu64 " has unknown payload kind %u", index, kind);
     if (kind == TR_PAYLOAD_KIND_RAW_U8 && (uint64_t)height * width * channels != payload_bytes)
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + 16,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset + 16),
                                "record %" PRIu64 ": raw %ux%ux%u is not %" PRIu64 " bytes", index,
                                height, width, channels, payload_bytes);
     rec->label = (int32_t)tr_le_get_u32(h + 8);
@@ -409,7 +405,7 @@ hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t 
     if (rec->payload_capacity_bytes < payload_bytes) {
         uint8_t *buf = realloc(rec->payload, (size_t)payload_bytes);
         if (!buf)
-            return tr_data_fail_at(HORA_ERR_NO_MEMORY, r->path, offset, "out of memory");
+            return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(r->path, offset), "out of memory");
         rec->payload = buf;
         rec->payload_capacity_bytes = (size_t)payload_bytes;
     }
@@ -423,7 +419,7 @@ hora_status_t tr_record_read(tr_record_reader_t *r, uint64_t index, tr_record_t 
     if (status != HORA_OK)
         return status;
     if (tr_le_get_u32(stored) != tr_crc32c(0, rec->payload, (size_t)payload_bytes))
-        return tr_data_fail_at(TR_ERR_CORRUPT, r->path, offset + TR_RECORD_HEADER_BYTES,
+        return status_at(TR_ERR_CORRUPT, STATUS_FILE_AT(r->path, offset + TR_RECORD_HEADER_BYTES),
                                "record %" PRIu64 " payload CRC mismatch", index);
     return HORA_OK;
 }
@@ -443,11 +439,11 @@ hora_status_t tr_record_shard_name(const char *prefix, unsigned shard, unsigned 
                                    char *buf, size_t buf_bytes)
 {
     if (!prefix || !buf || shard >= shard_count)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, prefix, 0, "bad shard %u of %u", shard,
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(prefix, 0), "bad shard %u of %u", shard,
                                shard_count);
     int n = snprintf(buf, buf_bytes, "%s-%05u-of-%05u.hrec", prefix, shard, shard_count);
     if (n < 0 || (size_t)n >= buf_bytes)
-        return tr_data_fail_at(HORA_ERR_INVALID_ARG, prefix, 0, "shard name too long");
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE_AT(prefix, 0), "shard name too long");
     return HORA_OK;
 }
 

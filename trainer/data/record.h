@@ -8,7 +8,7 @@
  *
  * Every length read from a file is checked against the file size (and its
  * CRC) before anything is allocated; a bad shard gives a status and a message
- * "FILE: offset N: what" (tr_record_last_error), never a crash.
+ * "FILE: offset N: what" (status_message(), base/status.h), never a crash.
  *
  * Statuses: HORA_OK; HORA_ERR_INVALID_ARG (bad argument);
  * TR_ERR_CORRUPT (bad CRC, bad magic, impossible length, truncated file);
@@ -55,8 +55,6 @@ typedef struct {
 typedef struct tr_record_writer tr_record_writer_t;
 typedef struct tr_record_reader tr_record_reader_t;
 
-/* Message for the last failure on the calling thread ("" if none). */
-const char *tr_record_last_error(void);
 
 /* Create (truncate) path and write a provisional shard header. */
 hora_status_t tr_record_writer_open(const char *path, tr_record_writer_t **writer_out);

@@ -60,8 +60,7 @@ hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec)
         *spec = s;
         return HORA_OK;
     }
-    fprintf(stderr, "hora-train: unknown model '%s' (known: %s)\n", name, tr_model_names());
-    return HORA_ERR_INVALID_ARG;
+    return status_set(HORA_ERR_INVALID_ARG, "unknown model '%s' (known: %s)", name, tr_model_names());
 }
 
 /* ---- declaring ------------------------------------------------------------ */

@@ -156,8 +156,7 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
             continue;
         hora_status_t status;
         if (counts[a] > INT32_MAX) {
-            fprintf(stderr, "hora-train: %zu values in one arena: more than a tensor holds\n", counts[a]);
-            return HORA_ERR_INVALID_ARG;
+            return status_set(HORA_ERR_INVALID_ARG, "%zu values in one arena: more than a tensor holds", counts[a]);
         }
         if (a == TR_ARENA_GRADS && grads_shared) {
             /* hora's pool of the backend's memory: fused all-reduces run in
@@ -165,9 +164,9 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
             const int device = ops->memory == TR_MEMORY_DEVICE;
             status = device ? hora_mem_alloc_device(bytes ? bytes : sizeof(float), &data)
                             : hora_mem_alloc(bytes ? bytes : sizeof(float), &data);
-            if (status != HORA_OK)
-                fprintf(stderr, "hora-train: %s of the %zu-byte gradient arena: %s\n",
-                        device ? "hora_mem_alloc_device" : "hora_mem_alloc", bytes, hora_last_error());
+            if (status != HORA_OK) /* libhora's failure, into this program's store */
+                status_set(status, "%s of the %zu-byte gradient arena: %s",
+                           device ? "hora_mem_alloc_device" : "hora_mem_alloc", bytes, hora_last_error());
             else
                 m->grads_shared = 1;
         } else {
@@ -203,25 +202,18 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
     if (backend && spec) {
         /* The layers refuse a dtype the backend lacks too; saying so here,
          * once, with the backend's reason, is clearer. */
-        char why[160] = "";
-        if (spec->compute_dtype != TR_DTYPE_F32 &&
-            backend->ops->compute_dtype(backend, spec->compute_dtype, why, sizeof(why)) != HORA_OK) {
-            fprintf(stderr, "hora-train: the %s backend cannot compute in %s: %s\n", backend->ops->name,
-                    tr_dtype_name(spec->compute_dtype), why);
-            return HORA_ERR_UNSUPPORTED;
-        }
+        if (spec->compute_dtype != TR_DTYPE_F32 && backend->ops->compute_dtype(backend, spec->compute_dtype) != HORA_OK)
+            return status_set(HORA_ERR_UNSUPPORTED, "the %s backend cannot compute in %s: %s", backend->ops->name,
+                              tr_dtype_name(spec->compute_dtype), status_message());
         if (spec->grad_dtype != TR_DTYPE_F32 && spec->grad_dtype != TR_DTYPE_BF16 &&
-            spec->grad_dtype != TR_DTYPE_F16) {
-            fprintf(stderr, "hora-train: gradient dtype %s (f32, bf16 or f16)\n", tr_dtype_name(spec->grad_dtype));
-            return HORA_ERR_INVALID_ARG;
-        }
+            spec->grad_dtype != TR_DTYPE_F16)
+            return status_set(HORA_ERR_INVALID_ARG, "gradient dtype %s (f32, bf16 or f16)",
+                              tr_dtype_name(spec->grad_dtype));
     }
     if (!backend || !spec || !model_out || batch <= 0 || spec->stage_count < 1 ||
         spec->stage_count > TR_MODEL_MAX_STAGES || spec->base_width <= 0 || spec->classes <= 0 ||
-        spec->in_channels <= 0 || spec->height <= 0 || spec->width <= 0) {
-        fprintf(stderr, "hora-train: invalid model spec or batch %d\n", batch);
-        return HORA_ERR_INVALID_ARG;
-    }
+        spec->in_channels <= 0 || spec->height <= 0 || spec->width <= 0)
+        return status_set(HORA_ERR_INVALID_ARG, "invalid model spec or batch %d", batch);
     tr_model_t *m = calloc(1, sizeof(*m));
     if (!m)
         return HORA_ERR_NO_MEMORY;

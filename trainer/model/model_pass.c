@@ -116,9 +116,8 @@ hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
     const struct tr_backend_ops *ops = B_OPS(m);
     const tr_model_spec_t *s = &m->spec;
     if (!x || x->n < 1 || x->c != s->in_channels || x->h != s->height || x->w != s->width) {
-        fprintf(stderr, "hora-train: model forward: input (%d, %d, %d, %d), the model takes (N, %d, %d, %d)\n",
-                x ? x->n : 0, x ? x->c : 0, x ? x->h : 0, x ? x->w : 0, s->in_channels, s->height, s->width);
-        return HORA_ERR_INVALID_ARG;
+        return status_set(HORA_ERR_INVALID_ARG, "model forward: input (%d, %d, %d, %d), the model takes (N, %d, %d, %d)",
+                          x ? x->n : 0, x ? x->c : 0, x ? x->h : 0, x ? x->w : 0, s->in_channels, s->height, s->width);
     }
     hora_status_t status = HORA_OK;
     if (x->n > m->capacity)
@@ -128,8 +127,7 @@ hora_status_t tr_model_forward(tr_model_t *m, const tr_tensor_t *x, int train)
     model_set_batch(m, x->n);
     m->forward_train = 0;
     if (x->dtype == TR_DTYPE_U8 && x->c > 4) {
-        fprintf(stderr, "hora-train: model forward: u8 input of %d channels (images have at most 4)\n", x->c);
-        return HORA_ERR_INVALID_ARG;
+        return status_set(HORA_ERR_INVALID_ARG, "model forward: u8 input of %d channels (images have at most 4)", x->c);
     }
     if (x->dtype == TR_DTYPE_U8)
         status = ops->input_import(m->backend, x, m->input_mean, m->input_std, &m->input);
@@ -246,8 +244,7 @@ hora_status_t tr_model_backward(tr_model_t *m, const int32_t *labels, float labe
     const struct tr_backend_ops *ops = B_OPS(m);
     ready_t r = {m, grad_ready, ctx};
     if (!m->forward_train || !labels) {
-        fprintf(stderr, "hora-train: model backward needs labels and a training forward before it\n");
-        return HORA_ERR_INVALID_ARG;
+        return status_set(HORA_ERR_INVALID_ARG, "model backward needs labels and a training forward before it");
     }
     hora_status_t status = ops->upload(m->backend, &m->labels, labels);
     if (status == HORA_OK)

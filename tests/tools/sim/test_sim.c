@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_fuse.h"
 #include "sim_report.h"
 
 static int close_to(double got, double want) { return fabs(got - want) <= 1e-9 * fabs(want) + 1e-15; }

@@ -2,7 +2,7 @@
 """tools/hora-ckpt on checkpoints written by hora-train's writer (fixtures from
 test_ckpt_desc --fixtures; plain Python, no numpy).
 
-usage: ckpt_tool.py HORA_CKPT TEST_CKPT_DESC
+usage: ckpt_tool.py HORA_CKPT TEST_CKPT_DESC [HORA_TRAIN]
 
 The fixtures: a/, b/ and c/ each hold ckpt-0000000003.hckpt of a resnet8
 (1x8x8, 10 classes, world size 2, batch 16). c is a written again (equal); b
@@ -31,6 +31,13 @@ Checks:
           state_dict order; num_batches_tracked = step; --momentum
   logits  (N, classes) float32 for an (N, 1, 8, 8) input; bad inputs refused
   usage   exit 2 and a message for bad command lines
+  same    (with HORA_TRAIN) one error channel: for each damaged file (a byte
+          flipped in model, run_state, bn_stats and the header, truncated, not a
+          checkpoint, missing, a model section that does not parse, a
+          section of the wrong size) hora-ckpt verify's one error line
+          "hora-ckpt: MSG" and hora-train --resume's one error line
+          "hora-train: --resume: MSG" carry the same MSG, naming the file
+          (and the section and offset where there is one)
 """
 import os, re, shutil, struct, subprocess, sys, tempfile, zipfile
 
@@ -205,10 +212,11 @@ def check_verify(h, d, s):
         b[off + size // 2] ^= 0x10
         open(bad, "wb").write(b)
         err = run([h, "verify", bad], 1).stderr
-        expect(f"{bad}: section '{name}' at offset {off} ({size} bytes): CRC32C 0x" in err, f"verify names {name}")
+        expect(f"{bad}: section '{name}': offset {off}: CRC32C 0x" in err and f"({size} bytes)" in err,
+               f"verify names {name}")
         run([h, "diff", a, bad], 2)
     # a byte of the table, of the header
-    for at, needle in [(64 + 24 + 3, "header and section table at offset 0"), (20, "header and section table"),
+    for at, needle in [(64 + 24 + 3, "offset 0: header and section table"), (20, "header and section table"),
                        (3, "not a hora checkpoint")]:
         b = bytearray(raw)
         b[at] ^= 1
@@ -258,7 +266,7 @@ def check_diff(h, d):
             "momentum: differ: only in A", "bn_stats: equal", "extra: differ: only in B", "differ"]
     expect(p.stdout.splitlines() == want, f"diff with sections missing, extra, resized: {p.stdout.splitlines()}")
     err = run([h, "verify", mine], 1).stderr
-    expect("section 'params' at offset 2816: 311012 bytes, the model section says 311016" in err, "verify: sizes")
+    expect("section 'params': offset 2816: 311012 bytes, the model section says 311016" in err, "verify: sizes")
     check_diff_measurements(h, d, s, order)
 
 
@@ -405,8 +413,52 @@ def check_usage(h, d):
     expect("cannot open" in run([h, "info", f"{d}/none.hckpt"], 1).stderr, "info of a missing file")
 
 
+def check_same(h, train, d):
+    a = f"{d}/a/{NAME}"
+    raw = open(a, "rb").read()
+    s, order = read_ckpt(a)
+    cases = []  # (file, what MSG must name)
+
+    def damaged(name, data):
+        path = f"{d}/same-{name}.hckpt"
+        open(path, "wb").write(data)
+        return path
+
+    for i, name in enumerate(order):
+        if name not in ("model", "run_state", "bn_stats"):  # the text sections, and the last float one
+            continue
+        (off, size) = struct.unpack_from("<QQ", raw, 64 + 64 * i + 24)
+        b = bytearray(raw)
+        b[off + size // 2] ^= 0x10
+        cases.append((damaged(name, b), f"section '{name}': offset {off}: CRC32C"))
+    b = bytearray(raw)
+    b[20] ^= 1
+    cases.append((damaged("header", b), "header"))
+    cases.append((damaged("truncated", raw[:-1]), "truncated: the file has"))
+    cases.append((damaged("magic", b"not a checkpoint at all, but long enough for a header" * 2), "offset 0: not a hora"))
+    cases.append((f"{d}/same-none.hckpt", "cannot open: No such file or directory"))
+    model = s["model"].replace(b"\nclasses 10\n", b"\nclasses ten\n")
+    expect(model != s["model"], "the model section has a 'classes 10' line")
+    write_ckpt(f"{d}/same-model-text.hckpt", [(k, model if k == "model" else s[k]) for k in order])
+    cases.append((f"{d}/same-model-text.hckpt", "section 'model': offset 384: line"))
+    write_ckpt(f"{d}/same-size.hckpt", [(k, s[k][:-4] if k == "params" else s[k]) for k in order])
+    cases.append((f"{d}/same-size.hckpt", "section 'params': offset 2816: 311012 bytes, the model section says 311016"))
+    for path, needle in cases:
+        tool = [line for line in run([h, "verify", path], 1).stderr.splitlines() if line.startswith("hora-ckpt")]
+        expect(len(tool) == 1 and tool[0].startswith("hora-ckpt: "), f"{path}: hora-ckpt: one error line: {tool}")
+        msg = tool[0][len("hora-ckpt: "):]
+        expect(msg.startswith(path + ": ") and needle in msg, f"{path}: hora-ckpt's message names '{needle}': {msg}")
+        p = run([train, "--model", "resnet8", "--synthetic", "--image", "1x8x8", "--classes", "10", "--batch", "16",
+                 "--threads", "1", "--steps", "1", "--resume", path])
+        expect(p.returncode != 0, f"{path}: hora-train --resume accepted it")
+        mine = [line for line in p.stderr.splitlines() if line.startswith("hora-train")]
+        expect(mine == ["hora-train: --resume: " + msg],
+               f"{path}: hora-train's error lines {mine}, want the one 'hora-train: --resume: {msg}'")
+
+
 def main():
     h, fixture = sys.argv[1], sys.argv[2]
+    train = sys.argv[3] if len(sys.argv) > 3 else None
     d = tempfile.mkdtemp(prefix="ckpt_tool.")
     failed = []
     try:
@@ -414,7 +466,8 @@ def main():
         s, keys, params, bns = check_format(d)
         for name, fn in [("info", lambda: check_info(h, d)), ("verify", lambda: check_verify(h, d, s)),
                          ("diff", lambda: check_diff(h, d)), ("export", lambda: check_export(h, d, s, params, bns)),
-                         ("logits", lambda: check_logits(h, d)), ("usage", lambda: check_usage(h, d))]:
+                         ("logits", lambda: check_logits(h, d)), ("usage", lambda: check_usage(h, d))] + \
+                        ([("same", lambda: check_same(h, train, d))] if train else []):
             try:
                 fn()
                 print(f"--- {name}: PASS")

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "check.h"
 #include "checkpoint.h"
 #include "ckpt_desc.h"
@@ -64,9 +65,8 @@ static void check_round_trip(tr_backend_t *b, const char *arch, int c, int hw, i
     char *text = tr_ckpt_describe(m, &info);
     CHECK(text != NULL, "%s: describe", arch);
     tr_ckpt_desc_t d;
-    char err[1024];
-    hora_status_t st = text ? tr_ckpt_desc_parse(text, "model", &d, err, sizeof(err)) : HORA_ERR_NO_MEMORY;
-    CHECK(st == HORA_OK, "%s: parse: %s", arch, err);
+    hora_status_t st = text ? tr_ckpt_desc_parse(text, "model", &d) : HORA_ERR_NO_MEMORY;
+    CHECK(st == HORA_OK, "%s: parse: %s", arch, status_message());
     if (st == HORA_OK) {
         const tr_model_spec_t *s = tr_model_spec(m);
         CHECK(strcmp(d.arch, arch) == 0 && d.world_size == 3 && d.batch == 17, "%s: arch, world size, batch", arch);
@@ -142,9 +142,8 @@ static char *edit(int line, const char *with)
 static void check_broken(void)
 {
     tr_ckpt_desc_t d;
-    char err[1024];
-    hora_status_t st = tr_ckpt_desc_parse(good, "x.hckpt: section 'model'", &d, err, sizeof(err));
-    CHECK(st == HORA_OK, "the small description parses: %s", err);
+    hora_status_t st = tr_ckpt_desc_parse(good, "x.hckpt: section 'model'", &d);
+    CHECK(st == HORA_OK, "the small description parses: %s", status_message());
     if (st == HORA_OK) {
         CHECK(d.param_count == 5 && d.bn_count == 1 && d.params[3].dims[0] == 3 && d.params[3].dims[1] == 2 &&
               d.spec.grad_dtype == TR_DTYPE_BF16 && d.spec.bn_epsilon == 1e-5f && d.spec.bn_momentum == 0.1f,
@@ -183,15 +182,14 @@ static void check_broken(void)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char *text = edit(cases[i].line, cases[i].with);
-        err[0] = '\0';
-        st = tr_ckpt_desc_parse(text, "x.hckpt: section 'model'", &d, err, sizeof(err));
+        st = tr_ckpt_desc_parse(text, "x.hckpt: section 'model'", &d);
         if (!cases[i].want) {
-            CHECK(st == HORA_OK, "case %zu parses: %s", i, err);
+            CHECK(st == HORA_OK, "case %zu parses: %s", i, status_message());
             if (st == HORA_OK)
                 tr_ckpt_desc_free(&d);
         } else {
-            CHECK(st == HORA_ERR_CORRUPT && strncmp(err, "x.hckpt: section 'model': ", 26) == 0 &&
-                  strstr(err, cases[i].want), "case %zu: %d '%s', want '%s'", i, st, err, cases[i].want);
+            CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), "x.hckpt: section 'model': ", 26) == 0 &&
+                  strstr(status_message(), cases[i].want), "case %zu: %d '%s', want '%s'", i, st, status_message(), cases[i].want);
         }
         free(text);
     }
@@ -236,13 +234,12 @@ static int bn_offset(tr_model_t *m, const char *name)
 /* One checkpoint of m into dir with the writer hora-train uses. */
 static int save(const char *dir, tr_model_t *m, const tr_run_state_t *s)
 {
-    char err[TR_CKPT_ERR_BYTES];
     tr_ckpt_writer_t *w;
     tr_ckpt_run_info_t info = {.arch = "resnet8", .world_size = 2, .batch = 16, .steps_per_epoch = 60};
-    if (tr_ckpt_writer_open(dir, 3, &w, err, sizeof(err)) != HORA_OK ||
-        tr_ckpt_writer_save(w, m, s, &info, err, sizeof(err)) != HORA_OK ||
-        tr_ckpt_writer_close(w, err, sizeof(err)) != HORA_OK) {
-        fprintf(stderr, "fixture %s: %s\n", dir, err);
+    if (tr_ckpt_writer_open(dir, 3, &w) != HORA_OK ||
+        tr_ckpt_writer_save(w, m, s, &info) != HORA_OK ||
+        tr_ckpt_writer_close(w) != HORA_OK) {
+        fprintf(stderr, "fixture %s: %s\n", dir, status_message());
         return -1;
     }
     return 0;

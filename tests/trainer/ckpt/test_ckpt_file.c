@@ -54,14 +54,13 @@ static void put64(uint8_t *p, uint64_t v)
 }
 
 /* Write sections to path; the status. */
-static hora_status_t write_file(const char *path, tr_ckpt_section_t *s, int n, char *err, size_t err_bytes)
+static hora_status_t write_file(const char *path, tr_ckpt_section_t *s, int n)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) {
-        snprintf(err, err_bytes, "%.200s: %s", path, strerror(errno));
-        return HORA_ERR_SYSTEM;
+        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "%s", strerror(errno));
     }
-    hora_status_t st = tr_ckpt_write_fd(fd, path, s, n, err, err_bytes);
+    hora_status_t st = tr_ckpt_write_fd(fd, path, s, n);
     close(fd);
     return st;
 }
@@ -76,15 +75,15 @@ static int put_bytes(const char *path, const void *data, size_t n)
 }
 
 /* Open and verify; the status and the message. */
-static hora_status_t open_verify(const char *path, char *err, size_t err_bytes)
+static hora_status_t open_verify(const char *path)
 {
     tr_ckpt_file_t f;
-    hora_status_t st = tr_ckpt_open(path, &f, err, err_bytes);
+    hora_status_t st = tr_ckpt_open(path, &f);
     if (st != HORA_OK) {
         CHECK(f.fd == -1, "a failed open leaves no file open");
         return st;
     }
-    st = tr_ckpt_verify(&f, err, err_bytes);
+    st = tr_ckpt_verify(&f);
     tr_ckpt_close(&f);
     return st;
 }
@@ -103,14 +102,14 @@ static void reseal(uint8_t *file)
 
 static void test_layout(void)
 {
-    char path[4200], err[1024];
+    char path[4200];
     snprintf(path, sizeof(path), "%s/layout.hckpt", tmpdir);
     tr_ckpt_section_t s[3] = {
         {.name = "model", .data = "abc", .bytes = 3},
         {.name = "empty", .data = NULL, .bytes = 0},
         {.name = "params", .data = "0123456789", .bytes = 10},
     };
-    CHECK(write_file(path, s, 3, err, sizeof(err)) == HORA_OK, "write: %s", err);
+    CHECK(write_file(path, s, 3) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *b = (uint8_t *)test_read_file(path, &len);
     CHECK(b != NULL, "read back %s", path);
@@ -149,7 +148,7 @@ static void test_layout(void)
         zero &= b[i] == 0;
     CHECK(zero, "padding zero");
     free(b);
-    CHECK(open_verify(path, err, sizeof(err)) == HORA_OK, "verify: %s", err);
+    CHECK(open_verify(path) == HORA_OK, "verify: %s", status_message());
 }
 
 /* ---- round trips ---- */
@@ -157,7 +156,7 @@ static void test_layout(void)
 static void test_round_trip(test_rng_t *rng)
 {
     static const uint64_t sizes[] = {0, 1, 3, 63, 64, 65, 127, 128, 1000, 4096, 70001, (1u << 20) + 3};
-    char path[4200], err[1024];
+    char path[4200];
     snprintf(path, sizeof(path), "%s/round.hckpt", tmpdir);
     for (int trial = 0; trial < 40; trial++) {
         int n = trial == 0 ? 0 : trial == 1 ? TR_CKPT_MAX_SECTIONS : 1 + (int)test_rng_below(rng, TR_CKPT_MAX_SECTIONS);
@@ -177,17 +176,17 @@ static void test_round_trip(test_rng_t *rng)
                 data[i][k] = (uint8_t)test_rng_u64(rng);
             s[i].data = data[i];
         }
-        CHECK(write_file(path, s, n, err, sizeof(err)) == HORA_OK, "trial %d: write: %s", trial, err);
+        CHECK(write_file(path, s, n) == HORA_OK, "trial %d: write: %s", trial, status_message());
         tr_ckpt_file_t f;
-        hora_status_t st = tr_ckpt_open(path, &f, err, sizeof(err));
-        CHECK(st == HORA_OK, "trial %d: open: %s", trial, err);
+        hora_status_t st = tr_ckpt_open(path, &f);
+        CHECK(st == HORA_OK, "trial %d: open: %s", trial, status_message());
         if (st == HORA_OK) {
             struct stat sb;
             stat(path, &sb);
             CHECK(f.section_count == n && f.version == 1 && f.file_bytes == (uint64_t)sb.st_size,
                   "trial %d: %d sections, version %u, %" PRIu64 " bytes", trial, f.section_count, f.version,
                   f.file_bytes);
-            CHECK(tr_ckpt_verify(&f, err, sizeof(err)) == HORA_OK, "trial %d: verify: %s", trial, err);
+            CHECK(tr_ckpt_verify(&f) == HORA_OK, "trial %d: verify: %s", trial, status_message());
             for (int i = 0; i < n && i < f.section_count; i++) {
                 const tr_ckpt_section_t *r = tr_ckpt_find(&f, s[i].name);
                 CHECK(r == &f.sections[i], "trial %d: find '%s'", trial, s[i].name);
@@ -197,8 +196,8 @@ static void test_round_trip(test_rng_t *rng)
                       "trial %d: section '%s' table entry", trial, s[i].name);
                 CHECK(r->crc == tr_crc32c(0, data[i], s[i].bytes), "trial %d: '%s' CRC", trial, s[i].name);
                 void *back = NULL;
-                CHECK(tr_ckpt_read_alloc(&f, r, &back, err, sizeof(err)) == HORA_OK, "trial %d: read '%s': %s",
-                      trial, s[i].name, err);
+                CHECK(tr_ckpt_read_alloc(&f, r, &back) == HORA_OK, "trial %d: read '%s': %s",
+                      trial, s[i].name, status_message());
                 if (back) {
                     CHECK(memcmp(back, data[i], s[i].bytes) == 0 && ((char *)back)[s[i].bytes] == '\0',
                           "trial %d: '%s' bytes back, NUL after them", trial, s[i].name);
@@ -245,10 +244,10 @@ static void test_flips(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
     sample_make(x, rng);
-    char path[4200], bad[4200], err[1024];
+    char path[4200], bad[4200];
     snprintf(path, sizeof(path), "%s/good.hckpt", tmpdir);
     snprintf(bad, sizeof(bad), "%s/flipped.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5, err, sizeof(err)) == HORA_OK, "write: %s", err);
+    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *good = (uint8_t *)test_read_file(path, &len);
     uint8_t *b = malloc(len);
@@ -261,12 +260,12 @@ static void test_flips(test_rng_t *rng)
         memcpy(b, good, len);
         b[at] ^= (uint8_t)(1u << (at % 8));
         put_bytes(bad, b, len);
-        hora_status_t st = open_verify(bad, err, sizeof(err));
+        hora_status_t st = open_verify(bad);
         const char *want = at < 8 ? "not a hora checkpoint" : "header";
-        if (st != HORA_ERR_CORRUPT || !strstr(err, want) || !strstr(err, "offset") || !strstr(err, bad)) {
+        if (st != HORA_ERR_CORRUPT || !strstr(status_message(), want) || !strstr(status_message(), "offset") || !strstr(status_message(), bad)) {
             header_ok = 0;
             CHECK(0, "flip at byte %zu: status %d, message '%s' (want CORRUPT, '%s', the offset and the path)", at, st,
-                  err, want);
+                  status_message(), want);
         }
     }
     CHECK(header_ok, "every header and table byte flipped is rejected");
@@ -274,9 +273,9 @@ static void test_flips(test_rng_t *rng)
     memcpy(b, good, len);
     b[64 + 64 + 30] ^= 4;
     put_bytes(bad, b, len);
-    open_verify(bad, err, sizeof(err));
-    CHECK(strstr(err, "header and section table at offset 0 (384 bytes): CRC32C 0x") && strstr(err, ", stored 0x"),
-          "table flip message: %s", err);
+    open_verify(bad);
+    CHECK(strstr(status_message(), "offset 0: header and section table (384 bytes): CRC32C 0x") && strstr(status_message(), ", stored 0x"),
+          "table flip message: %s", status_message());
 
     /* Bytes of each section: the open succeeds (the table is intact), the
      * section fails its CRC by name and offset, the others still read. */
@@ -288,25 +287,24 @@ static void test_flips(test_rng_t *rng)
             b[where[k]] ^= 0x80;
             put_bytes(bad, b, len);
             tr_ckpt_file_t f;
-            hora_status_t st = tr_ckpt_open(bad, &f, err, sizeof(err));
-            CHECK(st == HORA_OK, "section '%s' flipped at %" PRIu64 ": open: %s", s->name, where[k], err);
+            hora_status_t st = tr_ckpt_open(bad, &f);
+            CHECK(st == HORA_OK, "section '%s' flipped at %" PRIu64 ": open: %s", s->name, where[k], status_message());
             if (st != HORA_OK)
                 continue;
             char want[4400];
-            snprintf(want, sizeof(want), "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes): CRC32C 0x", bad,
-                     s->name, s->offset, s->bytes);
-            st = tr_ckpt_verify(&f, err, sizeof(err));
-            CHECK(st == HORA_ERR_CORRUPT && strncmp(err, want, strlen(want)) == 0, "verify, '%s' flipped at %" PRIu64
-                  ": %d '%s', want '%s...'", s->name, where[k], st, err, want);
+            snprintf(want, sizeof(want), "%s: section '%s': offset %" PRIu64 ": CRC32C 0x", bad, s->name, s->offset);
+            st = tr_ckpt_verify(&f);
+            CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), want, strlen(want)) == 0, "verify, '%s' flipped at %" PRIu64
+                  ": %d '%s', want '%s...'", s->name, where[k], st, status_message(), want);
             for (int j = 0; j < 5; j++) {
                 void *buf = NULL;
-                st = tr_ckpt_read_alloc(&f, tr_ckpt_find(&f, x->s[j].name), &buf, err, sizeof(err));
+                st = tr_ckpt_read_alloc(&f, tr_ckpt_find(&f, x->s[j].name), &buf);
                 if (j == i)
-                    CHECK(st == HORA_ERR_CORRUPT && strncmp(err, want, strlen(want)) == 0 && !buf,
-                          "read of flipped '%s': %d '%s'", s->name, st, err);
+                    CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), want, strlen(want)) == 0 && !buf,
+                          "read of flipped '%s': %d '%s'", s->name, st, status_message());
                 else
                     CHECK(st == HORA_OK && memcmp(buf, x->s[j].data, x->s[j].bytes) == 0,
-                          "'%s' still reads with '%s' flipped: %s", x->s[j].name, s->name, err);
+                          "'%s' still reads with '%s' flipped: %s", x->s[j].name, s->name, status_message());
                 free(buf);
             }
             tr_ckpt_close(&f);
@@ -319,8 +317,8 @@ static void test_flips(test_rng_t *rng)
     memcpy(b, good, len);
     b[pad + 1] = 1;
     put_bytes(bad, b, len);
-    CHECK(open_verify(bad, err, sizeof(err)) == HORA_ERR_CORRUPT && strstr(err, "padding at offset") &&
-          strstr(err, "before section 'run_state'"), "padding flip: %s", err);
+    CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "padding at offset") &&
+          strstr(status_message(), "before section 'run_state'"), "padding flip: %s", status_message());
     free(b);
     free(good);
     free(x);
@@ -330,10 +328,10 @@ static void test_truncation(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
     sample_make(x, rng);
-    char path[4200], cut[4200], err[1024];
+    char path[4200], cut[4200];
     snprintf(path, sizeof(path), "%s/whole.hckpt", tmpdir);
     snprintf(cut, sizeof(cut), "%s/cut.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5, err, sizeof(err)) == HORA_OK, "write: %s", err);
+    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *good = (uint8_t *)test_read_file(path, &len);
     if (!good)
@@ -343,27 +341,27 @@ static void test_truncation(test_rng_t *rng)
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
         size_t n = points[i];
         put_bytes(cut, good, n);
-        hora_status_t st = open_verify(cut, err, sizeof(err));
+        hora_status_t st = open_verify(cut);
         char sizes[128];
         snprintf(sizes, sizeof(sizes), "the file has %zu bytes", n);
-        CHECK(st == HORA_ERR_CORRUPT && strstr(err, "truncated") && strstr(err, sizes) && strstr(err, cut),
-              "cut at %zu: %d '%s'", n, st, err);
+        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), "truncated") && strstr(status_message(), sizes) && strstr(status_message(), cut),
+              "cut at %zu: %d '%s'", n, st, status_message());
         if (n >= 64) {
             snprintf(sizes, sizeof(sizes), "its header says %zu", len);
-            CHECK(strstr(err, sizes) != NULL, "cut at %zu names the size the header gives: %s", n, err);
+            CHECK(strstr(status_message(), sizes) != NULL, "cut at %zu names the size the header gives: %s", n, status_message());
         }
     }
     /* Bytes past the end the header gives. */
     uint8_t *longer = calloc(1, len + 5);
     memcpy(longer, good, len);
     put_bytes(cut, longer, len + 5);
-    CHECK(open_verify(cut, err, sizeof(err)) == HORA_ERR_CORRUPT && strstr(err, "5 bytes past the end"),
-          "trailing bytes: %s", err);
+    CHECK(open_verify(cut) == HORA_ERR_CORRUPT && strstr(status_message(), "5 bytes past the end"),
+          "trailing bytes: %s", status_message());
     /* Not a checkpoint at all. */
     put_bytes(cut, "HORAREC1 and more bytes", 23);
-    CHECK(open_verify(cut, err, sizeof(err)) == HORA_ERR_CORRUPT && strstr(err, "not a hora checkpoint"), "%s", err);
+    CHECK(open_verify(cut) == HORA_ERR_CORRUPT && strstr(status_message(), "not a hora checkpoint"), "%s", status_message());
     snprintf(cut, sizeof(cut), "%s/does-not-exist.hckpt", tmpdir);
-    CHECK(open_verify(cut, err, sizeof(err)) == HORA_ERR_SYSTEM && strstr(err, "No such file"), "missing: %s", err);
+    CHECK(open_verify(cut) == HORA_ERR_SYSTEM && strstr(status_message(), "No such file"), "missing: %s", status_message());
     free(longer);
     free(good);
     free(x);
@@ -374,10 +372,10 @@ static void test_table_rules(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
     sample_make(x, rng);
-    char path[4200], bad[4200], err[1024];
+    char path[4200], bad[4200];
     snprintf(path, sizeof(path), "%s/rules.hckpt", tmpdir);
     snprintf(bad, sizeof(bad), "%s/rules-bad.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5, err, sizeof(err)) == HORA_OK, "write: %s", err);
+    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *good = (uint8_t *)test_read_file(path, &len);
     uint8_t *b = malloc(len);
@@ -421,20 +419,20 @@ static void test_table_rules(test_rng_t *rng)
         }
         reseal(b);
         put_bytes(bad, b, len);
-        hora_status_t st = open_verify(bad, err, sizeof(err));
-        CHECK(st == HORA_ERR_CORRUPT && strstr(err, cases[c].want) && strstr(err, "offset"), "%s: %d '%s' (want '%s')",
-              cases[c].what, st, err, cases[c].want);
+        hora_status_t st = open_verify(bad);
+        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), cases[c].want) && strstr(status_message(), "offset"), "%s: %d '%s' (want '%s')",
+              cases[c].what, st, status_message(), cases[c].want);
     }
     /* Header fields the CRC cannot be computed without. */
     memcpy(b, good, len);
     put32(b + 12, 17);
     put_bytes(bad, b, len);
-    CHECK(open_verify(bad, err, sizeof(err)) == HORA_ERR_CORRUPT && strstr(err, "offset 12: 17 sections"), "%s", err);
+    CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "offset 12: 17 sections"), "%s", status_message());
     memcpy(b, good, len);
     put32(b + 8, 2);
     reseal(b);
     put_bytes(bad, b, len);
-    CHECK(open_verify(bad, err, sizeof(err)) == HORA_ERR_CORRUPT && strstr(err, "format version 2"), "%s", err);
+    CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "format version 2"), "%s", status_message());
     free(b);
     free(good);
     free(x);
@@ -444,30 +442,29 @@ static void test_table_rules(test_rng_t *rng)
 
 static void test_writer_args(void)
 {
-    char path[4200], err[1024];
+    char path[4200];
     snprintf(path, sizeof(path), "%s/args.hckpt", tmpdir);
     tr_ckpt_section_t s[TR_CKPT_MAX_SECTIONS + 1];
     memset(s, 0, sizeof(s));
     for (int i = 0; i <= TR_CKPT_MAX_SECTIONS; i++)
         snprintf(s[i].name, sizeof(s[i].name), "s%d", i);
-    CHECK(write_file(path, s, TR_CKPT_MAX_SECTIONS + 1, err, sizeof(err)) == HORA_ERR_INVALID_ARG,
-          "17 sections: %s", err);
+    CHECK(write_file(path, s, TR_CKPT_MAX_SECTIONS + 1) == HORA_ERR_INVALID_ARG,
+          "17 sections: %s", status_message());
     strcpy(s[1].name, "s0");
-    CHECK(write_file(path, s, 2, err, sizeof(err)) == HORA_ERR_INVALID_ARG && strstr(err, "two sections called 's0'"),
-          "duplicate: %s", err);
+    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "two sections called 's0'"),
+          "duplicate: %s", status_message());
     strcpy(s[1].name, "has space");
-    CHECK(write_file(path, s, 2, err, sizeof(err)) == HORA_ERR_INVALID_ARG && strstr(err, "bad name"), "space: %s",
-          err);
+    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "bad name"), "space: %s",
+          status_message());
     memset(s[1].name, 'x', sizeof(s[1].name)); /* 24 characters, no NUL */
-    CHECK(write_file(path, s, 2, err, sizeof(err)) == HORA_ERR_INVALID_ARG, "24-character name: %s", err);
+    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG, "24-character name: %s", status_message());
     strcpy(s[1].name, "nodata");
     s[1].bytes = 5;
-    CHECK(write_file(path, s, 2, err, sizeof(err)) == HORA_ERR_INVALID_ARG && strstr(err, "no data"), "%s", err);
+    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "no data"), "%s", status_message());
 }
 
 static void test_enospc(void)
 {
-    char err[1024];
     int fd = open("/dev/full", O_WRONLY);
     CHECK(fd >= 0, "/dev/full: %s", strerror(errno));
     if (fd < 0)
@@ -475,9 +472,9 @@ static void test_enospc(void)
     static float big[4096];
     tr_ckpt_section_t s[2] = {{.name = "model", .data = "x", .bytes = 1},
                               {.name = "params", .data = big, .bytes = sizeof(big)}};
-    hora_status_t st = tr_ckpt_write_fd(fd, "/ckpt/ckpt-0000000007.hckpt", s, 2, err, sizeof(err));
-    CHECK(st == HORA_ERR_SYSTEM && strstr(err, "No space left on device") && strstr(err, "ckpt-0000000007.hckpt") &&
-          strstr(err, "offset 0"), "/dev/full: %d '%s'", st, err);
+    hora_status_t st = tr_ckpt_write_fd(fd, "/ckpt/ckpt-0000000007.hckpt", s, 2);
+    CHECK(st == HORA_ERR_SYSTEM && strstr(status_message(), "No space left on device") && strstr(status_message(), "ckpt-0000000007.hckpt") &&
+          strstr(status_message(), "offset 0"), "/dev/full: %d '%s'", st, status_message());
     close(fd);
 }
 
@@ -510,14 +507,14 @@ static void *drain(void *arg)
 
 static void test_short_writes(test_rng_t *rng)
 {
-    char path[4200], err[1024];
+    char path[4200];
     snprintf(path, sizeof(path), "%s/pipe-ref.hckpt", tmpdir);
     size_t n = 3u << 20;
     uint8_t *data = malloc(n);
     for (size_t i = 0; i < n; i++)
         data[i] = (uint8_t)test_rng_u64(rng);
     tr_ckpt_section_t s[2] = {{.name = "a", .data = data, .bytes = 1000}, {.name = "big", .data = data, .bytes = n}};
-    CHECK(write_file(path, s, 2, err, sizeof(err)) == HORA_OK, "reference: %s", err);
+    CHECK(write_file(path, s, 2) == HORA_OK, "reference: %s", status_message());
     size_t ref_len;
     uint8_t *ref = (uint8_t *)test_read_file(path, &ref_len);
 
@@ -535,14 +532,14 @@ static void test_short_writes(test_rng_t *rng)
     pthread_create(&t, NULL, drain, &d);
     struct itimerval it = {.it_interval = {0, 200}, .it_value = {0, 200}};
     setitimer(ITIMER_REAL, &it, NULL);
-    hora_status_t st = tr_ckpt_write_fd(p[1], "pipe", s, 2, err, sizeof(err));
+    hora_status_t st = tr_ckpt_write_fd(p[1], "pipe", s, 2);
     struct itimerval off = {0};
     setitimer(ITIMER_REAL, &off, NULL);
     close(p[1]);
     pthread_join(t, NULL);
     close(p[0]);
     sigaction(SIGALRM, &old, NULL);
-    CHECK(st == HORA_OK, "write through an interrupted pipe: %s", err);
+    CHECK(st == HORA_OK, "write through an interrupted pipe: %s", status_message());
     CHECK(d.len == ref_len && memcmp(d.buf, ref, ref_len) == 0, "pipe got %zu bytes, the file %zu: %s", d.len, ref_len,
           d.len == ref_len ? "different bytes" : "different lengths");
     free(d.buf);

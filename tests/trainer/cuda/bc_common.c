@@ -62,9 +62,8 @@ float *bc_nan(size_t count)
 
 int bc_has_dtype(const bc_side_t *side, tr_dtype_t dtype, char *why, size_t why_len)
 {
-    char buf[256] = "";
-    hora_status_t status = side->ops->compute_dtype(side->be, dtype, buf, sizeof(buf));
-    if (why && why_len) snprintf(why, why_len, "%s", buf);
+    hora_status_t status = side->ops->compute_dtype(side->be, dtype);
+    if (why && why_len) snprintf(why, why_len, "%s", status == HORA_OK ? "" : status_message());
     return status == HORA_OK;
 }
 

@@ -225,10 +225,10 @@ int main(int argc, char **argv)
     if (status != HORA_OK) {
         if (status == HORA_ERR_UNSUPPORTED)
             printf("FAIL: deviceless mode (a DEVICEPROP from %s, no GPU, no cudnnCreate) is unsupported by this "
-                   "cuDNN: no plan can be checked without a GPU (the message above says why)\n", argv[1]);
+                   "cuDNN: no plan can be checked without a GPU (%s)\n", argv[1], status_message());
         else
-            printf("FAIL: no cuDNN device from %s (status %d; the message above says why): no plan can be checked "
-                   "without a GPU\n", argv[1], (int)status);
+            printf("FAIL: no cuDNN device from %s (status %d: %s): no plan can be checked without a GPU\n", argv[1],
+                   (int)status, status_message());
         return 1;
     }
 

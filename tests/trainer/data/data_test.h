@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "check.h"
+#include "base/status.h"
 #include "loader.h"
 
 /* A fresh directory under /tmp (exits on failure: nothing to test without). */

@@ -25,7 +25,7 @@
 
 #include "augment.h"
 #include "dataset.h"
-#include "error.h"
+#include "base/status.h"
 #include "jpeg.h"
 #include "pipeline.h"
 #include "record.h"
@@ -65,7 +65,7 @@ static uint8_t *make_jpeg(int w, int h, pattern_t pattern, int arg, int quality,
 {
     uint8_t *pixels = make_image(w, h, pattern, arg), *jpeg = NULL;
     CHECK(tr_jpeg_encode(pixels, w, h, 3, quality, &jpeg, bytes) == HORA_OK, "encode %dx%d: %s",
-          w, h, tr_data_last_error());
+          w, h, status_message());
     free(pixels);
     return jpeg;
 }
@@ -130,8 +130,8 @@ static void test_decode(void)
     /* Cut short: no end marker -> bad, strict or not. Garbage, empty: bad. */
     tr_jpeg_image_t img;
     CHECK(tr_jpeg_decode(dec, jpeg, bytes / 2, 1.0f, &img) == HORA_ERR_CORRUPT &&
-              strstr(tr_data_last_error(), "cut short") != NULL,
-          "half a JPEG: %s", tr_data_last_error());
+              strstr(status_message(), "cut short") != NULL,
+          "half a JPEG: %s", status_message());
     uint8_t garbage[4096];
     for (size_t i = 0; i < sizeof(garbage); i++)
         garbage[i] = (uint8_t)(i * 2654435761u >> 13);
@@ -151,7 +151,7 @@ static void test_decode(void)
           "strict decoded damaged data (non-strict: %d)", loose);
     CHECK(tr_jpeg_decode(strict, jpeg, bytes / 2, 1.0f, &img) == HORA_ERR_CORRUPT, "strict half");
     CHECK(tr_jpeg_decode(strict, jpeg, bytes, 0.5f, &img) == HORA_OK, "strict good: %s",
-          tr_data_last_error());
+          status_message());
     tr_jpeg_free(strict);
     free(damaged);
     free(jpeg);
@@ -161,8 +161,8 @@ static void test_decode(void)
     CHECK(tr_jpeg_init(1000, 0, &small) == HORA_OK, "init limited");
     jpeg = make_jpeg(64, 48, PATTERN_GRADIENT, 0, 90, &bytes);
     CHECK(tr_jpeg_decode(small, jpeg, bytes, 1.0f, &img) == HORA_ERR_CORRUPT &&
-              strstr(tr_data_last_error(), "limit") != NULL,
-          "pixel limit: %s", tr_data_last_error());
+              strstr(status_message(), "limit") != NULL,
+          "pixel limit: %s", status_message());
     tr_jpeg_free(small);
     free(jpeg);
 
@@ -197,7 +197,7 @@ static void test_decode(void)
     CHECK(tjCompress2(enc, cmyk, 32, 0, 32, TJPF_CMYK, &cmyk_jpeg, &cmyk_bytes, TJSAMP_444, 98,
                       0) == 0, "CMYK encode: %s", tjGetErrorStr2(enc));
     CHECK(tr_jpeg_decode(dec, cmyk_jpeg, cmyk_bytes, 1.0f, &img) == HORA_OK, "CMYK decode: %s",
-          tr_data_last_error());
+          status_message());
     const uint8_t *p = img.pixels + 3 * (16 * 32 + 16);
     CHECK(abs(p[0] - 200) <= 3 && abs(p[1] - 100) <= 3 && abs(p[2] - 50) <= 3,
           "CMYK -> %d %d %d, expected 200 100 50", p[0], p[1], p[2]);
@@ -214,7 +214,7 @@ static tr_pipeline_t make_pipeline(tr_split_t split, int size)
                             .height = size, .width = size, .random_resized_crop = 1};
     tr_dataset_t fake = {.count = 1, .classes = 4, .kind = TR_PAYLOAD_KIND_JPEG, .channels = 3};
     tr_pipeline_t p;
-    CHECK(tr_pipeline_init(&p, &c, &fake) == HORA_OK, "pipeline init: %s", tr_data_last_error());
+    CHECK(tr_pipeline_init(&p, &c, &fake) == HORA_OK, "pipeline init: %s", status_message());
     return p;
 }
 
@@ -261,7 +261,7 @@ static void test_pipeline(void)
     int mirrors = 0;
     for (uint64_t index = 0; index < 24; index++) {
         CHECK(tr_pipeline_sample(&p, &scratch, 3, index, &sample, out) == HORA_OK, "sample: %s",
-              tr_data_last_error());
+              status_message());
         tr_rng_t rng = tr_rng_for(p.seed, 3, index, TR_RNG_PURPOSE_CROP);
         tr_rect_t r;
         tr_aug_random_resized_crop(&rng, w, h, &r);
@@ -294,8 +294,8 @@ static void test_pipeline(void)
     /* A label outside the classes and a raw record in a JPEG split: bad. */
     sample.label = 4;
     CHECK(tr_pipeline_sample(&p, &scratch, 0, 0, &sample, out) == HORA_ERR_CORRUPT &&
-              strstr(tr_data_last_error(), "quadrants.jpg") != NULL,
-          "label 4 of 4 classes: %s", tr_data_last_error());
+              strstr(status_message(), "quadrants.jpg") != NULL,
+          "label 4 of 4 classes: %s", status_message());
     tr_pipeline_scratch_free(&scratch);
     free(out);
     free(flipped);
@@ -442,7 +442,7 @@ static void test_mkrecord_round_trip(void)
                             .seed = 5, .threads = 2, .height = size, .width = size,
                             .random_resized_crop = 1, .flip = 1, .lighting = 0.0f};
     tr_loader_t *l;
-    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", tr_loader_last_error());
+    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
     tr_loader_info_t info;
     tr_loader_info(l, &info);
     CHECK(info.samples == 3 * IMAGES_PER_CLASS && info.classes == 3 && info.channels == 3 &&
@@ -459,7 +459,7 @@ static void test_mkrecord_round_trip(void)
     tr_loader_close(l);
 
     c.split = TR_SPLIT_VAL;
-    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open val: %s", tr_loader_last_error());
+    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open val: %s", status_message());
     e = data_test_collect(l, 4, 4, 0, 0);
     wrong = wrong_colours(&e, size, &n);
     CHECK(e.status == HORA_OK && n == 3 * IMAGES_PER_CLASS && wrong == 0,
@@ -516,7 +516,7 @@ static void test_bad_records(void)
                             .seed = 8, .threads = 3, .height = size, .width = size,
                             .random_resized_crop = 1};
     tr_loader_t *l;
-    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", tr_loader_last_error());
+    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
     data_test_epoch_t e = data_test_collect(l, 4, 4, 0, 0);
     size_t n;
     int wrong = wrong_colours(&e, size, &n);
@@ -532,11 +532,11 @@ static void test_bad_records(void)
     tr_loader_close(l);
 
     c.strict = 1;
-    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open strict: %s", tr_loader_last_error());
+    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open strict: %s", status_message());
     e = data_test_collect(l, 4, 4, 0, 0);
-    CHECK(e.status == HORA_ERR_CORRUPT && strstr(tr_loader_last_error(), shard) != NULL &&
-              strstr(tr_loader_last_error(), "offset") != NULL,
-          "strict: status %d, message \"%s\"", e.status, tr_loader_last_error());
+    CHECK(e.status == HORA_ERR_CORRUPT && strstr(status_message(), shard) != NULL &&
+              strstr(status_message(), "offset") != NULL,
+          "strict: status %d, message \"%s\"", e.status, status_message());
     /* the error repeats until the next start_epoch */
     tr_batch_t *b = NULL;
     CHECK(tr_loader_next(l, &b) == HORA_ERR_CORRUPT && b == NULL, "strict error did not repeat");
@@ -555,7 +555,7 @@ static void test_bad_records(void)
     c.path = d2;
     c.strict = 0;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open with a truncated shard: %s",
-          tr_loader_last_error());
+          status_message());
     tr_loader_info_t info;
     tr_loader_info(l, &info);
     CHECK(info.samples == (3 * IMAGES_PER_CLASS + 1) / 2 && tr_loader_bad_count(l) == 1,
@@ -569,8 +569,8 @@ static void test_bad_records(void)
     c.strict = 1;
     l = NULL;
     CHECK(tr_loader_open(&c, &l) == HORA_ERR_CORRUPT && l == NULL &&
-              strstr(tr_loader_last_error(), "train-00001-of-00002.hrec") != NULL,
-          "strict truncated shard: %s", tr_loader_last_error());
+              strstr(status_message(), "train-00001-of-00002.hrec") != NULL,
+          "strict truncated shard: %s", status_message());
 }
 
 int main(void)

@@ -96,7 +96,7 @@ static tr_loader_t *open_or_die(const tr_loader_config_t *c)
     tr_loader_t *l = NULL;
     hora_status_t status = tr_loader_open(c, &l);
     CHECK(status == HORA_OK, "tr_loader_open(%s): %d %s", c->path, status,
-          tr_loader_last_error());
+          status_message());
     if (status != HORA_OK)
         exit(1);
     return l;
@@ -107,7 +107,7 @@ static data_test_epoch_t run_epoch(const tr_loader_config_t *c, uint64_t epoch, 
     tr_loader_t *l = open_or_die(c);
     data_test_epoch_t e = data_test_collect(l, c->batch, c->dtype == TR_DTYPE_F16 ? 2 : c->dtype == TR_DTYPE_U8 ? 1 : 4,
                                             epoch, first);
-    CHECK(e.status == HORA_OK, "epoch %" PRIu64 ": %s", epoch, tr_loader_last_error());
+    CHECK(e.status == HORA_OK, "epoch %" PRIu64 ": %s", epoch, status_message());
     tr_loader_close(l);
     return e;
 }
@@ -495,7 +495,7 @@ static void test_held_buffers_and_errors(void)
     CHECK(tr_loader_next(l, &b) == HORA_OK && b, "batch 1");
     CHECK(tr_loader_next(l, &x) == HORA_ERR_INVALID_ARG && x == NULL,
           "all buffers held: expected an error, not a hang");
-    CHECK(strstr(tr_loader_last_error(), "held") != NULL, "message: %s", tr_loader_last_error());
+    CHECK(strstr(status_message(), "held") != NULL, "message: %s", status_message());
     tr_loader_release(l, a);
     CHECK(tr_loader_next(l, &x) == HORA_OK && x && x->step == 2, "after a release");
     tr_loader_release(l, b);
@@ -527,7 +527,7 @@ static void test_held_buffers_and_errors(void)
         hora_status_t status = tr_loader_open(&bad[i].config, &l2);
         CHECK(status == bad[i].want && l2 == NULL, "%s: status %d, expected %d", bad[i].what,
               status, bad[i].want);
-        CHECK(tr_loader_last_error()[0] != '\0', "%s: no message", bad[i].what);
+        CHECK(status_message()[0] != '\0', "%s: no message", bad[i].what);
     }
 
     /* Broken IDX files: CORRUPT, naming the file. */
@@ -542,9 +542,9 @@ static void test_held_buffers_and_errors(void)
             tr_loader_t *l2 = NULL;
             hora_status_t status = tr_loader_open(&bc, &l2);
             CHECK(status == HORA_ERR_CORRUPT && l2 == NULL &&
-                      strstr(tr_loader_last_error(), d) != NULL,
+                      strstr(status_message(), d) != NULL,
                   "IDX %s (gz %d): status %d, message \"%s\"", cases[k], gz, status,
-                  tr_loader_last_error());
+                  status_message());
             data_test_rmtree(d);
         }
 }
@@ -605,8 +605,8 @@ static void test_raw_shards(void)
     CHECK(system(cmd) == 0, "rm");
     tr_loader_t *l2 = NULL;
     CHECK(tr_loader_open(&c, &l2) == HORA_ERR_CORRUPT &&
-              strstr(tr_loader_last_error(), "missing") != NULL,
-          "missing shard: %s", tr_loader_last_error());
+              strstr(status_message(), "missing") != NULL,
+          "missing shard: %s", status_message());
     data_test_rmtree(d);
 #else
     printf("raw shard test skipped (HORA_MKRECORD not defined)\n");

@@ -15,7 +15,7 @@
 
 #include "check.h"
 #include "crc32c.h"
-#include "error.h"
+#include "base/status.h"
 #include "file.h"
 #include "record.h"
 
@@ -97,7 +97,7 @@ static int read_all(const char *path, uint64_t *good_out)
     *good_out = 0;
     hora_status_t status = tr_record_reader_open(path, &r);
     if (status != HORA_OK) {
-        CHECK_TRUE(strstr(tr_record_last_error(), path) && strstr(tr_record_last_error(), "offset"));
+        CHECK_TRUE(strstr(status_message(), path) && strstr(status_message(), "offset"));
         return status;
     }
     tr_record_t rec = {0};
@@ -105,7 +105,7 @@ static int read_all(const char *path, uint64_t *good_out)
     for (uint64_t i = 0; i < tr_record_reader_count(r); i++) {
         status = tr_record_read(r, i, &rec);
         if (status != HORA_OK) {
-            CHECK_TRUE(strstr(tr_record_last_error(), "offset"));
+            CHECK_TRUE(strstr(status_message(), "offset"));
             if (!first)
                 first = status;
             continue;
@@ -265,8 +265,8 @@ static void test_corruption(void)
     tr_record_t rec = {0};
     CHECK_TRUE(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
     snprintf(expect, sizeof(expect), "offset %" PRIu64 ":", off1);
-    CHECK_TRUE(strstr(tr_record_last_error(), expect) != NULL);
-    printf("  header flip -> %s\n", tr_record_last_error());
+    CHECK_TRUE(strstr(status_message(), expect) != NULL);
+    printf("  header flip -> %s\n", status_message());
     CHECK_TRUE(tr_record_read(r, 2, &rec) == HORA_OK && check_record(2, &rec));
     tr_record_reader_close(r);
 
@@ -275,8 +275,8 @@ static void test_corruption(void)
     spill(bad_path, buf, bytes);
     CHECK_TRUE(tr_record_reader_open(bad_path, &r) == HORA_OK);
     CHECK_TRUE(tr_record_read(r, 1, &rec) == TR_ERR_CORRUPT);
-    CHECK_TRUE(strstr(tr_record_last_error(), "payload CRC") != NULL);
-    printf("  payload flip -> %s\n", tr_record_last_error());
+    CHECK_TRUE(strstr(status_message(), "payload CRC") != NULL);
+    printf("  payload flip -> %s\n", status_message());
     tr_record_reader_close(r);
 
     /* Index flip. */
@@ -284,8 +284,8 @@ static void test_corruption(void)
     buf[bytes - 4 - 8 * 10] ^= 1;
     spill(bad_path, buf, bytes);
     CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
-    CHECK_TRUE(strstr(tr_record_last_error(), "index CRC") != NULL);
-    printf("  index flip -> %s\n", tr_record_last_error());
+    CHECK_TRUE(strstr(status_message(), "index CRC") != NULL);
+    printf("  index flip -> %s\n", status_message());
 
     /* Absurd lengths with valid CRCs: payload 2^62, and payload one too big. */
     uint64_t absurd[] = {UINT64_C(1) << 62, UINT64_MAX, (off2 - off1) - 32 + 1, 1u << 29};
@@ -298,7 +298,7 @@ static void test_corruption(void)
         CHECK_TRUE(rec.payload_capacity_bytes < 4096); /* nothing big was allocated */
         tr_record_reader_close(r);
     }
-    printf("  absurd length -> %s\n", tr_record_last_error());
+    printf("  absurd length -> %s\n", status_message());
 
     /* Absurd record count / index offset in the shard header (with a valid CRC). */
     uint64_t counts[] = {UINT64_C(1) << 62, UINT64_MAX, count + 1, UINT64_MAX / 8 + 1};
@@ -311,7 +311,7 @@ static void test_corruption(void)
         spill(bad_path, buf, bytes);
         CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
     }
-    printf("  absurd count -> %s\n", tr_record_last_error());
+    printf("  absurd count -> %s\n", status_message());
 
     /* Truncation at many offsets: always a clean error at open. */
     for (size_t len = 0; len < bytes; len += (len < 100 ? 1 : 37)) {
@@ -320,7 +320,7 @@ static void test_corruption(void)
     }
     spill(bad_path, orig, bytes / 2);
     CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
-    printf("  truncated -> %s\n", tr_record_last_error());
+    printf("  truncated -> %s\n", status_message());
     /* Trailing garbage is not accepted either. */
     spill(bad_path, orig, bytes);
     FILE *f = fopen(bad_path, "ab");
@@ -336,32 +336,42 @@ static void test_corruption(void)
     printf("corruption cases ok\n");
 }
 
-/* record.c sets error.c's message, the one the loader and dataset read: a
- * record failure is in tr_data_last_error() too, and a message built from
- * it ("bad shard: %s", as dataset.c does) keeps the old text intact. */
+/* record.c sets libhora-base's message (base/status.h), the one the loader,
+ * dataset and every caller read: a record failure is in status_message(),
+ * and a message built from it ("bad shard: %s", as dataset.c does) keeps the
+ * old text intact. A place is written the one way, every part optional:
+ * "rank R: PATH: section 'S': tensor 'T': offset N: what". */
 static void test_shared_error(void)
 {
-    tr_data_set_error("");
+    status_clear();
+    CHECK_TRUE(status_message()[0] == '\0');
     tr_record_reader_t *r;
     CHECK_TRUE(tr_record_reader_open("/nonexistent/shared.hrec", &r) == HORA_ERR_SYSTEM);
-    const char *message = tr_record_last_error();
-    CHECK_TRUE(message == tr_data_last_error());
+    const char *message = status_message();
+    CHECK_TRUE(message == status_message());
     CHECK_TRUE(strncmp(message, "/nonexistent/shared.hrec: offset 0: cannot open: ", 49) == 0);
     char before[1024];
     snprintf(before, sizeof(before), "%s", message);
-    CHECK_TRUE(tr_data_fail(TR_ERR_CORRUPT, "bad shard: %s", tr_record_last_error()) == TR_ERR_CORRUPT);
+    CHECK_TRUE(status_set(TR_ERR_CORRUPT, "bad shard: %s", status_message()) == TR_ERR_CORRUPT);
     char want[1100];
     snprintf(want, sizeof(want), "bad shard: %s", before);
-    CHECK_TRUE(strcmp(tr_record_last_error(), want) == 0);
-    tr_data_set_error(tr_data_last_error()); /* copying a message onto itself */
-    CHECK_TRUE(strcmp(tr_data_last_error(), want) == 0);
+    CHECK_TRUE(strcmp(status_message(), want) == 0);
+    status_set(TR_ERR_CORRUPT, "%s", status_message()); /* copying a message onto itself */
+    CHECK_TRUE(strcmp(status_message(), want) == 0);
+    status_at(HORA_ERR_CORRUPT, (status_where_t){.file = "f.hckpt", .section = "params", .tensor = "fc.bias",
+              .offset = 64, .has_offset = 1, .rank = 3, .has_rank = 1}, "CRC32C %d", 5);
+    CHECK_TRUE(strcmp(status_message(), "rank 3: f.hckpt: section 'params': tensor 'fc.bias': offset 64: CRC32C 5") == 0);
+    status_at(HORA_ERR_CORRUPT, STATUS_SECTION_AT("f.hckpt", "model", 0), "x");
+    CHECK_TRUE(strcmp(status_message(), "f.hckpt: section 'model': offset 0: x") == 0);
+    status_at(HORA_ERR_CORRUPT, STATUS_FILE("f.hckpt"), "y");
+    CHECK_TRUE(strcmp(status_message(), "f.hckpt: y") == 0);
     /* A path longer than the buffer is cut, not overrun. */
     char long_path[3000];
     memset(long_path, 'p', sizeof(long_path) - 1);
     long_path[sizeof(long_path) - 1] = '\0';
-    CHECK_TRUE(tr_data_fail_at(HORA_ERR_SYSTEM, long_path, 7, "x") == HORA_ERR_SYSTEM);
-    CHECK_TRUE(strlen(tr_data_last_error()) < sizeof(long_path) - 1 &&
-          strncmp(tr_data_last_error(), "ppp", 3) == 0);
+    CHECK_TRUE(status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(long_path, 7), "x") == HORA_ERR_SYSTEM);
+    CHECK_TRUE(strlen(status_message()) < sizeof(long_path) - 1 &&
+          strncmp(status_message(), "ppp", 3) == 0);
     printf("  shared message -> %s\n", want);
     printf("shared error message ok\n");
 }

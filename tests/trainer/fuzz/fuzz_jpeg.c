@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
+#include "base/status.h"
 #include "k_cpu.h"
 #include "pipeline.h"
 
@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 abort();
         }
     } else if (status != HORA_ERR_CORRUPT ||
-               strstr(tr_data_last_error(), "fuzz-input") == NULL) {
+               strstr(status_message(), "fuzz-input") == NULL) {
         abort();
     }
     free(out);

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/status.h"
 #include "record.h"
 
 /* The reader wants a path: one in-memory file, rewritten per input. */
@@ -35,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     tr_record_reader_t *reader;
     if (tr_record_reader_open(fuzz_path, &reader) != HORA_OK) {
-        if (tr_record_last_error()[0] == '\0')
+        if (status_message()[0] == '\0')
             abort(); /* a failure must say why */
         return 0;
     }

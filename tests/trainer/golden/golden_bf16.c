@@ -343,13 +343,12 @@ int run_mixed(const char *path, const golden_t *g)
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = 1};
     tr_backend_t *backend;
-    char why[160] = "";
     if (!ops || ops->init(&bc, &backend) != HORA_OK) {
         fprintf(stderr, "no cpu backend\n");
         return -1;
     }
-    if (ops->compute_dtype(backend, TR_DTYPE_BF16, why, sizeof(why)) != HORA_OK) {
-        printf("%s: FAIL: the cpu backend cannot compute in bf16 here: %s\n", path, why);
+    if (ops->compute_dtype(backend, TR_DTYPE_BF16) != HORA_OK) {
+        printf("%s: FAIL: the cpu backend cannot compute in bf16 here: %s\n", path, status_message());
         ops->free(backend);
         return -1;
     }

@@ -207,8 +207,9 @@ int main(int argc, char **argv)
     }
     printf("test_ops_mixed: cpu backend, %s, channel block %d (0 = auto), %d threads\n", tr_dtype_name(mixed_dtype),
            config.channel_block, config.threads);
-    char why[256] = "";
-    int can = ops->compute_dtype(be, mixed_dtype, why, sizeof(why)) == HORA_OK;
+    int can = ops->compute_dtype(be, mixed_dtype) == HORA_OK;
+    char why[256];
+    snprintf(why, sizeof(why), "%s", can ? "" : status_message());
 
     if (mixed_dtype == TR_DTYPE_F16) {
         /* The layers in f16; what does not depend on the compute dtype

@@ -3,7 +3,9 @@
 every rank non-zero, the message printed, no hora object left in /dev/shm.
 
 usage: test_faults.py MODE HORA_TRAIN HORA_MKRECORD
-  strict      a corrupt record under --strict, read by one rank only
+  strict      a corrupt record under --strict, read by one rank only; the
+              rank that reads it prints the error once, with the message
+              hora-mkrecord --verify gives for the same record
   checkpoint  a checkpoint write that fails on rank 0 (its directory
               replaced by a file after the first checkpoint; a full disk is
               test_checkpoint.py full-disk)
@@ -86,6 +88,10 @@ def strict(work):
         b = f.read(1)
         f.seek(size // 2)
         f.write(bytes([b[0] ^ 0xFF]))
+    v = subprocess.run([HORA_MKRECORD, "--verify", shard], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=60)
+    print(v.stdout, end="")
+    m = re.search(r"^hora-mkrecord: bad record: (.+)$", v.stdout, re.M)
     before = hora_shm()
     t0 = time.monotonic()
     p = start(2, BASE + ["--data", rec, "--strict"])
@@ -93,6 +99,17 @@ def strict(work):
     f = judge("strict", out, seconds, [r"bad sample \d+ \(strict: stopping\)", r"aborted|abort"], before)
     if p.returncode == 0:
         f.append("strict: mpirun exited 0")
+    # One error channel: the same text as hora-mkrecord's, printed once by
+    # hora-train's main on the rank that read it (not also by the loader).
+    if not m:
+        f.append("strict: hora-mkrecord --verify named no bad record")
+    else:
+        said = re.findall(r"^(?:\[\d+,\d+\]<std\w+>:)?hora-train: rank \d+: training data, epoch \d+ step \d+: bad sample \d+ \(strict: stopping\): "
+                          + re.escape(m.group(1)) + "$", out, re.M)
+        if len(said) != 1:
+            f.append(f"strict: {len(said)} lines of hora-train's main carry hora-mkrecord's message '{m.group(1)}'")
+        if re.search(r"hora loader: .*" + re.escape(m.group(1)), out):
+            f.append("strict: the loader printed the error too")
     return f
 
 

@@ -630,13 +630,13 @@ static int backend_verdict(void)
         if (status == HORA_OK) {
             ops->free(probe);
         } else if (status == HORA_ERR_UNSUPPORTED && ops->memory != TR_MEMORY_HOST) {
-            verdict = 1; /* cuda: "no usable CUDA device (...)", logged by the backend */
-            snprintf(why, sizeof(why), "rank %d: the %s backend finds no usable device (%s; its message above)",
-                     rank, backend_name, hora_status_string(status));
+            verdict = 1; /* cuda: "no usable CUDA device (...)", the backend's message */
+            snprintf(why, sizeof(why), "rank %d: the %s backend finds no usable device (%s: %s)", rank, backend_name,
+                     hora_status_string(status), status_message());
         } else {
             verdict = 2;
-            snprintf(why, sizeof(why), "rank %d: the %s backend's init failed: %s", rank, backend_name,
-                     hora_status_string(status));
+            snprintf(why, sizeof(why), "rank %d: the %s backend's init failed: %s: %s", rank, backend_name,
+                     hora_status_string(status), status_message());
         }
     }
     int worst = verdict;

@@ -83,8 +83,7 @@ int main(int argc, char **argv)
     int lows = 0;
     CHECK(probe.candidate[TR_PRECISION_FP32], "fp32 is not a candidate");
     for (int p = 1; p < TR_PRECISION_COUNT; p++) {
-        char why[192];
-        int native = backend->ops->compute_dtype(backend, dtypes[p], why, sizeof(why)) == HORA_OK;
+        int native = backend->ops->compute_dtype(backend, dtypes[p]) == HORA_OK;
         CHECK(probe.candidate[p] == native, "rank %d: %s candidate %d, the backend computes it natively: %d",
               rank, tr_precision_names[p], probe.candidate[p], native);
         CHECK(probe.candidate[p] || probe.refused[p][0], "%s left out without a reason", tr_precision_names[p]);

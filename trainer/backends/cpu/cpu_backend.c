@@ -225,11 +225,9 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
         return cpu_invalid("tensor_alloc: NULL argument");
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
         return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
-    char why[160];
-    if (cpu_compute_dtype_ok(dtype, why, sizeof(why)) != HORA_OK) {
-        fprintf(stderr, "hora-train: cpu: tensor_alloc: no %s activations: %s\n", tr_dtype_name(dtype), why);
-        return HORA_ERR_UNSUPPORTED;
-    }
+    if (cpu_compute_dtype_ok(dtype) != HORA_OK)
+        return status_set(HORA_ERR_UNSUPPORTED, "cpu: tensor_alloc: no %s activations: %s", tr_dtype_name(dtype),
+                          status_message());
     tr_layout_t layout = cpu_layout_for(backend, c, dtype);
     cpu_md_t md;
     CPU_CHECK(cpu_md_4d(&md, n, c, h, w, layout, dtype));
@@ -355,8 +353,7 @@ static hora_status_t cpu_input_import(tr_backend_t *backend_base, const tr_tenso
     const int dims[4] = {pixels->n, pixels->c, pixels->h, pixels->w};
     float *x = malloc(tr_tensor_count(pixels) * sizeof(float));
     if (x == NULL) {
-        fprintf(stderr, "hora-train: cpu: input_import: out of memory\n");
-        return HORA_ERR_NO_MEMORY;
+        return status_set(HORA_ERR_NO_MEMORY, "cpu: input_import: out of memory");
     }
     tr_tensor_normalize_u8(pixels, mean, std, x);
     tr_tensor_t host = tr_tensor_plain(x, TR_DTYPE_F32, TR_MEMORY_HOST, 4, dims);
@@ -372,8 +369,7 @@ static hora_status_t cpu_host_alloc(tr_backend_t *backend, size_t bytes, void **
     if (ptr_out == NULL)
         return cpu_invalid("host_alloc: NULL argument");
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) {
-        fprintf(stderr, "hora-train: cpu: host_alloc: %zu bytes: out of memory\n", bytes);
-        return HORA_ERR_NO_MEMORY;
+        return status_set(HORA_ERR_NO_MEMORY, "cpu: host_alloc: %zu bytes: out of memory", bytes);
     }
     memset(p, 0, bytes);
     *ptr_out = p;
@@ -464,10 +460,9 @@ static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tenso
     if (ref->dtype != TR_DTYPE_F32 && ref->dtype != TR_DTYPE_BF16 && ref->dtype != TR_DTYPE_F16)
         return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32, bf16 and f16)", what,
                            tr_dtype_name(ref->dtype));
-    char why[160];
-    if (cpu_compute_dtype_ok(ref->dtype, why, sizeof(why)) != HORA_OK) /* no such tensor comes from tensor_alloc */
+    if (cpu_compute_dtype_ok(ref->dtype) != HORA_OK) /* no such tensor comes from tensor_alloc */
         return cpu_invalid("%s: %s tensor, which this backend does not compute in: %s", what,
-                           tr_dtype_name(ref->dtype), why);
+                           tr_dtype_name(ref->dtype), status_message());
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
@@ -647,10 +642,10 @@ static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tenso
     return HORA_OK;
 }
 
-static hora_status_t cpu_compute_dtype(tr_backend_t *backend, tr_dtype_t dtype, char *why, size_t why_len)
+static hora_status_t cpu_compute_dtype(tr_backend_t *backend, tr_dtype_t dtype)
 {
     (void)backend;
-    return cpu_compute_dtype_ok(dtype, why, why_len);
+    return cpu_compute_dtype_ok(dtype);
 }
 
 /* ---- the table ----------------------------------------------------------- */

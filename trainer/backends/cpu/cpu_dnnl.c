@@ -23,7 +23,7 @@ void *cpu_alloc(size_t bytes, const char *what)
         rounded = 64;
     void *p = aligned_alloc(64, rounded);
     if (p == NULL) {
-        fprintf(stderr, "hora-train: cpu: out of memory allocating %zu bytes for %s\n", bytes, what);
+        status_set(HORA_ERR_NO_MEMORY, "cpu: out of memory allocating %zu bytes for %s", bytes, what);
         return NULL;
     }
     memset(p, 0, rounded);
@@ -139,18 +139,15 @@ static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
     return failed < 0;
 }
 
-hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len)
+hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype)
 {
     /* -1 unknown, 0 no, 1 yes, per dtype; the answer is the CPU's and the
      * library's, the same for every backend of the process. */
     static int known[4] = {1, -1, -1, 0};
     static char reasons[4][160];
     int i = (int)dtype;
-    if (i < 0 || i >= 4) {
-        if (why != NULL && why_len > 0)
-            snprintf(why, why_len, "dtype %d is not a tensor dtype", i);
-        return HORA_ERR_UNSUPPORTED;
-    }
+    if (i < 0 || i >= 4)
+        return status_set(HORA_ERR_UNSUPPORTED, "dtype %d is not a tensor dtype", i);
     if (dtype == TR_DTYPE_I32)
         snprintf(reasons[i], sizeof(reasons[i]), "layers do not compute in i32");
 #pragma omp critical(cpu_dtype_probe)
@@ -158,18 +155,14 @@ hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len)
         known[i] = cpu_dtype_probe(dtype, reasons[i], sizeof(reasons[i]));
     if (known[i])
         return HORA_OK;
-    if (why != NULL && why_len > 0)
-        snprintf(why, why_len, "%s", reasons[i]);
-    return HORA_ERR_UNSUPPORTED;
+    return status_set(HORA_ERR_UNSUPPORTED, "%s", reasons[i]);
 }
 
 hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what)
 {
-    char why[160];
-    if (cpu_compute_dtype_ok(dtype, why, sizeof(why)) != HORA_OK) {
-        fprintf(stderr, "hora-train: cpu: %s: cannot compute in %s: %s\n", what, tr_dtype_name(dtype), why);
-        return HORA_ERR_UNSUPPORTED;
-    }
+    if (cpu_compute_dtype_ok(dtype) != HORA_OK)
+        return status_set(HORA_ERR_UNSUPPORTED, "cpu: %s: cannot compute in %s: %s", what, tr_dtype_name(dtype),
+                          status_message());
     if (grad_dtype != TR_DTYPE_F32 && grad_dtype != TR_DTYPE_BF16 && grad_dtype != TR_DTYPE_F16)
         return cpu_invalid("%s: gradient dtype %s (f32, bf16 or f16)", what, tr_dtype_name(grad_dtype));
     return HORA_OK;

@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "backend.h"
+#include "base/status.h"
 #include "cpu_log.h"
 #include "k_cpu.h"
 #include "k_numeric.h"       /* the scalar conversions, inline (k_num_bf16_to_f32, ...) */
@@ -103,7 +104,7 @@ typedef struct {
 
 /* ---- cpu_dnnl.c ---------------------------------------------------------- */
 
-/* Propagate a failed status (already logged where it was detected). */
+/* Propagate a failed status (its message set where it was detected). */
 #define CPU_CHECK(call)                                                                  \
     do {                                                                                 \
         hora_status_t cpu_check_status_ = (call);                                        \
@@ -120,7 +121,7 @@ dnnl_data_type_t cpu_dnnl_dtype(tr_dtype_t dtype);
 /* HORA_OK when the layers compute in dtype on this CPU (f32 always; bf16
  * where oneDNN has jit kernels for it); else HORA_ERR_UNSUPPORTED and a
  * reason in why (may be NULL). Probed once per process. */
-hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype, char *why, size_t why_len);
+hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype);
 /* The same for a layer's descriptor dtypes (compute; gradient f32/bf16/f16),
  * logging the refusal as "<what>: ...". */
 hora_status_t cpu_check_layer_dtypes(tr_dtype_t dtype, tr_dtype_t grad_dtype, const char *what);
@@ -190,7 +191,7 @@ hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, con
  * cpu_prim_t is fine. */
 void cpu_prim_free(cpu_prim_t *p);
 
-/* 64-byte aligned, zeroed host memory; NULL on failure (logged). */
+/* 64-byte aligned, zeroed host memory; NULL on failure (the message set). */
 void *cpu_alloc(size_t bytes, const char *what);
 
 /* The state of layer for batch n, made on first use. */

@@ -1,7 +1,7 @@
 /*
- * cpu_log.c - how trainer/cpu reports a failure (cpu_log.h): one line
- * "hora-train: cpu: ..." on stderr where it is seen, oneDNN's statuses
- * translated at the boundary.
+ * cpu_log.c - how trainer/cpu reports a failure (cpu_log.h): the status and
+ * one message in libhora-base's store where it is seen, oneDNN's statuses
+ * translated at the boundary; nothing printed.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,21 +14,18 @@ hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what)
 {
     if (dnnl_status == dnnl_success)
         return HORA_OK;
-    fprintf(stderr, "hora-train: cpu: %s: oneDNN says %s\n", what, dnnl_status2str(dnnl_status));
-    switch (dnnl_status) {
-    case dnnl_out_of_memory: return HORA_ERR_NO_MEMORY;
-    case dnnl_unimplemented: return HORA_ERR_UNSUPPORTED;
-    default: return HORA_ERR_INTERNAL;
-    }
+    hora_status_t status = dnnl_status == dnnl_out_of_memory   ? HORA_ERR_NO_MEMORY
+                           : dnnl_status == dnnl_unimplemented ? HORA_ERR_UNSUPPORTED
+                                                               : HORA_ERR_INTERNAL;
+    return status_set(status, "cpu: %s: oneDNN says %s", what, dnnl_status2str(dnnl_status));
 }
 
 hora_status_t cpu_invalid(const char *fmt, ...)
 {
+    char what[STATUS_MESSAGE_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    fputs("hora-train: cpu: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    return HORA_ERR_INVALID_ARG;
+    return status_set(HORA_ERR_INVALID_ARG, "cpu: %s", what);
 }

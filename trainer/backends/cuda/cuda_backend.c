@@ -34,7 +34,9 @@ hora_status_t cuda_rt(cudaError_t err, const char *what)
 hora_status_t cuda_kernel(int err, const char *what)
 {
     if (err == 0) return HORA_OK;
-    return cuda_fail(HORA_ERR_INTERNAL, "%s: %s", what, k_cuda_error_string(err));
+    /* The kernels' int code (a cudaError_t value), translated here. */
+    return cuda_fail(err == K_CUDA_ERR_INVALID_VALUE ? HORA_ERR_INVALID_ARG : HORA_ERR_INTERNAL, "%s: %s", what,
+                     k_cuda_error_string(err));
 }
 
 int cuda_float_dtype(tr_dtype_t dtype)
@@ -371,27 +373,25 @@ hora_status_t cuda_check_activation(const tr_tensor_t *t, tr_dtype_t dtype, int 
     return HORA_OK;
 }
 
-static hora_status_t cuda_compute_dtype(tr_backend_t *backend, tr_dtype_t dtype, char *why, size_t why_len)
+static hora_status_t cuda_compute_dtype(tr_backend_t *backend, tr_dtype_t dtype)
 {
     (void)backend;
     /* cuDNN plans f16 and bf16 convolutions with tensor cores (and f32
      * ones); cuBLASLt does all three. */
     if (cuda_float_dtype(dtype)) return HORA_OK;
-    if (why && why_len) snprintf(why, why_len, "the cuda backend computes in f32, f16 or bf16, not %s",
-                                 tr_dtype_name(dtype));
-    return HORA_ERR_UNSUPPORTED;
+    return status_set(HORA_ERR_UNSUPPORTED, "the cuda backend computes in f32, f16 or bf16, not %s",
+                      tr_dtype_name(dtype));
 }
 
 static hora_status_t cuda_tensor_alloc(tr_backend_t *backend_base, int n, int c, int h, int w, tr_dtype_t dtype,
                                        tr_tensor_t *t)
 {
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
-    char why[128];
     if (b == NULL || t == NULL) return cuda_fail(HORA_ERR_INVALID_ARG, "tensor_alloc: NULL argument");
     if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
         return cuda_fail(HORA_ERR_INVALID_ARG, "tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
-    if (cuda_compute_dtype(backend_base, dtype, why, sizeof(why)) != HORA_OK)
-        return cuda_fail(HORA_ERR_UNSUPPORTED, "tensor_alloc: %s", why);
+    if (cuda_compute_dtype(backend_base, dtype) != HORA_OK)
+        return cuda_fail(HORA_ERR_UNSUPPORTED, "tensor_alloc: %s", status_message());
     const size_t bytes = (size_t)n * (size_t)cuda_stored_channels(c) * (size_t)h * (size_t)w * tr_dtype_size(dtype);
     void *data = NULL;
     cudaError_t err = cudaMalloc(&data, bytes);

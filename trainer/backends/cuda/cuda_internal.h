@@ -58,10 +58,13 @@ struct tr_layer {
     void (*free)(tr_layer_t *layer);
 };
 
-/* HORA_OK for cudaSuccess, else logged naming what (HORA_ERR_NO_MEMORY for
- * cudaErrorMemoryAllocation, HORA_ERR_INTERNAL otherwise). */
+/* HORA_OK for cudaSuccess, else the message naming what set (cuda_fail;
+ * HORA_ERR_NO_MEMORY for cudaErrorMemoryAllocation, HORA_ERR_INTERNAL
+ * otherwise). */
 hora_status_t cuda_rt(cudaError_t err, const char *what);
-/* HORA_OK for 0, else the kernels' error (k_cuda_error_string) logged. */
+/* HORA_OK for 0, else the kernels' int code translated at this boundary:
+ * HORA_ERR_INVALID_ARG for K_CUDA_ERR_INVALID_VALUE, HORA_ERR_INTERNAL
+ * otherwise, the message k_cuda_error_string's (cuda_fail). */
 hora_status_t cuda_kernel(int err, const char *what);
 
 #define CUDA_CHECK(call)                                             \

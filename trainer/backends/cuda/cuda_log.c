@@ -4,15 +4,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "base/status.h"
 #include "cuda_log.h"
 
 hora_status_t cuda_fail(hora_status_t status, const char *fmt, ...)
 {
+    char what[STATUS_MESSAGE_BYTES];
     va_list ap;
     va_start(ap, fmt);
-    fputs("hora-train: cuda: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(what, sizeof(what), fmt, ap);
     va_end(ap);
-    return status;
+    return status_set(status, "cuda: %s", what);
 }

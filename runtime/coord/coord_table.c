@@ -1,5 +1,5 @@
-/* coord_negotiate.c - the slow path: the wire format of request and response
- * lists, and rank 0's table of names that some ranks have submitted.
+/* coord_table.c - the slow path's negotiation: rank 0's table of names that
+ * some ranks have submitted (their lists as bytes: coord_wire.c).
  *
  * Rank 0 merges every rank's submissions into its table; a name is ready when
  * every rank that has not joined submitted it (a group when all its members
@@ -17,163 +17,28 @@
 
 #include "base/log.h"
 #include "base/status.h"
-#include "coord/coord_internal.h"
+#include "coord/coord_table.h"
 #include "coord/stack.h"
+#include "coord/timeline.h"
 
-/* ---------------------------------------------------------------- buffers */
+/* One name some rank has submitted and not all have. */
+struct coord_entry {
+    char *name;
+    char *group;
+    struct coord_meta *metas; /* [size] */
+    uint8_t *present;         /* [size] */
+    int64_t *ready_us;        /* [size] */
+    int64_t first_us;
+    int64_t last_warn_us;
+    struct coord_entry *next; /* arrival order */
+};
 
-void coord_buf_free(struct coord_buf *b)
-{
-    free(b->data);
-    memset(b, 0, sizeof(*b));
-}
-
-int coord_buf_put(struct coord_buf *b, const void *data, size_t len)
-{
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len) cap *= 2;
-        uint8_t *n = realloc(b->data, cap);
-        if (!n) return -1;
-        b->data = n;
-        b->cap = cap;
-    }
-    if (len) memcpy(b->data + b->len, data, len);
-    b->len += len;
-    return 0;
-}
-
-int coord_buf_get(struct coord_buf *b, void *data, size_t len)
-{
-    if (b->pos + len > b->len) return -1;
-    memcpy(data, b->data + b->pos, len);
-    b->pos += len;
-    return 0;
-}
-
-static int coord_buf_put_str(struct coord_buf *b, const char *s)
-{
-    uint32_t len = s ? (uint32_t)strlen(s) : 0;
-    return coord_buf_put(b, &len, sizeof(len)) || coord_buf_put(b, s, len);
-}
-
-/* A fresh string (NULL for an empty one when empty_is_null) or -1. */
-static int coord_buf_get_str(struct coord_buf *b, char **out, int empty_is_null)
-{
-    uint32_t len;
-    *out = NULL;
-    if (coord_buf_get(b, &len, sizeof(len)) || b->pos + len > b->len) return -1;
-    if (len == 0 && empty_is_null) return 0;
-    *out = malloc((size_t)len + 1);
-    if (!*out) return -1;
-    memcpy(*out, b->data + b->pos, len);
-    (*out)[len] = '\0';
-    b->pos += len;
-    return 0;
-}
-
-hora_status_t coord_encode_requests(struct hora_request *list, struct coord_buf *out)
-{
-    for (struct hora_request *req = list; req; req = req->next)
-        if (coord_buf_put_str(out, req->name) || coord_buf_put_str(out, req->group) ||
-            coord_buf_put(out, &req->meta, sizeof(req->meta)))
-            return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory encoding requests");
-    return HORA_OK;
-}
-
-/* ------------------------------------------------------------- responses */
-
-struct coord_response *coord_responses_add(struct coord_responses *list)
-{
-    if (list->count == list->cap) {
-        int cap = list->cap ? 2 * list->cap : 16;
-        struct coord_response *n = realloc(list->items, (size_t)cap * sizeof(*n));
-        if (!n) return NULL;
-        list->items = n;
-        list->cap = cap;
-    }
-    struct coord_response *r = &list->items[list->count++];
-    memset(r, 0, sizeof(*r));
-    r->cache_id = -1;
-    r->last_joined = -1;
-    return r;
-}
-
-static void coord_response_free(struct coord_response *r)
-{
-    for (int i = 0; i < r->ntensors && r->names; i++) free(r->names[i]);
-    free(r->names);
-    free(r->metas);
-    free(r->rank_counts);
-    free(r->error);
-}
-
-void coord_responses_clear(struct coord_responses *list)
-{
-    for (int i = 0; i < list->count; i++) coord_response_free(&list->items[i]);
-    free(list->items);
-    memset(list, 0, sizeof(*list));
-}
-
-hora_status_t coord_encode_responses(const struct coord *c, const struct coord_responses *list,
-                                     struct coord_buf *out)
-{
-    const int size = c->size;
-    for (int i = 0; i < list->count; i++) {
-        const struct coord_response *r = &list->items[i];
-        int fail = coord_buf_put(out, &r->kind, sizeof(r->kind)) ||
-                   coord_buf_put(out, &r->ntensors, sizeof(r->ntensors)) ||
-                   coord_buf_put(out, &r->last_joined, sizeof(r->last_joined)) ||
-                   coord_buf_put(out, &r->cacheable, sizeof(r->cacheable)) || coord_buf_put_str(out, r->error);
-        for (int t = 0; t < r->ntensors && !fail; t++)
-            fail = coord_buf_put_str(out, r->names[t]) || coord_buf_put(out, &r->metas[t], sizeof(r->metas[t]));
-        if (!fail && r->kind == COORD_KIND_ALLGATHER)
-            fail = coord_buf_put(out, r->rank_counts, (size_t)size * sizeof(uint64_t));
-        if (fail) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory encoding responses");
-    }
-    return HORA_OK;
-}
-
-hora_status_t coord_decode_responses(const struct coord *c, struct coord_buf *in, struct coord_responses *list)
-{
-    const int size = c->size;
-    while (in->pos < in->len) {
-        struct coord_response *r = coord_responses_add(list);
-        if (!r) goto err_memory;
-        int32_t ntensors;
-        if (coord_buf_get(in, &r->kind, sizeof(r->kind)) || coord_buf_get(in, &ntensors, sizeof(ntensors)) ||
-            coord_buf_get(in, &r->last_joined, sizeof(r->last_joined)) ||
-            coord_buf_get(in, &r->cacheable, sizeof(r->cacheable)) || coord_buf_get_str(in, &r->error, 1) ||
-            ntensors < 0 || (size_t)ntensors > in->len)
-            goto err_malformed;
-        r->names = calloc((size_t)ntensors + 1, sizeof(char *));
-        r->metas = calloc((size_t)ntensors + 1, sizeof(struct coord_meta));
-        if (!r->names || !r->metas) goto err_memory;
-        for (int t = 0; t < ntensors; t++) {
-            r->ntensors = t + 1;
-            if (coord_buf_get_str(in, &r->names[t], 0) || coord_buf_get(in, &r->metas[t], sizeof(r->metas[t])))
-                goto err_malformed;
-        }
-        r->ntensors = ntensors;
-        if (r->kind == COORD_KIND_ALLGATHER) {
-            r->rank_counts = malloc((size_t)size * sizeof(uint64_t));
-            if (!r->rank_counts) goto err_memory;
-            if (coord_buf_get(in, r->rank_counts, (size_t)size * sizeof(uint64_t))) goto err_malformed;
-        }
-    }
-    return HORA_OK;
-err_malformed:
-    /* coord_buf_get_str also fails when out of memory; the list is then
-     * still reported as unreadable, which it is for this rank. */
-    return status_fail(HORA_ERR_CORRUPT, "coordinator: cannot decode the response list from rank 0 at byte %zu",
-                       in->pos);
-err_memory:
-    return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory decoding the response list");
-}
+/* The world rank of place q (a process set's member q, else q). */
+static int coord_table_rank(const struct coord_table *t, int q) { return t->members ? t->members[q] : q; }
 
 /* ------------------------------------------------------------ validation */
 
-void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len)
+static void coord_meta_describe_shape(const struct coord_meta *m, char *buf, size_t len)
 {
     size_t used = (size_t)snprintf(buf, len, "[");
     for (int d = 0; d < m->ndim && used < len; d++)
@@ -256,19 +121,40 @@ static void coord_entry_free(struct coord_entry *e)
     free(e);
 }
 
-void coord_negotiate_free(struct coord *c)
+int coord_table_init(struct coord_table *t, int size, const int *members, const struct config *cfg)
 {
-    for (struct coord_entry *e = c->order_head, *next; e; e = next) {
+    t->size = size;
+    t->members = members;
+    t->cfg = cfg;
+    t->last_joined = -1;
+    t->joined_ranks = calloc((size_t)size, 1);
+    if (!t->joined_ranks || coord_map_init(&t->names, 1024)) return -1;
+    return 0;
+}
+
+void coord_table_free(struct coord_table *t)
+{
+    for (struct coord_entry *e = t->order_head, *next; e; e = next) {
         next = e->next;
         coord_entry_free(e);
     }
-    c->order_head = c->order_tail = NULL;
+    t->order_head = t->order_tail = NULL;
+    free(t->joined_ranks);
+    t->joined_ranks = NULL;
+    coord_map_free(&t->names);
 }
 
-static int coord_entry_ready(const struct coord *c, const struct coord_entry *e)
+int coord_table_inspect_due(struct coord_table *t, int64_t now_us, int64_t period_us)
 {
-    for (int r = 0; r < c->size; r++)
-        if (!e->present[r] && !c->joined_ranks[r]) return 0;
+    if (!t->order_head || now_us - t->last_inspect_us < period_us) return 0;
+    t->last_inspect_us = now_us;
+    return 1;
+}
+
+static int coord_entry_ready(const struct coord_table *t, const struct coord_entry *e)
+{
+    for (int r = 0; r < t->size; r++)
+        if (!e->present[r] && !t->joined_ranks[r]) return 0;
     return 1;
 }
 
@@ -279,40 +165,40 @@ static int coord_entry_ready(const struct coord *c, const struct coord_entry *e)
  * a rank that joined instead of calling stops advancing), and each rank
  * that submits it later gets its own refusal. So every submitter fails
  * within a cycle or two, whatever the world size. */
-static int coord_entry_refused(const struct coord *c, const struct coord_entry *e)
+static int coord_entry_refused(const struct coord_table *t, const struct coord_entry *e)
 {
     int joined_missing = 0, not_allreduce = 0;
-    if (c->joined_count == 0) return 0;
-    for (int r = 0; r < c->size; r++) {
-        if (c->joined_ranks[r] && !e->present[r]) joined_missing = 1;
+    if (t->joined_count == 0) return 0;
+    for (int r = 0; r < t->size; r++) {
+        if (t->joined_ranks[r] && !e->present[r]) joined_missing = 1;
         if (e->present[r] && e->metas[r].kind != COORD_KIND_ALLREDUCE) not_allreduce = 1;
     }
     return joined_missing && not_allreduce;
 }
 
-static hora_status_t coord_table_add(struct coord *c, int rank, const char *name, const char *group,
+static hora_status_t coord_table_add(struct coord_table *t, int rank, const char *name, const char *group,
                                      const struct coord_meta *meta, int64_t now)
 {
-    struct coord_entry *e = coord_map_get(&c->table, name);
+    struct coord_entry *e = coord_map_get(&t->names, name);
     if (!e) {
         e = calloc(1, sizeof(*e));
         if (!e) goto err;
         e->name = strdup(name);
         e->group = group ? strdup(group) : NULL;
-        e->metas = calloc((size_t)c->size, sizeof(*e->metas));
-        e->present = calloc((size_t)c->size, 1);
-        e->ready_us = calloc((size_t)c->size, sizeof(*e->ready_us));
+        e->metas = calloc((size_t)t->size, sizeof(*e->metas));
+        e->present = calloc((size_t)t->size, 1);
+        e->ready_us = calloc((size_t)t->size, sizeof(*e->ready_us));
         if (!e->name || (group && !e->group) || !e->metas || !e->present || !e->ready_us ||
-            coord_map_put(&c->table, name, e)) {
+            coord_map_put(&t->names, name, e)) {
             coord_entry_free(e);
             goto err;
         }
         e->first_us = e->last_warn_us = now;
-        if (c->order_tail)
-            c->order_tail->next = e;
+        if (t->order_tail)
+            t->order_tail->next = e;
         else
-            c->order_head = e;
-        c->order_tail = e;
+            t->order_head = e;
+        t->order_tail = e;
     }
     e->present[rank] = 1;
     e->metas[rank] = *meta;
@@ -323,7 +209,7 @@ err:
 }
 
 /* Build the response for a ready entry (validated against the first rank). */
-static hora_status_t coord_respond(struct coord *c, struct coord_entry *e, struct coord_responses *out)
+static hora_status_t coord_respond(struct coord_table *t, struct coord_entry *e, struct coord_responses *out)
 {
     struct coord_response *r = coord_responses_add(out);
     if (!r) goto err;
@@ -332,23 +218,23 @@ static hora_status_t coord_respond(struct coord *c, struct coord_entry *e, struc
     if (!r->names || !r->metas || !(r->names[0] = strdup(e->name))) goto err;
     r->ntensors = 1;
     int first = -1;
-    for (int q = 0; q < c->size; q++)
+    for (int q = 0; q < t->size; q++)
         if (e->present[q]) {
             if (first < 0) {
                 first = q;
                 continue;
             }
             if (!r->error)
-                r->error = coord_validate(e->name, coord_world_rank(c, first), &e->metas[first],
-                                          coord_world_rank(c, q), &e->metas[q]);
+                r->error = coord_validate(e->name, coord_table_rank(t, first), &e->metas[first],
+                                          coord_table_rank(t, q), &e->metas[q]);
         }
     r->metas[0] = e->metas[first];
     r->kind = r->error ? COORD_KIND_ERROR : e->metas[first].kind;
     /* Only allreduces run while a rank has joined (it contributes zeros);
      * anything else fails, as Horovod raises. */
     int joined = -1;
-    for (int q = 0; q < c->size && joined < 0; q++)
-        if (c->joined_ranks[q] && !e->present[q]) joined = q;
+    for (int q = 0; q < t->size && joined < 0; q++)
+        if (t->joined_ranks[q] && !e->present[q]) joined = q;
     if (r->kind != COORD_KIND_ERROR && r->kind != COORD_KIND_ALLREDUCE && joined >= 0) {
         char msg[320];
         snprintf(msg, sizeof(msg), "%s '%s': rank %d has already joined (hora_join): only allreduce runs until every "
@@ -358,69 +244,69 @@ static hora_status_t coord_respond(struct coord *c, struct coord_entry *e, struc
         r->last_joined = joined; /* an ERROR naming a joined rank: HORA_ERR_INVALID_ARG */
     }
     if (r->kind == COORD_KIND_ALLGATHER) {
-        r->rank_counts = calloc((size_t)c->size, sizeof(uint64_t));
+        r->rank_counts = calloc((size_t)t->size, sizeof(uint64_t));
         if (!r->rank_counts) goto err;
-        for (int q = 0; q < c->size; q++) r->rank_counts[q] = e->metas[q].count;
+        for (int q = 0; q < t->size; q++) r->rank_counts[q] = e->metas[q].count;
     }
     r->cacheable = r->kind != COORD_KIND_ERROR && !e->group && coord_kind_cacheable(r->kind);
-    if (c->tl) {
+    if (t->tl) {
         char args[1024];
         size_t used = (size_t)snprintf(args, sizeof(args), "{\"ranks_ready_us\":[");
-        int64_t origin = coord_now_us() - timeline_now_us(c->tl);
-        for (int q = 0; q < c->size && used < sizeof(args) - 32; q++)
+        int64_t origin = coord_now_us() - timeline_now_us(t->tl);
+        for (int q = 0; q < t->size && used < sizeof(args) - 32; q++)
             used += (size_t)snprintf(args + used, sizeof(args) - used, "%s%" PRId64, q ? "," : "",
                                      e->present[q] ? e->ready_us[q] - origin : -1);
         snprintf(args + used, sizeof(args) - used, "]}");
-        timeline_begin(c->tl, e->name, "NEGOTIATE", e->first_us - origin, NULL);
-        timeline_end(c->tl, e->name, "NEGOTIATE", -1, args);
+        timeline_begin(t->tl, e->name, "NEGOTIATE", e->first_us - origin, NULL);
+        timeline_end(t->tl, e->name, "NEGOTIATE", -1, args);
     }
     return HORA_OK;
 err:
     return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory building responses");
 }
 
-static void coord_table_remove(struct coord *c, struct coord_entry *e)
+static void coord_table_remove(struct coord_table *t, struct coord_entry *e)
 {
-    coord_map_remove(&c->table, e->name);
-    struct coord_entry **link = &c->order_head;
-    c->order_tail = NULL;
-    for (struct coord_entry *x = c->order_head; x; x = x->next) {
+    coord_map_remove(&t->names, e->name);
+    struct coord_entry **link = &t->order_head;
+    t->order_tail = NULL;
+    for (struct coord_entry *x = t->order_head; x; x = x->next) {
         if (x == e) {
             *link = x->next;
             break;
         }
         link = &x->next;
     }
-    for (struct coord_entry *x = c->order_head; x; x = x->next) c->order_tail = x;
+    for (struct coord_entry *x = t->order_head; x; x = x->next) t->order_tail = x;
     coord_entry_free(e);
 }
 
 /* The ranks that have (or have joined) and have not submitted e. */
-static void coord_stall_ranks(const struct coord *c, const struct coord_entry *e, char *ready, size_t ready_len,
+static void coord_stall_ranks(const struct coord_table *t, const struct coord_entry *e, char *ready, size_t ready_len,
                               char *missing, size_t missing_len)
 {
     size_t m = 0, k = 0;
     missing[0] = ready[0] = '\0';
-    for (int r = 0; r < c->size; r++) {
-        if (e->present[r] || c->joined_ranks[r]) {
+    for (int r = 0; r < t->size; r++) {
+        if (e->present[r] || t->joined_ranks[r]) {
             if (k < ready_len)
-                k += (size_t)snprintf(ready + k, ready_len - k, "%s%d", k ? ", " : "", coord_world_rank(c, r));
+                k += (size_t)snprintf(ready + k, ready_len - k, "%s%d", k ? ", " : "", coord_table_rank(t, r));
         } else if (m < missing_len) {
-            m += (size_t)snprintf(missing + m, missing_len - m, "%s%d", m ? ", " : "", coord_world_rank(c, r));
+            m += (size_t)snprintf(missing + m, missing_len - m, "%s%d", m ? ", " : "", coord_table_rank(t, r));
         }
     }
 }
 
 /* Warn about names some ranks submitted long ago and others have not. */
-static void coord_stall_inspect(struct coord *c, int64_t now, struct coord_responses *out)
+static void coord_stall_inspect(struct coord_table *t, int64_t now, struct coord_responses *out)
 {
-    const struct config *cfg = c->cfg;
-    for (struct coord_entry *e = c->order_head; e; e = e->next) {
+    const struct config *cfg = t->cfg;
+    for (struct coord_entry *e = t->order_head; e; e = e->next) {
         double age = (double)(now - e->first_us) * 1e-6;
         char missing[256], ready[256];
         if (cfg->stall_shutdown_s > 0 && age > cfg->stall_shutdown_s) {
             char msg[768];
-            coord_stall_ranks(c, e, ready, sizeof(ready), missing, sizeof(missing));
+            coord_stall_ranks(t, e, ready, sizeof(ready), missing, sizeof(missing));
             snprintf(msg, sizeof(msg),
                      "stall inspector: '%s' waited %.0f s for other ranks (HORA_STALL_SHUTDOWN_S=%g; missing ranks: "
                      "%s): shutting down",
@@ -434,93 +320,89 @@ static void coord_stall_inspect(struct coord *c, int64_t now, struct coord_respo
             return;
         }
         if (age > cfg->stall_check_s && (double)(now - e->last_warn_us) * 1e-6 >= cfg->stall_check_s) {
-            coord_stall_ranks(c, e, ready, sizeof(ready), missing, sizeof(missing));
+            coord_stall_ranks(t, e, ready, sizeof(ready), missing, sizeof(missing));
             log_warn("stall inspector: '%s' has waited %.0f s; ready on ranks: %s; missing ranks: %s", e->name, age,
                      ready, missing);
-            for (int r = 0; r < c->size; r++) /* what they are doing (stack.h); the world's only */
-                if (!e->present[r] && !c->joined_ranks[r]) stack_channel_request(c->stacks, r, e->name, age, now);
+            for (int r = 0; r < t->size; r++) /* what they are doing (stack.h); the world's only */
+                if (!e->present[r] && !t->joined_ranks[r]) stack_channel_request(t->stacks, r, e->name, age, now);
             e->last_warn_us = now;
         }
     }
 }
 
-hora_status_t coord_negotiate(struct coord *c, struct coord_buf *bufs, struct coord_responses *out)
+hora_status_t coord_table_negotiate(struct coord_table *t, struct coord_buf *bufs, struct coord_responses *out)
 {
     int64_t now = coord_now_us();
     int newly_joined = -1;
 
-    for (int r = 0; r < c->size; r++) {
+    for (int r = 0; r < t->size; r++) {
         struct coord_buf *b = &bufs[r];
         b->pos = 0;
         while (b->pos < b->len) {
             char *name = NULL, *group = NULL;
             struct coord_meta meta;
-            if (coord_buf_get_str(b, &name, 0) || coord_buf_get_str(b, &group, 1) ||
-                coord_buf_get(b, &meta, sizeof(meta))) {
-                free(name);
-                free(group);
+            if (coord_decode_request(b, &name, &group, &meta))
                 return status_fail(HORA_ERR_CORRUPT, "coordinator: malformed request list from rank %d", r);
-            }
             hora_status_t status = HORA_OK;
             if (meta.kind == COORD_KIND_JOIN) {
-                if (!c->joined_ranks[r]) {
-                    c->joined_ranks[r] = 1;
-                    c->joined_count++;
+                if (!t->joined_ranks[r]) {
+                    t->joined_ranks[r] = 1;
+                    t->joined_count++;
                     newly_joined = r; /* the highest rank joining in the latest cycle is "last" */
                 }
             } else {
-                status = coord_table_add(c, r, name, group, &meta, now);
+                status = coord_table_add(t, r, name, group, &meta, now);
             }
             free(name);
             free(group);
             HORA_CHECK(status);
         }
     }
-    if (newly_joined >= 0) c->last_joined = newly_joined;
+    if (newly_joined >= 0) t->last_joined = newly_joined;
 
     /* Ready entries, in arrival order; a group only with all its members. */
-    for (struct coord_entry *e = c->order_head, *next; e; e = next) {
+    for (struct coord_entry *e = t->order_head, *next; e; e = next) {
         next = e->next;
-        if (!coord_entry_ready(c, e) && !coord_entry_refused(c, e)) continue;
-        if (!e->group || coord_entry_refused(c, e)) {
-            HORA_CHECK(coord_respond(c, e, out));
-            coord_table_remove(c, e);
+        if (!coord_entry_ready(t, e) && !coord_entry_refused(t, e)) continue;
+        if (!e->group || coord_entry_refused(t, e)) {
+            HORA_CHECK(coord_respond(t, e, out));
+            coord_table_remove(t, e);
             continue;
         }
         int first = 0;
         while (!e->present[first]) first++;
         int members = 0, ready = 0;
-        for (struct coord_entry *x = c->order_head; x; x = x->next)
+        for (struct coord_entry *x = t->order_head; x; x = x->next)
             if (x->group && !strcmp(x->group, e->group)) {
                 members++;
-                ready += coord_entry_ready(c, x);
+                ready += coord_entry_ready(t, x);
             }
         if (ready < e->metas[first].group_size || members < e->metas[first].group_size) continue;
         /* Emit every member now, consecutively; fusion keeps them together. */
         char *group = strdup(e->group);
         if (!group) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
-        for (struct coord_entry *x = c->order_head, *xn; x; x = xn) {
+        for (struct coord_entry *x = t->order_head, *xn; x; x = xn) {
             xn = x->next;
             if (!x->group || strcmp(x->group, group)) continue;
-            hora_status_t status = coord_respond(c, x, out);
+            hora_status_t status = coord_respond(t, x, out);
             if (status < 0) {
                 free(group);
                 return status;
             }
-            coord_table_remove(c, x);
+            coord_table_remove(t, x);
         }
         free(group);
-        next = c->order_head; /* the list changed under us: rescan */
+        next = t->order_head; /* the list changed under us: rescan */
     }
 
-    if (c->joined_count == c->size) {
+    if (t->joined_count == t->size) {
         struct coord_response *r = coord_responses_add(out);
         if (!r) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
         r->kind = COORD_KIND_JOIN;
-        r->last_joined = c->last_joined;
-        memset(c->joined_ranks, 0, (size_t)c->size);
-        c->joined_count = 0;
+        r->last_joined = t->last_joined;
+        memset(t->joined_ranks, 0, (size_t)t->size);
+        t->joined_count = 0;
     }
-    coord_stall_inspect(c, now, out);
+    coord_stall_inspect(t, now, out);
     return HORA_OK;
 }
