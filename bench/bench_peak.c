@@ -20,7 +20,7 @@
  * Why measure: on the Intel Xeon these machines have (AMX hidden by the
  * hypervisor), vdpbf16ps delivers about half the FLOP/s of f32 FMA, not
  * twice as its width suggests, which is why bf16 training is slower there
- * than fp32 (trainer/cpu/README.md).
+ * than fp32 (trainer/backends/cpu/README.md).
  */
 #include <immintrin.h>
 #include <stdarg.h>

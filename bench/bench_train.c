@@ -9,11 +9,11 @@
  * overlap and then with the all-reduce after backward, and reports images/s
  * over all ranks for each. Warm-up steps are not timed. --precision is
  * hora-train's: auto (the default) times fp32 and the low precisions the
- * backend computes natively first (trainer/precision.c) and runs the
+ * backend computes natively first (trainer/core/precision.c) and runs the
  * fastest; bf16 is bf16 compute and gradients, f32 master weights, no loss
  * scaling (bf16 has f32's exponent range); fp16 (where the backend computes
  * f16) adds dynamic loss scaling. --threads defaults to this rank's share
- * of the CPUs its affinity allows (trainer/threads.c), as hora-train's.
+ * of the CPUs its affinity allows (trainer/backends/threads.c), as hora-train's.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * hora-ckpt - look into hora-train's checkpoints (trainer/CHECKPOINT.md):
+ * hora-ckpt - look into hora-train's checkpoints (trainer/ckpt/CHECKPOINT.md):
  *
  *   hora-ckpt info FILE                  the model, where the run stands, every section
  *   hora-ckpt verify FILE...             every CRC (header, table, sections), the padding,
@@ -15,8 +15,8 @@
  * (diff: they differ); 2 bad usage (diff: any error).
  *
  * Built by the top-level meson.build (build/hora-ckpt). It reads files with
- * trainer/ckpt_file.h and trainer/ckpt_desc.h; logits builds the model with
- * trainer/checkpoint.h (tr_ckpt_load, tr_ckpt_build_model).
+ * trainer/ckpt/ckpt_file.h and trainer/ckpt/ckpt_desc.h; logits builds the model with
+ * trainer/ckpt/checkpoint.h (tr_ckpt_load, tr_ckpt_build_model).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -347,7 +347,7 @@ static void add_measurement(char *list, size_t n, char *names, size_t names_n, c
     snprintf(names + used_names, names_n - used_names, "%s%.*s", used_names ? ", " : "", (int)k, line);
 }
 
-/* run_state key by key (trainer/run.h): the first difference in the
+/* run_state key by key (trainer/core/run.h): the first difference in the
  * training state is printed (with its line number) and gives 1;
  * differences only in measurements (tr_ckpt_state_key_is_measurement:
  * timings taken to choose, which two runs of the same training state may

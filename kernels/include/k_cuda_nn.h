@@ -66,7 +66,7 @@ extern "C" {
  * (relu != 0: y = relu(.), NaN kept), rounded once to dtype. save_mean and
  * save_invstd (c floats each) get the mean and invstd for
  * k_cuda_bn_backward; running_mean / running_var (c floats) are updated as
- * trainer/cpu/cpu_bn.c does: running = (1 - momentum) running + momentum
+ * trainer/backends/cpu/cpu_bn.c does: running = (1 - momentum) running + momentum
  * batch, in double, the variance unbiased by m / (m - 1).
  * rows >= 2, c >= 1, epsilon > 0, 0 <= momentum <= 1, workspace of
  * K_CUDA_BN_WORKSPACE_BYTES(rows, c) bytes (usable by the call until it

@@ -33,7 +33,7 @@ extern "C" {
 
 /*
  * Softmax cross-entropy with label smoothing and the loss scale, as the cpu
- * backend's softmax_xent (trainer/backend.h) computes it: over the n rows of
+ * backend's softmax_xent (trainer/backends/backend.h) computes it: over the n rows of
  * k f32 logits (n, k; row-major, plain) with i32 labels (n),
  *   *loss = mean over rows of (1 - s) (-log p[label]) + s mean_j(-log p_j)
  *           (f32, unscaled),

@@ -269,7 +269,7 @@ class Run:
         return True
 
     def machine_libs_for_compiler(self):
-        """cuDNN and cuBLASLt where the machine has them: trainer/cuda looks in
+        """cuDNN and cuBLASLt where the machine has them: trainer/backends/cuda looks in
         a toolkit's lib64, then on the compiler's search path (LIBRARY_PATH,
         CPATH). The wheels have no libcudnn.so link for -lcudnn (made here, in
         LOCAL_BUILD-links) and keep their headers in ../include."""

@@ -8,7 +8,7 @@
  *   sim_coll.c  the message schedules: hora's flat ring and hierarchical
  *               all-reduce, MXNet's dist_device_sync and TensorFlow's
  *               parameter servers, as phases of flows;
- *   sim_step.c  one step: the model's gradients (trainer/model.h's
+ *   sim_step.c  one step: the model's gradients (trainer/model/model.h's
  *               tr_model_describe) ready in backprop order, the coordinator's
  *               cycles, fusion by the runtime's own coord_fuse_list, the
  *               exchanges one after another, their overlap with backward.

@@ -125,7 +125,7 @@ static const opt_t opt_table[] = {
      "in this dtype (the trainer leaves hora's wire compression, hora_opts_t.compression, off)"},
 
     {"--checkpoint-dir", "DIR", OPT_STRING, F(checkpoint_dir), NULL, 0, 0, NULL, 0, 0, 0, "Checkpoints",
-     "write checkpoints into DIR (rank 0; atomic; see trainer/CHECKPOINT.md); none without it"},
+     "write checkpoints into DIR (rank 0; atomic; see trainer/ckpt/CHECKPOINT.md); none without it"},
     {"--checkpoint-every-epochs", "E", OPT_INT, F(checkpoint_every_epochs), "1", 0, 100000, NULL, 0, 0, 0, NULL,
      "a checkpoint after every E-th epoch (0: none per epoch); and one at the end of training"},
     {"--checkpoint-every-steps", "N", OPT_INT64, F(checkpoint_every_steps), "0", 0, INT64_MAX / 2, NULL, 0, 0, 0,

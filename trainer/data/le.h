@@ -1,7 +1,7 @@
 /*
  * le.h - little-endian integers in byte buffers, whatever the host: the
  * encoding of the record format (record.c) and of the checkpoint file
- * (trainer/ckpt_file.c).
+ * (trainer/ckpt/ckpt_file.c).
  */
 #ifndef TR_DATA_LE_H
 #define TR_DATA_LE_H

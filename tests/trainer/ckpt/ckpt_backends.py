@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A checkpoint crosses backends: written on the cpu backend, resumed on
 another (cuda), checkpointed there, resumed on cpu again; compared with the
-same steps all on cpu within the tolerance trainer/CHECKPOINT.md states
+same steps all on cpu within the tolerance trainer/ckpt/CHECKPOINT.md states
 ("Across backends").
 
 usage: ckpt_backends.py OTHER HORA_TRAIN
@@ -33,7 +33,7 @@ import array, json, math, os, struct, sys, tempfile
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from test_checkpoint import run  # noqa: E402  (prints the command and its output, times it)
 
-# The tolerances (derivation in trainer/CHECKPOINT.md, "Across backends").
+# The tolerances (derivation in trainer/ckpt/CHECKPOINT.md, "Across backends").
 TOL_ARENA = {"params": 1e-2, "momentum": 1e-2, "bn_stats": 1e-3}
 TOL_LOSS = 1e-4
 
@@ -74,7 +74,7 @@ def ckpt_name(step):
 
 
 def read_ckpt(path):
-    """{section name: bytes} from the file's table (trainer/CHECKPOINT.md)."""
+    """{section name: bytes} from the file's table (trainer/ckpt/CHECKPOINT.md)."""
     with open(path, "rb") as f:
         blob = f.read()
     count = struct.unpack_from("<I", blob, 12)[0]

@@ -11,7 +11,7 @@ fc.bias[2] 0.125 -> 0.1875, momentum conv1.weight[0] +0 -> -0, bn_stats
 layer2.0.bn1.running_var[3] 1.5 -> 2, run_state images 96 -> 97.
 
 Checks:
-  format  the file read here from trainer/CHECKPOINT.md alone: header fields,
+  format  the file read here from trainer/ckpt/CHECKPOINT.md alone: header fields,
           table, alignment, zero padding, CRC32C of header+table and of each
           section, the model section's param/bn lines tiling the arenas
   info    the description, position, loss scale and section table

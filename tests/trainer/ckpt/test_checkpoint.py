@@ -117,7 +117,7 @@ def diff(a, b):
 
 
 def sections(path):
-    """{name: (offset, bytes)} from the file's table (trainer/CHECKPOINT.md)."""
+    """{name: (offset, bytes)} from the file's table (trainer/ckpt/CHECKPOINT.md)."""
     with open(path, "rb") as f:
         head = f.read(64)
         count = struct.unpack_from("<I", head, 12)[0]

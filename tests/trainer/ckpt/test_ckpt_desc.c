@@ -1,5 +1,5 @@
 /*
- * test_ckpt_desc.c - the model section (trainer/ckpt_desc.h) against what
+ * test_ckpt_desc.c - the model section (trainer/ckpt/ckpt_desc.h) against what
  * hora-train writes: the description tr_ckpt_describe makes for several
  * architectures parses back to every tensor's name, kind, shape, offset and
  * count and the spec; broken descriptions are refused naming the line; and

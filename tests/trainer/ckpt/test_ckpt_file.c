@@ -1,6 +1,6 @@
 /*
- * test_ckpt_file.c - the checkpoint file format (trainer/ckpt_file.h,
- * trainer/CHECKPOINT.md), byte by byte:
+ * test_ckpt_file.c - the checkpoint file format (trainer/ckpt/ckpt_file.h,
+ * trainer/ckpt/CHECKPOINT.md), byte by byte:
  *   - the layout of a small file against the documented offsets;
  *   - round trips of random section sets (sizes 0, 1, 63, 64, 65, ...);
  *   - every byte of the header and table flipped, and bytes of every section
@@ -12,7 +12,7 @@
  *     overlapping, outside the file, duplicate or unterminated names);
  *   - the writer: bad names refused, ENOSPC (/dev/full) and short writes
  *     interrupted by signals (a pipe, SIGALRM without SA_RESTART).
- * The model section's parser (trainer/ckpt_desc.h) is in test_ckpt_desc.c.
+ * The model section's parser (trainer/ckpt/ckpt_desc.h) is in test_ckpt_desc.c.
  *
  * usage: test_ckpt_file [TMPDIR]     (KEEP=1: leave its files in TMPDIR/test_ckpt_file.*)
  */

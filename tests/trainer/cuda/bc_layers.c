@@ -110,7 +110,7 @@ void bc_conv(const tr_conv_desc_t *d, const int *batches, int batch_count)
             bc_compare(line, o[1].dx, o[0].dx, x_count, bc_tol(BC_TOL_CONV, d->dtype));
             /* dw: cuDNN plans no f32 dw from f16/bf16 inputs, so the cuda
              * backend rounds dw to the compute dtype before grad_dtype
-             * (trainer/cuda/README.md): the coarser of the two. */
+             * (trainer/backends/cuda/README.md): the coarser of the two. */
             snprintf(line, sizeof(line), "%s n%d backward weights dw", what, n);
             bc_compare(line, o[1].dw, o[0].dw, w_count, bc_tol(BC_TOL_CONV, coarser(d->dtype, d->grad_dtype)));
         }
@@ -171,7 +171,7 @@ static int bn_side(bc_side_t *s, tr_layer_t *layer, const tr_bn_desc_t *d, int n
 }
 
 /* The cuda backend refuses batch norm, pooling and linear layers of fewer
- * than 8 channels (their activations are stored padded; trainer/cuda's
+ * than 8 channels (their activations are stored padded; trainer/backends/cuda's
  * README): for those the check is that refusal, HORA_ERR_UNSUPPORTED. */
 #define BC_CUDA_MIN_CHANNELS 8
 static int bc_small(int c)

@@ -1,5 +1,5 @@
 /*
- * test_gpu_backend.c - every op of a compute backend (trainer/backend.h)
+ * test_gpu_backend.c - every op of a compute backend (trainer/backends/backend.h)
  * against another on the same inputs, and a ResNet-8 training step on
  * both: by default the "cuda" backend (tested) against the "cpu" one (the
  * reference). bc.h lists the files; tests/trainer/cuda/README.md says how
@@ -46,7 +46,7 @@
  *                                      plus f32 order, 4u; bf16: 4u. dw uses
  *                                      the coarser of dtype and grad_dtype:
  *                                      cuDNN writes dw in the compute dtype
- *                                      first (trainer/cuda/README.md)
+ *                                      first (trainer/backends/cuda/README.md)
  *   bn          1e-4    2e-3    1.6e-2 y, dgamma, dbeta: per-channel sums of
  *                                      up to 4096 values in different orders
  *                                      (chunked f32 + double vs oneDNN), times

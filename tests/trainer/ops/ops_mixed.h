@@ -5,7 +5,7 @@
  * comparison against a double reference that knows the output's dtype and
  * keeps a summary of the worst error per op.
  *
- * test_ops_mixed checks the cpu backend's mixed precision (trainer/backend.h,
+ * test_ops_mixed checks the cpu backend's mixed precision (trainer/backends/backend.h,
  * "dtypes (mixed precision)") op by op, one file per family:
  *   ops_mixed_common.c   the helpers below
  *   ops_mixed_layers.c   conv, batch norm, pooling, linear in bf16 / f16

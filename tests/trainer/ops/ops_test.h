@@ -4,7 +4,7 @@
  * references, backend tensors filled from and read into host arrays, and
  * the finite-difference check.
  *
- * test_ops checks every op of a compute backend (trainer/backend.h) on small
+ * test_ops checks every op of a compute backend (trainer/backends/backend.h) on small
  * shapes, one file per family of ops:
  *   ops_conv.c        convolution
  *   ops_bn.c          batch norm (+ fused relu)

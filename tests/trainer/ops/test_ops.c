@@ -1,5 +1,5 @@
 /*
- * test_ops.c - checks every op of a compute backend (trainer/backend.h),
+ * test_ops.c - checks every op of a compute backend (trainer/backends/backend.h),
  * on small shapes, against references written in the test (ops_*.c):
  *
  *  - forward results against naive double-precision loops (direct

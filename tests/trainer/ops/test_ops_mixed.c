@@ -1,6 +1,6 @@
 /*
  * test_ops_mixed.c - checks the compute backend's mixed precision
- * (trainer/backend.h, "dtypes (mixed precision)") op by op, on small shapes,
+ * (trainer/backends/backend.h, "dtypes (mixed precision)") op by op, on small shapes,
  * against references written in the test (ops_mixed_*.c, ops_mixed.h):
  *
  *  - every layer op computing in the 16-bit dtype under test (--dtype:

@@ -1,5 +1,5 @@
 /*
- * test_loss_scale_unit.c - the loss scaler (trainer/loss_scale.h) step by
+ * test_loss_scale_unit.c - the loss scaler (trainer/core/loss_scale.h) step by
  * step, against a model of its rules kept here: dynamic scaling halves and
  * skips on an overflow, doubles after `window` clean steps in a row (the
  * count restarting after every overflow), counts skipped steps, and stops

@@ -1,5 +1,5 @@
 /*
- * test_options.c - hora-train's flags table (trainer/options.c): the
+ * test_options.c - hora-train's flags table (trainer/cli/options.c): the
  * defaults, every kind of value, the errors for bad ones (which must name
  * the flag and what it accepts), and that --help and the parser come from
  * one table: every flag --help lists is accepted, with the default --help

@@ -1,5 +1,5 @@
 /*
- * test_precision_auto.c - --precision auto's measurement (trainer/precision.c)
+ * test_precision_auto.c - --precision auto's measurement (trainer/core/precision.c)
  * on the cpu backend, under mpirun:
  *
  *   mpirun -np 2 test_precision_auto [slow-fp32 | slow-bf16]

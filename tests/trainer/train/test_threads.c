@@ -1,5 +1,5 @@
 /*
- * test_threads.c - the default compute thread count (trainer/threads.c).
+ * test_threads.c - the default compute thread count (trainer/backends/threads.c).
  *
  *   test_threads unit                                  tr_threads_share on hand-made masks
  *   mpirun --bind-to none -np N test_threads none      every rank may use every CPU of the host

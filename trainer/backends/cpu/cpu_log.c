@@ -1,5 +1,5 @@
 /*
- * cpu_log.c - how trainer/cpu reports a failure (cpu_log.h): the status and
+ * cpu_log.c - how trainer/backends/cpu reports a failure (cpu_log.h): the status and
  * one message in libhora-base's store where it is seen, oneDNN's statuses
  * translated at the boundary; nothing printed.
  */

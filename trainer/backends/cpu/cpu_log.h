@@ -1,5 +1,5 @@
 /*
- * cpu_log.h - how trainer/cpu reports a failure: the status, and one
+ * cpu_log.h - how trainer/backends/cpu reports a failure: the status, and one
  * message "cpu: ..." in libhora-base's store (runtime/base/status.h), set
  * where the failure is seen; callers above only pass the status on, and the
  * outermost (hora-train's main, a benchmark's, a test) prints

@@ -7,7 +7,7 @@
  * gradient_ready hands to libhora, and the dtypes it computes in.
  *
  * The layers and ops live in cuda_layers.c, cuda_nn.c and cuda_step.c;
- * the table at the end joins backend.c's wherever trainer/cuda builds. Not
+ * the table at the end joins backend.c's wherever trainer/backends/cuda builds. Not
  * yet run on a GPU (issue 15).
  */
 #include <stdint.h>

@@ -52,7 +52,7 @@ typedef struct {
     int input_next;
 } cuda_backend_t;
 
-/* Every layer starts with this (trainer/backend.h's tr_layer_t). */
+/* Every layer starts with this (trainer/backends/backend.h's tr_layer_t). */
 struct tr_layer {
     cuda_backend_t *backend;
     void (*free)(tr_layer_t *layer);

@@ -3,7 +3,7 @@
  * one matmul plan per (op, layer, batch), chosen by cuBLASLt's heuristics
  * once and run as often as wanted.
  *
- * Shapes are the backend contract's (trainer/backend.h), all row-major:
+ * Shapes are the backend contract's (trainer/backends/backend.h), all row-major:
  * x (N, c_in) and dx in dtype, w (c_out, c_in) in dtype, y (N, c_out) f32
  * with the f32 bias (c_out) added by the matmul's epilogue, dy (N, c_out)
  * in dtype, dw (c_out, c_in) and dbias (c_out) in grad_dtype, dbias

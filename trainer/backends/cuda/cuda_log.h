@@ -1,5 +1,5 @@
 /*
- * cuda_log.h - how trainer/cuda reports a failure: the status, and the
+ * cuda_log.h - how trainer/backends/cuda reports a failure: the status, and the
  * message "cuda: ..." in libhora-base's store (base/status.h), set where the
  * failure is seen; callers above only pass the status on, and the outermost
  * (hora-train's main, a benchmark's, a test) prints status_message() once.
