@@ -197,7 +197,8 @@ hora_status_t hora_shutdown(void)
     status = coll_check_abort(&hora_rt.coll);
     if (status == HORA_OK) status = hora_shutdown_barrier();
     if (status < 0) {
-        log_warn("hora_shutdown without the peers: %s", hora_last_error());
+        /* A rank that called hora_abort has said why already (once, there). */
+        if (!hora_rt.aborted) log_warn("hora_shutdown without the peers: %s", hora_last_error());
         hora_rt.aborted = 1; /* MPI_Finalize would wait for them */
     }
     coll_close(&hora_rt.coll);
