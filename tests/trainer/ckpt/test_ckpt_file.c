@@ -240,16 +240,25 @@ static void sample_make(sample_t *x, test_rng_t *rng)
     memcpy(x->s, s, sizeof(s));
 }
 
+/* A fresh sample written to TMPDIR/<name>.hckpt and read back whole (NULL when it cannot be); `bad` is set to
+   TMPDIR/<bad_name>.hckpt, where the test writes its corrupted copies. */
+static uint8_t *sample_file(sample_t *x, test_rng_t *rng, const char *name, char *bad, size_t bad_size, const char *bad_name,
+                            size_t *len)
+{
+    char path[4200];
+    sample_make(x, rng);
+    snprintf(path, sizeof(path), "%s/%s.hckpt", tmpdir, name);
+    snprintf(bad, bad_size, "%s/%s.hckpt", tmpdir, bad_name);
+    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
+    return (uint8_t *)test_read_file(path, len);
+}
+
 static void test_flips(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
-    char path[4200], bad[4200];
-    snprintf(path, sizeof(path), "%s/good.hckpt", tmpdir);
-    snprintf(bad, sizeof(bad), "%s/flipped.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
+    char bad[4200];
     size_t len;
-    uint8_t *good = (uint8_t *)test_read_file(path, &len);
+    uint8_t *good = sample_file(x, rng, "good", bad, sizeof(bad), "flipped", &len);
     uint8_t *b = malloc(len);
     if (!good || !b)
         return;
@@ -327,13 +336,9 @@ static void test_flips(test_rng_t *rng)
 static void test_truncation(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
-    char path[4200], cut[4200];
-    snprintf(path, sizeof(path), "%s/whole.hckpt", tmpdir);
-    snprintf(cut, sizeof(cut), "%s/cut.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
+    char cut[4200];
     size_t len;
-    uint8_t *good = (uint8_t *)test_read_file(path, &len);
+    uint8_t *good = sample_file(x, rng, "whole", cut, sizeof(cut), "cut", &len);
     if (!good)
         return;
     size_t points[] = {0, 1, 7, 8, 40, 63, 64, 65, 200, 383, 384, (size_t)x->s[2].offset, (size_t)x->s[2].offset + 100,
@@ -371,13 +376,9 @@ static void test_truncation(test_rng_t *rng)
 static void test_table_rules(test_rng_t *rng)
 {
     sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
-    char path[4200], bad[4200];
-    snprintf(path, sizeof(path), "%s/rules.hckpt", tmpdir);
-    snprintf(bad, sizeof(bad), "%s/rules-bad.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
+    char bad[4200];
     size_t len;
-    uint8_t *good = (uint8_t *)test_read_file(path, &len);
+    uint8_t *good = sample_file(x, rng, "rules", bad, sizeof(bad), "rules-bad", &len);
     uint8_t *b = malloc(len);
     if (!good || !b)
         return;
