@@ -66,6 +66,26 @@ static void scale_d(double *a, size_t count, int k)
         a[i] = ldexp(a[i], k);
 }
 
+/* For a bilinear gradient (dw from x and dy) whose largest value is
+ * `largest`: the overflow exponent split into 2^kx on x and 2^kdy on dy, each
+ * within its headroom, and the scaled copies of both. */
+typedef struct {
+    int kx, kdy;
+    float *xs, *dys;
+} split_t;
+
+static split_t split_scale(double largest, const float *x, size_t x_count, const float *dy, size_t y_count, tr_dtype_t dt)
+{
+    int k = overflow_exponent(largest);
+    int hx = headroom(x, x_count, dt), hdy = headroom(dy, y_count, dt);
+    split_t sp;
+    sp.kx = k / 2 < hx ? k / 2 : hx;
+    sp.kdy = k - sp.kx < hdy ? k - sp.kx : hdy;
+    sp.xs = scaled(x, x_count, sp.kx);
+    sp.dys = scaled(dy, y_count, sp.kdy);
+    return sp;
+}
+
 /* ---- convolution ------------------------------------------------------------ */
 
 /* layer: made for d by the caller (run at several batch sizes), or NULL:
@@ -122,22 +142,19 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = corr(x, dy) is bilinear: scale x by 2^kx and dy by 2^kdy. */
-        int k = overflow_exponent(max_abs_d(dw_ref, w_count));
-        int kx = k / 2 < headroom(x_host, x_count, dt) ? k / 2 : headroom(x_host, x_count, dt);
-        int kdy = k - kx < headroom(dy_host, y_count, dt) ? k - kx : headroom(dy_host, y_count, dt);
-        float *xs = scaled(x_host, x_count, kx), *dys = scaled(dy_host, y_count, kdy);
-        tensor_put(&x, xs);
-        tensor_put(&dy, dys);
+        split_t sp = split_scale(max_abs_d(dw_ref, w_count), x_host, x_count, dy_host, y_count, dt);
+        tensor_put(&x, sp.xs);
+        tensor_put(&dy, sp.dys);
         plain_poison(&dw);
         STATUS_OK(ops->conv_backward_weights(l, &x, &dy, &dw));
         plain_get(&dw, dw_got);
-        scale_d(dw_ref, w_count, kx + kdy);
-        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, kx + kdy);
+        scale_d(dw_ref, w_count, sp.kx + sp.kdy);
+        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, sp.kx + sp.kdy);
         snprintf(key, sizeof(key), "conv dw f16 overflow (%s compute)", tr_dtype_name(dt));
         long infs = compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
-        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, kx + kdy);
-        free(xs);
-        free(dys);
+        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, sp.kx + sp.kdy);
+        free(sp.xs);
+        free(sp.dys);
     }
 
     if (layer == NULL)
@@ -516,27 +533,24 @@ void mixed_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = dy^T x is bilinear, dbias = sum dy linear: scale both. */
-        int k = overflow_exponent(max_abs_d(dw_ref, w_count));
-        int kx = k / 2 < headroom(x_host, x_count, dt) ? k / 2 : headroom(x_host, x_count, dt);
-        int kdy = k - kx < headroom(dy_host, y_count, dt) ? k - kx : headroom(dy_host, y_count, dt);
-        float *xs = scaled(x_host, x_count, kx), *dys = scaled(dy_host, y_count, kdy);
-        tensor_put(&x, xs);
-        plain_put(&dy, dys);
+        split_t sp = split_scale(max_abs_d(dw_ref, w_count), x_host, x_count, dy_host, y_count, dt);
+        tensor_put(&x, sp.xs);
+        plain_put(&dy, sp.dys);
         plain_poison(&dw);
         plain_poison(&db);
         STATUS_OK(ops->linear_backward_weights(l, &x, &dy, &dw, &db));
         plain_get(&dw, dw_got);
         plain_get(&db, db_got);
-        scale_d(dw_ref, w_count, kx + kdy);
-        scale_d(db_ref, d.c_out, kdy);
+        scale_d(dw_ref, w_count, sp.kx + sp.kdy);
+        scale_d(db_ref, d.c_out, sp.kdy);
         snprintf(key, sizeof(key), "linear dw/dbias f16 overflow (%s compute)", tr_dtype_name(dt));
-        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, kx + kdy);
+        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, sp.kx + sp.kdy);
         long infs = compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
-        snprintf(what, sizeof(what), "%s backward bias x 2^%d", name, kdy);
+        snprintf(what, sizeof(what), "%s backward bias x 2^%d", name, sp.kdy);
         infs += compare_dtype(what, key, db_got, db_ref, d.c_out, gdt, tol_for(gdt));
-        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, kx + kdy);
-        free(xs);
-        free(dys);
+        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, sp.kx + sp.kdy);
+        free(sp.xs);
+        free(sp.dys);
     }
 
     if (layer == NULL)
