@@ -75,7 +75,8 @@ typedef struct {
     float *xs, *dys;
 } split_t;
 
-static split_t split_scale(double largest, const float *x, size_t x_count, const float *dy, size_t y_count, tr_dtype_t dt)
+static split_t split_scale(double largest, const float *x, size_t x_count, const float *dy, size_t y_count,
+                           tr_dtype_t dt)
 {
     int k = overflow_exponent(largest);
     int hx = headroom(x, x_count, dt), hdy = headroom(dy, y_count, dt);
