@@ -26,6 +26,12 @@ static void test_narrow_limits(void)
     long checks = 0, failures = 0;
     const k_isa_t saved = k_isa_current();
 #define NARROW_CHECK(what, got, want) (checks++, failures += narrow_expect(what, isa, got, want, sizeof(want)))
+/* The four reductions of the block's a and b into d, against its tables sum, prod, min and max. */
+#define NARROW_FOUR(dtype, tag)                                                                                        \
+    (k_reduce(d, a, b, 8, dtype, K_OP_SUM), NARROW_CHECK(tag " sum", d, sum),                                          \
+     k_reduce(d, a, b, 8, dtype, K_OP_PROD), NARROW_CHECK(tag " prod", d, prod),                                       \
+     k_reduce(d, a, b, 8, dtype, K_OP_MIN), NARROW_CHECK(tag " min", d, min),                                          \
+     k_reduce(d, a, b, 8, dtype, K_OP_MAX), NARROW_CHECK(tag " max", d, max))
     for (int i = 0; i <= (int)k_isa_best(); i++) {
         const k_isa_t isa = (k_isa_t)i;
         k_isa_set(isa);
@@ -37,10 +43,7 @@ static void test_narrow_limits(void)
             static const int8_t min[] = {1, -128, -128, 16, -128, 100, -1, -128};
             static const int8_t max[] = {127, -1, -128, 16, -1, 100, 1, 0};
             int8_t d[8];
-            k_reduce(d, a, b, 8, K_DTYPE_I8, K_OP_SUM), NARROW_CHECK("i8 sum", d, sum);
-            k_reduce(d, a, b, 8, K_DTYPE_I8, K_OP_PROD), NARROW_CHECK("i8 prod", d, prod);
-            k_reduce(d, a, b, 8, K_DTYPE_I8, K_OP_MIN), NARROW_CHECK("i8 min", d, min);
-            k_reduce(d, a, b, 8, K_DTYPE_I8, K_OP_MAX), NARROW_CHECK("i8 max", d, max);
+            NARROW_FOUR(K_DTYPE_I8, "i8");
             /* (a + b + b) / 2, truncating: 127+1+1 wraps to -127 -> -63 */
             static const int8_t avg3[] = {-63, 63, -64, 24, 63, 22, 0, 0};
             const void *srcs[3] = {a, b, b};
@@ -57,10 +60,7 @@ static void test_narrow_limits(void)
             static const int16_t min[] = {1, -32768, 256, -32768, 181, -300, -1, -32768};
             static const int16_t max[] = {32767, -1, 256, -1, 181, 300, 1, 0};
             int16_t d[8];
-            k_reduce(d, a, b, 8, K_DTYPE_I16, K_OP_SUM), NARROW_CHECK("i16 sum", d, sum);
-            k_reduce(d, a, b, 8, K_DTYPE_I16, K_OP_PROD), NARROW_CHECK("i16 prod", d, prod);
-            k_reduce(d, a, b, 8, K_DTYPE_I16, K_OP_MIN), NARROW_CHECK("i16 min", d, min);
-            k_reduce(d, a, b, 8, K_DTYPE_I16, K_OP_MAX), NARROW_CHECK("i16 max", d, max);
+            NARROW_FOUR(K_DTYPE_I16, "i16");
             static const int16_t div3[] = {10922, -10922, 85, -10922, 60, 100, 0, 0};
             k_div(d, a, 8, K_DTYPE_I16, 3), NARROW_CHECK("i16 div 3", d, div3);
         }
@@ -72,10 +72,7 @@ static void test_narrow_limits(void)
             static const uint16_t min[] = {1, 65535, 256, 0, 2, 40000, 0, 2};
             static const uint16_t max[] = {65535, 65535, 256, 65535, 65535, 40000, 1, 32768};
             uint16_t d[8];
-            k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_SUM), NARROW_CHECK("u16 sum", d, sum);
-            k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_PROD), NARROW_CHECK("u16 prod", d, prod);
-            k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_MIN), NARROW_CHECK("u16 min", d, min);
-            k_reduce(d, a, b, 8, K_DTYPE_U16, K_OP_MAX), NARROW_CHECK("u16 max", d, max);
+            NARROW_FOUR(K_DTYPE_U16, "u16");
             /* x 0.5, truncated toward zero: 32767.5 -> 32767, 0.5 -> 0 */
             static const uint16_t scaled[] = {32767, 32767, 128, 0, 32767, 20000, 0, 1};
             k_scale(d, a, 8, K_DTYPE_U16, 0.5), NARROW_CHECK("u16 scale 0.5", d, scaled);
@@ -120,6 +117,7 @@ static void test_narrow_limits(void)
             k_cast(du16, K_DTYPE_U16, v, K_DTYPE_I32, 8), NARROW_CHECK("i32 -> u16 cast", du16, wu16);
         }
     }
+#undef NARROW_FOUR
 #undef NARROW_CHECK
     k_isa_set(saved);
     report("narrow integers and bool: limits, by hand", checks, failures);

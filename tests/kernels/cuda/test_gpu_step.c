@@ -88,19 +88,13 @@ static const k_dtype_t half_or_f32[3] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16}
 
 /* ---- SGD ------------------------------------------------------------------------------- */
 
-typedef struct {
-    float lr, momentum, weight_decay;
-    int nesterov;
-    float grad_scale;
-} sgd_case_t;
-
-static const sgd_case_t sgd_cases[] = {
+static const twin_sgd_case_t sgd_cases[] = {
     {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024}, {0.1f, 0.9f, 1e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 0.5f},
     {0.2f, 0.0f, 1e-4f, 0, 1.0f / 1024}, {0.4f, 0.9f, 5e-4f, 1, 65536.0f},
 };
 #define N_SGD_CASES (sizeof(sgd_cases) / sizeof(sgd_cases[0]))
 
-static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const sgd_case_t *c, int place, int specials)
+static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const twin_sgd_case_t *c, int place, int specials)
 {
     const k_dtype_t ld = lp_choice < 3 ? half_or_f32[lp_choice] : K_DTYPE_F32;
     const int with_lp = lp_choice < 3, with_buf = c->momentum != 0.0f;

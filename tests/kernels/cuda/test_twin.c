@@ -92,6 +92,18 @@ static int buf_guards_ok(const buf_t *b)
 
 /* Offset of a buffer of dtype: a multiple of the element size in 0..15
  * (k_cpu.h's kernels read elements through typed pointers). */
+/* The end of a scale or cast case: the twin's output b against kernels/cpu's a (count elements of dtype, NaNs loose
+ * or bitwise), the guards of a, b and src, and the three buffers freed. */
+static void case_check(const char *what, k_dtype_t dtype, buf_t *src, buf_t *a, buf_t *b, size_t count, int loose)
+{
+    long bad = twin_compare(&report, what, dtype, b->p, a->p, count, loose);
+    CHECK(bad == 0, "%s: %ld elements differ", what, bad);
+    CHECK(buf_guards_ok(a) && buf_guards_ok(b) && buf_guards_ok(src), "%s: a guard changed", what);
+    buf_free(src);
+    buf_free(a);
+    buf_free(b);
+}
+
 static size_t random_offset(size_t size) { return twin_random_offset(&rng, size); }
 
 /* ---- k_numeric.h's conversions ------------------------------------------------------ */
@@ -276,12 +288,7 @@ static void test_scale(void)
                 snprintf(what, sizeof(what), "scale %s factor=%g count=%zu in_place=%d", twin_dtype_name[d],
                          twin_factors[f], c, in_place);
                 CHECK(rc == 0, "%s: returned %d", what, rc);
-                long bad = twin_compare(&report, what, dtype, b.p, a.p, c, 1);
-                CHECK(bad == 0, "%s: %ld elements differ", what, bad);
-                CHECK(buf_guards_ok(&a) && buf_guards_ok(&b) && buf_guards_ok(&src), "%s: a guard changed", what);
-                buf_free(&src);
-                buf_free(&a);
-                buf_free(&b);
+                case_check(what, dtype, &src, &a, &b, c, 1);
                 n_cases++;
             }
     k_isa_set(k_isa_best());
@@ -341,12 +348,7 @@ static void test_cast(void)
                 /* NaN bits are specified for copies and among f32/f16/bf16. */
                 const int narrow = sd != K_DTYPE_F64 && dd != K_DTYPE_F64;
                 const int loose = !(sd == dd || (twin_is_float(src_dtype) && twin_is_float(dst_dtype) && narrow));
-                long bad = twin_compare(&report, what, dst_dtype, b.p, a.p, c, loose);
-                CHECK(bad == 0, "%s: %ld elements differ", what, bad);
-                CHECK(buf_guards_ok(&a) && buf_guards_ok(&b) && buf_guards_ok(&src), "%s: a guard changed", what);
-                buf_free(&src);
-                buf_free(&a);
-                buf_free(&b);
+                case_check(what, dst_dtype, &src, &a, &b, c, loose);
                 n_cases++;
             }
     printf("%s cast: %ld cases (all 121 pairs), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,

@@ -117,6 +117,27 @@ static double apply_bound(k_dtype_t dt, double x, double mean, double scale, dou
     return e + test_float_ulp(dt, fabs(want) + e);
 }
 
+/* One channel ch of batch norm's y (rows rows of c channels) against (x - mean) * scale + beta (+ res, then
+ * relu), within apply_bound plus stat_err * |x - mean| * |scale| (for statistics the kernel reads rounded).
+ * Stops at the first miss. */
+static void check_bn_y(const char *what, const unsigned char *x, const unsigned char *res, const unsigned char *y,
+                       k_dtype_t dt, size_t rows, int c, int ch, double mean, double scale, double beta, int relu,
+                       double stat_err)
+{
+    for (size_t r = 0; r < rows; r++) {
+        size_t i = r * c + ch;
+        double xv = test_float_get(x, dt, i), rr = res ? test_float_get(res, dt, i) : 0.0;
+        double want = (xv - mean) * scale + beta + rr;
+        if (relu && want < 0)
+            want = 0;
+        double b = apply_bound(dt, xv, mean, scale, beta, rr, want);
+        if (stat_err != 0)
+            b += stat_err * fabs(xv - mean) * fabs(scale);
+        if (!near(what, i, test_float_get(y, dt, i), want, b))
+            break;
+    }
+}
+
 static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int with_res, int plant_nan)
 {
     const size_t rows = bc->rows, count = rows * (size_t)bc->c, size = k_dtype_size(dt);
@@ -174,15 +195,7 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
              0.1 * unb * (dvar + U * var) + 2 * U * (var * unb + rv0[ch]));
         /* y from the twin's own statistics. */
         const double scale = (double)gamma[ch] * fi[ch];
-        for (size_t r = 0; r < rows; r++) {
-            size_t i = r * c + ch;
-            double xv = test_float_get(x, dt, i), rr = with_res ? test_float_get(res, dt, i) : 0.0;
-            double want = (xv - fm[ch]) * scale + beta[ch] + rr;
-            if (relu && want < 0)
-                want = 0;
-            if (!near(what, i, test_float_get(y, dt, i), want, apply_bound(dt, xv, fm[ch], scale, beta[ch], rr, want)))
-                break;
-        }
+        check_bn_y(what, x, with_res ? res : NULL, y, dt, rows, c, ch, fm[ch], scale, beta[ch], relu, 0.0);
     }
     if (nan_ch >= 0) /* every y of that channel NaN (relu keeps NaN) */
         for (size_t r = 0; r < rows; r++)
@@ -197,19 +210,21 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
     CHECK(status == 0 && guard_ok(y, count * size), "%s: inference status %d or guard", what, status);
     for (int ch = 0; ch < c && ch != nan_ch; ch++) {
         const double inv = 1.0 / sqrt((double)rv[ch] + eps), scale = (double)gamma[ch] * inv;
-        for (size_t r = 0; r < rows; r++) {
-            size_t i = r * c + ch;
-            double xv = test_float_get(x, dt, i), rr = with_res ? test_float_get(res, dt, i) : 0.0;
-            double want = (xv - rm[ch]) * scale + beta[ch] + rr;
-            if (relu && want < 0)
-                want = 0;
-            double b = apply_bound(dt, xv, rm[ch], scale, beta[ch], rr, want) + 2 * U * fabs(xv - rm[ch]) * fabs(scale);
-            if (!near(what, i, test_float_get(y, dt, i), want, b))
-                break;
-        }
+        check_bn_y(what, x, with_res ? res : NULL, y, dt, rows, c, ch, rm[ch], scale, beta[ch], relu, 2 * U);
     }
     free(x), free(res), free(y), free(gamma), free(beta), free(rm), free(rv), free(rm0), free(rv0);
     free(mean), free(invstd);
+}
+
+/* Batch norm backward's inputs at element i: dy through the relu's mask (returned) and x normalised (*xh). */
+static double bn_g_xh(const unsigned char *dy, const unsigned char *y, const unsigned char *x, k_dtype_t dt, int relu,
+                      size_t i, float mean, float invstd, double *xh)
+{
+    double g = test_float_get(dy, dt, i);
+    if (relu && !(test_float_get(y, dt, i) > 0))
+        g = 0;
+    *xh = (test_float_get(x, dt, i) - mean) * (double)invstd;
+    return g;
 }
 
 static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, int relu, int with_dres, int in_place)
@@ -244,10 +259,7 @@ static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, i
         double sg = 0, sgx = 0, ag = 0, agx = 0;
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double g = test_float_get(dy0, dt, i);
-            if (relu && !(test_float_get(y, dt, i) > 0))
-                g = 0;
-            double xh = (test_float_get(x, dt, i) - mean[ch]) * (double)invstd[ch];
+            double xh, g = bn_g_xh(dy0, y, x, dt, relu, i, mean[ch], invstd[ch], &xh);
             sg += g, sgx += g * xh, ag += fabs(g), agx += fabs(g * xh);
         }
         const double eb = BOUND_B * U * ag, egx = BOUND_B * U * agx;
@@ -256,10 +268,7 @@ static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, i
         const double a = (double)gamma[ch] * invstd[ch], k1 = sg / m, k2 = sgx / m;
         for (size_t r = 0; r < rows; r++) {
             size_t i = r * c + ch;
-            double g = test_float_get(dy0, dt, i);
-            if (relu && !(test_float_get(y, dt, i) > 0))
-                g = 0;
-            double xh = (test_float_get(x, dt, i) - mean[ch]) * (double)invstd[ch];
+            double xh, g = bn_g_xh(dy0, y, x, dt, relu, i, mean[ch], invstd[ch], &xh);
             double want = (g - k1 - xh * k2) * a;
             double e = fabs(a) * (4 * U * (fabs(g) + fabs(k1) + fabs(xh * k2)) + eb / m + U * fabs(k1) +
                                   fabs(xh) * (egx / m + U * fabs(k2)) + 3 * U * fabs(xh * k2));

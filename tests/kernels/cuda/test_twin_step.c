@@ -96,13 +96,7 @@ static const size_t large_counts[] = {1000, 4099, 65537};
 
 /* ---- SGD ----------------------------------------------------------------------------- */
 
-typedef struct {
-    float lr, momentum, weight_decay;
-    int nesterov;
-    float grad_scale;
-} sgd_case_t;
-
-static const sgd_case_t sgd_cases[] = {
+static const twin_sgd_case_t sgd_cases[] = {
     {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024},  {0.1f, 0.9f, 1e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 0.5f},
     {0.2f, 0.0f, 1e-4f, 0, 1.0f / 1024}, {0.01f, 0.0f, 0.0f, 0, 1.0f}, {0.4f, 0.9f, 5e-4f, 1, 65536.0f},
     {-0.0f, 0.5f, -0.0f, 1, 3.0f},
@@ -113,7 +107,7 @@ static const k_dtype_t half_or_f32[3] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16}
 
 /* One case: the reference on aligned buffers, the twin on copies at odd
  * offsets; returns the number of mismatching elements. */
-static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const sgd_case_t *c, int specials, k_isa_t isa)
+static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const twin_sgd_case_t *c, int specials, k_isa_t isa)
 {
     const k_dtype_t ld = lp_choice < 3 ? half_or_f32[lp_choice] : K_DTYPE_F32;
     const int with_lp = lp_choice < 3, with_buf = c->momentum != 0.0f;

@@ -87,6 +87,15 @@ static uint64_t random_float_bits(test_rng_t *rng, int exp_bits, int mant_bits, 
     return (sign << (exp_bits + mant_bits)) | (exp << mant_bits) | mant;
 }
 
+/* A random signed integer (twin_random_element's kind picks): any value (kind < 40), one within +-small
+ * (kind < 90), or one of the six extremes. The caller cuts it to its width. */
+static int64_t random_signed(test_rng_t *rng, uint32_t kind, uint32_t small, const int64_t extremes[6])
+{
+    return kind < 40   ? (int64_t)test_rng_u64(rng)
+           : kind < 90 ? (int64_t)test_rng_below(rng, 2 * small + 1) - small
+                       : extremes[test_rng_below(rng, 6)];
+}
+
 void twin_random_element(test_rng_t *rng, k_dtype_t dtype, int specials, unsigned char *p)
 {
     uint32_t kind = test_rng_below(rng, 100); /* drawn for every dtype: the stream stays the same */
@@ -97,19 +106,13 @@ void twin_random_element(test_rng_t *rng, k_dtype_t dtype, int specials, unsigne
     case K_DTYPE_BF16: v = random_float_bits(rng, 8, 7, specials); break;
     case K_DTYPE_F64: v = random_float_bits(rng, 11, 52, specials); break;
     case K_DTYPE_I32: {
-        static const int32_t extremes[] = {INT32_MIN, INT32_MAX, -1, 0, 1, INT32_MIN + 1};
-        int32_t x = kind < 40 ? (int32_t)test_rng_u64(rng)
-                    : kind < 90 ? (int32_t)test_rng_below(rng, 201) - 100
-                                : extremes[test_rng_below(rng, 6)];
-        v = (uint32_t)x;
+        static const int64_t extremes[] = {INT32_MIN, INT32_MAX, -1, 0, 1, INT32_MIN + 1};
+        v = (uint32_t)(int32_t)random_signed(rng, kind, 100, extremes);
         break;
     }
     case K_DTYPE_I64: {
         static const int64_t extremes[] = {INT64_MIN, INT64_MAX, -1, 0, 1, INT64_MIN + 1};
-        int64_t x = kind < 40 ? (int64_t)test_rng_u64(rng)
-                    : kind < 90 ? (int64_t)test_rng_below(rng, 2001) - 1000
-                                : extremes[test_rng_below(rng, 6)];
-        v = (uint64_t)x;
+        v = (uint64_t)random_signed(rng, kind, 1000, extremes);
         break;
     }
     case K_DTYPE_I16:

@@ -2,7 +2,7 @@
  * twin_data.h - what the two tests of the CUDA kernels' CPU twins share:
  * tests/kernels/cuda/test_twin.c (the twins k_twin_* against kernels/cpu)
  * and tests/kernels/cuda/test_gpu_kernels.c (the CUDA kernels k_cuda_*
- * against the twins). The cases' values (divisors, scale factors, the
+ * against the twins), and the SGD cases' type of their step twins. The cases' values (divisors, scale factors, the
  * inputs a cast must get right), random elements of every dtype, and the
  * bitwise comparison of two outputs with its failure message.
  *
@@ -48,6 +48,13 @@ extern const double twin_factors[TWIN_FACTOR_COUNT];
 extern const double twin_cast_f64s[TWIN_CAST_F64_COUNT];
 #define TWIN_CAST_I64_COUNT 12
 extern const int64_t twin_cast_i64s[TWIN_CAST_I64_COUNT];
+
+/* One SGD step's settings (k_twin_sgd_step_mixed / k_cuda_sgd_step_mixed); each step test has its own table of them. */
+typedef struct {
+    float lr, momentum, weight_decay;
+    int nesterov;
+    float grad_scale;
+} twin_sgd_case_t;
 
 /* ---- elements --------------------------------------------------------------------- */
 

@@ -92,6 +92,20 @@ static void sets_submit(struct set_run *s)
     s->submitted = 1;
 }
 
+/* A result whose size the members decide (allgather, alltoall): its status, its at elements and its per-member
+ * counts checked, and the data compared with want's int32s. Returns the counts (NULL when it failed). */
+static const size_t *result_check(hora_request_t req, const char *what, const int32_t *want, size_t at)
+{
+    void *data = NULL;
+    size_t total = 0;
+    const size_t *rc = NULL;
+    hora_status_t st = hora_request_result(req, &data, &total, &rc);
+    CHECK(st == HORA_OK && total == at && rc, "%s: result %s, %zu elements, expected %zu", what,
+          hora_status_string(st), total, at);
+    if (st == HORA_OK && total == at && at) compare(what, data, want, at, HORA_DTYPE_I32);
+    return rc;
+}
+
 static void sets_finish(struct set_run *s)
 {
     char what[64];
@@ -120,19 +134,14 @@ static void sets_finish(struct set_run *s)
     hora_request_free(s->bc);
     snprintf(what, sizeof(what), "set %d allgather", s->id);
     if (wait_ok(s->ag, what)) {
-        void *data = NULL;
-        size_t total = 0, at = 0;
-        const size_t *rc = NULL;
+        size_t at = 0;
         int32_t want[SETS_MAX * SETS_MAX * 2];
         for (int q = 0; q < s->n; q++)
             for (int i = 0; i < 2 * (q + 1); i++) want[at++] = s->members[q] * 100 + i;
-        hora_status_t st = hora_request_result(s->ag, &data, &total, &rc);
-        CHECK(st == HORA_OK && total == at, "%s: result %s, %zu elements, expected %zu", what, hora_status_string(st),
-              total, at);
+        const size_t *rc = result_check(s->ag, what, want, at);
         for (int q = 0; rc && q < s->n; q++)
             CHECK(rc[q] == (size_t)(2 * (q + 1)), "%s: member %d gave %zu elements, expected %d", what, q, rc[q],
                   2 * (q + 1));
-        if (st == HORA_OK && total == at) compare(what, data, want, at, HORA_DTYPE_I32);
     }
     hora_request_free(s->ag);
     snprintf(what, sizeof(what), "set %d reducescatter", s->id);
@@ -150,9 +159,7 @@ static void sets_finish(struct set_run *s)
     hora_request_free(s->rs);
     snprintf(what, sizeof(what), "set %d alltoall", s->id);
     if (wait_ok(s->a2a, what)) {
-        void *data = NULL;
-        size_t total = 0, at = 0;
-        const size_t *rc = NULL;
+        size_t at = 0;
         int32_t want[SETS_MAX * 4];
         for (int q = 0; q < s->n; q++) {
             /* Member q sent (q + p) % 3 rows to each member p before this one. */
@@ -161,10 +168,7 @@ static void sets_finish(struct set_run *s)
             for (size_t j = 0; j < (size_t)((q + s->place) % 3); j++)
                 want[at++] = s->members[q] * 1000 + (int)(first + j);
         }
-        hora_status_t st = hora_request_result(s->a2a, &data, &total, &rc);
-        CHECK(st == HORA_OK && total == at && rc, "%s: result %s, %zu elements, expected %zu", what,
-              hora_status_string(st), total, at);
-        if (st == HORA_OK && total == at && at) compare(what, data, want, at, HORA_DTYPE_I32);
+        result_check(s->a2a, what, want, at);
     }
     hora_request_free(s->a2a);
     snprintf(what, sizeof(what), "set %d barrier", s->id);

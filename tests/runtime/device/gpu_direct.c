@@ -24,6 +24,13 @@
 
 static int direct_broken; /* a direct collective failed on this rank */
 
+/* got's count elements of dtype against want, and the guard right after them. */
+static void direct_check_out(const char *what, const void *got, const void *want, size_t count, hora_dtype_t dtype)
+{
+    gc_compare(what, got, want, count, dtype);
+    gc_check_guard(what, (const char *)got + count * hora_dtype_size(dtype));
+}
+
 static void direct_failed(const char *what, hora_status_t st)
 {
     gc_fail("%s: %s: %s", what, hora_status_string(st), hora_last_error());
@@ -47,6 +54,29 @@ static void *direct_host(size_t bytes)
 static void direct_download(void *host, const void *dev, size_t bytes)
 {
     GC_CUDA(cudaMemcpy(host, dev, bytes + GC_GUARD_BYTES, cudaMemcpyDeviceToHost));
+}
+
+/* The send buffer after the collective (what + ": send buffer"): still the input in, and (guard) its guard. */
+static void direct_check_send(const char *what, void *got, const void *send, const void *in, size_t count,
+                              hora_dtype_t dtype, int guard)
+{
+    char w2[240];
+    snprintf(w2, sizeof(w2), "%s: send buffer", what);
+    direct_download(got, send, count * hora_dtype_size(dtype));
+    if (guard)
+        direct_check_out(w2, got, in, count, dtype);
+    else
+        gc_compare(w2, got, in, count, dtype);
+}
+
+/* The buffers of a collective with a send and a receive side freed. */
+static void direct_free(struct gc_dbuf *send, struct gc_dbuf *recv, void *in, void *got, void *want)
+{
+    gc_dbuf_free(recv);
+    gc_dbuf_free(send);
+    free(want);
+    free(got);
+    free(in);
 }
 
 static void direct_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int inplace, enum gc_buf_kind kind,
@@ -76,21 +106,11 @@ static void direct_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int
     } else {
         direct_download(got, out, bytes);
         gc_fill_expected(want, 0, count, dtype, op, salt);
-        gc_compare(what, got, want, count, dtype);
-        gc_check_guard(what, (char *)got + bytes);
-        if (!inplace) {
-            char w2[240];
-            snprintf(w2, sizeof(w2), "%s: send buffer", what);
-            direct_download(got, send.ptr, bytes);
-            gc_compare(w2, got, in, count, dtype);
-            gc_check_guard(w2, (char *)got + bytes);
-        }
+        direct_check_out(what, got, want, count, dtype);
+        if (!inplace)
+            direct_check_send(what, got, send.ptr, in, count, dtype, 1);
     }
-    gc_dbuf_free(&recv);
-    gc_dbuf_free(&send);
-    free(want);
-    free(got);
-    free(in);
+    direct_free(&send, &recv, in, got, want);
 }
 
 static void direct_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, enum gc_buf_kind kind, size_t offset)
@@ -117,18 +137,10 @@ static void direct_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op
     } else {
         direct_download(got, recv.ptr, shard * es);
         gc_fill_expected(want, off, shard, dtype, op, salt);
-        gc_compare(what, got, want, shard, dtype);
-        gc_check_guard(what, (char *)got + shard * es);
-        char w2[240];
-        snprintf(w2, sizeof(w2), "%s: send buffer", what);
-        direct_download(got, send.ptr, bytes);
-        gc_compare(w2, got, in, count, dtype);
+        direct_check_out(what, got, want, shard, dtype);
+        direct_check_send(what, got, send.ptr, in, count, dtype, 0);
     }
-    gc_dbuf_free(&recv);
-    gc_dbuf_free(&send);
-    free(want);
-    free(got);
-    free(in);
+    direct_free(&send, &recv, in, got, want);
 }
 
 /* Rank r contributes count + r - 1 elements (none for count 0): the blocks
@@ -173,14 +185,9 @@ static void direct_allgatherv(size_t count, hora_dtype_t dtype, int inplace, enu
             gc_fill_input((char *)want + at * es, at, counts[r], dtype, HORA_OP_MIN, r, salt);
             at += counts[r];
         }
-        gc_compare(what, got, want, total, dtype);
-        gc_check_guard(what, (char *)got + total * es);
+        direct_check_out(what, got, want, total, dtype);
     }
-    gc_dbuf_free(&send);
-    gc_dbuf_free(&recv);
-    free(want);
-    free(got);
-    free(in);
+    direct_free(&send, &recv, in, got, want);
     free(counts);
 }
 
@@ -206,8 +213,7 @@ static void direct_broadcast(size_t count, hora_dtype_t dtype, int root, enum gc
         direct_failed(what, st);
     } else {
         direct_download(got, buf.ptr, bytes);
-        gc_compare(what, got, in, count, dtype);
-        gc_check_guard(what, (char *)got + bytes);
+        direct_check_out(what, got, in, count, dtype);
     }
     gc_dbuf_free(&buf);
     free(got);

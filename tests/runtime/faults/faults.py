@@ -53,6 +53,13 @@ def check(cond, what):
     return cond
 
 
+def status_is(r, rep, want):
+    """Checks that rank r reported status want; returns its message ('' when none)."""
+    msg = rep.get("message", "")
+    check(rep.get("status") == want, "rank %d: status %s, expected %s (%s)" % (r, rep.get("status"), want, msg))
+    return msg
+
+
 def private_shm_works():
     p = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=1M tmpfs /dev/shm"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -93,8 +100,7 @@ def main():
         its = {reports[r].get("iteration") for r in range(NP)}
         for r in range(NP):
             rep = reports[r]
-            check(rep.get("status") == "HORA_ERR_TIMEOUT",
-                  "rank %d: status %s, expected HORA_ERR_TIMEOUT (%s)" % (r, rep.get("status"), rep.get("message")))
+            status_is(r, rep, "HORA_ERR_TIMEOUT")
             check("HORA_TIMEOUT_S" in rep.get("message", ""), "rank %d: message does not say why: %s"
                   % (r, rep.get("message")))
             check(rep.get("agree") == "1", "rank %d: the ranks disagree: %s" % (r, rep.get("all")))
@@ -113,8 +119,7 @@ def main():
         abort_at = fnum(v, "abort_at", 0)
         for r in peers:
             rep = reports[r]
-            check(rep.get("status") == "HORA_ERR_CORRUPT", "rank %d: status %s, expected the victim's "
-                  "HORA_ERR_CORRUPT (%s)" % (r, rep.get("status"), rep.get("message")))
+            status_is(r, rep, "HORA_ERR_CORRUPT")  # the victim's
             want = "rank %d aborted: %s" % (VICTIM, REASON)
             check(want in rep.get("message", ""), "rank %d: message '%s' lacks '%s'" % (r, rep.get("message"), want))
             late = fnum(rep, "fail_at", 1e30) - abort_at
@@ -136,8 +141,7 @@ def main():
         its = {reports[r].get("iteration") for r in peers}
         for r in peers:
             rep = reports[r]
-            check(rep.get("status") == "HORA_ERR_TRANSPORT",
-                  "rank %d: status %s, expected HORA_ERR_TRANSPORT (%s)" % (r, rep.get("status"), rep.get("message")))
+            status_is(r, rep, "HORA_ERR_TRANSPORT")
             check(re.search(r"rank %d \(pid \d+\) died" % VICTIM, rep.get("message", "")) is not None,
                   "rank %d: message does not name the dead rank %d: %s" % (r, VICTIM, rep.get("message")))
             check(fnum(rep, "call_s", 99) < 3, "rank %d: its all-reduce took %s s to fail" % (r, rep.get("call_s")))
@@ -159,9 +163,7 @@ def main():
                                                                    rep.get("shutdown_s"), rep.get("exit")))
         for r in peers:
             rep = reports[r]
-            msg = rep.get("message", "")
-            check(rep.get("status") == "HORA_ERR_SHUTDOWN", "rank %d: status %s, expected HORA_ERR_SHUTDOWN (%s)"
-                  % (r, rep.get("status"), msg))
+            msg = status_is(r, rep, "HORA_ERR_SHUTDOWN")
             want = ("rank %d called hora_shutdown" % VICTIM) if MODE == "shutdown" else "called hora_shutdown"
             check(want in msg, "rank %d: message '%s' lacks '%s'" % (r, msg, want))
             late = fnum(rep, "fail_at", 1e30) - shutdown_at
@@ -170,9 +172,7 @@ def main():
     elif MODE == "stall":
         for r in range(NP):
             rep = reports[r]
-            msg = rep.get("message", "")
-            check(rep.get("status") == "HORA_ERR_SHUTDOWN", "rank %d: status %s, expected HORA_ERR_SHUTDOWN (%s)"
-                  % (r, rep.get("status"), msg))
+            msg = status_is(r, rep, "HORA_ERR_SHUTDOWN")
             check("stall inspector" in msg and "HORA_STALL_SHUTDOWN_S" in msg and
                   ("missing ranks: %d" % VICTIM) in msg, "rank %d: message does not explain the stall: %s" % (r, msg))
             check(fnum(rep, "call_s", 99) < 8, "rank %d: its request took %s s to fail" % (r, rep.get("call_s")))
@@ -183,17 +183,13 @@ def main():
     elif MODE == "shm-small":
         for r in range(NP):
             rep = reports[r]
-            msg = rep.get("message", "")
-            check(rep.get("status") == "HORA_ERR_NO_MEMORY", "rank %d: hora_init gave %s, expected "
-                  "HORA_ERR_NO_MEMORY (%s)" % (r, rep.get("status"), msg))
+            msg = status_is(r, rep, "HORA_ERR_NO_MEMORY")  # hora_init's status
             for word in ("/dev/shm", "HORA_SHM_POOL_BYTES", "HORA_FUSION_THRESHOLD", "size="):
                 check(word in msg, "rank %d: the message does not mention %s: %s" % (r, word, msg))
     elif MODE == "shm-stage":
         for r in range(NP):
             rep = reports[r]
-            msg = rep.get("message", "")
-            check(rep.get("status") == "HORA_ERR_NO_MEMORY", "rank %d: status %s, expected HORA_ERR_NO_MEMORY (%s)"
-                  % (r, rep.get("status"), msg))
+            msg = status_is(r, rep, "HORA_ERR_NO_MEMORY")
             check("staging" in msg and "/dev/shm" in msg, "rank %d: the message does not explain: %s" % (r, msg))
             check("hora_mem_alloc(" not in msg, "rank %d: the message blames hora_mem_alloc: %s" % (r, msg))
             check(rep.get("agree") == "1", "rank %d: the ranks disagree: %s" % (r, rep.get("all")))

@@ -319,21 +319,26 @@ static int mode_kill(const char *mode, size_t count)
     return give_up(o.status, o.message);
 }
 
+/* The victim, in iteration FAULT_AT once the peers wait in it: hora_abort with a corrupt record. */
+static int victim_aborts(const char *mode)
+{
+    test_sleep_s(0.3);
+    test_report("mode", "%s", mode);
+    test_report("abort_at", "%.6f", test_now_real());
+    double t0 = test_now_s();
+    hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
+    test_report("abort_s", "%.3f", test_now_s() - t0);
+    test_report("exit", "1");
+    return 1;
+}
+
 static int mode_abort(void)
 {
     const size_t count = (size_t)1 << 20;
     float *buf = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
-        if (rank == victim && it == FAULT_AT) {
-            test_sleep_s(0.3); /* the peers are blocked in this iteration's all-reduce now */
-            test_report("mode", "abort");
-            test_report("abort_at", "%.6f", test_now_real());
-            double t0 = test_now_s();
-            hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            test_report("abort_s", "%.3f", test_now_s() - t0);
-            test_report("exit", "1");
-            return 1;
-        }
+        if (rank == victim && it == FAULT_AT)
+            return victim_aborts("abort"); /* the peers are blocked in this iteration's all-reduce now */
         double t0 = test_now_s();
         hora_status_t st = hora_allreduce(buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM);
         if (st != HORA_OK) {
@@ -377,28 +382,38 @@ static int mode_shutdown(void)
     return 2;
 }
 
+/* One all-reduce of count floats in place, submitted and waited for. On a failure the status and the message
+ * (the submit's or the request's) are reported for mode at iteration it and the job is shut down: returns
+ * finish_with_shutdown()'s exit code then, 0 when the all-reduce succeeded. */
+static int async_step(const char *mode, int it, const char *name, float *buf, size_t count)
+{
+    hora_request_t req;
+    double t0 = test_now_s();
+    hora_status_t st = hora_allreduce_async(name, buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
+    char message[1024];
+    snprintf(message, sizeof(message), "%s", hora_last_error());
+    if (st == HORA_OK) {
+        st = hora_wait(req);
+        snprintf(message, sizeof(message), "%s", hora_request_error(req));
+        hora_request_free(req);
+    }
+    if (st == HORA_OK)
+        return 0;
+    report_failure(mode, it, st, message, test_now_s() - t0);
+    return finish_with_shutdown();
+}
+
 static int mode_shutdown_async(void)
 {
     const size_t count = 4096;
     float *buf = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT) return victim_shuts_down("shutdown-async");
-        hora_request_t req;
         char name[64];
         snprintf(name, sizeof(name), "grad.%d", it);
-        double t0 = test_now_s();
-        hora_status_t st = hora_allreduce_async(name, buf, buf, count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req);
-        char message[1024];
-        snprintf(message, sizeof(message), "%s", hora_last_error());
-        if (st == HORA_OK) {
-            st = hora_wait(req);
-            snprintf(message, sizeof(message), "%s", hora_request_error(req));
-            hora_request_free(req);
-        }
-        if (st != HORA_OK) {
-            report_failure("shutdown-async", it, st, message, test_now_s() - t0);
-            return finish_with_shutdown();
-        }
+        int code = async_step("shutdown-async", it, name, buf, count);
+        if (code != 0)
+            return code;
     }
     report_failure("shutdown-async", -1, HORA_OK, "no request failed", 0);
     test_report("exit", "2");
@@ -411,16 +426,8 @@ static int mode_abort_async(void)
     float *buf[ASYNC_TENSORS];
     for (int t = 0; t < ASYNC_TENSORS; t++) buf[t] = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
-        if (rank == victim && it == FAULT_AT) {
-            test_sleep_s(0.3); /* the peers wait for this iteration's requests now */
-            test_report("mode", "abort-async");
-            test_report("abort_at", "%.6f", test_now_real());
-            double t0 = test_now_s();
-            hora_abort(HORA_ERR_CORRUPT, "test_faults: corrupt record 42 (injected)");
-            test_report("abort_s", "%.3f", test_now_s() - t0);
-            test_report("exit", "1");
-            return 1;
-        }
+        if (rank == victim && it == FAULT_AT)
+            return victim_aborts("abort-async"); /* the peers wait for this iteration's requests now */
         hora_request_t req[ASYNC_TENSORS];
         double t0 = test_now_s();
         for (int t = 0; t < ASYNC_TENSORS; t++) {
@@ -481,7 +488,6 @@ static int mode_stall(void)
     const size_t count = 4096;
     float *buf = shared_floats(count), *mine = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
-        hora_request_t req;
         char name[64];
         /* The victim stops submitting the common requests: it waits for one
          * of its own that nobody else ever submits. */
@@ -489,22 +495,9 @@ static int mode_stall(void)
             snprintf(name, sizeof(name), "victim.only");
         else
             snprintf(name, sizeof(name), "step.%d", it);
-        double t0 = test_now_s();
-        hora_status_t st = hora_allreduce_async(name, rank == victim && it == FAULT_AT ? mine : buf,
-                                                rank == victim && it == FAULT_AT ? mine : buf, count, HORA_DTYPE_F32,
-                                                HORA_OP_SUM, NULL, &req);
-        const int submitted = st == HORA_OK;
-        char message[1024];
-        snprintf(message, sizeof(message), "%s", hora_last_error());
-        if (submitted) {
-            st = hora_wait(req);
-            snprintf(message, sizeof(message), "%s", hora_request_error(req));
-            hora_request_free(req);
-        }
-        if (st != HORA_OK) {
-            report_failure("stall", it, st, message, test_now_s() - t0);
-            return finish_with_shutdown();
-        }
+        int code = async_step("stall", it, name, rank == victim && it == FAULT_AT ? mine : buf, count);
+        if (code != 0)
+            return code;
     }
     report_failure("stall", -1, HORA_OK, "no request failed", 0);
     test_report("exit", "2");

@@ -67,10 +67,14 @@ def late_allreduce(name, late_fn):
     equal(got, torch.full((5,), float(n * (n + 1) // 2)), "%s after the stall" % name)
 
 
+def stall_stderr(name, late_fn):
+    """The last rank (returned first) stalls the all-reduce `name` in late_fn; rank 0's stderr meanwhile (None on
+    the other ranks)."""
+    return hvd.size() - 1, rank0_stderr_during(lambda: late_allreduce(name, late_fn))
+
+
 def test_python_stack():
-    n = hvd.size()
-    late = n - 1
-    text = rank0_stderr_during(lambda: late_allreduce("stall.sleep", late_rank_python_sleep))
+    late, text = stall_stderr("stall.sleep", late_rank_python_sleep)
     if text is None:
         return
     code = late_rank_python_sleep.__code__
@@ -89,9 +93,7 @@ def test_python_stack():
 
 
 def test_silent_rank():
-    n = hvd.size()
-    late = n - 1
-    text = rank0_stderr_during(lambda: late_allreduce("stall.gil", late_rank_holds_gil))
+    late, text = stall_stderr("stall.gil", late_rank_holds_gil)
     if text is None:
         return
     want = "stall: rank %d missing for 'stall.gil' (waited " % late

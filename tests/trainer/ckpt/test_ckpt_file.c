@@ -240,18 +240,32 @@ static void sample_make(sample_t *x, test_rng_t *rng)
     memcpy(x->s, s, sizeof(s));
 }
 
-static void test_flips(test_rng_t *rng)
+/* What each corruption test gets: the sample, its file read back whole (good, len bytes) and the path bad
+ * (bad_size bytes) where it writes its corrupted copies. */
+typedef void sample_test_fn(const sample_t *x, const uint8_t *good, size_t len, char *bad, size_t bad_size);
+
+/* A fresh sample written to TMPDIR/<name>.hckpt, read back and handed to test with TMPDIR/<bad_name>.hckpt. */
+static void sample_run(sample_test_fn *test, test_rng_t *rng, const char *name, const char *bad_name)
 {
     sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
     char path[4200], bad[4200];
-    snprintf(path, sizeof(path), "%s/good.hckpt", tmpdir);
-    snprintf(bad, sizeof(bad), "%s/flipped.hckpt", tmpdir);
+    sample_make(x, rng);
+    snprintf(path, sizeof(path), "%s/%s.hckpt", tmpdir, name);
+    snprintf(bad, sizeof(bad), "%s/%s.hckpt", tmpdir, bad_name);
     CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *good = (uint8_t *)test_read_file(path, &len);
+    if (good)
+        test(x, good, len, bad, sizeof(bad));
+    free(good);
+    free(x);
+}
+
+static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char *bad, size_t bad_size)
+{
+    (void)bad_size;
     uint8_t *b = malloc(len);
-    if (!good || !b)
+    if (!b)
         return;
 
     /* Every byte of the header and the table. */
@@ -320,22 +334,10 @@ static void test_flips(test_rng_t *rng)
     CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "padding at offset") &&
           strstr(status_message(), "before section 'run_state'"), "padding flip: %s", status_message());
     free(b);
-    free(good);
-    free(x);
 }
 
-static void test_truncation(test_rng_t *rng)
+static void test_truncation(const sample_t *x, const uint8_t *good, size_t len, char *cut, size_t cut_size)
 {
-    sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
-    char path[4200], cut[4200];
-    snprintf(path, sizeof(path), "%s/whole.hckpt", tmpdir);
-    snprintf(cut, sizeof(cut), "%s/cut.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
-    size_t len;
-    uint8_t *good = (uint8_t *)test_read_file(path, &len);
-    if (!good)
-        return;
     size_t points[] = {0, 1, 7, 8, 40, 63, 64, 65, 200, 383, 384, (size_t)x->s[2].offset, (size_t)x->s[2].offset + 100,
                        (size_t)x->s[4].offset, len - 1};
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
@@ -360,26 +362,18 @@ static void test_truncation(test_rng_t *rng)
     /* Not a checkpoint at all. */
     put_bytes(cut, "HORAREC1 and more bytes", 23);
     CHECK(open_verify(cut) == HORA_ERR_CORRUPT && strstr(status_message(), "not a hora checkpoint"), "%s", status_message());
-    snprintf(cut, sizeof(cut), "%s/does-not-exist.hckpt", tmpdir);
+    snprintf(cut, cut_size, "%s/does-not-exist.hckpt", tmpdir);
     CHECK(open_verify(cut) == HORA_ERR_SYSTEM && strstr(status_message(), "No such file"), "missing: %s", status_message());
     free(longer);
-    free(good);
-    free(x);
 }
 
 /* A table that passes the CRC but breaks a rule. */
-static void test_table_rules(test_rng_t *rng)
+static void test_table_rules(const sample_t *x, const uint8_t *good, size_t len, char *bad, size_t bad_size)
 {
-    sample_t *x = malloc(sizeof(*x));
-    sample_make(x, rng);
-    char path[4200], bad[4200];
-    snprintf(path, sizeof(path), "%s/rules.hckpt", tmpdir);
-    snprintf(bad, sizeof(bad), "%s/rules-bad.hckpt", tmpdir);
-    CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
-    size_t len;
-    uint8_t *good = (uint8_t *)test_read_file(path, &len);
+    (void)x;
+    (void)bad_size;
     uint8_t *b = malloc(len);
-    if (!good || !b)
+    if (!b)
         return;
     struct {
         const char *what, *want;
@@ -434,8 +428,6 @@ static void test_table_rules(test_rng_t *rng)
     put_bytes(bad, b, len);
     CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "format version 2"), "%s", status_message());
     free(b);
-    free(good);
-    free(x);
 }
 
 /* ---- the writer ---- */
@@ -558,9 +550,9 @@ int main(int argc, char **argv)
     test_rng_t rng = test_rng_seeded(TEST_RNG_SEED);
     test_layout();
     test_round_trip(&rng);
-    test_flips(&rng);
-    test_truncation(&rng);
-    test_table_rules(&rng);
+    sample_run(test_flips, &rng, "good", "flipped");
+    sample_run(test_truncation, &rng, "whole", "cut");
+    sample_run(test_table_rules, &rng, "rules", "rules-bad");
     test_writer_args();
     test_enospc();
     test_short_writes(&rng);

@@ -101,6 +101,8 @@ void bc_skip(const char *what, const char *why);
  * tensor is a no-op. */
 int bc_act_alloc(bc_side_t *s, int n, int c, int h, int w, tr_dtype_t dtype, tr_tensor_t *t);
 void bc_act_free(bc_side_t *s, tr_tensor_t *t);
+/* bc_act_free of each of the n tensors t[i]. */
+void bc_act_free_all(bc_side_t *s, tr_tensor_t *const *t, int n);
 /* host: n x c x h x w f32 (n = host_n, at most t's batch; 0 means t's). */
 int bc_act_put(bc_side_t *s, tr_tensor_t *t, const float *host, int host_n);
 int bc_act_get(bc_side_t *s, const tr_tensor_t *t, float *host, int host_n);
@@ -110,6 +112,8 @@ int bc_act_poison(bc_side_t *s, tr_tensor_t *t);
 /* A plain tensor of dtype and shape dims in a buffer_alloc'd buffer. */
 int bc_plain_alloc(bc_side_t *s, tr_dtype_t dtype, int ndim, const int *dims, tr_tensor_t *t);
 void bc_plain_free(bc_side_t *s, tr_tensor_t *t);
+/* bc_plain_free of each of the n tensors t[i]. */
+void bc_plain_free_all(bc_side_t *s, tr_tensor_t *const *t, int n);
 /* Through upload / download, converting between f32 host values and the
  * tensor's dtype (i32: host holds int32_t). */
 int bc_plain_put(bc_side_t *s, tr_tensor_t *t, const void *host);

@@ -142,6 +142,11 @@ void bc_act_free(bc_side_t *s, tr_tensor_t *t)
     memset(t, 0, sizeof(*t));
 }
 
+void bc_act_free_all(bc_side_t *s, tr_tensor_t *const *t, int n)
+{
+    for (int i = 0; i < n; i++) bc_act_free(s, t[i]);
+}
+
 int bc_act_put(bc_side_t *s, tr_tensor_t *t, const float *host, int host_n)
 {
     const int n = host_n > 0 ? host_n : t->n;
@@ -180,6 +185,11 @@ void bc_plain_free(bc_side_t *s, tr_tensor_t *t)
 {
     if (t->data != NULL) s->ops->buffer_free(s->be, t->data);
     memset(t, 0, sizeof(*t));
+}
+
+void bc_plain_free_all(bc_side_t *s, tr_tensor_t *const *t, int n)
+{
+    for (int i = 0; i < n; i++) bc_plain_free(s, t[i]);
 }
 
 int bc_plain_put(bc_side_t *s, tr_tensor_t *t, const void *host)

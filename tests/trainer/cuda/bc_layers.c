@@ -69,12 +69,8 @@ static int conv_side(bc_side_t *s, tr_layer_t *layer, const tr_conv_desc_t *d, i
     ok = ok && BC_OK(s->ops->conv_forward(layer, &tx, &tw, &ty)) && bc_act_get(s, &ty, out->y, 0);
     ok = ok && BC_OK(s->ops->conv_backward_data(layer, &tdy, &tw, &tdx)) && bc_act_get(s, &tdx, out->dx, 0);
     ok = ok && BC_OK(s->ops->conv_backward_weights(layer, &tx, &tdy, &tdw)) && bc_plain_get(s, &tdw, out->dw);
-    bc_act_free(s, &tx);
-    bc_act_free(s, &ty);
-    bc_act_free(s, &tdy);
-    bc_act_free(s, &tdx);
-    bc_plain_free(s, &tw);
-    bc_plain_free(s, &tdw);
+    bc_act_free_all(s, (tr_tensor_t *[]){&tx, &ty, &tdy, &tdx}, 4);
+    bc_plain_free_all(s, (tr_tensor_t *[]){&tw, &tdw}, 2);
     return ok;
 }
 
@@ -265,10 +261,7 @@ static int pool_side(bc_side_t *s, tr_layer_t *layer, const tr_pool_desc_t *d, i
          bc_act_poison(s, &tdx);
     ok = ok && BC_OK(s->ops->pool_forward(layer, &tx, &ty)) && bc_act_get(s, &ty, y, 0);
     ok = ok && BC_OK(s->ops->pool_backward(layer, &tdy, &tdx)) && bc_act_get(s, &tdx, dx, 0);
-    bc_act_free(s, &tx);
-    bc_act_free(s, &ty);
-    bc_act_free(s, &tdy);
-    bc_act_free(s, &tdx);
+    bc_act_free_all(s, (tr_tensor_t *[]){&tx, &ty, &tdy, &tdx}, 4);
     return ok;
 }
 
@@ -354,8 +347,7 @@ static int linear_side(bc_side_t *s, tr_layer_t *layer, const tr_linear_desc_t *
     ok = ok && BC_OK(s->ops->linear_backward_data(layer, &tdy, &tw, &tdx)) && bc_act_get(s, &tdx, out->dx, 0);
     ok = ok && BC_OK(s->ops->linear_backward_weights(layer, &tx, &tdy, &tdw, &tdb)) &&
          bc_plain_get(s, &tdw, out->dw) && bc_plain_get(s, &tdb, out->dbias);
-    bc_act_free(s, &tx);
-    bc_act_free(s, &tdx);
+    bc_act_free_all(s, (tr_tensor_t *[]){&tx, &tdx}, 2);
     tr_tensor_t *plains[] = {&tw, &tb, &ty, &tdy, &tdw, &tdb};
     for (size_t i = 0; i < sizeof(plains) / sizeof(plains[0]); i++) bc_plain_free(s, plains[i]);
     return ok;

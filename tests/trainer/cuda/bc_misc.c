@@ -43,10 +43,7 @@ static int eltwise_side(bc_side_t *s, int n, int c, int h, int w, tr_dtype_t dty
          bc_act_get(s, &ty, out->add_relu, 0);
     /* In place (y aliases x), as the contract allows; a is not needed after. */
     ok = ok && BC_OK(s->ops->relu_forward(s->be, &ta, &ta)) && bc_act_get(s, &ta, out->relu_inplace, 0);
-    bc_act_free(s, &ta);
-    bc_act_free(s, &tb);
-    bc_act_free(s, &ty);
-    bc_act_free(s, &tr);
+    bc_act_free_all(s, (tr_tensor_t *[]){&ta, &tb, &ty, &tr}, 4);
     return ok;
 }
 
@@ -102,10 +99,7 @@ static int xent_side(bc_side_t *s, int n, int k, float smoothing, float grad_sca
          bc_plain_poison(s, &td);
     ok = ok && BC_OK(s->ops->softmax_xent(s->be, &tl, &tlab, smoothing, grad_scale, &tloss, &td)) &&
          bc_plain_get(s, &tloss, loss) && bc_plain_get(s, &td, dlogits);
-    bc_plain_free(s, &tl);
-    bc_plain_free(s, &tlab);
-    bc_plain_free(s, &tloss);
-    bc_plain_free(s, &td);
+    bc_plain_free_all(s, (tr_tensor_t *[]){&tl, &tlab, &tloss, &td}, 4);
     return ok;
 }
 
@@ -183,8 +177,7 @@ static int cast_side(bc_side_t *s, const float *src, size_t count, tr_dtype_t fr
     int ok = bc_plain_alloc(s, from, 1, dims, &ts) && bc_plain_alloc(s, to, 1, dims, &td) && bc_plain_put(s, &ts, src) &&
              bc_plain_poison(s, &td) && BC_OK(s->ops->cast(s->be, &ts, &td)) &&
              BC_OK(s->ops->download(s->be, &td, dst_bits));
-    bc_plain_free(s, &ts);
-    bc_plain_free(s, &td);
+    bc_plain_free_all(s, (tr_tensor_t *[]){&ts, &td}, 2);
     return ok;
 }
 
@@ -234,10 +227,7 @@ static int sgd_side(bc_side_t *s, size_t count, tr_dtype_t grad_dtype, int lp, t
              bc_plain_get(s, &tp, out[step].param) && bc_plain_get(s, &tm, out[step].momentum) &&
              (!lp || bc_plain_get(s, &tl, out[step].lp));
     }
-    bc_plain_free(s, &tp);
-    bc_plain_free(s, &tg);
-    bc_plain_free(s, &tm);
-    bc_plain_free(s, &tl);
+    bc_plain_free_all(s, (tr_tensor_t *[]){&tp, &tg, &tm, &tl}, 4);
     free(zeros);
     return ok;
 }
@@ -359,9 +349,7 @@ void bc_data_movement(size_t count)
         snprintf(line, sizeof(line), "upload/download %zu f16", count);
         bc_compare(line, back, h16, count, 0.0);
     }
-    bc_plain_free(s, &t);
-    bc_plain_free(s, &ti);
-    bc_plain_free(s, &th);
+    bc_plain_free_all(s, (tr_tensor_t *[]){&t, &ti, &th}, 3);
     free(h16);
     free(host);
     free(back);

@@ -38,6 +38,27 @@ double dot(const float *y, const float *r, size_t count)
     return s;
 }
 
+double fd_layer_loss(void *p)
+{
+    fd_layer_t *c = p;
+    tensor_put(&c->x, c->x_host);
+    c->forward(c);
+    tensor_get(&c->y, c->y_host);
+    return dot(c->y_host, c->r, c->y_count);
+}
+
+void fd_layer_free(fd_layer_t *c, const tr_layer_t *layer)
+{
+    if (layer == NULL)
+        ops->layer_free(c->layer);
+    ops->tensor_free(be, &c->x);
+    ops->tensor_free(be, &c->y);
+    free(c->x_host);
+    free(c->w.data);
+    free(c->r);
+    free(c->y_host);
+}
+
 /* Errors of got against want; pass when max_abs <= tol * max_ref and every
  * value is finite. */
 typedef struct {

@@ -9,21 +9,7 @@
 
 #include "ops_test.h"
 
-typedef struct {
-    tr_layer_t *layer;
-    tr_tensor_t x, y, w;
-    float *x_host, *y_host, *r;
-    size_t y_count;
-} conv_ctx_t;
-
-static double conv_loss(void *p)
-{
-    conv_ctx_t *c = p;
-    tensor_put(&c->x, c->x_host);
-    STATUS_OK(ops->conv_forward(c->layer, &c->x, &c->w, &c->y));
-    tensor_get(&c->y, c->y_host);
-    return dot(c->y_host, c->r, c->y_count);
-}
+static void conv_forward(fd_layer_t *c) { STATUS_OK(ops->conv_forward(c->layer, &c->x, &c->w, &c->y)); }
 
 /* layer: made for d by the caller (run at several batch sizes), or NULL:
  * made and freed here. */
@@ -36,7 +22,7 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     size_t x_count = (size_t)n * d->c_in * d->h_in * d->w_in, y_count = (size_t)n * d->c_out * ho * wo;
     const int w_dims[4] = {d->c_out, d->c_in, d->kernel, d->kernel};
 
-    conv_ctx_t c = {.layer = layer};
+    fd_layer_t c = {.layer = layer, .forward = conv_forward};
     if (layer == NULL)
         STATUS_OK(ops->conv_create(be, d, &c.layer));
     if (c.layer == NULL)
@@ -55,7 +41,7 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
 
     /* forward against the direct loops */
     tensor_poison(&c.y);
-    conv_loss(&c);
+    fd_layer_loss(&c);
     conv_ref(d, n, ho, wo, c.x_host, c.w.data, NULL, y_ref, NULL, NULL);
     snprintf(what, sizeof(what), "%s forward", name);
     compare(what, c.y_host, y_ref, y_count, 1e-5);
@@ -69,9 +55,9 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
 
     /* Linear in x and in w: a step of 0.5 is exact up to float noise. */
     snprintf(what, sizeof(what), "%s backward data (fd)", name);
-    fd_check(what, c.x_host, x_count, dx_host, 0.5, conv_loss, &c, NULL, 1e-4);
+    fd_check(what, c.x_host, x_count, dx_host, 0.5, fd_layer_loss, &c, NULL, 1e-4);
     snprintf(what, sizeof(what), "%s backward weights (fd)", name);
-    fd_check(what, c.w.data, tr_tensor_count(&c.w), dw.data, 0.5, conv_loss, &c, NULL, 1e-4);
+    fd_check(what, c.w.data, tr_tensor_count(&c.w), dw.data, 0.5, fd_layer_loss, &c, NULL, 1e-4);
 
     /* Shape checks: a y of the wrong size, or weights of the wrong shape, are refused. */
     tr_tensor_t wrong = tensor_make(n, d->c_out, ho + 1, wo);
@@ -82,16 +68,9 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
         CHECK(ops->conv_forward(c.layer, &c.x, &w_wrong, &c.y) == HORA_ERR_INVALID_ARG,
               "%s: transposed weights accepted", name);
 
-    if (layer == NULL)
-        ops->layer_free(c.layer);
-    ops->tensor_free(be, &c.x);
-    ops->tensor_free(be, &c.y);
+    fd_layer_free(&c, layer);
     ops->tensor_free(be, &dy);
     ops->tensor_free(be, &dx);
-    free(c.x_host);
-    free(c.w.data);
-    free(c.r);
-    free(c.y_host);
     free(dx_host);
     free(dw.data);
     free(y_ref);

@@ -12,6 +12,7 @@
  * out as infinities, the rest as before.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,42 @@ static void scale_d(double *a, size_t count, int k)
         a[i] = ldexp(a[i], k);
 }
 
+/* For a bilinear gradient (dw from x and dy) whose largest value is
+ * `largest`: the overflow exponent split into 2^kx on x and 2^kdy on dy, each
+ * within its headroom, and the scaled copies of both. */
+typedef struct {
+    int kx, kdy;
+    float *xs, *dys;
+} split_t;
+
+static split_t split_scale(double largest, const float *x, size_t x_count, const float *dy, size_t y_count,
+                           tr_dtype_t dt)
+{
+    int k = overflow_exponent(largest);
+    int hx = headroom(x, x_count, dt), hdy = headroom(dy, y_count, dt);
+    split_t sp;
+    sp.kx = k / 2 < hx ? k / 2 : hx;
+    sp.kdy = k - sp.kx < hdy ? k - sp.kx : hdy;
+    sp.xs = scaled(x, x_count, sp.kx);
+    sp.dys = scaled(dy, y_count, sp.kdy);
+    return sp;
+}
+
+/* compare_dtype with what = "<name> <part>" and the key formatted from key_fmt. */
+static long compare_part(const char *name, const char *part, const float *got, const double *want, size_t count,
+                         tr_dtype_t dtype, double tol, const char *key_fmt, ...) __attribute__((format(printf, 8, 9)));
+static long compare_part(const char *name, const char *part, const float *got, const double *want, size_t count,
+                         tr_dtype_t dtype, double tol, const char *key_fmt, ...)
+{
+    char what[160], key[64];
+    snprintf(what, sizeof(what), "%s %s", name, part);
+    va_list ap;
+    va_start(ap, key_fmt);
+    vsnprintf(key, sizeof(key), key_fmt, ap);
+    va_end(ap);
+    return compare_dtype(what, key, got, want, count, dtype, tol);
+}
+
 /* ---- convolution ------------------------------------------------------------ */
 
 /* layer: made for d by the caller (run at several batch sizes), or NULL:
@@ -102,42 +139,35 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     tensor_poison(&y);
     STATUS_OK(ops->conv_forward(l, &x, &w, &y));
     tensor_get(&y, y_got);
-    snprintf(what, sizeof(what), "%s forward", name);
-    snprintf(key, sizeof(key), "conv forward y %s", tr_dtype_name(dt));
-    compare_dtype(what, key, y_got, y_ref, y_count, dt, tol_for(dt));
+    compare_part(name, "forward", y_got, y_ref, y_count, dt, tol_for(dt), "conv forward y %s", tr_dtype_name(dt));
 
     tensor_put(&dy, dy_host);
     tensor_poison(&dx);
     STATUS_OK(ops->conv_backward_data(l, &dy, &w, &dx));
     tensor_get(&dx, dx_got);
-    snprintf(what, sizeof(what), "%s backward data", name);
-    snprintf(key, sizeof(key), "conv backward data dx %s", tr_dtype_name(dt));
-    compare_dtype(what, key, dx_got, dx_ref, x_count, dt, tol_for(dt));
+    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt),
+                 "conv backward data dx %s", tr_dtype_name(dt));
 
     STATUS_OK(ops->conv_backward_weights(l, &x, &dy, &dw));
     plain_get(&dw, dw_got);
-    snprintf(what, sizeof(what), "%s backward weights", name);
-    snprintf(key, sizeof(key), "conv dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
+    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt),
+                 "conv dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = corr(x, dy) is bilinear: scale x by 2^kx and dy by 2^kdy. */
-        int k = overflow_exponent(max_abs_d(dw_ref, w_count));
-        int kx = k / 2 < headroom(x_host, x_count, dt) ? k / 2 : headroom(x_host, x_count, dt);
-        int kdy = k - kx < headroom(dy_host, y_count, dt) ? k - kx : headroom(dy_host, y_count, dt);
-        float *xs = scaled(x_host, x_count, kx), *dys = scaled(dy_host, y_count, kdy);
-        tensor_put(&x, xs);
-        tensor_put(&dy, dys);
+        split_t sp = split_scale(max_abs_d(dw_ref, w_count), x_host, x_count, dy_host, y_count, dt);
+        tensor_put(&x, sp.xs);
+        tensor_put(&dy, sp.dys);
         plain_poison(&dw);
         STATUS_OK(ops->conv_backward_weights(l, &x, &dy, &dw));
         plain_get(&dw, dw_got);
-        scale_d(dw_ref, w_count, kx + kdy);
-        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, kx + kdy);
+        scale_d(dw_ref, w_count, sp.kx + sp.kdy);
+        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, sp.kx + sp.kdy);
         snprintf(key, sizeof(key), "conv dw f16 overflow (%s compute)", tr_dtype_name(dt));
         long infs = compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
-        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, kx + kdy);
-        free(xs);
-        free(dys);
+        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, sp.kx + sp.kdy);
+        free(sp.xs);
+        free(sp.dys);
     }
 
     if (layer == NULL)
@@ -257,19 +287,15 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tensor_poison(&y);
     STATUS_OK(ops->bn_forward_train(l, &x, &gamma_t, &beta_t, &rm_t, &rv_t, &y));
     tensor_get(&y, got);
-    snprintf(what, sizeof(what), "%s forward train", name);
-    snprintf(key, sizeof(key), "bn forward train y %s", tr_dtype_name(dt));
-    compare_dtype(what, key, got, r.y, count, dt, tol_for(dt));
+    compare_part(name, "forward train", got, r.y, count, dt, tol_for(dt), "bn forward train y %s", tr_dtype_name(dt));
     for (int c = 0; c < d.c; c++) {
         run_ref[c] = (1.0 - d.momentum) * rm0[c] + d.momentum * r.mean[c];
         run_ref[d.c + c] = (1.0 - d.momentum) * rv0[c] + d.momentum * r.var[c] * (double)m / (double)(m - 1);
     }
-    snprintf(what, sizeof(what), "%s running mean", name);
-    snprintf(key, sizeof(key), "bn running mean f32 (%s x)", tr_dtype_name(dt));
-    compare_dtype(what, key, rm, run_ref, d.c, TR_DTYPE_F32, TOL_F32);
-    snprintf(what, sizeof(what), "%s running var (unbiased)", name);
-    snprintf(key, sizeof(key), "bn running var f32 (%s x)", tr_dtype_name(dt));
-    compare_dtype(what, key, rv, run_ref + d.c, d.c, TR_DTYPE_F32, TOL_F32);
+    compare_part(name, "running mean", rm, run_ref, d.c, TR_DTYPE_F32, TOL_F32,
+                 "bn running mean f32 (%s x)", tr_dtype_name(dt));
+    compare_part(name, "running var (unbiased)", rv, run_ref + d.c, d.c, TR_DTYPE_F32, TOL_F32,
+                 "bn running var f32 (%s x)", tr_dtype_name(dt));
 
     /* forward (inference) with the running statistics just updated */
     bn_refs_t ri = r;
@@ -284,9 +310,8 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tensor_poison(&y);
     STATUS_OK(ops->bn_forward_infer(l, &x, &gamma_t, &beta_t, &rm_t, &rv_t, &y));
     tensor_get(&y, got);
-    snprintf(what, sizeof(what), "%s forward inference", name);
-    snprintf(key, sizeof(key), "bn forward infer y %s", tr_dtype_name(dt));
-    compare_dtype(what, key, got, y_infer, count, dt, tol_for(dt));
+    compare_part(name, "forward inference", got, y_infer, count, dt, tol_for(dt),
+                 "bn forward infer y %s", tr_dtype_name(dt));
 
     /* backward after a training forward on the same x */
     STATUS_OK(ops->bn_forward_train(l, &x, &gamma_t, &beta_t, &rm_t, &rv_t, &y));
@@ -296,15 +321,12 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tensor_get(&dx, got);
     plain_get(&dgamma, dg_got);
     plain_get(&dbeta, db_got);
-    snprintf(what, sizeof(what), "%s backward dx", name);
-    snprintf(key, sizeof(key), "bn backward dx %s%s", tr_dtype_name(dt), d.fuse_relu ? " +relu" : "");
-    compare_dtype(what, key, got, r.dx, count, dt, tol_for(dt));
-    snprintf(what, sizeof(what), "%s backward dgamma", name);
-    snprintf(key, sizeof(key), "bn dgamma %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_dtype(what, key, dg_got, r.dgamma, d.c, gdt, tol_for(gdt));
-    snprintf(what, sizeof(what), "%s backward dbeta", name);
-    snprintf(key, sizeof(key), "bn dbeta %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_dtype(what, key, db_got, r.dbeta, d.c, gdt, tol_for(gdt));
+    compare_part(name, "backward dx", got, r.dx, count, dt, tol_for(dt),
+                 "bn backward dx %s%s", tr_dtype_name(dt), d.fuse_relu ? " +relu" : "");
+    compare_part(name, "backward dgamma", dg_got, r.dgamma, d.c, gdt, tol_for(gdt),
+                 "bn dgamma %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward dbeta", db_got, r.dbeta, d.c, gdt, tol_for(gdt),
+                 "bn dbeta %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dgamma and dbeta are linear in dy. */
@@ -431,9 +453,8 @@ void mixed_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     tensor_poison(&dx);
     STATUS_OK(ops->pool_backward(l, &dy, &dx));
     tensor_get(&dx, dx_got);
-    snprintf(what, sizeof(what), "%s backward", name);
-    snprintf(key, sizeof(key), "%s backward dx %s", is_max ? "max pool" : "avg pool", tr_dtype_name(dt));
-    compare_dtype(what, key, dx_got, dx_ref, x_count, dt, tol_for(dt));
+    compare_part(name, "backward", dx_got, dx_ref, x_count, dt, tol_for(dt),
+                 "%s backward dx %s", is_max ? "max pool" : "avg pool", tr_dtype_name(dt));
 
     if (layer == NULL)
         ops->layer_free(l);
@@ -492,51 +513,44 @@ void mixed_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
     plain_put(&bias, b_host);
     STATUS_OK(ops->linear_forward(l, &x, &w, &bias, &y));
     plain_get(&y, y_got);
-    snprintf(what, sizeof(what), "%s forward (f32 logits)", name);
-    snprintf(key, sizeof(key), "linear forward y f32 (%s x, w)", tr_dtype_name(dt));
-    compare_dtype(what, key, y_got, y_ref, y_count, TR_DTYPE_F32, TOL_F32);
+    compare_part(name, "forward (f32 logits)", y_got, y_ref, y_count, TR_DTYPE_F32, TOL_F32,
+                 "linear forward y f32 (%s x, w)", tr_dtype_name(dt));
 
     plain_put(&dy, dy_host);
     tensor_poison(&dx);
     STATUS_OK(ops->linear_backward_data(l, &dy, &w, &dx));
     tensor_get(&dx, dx_got);
-    snprintf(what, sizeof(what), "%s backward data", name);
-    snprintf(key, sizeof(key), "linear backward data dx %s", tr_dtype_name(dt));
-    compare_dtype(what, key, dx_got, dx_ref, x_count, dt, tol_for(dt));
+    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt),
+                 "linear backward data dx %s", tr_dtype_name(dt));
 
     STATUS_OK(ops->linear_backward_weights(l, &x, &dy, &dw, &db));
     plain_get(&dw, dw_got);
     plain_get(&db, db_got);
-    snprintf(what, sizeof(what), "%s backward weights", name);
-    snprintf(key, sizeof(key), "linear dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
-    snprintf(what, sizeof(what), "%s backward bias", name);
-    snprintf(key, sizeof(key), "linear dbias %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_dtype(what, key, db_got, db_ref, d.c_out, gdt, tol_for(gdt));
+    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt),
+                 "linear dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward bias", db_got, db_ref, d.c_out, gdt, tol_for(gdt),
+                 "linear dbias %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = dy^T x is bilinear, dbias = sum dy linear: scale both. */
-        int k = overflow_exponent(max_abs_d(dw_ref, w_count));
-        int kx = k / 2 < headroom(x_host, x_count, dt) ? k / 2 : headroom(x_host, x_count, dt);
-        int kdy = k - kx < headroom(dy_host, y_count, dt) ? k - kx : headroom(dy_host, y_count, dt);
-        float *xs = scaled(x_host, x_count, kx), *dys = scaled(dy_host, y_count, kdy);
-        tensor_put(&x, xs);
-        plain_put(&dy, dys);
+        split_t sp = split_scale(max_abs_d(dw_ref, w_count), x_host, x_count, dy_host, y_count, dt);
+        tensor_put(&x, sp.xs);
+        plain_put(&dy, sp.dys);
         plain_poison(&dw);
         plain_poison(&db);
         STATUS_OK(ops->linear_backward_weights(l, &x, &dy, &dw, &db));
         plain_get(&dw, dw_got);
         plain_get(&db, db_got);
-        scale_d(dw_ref, w_count, kx + kdy);
-        scale_d(db_ref, d.c_out, kdy);
+        scale_d(dw_ref, w_count, sp.kx + sp.kdy);
+        scale_d(db_ref, d.c_out, sp.kdy);
         snprintf(key, sizeof(key), "linear dw/dbias f16 overflow (%s compute)", tr_dtype_name(dt));
-        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, kx + kdy);
+        snprintf(what, sizeof(what), "%s backward weights x 2^%d (overflow)", name, sp.kx + sp.kdy);
         long infs = compare_dtype(what, key, dw_got, dw_ref, w_count, gdt, tol_for(gdt));
-        snprintf(what, sizeof(what), "%s backward bias x 2^%d", name, kdy);
+        snprintf(what, sizeof(what), "%s backward bias x 2^%d", name, sp.kdy);
         infs += compare_dtype(what, key, db_got, db_ref, d.c_out, gdt, tol_for(gdt));
-        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, kx + kdy);
-        free(xs);
-        free(dys);
+        CHECK(infs > 0, "%s: no gradient beyond f16's range after scaling by 2^%d", name, sp.kx + sp.kdy);
+        free(sp.xs);
+        free(sp.dys);
     }
 
     if (layer == NULL)

@@ -37,21 +37,7 @@ static void pool_ref(const tr_pool_desc_t *d, int batch, int ho, int wo, const f
         }
 }
 
-typedef struct {
-    tr_layer_t *layer;
-    tr_tensor_t x, y;
-    float *x_host, *y_host, *r;
-    size_t y_count;
-} pool_ctx_t;
-
-static double pool_loss(void *p)
-{
-    pool_ctx_t *c = p;
-    tensor_put(&c->x, c->x_host);
-    STATUS_OK(ops->pool_forward(c->layer, &c->x, &c->y));
-    tensor_get(&c->y, c->y_host);
-    return dot(c->y_host, c->r, c->y_count);
-}
+static void pool_forward(fd_layer_t *c) { STATUS_OK(ops->pool_forward(c->layer, &c->x, &c->y)); }
 
 /* layer: made for d by the caller (run at several batch sizes), or NULL:
  * made and freed here. */
@@ -69,7 +55,7 @@ void test_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     int wo = is_max ? (d.w + 2 * d.pad - d.kernel) / d.stride + 1 : 1;
     size_t x_count = (size_t)n * d.c * d.h * d.w, y_count = (size_t)n * d.c * ho * wo;
 
-    pool_ctx_t c = {.layer = layer};
+    fd_layer_t c = {.layer = layer, .forward = pool_forward};
     if (layer == NULL)
         STATUS_OK(ops->pool_create(be, &d, &c.layer));
     if (c.layer == NULL)
@@ -95,7 +81,7 @@ void test_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     double *y_ref = malloc(y_count * sizeof(double));
 
     tensor_poison(&c.y);
-    pool_loss(&c);
+    fd_layer_loss(&c);
     pool_ref(&d, n, ho, wo, c.x_host, y_ref);
     snprintf(what, sizeof(what), "%s forward", name);
     compare(what, c.y_host, y_ref, y_count, 1e-6);
@@ -105,17 +91,11 @@ void test_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     STATUS_OK(ops->pool_backward(c.layer, &dy, &dx));
     tensor_get(&dx, dx_host);
     snprintf(what, sizeof(what), "%s backward (fd)", name);
-    fd_check(what, c.x_host, x_count, dx_host, is_max ? 1e-2 : 0.5, pool_loss, &c, NULL, 1e-4);
+    fd_check(what, c.x_host, x_count, dx_host, is_max ? 1e-2 : 0.5, fd_layer_loss, &c, NULL, 1e-4);
 
-    if (layer == NULL)
-        ops->layer_free(c.layer);
-    ops->tensor_free(be, &c.x);
-    ops->tensor_free(be, &c.y);
+    fd_layer_free(&c, layer);
     ops->tensor_free(be, &dy);
     ops->tensor_free(be, &dx);
-    free(c.x_host);
-    free(c.y_host);
-    free(c.r);
     free(dx_host);
     free(y_ref);
 }

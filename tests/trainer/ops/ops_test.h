@@ -68,6 +68,21 @@ typedef double (*loss_fn)(void *ctx);
 void fd_check(const char *what, float *p, size_t count, const float *analytic, double eps, loss_fn loss, void *ctx,
               const unsigned char *skip, double tol);
 
+/* A convolution or pooling layer under fd_check: its loss (fd_layer_loss) is
+ * forward(x_host) . r, with y read back into y_host. */
+typedef struct fd_layer fd_layer_t;
+struct fd_layer {
+    tr_layer_t *layer;
+    tr_tensor_t x, y, w; /* w: a convolution's weights */
+    float *x_host, *y_host, *r;
+    size_t y_count;
+    void (*forward)(fd_layer_t *c); /* y from x (and w), its status checked */
+};
+double fd_layer_loss(void *p);
+/* Frees what c holds: its tensors and arrays, and its layer when the test
+ * made it (the caller's layer, given as `layer`, was NULL). */
+void fd_layer_free(fd_layer_t *c, const tr_layer_t *layer);
+
 /* The families (one file each). */
 void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n);
 void test_bn(tr_layer_t *layer, const tr_bn_desc_t *d, int n);

@@ -91,6 +91,22 @@ static void check(int ok, const char *what)
     failures += !ok;
 }
 
+/* An overflow every step from a fresh state s until tr_loss_scale_update fails (at most limit steps): its status,
+ * with the steps taken in *n and the last step's skip flag in *skip. */
+static hora_status_t overflow_forever(const tr_loss_scale_config_t *c, tr_loss_scale_state_t *s, int limit, int *n,
+                                      int *skip)
+{
+    tr_loss_scale_begin(c, s);
+    hora_status_t status = HORA_OK;
+    *skip = 0;
+    *n = 0;
+    while (status == HORA_OK && *n < limit) {
+        status = tr_loss_scale_update(c, s, 1, skip);
+        (*n)++;
+    }
+    return status;
+}
+
 int main(void)
 {
     /* ---- dynamic, traced by hand: start 2^16, window 3. */
@@ -154,13 +170,8 @@ int main(void)
         check(stopped == 6, "dynamic: the 5th overflow in a row gives HORA_ERR_INTERNAL");
         /* And the state then: halved 5 times from 65536. */
         tr_loss_scale_state_t s;
-        tr_loss_scale_begin(&dyn, &s);
-        hora_status_t status = HORA_OK;
-        int skip = 0, n = 0;
-        while (status == HORA_OK && n < 100) {
-            status = tr_loss_scale_update(&dyn, &s, 1, &skip);
-            n++;
-        }
+        int skip, n;
+        hora_status_t status = overflow_forever(&dyn, &s, 100, &n, &skip);
         check(status == HORA_ERR_INTERNAL && n == 5 && skip == 1 && s.scale == 65536.0 / 32 &&
                   s.skipped_steps == 5,
               "dynamic: overflow forever stops at 5, scale 2048");
@@ -170,13 +181,8 @@ int main(void)
         tr_loss_scale_config_t d = dyn;
         d.max_consecutive_skips = TR_LOSS_SCALE_MAX_SKIPS;
         tr_loss_scale_state_t s;
-        tr_loss_scale_begin(&d, &s);
-        hora_status_t status = HORA_OK;
-        int skip = 0, n = 0;
-        while (status == HORA_OK && n < 1000) {
-            status = tr_loss_scale_update(&d, &s, 1, &skip);
-            n++;
-        }
+        int skip, n;
+        hora_status_t status = overflow_forever(&d, &s, 1000, &n, &skip);
         check(status == HORA_ERR_INTERNAL && n == TR_LOSS_SCALE_MAX_SKIPS &&
                   s.scale == 65536.0 / (double)(1ULL << TR_LOSS_SCALE_MAX_SKIPS),
               "dynamic: default limit TR_LOSS_SCALE_MAX_SKIPS");
