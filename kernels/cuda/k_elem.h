@@ -433,7 +433,7 @@ K_HD uint64_t k_elem_from_f64(double x, int dtype)
     case K_DTYPE_I64: return (uint64_t)k_num_round_to_i64_sat(x);
     case K_DTYPE_I8: return (uint8_t)k_num_round_to_i8_sat(x);
     case K_DTYPE_I16: return (uint16_t)k_num_round_to_i16_sat(x);
-    case K_DTYPE_U16: return (uint32_t)k_num_round_to_range_sat(x, 0.0, 65535.0);
+    case K_DTYPE_U16: return (uint32_t)k_num_round_to_u16_sat(x);
     case K_DTYPE_BOOL: return x != 0.0; /* NaN -> 1, as C's _Bool */
     default: return k_num_round_to_u8_sat(x);
     }
