@@ -260,20 +260,13 @@ K_HD int32_t k_elem_i16_load(uint64_t raw) { return k_elem_wrap_signed((uint32_t
 K_HD uint32_t k_elem_u16_load(uint64_t raw) { return (uint32_t)(raw & 0xFFFFu); }
 K_HD uint32_t k_elem_bool_load(uint64_t raw) { return (raw & 0xFFu) != 0; } /* any nonzero byte: true */
 
-K_HD uint64_t k_elem_f32_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_bits(div.divide ? acc / div.f32 : acc);
-}
-
-K_HD uint64_t k_elem_f16_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_to_f16(div.divide ? acc / div.f32 : acc);
-}
-
-K_HD uint64_t k_elem_bf16_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_to_bf16(div.divide ? acc / div.f32 : acc);
-}
+/* The fp32-accumulated floats: divide in fp32, then round once to the type. */
+#define K_ELEM_F32_FINISH(t, store)                                                                               \
+    K_HD uint64_t k_elem_##t##_finish(float acc, k_elem_div_t div) { return store(div.divide ? acc / div.f32 : acc); }
+K_ELEM_F32_FINISH(f32, k_num_f32_bits)
+K_ELEM_F32_FINISH(f16, k_num_f32_to_f16)
+K_ELEM_F32_FINISH(bf16, k_num_f32_to_bf16)
+#undef K_ELEM_F32_FINISH
 
 K_HD uint64_t k_elem_f64_finish(double acc, k_elem_div_t div)
 {
@@ -297,46 +290,34 @@ K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div)
 
 /* i8, i16, u16 divide as int32 (|x| <= 2^16, within i32's magic), then
  * keep the type's bits. */
-K_HD uint64_t k_elem_i8_finish(int32_t acc, k_elem_div_t div)
-{
-    return (uint8_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
-}
-
-K_HD uint64_t k_elem_i16_finish(int32_t acc, k_elem_div_t div)
-{
-    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
-}
-
-K_HD uint64_t k_elem_u16_finish(uint32_t acc, k_elem_div_t div)
-{
-    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)
-                                           : (int32_t)acc);
-}
+#define K_ELEM_NARROW_FINISH(t, acc_t, bits_t)                                                                     \
+    K_HD uint64_t k_elem_##t##_finish(acc_t acc, k_elem_div_t div)                                                 \
+    {                                                                                                              \
+        return (bits_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)          \
+                                             : (int32_t)acc);                                                      \
+    }
+K_ELEM_NARROW_FINISH(i8, int32_t, uint8_t)
+K_ELEM_NARROW_FINISH(i16, int32_t, uint16_t)
+K_ELEM_NARROW_FINISH(u16, uint32_t, uint16_t)
+#undef K_ELEM_NARROW_FINISH
 
 /* bool: the truncated quotient of 0 or 1 is 0 for a divisor >= 2. */
 K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.divide ? 0u : acc; }
 
 /* ---- k_scale, per dtype: raw bits in, raw bits out --------------------------
- * f32: the float factor (float)factor; f64 and the integers: the double.
- * Integers: the product in double, truncated toward zero and saturated. */
+ * f32: the float factor (float)factor; f64 and the integers: the double. */
 
-K_HD uint64_t k_elem_f32_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_bits(k_elem_f32_load(raw) * f32);
-}
-
-K_HD uint64_t k_elem_f16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_to_f16(k_elem_f16_load(raw) * f32);
-}
-
-K_HD uint64_t k_elem_bf16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_to_bf16(k_elem_bf16_load(raw) * f32);
-}
+/* f32, f16, bf16: the product in fp32, rounded once to the type. */
+#define K_ELEM_F32_SCALE(t, store)                                                                                 \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
+    {                                                                                                              \
+        (void)f64;                                                                                                 \
+        return store(k_elem_##t##_load(raw) * f32);                                                                \
+    }
+K_ELEM_F32_SCALE(f32, k_num_f32_bits)
+K_ELEM_F32_SCALE(f16, k_num_f32_to_f16)
+K_ELEM_F32_SCALE(bf16, k_num_f32_to_bf16)
+#undef K_ELEM_F32_SCALE
 
 K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
 {
@@ -344,41 +325,21 @@ K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
     return k_num_f64_bits(k_elem_f64_load(raw) * f64);
 }
 
-K_HD uint64_t k_elem_i32_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint32_t)k_num_trunc_to_i32_sat((double)k_elem_i32_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i64_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint64_t)k_num_trunc_to_i64_sat((double)k_elem_i64_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return k_num_trunc_to_u8_sat((double)k_elem_u8_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i8_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint8_t)k_num_trunc_to_i8_sat((double)k_elem_i8_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint16_t)k_num_trunc_to_i16_sat((double)k_elem_i16_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_u16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return k_num_trunc_to_u16_sat((double)k_elem_u16_load(raw) * f64);
-}
+/* The integers: the product in double, truncated toward zero and saturated
+ * (k_numeric.h), the type's bits kept. */
+#define K_ELEM_INT_SCALE(t, bits_t)                                                                                \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
+    {                                                                                                              \
+        (void)f32;                                                                                                 \
+        return (bits_t)k_num_trunc_to_##t##_sat((double)k_elem_##t##_load(raw) * f64);                             \
+    }
+K_ELEM_INT_SCALE(i32, uint32_t)
+K_ELEM_INT_SCALE(i64, uint64_t)
+K_ELEM_INT_SCALE(u8, uint8_t)
+K_ELEM_INT_SCALE(i8, uint8_t)
+K_ELEM_INT_SCALE(i16, uint16_t)
+K_ELEM_INT_SCALE(u16, uint16_t)
+#undef K_ELEM_INT_SCALE
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
 K_HD uint64_t k_elem_bool_scale(uint64_t raw, float f32, double f64)
