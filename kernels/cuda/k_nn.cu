@@ -338,6 +338,24 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
 
 /* ---- pooling -------------------------------------------------------------------- */
 
+/* Element i of an NHWC tensor of rows x cols x c per image: its channel,
+ * column, row and image. */
+struct k_nn_nhwc_t {
+    int ch, col, row;
+    size_t n;
+};
+__device__ __forceinline__ k_nn_nhwc_t k_nn_nhwc_split(size_t i, int c, int cols, int rows)
+{
+    k_nn_nhwc_t e;
+    e.ch = (int)(i % c);
+    size_t rest = i / c;
+    e.col = (int)(rest % cols);
+    rest /= cols;
+    e.row = (int)(rest % rows);
+    e.n = rest / rows;
+    return e;
+}
+
 struct k_nn_pool_params {
     const unsigned char *in;
     unsigned char *out;
@@ -353,12 +371,9 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const 
 {
     const k_cuda_pool_t g = p.g;
     for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < p.count; o += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(o % g.c);
-        size_t rest = o / g.c;
-        const int ow = (int)(rest % p.wo);
-        rest /= p.wo;
-        const int oh = (int)(rest % p.ho);
-        const size_t n = rest / p.ho;
+        const k_nn_nhwc_t out = k_nn_nhwc_split(o, g.c, p.wo, p.ho);
+        const int ch = out.ch, ow = out.col, oh = out.row;
+        const size_t n = out.n;
         float best = 0.0f;
         int have = 0, at = 0;
         for (int kh = 0; kh < g.kernel; kh++) {
@@ -384,12 +399,9 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const 
 {
     const k_cuda_pool_t g = p.g;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(i % g.c);
-        size_t rest = i / g.c;
-        const int iw = (int)(rest % g.w);
-        rest /= g.w;
-        const int ih = (int)(rest % g.h);
-        const size_t n = rest / g.h;
+        const k_nn_nhwc_t in = k_nn_nhwc_split(i, g.c, g.w, g.h);
+        const int ch = in.ch, iw = in.col, ih = in.row;
+        const size_t n = in.n;
         int oh_lo, oh_hi, ow_lo, ow_hi;
         k_nn_pool_cover(ih, g.kernel, g.stride, g.pad, p.ho, &oh_lo, &oh_hi);
         k_nn_pool_cover(iw, g.kernel, g.stride, g.pad, p.wo, &ow_lo, &ow_hi);
