@@ -248,6 +248,23 @@ K_HD int32_t k_elem_i16_combine(int32_t a, int32_t b, int op) { return k_elem_co
 K_HD uint32_t k_elem_u16_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u16(a, b, op); }
 K_HD uint32_t k_elem_bool_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_bool(a, b, op); }
 
+/* Every dtype, its K_DTYPE_* and the type k_elem_<t>_load widens it to,
+ * which its reduction accumulates in: X(t, K_DTYPE_*, acc_t). The reduce
+ * kernels (k_reduce.cu) and their twins (k_twin.c) are instantiated from
+ * this one list. */
+#define K_ELEM_DTYPES(X)            \
+    X(f32, K_DTYPE_F32, float)      \
+    X(f16, K_DTYPE_F16, float)      \
+    X(bf16, K_DTYPE_BF16, float)    \
+    X(f64, K_DTYPE_F64, double)     \
+    X(i32, K_DTYPE_I32, int32_t)    \
+    X(i64, K_DTYPE_I64, int64_t)    \
+    X(u8, K_DTYPE_U8, uint32_t)     \
+    X(i8, K_DTYPE_I8, int32_t)      \
+    X(i16, K_DTYPE_I16, int32_t)    \
+    X(u16, K_DTYPE_U16, uint32_t)   \
+    X(bool, K_DTYPE_BOOL, uint32_t)
+
 K_HD float k_elem_f32_load(uint64_t raw) { return k_num_f32_from_bits((uint32_t)raw); }
 K_HD float k_elem_f16_load(uint64_t raw) { return k_num_f16_to_f32((uint16_t)raw); }
 K_HD float k_elem_bf16_load(uint64_t raw) { return k_num_bf16_to_f32((uint16_t)raw); }
