@@ -34,49 +34,23 @@
 
 /* ---- bit casts (memcpy on the host: the only aliasing-safe way in C) ------ */
 
-K_HD uint32_t k_num_f32_bits(float x)
-{
 #ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
+    K_HD to_t name(from_t x) { return (to_t)device_cast(x); }
 #else
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
+    K_HD to_t name(from_t x)                                                                                       \
+    {                                                                                                              \
+        to_t y;                                                                                                    \
+        memcpy(&y, &x, sizeof(y));                                                                                 \
+        return y;                                                                                                  \
+    }
 #endif
-}
-
-K_HD float k_num_f32_from_bits(uint32_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(bits);
-#else
-    float x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
-
-K_HD uint64_t k_num_f64_bits(double x)
-{
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(x);
-#else
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
-#endif
-}
-
-K_HD double k_num_f64_from_bits(uint64_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)bits);
-#else
-    double x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
+K_NUM_BIT_CAST(k_num_f32_bits, uint32_t, float, __float_as_uint)
+K_NUM_BIT_CAST(k_num_f32_from_bits, float, uint32_t, __uint_as_float)
+K_NUM_BIT_CAST(k_num_f64_bits, uint64_t, double, __double_as_longlong)
+K_NUM_BIT_CAST(k_num_f64_from_bits, double, uint64_t, __longlong_as_double)
+#undef K_NUM_BIT_CAST
 
 /* NaN test: isnan(x) and x != x are the same test; each compiler gets the
  * spelling it turns into one instruction (gcc: ucomiss / cmpunordps from
