@@ -146,68 +146,30 @@ K_HD int64_t k_elem_div_i64(int64_t x, uint64_t magic, uint32_t shift)
  * in the kernel and in the twin alike.
  */
 
-K_HD float k_elem_combine_f32(float a, float b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_num_min_f32(a, b);
-    case K_OP_MAX: return k_num_max_f32(a, b);
-    default: return a * b;
+/* combine(a, b, op) of one accumulator type: its SUM, MIN, MAX and PROD
+ * (any other op). */
+#define K_ELEM_COMBINE(t, acc_t, sum, min, max, prod)                                                              \
+    K_HD acc_t k_elem_combine_##t(acc_t a, acc_t b, int op)                                                        \
+    {                                                                                                              \
+        switch (op) {                                                                                              \
+        case K_OP_SUM: return sum;                                                                                 \
+        case K_OP_MIN: return min;                                                                                 \
+        case K_OP_MAX: return max;                                                                                 \
+        default: return prod;                                                                                      \
+        }                                                                                                          \
     }
-}
-
-K_HD double k_elem_combine_f64(double a, double b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_num_min_f64(a, b);
-    case K_OP_MAX: return k_num_max_f64(a, b);
-    default: return a * b;
-    }
-}
-
+K_ELEM_COMBINE(f32, float, a + b, k_num_min_f32(a, b), k_num_max_f32(a, b), a * b)
+K_ELEM_COMBINE(f64, double, a + b, k_num_min_f64(a, b), k_num_max_f64(a, b), a * b)
 /* Wrapping SUM/PROD in the unsigned type (no signed overflow). */
-K_HD int32_t k_elem_combine_i32(int32_t a, int32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (int32_t)((uint32_t)a + (uint32_t)b);
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (int32_t)((uint32_t)a * (uint32_t)b);
-    }
-}
-
-K_HD int64_t k_elem_combine_i64(int64_t a, int64_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (int64_t)((uint64_t)a * (uint64_t)b);
-    }
-}
-
+K_ELEM_COMBINE(i32, int32_t, (int32_t)((uint32_t)a + (uint32_t)b), a < b ? a : b, a > b ? a : b,
+               (int32_t)((uint32_t)a * (uint32_t)b))
+K_ELEM_COMBINE(i64, int64_t, (int64_t)((uint64_t)a + (uint64_t)b), a < b ? a : b, a > b ? a : b,
+               (int64_t)((uint64_t)a * (uint64_t)b))
 /* u8 values in a uint32_t, wrapped to 8 bits at every step as k_reduce's
- * uint8_t stores do (u16 likewise to 16 bits, below). */
-K_HD uint32_t k_elem_combine_u8(uint32_t a, uint32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (a + b) & 0xFFu;
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (a * b) & 0xFFu;
-    }
-}
-
-K_HD uint32_t k_elem_combine_u16(uint32_t a, uint32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (a + b) & 0xFFFFu;
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (a * b) & 0xFFFFu;
-    }
-}
+ * uint8_t stores do (u16 likewise to 16 bits). */
+K_ELEM_COMBINE(u8, uint32_t, (a + b) & 0xFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFu)
+K_ELEM_COMBINE(u16, uint32_t, (a + b) & 0xFFFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFFFu)
+#undef K_ELEM_COMBINE
 
 /* i8 / i16 in an int32_t, sign-extended from `bits` after every wrapping
  * step (done on uint32_t: no signed overflow), as k_reduce's stores of the
