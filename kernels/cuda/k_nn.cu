@@ -341,22 +341,19 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
 
 /* ---- pooling -------------------------------------------------------------------- */
 
-/* Element i of an NHWC tensor of rows x cols x c per image: its channel,
- * column, row and image. */
-struct k_nn_nhwc_t {
-    int ch, col, row;
-    size_t n;
-};
-__device__ __forceinline__ k_nn_nhwc_t k_nn_nhwc_split(size_t i, int c, int cols, int rows)
+/* f(i, ch, col, row, n) for every element i < count of an NHWC tensor of
+ * rows x cols x c per image (grid stride): its channel, column, row and
+ * image. */
+template <typename F> __device__ __forceinline__ void k_nn_each_nhwc(size_t count, int c, int cols, int rows, F f)
 {
-    k_nn_nhwc_t e;
-    e.ch = (int)(i % c);
-    size_t rest = i / c;
-    e.col = (int)(rest % cols);
-    rest /= cols;
-    e.row = (int)(rest % rows);
-    e.n = rest / rows;
-    return e;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
+        const int ch = (int)(i % c);
+        size_t rest = i / c;
+        const int col = (int)(rest % cols);
+        rest /= cols;
+        const int row = (int)(rest % rows);
+        f(i, ch, col, row, rest / rows);
+    }
 }
 
 struct k_nn_pool_params {
@@ -373,10 +370,7 @@ template <int DT>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const __grid_constant__ k_nn_pool_params p)
 {
     const k_cuda_pool_t g = p.g;
-    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < p.count; o += (size_t)gridDim.x * blockDim.x) {
-        const k_nn_nhwc_t out = k_nn_nhwc_split(o, g.c, p.wo, p.ho);
-        const int ch = out.ch, ow = out.col, oh = out.row;
-        const size_t n = out.n;
+    k_nn_each_nhwc(p.count, g.c, p.wo, p.ho, [&](size_t o, int ch, int ow, int oh, size_t n) {
         float best = 0.0f;
         int have = 0, at = 0;
         for (int kh = 0; kh < g.kernel; kh++) {
@@ -394,17 +388,14 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const 
         }
         k_nn_set<DT>(p.out, o, best);
         p.argmax_out[o] = (uint8_t)at;
-    }
+    });
 }
 
 template <int DT>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const __grid_constant__ k_nn_pool_params p)
 {
     const k_cuda_pool_t g = p.g;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += (size_t)gridDim.x * blockDim.x) {
-        const k_nn_nhwc_t in = k_nn_nhwc_split(i, g.c, g.w, g.h);
-        const int ch = in.ch, iw = in.col, ih = in.row;
-        const size_t n = in.n;
+    k_nn_each_nhwc(p.count, g.c, g.w, g.h, [&](size_t i, int ch, int iw, int ih, size_t n) {
         int oh_lo, oh_hi, ow_lo, ow_hi;
         k_nn_pool_cover(ih, g.kernel, g.stride, g.pad, p.ho, &oh_lo, &oh_hi);
         k_nn_pool_cover(iw, g.kernel, g.stride, g.pad, p.wo, &ow_lo, &ow_hi);
@@ -417,7 +408,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const 
                     acc = acc + k_nn_get<DT>(p.in, o);
             }
         k_nn_set<DT>(p.out, i, acc);
-    }
+    });
 }
 
 /* Global average: g.h = hw, g.w = 1. Forward: count = n * c outputs. */
