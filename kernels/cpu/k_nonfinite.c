@@ -19,18 +19,7 @@
  * rounding, then rounds once to the dtype as k_scale does, so every path
  * gives the scalar path's bits.
  */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "k_internal.h"
-
-#if defined(__x86_64__)
-#include "k_simd_avx2.h"
-#include "k_simd_avx512.h"
-#endif
+#include "k_simd_all.h"
 
 /* k_nonfinite tests its running maximum once per block of this many bytes
  * (a multiple of every unrolled vector step: 4 x 64 bytes). */

@@ -17,21 +17,8 @@
  * low-precision copy); the vector loops just keep the arithmetic off the
  * critical path.
  */
-/* The one-rounding promise must hold whatever the build flags: meson
- * passes -ffp-contract=off, a hand build may not, and GCC would then fuse
- * the vector loops' mul + add into FMAs. */
-#if defined(__clang__)
-#pragma STDC FP_CONTRACT OFF
-#elif defined(__GNUC__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
-#include "k_internal.h"
-
-#if defined(__x86_64__)
-#include "k_simd_avx2.h"
-#include "k_simd_avx512.h"
-#endif
+/* First: fp contraction off whatever the build flags (k_simd_all.h). */
+#include "k_simd_all.h"
 
 /* The mixed kernels are written once per ISA with the two dtypes as
  * parameters and instantiated for each pair with constant arguments;

@@ -146,68 +146,30 @@ K_HD int64_t k_elem_div_i64(int64_t x, uint64_t magic, uint32_t shift)
  * in the kernel and in the twin alike.
  */
 
-K_HD float k_elem_combine_f32(float a, float b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_num_min_f32(a, b);
-    case K_OP_MAX: return k_num_max_f32(a, b);
-    default: return a * b;
+/* combine(a, b, op) of one accumulator type: its SUM, MIN, MAX and PROD
+ * (any other op). */
+#define K_ELEM_COMBINE(t, acc_t, sum, min, max, prod)                                                              \
+    K_HD acc_t k_elem_combine_##t(acc_t a, acc_t b, int op)                                                        \
+    {                                                                                                              \
+        switch (op) {                                                                                              \
+        case K_OP_SUM: return sum;                                                                                 \
+        case K_OP_MIN: return min;                                                                                 \
+        case K_OP_MAX: return max;                                                                                 \
+        default: return prod;                                                                                      \
+        }                                                                                                          \
     }
-}
-
-K_HD double k_elem_combine_f64(double a, double b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return a + b;
-    case K_OP_MIN: return k_num_min_f64(a, b);
-    case K_OP_MAX: return k_num_max_f64(a, b);
-    default: return a * b;
-    }
-}
-
+K_ELEM_COMBINE(f32, float, a + b, k_num_min_f32(a, b), k_num_max_f32(a, b), a * b)
+K_ELEM_COMBINE(f64, double, a + b, k_num_min_f64(a, b), k_num_max_f64(a, b), a * b)
 /* Wrapping SUM/PROD in the unsigned type (no signed overflow). */
-K_HD int32_t k_elem_combine_i32(int32_t a, int32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (int32_t)((uint32_t)a + (uint32_t)b);
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (int32_t)((uint32_t)a * (uint32_t)b);
-    }
-}
-
-K_HD int64_t k_elem_combine_i64(int64_t a, int64_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (int64_t)((uint64_t)a * (uint64_t)b);
-    }
-}
-
+K_ELEM_COMBINE(i32, int32_t, (int32_t)((uint32_t)a + (uint32_t)b), a < b ? a : b, a > b ? a : b,
+               (int32_t)((uint32_t)a * (uint32_t)b))
+K_ELEM_COMBINE(i64, int64_t, (int64_t)((uint64_t)a + (uint64_t)b), a < b ? a : b, a > b ? a : b,
+               (int64_t)((uint64_t)a * (uint64_t)b))
 /* u8 values in a uint32_t, wrapped to 8 bits at every step as k_reduce's
- * uint8_t stores do (u16 likewise to 16 bits, below). */
-K_HD uint32_t k_elem_combine_u8(uint32_t a, uint32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (a + b) & 0xFFu;
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (a * b) & 0xFFu;
-    }
-}
-
-K_HD uint32_t k_elem_combine_u16(uint32_t a, uint32_t b, int op)
-{
-    switch (op) {
-    case K_OP_SUM: return (a + b) & 0xFFFFu;
-    case K_OP_MIN: return a < b ? a : b;
-    case K_OP_MAX: return a > b ? a : b;
-    default: return (a * b) & 0xFFFFu;
-    }
-}
+ * uint8_t stores do (u16 likewise to 16 bits). */
+K_ELEM_COMBINE(u8, uint32_t, (a + b) & 0xFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFu)
+K_ELEM_COMBINE(u16, uint32_t, (a + b) & 0xFFFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFFFu)
+#undef K_ELEM_COMBINE
 
 /* i8 / i16 in an int32_t, sign-extended from `bits` after every wrapping
  * step (done on uint32_t: no signed overflow), as k_reduce's stores of the
@@ -248,6 +210,23 @@ K_HD int32_t k_elem_i16_combine(int32_t a, int32_t b, int op) { return k_elem_co
 K_HD uint32_t k_elem_u16_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_u16(a, b, op); }
 K_HD uint32_t k_elem_bool_combine(uint32_t a, uint32_t b, int op) { return k_elem_combine_bool(a, b, op); }
 
+/* Every dtype, its K_DTYPE_* and the type k_elem_<t>_load widens it to,
+ * which its reduction accumulates in: X(t, K_DTYPE_*, acc_t). The reduce
+ * kernels (k_reduce.cu) and their twins (k_twin.c) are instantiated from
+ * this one list. */
+#define K_ELEM_DTYPES(X)            \
+    X(f32, K_DTYPE_F32, float)      \
+    X(f16, K_DTYPE_F16, float)      \
+    X(bf16, K_DTYPE_BF16, float)    \
+    X(f64, K_DTYPE_F64, double)     \
+    X(i32, K_DTYPE_I32, int32_t)    \
+    X(i64, K_DTYPE_I64, int64_t)    \
+    X(u8, K_DTYPE_U8, uint32_t)     \
+    X(i8, K_DTYPE_I8, int32_t)      \
+    X(i16, K_DTYPE_I16, int32_t)    \
+    X(u16, K_DTYPE_U16, uint32_t)   \
+    X(bool, K_DTYPE_BOOL, uint32_t)
+
 K_HD float k_elem_f32_load(uint64_t raw) { return k_num_f32_from_bits((uint32_t)raw); }
 K_HD float k_elem_f16_load(uint64_t raw) { return k_num_f16_to_f32((uint16_t)raw); }
 K_HD float k_elem_bf16_load(uint64_t raw) { return k_num_bf16_to_f32((uint16_t)raw); }
@@ -260,20 +239,13 @@ K_HD int32_t k_elem_i16_load(uint64_t raw) { return k_elem_wrap_signed((uint32_t
 K_HD uint32_t k_elem_u16_load(uint64_t raw) { return (uint32_t)(raw & 0xFFFFu); }
 K_HD uint32_t k_elem_bool_load(uint64_t raw) { return (raw & 0xFFu) != 0; } /* any nonzero byte: true */
 
-K_HD uint64_t k_elem_f32_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_bits(div.divide ? acc / div.f32 : acc);
-}
-
-K_HD uint64_t k_elem_f16_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_to_f16(div.divide ? acc / div.f32 : acc);
-}
-
-K_HD uint64_t k_elem_bf16_finish(float acc, k_elem_div_t div)
-{
-    return k_num_f32_to_bf16(div.divide ? acc / div.f32 : acc);
-}
+/* The fp32-accumulated floats: divide in fp32, then round once to the type. */
+#define K_ELEM_F32_FINISH(t, store)                                                                               \
+    K_HD uint64_t k_elem_##t##_finish(float acc, k_elem_div_t div) { return store(div.divide ? acc / div.f32 : acc); }
+K_ELEM_F32_FINISH(f32, k_num_f32_bits)
+K_ELEM_F32_FINISH(f16, k_num_f32_to_f16)
+K_ELEM_F32_FINISH(bf16, k_num_f32_to_bf16)
+#undef K_ELEM_F32_FINISH
 
 K_HD uint64_t k_elem_f64_finish(double acc, k_elem_div_t div)
 {
@@ -297,46 +269,34 @@ K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div)
 
 /* i8, i16, u16 divide as int32 (|x| <= 2^16, within i32's magic), then
  * keep the type's bits. */
-K_HD uint64_t k_elem_i8_finish(int32_t acc, k_elem_div_t div)
-{
-    return (uint8_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
-}
-
-K_HD uint64_t k_elem_i16_finish(int32_t acc, k_elem_div_t div)
-{
-    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32(acc, div.i32_magic, div.i32_shift) : acc);
-}
-
-K_HD uint64_t k_elem_u16_finish(uint32_t acc, k_elem_div_t div)
-{
-    return (uint16_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)
-                                           : (int32_t)acc);
-}
+#define K_ELEM_NARROW_FINISH(t, acc_t, bits_t)                                                                     \
+    K_HD uint64_t k_elem_##t##_finish(acc_t acc, k_elem_div_t div)                                                 \
+    {                                                                                                              \
+        return (bits_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)          \
+                                             : (int32_t)acc);                                                      \
+    }
+K_ELEM_NARROW_FINISH(i8, int32_t, uint8_t)
+K_ELEM_NARROW_FINISH(i16, int32_t, uint16_t)
+K_ELEM_NARROW_FINISH(u16, uint32_t, uint16_t)
+#undef K_ELEM_NARROW_FINISH
 
 /* bool: the truncated quotient of 0 or 1 is 0 for a divisor >= 2. */
 K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.divide ? 0u : acc; }
 
 /* ---- k_scale, per dtype: raw bits in, raw bits out --------------------------
- * f32: the float factor (float)factor; f64 and the integers: the double.
- * Integers: the product in double, truncated toward zero and saturated. */
+ * f32: the float factor (float)factor; f64 and the integers: the double. */
 
-K_HD uint64_t k_elem_f32_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_bits(k_elem_f32_load(raw) * f32);
-}
-
-K_HD uint64_t k_elem_f16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_to_f16(k_elem_f16_load(raw) * f32);
-}
-
-K_HD uint64_t k_elem_bf16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f64;
-    return k_num_f32_to_bf16(k_elem_bf16_load(raw) * f32);
-}
+/* f32, f16, bf16: the product in fp32, rounded once to the type. */
+#define K_ELEM_F32_SCALE(t, store)                                                                                 \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
+    {                                                                                                              \
+        (void)f64;                                                                                                 \
+        return store(k_elem_##t##_load(raw) * f32);                                                                \
+    }
+K_ELEM_F32_SCALE(f32, k_num_f32_bits)
+K_ELEM_F32_SCALE(f16, k_num_f32_to_f16)
+K_ELEM_F32_SCALE(bf16, k_num_f32_to_bf16)
+#undef K_ELEM_F32_SCALE
 
 K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
 {
@@ -344,41 +304,21 @@ K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
     return k_num_f64_bits(k_elem_f64_load(raw) * f64);
 }
 
-K_HD uint64_t k_elem_i32_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint32_t)k_num_trunc_to_i32_sat((double)k_elem_i32_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i64_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint64_t)k_num_trunc_to_i64_sat((double)k_elem_i64_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_u8_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return k_num_trunc_to_u8_sat((double)k_elem_u8_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i8_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint8_t)k_num_trunc_to_i8_sat((double)k_elem_i8_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_i16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return (uint16_t)k_num_trunc_to_i16_sat((double)k_elem_i16_load(raw) * f64);
-}
-
-K_HD uint64_t k_elem_u16_scale(uint64_t raw, float f32, double f64)
-{
-    (void)f32;
-    return k_num_trunc_to_u16_sat((double)k_elem_u16_load(raw) * f64);
-}
+/* The integers: the product in double, truncated toward zero and saturated
+ * (k_numeric.h), the type's bits kept. */
+#define K_ELEM_INT_SCALE(t, bits_t)                                                                                \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
+    {                                                                                                              \
+        (void)f32;                                                                                                 \
+        return (bits_t)k_num_trunc_to_##t##_sat((double)k_elem_##t##_load(raw) * f64);                             \
+    }
+K_ELEM_INT_SCALE(i32, uint32_t)
+K_ELEM_INT_SCALE(i64, uint64_t)
+K_ELEM_INT_SCALE(u8, uint8_t)
+K_ELEM_INT_SCALE(i8, uint8_t)
+K_ELEM_INT_SCALE(i16, uint16_t)
+K_ELEM_INT_SCALE(u16, uint16_t)
+#undef K_ELEM_INT_SCALE
 
 /* bool: x AND (factor != 0), a NaN factor counting as nonzero (k_cpu.h). */
 K_HD uint64_t k_elem_bool_scale(uint64_t raw, float f32, double f64)
@@ -433,7 +373,7 @@ K_HD uint64_t k_elem_from_f64(double x, int dtype)
     case K_DTYPE_I64: return (uint64_t)k_num_round_to_i64_sat(x);
     case K_DTYPE_I8: return (uint8_t)k_num_round_to_i8_sat(x);
     case K_DTYPE_I16: return (uint16_t)k_num_round_to_i16_sat(x);
-    case K_DTYPE_U16: return (uint32_t)k_num_round_to_range_sat(x, 0.0, 65535.0);
+    case K_DTYPE_U16: return (uint32_t)k_num_round_to_u16_sat(x);
     case K_DTYPE_BOOL: return x != 0.0; /* NaN -> 1, as C's _Bool */
     default: return k_num_round_to_u8_sat(x);
     }

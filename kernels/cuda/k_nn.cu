@@ -163,39 +163,57 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_infer_prep_kernel(cons
         p.consts[ch] = k_nn_bn_infer_scale(p.gamma[ch], p.running_var[ch], p.epsilon);
 }
 
-/* y = bn(x) [+ res] [relu] with mean = p.mean, scale = p.consts. */
-template <int DT, bool RES, bool RELU>
-__global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_kernel(const __grid_constant__ k_nn_bn_params p)
+/* f(i, ch) for every element i of the rows x c tensor p describes: a warp
+ * per row, its lanes along the channels. */
+template <typename F> __device__ __forceinline__ void k_nn_bn_each(const k_nn_bn_params &p, F f)
 {
     const int cx = threadIdx.x % k_warp, ry = threadIdx.x / k_warp;
     for (size_t r = (size_t)blockIdx.x * k_rows_per_block + ry; r < p.rows;
          r += (size_t)gridDim.x * k_rows_per_block)
-        for (int ch = cx; ch < p.c; ch += k_warp) {
-            const size_t i = r * (size_t)p.c + (size_t)ch;
-            const float res = RES ? k_nn_get<DT>(p.res, i) : 0.0f;
-            k_nn_set<DT>(p.out, i,
-                         k_nn_bn_apply(k_nn_get<DT>(p.x, i), p.mean[ch], p.consts[ch], p.beta[ch], res, RES, RELU));
-        }
+        for (int ch = cx; ch < p.c; ch += k_warp)
+            f(r * (size_t)p.c + (size_t)ch, ch);
 }
 
-/* The apply on 16-byte vectors of V = 16 / S elements, used when c is a
- * multiple of V and every pointer is 16-byte aligned: vector j holds
- * channels (j mod c/V) * V .. + V - 1 of one row; the thread's vector
- * column advances by the grid stride mod c/V (no division in the loop). */
-template <int DT, bool RES, bool RELU>
-__global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_vec_kernel(const __grid_constant__ k_nn_bn_params p)
+/* f(j, ch0) for every 16-byte vector j of that tensor, V = 16 / S elements,
+ * used when c is a multiple of V and every pointer is 16-byte aligned:
+ * vector j holds channels ch0 = (j mod c/V) * V .. + V - 1 of one row; the
+ * thread's vector column advances by the grid stride mod c/V (no division
+ * in the loop). */
+template <int V, typename F> __device__ __forceinline__ void k_nn_bn_each_vec(const k_nn_bn_params &p, F f)
 {
-    constexpr int S = k_dtype_bytes<DT>::value, V = 16 / S;
     const size_t vecs = p.rows * (size_t)(p.c / V), stride = (size_t)gridDim.x * blockDim.x;
     const unsigned vcols = (unsigned)(p.c / V), step = (unsigned)(stride % vcols);
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     unsigned vc = (unsigned)(j % vcols);
     for (; j < vecs; j += stride) {
+        f(j, (int)vc * V);
+        vc += step;
+        if (vc >= vcols)
+            vc -= vcols;
+    }
+}
+
+/* y = bn(x) [+ res] [relu] with mean = p.mean, scale = p.consts. */
+template <int DT, bool RES, bool RELU>
+__global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_kernel(const __grid_constant__ k_nn_bn_params p)
+{
+    k_nn_bn_each(p, [&](size_t i, int ch) {
+        const float res = RES ? k_nn_get<DT>(p.res, i) : 0.0f;
+        k_nn_set<DT>(p.out, i,
+                     k_nn_bn_apply(k_nn_get<DT>(p.x, i), p.mean[ch], p.consts[ch], p.beta[ch], res, RES, RELU));
+    });
+}
+
+/* The apply on 16-byte vectors (k_nn_bn_each_vec). */
+template <int DT, bool RES, bool RELU>
+__global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_vec_kernel(const __grid_constant__ k_nn_bn_params p)
+{
+    constexpr int S = k_dtype_bytes<DT>::value, V = 16 / S;
+    k_nn_bn_each_vec<V>(p, [&](size_t j, int ch0) {
         k_vec xv, rv = {}, out = {};
         k_vec_load<16>(xv, p.x + j * 16);
         if (RES)
             k_vec_load<16>(rv, p.res + j * 16);
-        const int ch0 = (int)vc * V;
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int ch = ch0 + k;
@@ -205,10 +223,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_vec_kernel(const
             k_vec_set<S>(out, k, k_nn_store(v, DT));
         }
         k_vec_store<16>(p.out + j * 16, out);
-        vc += step;
-        if (vc >= vcols)
-            vc -= vcols;
-    }
+    });
 }
 
 /* ---- batch norm: backward -------------------------------------------------------- */
@@ -291,15 +306,11 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_bwd_merge_kernel(const
 template <int DT, bool Y>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_kernel(const __grid_constant__ k_nn_bn_params p)
 {
-    const int cx = threadIdx.x % k_warp, ry = threadIdx.x / k_warp;
-    for (size_t r = (size_t)blockIdx.x * k_rows_per_block + ry; r < p.rows;
-         r += (size_t)gridDim.x * k_rows_per_block)
-        for (int ch = cx; ch < p.c; ch += k_warp) {
-            const size_t i = r * (size_t)p.c + (size_t)ch;
-            const float g = k_nn_bn_g<DT, Y>(p, i);
-            const float xh = k_nn_bn_xhat(k_nn_get<DT>(p.x, i), p.mean[ch], p.invstd_or_scale[ch]);
-            k_nn_set<DT>(p.out, i, k_nn_bn_dx(g, xh, p.consts[3 * ch], p.consts[3 * ch + 1], p.consts[3 * ch + 2]));
-        }
+    k_nn_bn_each(p, [&](size_t i, int ch) {
+        const float g = k_nn_bn_g<DT, Y>(p, i);
+        const float xh = k_nn_bn_xhat(k_nn_get<DT>(p.x, i), p.mean[ch], p.invstd_or_scale[ch]);
+        k_nn_set<DT>(p.out, i, k_nn_bn_dx(g, xh, p.consts[3 * ch], p.consts[3 * ch + 1], p.consts[3 * ch + 2]));
+    });
 }
 
 /* dx on 16-byte vectors, under the apply's conditions (dy, y, x, dx). */
@@ -307,17 +318,12 @@ template <int DT, bool Y>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __grid_constant__ k_nn_bn_params p)
 {
     constexpr int S = k_dtype_bytes<DT>::value, V = 16 / S;
-    const size_t vecs = p.rows * (size_t)(p.c / V), stride = (size_t)gridDim.x * blockDim.x;
-    const unsigned vcols = (unsigned)(p.c / V), step = (unsigned)(stride % vcols);
-    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    unsigned vc = (unsigned)(j % vcols);
-    for (; j < vecs; j += stride) {
+    k_nn_bn_each_vec<V>(p, [&](size_t j, int ch0) {
         k_vec xv, dyv, yv = {}, out = {};
         k_vec_load<16>(xv, p.x + j * 16);
         k_vec_load<16>(dyv, p.dy + j * 16);
         if (Y)
             k_vec_load<16>(yv, p.y + j * 16);
-        const int ch0 = (int)vc * V;
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int ch = ch0 + k;
@@ -330,13 +336,25 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
             k_vec_set<S>(out, k, k_nn_store(dx, DT));
         }
         k_vec_store<16>(p.out + j * 16, out);
-        vc += step;
-        if (vc >= vcols)
-            vc -= vcols;
-    }
+    });
 }
 
 /* ---- pooling -------------------------------------------------------------------- */
+
+/* f(i, ch, col, row, n) for every element i < count of an NHWC tensor of
+ * rows x cols x c per image (grid stride): its channel, column, row and
+ * image. */
+template <typename F> __device__ __forceinline__ void k_nn_each_nhwc(size_t count, int c, int cols, int rows, F f)
+{
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
+        const int ch = (int)(i % c);
+        size_t rest = i / c;
+        const int col = (int)(rest % cols);
+        rest /= cols;
+        const int row = (int)(rest % rows);
+        f(i, ch, col, row, rest / rows);
+    }
+}
 
 struct k_nn_pool_params {
     const unsigned char *in;
@@ -352,13 +370,7 @@ template <int DT>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const __grid_constant__ k_nn_pool_params p)
 {
     const k_cuda_pool_t g = p.g;
-    for (size_t o = (size_t)blockIdx.x * blockDim.x + threadIdx.x; o < p.count; o += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(o % g.c);
-        size_t rest = o / g.c;
-        const int ow = (int)(rest % p.wo);
-        rest /= p.wo;
-        const int oh = (int)(rest % p.ho);
-        const size_t n = rest / p.ho;
+    k_nn_each_nhwc(p.count, g.c, p.wo, p.ho, [&](size_t o, int ch, int ow, int oh, size_t n) {
         float best = 0.0f;
         int have = 0, at = 0;
         for (int kh = 0; kh < g.kernel; kh++) {
@@ -376,20 +388,14 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const 
         }
         k_nn_set<DT>(p.out, o, best);
         p.argmax_out[o] = (uint8_t)at;
-    }
+    });
 }
 
 template <int DT>
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const __grid_constant__ k_nn_pool_params p)
 {
     const k_cuda_pool_t g = p.g;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.count; i += (size_t)gridDim.x * blockDim.x) {
-        const int ch = (int)(i % g.c);
-        size_t rest = i / g.c;
-        const int iw = (int)(rest % g.w);
-        rest /= g.w;
-        const int ih = (int)(rest % g.h);
-        const size_t n = rest / g.h;
+    k_nn_each_nhwc(p.count, g.c, g.w, g.h, [&](size_t i, int ch, int iw, int ih, size_t n) {
         int oh_lo, oh_hi, ow_lo, ow_hi;
         k_nn_pool_cover(ih, g.kernel, g.stride, g.pad, p.ho, &oh_lo, &oh_hi);
         k_nn_pool_cover(iw, g.kernel, g.stride, g.pad, p.wo, &ow_lo, &ow_hi);
@@ -402,7 +408,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const 
                     acc = acc + k_nn_get<DT>(p.in, o);
             }
         k_nn_set<DT>(p.out, i, acc);
-    }
+    });
 }
 
 /* Global average: g.h = hw, g.w = 1. Forward: count = n * c outputs. */

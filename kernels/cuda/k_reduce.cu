@@ -47,17 +47,7 @@ template <int DT> struct k_red;
             return k_elem_##t##_finish(a, div);                                                    \
         }                                                                                          \
     };
-K_RED(f32, K_DTYPE_F32, float)
-K_RED(f16, K_DTYPE_F16, float)
-K_RED(bf16, K_DTYPE_BF16, float)
-K_RED(f64, K_DTYPE_F64, double)
-K_RED(i32, K_DTYPE_I32, int32_t)
-K_RED(i64, K_DTYPE_I64, int64_t)
-K_RED(u8, K_DTYPE_U8, uint32_t)
-K_RED(i8, K_DTYPE_I8, int32_t)
-K_RED(i16, K_DTYPE_I16, int32_t)
-K_RED(u16, K_DTYPE_U16, uint32_t)
-K_RED(bool, K_DTYPE_BOOL, uint32_t)
+K_ELEM_DTYPES(K_RED)
 #undef K_RED
 
 /* acc[k] = combine(acc[k], element k of x) for the V elements of a vector. */

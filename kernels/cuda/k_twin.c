@@ -75,17 +75,7 @@ static int k_twin_dtype_ok(k_dtype_t dtype) { return (unsigned)dtype < K_DTYPE_C
         }                                                                                         \
     }
 
-K_TWIN_REDUCE(f32, K_DTYPE_F32, float)
-K_TWIN_REDUCE(f16, K_DTYPE_F16, float)
-K_TWIN_REDUCE(bf16, K_DTYPE_BF16, float)
-K_TWIN_REDUCE(f64, K_DTYPE_F64, double)
-K_TWIN_REDUCE(i32, K_DTYPE_I32, int32_t)
-K_TWIN_REDUCE(i64, K_DTYPE_I64, int64_t)
-K_TWIN_REDUCE(u8, K_DTYPE_U8, uint32_t)
-K_TWIN_REDUCE(i8, K_DTYPE_I8, int32_t)
-K_TWIN_REDUCE(i16, K_DTYPE_I16, int32_t)
-K_TWIN_REDUCE(u16, K_DTYPE_U16, uint32_t)
-K_TWIN_REDUCE(bool, K_DTYPE_BOOL, uint32_t)
+K_ELEM_DTYPES(K_TWIN_REDUCE)
 
 int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
                     int64_t divisor)

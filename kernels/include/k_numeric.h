@@ -34,49 +34,23 @@
 
 /* ---- bit casts (memcpy on the host: the only aliasing-safe way in C) ------ */
 
-K_HD uint32_t k_num_f32_bits(float x)
-{
 #ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
+    K_HD to_t name(from_t x) { return (to_t)device_cast(x); }
 #else
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
+    K_HD to_t name(from_t x)                                                                                       \
+    {                                                                                                              \
+        to_t y;                                                                                                    \
+        memcpy(&y, &x, sizeof(y));                                                                                 \
+        return y;                                                                                                  \
+    }
 #endif
-}
-
-K_HD float k_num_f32_from_bits(uint32_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(bits);
-#else
-    float x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
-
-K_HD uint64_t k_num_f64_bits(double x)
-{
-#ifdef __CUDA_ARCH__
-    return (uint64_t)__double_as_longlong(x);
-#else
-    uint64_t bits;
-    memcpy(&bits, &x, sizeof(bits));
-    return bits;
-#endif
-}
-
-K_HD double k_num_f64_from_bits(uint64_t bits)
-{
-#ifdef __CUDA_ARCH__
-    return __longlong_as_double((long long)bits);
-#else
-    double x;
-    memcpy(&x, &bits, sizeof(x));
-    return x;
-#endif
-}
+K_NUM_BIT_CAST(k_num_f32_bits, uint32_t, float, __float_as_uint)
+K_NUM_BIT_CAST(k_num_f32_from_bits, float, uint32_t, __uint_as_float)
+K_NUM_BIT_CAST(k_num_f64_bits, uint64_t, double, __double_as_longlong)
+K_NUM_BIT_CAST(k_num_f64_from_bits, double, uint64_t, __longlong_as_double)
+#undef K_NUM_BIT_CAST
 
 /* NaN test: isnan(x) and x != x are the same test; each compiler gets the
  * spelling it turns into one instruction (gcc: ucomiss / cmpunordps from
@@ -247,70 +221,6 @@ K_HD float k_num_i64_to_f32_round_odd(int64_t v)
     return v < 0 ? -f : f;
 }
 
-/* ---- float -> integer for k_cast: round to nearest (ties to even), saturate
- *
- * NaN -> 0. The bounds are integers held exactly in a double, so the
- * comparisons are exact and the final conversion is always in range (no
- * UB). */
-
-K_HD int64_t k_num_round_to_i64_sat(double x)
-{
-    if (K_NUM_ISNAN(x))
-        return 0;
-    x = k_num_round_half_even(x);
-    if (x >= 0x1p63)
-        return INT64_MAX;
-    if (x < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)x;
-}
-
-K_HD int32_t k_num_round_to_i32_sat(double x)
-{
-    if (K_NUM_ISNAN(x))
-        return 0;
-    x = k_num_round_half_even(x);
-    if (x >= 0x1p31)
-        return INT32_MAX;
-    if (x < -0x1p31)
-        return INT32_MIN;
-    return (int32_t)x;
-}
-
-K_HD uint8_t k_num_round_to_u8_sat(double x)
-{
-    if (K_NUM_ISNAN(x))
-        return 0;
-    x = k_num_round_half_even(x);
-    if (x >= 255.0)
-        return 255;
-    if (x <= 0.0)
-        return 0;
-    return (uint8_t)x;
-}
-
-/* The narrow integers, into [lo, hi] (small exact bounds). */
-K_HD int32_t k_num_round_to_range_sat(double x, double lo, double hi)
-{
-    if (K_NUM_ISNAN(x))
-        return 0;
-    x = k_num_round_half_even(x);
-    if (x >= hi)
-        return (int32_t)hi;
-    if (x <= lo)
-        return (int32_t)lo;
-    return K_NUM_TO_I32(x);
-}
-K_HD int8_t k_num_round_to_i8_sat(double x) { return (int8_t)k_num_round_to_range_sat(x, -128.0, 127.0); }
-K_HD int16_t k_num_round_to_i16_sat(double x)
-{
-    return (int16_t)k_num_round_to_range_sat(x, -32768.0, 32767.0);
-}
-K_HD uint16_t k_num_round_to_u16_sat(double x)
-{
-    return (uint16_t)k_num_round_to_range_sat(x, 0.0, 65535.0);
-}
-
 /* ---- float -> integer for k_scale: truncate toward zero, saturate ----------
  *
  * Horovod scales an integer tensor in double and converts the product back
@@ -362,5 +272,17 @@ K_HD uint16_t k_num_trunc_to_u16_sat(double x)
 {
     return (uint16_t)k_num_trunc_to_range_sat(x, 0.0, 65535.0);
 }
+
+/* ---- float -> integer for k_cast: round to nearest (ties to even), saturate
+ *
+ * NaN -> 0. Rounding first leaves an integer (or inf, or NaN), which the
+ * truncating conversions above then take as it is: one definition of the
+ * bounds and of NaN for both families. */
+K_HD int64_t k_num_round_to_i64_sat(double x) { return k_num_trunc_to_i64_sat(k_num_round_half_even(x)); }
+K_HD int32_t k_num_round_to_i32_sat(double x) { return k_num_trunc_to_i32_sat(k_num_round_half_even(x)); }
+K_HD uint8_t k_num_round_to_u8_sat(double x) { return k_num_trunc_to_u8_sat(k_num_round_half_even(x)); }
+K_HD int8_t k_num_round_to_i8_sat(double x) { return k_num_trunc_to_i8_sat(k_num_round_half_even(x)); }
+K_HD int16_t k_num_round_to_i16_sat(double x) { return k_num_trunc_to_i16_sat(k_num_round_half_even(x)); }
+K_HD uint16_t k_num_round_to_u16_sat(double x) { return k_num_trunc_to_u16_sat(k_num_round_half_even(x)); }
 
 #endif /* K_NUMERIC_H */

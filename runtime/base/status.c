@@ -93,29 +93,29 @@ static hora_status_t status_store(hora_status_t status, int log, const status_wh
     return status;
 }
 
+/* status_store with the variadic arguments of the function it stands in. */
+#define STATUS_STORE_ARGS(status, log, where, fmt)                                                                     \
+    do {                                                                                                               \
+        va_list ap;                                                                                                    \
+        va_start(ap, fmt);                                                                                             \
+        status_store((status), (log), (where), (fmt), ap);                                                             \
+        va_end(ap);                                                                                                    \
+    } while (0)
+
 hora_status_t status_fail(hora_status_t status, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    status_store(status, 1, NULL, fmt, ap);
-    va_end(ap);
+    STATUS_STORE_ARGS(status, 1, NULL, fmt);
     return status;
 }
 
 hora_status_t status_set(hora_status_t status, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    status_store(status, 0, NULL, fmt, ap);
-    va_end(ap);
+    STATUS_STORE_ARGS(status, 0, NULL, fmt);
     return status;
 }
 
 hora_status_t status_at(hora_status_t status, status_where_t where, const char *fmt, ...)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    status_store(status, 0, &where, fmt, ap);
-    va_end(ap);
+    STATUS_STORE_ARGS(status, 0, &where, fmt);
     return status;
 }

@@ -236,28 +236,33 @@ static hora_status_t ring_reqs_wait(struct coll_group *g, struct ring_reqs *q, i
     return status;
 }
 
-/* Send [buf, buf+bytes) to the right in pieces of at most max_piece bytes. */
-static hora_status_t ring_msg_send(struct coll_group *g, const uint8_t *buf, size_t bytes, size_t max_piece, int tag,
-                                   struct ring_reqs *q)
+/* Post bytes in pieces of at most max_piece bytes: sent to the right from
+ * send, or (send NULL) received from the left into recv. */
+static hora_status_t ring_msg_post(struct coll_group *g, const uint8_t *send, uint8_t *recv, size_t bytes,
+                                   size_t max_piece, int tag, struct ring_reqs *q)
 {
     for (size_t at = 0; at < bytes; at += max_piece) {
         struct tp_req *req = NULL;
+        const size_t piece = ring_min(max_piece, bytes - at);
         HORA_CHECK(ring_reqs_add(q, &req));
-        HORA_CHECK(g->tp->ops->isend(g->tp, g->right, buf + at, ring_min(max_piece, bytes - at), tag, req));
+        HORA_CHECK(send ? g->tp->ops->isend(g->tp, g->right, send + at, piece, tag, req)
+                        : g->tp->ops->irecv(g->tp, g->left, recv + at, piece, tag, req));
     }
     return HORA_OK;
+}
+
+/* Send [buf, buf+bytes) to the right. */
+static hora_status_t ring_msg_send(struct coll_group *g, const uint8_t *buf, size_t bytes, size_t max_piece, int tag,
+                                   struct ring_reqs *q)
+{
+    return ring_msg_post(g, buf, NULL, bytes, max_piece, tag, q);
 }
 
 /* Receive a block from the left into place (no reduction). */
 static hora_status_t ring_msg_recv(struct coll_group *g, uint8_t *buf, size_t bytes, size_t max_piece, int tag,
                                    struct ring_reqs *q)
 {
-    for (size_t at = 0; at < bytes; at += max_piece) {
-        struct tp_req *req = NULL;
-        HORA_CHECK(ring_reqs_add(q, &req));
-        HORA_CHECK(g->tp->ops->irecv(g->tp, g->left, buf + at, ring_min(max_piece, bytes - at), tag, req));
-    }
-    return HORA_OK;
+    return ring_msg_post(g, NULL, buf, bytes, max_piece, tag, q);
 }
 
 static hora_status_t ring_msg_reduce(struct coll_group *g, const uint8_t *send, uint8_t *work, uint8_t *out,

@@ -522,19 +522,6 @@ static void tp_ucx_close(struct tp *tp)
     tp->state = NULL;
 }
 
-const struct tp_ops tp_ucx_ops = {
-    .name = "ucx",
-    .caps = TP_CAP_MESSAGE,
-    .memory_kinds = 1u << HORA_MEMORY_HOST,
-    .can_connect = tp_ucx_can_connect,
-    .connect = tp_ucx_connect,
-    .close = tp_ucx_close,
-    .isend = tp_ucx_isend,
-    .irecv = tp_ucx_irecv,
-    .wait = tp_ucx_wait,
-    TP_OPS_NO_PEER_MEMORY,
-};
-
 #else /* !HORA_HAVE_UCX */
 
 /* Built without UCX: a stand-in that connects nobody, so the registry keeps
@@ -553,6 +540,14 @@ static hora_status_t tp_ucx_connect(struct tp *tp)
 
 static void tp_ucx_close(struct tp *tp) { (void)tp; }
 
+/* Nothing connects, so no message is ever posted or waited for. */
+#define tp_ucx_isend tp_unsupported_isend
+#define tp_ucx_irecv tp_unsupported_irecv
+#define tp_ucx_wait tp_unsupported_wait
+
+#endif /* HORA_HAVE_UCX */
+
+/* One table for both builds. */
 const struct tp_ops tp_ucx_ops = {
     .name = "ucx",
     .caps = TP_CAP_MESSAGE,
@@ -560,10 +555,8 @@ const struct tp_ops tp_ucx_ops = {
     .can_connect = tp_ucx_can_connect,
     .connect = tp_ucx_connect,
     .close = tp_ucx_close,
-    .isend = tp_unsupported_isend,
-    .irecv = tp_unsupported_irecv,
-    .wait = tp_unsupported_wait,
+    .isend = tp_ucx_isend,
+    .irecv = tp_ucx_irecv,
+    .wait = tp_ucx_wait,
     TP_OPS_NO_PEER_MEMORY,
 };
-
-#endif

@@ -18,7 +18,7 @@
 hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what);
 
 /* A bad argument: the message "cpu: " + fmt set (nothing printed); returns
- * HORA_ERR_INVALID_ARG. */
-hora_status_t cpu_invalid(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ * HORA_ERR_INVALID_ARG. fmt is a string literal (status_set checks it). */
+#define cpu_invalid(...) status_set(HORA_ERR_INVALID_ARG, "cpu: " __VA_ARGS__)
 
 #endif

@@ -295,6 +295,53 @@ static void conv_channels_last(int64_t n, int64_t c, int64_t h, int64_t w, int64
     strides[0] = h * w * c, strides[1] = 1, strides[2] = w * c, strides[3] = c;
 }
 
+/* Each op's operation descriptor and the attributes that take the tensors
+ * conv_graph names x, w, y (forward: x, w, y; backward data: dx, w, dy;
+ * backward filter: x, dw, dy), the conv descriptor, alpha and beta; each
+ * with the text an error names it by, as CONV_CUDNN and CONV_SET word it. */
+struct conv_named_type {
+    cudnnBackendDescriptorType_t value;
+    const char *call;
+};
+struct conv_named_attr {
+    cudnnBackendAttributeName_t value;
+    const char *call;
+};
+#define CONV_TYPE(t) {t, "cudnnBackendCreateDescriptor(" #t ", &operation)"}
+#define CONV_ATTR(a) {a, "cudnnBackendSetAttribute(" #a ")"}
+static const struct conv_op_attrs {
+    struct conv_named_type type;
+    struct conv_named_attr x, w, y, conv, alpha, beta;
+} conv_op_attrs[CUDA_CONV_OP_COUNT] = {
+    [CUDA_CONV_FORWARD] = {CONV_TYPE(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA),
+                           CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA)},
+    [CUDA_CONV_BACKWARD_DATA] = {CONV_TYPE(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA),
+                                 CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA)},
+    [CUDA_CONV_BACKWARD_FILTER] = {CONV_TYPE(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA),
+                                   CONV_ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA)},
+};
+#undef CONV_TYPE
+#undef CONV_ATTR
+
+/* CONV_SET with an attribute from conv_op_attrs (its error text included). */
+#define CONV_SET_NAMED(desc, attr, type, count, data, what)                                                      \
+    CONV_CUDNN_AS(cudnnBackendSetAttribute((desc), (attr).value, (type), (count), (data)), (attr).call, (what))
+
 /* The finalised operation graph of one convolution op. */
 static hora_status_t conv_graph(cuda_conv_op_t op, const tr_conv_desc_t *d, int batch, cudnnBackendDescriptor_t *out)
 {
@@ -336,48 +383,18 @@ static hora_status_t conv_graph(cuda_conv_op_t op, const tr_conv_desc_t *d, int 
     /* alpha 1, beta 0 (outputs overwritten); float scalars for f32 compute. */
     float alpha = 1.0f, beta = 0.0f;
     what = "conv operation";
-    switch (op) {
-    case CUDA_CONV_FORWARD:
-        CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, &operation),
-                   what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &conv, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, 1, &beta, what);
-        break;
-    case CUDA_CONV_BACKWARD_DATA:
-        CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                                                &operation),
-                   what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &conv, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, 1, &beta, what);
-        break;
-    case CUDA_CONV_BACKWARD_FILTER:
-        CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-                                                &operation),
-                   what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w,
-                 what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y,
-                 what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &conv, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, 1, &alpha, what);
-        CONV_SET(operation, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, 1, &beta, what);
-        break;
-    default:
+    if ((unsigned)op >= CUDA_CONV_OP_COUNT) {
         status = cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: unknown op %d", (int)op);
         goto out;
     }
+    const struct conv_op_attrs *attrs = &conv_op_attrs[op];
+    CONV_CUDNN_AS(cudnnBackendCreateDescriptor(attrs->type.value, &operation), attrs->type.call, what);
+    CONV_SET_NAMED(operation, attrs->x, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x, what);
+    CONV_SET_NAMED(operation, attrs->w, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &w, what);
+    CONV_SET_NAMED(operation, attrs->y, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y, what);
+    CONV_SET_NAMED(operation, attrs->conv, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv, what);
+    CONV_SET_NAMED(operation, attrs->alpha, CUDNN_TYPE_FLOAT, 1, &alpha, what);
+    CONV_SET_NAMED(operation, attrs->beta, CUDNN_TYPE_FLOAT, 1, &beta, what);
     CONV_CUDNN(cudnnBackendFinalize(operation), what);
 
     what = "conv operation graph";
