@@ -75,24 +75,21 @@ static void bench_fail_and_abort(hora_status_t status, const char *message, cons
     exit(1);
 }
 
-static void bench_allreduce_or_abort(const void *send, void *recv, size_t count, hora_dtype_t dtype,
-                                     hora_op_t op)
+static void bench_allreduce_or_abort(const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
 {
     hora_status_t status = hora_allreduce(send, recv, count, dtype, op);
-    if (status == HORA_OK)
-        return;
+    if (status == HORA_OK) return;
     char message[1024];
     snprintf(message, sizeof(message), BENCH_NAME ": rank %d: hora_allreduce(%s, %s, count %zu, %s) failed: %s: %s",
-             hora_rank(), hora_dtype_name(dtype), hora_op_name(op), count,
-             send == recv ? "in place" : "out of place", hora_status_string(status), hora_last_error());
+             hora_rank(), hora_dtype_name(dtype), hora_op_name(op), count, send == recv ? "in place" : "out of place",
+             hora_status_string(status), hora_last_error());
     bench_fail_and_abort(status, message, "rerun with HORA_LOG_LEVEL=debug for the runtime's account");
 }
 
 /* A failed CUDA or NCCL call (result != 0) ends the run the same way. */
 static void bench_cuda_or_abort(int result)
 {
-    if (result == 0)
-        return;
+    if (result == 0) return;
     char message[1024];
     snprintf(message, sizeof(message), BENCH_NAME ": rank %d: %s", hora_rank(), status_message());
     bench_fail_and_abort(HORA_ERR_INTERNAL, message,
@@ -104,14 +101,12 @@ static void bench_cuda_or_abort(int result)
  * memory, where image and buffer are one. */
 static void bench_buffers_upload(const bench_buffers_t *buffers, void *buffer, const void *image, size_t bytes)
 {
-    if (buffers->memory == BENCH_MEMORY_CUDA)
-        bench_cuda_or_abort(bench_cuda_copy(buffer, image, bytes));
+    if (buffers->memory == BENCH_MEMORY_CUDA) bench_cuda_or_abort(bench_cuda_copy(buffer, image, bytes));
 }
 
 static void bench_buffers_download(const bench_buffers_t *buffers, void *image, const void *buffer, size_t bytes)
 {
-    if (buffers->memory == BENCH_MEMORY_CUDA)
-        bench_cuda_or_abort(bench_cuda_copy(image, buffer, bytes));
+    if (buffers->memory == BENCH_MEMORY_CUDA) bench_cuda_or_abort(bench_cuda_copy(image, buffer, bytes));
 }
 
 /* bytes of a buffer set to byte, finished on return. */
@@ -127,8 +122,7 @@ static void bench_buffers_fill(const bench_buffers_t *buffers, void *buffer, int
  * collectives return complete, but a peer's calls are only enqueued. */
 static void bench_buffers_synchronize(const bench_buffers_t *buffers)
 {
-    if (buffers->memory == BENCH_MEMORY_CUDA)
-        bench_cuda_or_abort(bench_cuda_synchronize());
+    if (buffers->memory == BENCH_MEMORY_CUDA) bench_cuda_or_abort(bench_cuda_synchronize());
 }
 
 /* What bench_time_us times. */
@@ -139,8 +133,7 @@ typedef enum {
     BENCH_CALL_COPY, /* cudaMemcpyAsync(recv, send, bytes, device to device) */
 } bench_call_t;
 
-static void bench_call(bench_call_t call, const void *send, void *recv, size_t count, hora_dtype_t dtype,
-                       hora_op_t op)
+static void bench_call(bench_call_t call, const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
 {
     switch (call) {
     case BENCH_CALL_HORA: bench_allreduce_or_abort(send, recv, count, dtype, op); break;
@@ -167,16 +160,12 @@ static double bench_time_us(const bench_options_t *options, const bench_buffers_
     double local_us = 0.0;
     for (int turn = 0; turn < turns; turn++) {
         int active = turn == my_turn;
-        for (int i = 0; active && i < options->warmup_iters; i++)
-            bench_call(call, send, recv, count, dtype, op);
-        if (active)
-            bench_buffers_synchronize(buffers);
+        for (int i = 0; active && i < options->warmup_iters; i++) bench_call(call, send, recv, count, dtype, op);
+        if (active) bench_buffers_synchronize(buffers);
         MPI_Barrier(MPI_COMM_WORLD);
-        if (!active)
-            continue;
+        if (!active) continue;
         double start = MPI_Wtime();
-        for (int i = 0; i < options->iters; i++)
-            bench_call(call, send, recv, count, dtype, op);
+        for (int i = 0; i < options->iters; i++) bench_call(call, send, recv, count, dtype, op);
         bench_buffers_synchronize(buffers);
         local_us = (MPI_Wtime() - start) * 1e6 / options->iters;
     }
@@ -188,30 +177,28 @@ static double bench_time_us(const bench_options_t *options, const bench_buffers_
 static size_t bench_guard_damage(const unsigned char *guard)
 {
     size_t damaged = 0;
-    for (size_t i = 0; i < BENCH_GUARD_BYTES; i++)
-        damaged += guard[i] != BENCH_POISON_BYTE;
+    for (size_t i = 0; i < BENCH_GUARD_BYTES; i++) damaged += guard[i] != BENCH_POISON_BYTE;
     return damaged;
 }
 
-static void bench_mismatch_report(const bench_pattern_t *pattern, const void *buf, size_t count,
-                                  const char *what, size_t wrong, size_t first)
+static void bench_mismatch_report(const bench_pattern_t *pattern, const void *buf, size_t count, const char *what,
+                                  size_t wrong, size_t first)
 {
-    if (wrong == 0 || bench_mismatch_reports++ >= BENCH_MAX_MISMATCH_REPORTS)
-        return;
+    if (wrong == 0 || bench_mismatch_reports++ >= BENCH_MAX_MISMATCH_REPORTS) return;
     char got[32], want[32];
     bench_pattern_format(pattern, buf, first, got, sizeof(got));
     bench_pattern_format_expected(pattern, first, want, sizeof(want));
     fprintf(stderr, BENCH_NAME ": rank %d: %s %s count %zu %s: %zu wrong, first at element %zu: %s, expected %s\n",
-            hora_rank(), hora_dtype_name(pattern->dtype), hora_op_name(pattern->op), count, what, wrong, first,
-            got, want);
+            hora_rank(), hora_dtype_name(pattern->dtype), hora_op_name(pattern->op), count, what, wrong, first, got,
+            want);
 }
 
 /* One checked call out of place: fresh inputs, poisoned output and guard.
  * Returns the wrong elements; adds damage outside the output (guard bytes,
  * changed send elements) to *out_of_bounds. With device memory the inputs
  * go up before the call and output, guard and send come back after it. */
-static size_t bench_check_out_of_place(const bench_pattern_t *pattern, bench_buffers_t *buffers,
-                                       size_t count, size_t *out_of_bounds)
+static size_t bench_check_out_of_place(const bench_pattern_t *pattern, bench_buffers_t *buffers, size_t count,
+                                       size_t *out_of_bounds)
 {
     size_t bytes = count * pattern->elem_bytes;
     size_t first = 0;
@@ -266,20 +253,18 @@ static void bench_warm_up(const bench_options_t *options, bench_buffers_t *buffe
         bench_allreduce_or_abort(buffers->send, buffers->recv, options->max_bytes, HORA_DTYPE_U8, HORA_OP_SUM);
         bench_allreduce_or_abort(buffers->recv, buffers->recv, options->max_bytes, HORA_DTYPE_U8, HORA_OP_SUM);
         if (options->peer == BENCH_PEER_MPI && options->max_bytes <= INT_MAX)
-            MPI_Allreduce(MPI_IN_PLACE, buffers->recv, (int)options->max_bytes, MPI_UINT8_T, MPI_SUM,
-                          MPI_COMM_WORLD);
+            MPI_Allreduce(MPI_IN_PLACE, buffers->recv, (int)options->max_bytes, MPI_UINT8_T, MPI_SUM, MPI_COMM_WORLD);
         else if (options->peer == BENCH_PEER_NCCL)
             bench_call(BENCH_CALL_NCCL, NULL, buffers->recv, options->max_bytes, HORA_DTYPE_U8, HORA_OP_SUM);
         else if (options->peer == BENCH_PEER_COPY)
-            bench_call(BENCH_CALL_COPY, buffers->send, buffers->recv, options->max_bytes, HORA_DTYPE_U8,
-                       HORA_OP_SUM);
+            bench_call(BENCH_CALL_COPY, buffers->send, buffers->recv, options->max_bytes, HORA_DTYPE_U8, HORA_OP_SUM);
     }
     bench_buffers_synchronize(buffers);
     MPI_Barrier(MPI_COMM_WORLD);
 }
 
-static void bench_row_run(const bench_options_t *options, const bench_pattern_t *pattern,
-                          bench_buffers_t *buffers, size_t count, bench_row_t *row)
+static void bench_row_run(const bench_options_t *options, const bench_pattern_t *pattern, bench_buffers_t *buffers,
+                          size_t count, bench_row_t *row)
 {
     hora_dtype_t dtype = pattern->dtype;
     hora_op_t op = pattern->op;
@@ -299,20 +284,17 @@ static void bench_row_run(const bench_options_t *options, const bench_pattern_t 
     bench_buffers_upload(buffers, buffers->recv, buffers->host_recv, bytes);
 
     row->oop_time_us = bench_time_us(options, buffers, BENCH_CALL_HORA, buffers->send, buffers->recv, count, dtype, op);
-    if (options->check)
-        wrong[0] = bench_check_out_of_place(pattern, buffers, count, &out_of_bounds);
+    if (options->check) wrong[0] = bench_check_out_of_place(pattern, buffers, count, &out_of_bounds);
 
     row->ip_time_us = bench_time_us(options, buffers, BENCH_CALL_HORA, buffers->recv, buffers->recv, count, dtype, op);
-    if (options->check)
-        wrong[1] = bench_check_in_place(pattern, buffers, count, &out_of_bounds);
+    if (options->check) wrong[1] = bench_check_in_place(pattern, buffers, count, &out_of_bounds);
 
     /* The peer runs last: its in-place calls leave recv to the next row's
      * fresh inputs. The copy moves the same bytes send -> recv. */
     bench_call_t peer_call = BENCH_CALL_HORA;
     switch (options->peer) {
     case BENCH_PEER_MPI:
-        if (bench_mpi_datatype(dtype) != MPI_DATATYPE_NULL && count <= INT_MAX)
-            peer_call = BENCH_CALL_MPI;
+        if (bench_mpi_datatype(dtype) != MPI_DATATYPE_NULL && count <= INT_MAX) peer_call = BENCH_CALL_MPI;
         break;
     case BENCH_PEER_NCCL: peer_call = BENCH_CALL_NCCL; break;
     case BENCH_PEER_COPY: peer_call = BENCH_CALL_COPY; break;
@@ -336,8 +318,7 @@ static void bench_row_run(const bench_options_t *options, const bench_pattern_t 
         /* The time ratio equals the busbw ratio for n > 1 and stays defined
          * for one rank, where every busbw is 0; against the copy it is hora's
          * in-place algbw over the copy's bandwidth. */
-        if (row->ip_time_us > 0 && row->peer_time_us > 0)
-            row->ratio = row->peer_time_us / row->ip_time_us;
+        if (row->ip_time_us > 0 && row->peer_time_us > 0) row->ratio = row->peer_time_us / row->ip_time_us;
     }
 
     if (options->check) {
@@ -365,19 +346,18 @@ static int bench_buffers_alloc(const bench_options_t *options, bench_buffers_t *
     int device = options->memory == BENCH_MEMORY_CUDA;
     hora_status_t (*alloc)(size_t, void **) = device ? hora_mem_alloc_device : hora_mem_alloc;
     hora_status_t status = alloc(buffer_bytes, (void **)&buffers->send);
-    if (status == HORA_OK)
-        status = alloc(buffer_bytes, (void **)&buffers->recv);
+    if (status == HORA_OK) status = alloc(buffer_bytes, (void **)&buffers->recv);
     if (status != HORA_OK) {
         if (device)
             fprintf(stderr,
                     BENCH_NAME ": rank %d: hora_mem_alloc_device(%zu) for the send and recv buffers failed: %s: %s\n"
-                    "  (lower -e/--maxbytes, or raise HORA_CUDA_POOL_BYTES=%s%s)\n",
+                               "  (lower -e/--maxbytes, or raise HORA_CUDA_POOL_BYTES=%s%s)\n",
                     rank, buffer_bytes, hora_status_string(status), hora_last_error(), options->cuda_pool_bytes,
                     options->cuda_pool_from_user ? ", which you set" : ", which the benchmark set to fit them");
         else
             fprintf(stderr,
                     BENCH_NAME ": rank %d: hora_mem_alloc(%zu) for the send and recv buffers failed: %s: %s\n"
-                    "  (lower -e/--maxbytes or raise HORA_SHM_POOL_BYTES; see --print-config)\n",
+                               "  (lower -e/--maxbytes or raise HORA_SHM_POOL_BYTES; see --print-config)\n",
                     rank, buffer_bytes, hora_status_string(status), hora_last_error());
         return -1;
     }
@@ -389,8 +369,9 @@ static int bench_buffers_alloc(const bench_options_t *options, bench_buffers_t *
     buffers->host_send = malloc(buffer_bytes);
     buffers->host_recv = malloc(buffer_bytes);
     if (buffers->host_send == NULL || buffers->host_recv == NULL) {
-        fprintf(stderr, BENCH_NAME ": rank %d: out of memory for the host images (2 x %zu bytes) of the device "
-                        "buffers (lower -e/--maxbytes)\n",
+        fprintf(stderr,
+                BENCH_NAME ": rank %d: out of memory for the host images (2 x %zu bytes) of the device "
+                           "buffers (lower -e/--maxbytes)\n",
                 rank, buffer_bytes);
         return -1;
     }
@@ -403,10 +384,8 @@ static void bench_buffers_free(bench_buffers_t *buffers)
         free(buffers->host_recv);
         free(buffers->host_send);
     }
-    if (buffers->recv != NULL)
-        hora_mem_free(buffers->recv);
-    if (buffers->send != NULL)
-        hora_mem_free(buffers->send);
+    if (buffers->recv != NULL) hora_mem_free(buffers->recv);
+    if (buffers->send != NULL) hora_mem_free(buffers->send);
     *buffers = (bench_buffers_t){.memory = buffers->memory};
 }
 
@@ -414,8 +393,7 @@ int main(int argc, char **argv)
 {
     bench_options_t options;
     bench_cli_result_t parsed = bench_options_parse(argc, argv, &options);
-    if (parsed != BENCH_CLI_RUN)
-        return parsed;
+    if (parsed != BENCH_CLI_RUN) return parsed;
     if (options.memory == BENCH_MEMORY_CUDA && !bench_cuda_built()) {
         if (bench_launcher_rank() == 0)
             fprintf(stderr, BENCH_NAME ": --memory cuda: this build has no CUDA (meson found no nvcc, or "
@@ -429,8 +407,8 @@ int main(int argc, char **argv)
     /* The device pool's size and this rank's GPU are read at hora_init. A
      * failure is told after it, once the ranks can agree to stop. */
     char cuda_why[BENCH_WHY_BYTES] = "";
-    int cuda_prepared = options.memory != BENCH_MEMORY_CUDA ||
-                        bench_cuda_prepare(&options, cuda_why, sizeof(cuda_why)) == 0;
+    int cuda_prepared =
+        options.memory != BENCH_MEMORY_CUDA || bench_cuda_prepare(&options, cuda_why, sizeof(cuda_why)) == 0;
 
     hora_status_t status = hora_init();
     if (status != HORA_OK) {
@@ -454,8 +432,7 @@ int main(int argc, char **argv)
     /* Open the JSON file before the run, so a bad path fails in a second. */
     bench_json_t json = {.out = NULL};
     int json_ok = 1;
-    if (rank == 0 && options.json_path != NULL)
-        json_ok = bench_json_open(&json, BENCH_NAME, options.json_path, 1) == 0;
+    if (rank == 0 && options.json_path != NULL) json_ok = bench_json_open(&json, BENCH_NAME, options.json_path, 1) == 0;
     MPI_Bcast(&json_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
     if (!json_ok) {
         hora_shutdown();
@@ -464,10 +441,9 @@ int main(int argc, char **argv)
 
     /* Device memory: every rank's GPU, and the peer (NCCL or the copy). */
     int setup_ok = 1;
-    if (options.memory == BENCH_MEMORY_CUDA && bench_cuda_setup(&options, cuda_prepared, cuda_why,
-                                                                sizeof(cuda_why)) != 0) {
-        if (rank == 0)
-            fprintf(stderr, BENCH_NAME ": --memory cuda: %s\n", cuda_why);
+    if (options.memory == BENCH_MEMORY_CUDA &&
+        bench_cuda_setup(&options, cuda_prepared, cuda_why, sizeof(cuda_why)) != 0) {
+        if (rank == 0) fprintf(stderr, BENCH_NAME ": --memory cuda: %s\n", cuda_why);
         setup_ok = 0;
     }
 
@@ -483,8 +459,7 @@ int main(int argc, char **argv)
     if (alloc_ok) {
         for (size_t s = options.min_bytes;; s *= options.step_factor) {
             sizes[size_count++] = s;
-            if (s > options.max_bytes / options.step_factor)
-                break;
+            if (s > options.max_bytes / options.step_factor) break;
         }
         alloc_ok = bench_buffers_alloc(&options, &buffers, rank) == 0;
     }
@@ -516,8 +491,7 @@ int main(int argc, char **argv)
                 size_t count = sizes[s] / pattern.elem_bytes;
                 bench_row_t *row = &rows[row_count++];
                 bench_row_run(&options, &pattern, &buffers, count, row);
-                if (rank == 0)
-                    bench_report_row(&options, row);
+                if (rank == 0) bench_report_row(&options, row);
             }
             bench_pattern_free(&pattern);
         }
@@ -532,8 +506,7 @@ int main(int argc, char **argv)
             else
                 printf("# JSON written to %s\n", options.json_path);
         }
-        if (options.plot_path != NULL)
-            bench_report_plot(&options, rows, row_count, sizes, size_count, nranks);
+        if (options.plot_path != NULL) bench_report_plot(&options, rows, row_count, sizes, size_count, nranks);
     }
     /* Every rank exits with the same status. */
     MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);

@@ -48,11 +48,11 @@ typedef struct {
     hora_op_t ops[HORA_OP_COUNT];
     int op_count;
     bench_memory_t memory;
-    bench_peer_t baseline; /* as asked; BENCH_PEER_AUTO is --memory cuda's default */
+    bench_peer_t baseline;    /* as asked; BENCH_PEER_AUTO is --memory cuda's default */
     const char *nccl_library; /* dlopen name or path of NCCL */
-    const char *json_path; /* NULL: no JSON */
-    const char *plot_path; /* NULL: no plot */
-    const char *transport; /* "shm", "mpi" or "auto" */
+    const char *json_path;    /* NULL: no JSON */
+    const char *plot_path;    /* NULL: no plot */
+    const char *transport;    /* "shm", "mpi" or "auto" */
     int print_config;
 
     /* Filled in by the run before the header, the same on every rank. */
@@ -80,7 +80,7 @@ typedef struct {
     double ip_time_us, ip_algbw, ip_busbw;
     long long ip_wrong;
     long long out_of_bounds; /* guard bytes overwritten, send elements changed */
-    int has_peer; /* 0: no peer, or it cannot run this row (MPI has no f16/bf16 type; count > INT_MAX) */
+    int has_peer;            /* 0: no peer, or it cannot run this row (MPI has no f16/bf16 type; count > INT_MAX) */
     double peer_time_us;
     /* mpi, nccl: the peer's busbw; copy: bytes / time (a copy has no bus
      * factor), the device's speed of moving the row's bytes. */
@@ -117,11 +117,11 @@ void bench_report_row(const bench_options_t *options, const bench_row_t *row);
  * bounds, else 0. */
 int bench_report_footer(const bench_options_t *options, const bench_row_t *rows, size_t row_count);
 /* The rows as a JSON array, one object per row. */
-void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows,
-                       size_t row_count, int nranks);
+void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
+                       int nranks);
 /* --plot through gnuplot; a missing or failing gnuplot is only a warning.
  * Rows come grouped by (type, op), types outer, one row per size. */
-void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count,
-                       const size_t *sizes, size_t size_count, int nranks);
+void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count, const size_t *sizes,
+                       size_t size_count, int nranks);
 
 #endif /* BENCH_ALLREDUCE_H */

@@ -37,19 +37,16 @@ static int check_dtype_is_signed(hora_dtype_t dtype)
  * 7 and 3 are coprime with the periods, so neighbouring elements and ranks
  * differ: a runtime that swaps elements or ranks' blocks reads wrong values.
  */
-static long long check_input_value(hora_dtype_t dtype, hora_op_t op, int rank, int nranks,
-                                   size_t index)
+static long long check_input_value(hora_dtype_t dtype, hora_op_t op, int rank, int nranks, size_t index)
 {
     size_t mix = index * 7u + (size_t)rank * 3u;
     switch (op) {
     case HORA_OP_SUM:
     case HORA_OP_AVG:
-        if (nranks <= CHECK_DENSE_SUM_MAX_RANKS)
-            return (long long)(mix % 5u) + 1;
+        if (nranks <= CHECK_DENSE_SUM_MAX_RANKS) return (long long)(mix % 5u) + 1;
         return index % (size_t)nranks == (size_t)rank ? (long long)(index % 5u) + 1 : 0;
     case HORA_OP_MIN:
-    case HORA_OP_MAX:
-        return (long long)(mix % 11u) - (check_dtype_is_signed(dtype) ? 5 : 0);
+    case HORA_OP_MAX: return (long long)(mix % 11u) - (check_dtype_is_signed(dtype) ? 5 : 0);
     case HORA_OP_PROD:
         switch (mix % 3u) {
         case 1: return rank < CHECK_PROD_MAX_TWOS ? 2 : 1;
@@ -166,12 +163,10 @@ static void check_encode_average(hora_dtype_t dtype, long long sum, int nranks, 
     }
 }
 
-int bench_pattern_init(bench_pattern_t *pattern, hora_dtype_t dtype, hora_op_t op, int rank,
-                       int nranks)
+int bench_pattern_init(bench_pattern_t *pattern, hora_dtype_t dtype, hora_op_t op, int rank, int nranks)
 {
     size_t elem_bytes = hora_dtype_size(dtype);
-    if (elem_bytes == 0 || (unsigned)op >= HORA_OP_COUNT || nranks < 1 || rank < 0 || rank >= nranks)
-        return -1;
+    if (elem_bytes == 0 || (unsigned)op >= HORA_OP_COUNT || nranks < 1 || rank < 0 || rank >= nranks) return -1;
     /* Every value above depends on index modulo 5, 11, 3 and nranks. */
     size_t period_count = 5u * 11u * 3u * (size_t)nranks;
     unsigned char *input = malloc(period_count * elem_bytes);
@@ -234,8 +229,8 @@ void bench_pattern_fill(const bench_pattern_t *pattern, void *buf, size_t count)
 
 /* Compare buf with one period of reference repeated; memcmp a period at a
  * time and only walk the elements of a period that differs. */
-static size_t check_count_differences(const bench_pattern_t *pattern, const unsigned char *reference,
-                                      const void *buf, size_t count, size_t *first_wrong)
+static size_t check_count_differences(const bench_pattern_t *pattern, const unsigned char *reference, const void *buf,
+                                      size_t count, size_t *first_wrong)
 {
     const unsigned char *in = buf;
     size_t eb = pattern->elem_bytes;
@@ -243,12 +238,10 @@ static size_t check_count_differences(const bench_pattern_t *pattern, const unsi
     for (size_t done = 0; done < count; done += pattern->period_count) {
         size_t n = count - done < pattern->period_count ? count - done : pattern->period_count;
         const unsigned char *block = in + done * eb;
-        if (memcmp(block, reference, n * eb) == 0)
-            continue;
+        if (memcmp(block, reference, n * eb) == 0) continue;
         for (size_t i = 0; i < n; i++) {
             if (memcmp(block + i * eb, reference + i * eb, eb) != 0) {
-                if (wrong == 0 && first_wrong != NULL)
-                    *first_wrong = done + i;
+                if (wrong == 0 && first_wrong != NULL) *first_wrong = done + i;
                 wrong++;
             }
         }
@@ -256,14 +249,12 @@ static size_t check_count_differences(const bench_pattern_t *pattern, const unsi
     return wrong;
 }
 
-size_t bench_pattern_count_wrong(const bench_pattern_t *pattern, const void *buf, size_t count,
-                                 size_t *first_wrong)
+size_t bench_pattern_count_wrong(const bench_pattern_t *pattern, const void *buf, size_t count, size_t *first_wrong)
 {
     return check_count_differences(pattern, pattern->expected, buf, count, first_wrong);
 }
 
-size_t bench_pattern_count_changed(const bench_pattern_t *pattern, const void *buf, size_t count,
-                                   size_t *first_wrong)
+size_t bench_pattern_count_changed(const bench_pattern_t *pattern, const void *buf, size_t count, size_t *first_wrong)
 {
     return check_count_differences(pattern, pattern->input, buf, count, first_wrong);
 }
@@ -276,15 +267,13 @@ static void check_format_bits(const unsigned char *elem, size_t elem_bytes, char
     snprintf(out, len, "0x%0*llx", (int)(2 * elem_bytes), (unsigned long long)bits);
 }
 
-void bench_pattern_format(const bench_pattern_t *pattern, const void *buf, size_t index, char *out,
-                          size_t len)
+void bench_pattern_format(const bench_pattern_t *pattern, const void *buf, size_t index, char *out, size_t len)
 {
     const unsigned char *in = buf;
     check_format_bits(in + index * pattern->elem_bytes, pattern->elem_bytes, out, len);
 }
 
-void bench_pattern_format_expected(const bench_pattern_t *pattern, size_t index, char *out,
-                                   size_t len)
+void bench_pattern_format_expected(const bench_pattern_t *pattern, size_t index, char *out, size_t len)
 {
     size_t i = index % pattern->period_count;
     check_format_bits(pattern->expected + i * pattern->elem_bytes, pattern->elem_bytes, out, len);

@@ -36,8 +36,7 @@ typedef struct {
 
 /* Build the pattern of (dtype, op) for rank of nranks. Returns 0, or -1 when
  * out of memory or dtype/op are invalid. */
-int bench_pattern_init(bench_pattern_t *pattern, hora_dtype_t dtype, hora_op_t op, int rank,
-                       int nranks);
+int bench_pattern_init(bench_pattern_t *pattern, hora_dtype_t dtype, hora_op_t op, int rank, int nranks);
 void bench_pattern_free(bench_pattern_t *pattern);
 
 /* Write this rank's input into count elements of buf. */
@@ -47,15 +46,11 @@ void bench_pattern_fill(const bench_pattern_t *pattern, void *buf, size_t count)
  * expected result (bench_pattern_count_wrong) or from this rank's input
  * (bench_pattern_count_changed). *first_wrong receives the index of the first
  * differing element when there is one and first_wrong is not NULL. */
-size_t bench_pattern_count_wrong(const bench_pattern_t *pattern, const void *buf, size_t count,
-                                 size_t *first_wrong);
-size_t bench_pattern_count_changed(const bench_pattern_t *pattern, const void *buf, size_t count,
-                                   size_t *first_wrong);
+size_t bench_pattern_count_wrong(const bench_pattern_t *pattern, const void *buf, size_t count, size_t *first_wrong);
+size_t bench_pattern_count_changed(const bench_pattern_t *pattern, const void *buf, size_t count, size_t *first_wrong);
 
 /* Hex of one element ("0x3c00") of buf, or of the expected value at index. */
-void bench_pattern_format(const bench_pattern_t *pattern, const void *buf, size_t index, char *out,
-                          size_t len);
-void bench_pattern_format_expected(const bench_pattern_t *pattern, size_t index, char *out,
-                                   size_t len);
+void bench_pattern_format(const bench_pattern_t *pattern, const void *buf, size_t index, char *out, size_t len);
+void bench_pattern_format_expected(const bench_pattern_t *pattern, size_t index, char *out, size_t len);
 
 #endif /* BENCH_CHECK_H */

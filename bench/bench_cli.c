@@ -23,27 +23,31 @@
 
 int bench_size_parse(const char *text, size_t *bytes)
 {
-    if (text == NULL || !isdigit((unsigned char)text[0]))
-        return -1; /* strtoull would accept "-1", " 1" and "+1" */
+    if (text == NULL || !isdigit((unsigned char)text[0])) return -1; /* strtoull would accept "-1", " 1" and "+1" */
     char *end;
     errno = 0;
     unsigned long long value = strtoull(text, &end, 10);
-    if (errno != 0)
-        return -1;
+    if (errno != 0) return -1;
 
     unsigned shift = 0;
     switch (toupper((unsigned char)*end)) {
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
+    case 'K':
+        shift = 10;
+        end++;
+        break;
+    case 'M':
+        shift = 20;
+        end++;
+        break;
+    case 'G':
+        shift = 30;
+        end++;
+        break;
     default: break;
     }
-    if (toupper((unsigned char)*end) == 'B')
-        end++;
-    if (*end != '\0')
-        return -1;
-    if (value > (unsigned long long)(SIZE_MAX >> shift))
-        return -1;
+    if (toupper((unsigned char)*end) == 'B') end++;
+    if (*end != '\0') return -1;
+    if (value > (unsigned long long)(SIZE_MAX >> shift)) return -1;
     *bytes = (size_t)value << shift;
     return 0;
 }
@@ -64,26 +68,22 @@ void bench_size_label(size_t bytes, char *buf, size_t len)
 
 int bench_int_parse(const char *text, long min, long max, long *value)
 {
-    if (text == NULL || text[0] == '\0' || isspace((unsigned char)text[0]))
-        return -1;
+    if (text == NULL || text[0] == '\0' || isspace((unsigned char)text[0])) return -1;
     char *end;
     errno = 0;
     long parsed = strtol(text, &end, 10);
-    if (errno != 0 || *end != '\0' || parsed < min || parsed > max)
-        return -1;
+    if (errno != 0 || *end != '\0' || parsed < min || parsed > max) return -1;
     *value = parsed;
     return 0;
 }
 
 int bench_launcher_rank(void)
 {
-    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
-                                        "SLURM_PROCID"};
+    static const char *const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         long rank;
         const char *text = getenv(names[i]);
-        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0)
-            return (int)rank;
+        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0) return (int)rank;
     }
     return 0;
 }
@@ -113,30 +113,24 @@ static int cli_scalar_parse(const bench_cli_option_t *o, const char *text, void 
     switch (o->kind) {
     case BENCH_CLI_SIZE: {
         size_t bytes;
-        if (bench_size_parse(text, &bytes) != 0)
-            return -1;
-        if (cli_has_range(o) && ((double)bytes < o->min || (double)bytes > o->max))
-            return -1;
+        if (bench_size_parse(text, &bytes) != 0) return -1;
+        if (cli_has_range(o) && ((double)bytes < o->min || (double)bytes > o->max)) return -1;
         *(size_t *)dest = bytes;
         return 0;
     }
     case BENCH_CLI_INT: {
         long value;
         long min = cli_has_range(o) ? (long)o->min : INT_MIN, max = cli_has_range(o) ? (long)o->max : INT_MAX;
-        if (bench_int_parse(text, min, max, &value) != 0)
-            return -1;
+        if (bench_int_parse(text, min, max, &value) != 0) return -1;
         *(int *)dest = (int)value;
         return 0;
     }
     case BENCH_CLI_DOUBLE: {
-        if (text[0] == '\0' || isspace((unsigned char)text[0]))
-            return -1;
+        if (text[0] == '\0' || isspace((unsigned char)text[0])) return -1;
         char *end;
         double value = strtod(text, &end);
-        if (*end != '\0' || !isfinite(value))
-            return -1;
-        if (cli_has_range(o) && (value < o->min || value > o->max || (o->open_min && value == o->min)))
-            return -1;
+        if (*end != '\0' || !isfinite(value)) return -1;
+        if (cli_has_range(o) && (value < o->min || value > o->max || (o->open_min && value == o->min))) return -1;
         *(double *)dest = value;
         return 0;
     }
@@ -160,19 +154,15 @@ static int cli_value_parse(const bench_cli_option_t *o, const char *text)
         const char *p = text;
         double scratch_elements[64]; /* aligned for size_t, int and double */
         unsigned char *scratch = (unsigned char *)scratch_elements;
-        if ((size_t)o->list_max * element > sizeof(scratch_elements))
-            return -1;
+        if ((size_t)o->list_max * element > sizeof(scratch_elements)) return -1;
         for (;;) {
             size_t len = strcspn(p, ",");
-            if (len == 0 || len >= sizeof(item) || count == o->list_max)
-                return -1;
+            if (len == 0 || len >= sizeof(item) || count == o->list_max) return -1;
             memcpy(item, p, len);
             item[len] = '\0';
-            if (cli_scalar_parse(o, item, scratch + (size_t)count * element) != 0)
-                return -1;
+            if (cli_scalar_parse(o, item, scratch + (size_t)count * element) != 0) return -1;
             count++;
-            if (p[len] == '\0')
-                break;
+            if (p[len] == '\0') break;
             p += len + 1;
         }
         memcpy(o->dest, scratch, (size_t)count * element);
@@ -182,8 +172,7 @@ static int cli_value_parse(const bench_cli_option_t *o, const char *text)
     switch (o->kind) {
     case BENCH_CLI_FLAG: *(int *)o->dest = 1; return 0;
     case BENCH_CLI_STRING:
-        if (text[0] == '\0')
-            return -1;
+        if (text[0] == '\0') return -1;
         *(const char **)o->dest = text;
         return 0;
     case BENCH_CLI_CHOICE:
@@ -262,8 +251,7 @@ static void cli_expect_text(const bench_cli_option_t *o, char *buf, size_t len)
 
 bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, const char *format, ...)
 {
-    if (bench_launcher_rank() != 0)
-        return BENCH_CLI_ERROR;
+    if (bench_launcher_rank() != 0) return BENCH_CLI_ERROR;
     va_list args;
     va_start(args, format);
     fprintf(stderr, "%s: ", cli->program);
@@ -277,8 +265,7 @@ static bench_cli_result_t cli_bad_value(const bench_cli_t *cli, const bench_cli_
 {
     char label[64], expect[256];
     cli_expect_text(o, expect, sizeof(expect));
-    return bench_cli_fail(cli, "bad value for %s: '%s' (%s)", cli_label(o, label, sizeof(label)), text,
-                          expect);
+    return bench_cli_fail(cli, "bad value for %s: '%s' (%s)", cli_label(o, label, sizeof(label)), text, expect);
 }
 
 /* ---- --help ---------------------------------------------------------------- */
@@ -300,15 +287,14 @@ static void cli_wrap(FILE *out, const char *text, int column, int indent)
         fprintf(out, "%.*s", (int)word, p);
         column += (int)word;
         p += word;
-        while (*p == ' ')
-            p++;
+        while (*p == ' ') p++;
     }
 }
 
 void bench_cli_usage(const bench_cli_t *cli, FILE *out)
 {
-    static const bench_cli_option_t help = {.long_name = "help", .short_name = 'h', .kind = BENCH_CLI_FLAG,
-                                            .help = "this text"};
+    static const bench_cli_option_t help = {
+        .long_name = "help", .short_name = 'h', .kind = BENCH_CLI_FLAG, .help = "this text"};
     fprintf(out, "usage: %s\n", cli->synopsis);
     if (cli->about != NULL) {
         fprintf(out, "\n");
@@ -317,8 +303,7 @@ void bench_cli_usage(const bench_cli_t *cli, FILE *out)
     }
     fprintf(out, "\n");
     for (const bench_cli_option_t *o = cli->options;; o++) {
-        if (o->long_name == NULL)
-            o = &help;
+        if (o->long_name == NULL) o = &help;
         char head[128], value[160] = "", text[1024];
         if (o->kind != BENCH_CLI_FLAG) {
             if (o->value_name != NULL)
@@ -347,8 +332,7 @@ void bench_cli_usage(const bench_cli_t *cli, FILE *out)
         }
         cli_wrap(out, text, CLI_HELP_INDENT, CLI_HELP_INDENT);
         fprintf(out, "\n");
-        if (o == &help)
-            break;
+        if (o == &help) break;
     }
     if (cli->epilog != NULL) {
         fprintf(out, "\n");
@@ -368,10 +352,8 @@ static const bench_cli_option_t *cli_find_long(const bench_cli_t *cli, const cha
     int prefixes = 0;
     *ambiguous = 0;
     for (const bench_cli_option_t *o = cli->options; o->long_name != NULL; o++) {
-        if (strncmp(o->long_name, name, name_len) != 0)
-            continue;
-        if (o->long_name[name_len] == '\0')
-            return o;
+        if (strncmp(o->long_name, name, name_len) != 0) continue;
+        if (o->long_name[name_len] == '\0') return o;
         prefix_of = o;
         prefixes++;
     }
@@ -382,8 +364,7 @@ static const bench_cli_option_t *cli_find_long(const bench_cli_t *cli, const cha
 static const bench_cli_option_t *cli_find_short(const bench_cli_t *cli, char name)
 {
     for (const bench_cli_option_t *o = cli->options; o->long_name != NULL; o++)
-        if (o->short_name == name)
-            return o;
+        if (o->short_name == name) return o;
     return NULL;
 }
 
@@ -394,8 +375,7 @@ bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv
     /* Defaults first: the table's text goes through the same parser. */
     for (const bench_cli_option_t *o = cli->options; o->long_name != NULL; o++)
         if (o->value != NULL && o->kind != BENCH_CLI_FLAG && cli_value_parse(o, o->value) != 0)
-            return bench_cli_fail(cli, "bad default for --%s: '%s' (a bug in the benchmark)", o->long_name,
-                                  o->value);
+            return bench_cli_fail(cli, "bad default for --%s: '%s' (a bug in the benchmark)", o->long_name, o->value);
 
     int options_end = 0;
     for (int i = 1; i < argc; i++) {
@@ -407,8 +387,7 @@ bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv
             continue;
         }
         if (cli_is_help(arg)) {
-            if (bench_launcher_rank() == 0)
-                bench_cli_usage(cli, stdout);
+            if (bench_launcher_rank() == 0) bench_cli_usage(cli, stdout);
             return BENCH_CLI_HELP;
         }
 
@@ -423,29 +402,23 @@ bench_cli_result_t bench_cli_parse(const bench_cli_t *cli, int argc, char **argv
             if (o == NULL)
                 return bench_cli_fail(cli, "%s flag '%.*s' (see --help)", ambiguous ? "ambiguous" : "unknown",
                                       (int)(name_len + 2), arg);
-            if (name[name_len] == '=')
-                value = name + name_len + 1;
+            if (name[name_len] == '=') value = name + name_len + 1;
         } else {
             o = cli_find_short(cli, arg[1]);
-            if (o == NULL)
-                return bench_cli_fail(cli, "unknown flag '-%c' (see --help)", arg[1]);
-            if (arg[2] != '\0')
-                value = arg + 2;
+            if (o == NULL) return bench_cli_fail(cli, "unknown flag '-%c' (see --help)", arg[1]);
+            if (arg[2] != '\0') value = arg + 2;
         }
         cli_label(o, label, sizeof(label));
         if (o->kind == BENCH_CLI_FLAG) {
-            if (value != NULL)
-                return bench_cli_fail(cli, "%s takes no value", label);
+            if (value != NULL) return bench_cli_fail(cli, "%s takes no value", label);
             *(int *)o->dest = 1;
             continue;
         }
         if (value == NULL) {
-            if (i + 1 == argc)
-                return bench_cli_fail(cli, "%s needs a value (see --help)", label);
+            if (i + 1 == argc) return bench_cli_fail(cli, "%s needs a value (see --help)", label);
             value = argv[++i];
         }
-        if (cli_value_parse(o, value) != 0)
-            return cli_bad_value(cli, o, value);
+        if (cli_value_parse(o, value) != 0) return cli_bad_value(cli, o, value);
     }
     return BENCH_CLI_RUN;
 }

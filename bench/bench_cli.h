@@ -62,16 +62,16 @@ typedef struct {
     const char *long_name; /* "iters" for --iters; NULL ends the table */
     char short_name;       /* 'n' for -n, or 0 */
     bench_cli_kind_t kind;
-    void *dest;            /* where the value goes (see the kinds) */
+    void *dest;             /* where the value goes (see the kinds) */
     const char *value_name; /* in --help: "N", "SIZE"; CHOICE: the choices when NULL */
-    const char *help;      /* one sentence; wrapped by --help */
+    const char *help;       /* one sentence; wrapped by --help */
     /* The default as the user would type it ("20", "4K"), parsed into dest
      * before argv; NULL leaves dest as the caller set it. */
     const char *value;
-    const char *default_note; /* --help's "(default ...)" when value is NULL ("auto") */
-    double min, max;          /* SIZE, INT, DOUBLE (and their lists) */
-    int open_min;             /* DOUBLE: the value must be above min */
-    const char *const *choices; /* CHOICE: NULL-terminated names */
+    const char *default_note;                   /* --help's "(default ...)" when value is NULL ("auto") */
+    double min, max;                            /* SIZE, INT, DOUBLE (and their lists) */
+    int open_min;                               /* DOUBLE: the value must be above min */
+    const char *const *choices;                 /* CHOICE: NULL-terminated names */
     int (*parse)(const char *text, void *dest); /* CUSTOM: 0, or -1 when bad */
     const char *expect; /* how a good value looks, for the error text ("f32, f16, ... or all") */
     /* A comma-separated list ("0,4M,32M") of SIZE, INT or DOUBLE: dest is an
@@ -81,24 +81,31 @@ typedef struct {
 } bench_cli_option_t;
 
 /* The options every benchmark words the same way. */
-#define BENCH_CLI_ITERS(dest_, value_, help_)                                                                 \
-    {.long_name = "iters", .short_name = 'n', .kind = BENCH_CLI_INT, .dest = (dest_), .value_name = "N",    \
-     .help = (help_), .value = (value_), .min = 1, .max = 1000000000}
-#define BENCH_CLI_WARMUP(dest_, value_, help_)                                                                \
-    {.long_name = "warmup_iters", .short_name = 'w', .kind = BENCH_CLI_INT, .dest = (dest_),                \
-     .value_name = "N", .help = (help_), .value = (value_), .min = 0, .max = 1000000000}
+#define BENCH_CLI_ITERS(dest_, value_, help_)                                                               \
+    {                                                                                                       \
+        .long_name = "iters", .short_name = 'n', .kind = BENCH_CLI_INT, .dest = (dest_), .value_name = "N", \
+        .help = (help_), .value = (value_), .min = 1, .max = 1000000000                                     \
+    }
+#define BENCH_CLI_WARMUP(dest_, value_, help_)                                                                     \
+    {                                                                                                              \
+        .long_name = "warmup_iters", .short_name = 'w', .kind = BENCH_CLI_INT, .dest = (dest_), .value_name = "N", \
+        .help = (help_), .value = (value_), .min = 0, .max = 1000000000                                            \
+    }
 #define BENCH_CLI_JSON(dest_, help_)                                                                          \
-    {.long_name = "json", .kind = BENCH_CLI_STRING, .dest = (dest_), .value_name = "FILE", .help = (help_)}
-#define BENCH_CLI_PLOT(dest_, help_)                                                                          \
-    {.long_name = "plot", .kind = BENCH_CLI_STRING, .dest = (dest_), .value_name = "FILE.png",              \
-     .help = (help_)}
+    {                                                                                                         \
+        .long_name = "json", .kind = BENCH_CLI_STRING, .dest = (dest_), .value_name = "FILE", .help = (help_) \
+    }
+#define BENCH_CLI_PLOT(dest_, help_)                                                                              \
+    {                                                                                                             \
+        .long_name = "plot", .kind = BENCH_CLI_STRING, .dest = (dest_), .value_name = "FILE.png", .help = (help_) \
+    }
 
 /* A benchmark's command line. -h/--help is added by the parser. */
 typedef struct {
-    const char *program;  /* "hora-bench-allreduce": the first word of every message */
-    const char *synopsis; /* "mpirun -np N hora-bench-allreduce [flags]" */
-    const char *about;    /* a paragraph after the usage line, or NULL */
-    const char *epilog;   /* a paragraph after the options (exit status), or NULL */
+    const char *program;               /* "hora-bench-allreduce": the first word of every message */
+    const char *synopsis;              /* "mpirun -np N hora-bench-allreduce [flags]" */
+    const char *about;                 /* a paragraph after the usage line, or NULL */
+    const char *epilog;                /* a paragraph after the options (exit status), or NULL */
     const bench_cli_option_t *options; /* ends with a {0} entry */
 } bench_cli_t;
 
@@ -123,6 +130,6 @@ void bench_cli_usage(const bench_cli_t *cli, FILE *out);
 /* A check after parsing (-b larger than -e, ...): prints "PROGRAM: " and
  * the message on the launcher's first rank, and returns BENCH_CLI_ERROR. */
 __attribute__((format(printf, 2, 3))) bench_cli_result_t bench_cli_fail(const bench_cli_t *cli, const char *format,
-                                                                         ...);
+                                                                        ...);
 
 #endif /* BENCH_CLI_H */

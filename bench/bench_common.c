@@ -23,28 +23,24 @@ uint16_t bench_f16_from_f32(float value)
 
     /* Rebias 127 -> 15. */
     int32_t half_exponent = (int32_t)exponent - 127 + 15;
-    if (half_exponent >= 31)
-        return (uint16_t)(sign | 0x7c00u);
+    if (half_exponent >= 31) return (uint16_t)(sign | 0x7c00u);
     if (half_exponent <= 0) {
         /* Subnormal (or zero) in binary16: units of 2^-24. The full 24-bit
          * significand times 2^(exponent - 150) equals significand >> shift
          * units of 2^-24 with shift = 14 - half_exponent. */
-        if (half_exponent < -10)
-            return sign; /* below half the smallest subnormal */
+        if (half_exponent < -10) return sign; /* below half the smallest subnormal */
         uint32_t significand = mantissa | 0x800000u;
         uint32_t shift = (uint32_t)(14 - half_exponent);
         uint32_t result = significand >> shift;
         uint32_t rest = significand & ((1u << shift) - 1u);
         uint32_t halfway = 1u << (shift - 1u);
-        if (rest > halfway || (rest == halfway && (result & 1u)))
-            result++;
+        if (rest > halfway || (rest == halfway && (result & 1u))) result++;
         return (uint16_t)(sign | result);
     }
     uint32_t result = ((uint32_t)half_exponent << 10) | (mantissa >> 13);
     uint32_t rest = mantissa & 0x1fffu;
     /* A carry out of the mantissa bumps the exponent, up to infinity: right. */
-    if (rest > 0x1000u || (rest == 0x1000u && (result & 1u)))
-        result++;
+    if (rest > 0x1000u || (rest == 0x1000u && (result & 1u))) result++;
     return (uint16_t)(sign | result);
 }
 
@@ -90,20 +86,16 @@ MPI_Op bench_mpi_op(hora_op_t op)
     return MPI_OP_NULL;
 }
 
-double bench_allreduce_bus_factor(int nranks)
-{
-    return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0;
-}
+double bench_allreduce_bus_factor(int nranks) { return nranks > 0 ? 2.0 * (nranks - 1) / nranks : 0.0; }
 
 int bench_launcher_local_rank(void)
 {
-    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
-                                        "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+    static const char *const names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "MV2_COMM_WORLD_LOCAL_RANK",
+                                        "SLURM_LOCALID"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         long rank;
         const char *text = getenv(names[i]);
-        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0)
-            return (int)rank;
+        if (text != NULL && bench_int_parse(text, 0, INT_MAX, &rank) == 0) return (int)rank;
     }
     return -1;
 }
@@ -114,12 +106,10 @@ int bench_all_ok(int ok, char *why, size_t len)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     int mine = ok ? INT_MAX : rank;
     MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (first_failed == INT_MAX)
-        return 1;
+    if (first_failed == INT_MAX) return 1;
     /* Every rank passes the same byte count to the broadcast. */
     char message[BENCH_WHY_BYTES];
-    if (rank == first_failed)
-        snprintf(message, sizeof(message), "rank %d: %s", rank, why);
+    if (rank == first_failed) snprintf(message, sizeof(message), "rank %d: %s", rank, why);
     MPI_Bcast(message, (int)sizeof(message), MPI_CHAR, first_failed, MPI_COMM_WORLD);
     message[sizeof(message) - 1] = '\0';
     snprintf(why, len, "%s", message);

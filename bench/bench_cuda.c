@@ -17,18 +17,14 @@
 static cudaStream_t bench_cuda_stream_handle;
 static int bench_cuda_stream_created;
 
-int bench_cuda_built(void)
-{
-    return 1;
-}
+int bench_cuda_built(void) { return 1; }
 
 /* Translates a CUDA error at this boundary: the message "what: cudaErrorX:
  * text" (base/status.h), and clears CUDA's sticky last error so
  * a later call does not report this one again. */
 static int bench_cuda_check(cudaError_t error, const char *what)
 {
-    if (error == cudaSuccess)
-        return 0;
+    if (error == cudaSuccess) return 0;
     status_set(HORA_ERR_SYSTEM, "%s: %s: %s", what, cudaGetErrorName(error), cudaGetErrorString(error));
     (void)cudaGetLastError();
     return -1;
@@ -38,10 +34,8 @@ int bench_cuda_device_count(int *count)
 {
     int n = 0;
     cudaError_t error = cudaGetDeviceCount(&n);
-    if (error == cudaSuccess && n == 0)
-        error = cudaErrorNoDevice;
-    if (bench_cuda_check(error, "cudaGetDeviceCount") != 0)
-        return -1;
+    if (error == cudaSuccess && n == 0) error = cudaErrorNoDevice;
+    if (bench_cuda_check(error, "cudaGetDeviceCount") != 0) return -1;
     *count = n;
     return 0;
 }
@@ -49,17 +43,14 @@ int bench_cuda_device_count(int *count)
 int bench_cuda_select(int local_rank, int *device)
 {
     int count = 0;
-    if (bench_cuda_device_count(&count) != 0)
-        return -1;
+    if (bench_cuda_device_count(&count) != 0) return -1;
     int chosen = local_rank > 0 ? local_rank % count : 0;
     char what[64];
     snprintf(what, sizeof(what), "cudaSetDevice(%d)", chosen);
-    if (bench_cuda_check(cudaSetDevice(chosen), what) != 0)
-        return -1;
+    if (bench_cuda_check(cudaSetDevice(chosen), what) != 0) return -1;
     /* cudaFree(NULL) creates the context now, so a device that cannot be
      * used fails here and not inside hora_init. */
-    if (bench_cuda_check(cudaFree(NULL), "creating the CUDA context (cudaFree(NULL))") != 0)
-        return -1;
+    if (bench_cuda_check(cudaFree(NULL), "creating the CUDA context (cudaFree(NULL))") != 0) return -1;
     *device = chosen;
     return 0;
 }
@@ -68,8 +59,7 @@ int bench_cuda_use(int device)
 {
     char what[64];
     snprintf(what, sizeof(what), "cudaSetDevice(%d)", device);
-    if (bench_cuda_check(cudaSetDevice(device), what) != 0)
-        return -1;
+    if (bench_cuda_check(cudaSetDevice(device), what) != 0) return -1;
     if (!bench_cuda_stream_created) {
         /* Non-blocking: the peers' work does not serialise with the legacy
          * default stream, which the runtime may use. */
@@ -89,10 +79,7 @@ void bench_cuda_release(void)
     }
 }
 
-void *bench_cuda_stream(void)
-{
-    return bench_cuda_stream_handle;
-}
+void *bench_cuda_stream(void) { return bench_cuda_stream_handle; }
 
 int bench_cuda_bus_id(int device, char *out, size_t len)
 {
@@ -113,15 +100,11 @@ int bench_cuda_fill(void *dst, int byte, size_t bytes)
     /* cudaMemset may return before it has run; the synchronisation makes
      * "filled on return" true for the collective that follows, which reads
      * the buffer from another process. */
-    if (bench_cuda_check(cudaMemset(dst, byte, bytes), "cudaMemset") != 0)
-        return -1;
+    if (bench_cuda_check(cudaMemset(dst, byte, bytes), "cudaMemset") != 0) return -1;
     return bench_cuda_synchronize();
 }
 
-int bench_cuda_synchronize(void)
-{
-    return bench_cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-}
+int bench_cuda_synchronize(void) { return bench_cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
 int bench_cuda_copy_async(void *dst, const void *src, size_t bytes)
 {

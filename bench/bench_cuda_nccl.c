@@ -30,21 +30,21 @@ typedef struct {
 } nccl_unique_id_t;
 
 enum { /* ncclDataType_t (NCCL has no int16, uint16 or bool: those rows have no NCCL column) */
-    NCCL_INT8 = 0,
-    NCCL_INT32 = 2,
-    NCCL_INT64 = 4,
-    NCCL_UINT8 = 1,
-    NCCL_FLOAT16 = 6,
-    NCCL_FLOAT32 = 7,
-    NCCL_FLOAT64 = 8,
-    NCCL_BFLOAT16 = 9,
+       NCCL_INT8 = 0,
+       NCCL_INT32 = 2,
+       NCCL_INT64 = 4,
+       NCCL_UINT8 = 1,
+       NCCL_FLOAT16 = 6,
+       NCCL_FLOAT32 = 7,
+       NCCL_FLOAT64 = 8,
+       NCCL_BFLOAT16 = 9,
 };
 enum { /* ncclRedOp_t */
-    NCCL_SUM = 0,
-    NCCL_PROD = 1,
-    NCCL_MAX = 2,
-    NCCL_MIN = 3,
-    NCCL_AVG = 4,
+       NCCL_SUM = 0,
+       NCCL_PROD = 1,
+       NCCL_MAX = 2,
+       NCCL_MIN = 3,
+       NCCL_AVG = 4,
 };
 
 /* The entry points, resolved by name. */
@@ -55,8 +55,8 @@ typedef struct {
     nccl_result_t (*comm_init_rank)(nccl_comm_t *comm, int nranks, nccl_unique_id_t id, int rank);
     nccl_result_t (*comm_destroy)(nccl_comm_t comm);
     nccl_result_t (*comm_abort)(nccl_comm_t comm);
-    nccl_result_t (*all_reduce)(const void *send, void *recv, size_t count, int datatype, int op,
-                                nccl_comm_t comm, void *stream);
+    nccl_result_t (*all_reduce)(const void *send, void *recv, size_t count, int datatype, int op, nccl_comm_t comm,
+                                void *stream);
     const char *(*get_error_string)(nccl_result_t result);
 } nccl_api_t;
 
@@ -66,15 +66,15 @@ static nccl_comm_t nccl_comm;
 /* Loads the library and resolves every entry point, or says which failed. */
 static int nccl_load(const char *library)
 {
-    if (nccl.library != NULL)
-        return 0;
+    if (nccl.library != NULL) return 0;
     void *handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *reason = dlerror();
-        status_set(HORA_ERR_SYSTEM, "dlopen(%s) failed: %s (put the directory of libnccl.so.2 in LD_LIBRARY_PATH, "
-                        "e.g. python3 -c \"import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "
-                        "'/lib')\", or pass --nccl-lib PATH)",
-                        library, reason != NULL ? reason : "unknown error");
+        status_set(HORA_ERR_SYSTEM,
+                   "dlopen(%s) failed: %s (put the directory of libnccl.so.2 in LD_LIBRARY_PATH, "
+                   "e.g. python3 -c \"import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__) + "
+                   "'/lib')\", or pass --nccl-lib PATH)",
+                   library, reason != NULL ? reason : "unknown error");
         return -1;
     }
     static const struct {
@@ -106,10 +106,9 @@ static int nccl_load(const char *library)
 
 static int nccl_check(nccl_result_t result, const char *what)
 {
-    if (result == 0)
-        return 0;
+    if (result == 0) return 0;
     status_set(HORA_ERR_SYSTEM, "%s failed: %s (ncclResult_t %d)", what,
-                    nccl.get_error_string != NULL ? nccl.get_error_string(result) : "?", result);
+               nccl.get_error_string != NULL ? nccl.get_error_string(result) : "?", result);
     return -1;
 }
 
@@ -122,10 +121,8 @@ int bench_nccl_init(const char *library, char *version, size_t version_len, char
     /* Every step ends with an agreement, so that no rank enters
      * ncclCommInitRank (which waits for all nranks) when another will not. */
     int ok = nccl_load(library) == 0;
-    if (!ok)
-        snprintf(why, why_len, "%s", status_message());
-    if (!bench_all_ok(ok, why, why_len))
-        return -1;
+    if (!ok) snprintf(why, why_len, "%s", status_message());
+    if (!bench_all_ok(ok, why, why_len)) return -1;
 
     int code = 0;
     if (nccl_check(nccl.get_version(&code), "ncclGetVersion") == 0)
@@ -136,21 +133,17 @@ int bench_nccl_init(const char *library, char *version, size_t version_len, char
     nccl_unique_id_t id;
     memset(&id, 0, sizeof(id));
     ok = rank != 0 || nccl_check(nccl.get_unique_id(&id), "ncclGetUniqueId") == 0;
-    if (!ok)
-        snprintf(why, why_len, "%s", status_message());
-    if (!bench_all_ok(ok, why, why_len))
-        return -1;
+    if (!ok) snprintf(why, why_len, "%s", status_message());
+    if (!bench_all_ok(ok, why, why_len)) return -1;
     MPI_Bcast(&id, (int)sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD);
 
     nccl_comm_t comm = NULL;
     ok = nccl_check(nccl.comm_init_rank(&comm, nranks, id, rank), "ncclCommInitRank") == 0;
-    if (!ok)
-        snprintf(why, why_len, "%s", status_message());
+    if (!ok) snprintf(why, why_len, "%s", status_message());
     if (!bench_all_ok(ok, why, why_len)) {
         /* Abort, not destroy: destroy would wait for the ranks that have
          * no communicator. */
-        if (ok)
-            (void)nccl.comm_abort(comm);
+        if (ok) (void)nccl.comm_abort(comm);
         return -1;
     }
     nccl_comm = comm;
@@ -193,7 +186,8 @@ int bench_nccl_allreduce(const void *send, void *recv, size_t count, hora_dtype_
 {
     int datatype = nccl_datatype(dtype), nccl_reduce_op = nccl_op(op);
     if (nccl_comm == NULL || datatype < 0 || nccl_reduce_op < 0) {
-        status_set(HORA_ERR_SYSTEM, "ncclAllReduce: %s", nccl_comm == NULL ? "no communicator" : "no NCCL type or op for this row");
+        status_set(HORA_ERR_SYSTEM, "ncclAllReduce: %s",
+                   nccl_comm == NULL ? "no communicator" : "no NCCL type or op for this row");
         return -1;
     }
     return nccl_check(nccl.all_reduce(send, recv, count, datatype, nccl_reduce_op, nccl_comm, bench_cuda_stream()),

@@ -12,11 +12,7 @@
 
 #define BENCH_CUDA_NONE "this build has no CUDA (reconfigure with nvcc on PATH, meson -Dcuda=enabled)"
 
-
-int bench_cuda_built(void)
-{
-    return 0;
-}
+int bench_cuda_built(void) { return 0; }
 
 static int bench_cuda_none(void)
 {
@@ -62,10 +58,7 @@ int bench_cuda_fill(void *dst, int byte, size_t bytes)
     return bench_cuda_none();
 }
 
-int bench_cuda_synchronize(void)
-{
-    return bench_cuda_none();
-}
+int bench_cuda_synchronize(void) { return bench_cuda_none(); }
 
 int bench_cuda_copy_async(void *dst, const void *src, size_t bytes)
 {
@@ -73,10 +66,7 @@ int bench_cuda_copy_async(void *dst, const void *src, size_t bytes)
     return bench_cuda_none();
 }
 
-void *bench_cuda_stream(void)
-{
-    return NULL;
-}
+void *bench_cuda_stream(void) { return NULL; }
 
 int bench_nccl_init(const char *library, char *version, size_t version_len, char *why, size_t why_len)
 {

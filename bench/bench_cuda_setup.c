@@ -88,8 +88,7 @@ static int bench_cuda_find_sharing(bench_options_t *options, int rank, int nrank
     snprintf(mine.bus_id, sizeof(mine.bus_id), "%s", options->gpu_bus_id);
     bench_gpu_place_t *all = calloc((size_t)nranks, sizeof(*all));
     int ok = all != NULL;
-    if (!ok)
-        snprintf(shared, len, "out of memory gathering the ranks' GPUs");
+    if (!ok) snprintf(shared, len, "out of memory gathering the ranks' GPUs");
     if (!bench_all_ok(ok, shared, len)) {
         free(all);
         return -1;
@@ -101,16 +100,13 @@ static int bench_cuda_find_sharing(bench_options_t *options, int rank, int nrank
     for (int r = 0; r < nranks; r++) {
         int before = 0; /* ranks below r on r's GPU */
         for (int q = 0; q < r; q++) {
-            if (strcmp(all[q].host, all[r].host) != 0 || strcmp(all[q].bus_id, all[r].bus_id) != 0)
-                continue;
+            if (strcmp(all[q].host, all[r].host) != 0 || strcmp(all[q].bus_id, all[r].bus_id) != 0) continue;
             if (before == 0 && shared[0] == '\0')
                 snprintf(shared, len, "ranks %d and %d share GPU %s on %s", q, r, all[r].bus_id, all[r].host);
             before++;
         }
-        if (r == rank)
-            options->gpu_turn = before;
-        if (before + 1 > turns)
-            turns = before + 1;
+        if (r == rank) options->gpu_turn = before;
+        if (before + 1 > turns) turns = before + 1;
     }
     options->gpu_turns = turns;
     free(all);
@@ -138,8 +134,7 @@ int bench_cuda_setup(bench_options_t *options, int prepared, char *why, size_t w
             ok = 0;
         }
     }
-    if (!bench_all_ok(ok, why, why_len))
-        return -1;
+    if (!bench_all_ok(ok, why, why_len)) return -1;
 
     char shared[BENCH_NOTE_BYTES];
     if (bench_cuda_find_sharing(options, rank, nranks, shared, sizeof(shared)) != 0) {
@@ -150,8 +145,7 @@ int bench_cuda_setup(bench_options_t *options, int prepared, char *why, size_t w
     options->peer = options->baseline;
     options->peer_note[0] = '\0';
     options->peer_detail[0] = '\0';
-    if (options->baseline != BENCH_PEER_AUTO && options->baseline != BENCH_PEER_NCCL)
-        return 0;
+    if (options->baseline != BENCH_PEER_AUTO && options->baseline != BENCH_PEER_NCCL) return 0;
 
     const char *asked = options->baseline == BENCH_PEER_NCCL ? "--baseline nccl asked for, but " : "";
     if (shared[0] != '\0') {

@@ -62,8 +62,8 @@ typedef struct {
 /* The gradient arena: gradient k in backprop order (registration index
  * RESNET50_GRAD_COUNT - 1 - k) starts at offset_bytes[k]. */
 typedef struct {
-    unsigned char *base; /* (arena_bytes) from hora_mem_alloc */
-    size_t arena_bytes;  /* up to the end of the last gradient */
+    unsigned char *base;  /* (arena_bytes) from hora_mem_alloc */
+    size_t arena_bytes;   /* up to the end of the last gradient */
     size_t payload_bytes; /* sum of the gradients' sizes, without padding */
     size_t offset_bytes[RESNET50_GRAD_COUNT];
     char names[RESNET50_GRAD_COUNT][GRADSET_NAME_BYTES];
@@ -71,7 +71,7 @@ typedef struct {
 
 /* One measured setting. */
 typedef struct {
-    const char *variable; /* "default", "fusion_threshold" or "cycle_time_ms" */
+    const char *variable;    /* "default", "fusion_threshold" or "cycle_time_ms" */
     size_t fusion_threshold; /* value in force (bytes) */
     double cycle_time_ms;    /* value in force */
     double step_ms;
@@ -96,23 +96,49 @@ static bench_cli_result_t gradset_parse(int argc, char **argv, gradset_options_t
     const bench_cli_option_t table[] = {
         BENCH_CLI_ITERS(&o->steps, "20", "timed steps per setting"),
         BENCH_CLI_WARMUP(&o->warmup, "3", "untimed steps before them"),
-        {.long_name = "fusion-threshold", .kind = BENCH_CLI_SIZE, .dest = o->fusion_values,
-         .list_count = &o->fusion_count, .list_max = GRADSET_MAX_SWEEP, .value_name = "LIST",
+        {.long_name = "fusion-threshold",
+         .kind = BENCH_CLI_SIZE,
+         .dest = o->fusion_values,
+         .list_count = &o->fusion_count,
+         .list_max = GRADSET_MAX_SWEEP,
+         .value_name = "LIST",
          .help = "sweep HORA_FUSION_THRESHOLD over a comma-separated list of sizes (0,4M,32M,128M)"},
-        {.long_name = "cycle-time", .kind = BENCH_CLI_DOUBLE, .dest = o->cycle_values, .list_count = &o->cycle_count,
-         .list_max = GRADSET_MAX_SWEEP, .min = 0, .max = 1e9, .open_min = 1, .value_name = "LIST",
+        {.long_name = "cycle-time",
+         .kind = BENCH_CLI_DOUBLE,
+         .dest = o->cycle_values,
+         .list_count = &o->cycle_count,
+         .list_max = GRADSET_MAX_SWEEP,
+         .min = 0,
+         .max = 1e9,
+         .open_min = 1,
+         .value_name = "LIST",
          .help = "sweep HORA_CYCLE_TIME_MS over a comma-separated list of milliseconds (0.5,1,2,5)"},
-        {.long_name = "baseline", .kind = BENCH_CLI_CHOICE, .dest = &baseline, .choices = baselines,
+        {.long_name = "baseline",
+         .kind = BENCH_CLI_CHOICE,
+         .dest = &baseline,
+         .choices = baselines,
          .help = "also time MPI_Allreduce per tensor and over the whole arena"},
         BENCH_CLI_JSON(&o->json_path, "rank 0 writes the results as one JSON object"),
         BENCH_CLI_PLOT(&o->plot_path, "rank 0 plots step time against each swept setting (gnuplot), with "
                                       "--baseline mpi the MPI step times as reference lines"),
-        {.long_name = "autotune", .kind = BENCH_CLI_FLAG, .dest = &o->autotune,
+        {.long_name = "autotune",
+         .kind = BENCH_CLI_FLAG,
+         .dest = &o->autotune,
          .help = "one more round with HORA_AUTOTUNE=1; prints the winner row"},
-        {.long_name = "autotune-log", .kind = BENCH_CLI_STRING, .dest = &o->autotune_log, .value_name = "FILE",
-         .default_note = "/tmp/" BENCH_NAME "-autotune-<pid>.csv", .help = "the autotune CSV"},
-        {.long_name = "autotune-steps", .kind = BENCH_CLI_INT, .dest = &o->autotune_steps, .value = "1500",
-         .min = 1, .max = 100000000, .value_name = "N", .help = "steps of the autotune round"},
+        {.long_name = "autotune-log",
+         .kind = BENCH_CLI_STRING,
+         .dest = &o->autotune_log,
+         .value_name = "FILE",
+         .default_note = "/tmp/" BENCH_NAME "-autotune-<pid>.csv",
+         .help = "the autotune CSV"},
+        {.long_name = "autotune-steps",
+         .kind = BENCH_CLI_INT,
+         .dest = &o->autotune_steps,
+         .value = "1500",
+         .min = 1,
+         .max = 100000000,
+         .value_name = "N",
+         .help = "steps of the autotune round"},
         {0},
     };
     const bench_cli_t cli = {
@@ -265,8 +291,8 @@ static hora_status_t gradset_step(const gradset_arena_t *a)
     for (size_t k = 0; k < RESNET50_GRAD_COUNT; k++) {
         float *g = gradset_grad(a, k);
         size_t count = resnet50_grads[gradset_backprop_index(k)].count;
-        hora_status_t status = hora_allreduce_async(a->names[k], g, g, count, HORA_DTYPE_F32, HORA_OP_AVG, NULL,
-                                                    &reqs[submitted]);
+        hora_status_t status =
+            hora_allreduce_async(a->names[k], g, g, count, HORA_DTYPE_F32, HORA_OP_AVG, NULL, &reqs[submitted]);
         if (status != HORA_OK) gradset_abort(status, "hora_allreduce_async", hora_last_error());
         submitted++;
     }
@@ -352,8 +378,8 @@ static int gradset_round(const gradset_options_t *o, const char *variable, long 
 {
     hora_status_t status = hora_init();
     if (status != HORA_OK) {
-        fprintf(stderr, BENCH_NAME ": rank %d: hora_init failed: %s: %s (check the HORA_* variables)\n",
-                gradset_rank, hora_status_string(status), hora_last_error());
+        fprintf(stderr, BENCH_NAME ": rank %d: hora_init failed: %s: %s (check the HORA_* variables)\n", gradset_rank,
+                hora_status_string(status), hora_last_error());
         return 1;
     }
     int result = 1;
@@ -424,19 +450,18 @@ out_free_mem:
 
 /* The table: one row per setting, header lines with '#'. */
 static const bench_column_t gradset_columns[] = {
-    {.name = " setting", .width = 18, .left = 1},
-    {.name = "fusion", .unit = "(B)", .width = 10},
-    {.name = "cycle", .unit = "(ms)", .width = 10},
-    {.name = "step", .unit = "(ms)", .width = 10},
-    {.name = "busbw", .unit = "(GB/s)", .width = 10},
-    {.name = "est_buffers", .width = 11},
+    {.name = " setting", .width = 18, .left = 1},     {.name = "fusion", .unit = "(B)", .width = 10},
+    {.name = "cycle", .unit = "(ms)", .width = 10},   {.name = "step", .unit = "(ms)", .width = 10},
+    {.name = "busbw", .unit = "(GB/s)", .width = 10}, {.name = "est_buffers", .width = 11},
 };
 
 static bench_table_t gradset_table(void)
 {
-    return (bench_table_t){.out = stdout, .columns = gradset_columns,
+    return (bench_table_t){.out = stdout,
+                           .columns = gradset_columns,
                            .column_count = (int)(sizeof(gradset_columns) / sizeof(gradset_columns[0])),
-                           .indent = "", .comment = 1};
+                           .indent = "",
+                           .comment = 1};
 }
 
 static void gradset_print_row(const gradset_row_t *r)
@@ -517,12 +542,14 @@ static void gradset_plot_panel(FILE *gp, const gradset_row_t *rows, int row_coun
     fprintf(gp, "plot $steps using 1:2 with linespoints lw 2 pt 7 ps 1.2 lc rgb '#1f77b4' title ");
     bench_gnuplot_quote(gp, hora_title);
     if (!isnan(d->mpi_per_tensor_ms))
-        fprintf(gp, ", %.6g with lines lw 2 dt 2 lc rgb '#d62728' title "
-                    "'MPI_Allreduce per tensor (%d calls): %.2f ms'",
+        fprintf(gp,
+                ", %.6g with lines lw 2 dt 2 lc rgb '#d62728' title "
+                "'MPI_Allreduce per tensor (%d calls): %.2f ms'",
                 d->mpi_per_tensor_ms, (int)RESNET50_GRAD_COUNT, d->mpi_per_tensor_ms);
     if (!isnan(d->mpi_one_call_ms))
-        fprintf(gp, ", %.6g with lines lw 2 dt 3 lc rgb '#2ca02c' title "
-                    "'MPI_Allreduce over the whole arena (1 call): %.2f ms'",
+        fprintf(gp,
+                ", %.6g with lines lw 2 dt 3 lc rgb '#2ca02c' title "
+                "'MPI_Allreduce over the whole arena (1 call): %.2f ms'",
                 d->mpi_one_call_ms, d->mpi_one_call_ms);
     fprintf(gp, "\n");
 }
@@ -610,8 +637,7 @@ int main(int argc, char **argv)
                (size_t)RESNET50_GRAD_COUNT);
         printf("#  arena        : %zu bytes (%zu of data, each gradient %d-byte aligned), hora_mem_alloc\n",
                layout.arena_bytes, layout.payload_bytes, GRADSET_ALIGN_BYTES);
-        printf("#  steps        : %d timed, %d warm-up per setting; one checked step after them\n", o.steps,
-               o.warmup);
+        printf("#  steps        : %d timed, %d warm-up per setting; one checked step after them\n", o.steps, o.warmup);
         printf("#  step time    : mean per step on each rank, max over ranks\n");
         printf("#  busbw        : arena bytes / step time * 2(n-1)/n = * %.4f\n",
                bench_allreduce_bus_factor(gradset_nranks));
@@ -665,8 +691,7 @@ int main(int argc, char **argv)
             MPI_Bcast(&pid, 1, MPI_INT, 0, MPI_COMM_WORLD);
             snprintf(path, sizeof(path), "/tmp/" BENCH_NAME "-autotune-%d.csv", pid);
         }
-        failed = gradset_env_restore(&env) || setenv("HORA_AUTOTUNE", "1", 1) ||
-                 setenv("HORA_AUTOTUNE_LOG", path, 1);
+        failed = gradset_env_restore(&env) || setenv("HORA_AUTOTUNE", "1", 1) || setenv("HORA_AUTOTUNE_LOG", path, 1);
         gradset_row_t row;
         if (!failed) failed = gradset_round(&o, "autotune", o.autotune_steps, &row, NULL);
         if (!failed && gradset_rank == 0) {

@@ -85,11 +85,10 @@ static void texture(uint8_t *p, int w, int h, uint32_t seed)
             uint32_t n = hash32(seed * 2654435761u + (uint32_t)(y * w + x));
             int stripe = ((x / 23 + y / 31) & 1) * 40;
             for (int c = 0; c < 3; c++) {
-                float smooth = 127.0f + 90.0f * __builtin_sinf(fx * (float)x * (float)(c + 1) +
-                                                               fy * (float)y + (float)seed);
+                float smooth =
+                    127.0f + 90.0f * __builtin_sinf(fx * (float)x * (float)(c + 1) + fy * (float)y + (float)seed);
                 int v = (int)smooth + stripe + (int)((n >> (8 * c)) & 31) - 16;
-                p[((size_t)y * (size_t)w + (size_t)x) * 3 + (size_t)c] =
-                    (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+                p[((size_t)y * (size_t)w + (size_t)x) * 3 + (size_t)c] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
         }
 }
@@ -144,8 +143,12 @@ static int make_dataset(const char *dir, int images)
             fprintf(stderr, "hora-bench-loader: cannot write %s\n", path);
             rc = -1;
         }
-        tr_record_t rec = {.label = label, .kind = TR_PAYLOAD_KIND_JPEG, .height = (uint32_t)h,
-                           .width = (uint32_t)w, .channels = 3, .payload_bytes = bytes,
+        tr_record_t rec = {.label = label,
+                           .kind = TR_PAYLOAD_KIND_JPEG,
+                           .height = (uint32_t)h,
+                           .width = (uint32_t)w,
+                           .channels = 3,
+                           .payload_bytes = bytes,
                            .payload = jpeg};
         if (rc == 0 && tr_record_writer_append(writers[i % 2], &rec) != HORA_OK) {
             fprintf(stderr, "hora-bench-loader: %s\n", status_message());
@@ -155,8 +158,7 @@ static int make_dataset(const char *dir, int images)
         free(jpeg);
     }
     for (int s = 0; s < 2; s++)
-        if (writers[s] && tr_record_writer_close(writers[s]) != HORA_OK)
-            rc = -1;
+        if (writers[s] && tr_record_writer_close(writers[s]) != HORA_OK) rc = -1;
     free(pixels);
     if (rc == 0)
         printf("# generated %d JPEGs (%.1f KB average) in %s/img and %s/train-*.hrec\n", images,
@@ -168,12 +170,22 @@ static int make_dataset(const char *dir, int images)
 
 static int bench_threads(const bench_args_t *a, const char *data, int threads, bench_row_t *row)
 {
-    tr_loader_config_t c = {.path = data, .split = TR_SPLIT_TRAIN, .rank = 0, .world = 1,
-                            .batch = a->batch, .seed = 1, .threads = threads,
-                            .height = a->size, .width = a->size, .drop_last = 1,
-                            .layout = TR_LAYOUT_NCHW, .dtype = TR_DTYPE_F32,
-                            .flip = 1, .random_resized_crop = 1,
-                            .mean = {0.485f, 0.456f, 0.406f}, .std = {0.229f, 0.224f, 0.225f}};
+    tr_loader_config_t c = {.path = data,
+                            .split = TR_SPLIT_TRAIN,
+                            .rank = 0,
+                            .world = 1,
+                            .batch = a->batch,
+                            .seed = 1,
+                            .threads = threads,
+                            .height = a->size,
+                            .width = a->size,
+                            .drop_last = 1,
+                            .layout = TR_LAYOUT_NCHW,
+                            .dtype = TR_DTYPE_F32,
+                            .flip = 1,
+                            .random_resized_crop = 1,
+                            .mean = {0.485f, 0.456f, 0.406f},
+                            .std = {0.229f, 0.224f, 0.225f}};
     tr_loader_t *loader;
     if (tr_loader_open(&c, &loader) != HORA_OK) {
         fprintf(stderr, "hora-bench-loader: %s\n", status_message());
@@ -186,8 +198,7 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
     while (status == HORA_OK) {
         tr_batch_t *b;
         status = tr_loader_next(loader, &b);
-        if (status != HORA_OK)
-            break;
+        if (status != HORA_OK) break;
         if (!b) {
             status = tr_loader_start_epoch(loader, ++epoch, 0);
             continue;
@@ -200,18 +211,15 @@ static int bench_threads(const bench_args_t *a, const char *data, int threads, b
             images += (uint64_t)b->count;
         }
         tr_loader_release(loader, b);
-        if (warm && bench_wall_s() - t0 >= a->seconds)
-            break;
+        if (warm && bench_wall_s() - t0 >= a->seconds) break;
     }
     row->threads = threads;
     row->images = images;
     row->wall_s = bench_wall_s() - t0;
     row->cpu_s = bench_cpu_s() - c0;
-    if (status != HORA_OK)
-        fprintf(stderr, "hora-bench-loader: %s\n", status_message());
+    if (status != HORA_OK) fprintf(stderr, "hora-bench-loader: %s\n", status_message());
     if (tr_loader_bad_count(loader) > 0)
-        fprintf(stderr, "hora-bench-loader: %" PRIu64 " bad samples\n",
-                tr_loader_bad_count(loader));
+        fprintf(stderr, "hora-bench-loader: %" PRIu64 " bad samples\n", tr_loader_bad_count(loader));
     tr_loader_close(loader);
     return status == HORA_OK ? 0 : -1;
 }
@@ -222,8 +230,7 @@ static long affinity_cpus(void)
 {
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     return online > 0 ? online : 1;
 }
@@ -235,23 +242,61 @@ static bench_cli_result_t parse_args(int argc, char **argv, bench_args_t *a)
     for (int t = 1; t <= cpus && a->thread_count_count < BENCH_MAX_THREAD_COUNTS; t *= 2)
         a->thread_counts[a->thread_count_count++] = t;
     const bench_cli_option_t table[] = {
-        {.long_name = "data", .kind = BENCH_CLI_STRING, .dest = &a->data, .value_name = "DIR",
+        {.long_name = "data",
+         .kind = BENCH_CLI_STRING,
+         .dest = &a->data,
+         .value_name = "DIR",
          .help = "a dataset directory with JPEG shards DIR/train-*.hrec (hora-mkrecord); without it, --images "
                  "synthetic JPEGs are generated"},
-        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = a->thread_counts,
-         .list_count = &a->thread_count_count, .list_max = BENCH_MAX_THREAD_COUNTS, .min = 1, .max = 256,
-         .value_name = "LIST", .default_note = "1,2,4,... up to the CPUs of this process's affinity mask",
+        {.long_name = "threads",
+         .kind = BENCH_CLI_INT,
+         .dest = a->thread_counts,
+         .list_count = &a->thread_count_count,
+         .list_max = BENCH_MAX_THREAD_COUNTS,
+         .min = 1,
+         .max = 256,
+         .value_name = "LIST",
+         .default_note = "1,2,4,... up to the CPUs of this process's affinity mask",
          .help = "loader thread counts, one row each"},
-        {.long_name = "seconds", .kind = BENCH_CLI_DOUBLE, .dest = &a->seconds, .value = "5", .min = 0,
-         .max = 3600, .open_min = 1, .value_name = "S", .help = "timed seconds per row"},
-        {.long_name = "batch", .kind = BENCH_CLI_INT, .dest = &a->batch, .value = "32", .min = 1, .max = 1000000,
-         .value_name = "B", .help = "images per batch"},
-        {.long_name = "size", .kind = BENCH_CLI_INT, .dest = &a->size, .value = "224", .min = 1, .max = 1000000,
-         .value_name = "N", .help = "the crop's side (N x N)"},
-        {.long_name = "images", .kind = BENCH_CLI_INT, .dest = &a->images, .value = "500", .min = 1,
-         .max = 1000000, .value_name = "N", .help = "synthetic JPEGs to generate without --data"},
-        {.long_name = "keep", .kind = BENCH_CLI_STRING, .dest = &a->keep, .value_name = "DIR",
-         .default_note = "a temporary directory, removed", .help = "where the synthetic images go (kept)"},
+        {.long_name = "seconds",
+         .kind = BENCH_CLI_DOUBLE,
+         .dest = &a->seconds,
+         .value = "5",
+         .min = 0,
+         .max = 3600,
+         .open_min = 1,
+         .value_name = "S",
+         .help = "timed seconds per row"},
+        {.long_name = "batch",
+         .kind = BENCH_CLI_INT,
+         .dest = &a->batch,
+         .value = "32",
+         .min = 1,
+         .max = 1000000,
+         .value_name = "B",
+         .help = "images per batch"},
+        {.long_name = "size",
+         .kind = BENCH_CLI_INT,
+         .dest = &a->size,
+         .value = "224",
+         .min = 1,
+         .max = 1000000,
+         .value_name = "N",
+         .help = "the crop's side (N x N)"},
+        {.long_name = "images",
+         .kind = BENCH_CLI_INT,
+         .dest = &a->images,
+         .value = "500",
+         .min = 1,
+         .max = 1000000,
+         .value_name = "N",
+         .help = "synthetic JPEGs to generate without --data"},
+        {.long_name = "keep",
+         .kind = BENCH_CLI_STRING,
+         .dest = &a->keep,
+         .value_name = "DIR",
+         .default_note = "a temporary directory, removed",
+         .help = "where the synthetic images go (kept)"},
         BENCH_CLI_JSON(&a->json, "write the rows as JSON"),
         {0},
     };
@@ -263,18 +308,17 @@ static bench_cli_result_t parse_args(int argc, char **argv, bench_args_t *a)
         .options = table,
     };
     bench_cli_result_t result = bench_cli_parse(&cli, argc, argv);
-    if (result != BENCH_CLI_RUN)
-        return result;
-    if (a->thread_count_count == 0)
-        a->thread_counts[a->thread_count_count++] = 1;
+    if (result != BENCH_CLI_RUN) return result;
+    if (a->thread_count_count == 0) a->thread_counts[a->thread_count_count++] = 1;
     int most = 0;
-    for (int i = 0; i < a->thread_count_count; i++)
-        most = a->thread_counts[i] > most ? a->thread_counts[i] : most;
+    for (int i = 0; i < a->thread_count_count; i++) most = a->thread_counts[i] > most ? a->thread_counts[i] : most;
     if (most > cpus)
-        fprintf(stderr, "hora-bench-loader: warning: --threads %d is more than the %ld CPU%s this process may run on "
+        fprintf(stderr,
+                "hora-bench-loader: warning: --threads %d is more than the %ld CPU%s this process may run on "
                 "(its affinity mask); those rows time threads taking turns on the cores, not the loader's scaling. "
                 "Fix: run it outside mpirun's binding (or `mpirun --bind-to none`, `taskset`), or stop the list at "
-                "%ld\n", most, cpus, cpus == 1 ? "" : "s", cpus);
+                "%ld\n",
+                most, cpus, cpus == 1 ? "" : "s", cpus);
     return BENCH_CLI_RUN;
 }
 
@@ -282,8 +326,7 @@ int main(int argc, char **argv)
 {
     bench_args_t a;
     bench_cli_result_t parsed = parse_args(argc, argv, &a);
-    if (parsed != BENCH_CLI_RUN)
-        return parsed;
+    if (parsed != BENCH_CLI_RUN) return parsed;
     char tmp[] = "/tmp/hora-bench-loader.XXXXXX";
     const char *data = a.data;
     int remove_tmp = 0;
@@ -302,15 +345,14 @@ int main(int argc, char **argv)
             data = tmp;
             remove_tmp = 1;
         }
-        if (make_dataset(data, a.images) != 0)
-            return 1;
+        if (make_dataset(data, a.images) != 0) return 1;
     }
     printf("# hora-bench-loader: %s, batch %d, %dx%d, random-resized crop + flip + normalise, "
-           "NCHW f32, %.1f s per row\n", data, a.batch, a.size, a.size, a.seconds);
+           "NCHW f32, %.1f s per row\n",
+           data, a.batch, a.size, a.size, a.seconds);
     static const bench_column_t columns[] = {
-        {.name = "threads", .width = 8},       {.name = "images", .width = 10},
-        {.name = "wall_s", .width = 10},       {.name = "images/s", .width = 12},
-        {.name = "images/s/thr", .width = 14}, {.name = "cpu_ms/image", .width = 14},
+        {.name = "threads", .width = 8},   {.name = "images", .width = 10},       {.name = "wall_s", .width = 10},
+        {.name = "images/s", .width = 12}, {.name = "images/s/thr", .width = 14}, {.name = "cpu_ms/image", .width = 14},
     };
     bench_table_t table = {.out = stdout, .columns = columns, .column_count = 6, .indent = ""};
     bench_table_header(&table);
@@ -353,15 +395,13 @@ int main(int argc, char **argv)
                 bench_json_number(&json, "cpu_s", "%.4f", rows[i].cpu_s, 1);
                 bench_json_end(&json);
             }
-            if (bench_json_close(&json, "hora-bench-loader", a.json) != 0)
-                rc = 1;
+            if (bench_json_close(&json, "hora-bench-loader", a.json) != 0) rc = 1;
         }
     }
     if (remove_tmp) {
         char cmd[256];
         snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "hora-bench-loader: could not remove %s\n", tmp);
+        if (system(cmd) != 0) fprintf(stderr, "hora-bench-loader: could not remove %s\n", tmp);
     }
     return rc;
 }

@@ -30,8 +30,7 @@ __attribute__((format(printf, 2, 3))) static void table_line_add(table_line_t *l
     size_t room = sizeof(line->text) - line->used;
     int written = vsnprintf(line->text + line->used, room, format, args);
     va_end(args);
-    if (written > 0)
-        line->used += (size_t)written < room ? (size_t)written : room - 1;
+    if (written > 0) line->used += (size_t)written < room ? (size_t)written : room - 1;
 }
 
 /* The header lines start with '#': over the indent when there is one, else
@@ -57,8 +56,7 @@ static int table_first_width(const bench_table_t *table)
 
 static void table_line_print(const bench_table_t *table, table_line_t *line)
 {
-    while (line->used > 0 && line->text[line->used - 1] == ' ')
-        line->used--;
+    while (line->used > 0 && line->text[line->used - 1] == ' ') line->used--;
     line->text[line->used] = '\0';
     fprintf(table->out, "%s\n", line->text);
 }
@@ -105,15 +103,13 @@ void bench_table_header(bench_table_t *table)
         table_line_print(table, &line);
     }
     table_labels(table, 0);
-    if (units)
-        table_labels(table, 1);
+    if (units) table_labels(table, 1);
     fflush(table->out);
 }
 
 void bench_table_text(bench_table_t *table, const char *text)
 {
-    if (table->cell >= table->column_count)
-        return;
+    if (table->cell >= table->column_count) return;
     const bench_column_t *c = &table->columns[table->cell];
     fprintf(table->out, c->left ? "%s%-*s" : "%s%*s", table->cell ? " " : table->indent, c->width, text);
     table->cell++;
@@ -206,8 +202,7 @@ void bench_json_array(bench_json_t *json, const char *key) { json_open(json, key
 
 void bench_json_end(bench_json_t *json)
 {
-    if (json->depth == 0)
-        return;
+    if (json->depth == 0) return;
     json->depth--;
     if (json->depth < json->lines_depth && json->members[json->depth] > 0)
         fprintf(json->out, "\n%*s", 2 * json->depth, "");
@@ -249,16 +244,13 @@ void bench_json_raw(bench_json_t *json, const char *key, const char *text)
 
 int bench_json_close(bench_json_t *json, const char *program, const char *path)
 {
-    if (json->out == NULL)
-        return -1;
-    while (json->depth > 0)
-        bench_json_end(json);
+    if (json->out == NULL) return -1;
+    while (json->depth > 0) bench_json_end(json);
     fputc('\n', json->out);
     int failed = ferror(json->out);
     failed |= fclose(json->out) != 0;
     json->out = NULL;
-    if (failed)
-        fprintf(stderr, "%s: warning: --json: error writing %s\n", program, path);
+    if (failed) fprintf(stderr, "%s: warning: --json: error writing %s\n", program, path);
     return failed ? -1 : 0;
 }
 
@@ -268,8 +260,7 @@ void bench_gnuplot_quote(FILE *gp, const char *text)
 {
     fputc('\'', gp);
     for (const char *p = text; *p != '\0'; p++) {
-        if (*p == '\'')
-            fputc('\'', gp);
+        if (*p == '\'') fputc('\'', gp);
         fputc(*p, gp);
     }
     fputc('\'', gp);
@@ -278,19 +269,16 @@ void bench_gnuplot_quote(FILE *gp, const char *text)
 int bench_program_on_path(const char *name)
 {
     const char *path = getenv("PATH");
-    if (path == NULL || path[0] == '\0')
-        path = "/usr/bin:/bin";
+    if (path == NULL || path[0] == '\0') path = "/usr/bin:/bin";
     char candidate[4096];
     while (*path != '\0') {
         size_t dir_len = strcspn(path, ":");
         /* An empty entry means the current directory. */
         int written = dir_len ? snprintf(candidate, sizeof(candidate), "%.*s/%s", (int)dir_len, path, name)
                               : snprintf(candidate, sizeof(candidate), "./%s", name);
-        if (written > 0 && (size_t)written < sizeof(candidate) && access(candidate, X_OK) == 0)
-            return 1;
+        if (written > 0 && (size_t)written < sizeof(candidate) && access(candidate, X_OK) == 0) return 1;
         path += dir_len;
-        if (*path == ':')
-            path++;
+        if (*path == ':') path++;
     }
     return 0;
 }
@@ -298,8 +286,9 @@ int bench_program_on_path(const char *name)
 FILE *bench_plot_open(const char *program, const char *png_path, int width, int height, int font_size)
 {
     if (!bench_program_on_path("gnuplot")) {
-        fprintf(stderr, "%s: warning: --plot: gnuplot is not on PATH; %s was not written "
-                        "(install gnuplot, or plot the --json output)\n",
+        fprintf(stderr,
+                "%s: warning: --plot: gnuplot is not on PATH; %s was not written "
+                "(install gnuplot, or plot the --json output)\n",
                 program, png_path);
         return NULL;
     }
@@ -308,8 +297,9 @@ FILE *bench_plot_open(const char *program, const char *png_path, int width, int 
         fprintf(stderr, "%s: warning: --plot: cannot start gnuplot; %s was not written\n", program, png_path);
         return NULL;
     }
-    fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size %d,%d font ',%d' } "
-                "else { set terminal png size %d,%d }\n",
+    fprintf(gp,
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size %d,%d font ',%d' } "
+            "else { set terminal png size %d,%d }\n",
             width, height, font_size, width, height);
     fprintf(gp, "set output ");
     bench_gnuplot_quote(gp, png_path);

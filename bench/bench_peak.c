@@ -44,16 +44,14 @@ static volatile float peak_sink;
  * each runs acc[i] = step iters times (timed: the seconds are left in dt),
  * then add folds them into acc[0]. Fully unrolled, so every chain stays in
  * a register. */
-#define PEAK_RUN(chains, init, step, add)                                                                     \
-    for (int i = 0; i < (chains); i++)                                                                        \
-        acc[i] = (init);                                                                                      \
-    double t0 = bench_wall_s();                                                                               \
-    for (long n = 0; n < iters; n++) {                                                                        \
-        _Pragma("GCC unroll 24") for (int i = 0; i < (chains); i++) acc[i] = (step);                          \
-    }                                                                                                         \
-    double dt = bench_wall_s() - t0;                                                                          \
-    for (int i = 1; i < (chains); i++)                                                                        \
-    acc[0] = (add)
+#define PEAK_RUN(chains, init, step, add)                                            \
+    for (int i = 0; i < (chains); i++) acc[i] = (init);                              \
+    double t0 = bench_wall_s();                                                      \
+    for (long n = 0; n < iters; n++) {                                               \
+        _Pragma("GCC unroll 24") for (int i = 0; i < (chains); i++) acc[i] = (step); \
+    }                                                                                \
+    double dt = bench_wall_s() - t0;                                                 \
+    for (int i = 1; i < (chains); i++) acc[0] = (add)
 
 __attribute__((target("avx512f"))) static double peak_f32_avx512(long iters)
 {
@@ -92,14 +90,15 @@ __attribute__((target("avx512f,avx512fp16"))) static double peak_f16(long iters)
 {
     __m512h acc[PEAK_CHAINS];
     const __m512h b = _mm512_set1_ph((_Float16)1.0f), c = _mm512_set1_ph((_Float16)0.0f);
-    PEAK_RUN(PEAK_CHAINS, _mm512_set1_ph((_Float16)(float)i), _mm512_fmadd_ph(acc[i], b, c), _mm512_add_ph(acc[0], acc[i]));
+    PEAK_RUN(PEAK_CHAINS, _mm512_set1_ph((_Float16)(float)i), _mm512_fmadd_ph(acc[i], b, c),
+             _mm512_add_ph(acc[0], acc[i]));
     peak_sink = (float)_mm512_reduce_add_ph(acc[0]);
     return (double)iters * PEAK_CHAINS * 32 * 2 / dt;
 }
 
 /* One line of the table: the kernel, its unit, then what was found. */
-__attribute__((format(printf, 3, 4))) static void peak_print_row(const char *name, const char *unit,
-                                                                 const char *format, ...)
+__attribute__((format(printf, 3, 4))) static void peak_print_row(const char *name, const char *unit, const char *format,
+                                                                 ...)
 {
     static const bench_column_t columns[] = {{.width = 9, .left = 1}, {.width = 42, .left = 1}, {.left = 1}};
     bench_table_t table = {.out = stdout, .columns = columns, .column_count = 3, .indent = "  "};
@@ -121,21 +120,16 @@ static int cpuinfo_flag(const char *flag, double *mhz)
     char line[8192];
     int found = 0;
     size_t len = strlen(flag);
-    if (mhz)
-        *mhz = 0;
-    if (f == NULL)
-        return 0;
+    if (mhz) *mhz = 0;
+    if (f == NULL) return 0;
     while (fgets(line, sizeof(line), f)) {
         if (mhz && *mhz == 0 && strncmp(line, "cpu MHz", 7) == 0) {
             const char *colon = strchr(line, ':');
-            if (colon)
-                *mhz = atof(colon + 1);
+            if (colon) *mhz = atof(colon + 1);
         }
-        if (strncmp(line, "flags", 5) != 0 || found)
-            continue;
+        if (strncmp(line, "flags", 5) != 0 || found) continue;
         for (const char *p = strstr(line, flag); p; p = strstr(p + 1, flag))
-            if (p[-1] == ' ' && (p[len] == ' ' || p[len] == '\n'))
-                found = 1;
+            if (p[-1] == ' ' && (p[len] == ' ' || p[len] == '\n')) found = 1;
     }
     fclose(f);
     return found;
@@ -154,10 +148,22 @@ int main(int argc, char **argv)
     int threads, reps;
     const char *json = NULL;
     const bench_cli_option_t table[] = {
-        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = &threads, .value = "1", .min = 1, .max = 4096,
-         .value_name = "T", .help = "report the peak of T cores (T times one core's)"},
-        {.long_name = "reps", .kind = BENCH_CLI_INT, .dest = &reps, .value = "5", .min = 1, .max = 1000,
-         .value_name = "R", .help = "repetitions; the best counts"},
+        {.long_name = "threads",
+         .kind = BENCH_CLI_INT,
+         .dest = &threads,
+         .value = "1",
+         .min = 1,
+         .max = 4096,
+         .value_name = "T",
+         .help = "report the peak of T cores (T times one core's)"},
+        {.long_name = "reps",
+         .kind = BENCH_CLI_INT,
+         .dest = &reps,
+         .value = "5",
+         .min = 1,
+         .max = 1000,
+         .value_name = "R",
+         .help = "repetitions; the best counts"},
         BENCH_CLI_JSON(&json, "write the peaks as one JSON object"),
         {0},
     };
@@ -168,8 +174,7 @@ int main(int argc, char **argv)
         .options = table,
     };
     bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv);
-    if (parsed != BENCH_CLI_RUN)
-        return parsed;
+    if (parsed != BENCH_CLI_RUN) return parsed;
     peak_kernel_t kernels[] = {
         {"f32", "AVX-512 FMA (vfmadd231ps zmm)", "avx512f", peak_f32_avx512, 0, 0},
         {"f32-avx2", "AVX2 FMA (vfmadd231ps ymm)", "avx2", peak_f32_avx2, 0, 0},
@@ -179,16 +184,14 @@ int main(int argc, char **argv)
     const int count = (int)(sizeof(kernels) / sizeof(kernels[0]));
     double mhz;
     int amx = cpuinfo_flag("amx_bf16", &mhz);
-    for (int k = 0; k < count; k++)
-        kernels[k].present = cpuinfo_flag(kernels[k].flag, NULL);
+    for (int k = 0; k < count; k++) kernels[k].present = cpuinfo_flag(kernels[k].flag, NULL);
     /* Interleaved repetitions: a burst of load slows one kernel's run, not
      * all of one kernel's. */
     for (int r = 0; r < reps; r++)
         for (int k = 0; k < count; k++)
             if (kernels[k].present) {
                 double f = kernels[k].run(PEAK_ITERS);
-                if (f > kernels[k].flops)
-                    kernels[k].flops = f;
+                if (f > kernels[k].flops) kernels[k].flops = f;
             }
     printf("hora-bench-peak: one core, best of %d, x %d thread%s; clock %.0f MHz (/proc/cpuinfo)\n", reps, threads,
            threads == 1 ? "" : "s", mhz);
@@ -197,9 +200,9 @@ int main(int argc, char **argv)
             peak_print_row(kernels[k].name, kernels[k].unit, "absent (no %s)", kernels[k].flag);
             continue;
         }
-        peak_print_row(kernels[k].name, kernels[k].unit, "%8.1f GFLOP/s a core, %8.1f on %d (%.1f FLOP/cycle at %.0f MHz)",
-                       kernels[k].flops / 1e9, threads * kernels[k].flops / 1e9, threads,
-                       mhz > 0 ? kernels[k].flops / (mhz * 1e6) : 0.0, mhz);
+        peak_print_row(kernels[k].name, kernels[k].unit,
+                       "%8.1f GFLOP/s a core, %8.1f on %d (%.1f FLOP/cycle at %.0f MHz)", kernels[k].flops / 1e9,
+                       threads * kernels[k].flops / 1e9, threads, mhz > 0 ? kernels[k].flops / (mhz * 1e6) : 0.0, mhz);
     }
     double amx_flops = amx && mhz > 0 ? 1024.0 * mhz * 1e6 : 0;
     if (amx)
@@ -211,8 +214,7 @@ int main(int argc, char **argv)
     double bf16 = kernels[2].flops > amx_flops ? kernels[2].flops : amx_flops;
     if (json) {
         bench_json_t out;
-        if (bench_json_open(&out, "hora-bench-peak", json, 0) != 0)
-            return 1;
+        if (bench_json_open(&out, "hora-bench-peak", json, 0) != 0) return 1;
         bench_json_object(&out, NULL);
         bench_json_integer(&out, "threads", threads);
         bench_json_integer(&out, "reps", reps);
@@ -224,8 +226,7 @@ int main(int argc, char **argv)
             bench_json_number(&out, key, "%.4g", threads * kernels[k].flops, 1);
         }
         bench_json_number(&out, "bf16_peak_flops", "%.4g", threads * bf16, 1);
-        if (bench_json_close(&out, "hora-bench-peak", json) != 0)
-            return 1;
+        if (bench_json_close(&out, "hora-bench-peak", json) != 0) return 1;
     }
     return 0;
 }

@@ -68,18 +68,19 @@ static bench_table_t report_table(const bench_options_t *options, bench_column_t
         {.name = "#wrong", .width = 7},
     };
     int n = 0;
-    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-        columns[n++] = fixed[i];
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++) columns[n++] = fixed[i];
     for (int block = 0; block < 2; block++) {
         columns[n] = placement[0];
         columns[n].group = block == 0 ? "out-of-place" : "in-place";
         n++;
-        for (size_t i = 1; i < sizeof(placement) / sizeof(placement[0]); i++)
-            columns[n++] = placement[i];
+        for (size_t i = 1; i < sizeof(placement) / sizeof(placement[0]); i++) columns[n++] = placement[i];
     }
     if (options->peer != BENCH_PEER_NONE) {
-        columns[n++] = (bench_column_t){.name = report_peer_column(options->peer), .unit = "(GB/s)", .width = 10,
-                                        .group = report_peer_heading(options->peer), .group_span = 2};
+        columns[n++] = (bench_column_t){.name = report_peer_column(options->peer),
+                                        .unit = "(GB/s)",
+                                        .width = 10,
+                                        .group = report_peer_heading(options->peer),
+                                        .group_span = 2};
         columns[n++] = (bench_column_t){.name = "ratio", .width = 7};
     }
     return (bench_table_t){.out = stdout, .columns = columns, .column_count = n, .indent = " ", .comment = 1};
@@ -92,17 +93,17 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
         int pid, local_rank, node, gpu;
         char host[MPI_MAX_PROCESSOR_NAME];
         char gpu_bus_id[32];
-    } me = {.pid = (int)getpid(), .local_rank = hora_local_rank(), .node = hora_node_rank(),
+    } me = {.pid = (int)getpid(),
+            .local_rank = hora_local_rank(),
+            .node = hora_node_rank(),
             .gpu = options->gpu_device},
       *all = NULL;
     snprintf(me.gpu_bus_id, sizeof(me.gpu_bus_id), "%s", options->gpu_bus_id);
     int host_len = 0;
     MPI_Get_processor_name(me.host, &host_len);
-    if (rank == 0)
-        all = calloc((size_t)nranks, sizeof(me));
+    if (rank == 0) all = calloc((size_t)nranks, sizeof(me));
     MPI_Gather(&me, (int)sizeof(me), MPI_BYTE, all, (int)sizeof(me), MPI_BYTE, 0, MPI_COMM_WORLD);
-    if (rank != 0)
-        return;
+    if (rank != 0) return;
 
     char min_label[32], max_label[32], list[128];
     bench_size_label(options->min_bytes, min_label, sizeof(min_label));
@@ -122,8 +123,7 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     printf("#  types        : %s\n", list);
     list[0] = '\0';
     for (int i = 0; i < options->op_count; i++)
-        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? " " : "",
-                 hora_op_name(options->ops[i]));
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", i ? " " : "", hora_op_name(options->ops[i]));
     printf("#  redops       : %s\n", list);
     printf("#  iterations   : %d timed, %d warm-up; check %s\n", options->iters, options->warmup_iters,
            options->check ? "on" : "off");
@@ -144,8 +144,7 @@ void bench_report_header(const bench_options_t *options, int rank, int nranks)
     case BENCH_PEER_NONE:
     case BENCH_PEER_AUTO: printf("#  baseline     : none\n"); break;
     }
-    if (options->peer_note[0] != '\0')
-        printf("#  peer note    : %s\n", options->peer_note);
+    if (options->peer_note[0] != '\0') printf("#  peer note    : %s\n", options->peer_note);
     printf("#  busbw        : algbw * 2(n-1)/n = algbw * %.4f\n", bench_allreduce_bus_factor(nranks));
     printf("#\n");
     if (all != NULL) {
@@ -234,8 +233,7 @@ int bench_report_footer(const bench_options_t *options, const bench_row_t *rows,
         else
             printf("# %s: n/a\n", label);
     }
-    if (options->check)
-        printf("# Wrong results        : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
+    if (options->check) printf("# Wrong results        : %lld %s\n", wrong, wrong ? "FAILED" : "OK");
     printf("#\n");
     fflush(stdout);
     return wrong != 0 || out_of_bounds != 0;
@@ -243,8 +241,8 @@ int bench_report_footer(const bench_options_t *options, const bench_row_t *rows,
 
 /* One object per row; in-place values appear twice, once under the plain
  * names (time_us, algbw, busbw) that other hora benchmarks also use. */
-void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows,
-                       size_t row_count, int nranks)
+void bench_report_json(bench_json_t *json, const bench_options_t *options, const bench_row_t *rows, size_t row_count,
+                       int nranks)
 {
     bench_json_array(json, NULL);
     for (size_t i = 0; i < row_count; i++) {
@@ -297,8 +295,7 @@ static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_co
     double top = 0.0;
     for (size_t i = 0; i < size_count; i++) {
         const double values[3] = {group[i].ip_busbw, group[i].oop_busbw, group[i].peer_bw};
-        for (int kind = 0; kind < kinds; kind++)
-            top = values[kind] > top ? values[kind] : top;
+        for (int kind = 0; kind < kinds; kind++) top = values[kind] > top ? values[kind] : top;
     }
     fprintf(gp, top > 0.0 ? "set yrange [0:*]\n" : "set yrange [0:1]\n");
 
@@ -321,8 +318,8 @@ static void report_plot_panel(FILE *gp, const bench_row_t *group, size_t size_co
 /* --plot: one panel per (type, op), laid out types down and ops across when
  * there are several. A missing or failing gnuplot is a warning: the numbers
  * are on stdout (and in --json) anyway. */
-void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count,
-                       const size_t *sizes, size_t size_count, int nranks)
+void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, size_t row_count, const size_t *sizes,
+                       size_t size_count, int nranks)
 {
     /* Rows come grouped by (type, op), types outer, one row per size. */
     size_t groups = size_count ? row_count / size_count : 0;
@@ -332,17 +329,15 @@ void bench_report_plot(const bench_options_t *options, const bench_row_t *rows, 
     int columns = options->op_count, lines = options->dtype_count;
     if (multi && (columns == 1 || lines == 1)) {
         columns = 1;
-        while ((size_t)(columns * columns) < groups)
-            columns++;
+        while ((size_t)(columns * columns) < groups) columns++;
         lines = ((int)groups + columns - 1) / columns;
     }
     int width = multi ? 40 + 400 * columns : 1000;
     int height = multi ? 60 + 320 * lines : 650;
     FILE *gp = bench_plot_open(BENCH_NAME, options->plot_path, width, height, multi ? 9 : 12);
-    if (gp == NULL)
-        return;
-    fprintf(gp, "set logscale x 2\nset grid\nset xrange [%zu:%zu]\n",
-            sizes[0] > 1 ? sizes[0] - sizes[0] / 4 : 1, sizes[size_count - 1] + sizes[size_count - 1] / 4);
+    if (gp == NULL) return;
+    fprintf(gp, "set logscale x 2\nset grid\nset xrange [%zu:%zu]\n", sizes[0] > 1 ? sizes[0] - sizes[0] / 4 : 1,
+            sizes[size_count - 1] + sizes[size_count - 1] / 4);
     /* Panels are small: their axis labels move into the overall title. */
     if (multi)
         fprintf(gp, "unset xlabel\nunset ylabel\n");

@@ -37,17 +37,14 @@ static int measure(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *y, int 
 {
     float loss;
     for (int i = 0; i < warmup; i++)
-        if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
-            return -1;
+        if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK) return -1;
     double t0 = bench_wall_s(), c0 = bench_cpu_s();
     for (int i = 0; i < steps; i++)
-        if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK)
-            return -1;
+        if (tr_trainer_step(t, x, y, 0.01, &loss, NULL) != HORA_OK) return -1;
     double dt = bench_wall_s() - t0;
     *cpu_per_step = (bench_cpu_s() - c0) / steps;
     /* The slowest rank decides the step rate of the job. */
-    if (hora_size() > 1 && hora_allreduce(&dt, &dt, 1, HORA_DTYPE_F64, HORA_OP_MAX) != HORA_OK)
-        return -1;
+    if (hora_size() > 1 && hora_allreduce(&dt, &dt, 1, HORA_DTYPE_F64, HORA_OP_MAX) != HORA_OK) return -1;
     *img_per_s = (double)steps * batch * hora_size() / dt;
     return 0;
 }
@@ -70,28 +67,76 @@ int main(int argc, char **argv)
     char models[512];
     snprintf(models, sizeof(models), "Models: %s", tr_model_names());
     const bench_cli_option_t table[] = {
-        {.long_name = "model", .kind = BENCH_CLI_STRING, .dest = &model_name, .value = "resnet20",
-         .value_name = "NAME", .help = "any name tr_model_names() lists (below)"},
-        {.long_name = "image", .kind = BENCH_CLI_CUSTOM, .dest = chw, .parse = image_option, .value_name = "CxHxW",
-         .expect = "CxHxW, three positive integers", .default_note = "the model's", .help = "input shape"},
-        {.long_name = "classes", .kind = BENCH_CLI_INT, .dest = &classes, .value = "10", .min = 2, .max = 1000000,
-         .value_name = "K", .help = "classes of the synthetic labels"},
-        {.long_name = "batch", .kind = BENCH_CLI_INT, .dest = &batch, .value = "64", .min = 1, .max = 1000000,
-         .value_name = "B", .help = "per rank"},
-        {.long_name = "steps", .kind = BENCH_CLI_INT, .dest = &steps, .value = "20", .min = 1, .max = 1000000000,
-         .value_name = "N", .help = "timed steps"},
-        {.long_name = "warmup", .kind = BENCH_CLI_INT, .dest = &warmup, .value = "3", .min = 0, .max = 1000000000,
-         .value_name = "N", .help = "untimed steps before them"},
-        {.long_name = "threads", .kind = BENCH_CLI_INT, .dest = &threads, .min = 1, .max = 4096, .value_name = "T",
+        {.long_name = "model",
+         .kind = BENCH_CLI_STRING,
+         .dest = &model_name,
+         .value = "resnet20",
+         .value_name = "NAME",
+         .help = "any name tr_model_names() lists (below)"},
+        {.long_name = "image",
+         .kind = BENCH_CLI_CUSTOM,
+         .dest = chw,
+         .parse = image_option,
+         .value_name = "CxHxW",
+         .expect = "CxHxW, three positive integers",
+         .default_note = "the model's",
+         .help = "input shape"},
+        {.long_name = "classes",
+         .kind = BENCH_CLI_INT,
+         .dest = &classes,
+         .value = "10",
+         .min = 2,
+         .max = 1000000,
+         .value_name = "K",
+         .help = "classes of the synthetic labels"},
+        {.long_name = "batch",
+         .kind = BENCH_CLI_INT,
+         .dest = &batch,
+         .value = "64",
+         .min = 1,
+         .max = 1000000,
+         .value_name = "B",
+         .help = "per rank"},
+        {.long_name = "steps",
+         .kind = BENCH_CLI_INT,
+         .dest = &steps,
+         .value = "20",
+         .min = 1,
+         .max = 1000000000,
+         .value_name = "N",
+         .help = "timed steps"},
+        {.long_name = "warmup",
+         .kind = BENCH_CLI_INT,
+         .dest = &warmup,
+         .value = "3",
+         .min = 0,
+         .max = 1000000000,
+         .value_name = "N",
+         .help = "untimed steps before them"},
+        {.long_name = "threads",
+         .kind = BENCH_CLI_INT,
+         .dest = &threads,
+         .min = 1,
+         .max = 4096,
+         .value_name = "T",
          .default_note = "auto: this rank's share of the CPUs its affinity allows, as hora-train's",
          .help = "compute threads per rank"},
-        {.long_name = "precision", .kind = BENCH_CLI_CHOICE, .dest = &precision, .value = "auto",
+        {.long_name = "precision",
+         .kind = BENCH_CLI_CHOICE,
+         .dest = &precision,
+         .value = "auto",
          .choices = tr_precision_names,
          .help = "hora-train's --precision; auto times fp32 and the low precisions the backend computes natively "
                  "first and runs the fastest"},
-        {.long_name = "cpu-layout", .kind = BENCH_CLI_CHOICE, .dest = &layout, .value = "auto",
-         .choices = tr_cpu_layout_names, .help = "the cpu backend's activation layout (hora-train's --cpu-layout)"},
-        {.long_name = "no-overlap-run", .kind = BENCH_CLI_FLAG, .dest = &skip_no_overlap,
+        {.long_name = "cpu-layout",
+         .kind = BENCH_CLI_CHOICE,
+         .dest = &layout,
+         .value = "auto",
+         .choices = tr_cpu_layout_names,
+         .help = "the cpu backend's activation layout (hora-train's --cpu-layout)"},
+        {.long_name = "no-overlap-run",
+         .kind = BENCH_CLI_FLAG,
+         .dest = &skip_no_overlap,
          .help = "skip the second run, with the all-reduce after backward"},
         BENCH_CLI_JSON(&json, "rank 0 writes the result"),
         {0},
@@ -105,8 +150,7 @@ int main(int argc, char **argv)
         .options = table,
     };
     bench_cli_result_t parsed = bench_cli_parse(&cli, argc, argv);
-    if (parsed != BENCH_CLI_RUN)
-        return parsed;
+    if (parsed != BENCH_CLI_RUN) return parsed;
     int no_overlap_run = !skip_no_overlap;
     if (hora_init() != HORA_OK) {
         fprintf(stderr, "hora-bench-train: hora_init: %s\n", hora_last_error());
@@ -115,8 +159,7 @@ int main(int argc, char **argv)
     int rank = hora_rank(), size = hora_size(), rc = 1;
     tr_model_spec_t spec;
     if (tr_model_spec_from_name(model_name, &spec) != HORA_OK) {
-        if (rank == 0)
-            fprintf(stderr, "hora-bench-train: %s\n", status_message());
+        if (rank == 0) fprintf(stderr, "hora-bench-train: %s\n", status_message());
         goto out_shutdown;
     }
     if (chw[0]) {
@@ -135,16 +178,20 @@ int main(int argc, char **argv)
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = threads, .channel_block = tr_cpu_layout_blocks[layout]};
     tr_backend_t *backend;
-    if (!ops || ops->init(&bc, &backend) != HORA_OK)
-        goto out_shutdown;
+    if (!ops || ops->init(&bc, &backend) != HORA_OK) goto out_shutdown;
     tr_step_config_t sc = {.optim = {.momentum = 0.9, .weight_decay = 1e-4, .nesterov = 1, .decay_bn_bias = 1}};
     tr_precision_probe_t probe = {.choice = TR_PRECISION_FP32};
     if (precision == TR_PRECISION_AUTO) {
-        tr_precision_probe_config_t pc = {.spec = spec, .batch = batch, .grad = TR_GRAD_DTYPE_AUTO,
-                                          .loss_scale_opt = TR_LOSS_SCALE_OPT_AUTO, .loss_scale_window = 2000,
-                                          .step = sc, .grads_shared = size > 1, .seed = 1, .budget_s = 2.0};
-        if (tr_precision_probe(backend, &pc, &probe) != HORA_OK)
-            goto out_backend;
+        tr_precision_probe_config_t pc = {.spec = spec,
+                                          .batch = batch,
+                                          .grad = TR_GRAD_DTYPE_AUTO,
+                                          .loss_scale_opt = TR_LOSS_SCALE_OPT_AUTO,
+                                          .loss_scale_window = 2000,
+                                          .step = sc,
+                                          .grads_shared = size > 1,
+                                          .seed = 1,
+                                          .budget_s = 2.0};
+        if (tr_precision_probe(backend, &pc, &probe) != HORA_OK) goto out_backend;
         precision = probe.choice;
         if (rank == 0) {
             char text[1024];
@@ -174,10 +221,8 @@ int main(int argc, char **argv)
     int32_t *y = malloc((size_t)batch * sizeof(int32_t));
     tr_tensor_t xt = tr_tensor_plain(x, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                                      (const int[]){batch, spec.in_channels, spec.height, spec.width});
-    for (size_t i = 0; i < (size_t)batch * sample; i++)
-        x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
-    for (int i = 0; i < batch; i++)
-        y[i] = i % classes;
+    for (size_t i = 0; i < (size_t)batch * sample; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    for (int i = 0; i < batch; i++) y[i] = i % classes;
 
     double ips[2] = {0, 0}, cpu_step[2] = {0, 0};
     int ok = 1;
@@ -193,12 +238,11 @@ int main(int argc, char **argv)
     if (ok && rank == 0) {
         size_t np = tr_tensor_count(tr_model_arena(model, TR_ARENA_PARAMS));
         printf("hora-bench-train: %s %dx%dx%d, %d ranks x batch %d, %d steps (+%d warm-up), %zu parameters, "
-               "precision %s%s, %d thread%s per rank\n", model_name, spec.in_channels, spec.height, spec.width, size,
-               batch, steps, warmup, np, tr_precision_names[precision], probe.steps ? " (auto)" : "", threads,
-               threads == 1 ? "" : "s");
+               "precision %s%s, %d thread%s per rank\n",
+               model_name, spec.in_channels, spec.height, spec.width, size, batch, steps, warmup, np,
+               tr_precision_names[precision], probe.steps ? " (auto)" : "", threads, threads == 1 ? "" : "s");
         printf("  overlap on : %10.1f img/s (all ranks)  %.3f CPU s per step (rank 0)\n", ips[1], cpu_step[1]);
-        if (no_overlap_run)
-            printf("  overlap off: %10.1f img/s (all ranks)  gain %.2fx\n", ips[0], ips[1] / ips[0]);
+        if (no_overlap_run) printf("  overlap off: %10.1f img/s (all ranks)  gain %.2fx\n", ips[0], ips[1] / ips[0]);
         if (json) {
             char probe_json[1536] = "{";
             tr_precision_json(&probe, probe_json + 1, sizeof(probe_json) - 2);

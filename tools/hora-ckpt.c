@@ -33,27 +33,26 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: hora-ckpt COMMAND ...\n"
-            "  info FILE                          the model description, step and epoch, loss scale,\n"
-            "                                     every section (offset, bytes, CRC32C), tensor counts\n"
-            "  verify FILE...                     check every CRC (header and table, each section),\n"
-            "                                     the padding and the model description; exit 1 if bad\n"
-            "  diff A B                           per section 'equal' or its first difference (tensor\n"
-            "                                     and index, bit-exact); run_state's measurements\n"
-            "                                     (overlap_probe_s, precision_measured,\n"
-            "                                     precision_probe_ms) are not training state: last line\n"
-            "                                     'equal', 'equal (measurements differ: KEYS)' or\n"
-            "                                     'differ'; exit 0 equal (measurements aside), 1 differ,\n"
-            "                                     2 error\n"
-            "  export FILE --npz OUT [--momentum] every parameter under its torchvision name and shape,\n"
-            "                                     BN running_mean / running_var / num_batches_tracked\n"
-            "                                     (f32, int64), with --momentum also momentum.NAME:\n"
-            "                                     model.load_state_dict({k: torch.from_numpy(v) ...})\n"
-            "  logits FILE --input IN.npy --out OUT.npy [--threads N]\n"
-            "                                     the model's logits (inference, running statistics)\n"
-            "                                     for an NCHW float32 input, on the cpu backend\n"
-            "exit status: 0 ok, 1 bad checkpoint or failure, 2 bad usage\n");
+    fprintf(out, "usage: hora-ckpt COMMAND ...\n"
+                 "  info FILE                          the model description, step and epoch, loss scale,\n"
+                 "                                     every section (offset, bytes, CRC32C), tensor counts\n"
+                 "  verify FILE...                     check every CRC (header and table, each section),\n"
+                 "                                     the padding and the model description; exit 1 if bad\n"
+                 "  diff A B                           per section 'equal' or its first difference (tensor\n"
+                 "                                     and index, bit-exact); run_state's measurements\n"
+                 "                                     (overlap_probe_s, precision_measured,\n"
+                 "                                     precision_probe_ms) are not training state: last line\n"
+                 "                                     'equal', 'equal (measurements differ: KEYS)' or\n"
+                 "                                     'differ'; exit 0 equal (measurements aside), 1 differ,\n"
+                 "                                     2 error\n"
+                 "  export FILE --npz OUT [--momentum] every parameter under its torchvision name and shape,\n"
+                 "                                     BN running_mean / running_var / num_batches_tracked\n"
+                 "                                     (f32, int64), with --momentum also momentum.NAME:\n"
+                 "                                     model.load_state_dict({k: torch.from_numpy(v) ...})\n"
+                 "  logits FILE --input IN.npy --out OUT.npy [--threads N]\n"
+                 "                                     the model's logits (inference, running statistics)\n"
+                 "                                     for an NCHW float32 input, on the cpu backend\n"
+                 "exit status: 0 ok, 1 bad checkpoint or failure, 2 bad usage\n");
 }
 
 /* ---- a checkpoint opened and its texts read ---- */
@@ -80,8 +79,7 @@ static void ckpt_close(ckpt_t *c)
 static int ckpt_open(const char *path, ckpt_t *c, int need_desc)
 {
     memset(c, 0, sizeof(*c));
-    if (tr_ckpt_open(path, &c->file) != HORA_OK)
-        return -1;
+    if (tr_ckpt_open(path, &c->file) != HORA_OK) return -1;
     const tr_ckpt_section_t *m = tr_ckpt_find(&c->file, "model"), *s = tr_ckpt_find(&c->file, "run_state");
     if ((m && tr_ckpt_read_alloc(&c->file, m, (void **)&c->model_text) != HORA_OK) ||
         (s && tr_ckpt_read_alloc(&c->file, s, (void **)&c->state_text) != HORA_OK)) {
@@ -109,11 +107,9 @@ static int ckpt_open(const char *path, ckpt_t *c, int need_desc)
 static float *read_floats(const ckpt_t *c, const char *name, uint64_t count)
 {
     const tr_ckpt_section_t *s = tr_ckpt_expect(&c->file, name, count * sizeof(float));
-    if (!s)
-        return NULL;
+    if (!s) return NULL;
     void *buf;
-    if (tr_ckpt_read_alloc(&c->file, s, &buf) != HORA_OK)
-        return NULL;
+    if (tr_ckpt_read_alloc(&c->file, s, &buf) != HORA_OK) return NULL;
     return buf;
 }
 
@@ -123,8 +119,7 @@ static const char *state_word(const ckpt_t *c, const char *key, char *buf, size_
 {
     size_t len;
     const char *v = c->state_text ? tr_ckpt_text_value(c->state_text, key, &len) : NULL;
-    if (!v)
-        return "?";
+    if (!v) return "?";
     snprintf(buf, n, "%.*s", (int)len, v);
     return buf;
 }
@@ -144,16 +139,14 @@ static int cmd_info(const char *path)
         const tr_model_spec_t *s = &d->spec;
         printf("arch        %s (stem %s, block %s, blocks", d->arch, tr_ckpt_stem_name(s->stem),
                tr_ckpt_block_name(s->block));
-        for (int i = 0; i < s->stage_count; i++)
-            printf(" %d", s->blocks[i]);
+        for (int i = 0; i < s->stage_count; i++) printf(" %d", s->blocks[i]);
         printf(", width %d)\n", s->base_width);
         printf("input       %dx%dx%d (C x H x W), %d classes\n", s->in_channels, s->height, s->width, s->classes);
         printf("precision   compute %s, gradients %s\n", tr_dtype_name(s->compute_dtype), tr_dtype_name(s->grad_dtype));
         printf("run         world size %d, batch %d per rank (global %lld)\n", d->world_size, d->batch,
                (long long)d->world_size * d->batch);
         uint64_t stats = 0;
-        for (int i = 0; i < d->bn_count; i++)
-            stats += 2 * (uint64_t)d->bns[i].channels;
+        for (int i = 0; i < d->bn_count; i++) stats += 2 * (uint64_t)d->bns[i].channels;
         printf("tensors     %d parameter tensors, %" PRIu64 " parameters; %d BN layers, %" PRIu64 " statistics\n",
                d->param_count, d->params_count, d->bn_count, stats);
     } else {
@@ -200,8 +193,7 @@ static int verify_one(const char *path)
         uint64_t want = (i < 2 ? c.desc.params_count : c.desc.stats_count) * sizeof(float);
         bad = !tr_ckpt_expect(&c.file, f32_sections[i], want);
     }
-    if (!bad && !c.state_text)
-        bad = !tr_ckpt_expect(&c.file, "run_state", TR_CKPT_ANY_BYTES);
+    if (!bad && !c.state_text) bad = !tr_ckpt_expect(&c.file, "run_state", TR_CKPT_ANY_BYTES);
     if (bad)
         fprintf(stderr, "hora-ckpt: %s\n", status_message());
     else
@@ -213,8 +205,7 @@ static int verify_one(const char *path)
 static int cmd_verify(int argc, char **argv)
 {
     int bad = 0;
-    for (int i = 0; i < argc; i++)
-        bad |= verify_one(argv[i]);
+    for (int i = 0; i < argc; i++) bad |= verify_one(argv[i]);
     return bad;
 }
 
@@ -261,18 +252,15 @@ static int diff_floats(const char *name, const float *a, const float *b, uint64_
     double max_abs = 0; /* over the pairs whose difference is a number; NaN when any is not */
     int nan_seen = 0;
     for (uint64_t i = 0; i < count; i++) {
-        if (memcmp(&a[i], &b[i], sizeof(float)) == 0)
-            continue;
-        if (differ++ == 0)
-            first = i;
+        if (memcmp(&a[i], &b[i], sizeof(float)) == 0) continue;
+        if (differ++ == 0) first = i;
         double diff = fabs((double)a[i] - (double)b[i]);
         if (isnan(diff))
             nan_seen = 1;
         else if (diff > max_abs)
             max_abs = diff;
     }
-    if (nan_seen)
-        max_abs = NAN;
+    if (nan_seen) max_abs = NAN;
     if (!differ) {
         printf("%s: equal\n", name);
         return 0;
@@ -280,7 +268,8 @@ static int diff_floats(const char *name, const float *a, const float *b, uint64_
     char where[160];
     element_name(d, stats, first, where, sizeof(where));
     printf("%s: differ: %" PRIu64 " of %" PRIu64 " elements, max abs difference %.9g; first at %s (offset %" PRIu64
-           "): ", name, differ, count, max_abs, where, first);
+           "): ",
+           name, differ, count, max_abs, where, first);
     print_float("A", a[first]);
     print_float(", B", b[first]);
     printf("\n");
@@ -318,8 +307,7 @@ static const char *find_key_line(const char *text, const char *key, size_t k)
 {
     for (const char *line = text; *line;) {
         size_t len = strcspn(line, "\n");
-        if (strcspn(line, " \n") == k && memcmp(line, key, k) == 0)
-            return line;
+        if (strcspn(line, " \n") == k && memcmp(line, key, k) == 0) return line;
         line += len + (line[len] == '\n');
     }
     return NULL;
@@ -380,8 +368,8 @@ static int diff_run_state(const char *a, const char *b, char *names, size_t name
         size_t len = strcspn(line, "\n"), k = strcspn(line, " \n");
         if (!find_key_line(a, line, k)) {
             if (!tr_ckpt_state_key_is_measurement(line, k)) {
-                printf("run_state: differ at B's line %d: A has no '%.*s', B '%.*s'\n", line_no, (int)k, line,
-                       (int)len, line);
+                printf("run_state: differ at B's line %d: A has no '%.*s', B '%.*s'\n", line_no, (int)k, line, (int)len,
+                       line);
                 return 1;
             }
             add_measurement(list, sizeof(list), names, names_n, NULL, line);
@@ -421,8 +409,7 @@ static int diff_section(const ckpt_t *a, const ckpt_t *b, const char *name, char
         return 1;
     }
     void *da = NULL, *db = NULL;
-    if (tr_ckpt_read_alloc(&a->file, sa, &da) != HORA_OK ||
-        tr_ckpt_read_alloc(&b->file, sb, &db) != HORA_OK) {
+    if (tr_ckpt_read_alloc(&a->file, sa, &da) != HORA_OK || tr_ckpt_read_alloc(&b->file, sb, &db) != HORA_OK) {
         fprintf(stderr, "hora-ckpt: %s\n", status_message());
         free(da);
         return -1;
@@ -463,10 +450,9 @@ static int cmd_diff(const char *path_a, const char *path_b)
     char measured[512] = "";
     /* A's sections in its order, then those only B has. */
     for (int i = 0; i < a.file.section_count + b.file.section_count && !failed; i++) {
-        const char *name = i < a.file.section_count ? a.file.sections[i].name
-                                                    : b.file.sections[i - a.file.section_count].name;
-        if (i >= a.file.section_count && tr_ckpt_find(&a.file, name))
-            continue;
+        const char *name =
+            i < a.file.section_count ? a.file.sections[i].name : b.file.sections[i - a.file.section_count].name;
+        if (i >= a.file.section_count && tr_ckpt_find(&a.file, name)) continue;
         int rc = diff_section(&a, &b, name, measured, sizeof(measured));
         if (rc < 0)
             failed = 1;
@@ -475,8 +461,7 @@ static int cmd_diff(const char *path_a, const char *path_b)
     }
     ckpt_close(&a);
     ckpt_close(&b);
-    if (failed)
-        return 2;
+    if (failed) return 2;
     if (differ)
         printf("differ\n");
     else if (measured[0])
@@ -491,8 +476,7 @@ static int cmd_diff(const char *path_a, const char *path_b)
 static int add_param(npz_writer_t *w, const char *prefix, const tr_ckpt_param_desc_t *p, const float *arena)
 {
     int64_t shape[4];
-    for (int k = 0; k < p->ndim; k++)
-        shape[k] = p->dims[k];
+    for (int k = 0; k < p->ndim; k++) shape[k] = p->dims[k];
     char name[128];
     snprintf(name, sizeof(name), "%s%s", prefix, p->name);
     return npz_add(w, name, NPZ_F32, p->ndim, shape, arena + p->offset);
@@ -503,11 +487,9 @@ static int add_bn(npz_writer_t *w, const tr_ckpt_bn_desc_t *b, const float *stat
     int64_t shape[1] = {b->channels};
     char name[128];
     snprintf(name, sizeof(name), "%s.running_mean", b->name);
-    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset) != 0)
-        return -1;
+    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset) != 0) return -1;
     snprintf(name, sizeof(name), "%s.running_var", b->name);
-    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset + b->channels) != 0)
-        return -1;
+    if (npz_add(w, name, NPZ_F32, 1, shape, stats + b->offset + b->channels) != 0) return -1;
     snprintf(name, sizeof(name), "%s.num_batches_tracked", b->name);
     return npz_add(w, name, NPZ_I64, 0, NULL, &tracked);
 }
@@ -545,8 +527,7 @@ static int cmd_export(const char *path, const char *out, int with_momentum)
         const tr_ckpt_param_desc_t *p = &d->params[i];
         ok = add_param(w, "", p, params) == 0;
         size_t len = strlen(p->name);
-        if (!ok || p->kind != TR_PARAM_BN_BETA || len < 5 || strcmp(p->name + len - 5, ".bias") != 0)
-            continue;
+        if (!ok || p->kind != TR_PARAM_BN_BETA || len < 5 || strcmp(p->name + len - 5, ".bias") != 0) continue;
         for (int k = 0; ok && k < d->bn_count; k++)
             if (!done[k] && strlen(d->bns[k].name) == len - 5 && strncmp(d->bns[k].name, p->name, len - 5) == 0) {
                 ok = add_bn(w, &d->bns[k], stats, (int64_t)step) == 0;
@@ -554,8 +535,7 @@ static int cmd_export(const char *path, const char *out, int with_momentum)
             }
     }
     for (int k = 0; ok && k < d->bn_count; k++)
-        if (!done[k])
-            ok = add_bn(w, &d->bns[k], stats, (int64_t)step) == 0;
+        if (!done[k]) ok = add_bn(w, &d->bns[k], stats, (int64_t)step) == 0;
     for (int i = 0; ok && with_momentum && i < d->param_count; i++)
         ok = add_param(w, "momentum.", &d->params[i], momentum) == 0;
     free(done);
@@ -606,8 +586,7 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
     if (x.ndim != 4 || x.shape[0] < 1 || x.shape[1] != spec.in_channels || x.shape[2] != spec.height ||
         x.shape[3] != spec.width) {
         fprintf(stderr, "hora-ckpt: %s: shape (", in_path);
-        for (int i = 0; i < x.ndim; i++)
-            fprintf(stderr, "%s%lld", i ? ", " : "", (long long)x.shape[i]);
+        for (int i = 0; i < x.ndim; i++) fprintf(stderr, "%s%lld", i ? ", " : "", (long long)x.shape[i]);
         fprintf(stderr, "), the model takes (N, %d, %d, %d)\n", spec.in_channels, spec.height, spec.width);
         goto out;
     }
@@ -638,8 +617,7 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
         tr_tensor_t t = tr_tensor_plain(x.data + (size_t)i * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                                         (const int[]){m, spec.in_channels, spec.height, spec.width});
         hora_status_t status = tr_model_forward(model, &t, 0);
-        if (status == HORA_OK)
-            status = tr_model_logits(model, logits + (size_t)i * (size_t)spec.classes);
+        if (status == HORA_OK) status = tr_model_logits(model, logits + (size_t)i * (size_t)spec.classes);
         if (status != HORA_OK) {
             fprintf(stderr, "hora-ckpt: %s: forward of samples %lld..%lld failed: %s\n", path, (long long)i,
                     (long long)(i + m - 1), status_message()[0] ? status_message() : hora_status_string(status));
@@ -651,14 +629,13 @@ static int cmd_logits(const char *path, const char *in_path, const char *out_pat
         fprintf(stderr, "hora-ckpt: %s\n", status_message());
         goto out;
     }
-    printf("%s: logits (%lld, %d) of %s (%s, inference)\n", out_path, (long long)n, spec.classes, in_path, data.desc.arch);
+    printf("%s: logits (%lld, %d) of %s (%s, inference)\n", out_path, (long long)n, spec.classes, in_path,
+           data.desc.arch);
     rc = 0;
 out:
     free(logits);
-    if (model)
-        tr_model_free(model);
-    if (backend)
-        backend->ops->free(backend);
+    if (model) tr_model_free(model);
+    if (backend) backend->ops->free(backend);
     tr_ckpt_data_free(&data);
     npz_array_free(&x);
     return rc;
@@ -720,12 +697,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "hora-ckpt: too many arguments\n");
         return 2;
     }
-    if (strcmp(cmd, "info") == 0 && rest == 1)
-        return cmd_info(args[0]);
-    if (strcmp(cmd, "verify") == 0 && rest >= 1)
-        return cmd_verify(rest, args);
-    if (strcmp(cmd, "diff") == 0 && rest == 2)
-        return cmd_diff(args[0], args[1]);
+    if (strcmp(cmd, "info") == 0 && rest == 1) return cmd_info(args[0]);
+    if (strcmp(cmd, "verify") == 0 && rest >= 1) return cmd_verify(rest, args);
+    if (strcmp(cmd, "diff") == 0 && rest == 2) return cmd_diff(args[0], args[1]);
     if (strcmp(cmd, "export") == 0 && rest >= 1) {
         used[0] = 1;
         const char *out = option(rest, args, "--npz", used);
@@ -734,8 +708,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "hora-ckpt export: --npz OUT is required\n");
             return 2;
         }
-        if (strays(cmd, rest, args, used))
-            return 2;
+        if (strays(cmd, rest, args, used)) return 2;
         return cmd_export(args[0], out, momentum);
     }
     if (strcmp(cmd, "logits") == 0 && rest >= 1) {
@@ -752,8 +725,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "hora-ckpt logits: --threads '%s': a number from 1 to 1024\n", threads);
             return 2;
         }
-        if (strays(cmd, rest, args, used))
-            return 2;
+        if (strays(cmd, rest, args, used)) return 2;
         return cmd_logits(args[0], in, out, (int)t);
     }
     if (strcmp(cmd, "info") == 0 || strcmp(cmd, "verify") == 0 || strcmp(cmd, "diff") == 0 ||

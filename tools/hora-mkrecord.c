@@ -54,10 +54,10 @@ typedef struct {
     uint64_t *class_counts; /* (class_capacity) records per label */
     size_t class_capacity;
     int strict;
-    int resize_shorter;  /* JPEG: shrink so the shorter side is this (0 = store as-is) */
-    int quality;         /* JPEG quality of re-encoded images */
-    int workers;         /* JPEG conversion threads */
-    char **class_names;  /* folder: the class directories, by label (class_name_count) */
+    int resize_shorter; /* JPEG: shrink so the shorter side is this (0 = store as-is) */
+    int quality;        /* JPEG quality of re-encoded images */
+    int workers;        /* JPEG conversion threads */
+    char **class_names; /* folder: the class directories, by label (class_name_count) */
     size_t class_name_count;
     uint64_t total_hint; /* for the progress bar; 0 = unknown */
     unsigned progress_shown;
@@ -67,20 +67,16 @@ typedef struct {
 
 static void progress_update(mkrecord_t *m, uint64_t done)
 {
-    if (m->total_hint == 0 || !isatty(STDERR_FILENO))
-        return;
+    if (m->total_hint == 0 || !isatty(STDERR_FILENO)) return;
     unsigned pct = (unsigned)(done * 100 / m->total_hint);
-    if (pct == m->progress_shown && done != m->total_hint)
-        return;
+    if (pct == m->progress_shown && done != m->total_hint) return;
     m->progress_shown = pct;
     char bar[41];
     unsigned filled = pct * 40 / 100;
-    for (unsigned i = 0; i < 40; i++)
-        bar[i] = i < filled ? '#' : ' ';
+    for (unsigned i = 0; i < 40; i++) bar[i] = i < filled ? '#' : ' ';
     bar[40] = '\0';
     fprintf(stderr, "\r[%s] %3u%% %" PRIu64 "/%" PRIu64, bar, pct, done, m->total_hint);
-    if (done == m->total_hint)
-        fputc('\n', stderr);
+    if (done == m->total_hint) fputc('\n', stderr);
 }
 
 /* ---- records per label ---- */
@@ -89,14 +85,11 @@ static void progress_update(mkrecord_t *m, uint64_t done)
  * doubling from 256. 0, or -1 (nothing changed) when out of memory. */
 static int class_counts_cover(uint64_t **counts, size_t *capacity, size_t label)
 {
-    if (label < *capacity)
-        return 0;
+    if (label < *capacity) return 0;
     size_t grown_capacity = *capacity ? *capacity : 256;
-    while (grown_capacity <= label)
-        grown_capacity *= 2;
+    while (grown_capacity <= label) grown_capacity *= 2;
     uint64_t *grown = realloc(*counts, grown_capacity * sizeof(*grown));
-    if (!grown)
-        return -1;
+    if (!grown) return -1;
     memset(grown + *capacity, 0, (grown_capacity - *capacity) * sizeof(*grown));
     *counts = grown;
     *capacity = grown_capacity;
@@ -109,14 +102,11 @@ static int class_counts_cover(uint64_t **counts, size_t *capacity, size_t label)
  * of it) is a directory afterwards, or an error names both. */
 static int make_dir_level(const char *level, const char *folder)
 {
-    if (mkdir(level, 0777) == 0)
-        return 0;
+    if (mkdir(level, 0777) == 0) return 0;
     int mkdir_errno = errno;
     struct stat st;
-    if (mkdir_errno == EEXIST && stat(level, &st) == 0 && S_ISDIR(st.st_mode))
-        return 0;
-    const char *why =
-        mkdir_errno == EEXIST ? "exists and is not a directory" : strerror(mkdir_errno);
+    if (mkdir_errno == EEXIST && stat(level, &st) == 0 && S_ISDIR(st.st_mode)) return 0;
+    const char *why = mkdir_errno == EEXIST ? "exists and is not a directory" : strerror(mkdir_errno);
     if (strcmp(level, folder) == 0)
         fprintf(stderr, "hora-mkrecord: cannot create directory %s: %s\n", folder, why);
     else
@@ -144,8 +134,7 @@ static int make_prefix_dirs(const char *prefix)
     /* A level ends at each '/' (not at a leading one, nor the second of
      * "a//b") and at the end of the folder's name. */
     for (size_t i = 1; i <= dir_bytes && rc == 0; i++) {
-        if ((i < dir_bytes && dir[i] != '/') || dir[i - 1] == '/')
-            continue;
+        if ((i < dir_bytes && dir[i] != '/') || dir[i - 1] == '/') continue;
         char saved = dir[i];
         dir[i] = '\0';
         rc = make_dir_level(dir, folder);
@@ -158,11 +147,9 @@ static int make_prefix_dirs(const char *prefix)
 
 static int mkrecord_open(mkrecord_t *m, const char *prefix)
 {
-    if (make_prefix_dirs(prefix) != 0)
-        return -1;
+    if (make_prefix_dirs(prefix) != 0) return -1;
     m->writers = calloc(m->shard_count, sizeof(*m->writers));
-    if (!m->writers)
-        return -1;
+    if (!m->writers) return -1;
     for (unsigned s = 0; s < m->shard_count; s++) {
         char path[4096];
         if (tr_record_shard_name(prefix, s, m->shard_count, path, sizeof(path)) != HORA_OK ||
@@ -199,8 +186,7 @@ static int mkrecord_append(mkrecord_t *m, const tr_record_t *rec)
 static int write_classes_file(const mkrecord_t *m, const char *prefix)
 {
     char path[4096];
-    if (snprintf(path, sizeof(path), "%s.classes", prefix) >= (int)sizeof(path))
-        return -1;
+    if (snprintf(path, sizeof(path), "%s.classes", prefix) >= (int)sizeof(path)) return -1;
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "hora-mkrecord: cannot create %s: %s\n", path, strerror(errno));
@@ -208,11 +194,9 @@ static int write_classes_file(const mkrecord_t *m, const char *prefix)
     }
     fprintf(f, "# label records [name] - written by hora-mkrecord\n");
     for (size_t c = 0; c < m->class_capacity; c++) {
-        if (m->class_counts[c] == 0)
-            continue;
+        if (m->class_counts[c] == 0) continue;
         fprintf(f, "%zu %" PRIu64, c, m->class_counts[c]);
-        if (c < m->class_name_count)
-            fprintf(f, " %s", m->class_names[c]);
+        if (c < m->class_name_count) fprintf(f, " %s", m->class_names[c]);
         fputc('\n', f);
     }
     return fclose(f) == 0 ? 0 : -1;
@@ -227,8 +211,7 @@ static int mkrecord_close(mkrecord_t *m, const char *prefix)
             rc = -1;
         }
     }
-    if (m->writers && rc == 0 && m->written_count > 0 && write_classes_file(m, prefix) != 0)
-        rc = -1;
+    if (m->writers && rc == 0 && m->written_count > 0 && write_classes_file(m, prefix) != 0) rc = -1;
     free(m->writers);
     m->writers = NULL;
     return rc;
@@ -237,21 +220,18 @@ static int mkrecord_close(mkrecord_t *m, const char *prefix)
 static void print_class_summary(const uint64_t *counts, size_t capacity)
 {
     size_t classes = 0;
-    for (size_t c = 0; c < capacity; c++)
-        classes += counts[c] > 0;
+    for (size_t c = 0; c < capacity; c++) classes += counts[c] > 0;
     printf("%zu classes\n", classes);
     printf("%8s %10s\n", "label", "records");
     for (size_t c = 0; c < capacity; c++)
-        if (counts[c] > 0)
-            printf("%8zu %10" PRIu64 "\n", c, counts[c]);
+        if (counts[c] > 0) printf("%8zu %10" PRIu64 "\n", c, counts[c]);
 }
 
 static void mkrecord_summary(const mkrecord_t *m, const char *prefix)
 {
-    printf("wrote %" PRIu64 " records into %u shard(s) %s-*-of-%05u.hrec", m->written_count,
-           m->shard_count, prefix, m->shard_count);
-    if (m->skipped_count)
-        printf(", skipped %" PRIu64 " bad input(s)", m->skipped_count);
+    printf("wrote %" PRIu64 " records into %u shard(s) %s-*-of-%05u.hrec", m->written_count, m->shard_count, prefix,
+           m->shard_count);
+    if (m->skipped_count) printf(", skipped %" PRIu64 " bad input(s)", m->skipped_count);
     printf("\n");
     print_class_summary(m->class_counts, m->class_capacity);
 }
@@ -263,15 +243,13 @@ static int gz_read_exact(tr_gz_t *f, void *buf, size_t bytes)
     size_t done = 0;
     while (done < bytes) {
         size_t n;
-        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n) != HORA_OK || n == 0)
-            return -1;
+        if (tr_gz_read(f, (uint8_t *)buf + done, bytes - done, &n) != HORA_OK || n == 0) return -1;
         done += n;
     }
     return 0;
 }
 
-static int idx_read_header(tr_gz_t *f, const char *path, uint32_t want_magic, uint32_t *dims,
-                           unsigned dim_count)
+static int idx_read_header(tr_gz_t *f, const char *path, uint32_t want_magic, uint32_t *dims, unsigned dim_count)
 {
     uint8_t b[4 * 4];
     if (gz_read_exact(f, b, 4 * (1 + dim_count)) != 0) {
@@ -280,8 +258,7 @@ static int idx_read_header(tr_gz_t *f, const char *path, uint32_t want_magic, ui
     }
     uint32_t magic = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
     if (magic != want_magic) {
-        fprintf(stderr, "hora-mkrecord: %s: offset 0: IDX magic 0x%08x, expected 0x%08x\n",
-                path, magic, want_magic);
+        fprintf(stderr, "hora-mkrecord: %s: offset 0: IDX magic 0x%08x, expected 0x%08x\n", path, magic, want_magic);
         return -1;
     }
     for (unsigned d = 0; d < dim_count; d++) {
@@ -291,8 +268,7 @@ static int idx_read_header(tr_gz_t *f, const char *path, uint32_t want_magic, ui
     return 0;
 }
 
-static int convert_idx(mkrecord_t *m, const char *images_path, const char *labels_path,
-                       const char *prefix)
+static int convert_idx(mkrecord_t *m, const char *images_path, const char *labels_path, const char *prefix)
 {
     int rc = -1;
     uint8_t *image = NULL;
@@ -306,48 +282,47 @@ static int convert_idx(mkrecord_t *m, const char *images_path, const char *label
         idx_read_header(labels, labels_path, 0x00000801u, ldims, 1) != 0)
         goto out;
     if (idims[0] != ldims[0]) {
-        fprintf(stderr, "hora-mkrecord: %s has %u images but %s has %u labels\n", images_path,
-                idims[0], labels_path, ldims[0]);
+        fprintf(stderr, "hora-mkrecord: %s has %u images but %s has %u labels\n", images_path, idims[0], labels_path,
+                ldims[0]);
         goto out;
     }
     uint64_t image_bytes = (uint64_t)idims[1] * idims[2];
     if (image_bytes == 0 || image_bytes > (1u << 24)) {
-        fprintf(stderr, "hora-mkrecord: %s: offset 8: implausible image size %ux%u\n",
-                images_path, idims[1], idims[2]);
+        fprintf(stderr, "hora-mkrecord: %s: offset 8: implausible image size %ux%u\n", images_path, idims[1], idims[2]);
         goto out;
     }
     image = malloc((size_t)image_bytes);
-    if (!image || mkrecord_open(m, prefix) != 0)
-        goto out;
+    if (!image || mkrecord_open(m, prefix) != 0) goto out;
     m->total_hint = idims[0];
     for (uint32_t i = 0; i < idims[0]; i++) {
         uint8_t label;
         if (gz_read_exact(images, image, (size_t)image_bytes) != 0) {
-            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at image %u\n",
-                    images_path, 16 + (uint64_t)i * image_bytes, i);
+            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at image %u\n", images_path,
+                    16 + (uint64_t)i * image_bytes, i);
             goto out;
         }
         if (gz_read_exact(labels, &label, 1) != 0) {
-            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at label %u\n",
-                    labels_path, 8 + (uint64_t)i, i);
+            fprintf(stderr, "hora-mkrecord: %s: offset %" PRIu64 ": truncated at label %u\n", labels_path,
+                    8 + (uint64_t)i, i);
             goto out;
         }
-        tr_record_t rec = {.label = label, .kind = TR_PAYLOAD_KIND_RAW_U8, .height = idims[1],
-                           .width = idims[2], .channels = 1, .payload_bytes = image_bytes,
+        tr_record_t rec = {.label = label,
+                           .kind = TR_PAYLOAD_KIND_RAW_U8,
+                           .height = idims[1],
+                           .width = idims[2],
+                           .channels = 1,
+                           .payload_bytes = image_bytes,
                            .payload = image};
-        if (mkrecord_append(m, &rec) != 0)
-            goto out;
+        if (mkrecord_append(m, &rec) != 0) goto out;
         progress_update(m, i + 1);
     }
     rc = 0;
 out:
-    if (mkrecord_close(m, prefix) != 0)
-        rc = -1;
+    if (mkrecord_close(m, prefix) != 0) rc = -1;
     free(image);
     tr_gz_close(images);
     tr_gz_close(labels);
-    if (rc == 0)
-        mkrecord_summary(m, prefix);
+    if (rc == 0) mkrecord_summary(m, prefix);
     return rc;
 }
 
@@ -390,16 +365,12 @@ static int input_list_add(input_list_t *list, char *path, int32_t label)
 
 static void input_list_free(input_list_t *list)
 {
-    for (size_t i = 0; i < list->count; i++)
-        free(list->files[i].path);
+    for (size_t i = 0; i < list->count; i++) free(list->files[i].path);
     free(list->files);
     *list = (input_list_t){0};
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Sorted names of the entries of dir that are directories (want_dirs) or
  * regular files. */
@@ -414,48 +385,39 @@ static char **list_dir(const char *dir, int want_dirs, size_t *count_out)
     size_t count = 0, capacity = 0;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
+        if (e->d_name[0] == '.') continue;
         char path[4096];
         struct stat st;
-        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) ||
-            stat(path, &st) != 0)
+        if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path) || stat(path, &st) != 0)
             continue;
-        if (want_dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-            continue;
+        if (want_dirs ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) continue;
         if (count == capacity) {
             capacity = capacity ? 2 * capacity : 256;
             char **grown = realloc(names, capacity * sizeof(*names));
-            if (!grown)
-                break;
+            if (!grown) break;
             names = grown;
         }
         names[count] = strdup(e->d_name);
-        if (names[count])
-            count++;
+        if (names[count]) count++;
     }
     closedir(d);
-    if (count)
-        qsort(names, count, sizeof(*names), cmp_str);
+    if (count) qsort(names, count, sizeof(*names), cmp_str);
     *count_out = count;
     return names ? names : calloc(1, sizeof(*names));
 }
 
 static void free_names(char **names, size_t count)
 {
-    for (size_t i = 0; names && i < count; i++)
-        free(names[i]);
+    for (size_t i = 0; names && i < count; i++) free(names[i]);
     free(names);
 }
 
 static int read_file(const char *path, uint8_t **buf_out, size_t *bytes_out)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || st.st_size <= 0 ||
-        (uint64_t)st.st_size > TR_RECORD_MAX_PAYLOAD_BYTES) {
+    if (fstat(fileno(f), &st) != 0 || st.st_size <= 0 || (uint64_t)st.st_size > TR_RECORD_MAX_PAYLOAD_BYTES) {
         fclose(f);
         return -1;
     }
@@ -480,9 +442,9 @@ static int read_file(const char *path, uint8_t **buf_out, size_t *bytes_out)
 
 typedef struct {
     int done;
-    int bad;           /* unreadable / not a JPEG: skipped (fatal with --strict) */
+    int bad; /* unreadable / not a JPEG: skipped (fatal with --strict) */
     char message[600];
-    uint8_t *bytes;    /* the record payload (malloc'd) */
+    uint8_t *bytes; /* the record payload (malloc'd) */
     size_t size;
     int width, height, channels;
 } convert_result_t;
@@ -492,18 +454,17 @@ typedef struct {
     const input_file_t *files;
     size_t count;
     size_t next_claim;
-    size_t written;     /* results taken by the writer */
+    size_t written; /* results taken by the writer */
     size_t window;
     convert_result_t *results; /* (window), file i in slot i % window */
-    int stop;           /* the writer failed: workers quit */
+    int stop;                  /* the writer failed: workers quit */
     pthread_mutex_t lock;
     pthread_cond_t cond;
 } convert_pool_t;
 
 /* Read, check (header; with --resize-shorter decode, shrink and re-encode)
  * one file into r. */
-static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
-                        convert_result_t *r)
+static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path, convert_result_t *r)
 {
     uint8_t *buf = NULL;
     size_t bytes = 0;
@@ -515,8 +476,7 @@ static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
     }
     int width, height, channels;
     if (tr_jpeg_header(jpeg, buf, bytes, &width, &height, &channels) != HORA_OK) {
-        snprintf(r->message, sizeof(r->message), "%s: offset 0: not a readable JPEG: %s", path,
-                 status_message());
+        snprintf(r->message, sizeof(r->message), "%s: offset 0: not a readable JPEG: %s", path, status_message());
         r->bad = 1;
         free(buf);
         return;
@@ -527,10 +487,9 @@ static void convert_one(const mkrecord_t *m, tr_jpeg_t *jpeg, const char *path,
     if (m->resize_shorter > 0) {
         uint8_t *resized = NULL;
         size_t resized_bytes = 0;
-        if (tr_jpeg_resize_shorter(jpeg, buf, bytes, m->resize_shorter, m->quality, &resized,
-                                   &resized_bytes, &r->width, &r->height) != HORA_OK) {
-            snprintf(r->message, sizeof(r->message), "%s: cannot resize: %s", path,
-                     status_message());
+        if (tr_jpeg_resize_shorter(jpeg, buf, bytes, m->resize_shorter, m->quality, &resized, &resized_bytes, &r->width,
+                                   &r->height) != HORA_OK) {
+            snprintf(r->message, sizeof(r->message), "%s: cannot resize: %s", path, status_message());
             r->bad = 1;
             free(buf);
             return;
@@ -560,11 +519,9 @@ static void *convert_worker(void *arg)
     }
     pthread_mutex_lock(&pool->lock);
     for (;;) {
-        while (!pool->stop && pool->next_claim < pool->count &&
-               pool->next_claim >= pool->written + pool->window)
+        while (!pool->stop && pool->next_claim < pool->count && pool->next_claim >= pool->written + pool->window)
             pthread_cond_wait(&pool->cond, &pool->lock);
-        if (pool->stop || pool->next_claim >= pool->count)
-            break;
+        if (pool->stop || pool->next_claim >= pool->count) break;
         size_t i = pool->next_claim++;
         pthread_mutex_unlock(&pool->lock);
         convert_result_t r;
@@ -587,9 +544,12 @@ static int convert_write(mkrecord_t *m, const input_file_t *file, convert_result
         m->skipped_count++;
         return m->strict ? -1 : 0;
     }
-    tr_record_t rec = {.label = file->label, .kind = TR_PAYLOAD_KIND_JPEG,
-                       .height = (uint32_t)r->height, .width = (uint32_t)r->width,
-                       .channels = (uint32_t)r->channels, .payload_bytes = r->size,
+    tr_record_t rec = {.label = file->label,
+                       .kind = TR_PAYLOAD_KIND_JPEG,
+                       .height = (uint32_t)r->height,
+                       .width = (uint32_t)r->width,
+                       .channels = (uint32_t)r->channels,
+                       .payload_bytes = r->size,
                        .payload = r->bytes};
     return mkrecord_append(m, &rec);
 }
@@ -604,8 +564,7 @@ static int convert_files(mkrecord_t *m, input_file_t *files, size_t count, const
         mkrecord_close(m, prefix);
         return -1;
     }
-    convert_pool_t pool = {.m = m, .files = files, .count = count,
-                           .window = 4 * (size_t)m->workers};
+    convert_pool_t pool = {.m = m, .files = files, .count = count, .window = 4 * (size_t)m->workers};
     pool.results = calloc(pool.window, sizeof(*pool.results));
     pthread_t *threads = calloc((size_t)m->workers, sizeof(*threads));
     int started = 0, rc = 0;
@@ -616,16 +575,13 @@ static int convert_files(mkrecord_t *m, input_file_t *files, size_t count, const
     pthread_mutex_init(&pool.lock, NULL);
     pthread_cond_init(&pool.cond, NULL);
     for (; started < m->workers; started++)
-        if (pthread_create(&threads[started], NULL, convert_worker, &pool) != 0)
-            break;
-    if (started == 0)
-        rc = -1;
+        if (pthread_create(&threads[started], NULL, convert_worker, &pool) != 0) break;
+    if (started == 0) rc = -1;
     m->total_hint = count;
     for (size_t i = 0; i < count && rc == 0; i++) {
         pthread_mutex_lock(&pool.lock);
         convert_result_t *slot = &pool.results[i % pool.window];
-        while (!slot->done && !pool.stop)
-            pthread_cond_wait(&pool.cond, &pool.lock);
+        while (!slot->done && !pool.stop) pthread_cond_wait(&pool.cond, &pool.lock);
         convert_result_t r = *slot;
         int stopped = !slot->done;
         memset(slot, 0, sizeof(*slot));
@@ -640,27 +596,22 @@ static int convert_files(mkrecord_t *m, input_file_t *files, size_t count, const
     pool.stop = 1;
     pthread_cond_broadcast(&pool.cond);
     pthread_mutex_unlock(&pool.lock);
-    for (int t = 0; t < started; t++)
-        pthread_join(threads[t], NULL);
-    for (size_t k = 0; k < pool.window; k++)
-        free(pool.results[k].bytes);
+    for (int t = 0; t < started; t++) pthread_join(threads[t], NULL);
+    for (size_t k = 0; k < pool.window; k++) free(pool.results[k].bytes);
     pthread_cond_destroy(&pool.cond);
     pthread_mutex_destroy(&pool.lock);
 out:
     free(threads);
     free(pool.results);
-    if (mkrecord_close(m, prefix) != 0)
-        rc = -1;
-    if (rc == 0)
-        mkrecord_summary(m, prefix);
+    if (mkrecord_close(m, prefix) != 0) rc = -1;
+    if (rc == 0) mkrecord_summary(m, prefix);
     return rc;
 }
 
 static char *join_path(const char *a, const char *b, const char *c)
 {
     char *path = NULL;
-    if ((c ? asprintf(&path, "%s/%s/%s", a, b, c) : asprintf(&path, "%s/%s", a, b)) < 0)
-        return NULL;
+    if ((c ? asprintf(&path, "%s/%s/%s", a, b, c) : asprintf(&path, "%s/%s", a, b)) < 0) return NULL;
     return path;
 }
 
@@ -668,16 +619,14 @@ static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
 {
     size_t class_count = 0;
     char **classes = list_dir(root, 1, &class_count);
-    if (!classes)
-        return -1;
+    if (!classes) return -1;
     input_list_t inputs = {0};
     int rc = 0;
     for (size_t c = 0; c < class_count && rc == 0; c++) {
         char *dir = join_path(root, classes[c], NULL);
         size_t n = 0;
         char **names = dir ? list_dir(dir, 0, &n) : NULL;
-        if (!names)
-            rc = -1;
+        if (!names) rc = -1;
         for (size_t i = 0; i < n && rc == 0; i++)
             rc = input_list_add(&inputs, join_path(root, classes[c], names[i]), (int32_t)c);
         free_names(names, n);
@@ -685,10 +634,8 @@ static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
     }
     if (rc == 0) {
         printf("%zu class directories, %zu files\n", class_count, inputs.count);
-        for (size_t c = 0; c < class_count && c < 10; c++)
-            printf("  label %zu = %s\n", c, classes[c]);
-        if (class_count > 10)
-            printf("  ...\n");
+        for (size_t c = 0; c < class_count && c < 10; c++) printf("  label %zu = %s\n", c, classes[c]);
+        if (class_count > 10) printf("  ...\n");
         m->class_names = classes;
         m->class_name_count = class_count;
         rc = convert_files(m, inputs.files, inputs.count, prefix);
@@ -700,8 +647,7 @@ static int convert_folder(mkrecord_t *m, const char *root, const char *prefix)
     return rc;
 }
 
-static int convert_val(mkrecord_t *m, const char *root, const char *labels_path,
-                       const char *prefix)
+static int convert_val(mkrecord_t *m, const char *root, const char *labels_path, const char *prefix)
 {
     FILE *f = fopen(labels_path, "r");
     if (!f) {
@@ -716,19 +662,16 @@ static int convert_val(mkrecord_t *m, const char *root, const char *labels_path,
         line_no++;
         char name[2048];
         long label;
-        if (line[0] == '\n' || line[0] == '#')
-            continue;
+        if (line[0] == '\n' || line[0] == '#') continue;
         if (sscanf(line, "%2047s %ld", name, &label) != 2 || label < 0 || label > INT32_MAX) {
-            fprintf(stderr, "hora-mkrecord: %s:%zu: expected \"FILENAME LABEL\"\n", labels_path,
-                    line_no);
+            fprintf(stderr, "hora-mkrecord: %s:%zu: expected \"FILENAME LABEL\"\n", labels_path, line_no);
             rc = -1;
             break;
         }
         rc = input_list_add(&inputs, join_path(root, name, NULL), (int32_t)label);
     }
     fclose(f);
-    if (rc == 0)
-        rc = convert_files(m, inputs.files, inputs.count, prefix);
+    if (rc == 0) rc = convert_files(m, inputs.files, inputs.count, prefix);
     input_list_free(&inputs);
     return rc;
 }
@@ -746,8 +689,7 @@ static int verify(char **paths, int path_count, int strict)
         if (tr_record_reader_open(paths[p], &r) != HORA_OK) {
             fprintf(stderr, "hora-mkrecord: bad shard: %s\n", status_message());
             bad_files++;
-            if (strict)
-                break;
+            if (strict) break;
             continue;
         }
         uint64_t n = tr_record_reader_count(r), file_bad = 0;
@@ -755,49 +697,43 @@ static int verify(char **paths, int path_count, int strict)
             if (tr_record_read(r, i, &rec) != HORA_OK) {
                 fprintf(stderr, "hora-mkrecord: bad record: %s\n", status_message());
                 file_bad++;
-                if (strict)
-                    break;
+                if (strict) break;
                 continue;
             }
-            if (rec.label >= 0 &&
-                class_counts_cover(&class_counts, &class_capacity, (size_t)rec.label) != 0) {
+            if (rec.label >= 0 && class_counts_cover(&class_counts, &class_capacity, (size_t)rec.label) != 0) {
                 file_bad++;
                 break;
             }
-            if (rec.label >= 0)
-                class_counts[rec.label]++;
+            if (rec.label >= 0) class_counts[rec.label]++;
             good++;
         }
         printf("%s: %" PRIu64 " records, %" PRIu64 " bad\n", paths[p], n, file_bad);
         bad += file_bad;
         tr_record_reader_close(r);
-        if (strict && file_bad)
-            break;
+        if (strict && file_bad) break;
     }
     tr_record_free(&rec);
-    printf("verified %" PRIu64 " good records, %" PRIu64 " bad records, %" PRIu64
-           " unreadable shard(s)\n", good, bad, bad_files);
-    if (class_counts)
-        print_class_summary(class_counts, class_capacity);
+    printf("verified %" PRIu64 " good records, %" PRIu64 " bad records, %" PRIu64 " unreadable shard(s)\n", good, bad,
+           bad_files);
+    if (class_counts) print_class_summary(class_counts, class_capacity);
     free(class_counts);
     return bad || bad_files ? 1 : 0;
 }
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N]\n"
-            "       hora-mkrecord --from folder DIR OUT_PREFIX [JPEG options]\n"
-            "       hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [JPEG options]\n"
-            "       hora-mkrecord --verify [--strict] FILE...\n"
-            "JPEG options: [--shards N] [--strict] [--resize-shorter N [--quality Q]]\n"
-            "              [--workers N]\n"
-            "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec (input record i goes to shard i mod N) and\n"
-            "OUT_PREFIX.classes, creating OUT_PREFIX's folder (and parents) if missing. The\n"
-            "loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX DIR/train or DIR/val.\n"
-            "IDX files may be gzip-compressed. LABELS_FILE lines:\n"
-            "FILENAME LABEL (0-based). --resize-shorter shrinks larger JPEGs so the shorter\n"
-            "side is N (re-encoded at --quality, default 90); --workers defaults to the CPUs.\n");
+    fprintf(out, "usage: hora-mkrecord --from idx IMAGES LABELS OUT_PREFIX [--shards N]\n"
+                 "       hora-mkrecord --from folder DIR OUT_PREFIX [JPEG options]\n"
+                 "       hora-mkrecord --from val DIR LABELS_FILE OUT_PREFIX [JPEG options]\n"
+                 "       hora-mkrecord --verify [--strict] FILE...\n"
+                 "JPEG options: [--shards N] [--strict] [--resize-shorter N [--quality Q]]\n"
+                 "              [--workers N]\n"
+                 "Writes OUT_PREFIX-SSSSS-of-NNNNN.hrec (input record i goes to shard i mod N) and\n"
+                 "OUT_PREFIX.classes, creating OUT_PREFIX's folder (and parents) if missing. The\n"
+                 "loader reads DIR/train-* and DIR/val-*: use OUT_PREFIX DIR/train or DIR/val.\n"
+                 "IDX files may be gzip-compressed. LABELS_FILE lines:\n"
+                 "FILENAME LABEL (0-based). --resize-shorter shrinks larger JPEGs so the shorter\n"
+                 "side is N (re-encoded at --quality, default 90); --workers defaults to the CPUs.\n");
 }
 
 int main(int argc, char **argv)
@@ -808,8 +744,7 @@ int main(int argc, char **argv)
     long workers = 0;
     char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int pos_count = 0;
-    if (!pos)
-        return 2;
+    if (!pos) return 2;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--from") == 0 && i + 1 < argc) {
             from = argv[++i];
@@ -821,8 +756,8 @@ int main(int argc, char **argv)
                 free(pos);
                 return 2;
             }
-        } else if ((strcmp(argv[i], "--resize-shorter") == 0 ||
-                    strcmp(argv[i], "--quality") == 0 || strcmp(argv[i], "--workers") == 0) &&
+        } else if ((strcmp(argv[i], "--resize-shorter") == 0 || strcmp(argv[i], "--quality") == 0 ||
+                    strcmp(argv[i], "--workers") == 0) &&
                    i + 1 < argc) {
             const char *name = argv[i];
             char *end;
@@ -835,8 +770,10 @@ int main(int argc, char **argv)
             else
                 ok &= v >= 1 && v <= 256, workers = (long)v;
             if (!ok) {
-                fprintf(stderr, "hora-mkrecord: bad value %s for %s (--resize-shorter 1..65535, "
-                        "--quality 1..100, --workers 1..256)\n", argv[i], name);
+                fprintf(stderr,
+                        "hora-mkrecord: bad value %s for %s (--resize-shorter 1..65535, "
+                        "--quality 1..100, --workers 1..256)\n",
+                        argv[i], name);
                 free(pos);
                 return 2;
             }
@@ -862,8 +799,10 @@ int main(int argc, char **argv)
         long cpus = sysconf(_SC_NPROCESSORS_ONLN);
         workers = cpus < 1 ? 1 : cpus > 256 ? 256 : cpus;
     }
-    mkrecord_t m = {.shard_count = (unsigned)shards, .strict = strict,
-                    .resize_shorter = (int)resize_shorter, .quality = (int)quality,
+    mkrecord_t m = {.shard_count = (unsigned)shards,
+                    .strict = strict,
+                    .resize_shorter = (int)resize_shorter,
+                    .quality = (int)quality,
                     .workers = (int)workers};
     if (do_verify && pos_count > 0) {
         rc = verify(pos, pos_count, strict);

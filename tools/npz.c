@@ -33,8 +33,7 @@ static void put16(uint8_t *p, uint32_t v)
 }
 static void put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
 static size_t dtype_size(npz_dtype_t d) { return d == NPZ_I64 ? 8 : 4; }
@@ -47,13 +46,11 @@ static size_t npy_header(uint8_t *h, size_t cap, npz_dtype_t dtype, int ndim, co
     size_t used = 0;
     for (int i = 0; i < ndim; i++)
         used += (size_t)snprintf(dims + used, sizeof(dims) - used, "%s%lld", i ? ", " : "", (long long)shape[i]);
-    if (ndim == 1)
-        snprintf(dims + used, sizeof(dims) - used, ",");
-    int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }",
-                     dtype_descr(dtype), dims);
+    if (ndim == 1) snprintf(dims + used, sizeof(dims) - used, ",");
+    int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }", dtype_descr(dtype),
+                     dims);
     size_t total = (10 + (size_t)n + 1 + 63) / 64 * 64; /* magic .. '\n', to a multiple of 64 */
-    if (total > cap)
-        return 0;
+    if (total > cap) return 0;
     memcpy(h, "\x93NUMPY\x01\x00", 8);
     put16(h + 8, (uint32_t)(total - 10));
     memcpy(h + 10, dict, (size_t)n);
@@ -65,8 +62,7 @@ static size_t npy_header(uint8_t *h, size_t cap, npz_dtype_t dtype, int ndim, co
 static size_t array_count(int ndim, const int64_t *shape)
 {
     size_t c = 1;
-    for (int i = 0; i < ndim; i++)
-        c *= (size_t)shape[i];
+    for (int i = 0; i < ndim; i++) c *= (size_t)shape[i];
     return c;
 }
 
@@ -75,8 +71,7 @@ hora_status_t npz_write_npy(const char *path, npz_dtype_t dtype, int ndim, const
     uint8_t h[1024];
     size_t hn = npy_header(h, sizeof(h), dtype, ndim, shape);
     FILE *f = fopen(path, "wb");
-    if (!f)
-        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot create: %s", strerror(errno));
+    if (!f) return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot create: %s", strerror(errno));
     size_t bytes = array_count(ndim, shape) * dtype_size(dtype);
     int ok = hn > 0 && fwrite(h, 1, hn, f) == hn && fwrite(data, 1, bytes, f) == bytes;
     int e = errno;
@@ -105,11 +100,9 @@ static const char *dict_value(const char *dict, const char *key)
     char k[64];
     snprintf(k, sizeof(k), "'%s':", key);
     const char *p = strstr(dict, k);
-    if (!p)
-        return NULL;
+    if (!p) return NULL;
     p += strlen(k);
-    while (*p == ' ')
-        p++;
+    while (*p == ' ') p++;
     return p;
 }
 
@@ -117,8 +110,7 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
 {
     memset(out, 0, sizeof(*out));
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot open: %s", strerror(errno));
+    if (!f) return status_at(HORA_ERR_SYSTEM, STATUS_FILE(path), "cannot open: %s", strerror(errno));
     uint8_t pre[12];
     char *dict = NULL;
     hora_status_t rc = HORA_ERR_CORRUPT;
@@ -136,7 +128,8 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
         }
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
     } else {
-        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy format version %d.%d (this reads 1.0 and 2.0)", pre[6], pre[7]);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy format version %d.%d (this reads 1.0 and 2.0)",
+                       pre[6], pre[7]);
         goto out;
     }
     if (hlen > (1u << 20) || !(dict = malloc(hlen + 1)) || fread(dict, 1, hlen, f) != hlen) {
@@ -147,11 +140,13 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
     const char *descr = dict_value(dict, "descr"), *order = dict_value(dict, "fortran_order"),
                *shape = dict_value(dict, "shape");
     if (!descr || !order || !shape) {
-        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy header without descr, fortran_order or shape: %s", dict);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), ".npy header without descr, fortran_order or shape: %s",
+                       dict);
         goto out;
     }
     if (strncmp(descr, "'<f4'", 5) != 0) {
-        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "dtype %.8s, expected '<f4' (float32; np.asarray(x, dtype='<f4'))", descr);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path),
+                       "dtype %.8s, expected '<f4' (float32; np.asarray(x, dtype='<f4'))", descr);
         goto out;
     }
     if (strncmp(order, "False", 5) != 0) {
@@ -165,10 +160,8 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
     const char *p = shape + 1;
     out->count = 1;
     for (;;) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (*p == ')')
-            break;
+        while (*p == ' ' || *p == ',') p++;
+        if (*p == ')') break;
         char *end;
         errno = 0;
         long long d = strtoll(p, &end, 10);
@@ -190,7 +183,8 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
         goto out;
     }
     if (fread(out->data, sizeof(float), out->count, f) != out->count) {
-        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "truncated: fewer than the %zu floats its header gives", out->count);
+        rc = status_at(HORA_ERR_CORRUPT, STATUS_FILE(path), "truncated: fewer than the %zu floats its header gives",
+                       out->count);
         goto out;
     }
     if (fgetc(f) != EOF) {
@@ -201,8 +195,7 @@ hora_status_t npz_read_f32(const char *path, npz_array_t *out)
 out:
     free(dict);
     fclose(f);
-    if (rc != 0)
-        npz_array_free(out);
+    if (rc != 0) npz_array_free(out);
     return rc;
 }
 
@@ -245,13 +238,14 @@ static hora_status_t put(npz_writer_t *w, const void *data, size_t n)
     if (n && fwrite(data, 1, n, w->file) != n) {
         w->failed = 1;
         return status_at(HORA_ERR_SYSTEM, STATUS_FILE(w->path), "write failed at offset %llu: %s",
-                        (unsigned long long)w->offset, strerror(errno));
+                         (unsigned long long)w->offset, strerror(errno));
     }
     w->offset += n;
     return HORA_OK;
 }
 
-hora_status_t npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, const int64_t *shape, const void *data)
+hora_status_t npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int ndim, const int64_t *shape,
+                      const void *data)
 {
     uint8_t h[1024];
     size_t hn = npy_header(h, sizeof(h), dtype, ndim, shape);
@@ -263,7 +257,8 @@ hora_status_t npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int 
     uint64_t bytes = hn + data_bytes;
     if (w->count >= 65535 || bytes > UINT32_MAX || w->offset + 30 + (uint64_t)name_len + bytes > UINT32_MAX) {
         w->failed = 1;
-        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path), "entry '%s': past the 4 GiB / 65535 entries of a zip without ZIP64", name);
+        return status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path),
+                         "entry '%s': past the 4 GiB / 65535 entries of a zip without ZIP64", name);
     }
     if (w->count == w->capacity) {
         int cap = w->capacity ? 2 * w->capacity : 64;
@@ -297,27 +292,23 @@ hora_status_t npz_add(npz_writer_t *w, const char *name, npz_dtype_t dtype, int 
     uint8_t local[30];
     memset(local, 0, sizeof(local));
     put32(local, 0x04034b50);
-    put16(local + 4, 20);               /* version needed: 2.0 */
-    put16(local + 10, 0);               /* time 00:00 */
+    put16(local + 4, 20); /* version needed: 2.0 */
+    put16(local + 10, 0); /* time 00:00 */
     put16(local + 12, DOS_DATE_1980_01_01);
     put32(local + 14, m->crc);
-    put32(local + 18, m->bytes);        /* compressed = uncompressed: stored */
+    put32(local + 18, m->bytes); /* compressed = uncompressed: stored */
     put32(local + 22, m->bytes);
     put16(local + 26, (uint32_t)name_len);
     hora_status_t status = put(w, local, sizeof(local));
-    if (status == HORA_OK)
-        status = put(w, member, (size_t)name_len);
-    if (status == HORA_OK)
-        status = put(w, h, hn);
-    if (status == HORA_OK)
-        status = put(w, data, data_bytes);
+    if (status == HORA_OK) status = put(w, member, (size_t)name_len);
+    if (status == HORA_OK) status = put(w, h, hn);
+    if (status == HORA_OK) status = put(w, data, data_bytes);
     return status;
 }
 
 static void writer_free(npz_writer_t *w)
 {
-    for (int i = 0; i < w->count; i++)
-        free(w->members[i].name);
+    for (int i = 0; i < w->count; i++) free(w->members[i].name);
     free(w->members);
     free(w->path);
     free(w);
@@ -325,8 +316,7 @@ static void writer_free(npz_writer_t *w)
 
 void npz_abort(npz_writer_t *w)
 {
-    if (!w)
-        return;
+    if (!w) return;
     fclose(w->file);
     unlink(w->path);
     writer_free(w);
@@ -350,8 +340,7 @@ hora_status_t npz_close(npz_writer_t *w)
         put16(c + 28, (uint32_t)strlen(m->name));
         put32(c + 42, m->offset);
         rc = put(w, c, sizeof(c));
-        if (rc == HORA_OK)
-            rc = put(w, m->name, strlen(m->name));
+        if (rc == HORA_OK) rc = put(w, m->name, strlen(m->name));
     }
     if (rc == 0 && w->offset > UINT32_MAX)
         rc = status_at(HORA_ERR_INVALID_ARG, STATUS_FILE(w->path), "over 4 GiB (no ZIP64)");
@@ -367,8 +356,7 @@ hora_status_t npz_close(npz_writer_t *w)
     }
     if (fclose(w->file) != 0 && rc == 0)
         rc = status_at(HORA_ERR_SYSTEM, STATUS_FILE(w->path), "write failed: %s", strerror(errno));
-    if (rc != 0)
-        unlink(w->path);
+    if (rc != 0) unlink(w->path);
     writer_free(w);
     return rc;
 }

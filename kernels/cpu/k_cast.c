@@ -27,8 +27,7 @@ float k_bf16_to_f32(uint16_t h) { return k_num_bf16_to_f32(h); }
 
 static int k_dtype_is_float(k_dtype_t dtype)
 {
-    return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16 ||
-           dtype == K_DTYPE_F64;
+    return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16 || dtype == K_DTYPE_F64;
 }
 
 static void k_load_f64(double *out, const void *src, k_dtype_t dtype, size_t n)
@@ -64,12 +63,8 @@ static void k_store_from_f64(void *dst, k_dtype_t dtype, const double *in, size_
         double x = in[i];
         switch (dtype) {
         case K_DTYPE_F32: ((float *)dst)[i] = (float)x; break;
-        case K_DTYPE_F16:
-            ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_f64_to_f32_round_odd(x));
-            break;
-        case K_DTYPE_BF16:
-            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_f64_to_f32_round_odd(x));
-            break;
+        case K_DTYPE_F16: ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_f64_to_f32_round_odd(x)); break;
+        case K_DTYPE_BF16: ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_f64_to_f32_round_odd(x)); break;
         case K_DTYPE_F64: ((double *)dst)[i] = x; break;
         case K_DTYPE_I32: ((int32_t *)dst)[i] = k_num_round_to_i32_sat(x); break;
         case K_DTYPE_I64: ((int64_t *)dst)[i] = k_num_round_to_i64_sat(x); break;
@@ -89,12 +84,8 @@ static void k_store_from_i64(void *dst, k_dtype_t dtype, const int64_t *in, size
         int64_t v = in[i];
         switch (dtype) {
         case K_DTYPE_F32: ((float *)dst)[i] = (float)v; break; /* one rounding */
-        case K_DTYPE_F16:
-            ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_i64_to_f32_round_odd(v));
-            break;
-        case K_DTYPE_BF16:
-            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_i64_to_f32_round_odd(v));
-            break;
+        case K_DTYPE_F16: ((uint16_t *)dst)[i] = k_num_f32_to_f16(k_num_i64_to_f32_round_odd(v)); break;
+        case K_DTYPE_BF16: ((uint16_t *)dst)[i] = k_num_f32_to_bf16(k_num_i64_to_f32_round_odd(v)); break;
         case K_DTYPE_F64: ((double *)dst)[i] = (double)v; break; /* one rounding */
         case K_DTYPE_I32:
             ((int32_t *)dst)[i] = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
@@ -113,21 +104,16 @@ static void k_store_from_i64(void *dst, k_dtype_t dtype, const int64_t *in, size
 }
 
 /* Returns 1 if it handled the pair. */
-static int k_cast_fast_path(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype,
-                            size_t count)
+static int k_cast_fast_path(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count)
 {
     if (src_dtype == K_DTYPE_F32 && dst_dtype == K_DTYPE_F16) {
-        for (size_t i = 0; i < count; i++)
-            ((uint16_t *)dst)[i] = k_num_f32_to_f16(((const float *)src)[i]);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = k_num_f32_to_f16(((const float *)src)[i]);
     } else if (src_dtype == K_DTYPE_F32 && dst_dtype == K_DTYPE_BF16) {
-        for (size_t i = 0; i < count; i++)
-            ((uint16_t *)dst)[i] = k_num_f32_to_bf16(((const float *)src)[i]);
+        for (size_t i = 0; i < count; i++) ((uint16_t *)dst)[i] = k_num_f32_to_bf16(((const float *)src)[i]);
     } else if (src_dtype == K_DTYPE_F16 && dst_dtype == K_DTYPE_F32) {
-        for (size_t i = 0; i < count; i++)
-            ((float *)dst)[i] = k_num_f16_to_f32(((const uint16_t *)src)[i]);
+        for (size_t i = 0; i < count; i++) ((float *)dst)[i] = k_num_f16_to_f32(((const uint16_t *)src)[i]);
     } else if (src_dtype == K_DTYPE_BF16 && dst_dtype == K_DTYPE_F32) {
-        for (size_t i = 0; i < count; i++)
-            ((float *)dst)[i] = k_num_bf16_to_f32(((const uint16_t *)src)[i]);
+        for (size_t i = 0; i < count; i++) ((float *)dst)[i] = k_num_bf16_to_f32(((const uint16_t *)src)[i]);
     } else {
         return 0;
     }
@@ -136,15 +122,13 @@ static int k_cast_fast_path(void *dst, k_dtype_t dst_dtype, const void *src, k_d
 
 void k_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count)
 {
-    if ((unsigned)dst_dtype >= K_DTYPE_COUNT || (unsigned)src_dtype >= K_DTYPE_COUNT)
-        return;
+    if ((unsigned)dst_dtype >= K_DTYPE_COUNT || (unsigned)src_dtype >= K_DTYPE_COUNT) return;
     if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
         /* bit copy: keeps NaN payloads and -0 exactly */
         memmove(dst, src, count * k_dtype_size(src_dtype));
         return;
     }
-    if (k_cast_fast_path(dst, dst_dtype, src, src_dtype, count))
-        return;
+    if (k_cast_fast_path(dst, dst_dtype, src, src_dtype, count)) return;
 
     size_t src_size = k_dtype_size(src_dtype);
     size_t dst_size = k_dtype_size(dst_dtype);

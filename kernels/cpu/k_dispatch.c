@@ -45,19 +45,15 @@ void k_reduce(void *dst, const void *a, const void *b, size_t count, k_dtype_t d
 {
     /* Out-of-range enums are a caller bug the runtime validates before us;
      * doing nothing beats jumping through a wild pointer. */
-    if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT || (unsigned)op >= K_OP_COUNT)
-        return;
+    if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT || (unsigned)op >= K_OP_COUNT) return;
     (*k_reduce_tables[k_dispatch_isa()])[dtype][op](dst, a, b, count);
 }
 
-void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
-                int64_t divisor)
+void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op, int64_t divisor)
 {
     /* Like k_reduce and k_div: a caller bug does nothing rather than divide
      * by zero or index past the tables. */
-    if (count == 0 || n < 1 || divisor < 1 || (unsigned)dtype >= K_DTYPE_COUNT ||
-        (unsigned)op >= K_OP_COUNT)
-        return;
+    if (count == 0 || n < 1 || divisor < 1 || (unsigned)dtype >= K_DTYPE_COUNT || (unsigned)op >= K_OP_COUNT) return;
     k_isa_t isa = k_dispatch_isa();
     if (n == 2 && divisor == 1) {
         /* Two sources, no division: k_reduce's definition, f16/bf16's one

@@ -29,10 +29,7 @@
 #endif
 
 /* The bits of +inf in a 16-bit float dtype (the masks' bound). */
-static uint16_t k_eltwise_inf_bits(k_dtype_t dtype)
-{
-    return dtype == K_DTYPE_F16 ? 0x7C00u : 0x7F80u;
-}
+static uint16_t k_eltwise_inf_bits(k_dtype_t dtype) { return dtype == K_DTYPE_F16 ? 0x7C00u : 0x7F80u; }
 
 typedef struct {
     void (*relu_f32)(float *y, const float *x, size_t count);
@@ -43,48 +40,47 @@ typedef struct {
     void (*add_bf16)(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t count, int relu);
 } k_eltwise_table_t;
 
-#define K_ELTWISE_LEVEL(isa, target)                                                                   \
-    target static void k_relu_f32_##isa(float *y, const float *x, size_t count)                       \
-    {                                                                                                  \
-        _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_relu(x[i]);             \
-    }                                                                                                  \
-    target static void k_relu_16_##isa(uint16_t *y, const uint16_t *x, size_t count, uint16_t inf)    \
-    {                                                                                                  \
-        _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                                  \
-            x[i] & ((uint16_t)(x[i] - 0x8001u) < inf ? 0 : 0xFFFFu);                                   \
-    }                                                                                                  \
-    target static void k_relu_backward_f32_##isa(float *dx, const float *y, const float *dy, size_t count) \
-    {                                                                                                  \
-        _Pragma("omp simd") for (size_t i = 0; i < count; i++) dx[i] = k_train_relu_grad(y[i], dy[i]); \
-    }                                                                                                  \
-    target static void k_relu_backward_16_##isa(uint16_t *dx, const uint16_t *y, const uint16_t *dy,  \
-                                                size_t count, uint16_t inf)                            \
-    {                                                                                                  \
-        _Pragma("omp simd") for (size_t i = 0; i < count; i++) dx[i] =                                 \
-            dy[i] & ((uint16_t)(y[i] - 1u) < inf ? 0xFFFFu : 0);                                       \
-    }                                                                                                  \
-    target static void k_add_f32_##isa(float *y, const float *a, const float *b, size_t count, int relu) \
-    {                                                                                                  \
-        if (relu) {                                                                                    \
-            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_add(a[i], b[i], 1);  \
-        } else {                                                                                       \
-            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_add(a[i], b[i], 0);  \
-        }                                                                                              \
-    }                                                                                                  \
-    target static void k_add_bf16_##isa(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t count, \
-                                        int relu)                                                      \
-    {                                                                                                  \
-        if (relu) {                                                                                    \
-            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                              \
-                k_num_f32_to_bf16(k_train_add(k_num_bf16_to_f32(a[i]), k_num_bf16_to_f32(b[i]), 1));   \
-        } else {                                                                                       \
-            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                              \
-                k_num_f32_to_bf16(k_train_add(k_num_bf16_to_f32(a[i]), k_num_bf16_to_f32(b[i]), 0));   \
-        }                                                                                              \
-    }                                                                                                  \
-    static const k_eltwise_table_t k_eltwise_table_##isa = {                                           \
-        k_relu_f32_##isa, k_relu_16_##isa, k_relu_backward_f32_##isa, k_relu_backward_16_##isa,        \
-        k_add_f32_##isa,  k_add_bf16_##isa,                                                            \
+#define K_ELTWISE_LEVEL(isa, target)                                                                               \
+    target static void k_relu_f32_##isa(float *y, const float *x, size_t count)                                    \
+    {                                                                                                              \
+        _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_relu(x[i]);                          \
+    }                                                                                                              \
+    target static void k_relu_16_##isa(uint16_t *y, const uint16_t *x, size_t count, uint16_t inf)                 \
+    {                                                                                                              \
+        _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                                              \
+            x[i] & ((uint16_t)(x[i] - 0x8001u) < inf ? 0 : 0xFFFFu);                                               \
+    }                                                                                                              \
+    target static void k_relu_backward_f32_##isa(float *dx, const float *y, const float *dy, size_t count)         \
+    {                                                                                                              \
+        _Pragma("omp simd") for (size_t i = 0; i < count; i++) dx[i] = k_train_relu_grad(y[i], dy[i]);             \
+    }                                                                                                              \
+    target static void k_relu_backward_16_##isa(uint16_t *dx, const uint16_t *y, const uint16_t *dy, size_t count, \
+                                                uint16_t inf)                                                      \
+    {                                                                                                              \
+        _Pragma("omp simd") for (size_t i = 0; i < count; i++) dx[i] =                                             \
+            dy[i] & ((uint16_t)(y[i] - 1u) < inf ? 0xFFFFu : 0);                                                   \
+    }                                                                                                              \
+    target static void k_add_f32_##isa(float *y, const float *a, const float *b, size_t count, int relu)           \
+    {                                                                                                              \
+        if (relu) {                                                                                                \
+            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_add(a[i], b[i], 1);              \
+        } else {                                                                                                   \
+            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] = k_train_add(a[i], b[i], 0);              \
+        }                                                                                                          \
+    }                                                                                                              \
+    target static void k_add_bf16_##isa(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t count, int relu) \
+    {                                                                                                              \
+        if (relu) {                                                                                                \
+            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                                          \
+                k_num_f32_to_bf16(k_train_add(k_num_bf16_to_f32(a[i]), k_num_bf16_to_f32(b[i]), 1));               \
+        } else {                                                                                                   \
+            _Pragma("omp simd") for (size_t i = 0; i < count; i++) y[i] =                                          \
+                k_num_f32_to_bf16(k_train_add(k_num_bf16_to_f32(a[i]), k_num_bf16_to_f32(b[i]), 0));               \
+        }                                                                                                          \
+    }                                                                                                              \
+    static const k_eltwise_table_t k_eltwise_table_##isa = {                                                       \
+        k_relu_f32_##isa,         k_relu_16_##isa, k_relu_backward_f32_##isa,                                      \
+        k_relu_backward_16_##isa, k_add_f32_##isa, k_add_bf16_##isa,                                               \
     };
 
 K_ELTWISE_LEVEL(scalar, )
@@ -117,8 +113,7 @@ int k_relu(void *y, const void *x, k_dtype_t dtype, size_t count)
 {
     int rc;
     const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
-    if (t == NULL)
-        return rc;
+    if (t == NULL) return rc;
     if (dtype == K_DTYPE_F32)
         t->relu_f32(y, x, count);
     else
@@ -130,8 +125,7 @@ int k_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, si
 {
     int rc;
     const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
-    if (t == NULL)
-        return rc;
+    if (t == NULL) return rc;
     if (dtype == K_DTYPE_F32)
         t->relu_backward_f32(dx, y, dy, count);
     else
@@ -150,8 +144,7 @@ static void k_add_f16(uint16_t *y, const uint16_t *a, const uint16_t *b, size_t 
         const size_t n = count - at < K_ADD_F16_BLOCK ? count - at : K_ADD_F16_BLOCK;
         k_cast(wa, K_DTYPE_F32, a + at, K_DTYPE_F16, n);
         k_cast(wb, K_DTYPE_F32, b + at, K_DTYPE_F16, n);
-        for (size_t i = 0; i < n; i++)
-            wa[i] = k_train_add(wa[i], wb[i], relu);
+        for (size_t i = 0; i < n; i++) wa[i] = k_train_add(wa[i], wb[i], relu);
         k_cast(y + at, K_DTYPE_F16, wa, K_DTYPE_F32, n);
     }
 }
@@ -160,8 +153,7 @@ int k_add(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, 
 {
     int rc;
     const k_eltwise_table_t *t = k_eltwise_start(dtype, count, &rc);
-    if (t == NULL)
-        return rc;
+    if (t == NULL) return rc;
     if (dtype == K_DTYPE_F16) {
         k_add_f16(y, a, b, count, relu != 0);
         return 0;

@@ -37,6 +37,7 @@ extern const k_reduce_table_t k_reduce_table_avx512;
 #endif
 
 /* X-macro over every (dtype, op) pair; names match k_dtype_t / k_op_t. */
+// clang-format off
 #define K_REDUCE_LIST(X)                                                      \
     X(f32, sum) X(f32, min) X(f32, max) X(f32, prod)                          \
     X(f16, sum) X(f16, min) X(f16, max) X(f16, prod)                          \
@@ -49,8 +50,9 @@ extern const k_reduce_table_t k_reduce_table_avx512;
     X(i16, sum) X(i16, min) X(i16, max) X(i16, prod)                      \
     X(u16, sum) X(u16, min) X(u16, max) X(u16, prod)                      \
     X(bool, sum) X(bool, min) X(bool, max) X(bool, prod)
+// clang-format on
 
-#define K_DECLARE_SCALAR_REDUCE(type, op)                                     \
+#define K_DECLARE_SCALAR_REDUCE(type, op) \
     void k_reduce_scalar_##type##_##op(void *dst, const void *a, const void *b, size_t count);
 K_REDUCE_LIST(K_DECLARE_SCALAR_REDUCE)
 #undef K_DECLARE_SCALAR_REDUCE
@@ -85,29 +87,31 @@ extern const k_reduce_n_table_t k_reduce_n_table_avx512;
 
 void k_reduce_n_chained(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
                         const k_reduce_n_args_t *args);
-#define K_REDUCE_N_CHAINED_ROW                                                \
-    [K_OP_SUM] = k_reduce_n_chained, [K_OP_MIN] = k_reduce_n_chained,         \
-    [K_OP_MAX] = k_reduce_n_chained, [K_OP_PROD] = k_reduce_n_chained
+#define K_REDUCE_N_CHAINED_ROW                                                                         \
+    [K_OP_SUM] = k_reduce_n_chained, [K_OP_MIN] = k_reduce_n_chained, [K_OP_MAX] = k_reduce_n_chained, \
+    [K_OP_PROD] = k_reduce_n_chained
 
 /* A whole table from the rows (op initialisers) of the three fp32 dtypes. */
-#define K_REDUCE_N_TABLE(f32_row, f16_row, bf16_row)                          \
-    {                                                                         \
-        [K_DTYPE_F32] = {f32_row}, [K_DTYPE_F16] = {f16_row}, [K_DTYPE_BF16] = {bf16_row}, \
-        [K_DTYPE_F64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I32] = {K_REDUCE_N_CHAINED_ROW}, \
-        [K_DTYPE_I64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_U8] = {K_REDUCE_N_CHAINED_ROW}, \
-        [K_DTYPE_I8] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I16] = {K_REDUCE_N_CHAINED_ROW}, \
+#define K_REDUCE_N_TABLE(f32_row, f16_row, bf16_row)                                         \
+    {                                                                                        \
+        [K_DTYPE_F32] = {f32_row}, [K_DTYPE_F16] = {f16_row}, [K_DTYPE_BF16] = {bf16_row},   \
+        [K_DTYPE_F64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I32] = {K_REDUCE_N_CHAINED_ROW},  \
+        [K_DTYPE_I64] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_U8] = {K_REDUCE_N_CHAINED_ROW},   \
+        [K_DTYPE_I8] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_I16] = {K_REDUCE_N_CHAINED_ROW},   \
         [K_DTYPE_U16] = {K_REDUCE_N_CHAINED_ROW}, [K_DTYPE_BOOL] = {K_REDUCE_N_CHAINED_ROW}, \
     }
 
 /* The dtypes with their own kernels: fp32 accumulation, one rounding. */
+// clang-format off
 #define K_REDUCE_N_LIST(X)                                                    \
     X(f32, sum) X(f32, min) X(f32, max) X(f32, prod)                          \
     X(f16, sum) X(f16, min) X(f16, max) X(f16, prod)                          \
     X(bf16, sum) X(bf16, min) X(bf16, max) X(bf16, prod)
+// clang-format on
 
-#define K_DECLARE_SCALAR_REDUCE_N(type, op)                                   \
-    void k_reduce_n_scalar_##type##_##op(void *dst, const void *const *srcs, int n, size_t begin, \
-                                         size_t end, const k_reduce_n_args_t *args);
+#define K_DECLARE_SCALAR_REDUCE_N(type, op)                                                                   \
+    void k_reduce_n_scalar_##type##_##op(void *dst, const void *const *srcs, int n, size_t begin, size_t end, \
+                                         const k_reduce_n_args_t *args);
 K_REDUCE_N_LIST(K_DECLARE_SCALAR_REDUCE_N)
 #undef K_DECLARE_SCALAR_REDUCE_N
 
@@ -197,7 +201,7 @@ extern const k_unary_table_t k_div_table_avx512, k_scale_table_avx512;
 #define K_DTYPE_LIST(X) X(f32) X(f16) X(bf16) X(f64) X(i32) X(i64) X(u8) X(i8) X(i16) X(u16) X(bool)
 
 /* Scalar kernels: the reference, and the tails of the SIMD loops. */
-#define K_DECLARE_SCALAR_UNARY(type)                                          \
+#define K_DECLARE_SCALAR_UNARY(type)                                                                \
     void k_div_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args); \
     void k_scale_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args);
 K_DTYPE_LIST(K_DECLARE_SCALAR_UNARY)

@@ -38,18 +38,15 @@ static k_isa_t k_isa_detect(void)
 {
     unsigned eax, ebx, ecx, edx;
 
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx))
-        return K_ISA_SCALAR;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return K_ISA_SCALAR;
     int fma = (ecx >> 12) & 1, osxsave = (ecx >> 27) & 1;
     int avx = (ecx >> 28) & 1, f16c = (ecx >> 29) & 1;
-    if (!(fma && osxsave && avx && f16c))
-        return K_ISA_SCALAR;
+    if (!(fma && osxsave && avx && f16c)) return K_ISA_SCALAR;
 
     uint64_t xcr0 = k_xgetbv0();
     if ((xcr0 & 0x6) != 0x6) /* XMM + YMM state */
         return K_ISA_SCALAR;
-    if (__get_cpuid_max(0, NULL) < 7)
-        return K_ISA_SCALAR;
+    if (__get_cpuid_max(0, NULL) < 7) return K_ISA_SCALAR;
     __cpuid_count(7, 0, eax, ebx, ecx, edx);
     if (!((ebx >> 5) & 1)) /* AVX2 */
         return K_ISA_SCALAR;
@@ -57,15 +54,11 @@ static k_isa_t k_isa_detect(void)
     int avx512f = (ebx >> 16) & 1, avx512dq = (ebx >> 17) & 1;
     int avx512bw = (ebx >> 30) & 1, avx512vl = (ebx >> 31) & 1;
     int zmm_state = (xcr0 & 0xE6) == 0xE6; /* + opmask, ZMM0-15 high, ZMM16-31 */
-    if (avx512f && avx512dq && avx512bw && avx512vl && zmm_state)
-        return K_ISA_AVX512;
+    if (avx512f && avx512dq && avx512bw && avx512vl && zmm_state) return K_ISA_AVX512;
     return K_ISA_AVX2;
 }
 #else
-static k_isa_t k_isa_detect(void)
-{
-    return K_ISA_SCALAR;
-}
+static k_isa_t k_isa_detect(void) { return K_ISA_SCALAR; }
 #endif
 
 size_t k_dtype_size(k_dtype_t dtype)
@@ -105,23 +98,19 @@ k_isa_t k_dispatch_isa(void)
         int expected = -1;
         isa = (int)k_isa_best();
         /* On failure `expected` receives the value another thread set. */
-        if (!atomic_compare_exchange_strong_explicit(&k_isa_active, &expected, isa,
-                                                     memory_order_relaxed, memory_order_relaxed))
+        if (!atomic_compare_exchange_strong_explicit(&k_isa_active, &expected, isa, memory_order_relaxed,
+                                                     memory_order_relaxed))
             isa = expected;
     }
     return (k_isa_t)isa;
 }
 
-k_isa_t k_isa_current(void)
-{
-    return k_dispatch_isa();
-}
+k_isa_t k_isa_current(void) { return k_dispatch_isa(); }
 
 int k_isa_set(k_isa_t isa)
 {
     /* Paths are ordered: each one's requirements include the previous one's. */
-    if ((unsigned)isa >= K_ISA_COUNT || isa > k_isa_best())
-        return -1;
+    if ((unsigned)isa >= K_ISA_COUNT || isa > k_isa_best()) return -1;
     atomic_store_explicit(&k_isa_active, (int)isa, memory_order_relaxed);
     return 0;
 }

@@ -94,13 +94,18 @@ static double k_exact_sum_slow(const void *const *srcs, int n, size_t i, k_dtype
         uint64_t m = b & 0x7FFFFFu;
         if (b != 0x80000000u) all_neg_zero = 0;
         if (e == 0xFFu) {
-            if (m) nan = 1;
-            else if (b >> 31) neg_inf = 1;
-            else pos_inf = 1;
+            if (m)
+                nan = 1;
+            else if (b >> 31)
+                neg_inf = 1;
+            else
+                pos_inf = 1;
             continue;
         }
-        if (e) m |= 0x800000u;
-        else e = 1; /* subnormal: the exponent of the smallest normal, no hidden bit */
+        if (e)
+            m |= 0x800000u;
+        else
+            e = 1; /* subnormal: the exponent of the smallest normal, no hidden bit */
         if (!m) continue;
         /* v = m * 2^(e - 150): bit 0 of the accumulator weighs 2^-149. */
         const unsigned at = e - 1, d = at / 32;

@@ -65,9 +65,9 @@ K_AVX2 static inline __m256 k_avx2_x_narrow_odd(__m256d d0, __m256d d1)
     k_avx2_x_widen(f, &b0, &b1);
     const __m256d abs_mask = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFFLL));
     /* Away from zero: |f| > |d| (also inf from a value past FLT_MAX). */
-    const __m256i away = k_avx2_x_pack_masks(
-        _mm256_cmp_pd(_mm256_and_pd(b0, abs_mask), _mm256_and_pd(d0, abs_mask), _CMP_GT_OQ),
-        _mm256_cmp_pd(_mm256_and_pd(b1, abs_mask), _mm256_and_pd(d1, abs_mask), _CMP_GT_OQ));
+    const __m256i away =
+        k_avx2_x_pack_masks(_mm256_cmp_pd(_mm256_and_pd(b0, abs_mask), _mm256_and_pd(d0, abs_mask), _CMP_GT_OQ),
+                            _mm256_cmp_pd(_mm256_and_pd(b1, abs_mask), _mm256_and_pd(d1, abs_mask), _CMP_GT_OQ));
     const __m256i inexact = k_avx2_x_pack_masks(_mm256_cmp_pd(b0, d0, _CMP_NEQ_UQ), _mm256_cmp_pd(b1, d1, _CMP_NEQ_UQ));
     __m256i bits = _mm256_add_epi32(_mm256_castps_si256(f), away); /* away lanes: -1, one ulp toward zero */
     bits = _mm256_or_si256(bits, _mm256_and_si256(inexact, _mm256_set1_epi32(1)));

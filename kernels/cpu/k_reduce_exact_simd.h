@@ -81,15 +81,15 @@ K_X_TARGET static inline K_X_IVEC K_X_FN(_x_or)(K_X_IVEC a, K_X_IVEC b) { return
 
 K_X_TARGET static inline void K_X_FN(_x_track)(K_X_VEC v, K_X_IVEC *hi, K_X_IVEC *lo)
 {
-    const K_X_IVEC mag = K_SIMD_SI(_and)(K_SIMD_JOIN(_mm, K_SIMD_BITS, _castps_si, K_SIMD_BITS)(v),
-                                         K_SIMD_MM(_set1_epi32)(0x7FFFFFFF));
+    const K_X_IVEC mag =
+        K_SIMD_SI(_and)(K_SIMD_JOIN(_mm, K_SIMD_BITS, _castps_si, K_SIMD_BITS)(v), K_SIMD_MM(_set1_epi32)(0x7FFFFFFF));
     *hi = K_SIMD_MM(_max_epu32)(*hi, mag);
     *lo = K_SIMD_MM(_min_epu32)(*lo, K_SIMD_MM(_sub_epi32)(mag, K_SIMD_MM(_set1_epi32)(1)));
 }
 
 /* One vector of elements i .. i + K_X_LANES - 1 of src, as fp32. */
 K_X_TARGET __attribute__((always_inline)) static inline K_X_VEC K_X_FN(_x_load)(const void *src, size_t i,
-                                                                           k_dtype_t dtype)
+                                                                                k_dtype_t dtype)
 {
     if (dtype == K_DTYPE_F32) return K_X_FN(_x_load_f32)((const float *)src + i);
     if (dtype == K_DTYPE_F16) return K_X_FN(_x_load_f16)((const uint16_t *)src + i);
@@ -98,9 +98,8 @@ K_X_TARGET __attribute__((always_inline)) static inline K_X_VEC K_X_FN(_x_load)(
 
 /* Element i .. of src as two fp64 halves: f32 converts straight from
  * memory (no shuffle to split a vector), f16/bf16 from the fp32 vector. */
-K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_widen_at)(const void *src, size_t i,
-                                                                            k_dtype_t dtype, K_X_VEC v,
-                                                                            K_X_DVEC *d0, K_X_DVEC *d1)
+K_X_TARGET __attribute__((always_inline)) static inline void
+K_X_FN(_x_widen_at)(const void *src, size_t i, k_dtype_t dtype, K_X_VEC v, K_X_DVEC *d0, K_X_DVEC *d1)
 {
     if (dtype == K_DTYPE_F32)
         K_X_FN(_x_widen_f32)((const float *)src + i, d0, d1);
@@ -110,7 +109,7 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_widen_at)
 
 /* An fp32 vector to the dtype, rounded to nearest even. */
 K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store_ps)(void *dst, size_t i, k_dtype_t dtype,
-                                                                            K_X_VEC f)
+                                                                                 K_X_VEC f)
 {
     if (dtype == K_DTYPE_F32)
         K_X_FN(_x_store_f32)((float *)dst + i, f);
@@ -121,9 +120,8 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store_ps)
 }
 
 /* The certified exact sum (two fp64 halves) rounded once to the dtype. */
-K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(void *dst, size_t i, k_dtype_t dtype,
-                                                                         K_X_DVEC d0, K_X_DVEC d1, int divide,
-                                                                         K_X_VEC divisor)
+K_X_TARGET __attribute__((always_inline)) static inline void
+K_X_FN(_x_store)(void *dst, size_t i, k_dtype_t dtype, K_X_DVEC d0, K_X_DVEC d1, int divide, K_X_VEC divisor)
 {
     K_X_VEC f;
     if (divide)
@@ -143,9 +141,8 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_store)(vo
  * twice is round-to-odd once, and the NaN that k_reduce_n_exact_one
  * returns converts to the default NaN (0x7FC00000; f16 0x7E00 and bf16
  * 0x7FC0 from it). Called before dst is written. */
-K_X_TARGET __attribute__((noinline)) static void K_X_FN(_x_redo)(const void *const *srcs, int n, size_t i,
-                                                                k_dtype_t dtype, K_X_IVEC bad, K_X_DVEC *d0,
-                                                                K_X_DVEC *d1)
+K_X_TARGET __attribute__((noinline)) static void
+K_X_FN(_x_redo)(const void *const *srcs, int n, size_t i, k_dtype_t dtype, K_X_IVEC bad, K_X_DVEC *d0, K_X_DVEC *d1)
 {
     double sum[K_X_LANES];
     K_X_FN(_x_store_pd)(sum, *d0);
@@ -160,9 +157,8 @@ K_X_TARGET __attribute__((noinline)) static void K_X_FN(_x_redo)(const void *con
 
 /* Elements [begin, end); dtype and (in the instances for 2..4) n are
  * constants once inlined. */
-K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void *dst, const void *const *srcs,
-                                                                       int n, size_t begin, size_t end,
-                                                                       k_dtype_t dtype, int64_t divisor)
+K_X_TARGET __attribute__((always_inline)) static inline void
+K_X_FN(_x_run)(void *dst, const void *const *srcs, int n, size_t begin, size_t end, k_dtype_t dtype, int64_t divisor)
 {
     const int span = k_exact_span_max(n);
     size_t i = begin;
@@ -195,7 +191,8 @@ K_X_TARGET __attribute__((always_inline)) static inline void K_X_FN(_x_run)(void
                     f0 = K_X_FN(_x_add_ps)(f0, x);
                     f1 = K_X_FN(_x_add_ps)(f1, y);
                 }
-                if (!K_X_FN(_x_any)(K_X_FN(_x_or)(K_X_FN(_x_bad)(hi0, lo0, vspan32), K_X_FN(_x_bad)(hi1, lo1, vspan32)))) {
+                if (!K_X_FN(_x_any)(
+                        K_X_FN(_x_or)(K_X_FN(_x_bad)(hi0, lo0, vspan32), K_X_FN(_x_bad)(hi1, lo1, vspan32)))) {
                     if (divide) {
                         f0 = K_X_FN(_x_div)(f0, vdivisor);
                         f1 = K_X_FN(_x_div)(f1, vdivisor);
@@ -285,16 +282,16 @@ K_X_TARGET static void K_X_FN(_x_f32_pair)(void *dst, const void *const *srcs, s
 }
 
 /* One kernel per dtype, with n = 2, 3, 4 as constants. */
-#define K_X_KERNEL(type, dtype_value)                                         \
+#define K_X_KERNEL(type, dtype_value)                                                                             \
     K_X_TARGET static void K_X_FN(_x_##type)(void *dst, const void *const *srcs, int n, size_t begin, size_t end, \
-                                             int64_t divisor)                 \
-    {                                                                         \
-        switch (n) {                                                          \
-        case 2: K_X_FN(_x_run)(dst, srcs, 2, begin, end, dtype_value, divisor); break; \
-        case 3: K_X_FN(_x_run)(dst, srcs, 3, begin, end, dtype_value, divisor); break; \
-        case 4: K_X_FN(_x_run)(dst, srcs, 4, begin, end, dtype_value, divisor); break; \
-        default: K_X_FN(_x_run)(dst, srcs, n, begin, end, dtype_value, divisor); break; \
-        }                                                                     \
+                                             int64_t divisor)                                                     \
+    {                                                                                                             \
+        switch (n) {                                                                                              \
+        case 2: K_X_FN(_x_run)(dst, srcs, 2, begin, end, dtype_value, divisor); break;                            \
+        case 3: K_X_FN(_x_run)(dst, srcs, 3, begin, end, dtype_value, divisor); break;                            \
+        case 4: K_X_FN(_x_run)(dst, srcs, 4, begin, end, dtype_value, divisor); break;                            \
+        default: K_X_FN(_x_run)(dst, srcs, n, begin, end, dtype_value, divisor); break;                           \
+        }                                                                                                         \
     }
 
 K_X_KERNEL(f32, K_DTYPE_F32)
@@ -303,7 +300,7 @@ K_X_KERNEL(bf16, K_DTYPE_BF16)
 
 /* k_reduce_n_exact_<isa> (k_internal.h); dtype is f32, f16 or bf16. */
 void K_SIMD_JOIN(k_reduce_n_exact_, K_X_ISA, , )(void *dst, const void *const *srcs, int n, size_t begin, size_t end,
-                                            k_dtype_t dtype, int64_t divisor)
+                                                 k_dtype_t dtype, int64_t divisor)
 {
     if (dtype == K_DTYPE_F32 && n == 2)
         K_X_FN(_x_f32_pair)(dst, srcs, begin, end, divisor);

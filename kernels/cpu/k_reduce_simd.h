@@ -36,69 +36,64 @@ K_SIMD_TARGET static inline K_SIMD_I K_SIMD_FN(_mul_epu8)(K_SIMD_I a, K_SIMD_I b
 /* ---- kernel templates ---------------------------------------------------------
  * name: <dtype>_<op>, also names the scalar kernel used for the tail.
  * All loads of an iteration come before its stores (dst may be a or b). */
-#define K_REDUCE_SIMD(name, elem_t, vec_t, lanes, load, store, vop)           \
+#define K_REDUCE_SIMD(name, elem_t, vec_t, lanes, load, store, vop)                                     \
     K_SIMD_TARGET static void K_SIMD_FN(_##name)(void *dst, const void *a, const void *b, size_t count) \
-    {                                                                         \
-        elem_t *d = dst;                                                      \
-        const elem_t *x = a;                                                  \
-        const elem_t *y = b;                                                  \
-        size_t i = 0;                                                         \
-        for (; i + 4 * (lanes) <= count; i += 4 * (lanes)) {                  \
-            vec_t x0 = load(x + i), y0 = load(y + i);                         \
-            vec_t x1 = load(x + i + (lanes)), y1 = load(y + i + (lanes));     \
-            vec_t x2 = load(x + i + 2 * (lanes)), y2 = load(y + i + 2 * (lanes)); \
-            vec_t x3 = load(x + i + 3 * (lanes)), y3 = load(y + i + 3 * (lanes)); \
-            store(d + i, vop(x0, y0));                                        \
-            store(d + i + (lanes), vop(x1, y1));                              \
-            store(d + i + 2 * (lanes), vop(x2, y2));                          \
-            store(d + i + 3 * (lanes), vop(x3, y3));                          \
-        }                                                                     \
-        for (; i + (lanes) <= count; i += (lanes))                            \
-            store(d + i, vop(load(x + i), load(y + i)));                      \
-        k_reduce_scalar_##name(d + i, x + i, y + i, count - i);               \
+    {                                                                                                   \
+        elem_t *d = dst;                                                                                \
+        const elem_t *x = a;                                                                            \
+        const elem_t *y = b;                                                                            \
+        size_t i = 0;                                                                                   \
+        for (; i + 4 * (lanes) <= count; i += 4 * (lanes)) {                                            \
+            vec_t x0 = load(x + i), y0 = load(y + i);                                                   \
+            vec_t x1 = load(x + i + (lanes)), y1 = load(y + i + (lanes));                               \
+            vec_t x2 = load(x + i + 2 * (lanes)), y2 = load(y + i + 2 * (lanes));                       \
+            vec_t x3 = load(x + i + 3 * (lanes)), y3 = load(y + i + 3 * (lanes));                       \
+            store(d + i, vop(x0, y0));                                                                  \
+            store(d + i + (lanes), vop(x1, y1));                                                        \
+            store(d + i + 2 * (lanes), vop(x2, y2));                                                    \
+            store(d + i + 3 * (lanes), vop(x3, y3));                                                    \
+        }                                                                                               \
+        for (; i + (lanes) <= count; i += (lanes)) store(d + i, vop(load(x + i), load(y + i)));         \
+        k_reduce_scalar_##name(d + i, x + i, y + i, count - i);                                         \
     }
 
 /* bf16 has its own loop: one load yields two fp32 vectors (a pair, see
  * k_simd_<isa>.h), so 2 x 2 vectors of elements per iteration. */
-#define K_REDUCE_SIMD_BF16(op, vop)                                           \
+#define K_REDUCE_SIMD_BF16(op, vop)                                                                        \
     K_SIMD_TARGET static void K_SIMD_FN(_bf16_##op)(void *dst, const void *a, const void *b, size_t count) \
-    {                                                                         \
-        const size_t pair = 2 * K_SIMD_LANES(float);                          \
-        uint16_t *d = dst;                                                    \
-        const uint16_t *x = a;                                                \
-        const uint16_t *y = b;                                                \
-        size_t i = 0;                                                         \
-        for (; i + 2 * pair <= count; i += 2 * pair) {                        \
-            K_SIMD_PS x0l, x0h, y0l, y0h, x1l, x1h, y1l, y1h;                 \
-            K_SIMD_FN(_load_bf16_pair)(x + i, &x0l, &x0h);                    \
-            K_SIMD_FN(_load_bf16_pair)(y + i, &y0l, &y0h);                    \
-            K_SIMD_FN(_load_bf16_pair)(x + i + pair, &x1l, &x1h);             \
-            K_SIMD_FN(_load_bf16_pair)(y + i + pair, &y1l, &y1h);             \
-            K_SIMD_FN(_store_bf16_pair)(d + i, vop(x0l, y0l), vop(x0h, y0h)); \
-            K_SIMD_FN(_store_bf16_pair)(d + i + pair, vop(x1l, y1l), vop(x1h, y1h)); \
-        }                                                                     \
-        for (; i + pair <= count; i += pair) {                                \
-            K_SIMD_PS xl, xh, yl, yh;                                         \
-            K_SIMD_FN(_load_bf16_pair)(x + i, &xl, &xh);                      \
-            K_SIMD_FN(_load_bf16_pair)(y + i, &yl, &yh);                      \
-            K_SIMD_FN(_store_bf16_pair)(d + i, vop(xl, yl), vop(xh, yh));     \
-        }                                                                     \
-        k_reduce_scalar_bf16_##op(d + i, x + i, y + i, count - i);            \
+    {                                                                                                      \
+        const size_t pair = 2 * K_SIMD_LANES(float);                                                       \
+        uint16_t *d = dst;                                                                                 \
+        const uint16_t *x = a;                                                                             \
+        const uint16_t *y = b;                                                                             \
+        size_t i = 0;                                                                                      \
+        for (; i + 2 * pair <= count; i += 2 * pair) {                                                     \
+            K_SIMD_PS x0l, x0h, y0l, y0h, x1l, x1h, y1l, y1h;                                              \
+            K_SIMD_FN(_load_bf16_pair)(x + i, &x0l, &x0h);                                                 \
+            K_SIMD_FN(_load_bf16_pair)(y + i, &y0l, &y0h);                                                 \
+            K_SIMD_FN(_load_bf16_pair)(x + i + pair, &x1l, &x1h);                                          \
+            K_SIMD_FN(_load_bf16_pair)(y + i + pair, &y1l, &y1h);                                          \
+            K_SIMD_FN(_store_bf16_pair)(d + i, vop(x0l, y0l), vop(x0h, y0h));                              \
+            K_SIMD_FN(_store_bf16_pair)(d + i + pair, vop(x1l, y1l), vop(x1h, y1h));                       \
+        }                                                                                                  \
+        for (; i + pair <= count; i += pair) {                                                             \
+            K_SIMD_PS xl, xh, yl, yh;                                                                      \
+            K_SIMD_FN(_load_bf16_pair)(x + i, &xl, &xh);                                                   \
+            K_SIMD_FN(_load_bf16_pair)(y + i, &yl, &yh);                                                   \
+            K_SIMD_FN(_store_bf16_pair)(d + i, vop(xl, yl), vop(xh, yh));                                  \
+        }                                                                                                  \
+        k_reduce_scalar_bf16_##op(d + i, x + i, y + i, count - i);                                         \
     }
 
-#define K_REDUCE_SIMD_F32(op, vop)                                            \
-    K_REDUCE_SIMD(f32_##op, float, K_SIMD_PS, K_SIMD_LANES(float), K_SIMD_FN(_load_ps), \
-                  K_SIMD_FN(_store_ps), vop)
-#define K_REDUCE_SIMD_F64(op, vop)                                            \
-    K_REDUCE_SIMD(f64_##op, double, K_SIMD_PD, K_SIMD_LANES(double), K_SIMD_FN(_load_pd), \
-                  K_SIMD_FN(_store_pd), vop)
+#define K_REDUCE_SIMD_F32(op, vop) \
+    K_REDUCE_SIMD(f32_##op, float, K_SIMD_PS, K_SIMD_LANES(float), K_SIMD_FN(_load_ps), K_SIMD_FN(_store_ps), vop)
+#define K_REDUCE_SIMD_F64(op, vop) \
+    K_REDUCE_SIMD(f64_##op, double, K_SIMD_PD, K_SIMD_LANES(double), K_SIMD_FN(_load_pd), K_SIMD_FN(_store_pd), vop)
 /* f16 lanes are counted in the fp32 vector they widen to. */
-#define K_REDUCE_SIMD_F16(op, vop)                                            \
-    K_REDUCE_SIMD(f16_##op, uint16_t, K_SIMD_PS, K_SIMD_LANES(float), K_SIMD_FN(_load_f16), \
-                  K_SIMD_FN(_store_f16), vop)
-#define K_REDUCE_SIMD_INT(type, elem_t, op, vop)                              \
-    K_REDUCE_SIMD(type##_##op, elem_t, K_SIMD_I, K_SIMD_LANES(elem_t), K_SIMD_FN(_load_si), \
-                  K_SIMD_FN(_store_si), vop)
+#define K_REDUCE_SIMD_F16(op, vop) \
+    K_REDUCE_SIMD(f16_##op, uint16_t, K_SIMD_PS, K_SIMD_LANES(float), K_SIMD_FN(_load_f16), K_SIMD_FN(_store_f16), vop)
+#define K_REDUCE_SIMD_INT(type, elem_t, op, vop) \
+    K_REDUCE_SIMD(type##_##op, elem_t, K_SIMD_I, K_SIMD_LANES(elem_t), K_SIMD_FN(_load_si), K_SIMD_FN(_store_si), vop)
 
 K_REDUCE_SIMD_F32(sum, K_SIMD_MM(_add_ps))
 K_REDUCE_SIMD_F32(min, K_SIMD_FN(_min_ps))
@@ -140,11 +135,11 @@ K_REDUCE_SIMD_INT(u8, uint8_t, min, K_SIMD_MM(_min_epu8))
 K_REDUCE_SIMD_INT(u8, uint8_t, max, K_SIMD_MM(_max_epu8))
 K_REDUCE_SIMD_INT(u8, uint8_t, prod, K_SIMD_FN(_mul_epu8))
 
-#define K_REDUCE_SIMD_SCALAR_ROW(type)                                        \
+#define K_REDUCE_SIMD_SCALAR_ROW(type)                                                    \
     [K_OP_SUM] = k_reduce_scalar_##type##_sum, [K_OP_MIN] = k_reduce_scalar_##type##_min, \
     [K_OP_MAX] = k_reduce_scalar_##type##_max, [K_OP_PROD] = k_reduce_scalar_##type##_prod
 
-#define K_REDUCE_SIMD_ROW(type)                                               \
+#define K_REDUCE_SIMD_ROW(type)                                                   \
     [K_OP_SUM] = K_SIMD_FN(_##type##_sum), [K_OP_MIN] = K_SIMD_FN(_##type##_min), \
     [K_OP_MAX] = K_SIMD_FN(_##type##_max), [K_OP_PROD] = K_SIMD_FN(_##type##_prod)
 
@@ -155,8 +150,10 @@ const k_reduce_table_t K_SIMD_JOIN(k_reduce_table_, K_SIMD_ISA, , ) = {
     [K_DTYPE_BF16] = {K_REDUCE_SIMD_ROW(bf16)},
     [K_DTYPE_F64] = {K_REDUCE_SIMD_ROW(f64)},
     [K_DTYPE_I32] = {K_REDUCE_SIMD_ROW(i32)},
-    [K_DTYPE_I64] = {[K_OP_SUM] = K_SIMD_FN(_i64_sum), [K_OP_MIN] = K_SIMD_FN(_i64_min),
-                     [K_OP_MAX] = K_SIMD_FN(_i64_max), [K_OP_PROD] = K_REDUCE_SIMD_I64_PROD},
+    [K_DTYPE_I64] = {[K_OP_SUM] = K_SIMD_FN(_i64_sum),
+                     [K_OP_MIN] = K_SIMD_FN(_i64_min),
+                     [K_OP_MAX] = K_SIMD_FN(_i64_max),
+                     [K_OP_PROD] = K_REDUCE_SIMD_I64_PROD},
     [K_DTYPE_U8] = {K_REDUCE_SIMD_ROW(u8)},
     /* Not vectorised (rare in gradients: masks, counters, flags): the
      * scalar kernels, which are the reference anyway. */

@@ -19,8 +19,7 @@
 static uint32_t k_ceil_log2(uint64_t d)
 {
     uint32_t log = 0;
-    while (log < 64 && ((uint64_t)1 << log) < d)
-        log++;
+    while (log < 64 && ((uint64_t)1 << log) < d) log++;
     return log;
 }
 
@@ -70,14 +69,13 @@ static void k_div_args_u8(k_unary_args_t *args, int64_t divisor)
  * element's compute type (f16 / bf16 widened to fp32, rounded once back),
  * dst[i] = load(src[i]) op the precomputed operand. */
 #define K_ID(x) (x)
-#define K_UNARY_SCALAR_FLOAT(name, elem_t, operand_t, operand, load, store, op)              \
-    void name(void *dst, const void *src, size_t count, const k_unary_args_t *args)          \
-    {                                                                                        \
-        elem_t *d = dst;                                                                     \
-        const elem_t *s = src;                                                               \
-        const operand_t v = args->operand;                                                   \
-        for (size_t i = 0; i < count; i++)                                                   \
-            d[i] = store(load(s[i]) op v);                                                   \
+#define K_UNARY_SCALAR_FLOAT(name, elem_t, operand_t, operand, load, store, op)     \
+    void name(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
+    {                                                                               \
+        elem_t *d = dst;                                                            \
+        const elem_t *s = src;                                                      \
+        const operand_t v = args->operand;                                          \
+        for (size_t i = 0; i < count; i++) d[i] = store(load(s[i]) op v);           \
     }
 K_UNARY_SCALAR_FLOAT(k_div_scalar_f32, float, float, f32, K_ID, K_ID, /)
 K_UNARY_SCALAR_FLOAT(k_div_scalar_f16, uint16_t, float, f32, k_num_f16_to_f32, k_num_f32_to_f16, /)
@@ -107,8 +105,7 @@ void k_div_scalar_i64(void *dst, const void *src, size_t count, const k_unary_ar
     }
 #else
     int64_t divisor = args->divisor; /* >= 2, so INT64_MIN / -1 cannot happen */
-    for (size_t i = 0; i < count; i++)
-        d[i] = s[i] / divisor;
+    for (size_t i = 0; i < count; i++) d[i] = s[i] / divisor;
 #endif
 }
 
@@ -117,8 +114,7 @@ void k_div_scalar_u8(void *dst, const void *src, size_t count, const k_unary_arg
     uint8_t *d = dst;
     const uint8_t *s = src;
     uint32_t magic = args->u8_magic;
-    for (size_t i = 0; i < count; i++)
-        d[i] = (uint8_t)((s[i] * magic) >> 16);
+    for (size_t i = 0; i < count; i++) d[i] = (uint8_t)((s[i] * magic) >> 16);
 }
 
 /* i32, and i8, i16 and u16 widened to int32 with i32's magic (|x| <= 2^16
@@ -127,20 +123,20 @@ void k_div_scalar_u8(void *dst, const void *src, size_t count, const k_unary_arg
  * mispredict half the time): with sign = all ones for x < 0, else 0,
  * (v ^ sign) - sign is v or -v in unsigned arithmetic. divisor >= 2 here,
  * so |q| <= 2^30 and the final conversion is in range. */
-#define K_DIV_SCALAR_INT(type, elem_t)                                     \
+#define K_DIV_SCALAR_INT(type, elem_t)                                                             \
     void k_div_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
-    {                                                                         \
-        elem_t *d = dst;                                                      \
-        const elem_t *s = src;                                                \
-        uint64_t magic = args->i32_magic;                                     \
-        uint32_t shift = args->i32_shift;                                     \
-        for (size_t i = 0; i < count; i++) {                                  \
-            int32_t x = s[i];                                                 \
-            uint32_t sign = 0u - (uint32_t)(x < 0);                           \
-            uint32_t n = ((uint32_t)x ^ sign) - sign;                         \
-            uint32_t q = (uint32_t)((n * magic) >> shift);                    \
-            d[i] = (elem_t)((int32_t)(q ^ sign) + (int32_t)(sign & 1u));      \
-        }                                                                     \
+    {                                                                                              \
+        elem_t *d = dst;                                                                           \
+        const elem_t *s = src;                                                                     \
+        uint64_t magic = args->i32_magic;                                                          \
+        uint32_t shift = args->i32_shift;                                                          \
+        for (size_t i = 0; i < count; i++) {                                                       \
+            int32_t x = s[i];                                                                      \
+            uint32_t sign = 0u - (uint32_t)(x < 0);                                                \
+            uint32_t n = ((uint32_t)x ^ sign) - sign;                                              \
+            uint32_t q = (uint32_t)((n * magic) >> shift);                                         \
+            d[i] = (elem_t)((int32_t)(q ^ sign) + (int32_t)(sign & 1u));                           \
+        }                                                                                          \
     }
 K_DIV_SCALAR_INT(i32, int32_t)
 K_DIV_SCALAR_INT(i8, int8_t)
@@ -155,8 +151,7 @@ void k_div_scalar_bool(void *dst, const void *src, size_t count, const k_unary_a
     uint8_t *d = dst;
     const uint8_t *s = src;
     uint8_t keep = args->divisor == 1;
-    for (size_t i = 0; i < count; i++)
-        d[i] = (uint8_t)(s[i] != 0) & keep;
+    for (size_t i = 0; i < count; i++) d[i] = (uint8_t)(s[i] != 0) & keep;
 }
 
 /* A u8 has 256 values: the entry point tabulates them all (with the same
@@ -165,21 +160,19 @@ void k_scale_scalar_u8(void *dst, const void *src, size_t count, const k_unary_a
 {
     uint8_t *d = dst;
     const uint8_t *s = src;
-    for (size_t i = 0; i < count; i++)
-        d[i] = args->u8_table[s[i]];
+    for (size_t i = 0; i < count; i++) d[i] = args->u8_table[s[i]];
 }
 
 /* Integers (u8 aside), Horovod's way: the product in double, truncated
  * toward zero by C's conversion, NaN -> 0 and saturated where C's
  * conversion would be undefined (k_num_trunc_to_*_sat, k_numeric.h). */
-#define K_SCALE_SCALAR_INT(type, elem_t, sat)                              \
+#define K_SCALE_SCALAR_INT(type, elem_t, sat)                                                        \
     void k_scale_scalar_##type(void *dst, const void *src, size_t count, const k_unary_args_t *args) \
-    {                                                                         \
-        elem_t *d = dst;                                                      \
-        const elem_t *s = src;                                                \
-        double factor = args->f64;                                            \
-        for (size_t i = 0; i < count; i++)                                    \
-            d[i] = sat((double)s[i] * factor);                                \
+    {                                                                                                \
+        elem_t *d = dst;                                                                             \
+        const elem_t *s = src;                                                                       \
+        double factor = args->f64;                                                                   \
+        for (size_t i = 0; i < count; i++) d[i] = sat((double)s[i] * factor);                        \
     }
 K_SCALE_SCALAR_INT(i32, int32_t, k_num_trunc_to_i32_sat)
 K_SCALE_SCALAR_INT(i64, int64_t, k_num_trunc_to_i64_sat)
@@ -194,26 +187,21 @@ void k_scale_scalar_bool(void *dst, const void *src, size_t count, const k_unary
     uint8_t *d = dst;
     const uint8_t *s = src;
     uint8_t keep = args->f64 != 0.0;
-    for (size_t i = 0; i < count; i++)
-        d[i] = (uint8_t)(s[i] != 0) & keep;
+    for (size_t i = 0; i < count; i++) d[i] = (uint8_t)(s[i] != 0) & keep;
 }
 
 const k_unary_table_t k_div_table_scalar = {
-    [K_DTYPE_F32] = k_div_scalar_f32, [K_DTYPE_F16] = k_div_scalar_f16,
-    [K_DTYPE_BF16] = k_div_scalar_bf16, [K_DTYPE_F64] = k_div_scalar_f64,
-    [K_DTYPE_I32] = k_div_scalar_i32, [K_DTYPE_I64] = k_div_scalar_i64,
-    [K_DTYPE_U8] = k_div_scalar_u8,   [K_DTYPE_I8] = k_div_scalar_i8,
-    [K_DTYPE_I16] = k_div_scalar_i16, [K_DTYPE_U16] = k_div_scalar_u16,
-    [K_DTYPE_BOOL] = k_div_scalar_bool,
+    [K_DTYPE_F32] = k_div_scalar_f32, [K_DTYPE_F16] = k_div_scalar_f16,   [K_DTYPE_BF16] = k_div_scalar_bf16,
+    [K_DTYPE_F64] = k_div_scalar_f64, [K_DTYPE_I32] = k_div_scalar_i32,   [K_DTYPE_I64] = k_div_scalar_i64,
+    [K_DTYPE_U8] = k_div_scalar_u8,   [K_DTYPE_I8] = k_div_scalar_i8,     [K_DTYPE_I16] = k_div_scalar_i16,
+    [K_DTYPE_U16] = k_div_scalar_u16, [K_DTYPE_BOOL] = k_div_scalar_bool,
 };
 
 const k_unary_table_t k_scale_table_scalar = {
-    [K_DTYPE_F32] = k_scale_scalar_f32, [K_DTYPE_F16] = k_scale_scalar_f16,
-    [K_DTYPE_BF16] = k_scale_scalar_bf16, [K_DTYPE_F64] = k_scale_scalar_f64,
-    [K_DTYPE_I32] = k_scale_scalar_i32, [K_DTYPE_I64] = k_scale_scalar_i64,
-    [K_DTYPE_U8] = k_scale_scalar_u8,   [K_DTYPE_I8] = k_scale_scalar_i8,
-    [K_DTYPE_I16] = k_scale_scalar_i16, [K_DTYPE_U16] = k_scale_scalar_u16,
-    [K_DTYPE_BOOL] = k_scale_scalar_bool,
+    [K_DTYPE_F32] = k_scale_scalar_f32, [K_DTYPE_F16] = k_scale_scalar_f16,   [K_DTYPE_BF16] = k_scale_scalar_bf16,
+    [K_DTYPE_F64] = k_scale_scalar_f64, [K_DTYPE_I32] = k_scale_scalar_i32,   [K_DTYPE_I64] = k_scale_scalar_i64,
+    [K_DTYPE_U8] = k_scale_scalar_u8,   [K_DTYPE_I8] = k_scale_scalar_i8,     [K_DTYPE_I16] = k_scale_scalar_i16,
+    [K_DTYPE_U16] = k_scale_scalar_u16, [K_DTYPE_BOOL] = k_scale_scalar_bool,
 };
 
 /* ---- entry points -------------------------------------------------------------- */
@@ -247,16 +235,14 @@ void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t di
     /* The header requires divisor >= 1; refusing anything else keeps a
      * caller bug from becoming an integer division by zero. Out-of-range
      * dtypes are likewise refused rather than indexing past the tables. */
-    if (divisor < 1 || count == 0 || (unsigned)dtype >= K_DTYPE_COUNT)
-        return;
+    if (divisor < 1 || count == 0 || (unsigned)dtype >= K_DTYPE_COUNT) return;
 
-    int is_int = dtype == K_DTYPE_I32 || dtype == K_DTYPE_I64 || dtype == K_DTYPE_U8 ||
-                 dtype == K_DTYPE_I8 || dtype == K_DTYPE_I16 || dtype == K_DTYPE_U16;
+    int is_int = dtype == K_DTYPE_I32 || dtype == K_DTYPE_I64 || dtype == K_DTYPE_U8 || dtype == K_DTYPE_I8 ||
+                 dtype == K_DTYPE_I16 || dtype == K_DTYPE_U16;
     if (is_int && divisor == 1) {
         /* x / 1 == x; the kernels assume divisor >= 2 (u8's magic needs it).
          * Floats still divide: x / 1.0 quiets a signalling NaN. */
-        if (dst != src)
-            memcpy(dst, src, count * k_dtype_size(dtype));
+        if (dst != src) memcpy(dst, src, count * k_dtype_size(dtype));
         return;
     }
 
@@ -272,8 +258,7 @@ void k_div(void *dst, const void *src, size_t count, k_dtype_t dtype, int64_t di
 
 void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor)
 {
-    if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT)
-        return;
+    if (count == 0 || (unsigned)dtype >= K_DTYPE_COUNT) return;
 
     k_unary_args_t args = {.f32 = (float)factor, .f64 = factor};
     if (dtype == K_DTYPE_U8) {
@@ -282,12 +267,10 @@ void k_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double f
         if (count < 256) {
             uint8_t *d = dst;
             const uint8_t *s = src;
-            for (size_t i = 0; i < count; i++)
-                d[i] = k_num_trunc_to_u8_sat((double)s[i] * factor);
+            for (size_t i = 0; i < count; i++) d[i] = k_num_trunc_to_u8_sat((double)s[i] * factor);
             return;
         }
-        for (int x = 0; x < 256; x++)
-            args.u8_table[x] = k_num_trunc_to_u8_sat((double)x * factor);
+        for (int x = 0; x < 256; x++) args.u8_table[x] = k_num_trunc_to_u8_sat((double)x * factor);
     }
     /* x * NaN for a NaN x may return either NaN's payload, and multiply
      * commutes, so the compiler picks the operand order of the scalar and

@@ -32,8 +32,7 @@ K_AVX2 static inline __m128i k_avx2_vscale_i32x4(__m128i x, __m256d factor)
 {
     __m256d r = _mm256_mul_pd(_mm256_cvtepi32_pd(x), factor);
     r = _mm256_and_pd(r, _mm256_cmp_pd(r, r, _CMP_ORD_Q));
-    r = _mm256_min_pd(_mm256_max_pd(r, _mm256_set1_pd(-2147483648.0)),
-                      _mm256_set1_pd(2147483647.0));
+    r = _mm256_min_pd(_mm256_max_pd(r, _mm256_set1_pd(-2147483648.0)), _mm256_set1_pd(2147483647.0));
     return _mm256_cvttpd_epi32(r);
 }
 

@@ -26,8 +26,7 @@ K_AVX512 static inline __m256i k_avx512_vscale_i32x8(__m256i x, __m512d factor)
 {
     __m512d r = _mm512_mul_pd(_mm512_cvtepi32_pd(x), factor);
     r = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(r, r, _CMP_ORD_Q), r);
-    r = _mm512_min_pd(_mm512_max_pd(r, _mm512_set1_pd(-2147483648.0)),
-                      _mm512_set1_pd(2147483647.0));
+    r = _mm512_min_pd(_mm512_max_pd(r, _mm512_set1_pd(-2147483648.0)), _mm512_set1_pd(2147483647.0));
     return _mm512_cvttpd_epi32(r);
 }
 

@@ -57,8 +57,7 @@ typedef struct {
  * cannot alias a local copy, so the loops keep them in registers. */
 K_SGD_INLINE float k_sgd_update(float p, float g, float *buf, size_t i, k_sgd_args_t a)
 {
-    if (a.weight_decay != 0.0f)
-        g = g + a.weight_decay * p;
+    if (a.weight_decay != 0.0f) g = g + a.weight_decay * p;
     float step = g;
     if (a.momentum != 0.0f) {
         float m = a.momentum * buf[i] + g;
@@ -70,24 +69,23 @@ K_SGD_INLINE float k_sgd_update(float p, float g, float *buf, size_t i, k_sgd_ar
 
 /* The same for `lanes` elements at i; lr, mom and wd are a's fields
  * broadcast. The flags are loop-invariant branches. */
-#define K_SGD_VEC_UPDATE(name, attr, vec_t, load, store, add, sub, mul)                         \
+#define K_SGD_VEC_UPDATE(name, attr, vec_t, load, store, add, sub, mul)                                 \
     K_SGD_INLINE attr vec_t name(vec_t p, vec_t g, float *buf, size_t i, vec_t lr, vec_t mom, vec_t wd, \
-                                 k_sgd_args_t a)                                               \
-    {                                                                                          \
-        if (a.weight_decay != 0.0f)                                                            \
-            g = add(g, mul(wd, p));                                                            \
-        vec_t step = g;                                                                        \
-        if (a.momentum != 0.0f) {                                                              \
-            vec_t m = add(mul(mom, load(buf + i)), g);                                         \
-            store(buf + i, m);                                                                 \
-            step = a.nesterov ? add(g, mul(mom, m)) : m;                                       \
-        }                                                                                      \
-        return sub(p, mul(lr, step));                                                          \
+                                 k_sgd_args_t a)                                                        \
+    {                                                                                                   \
+        if (a.weight_decay != 0.0f) g = add(g, mul(wd, p));                                             \
+        vec_t step = g;                                                                                 \
+        if (a.momentum != 0.0f) {                                                                       \
+            vec_t m = add(mul(mom, load(buf + i)), g);                                                  \
+            store(buf + i, m);                                                                          \
+            step = a.nesterov ? add(g, mul(mom, m)) : m;                                                \
+        }                                                                                               \
+        return sub(p, mul(lr, step));                                                                   \
     }
 
 #if defined(__x86_64__)
-K_SGD_VEC_UPDATE(k_avx2_sgd_update, K_AVX2, __m256, k_avx2_load_ps, k_avx2_store_ps, _mm256_add_ps,
-                 _mm256_sub_ps, _mm256_mul_ps)
+K_SGD_VEC_UPDATE(k_avx2_sgd_update, K_AVX2, __m256, k_avx2_load_ps, k_avx2_store_ps, _mm256_add_ps, _mm256_sub_ps,
+                 _mm256_mul_ps)
 K_SGD_VEC_UPDATE(k_avx512_sgd_update, K_AVX512, __m512, k_avx512_load_ps, k_avx512_store_ps, _mm512_add_ps,
                  _mm512_sub_ps, _mm512_mul_ps)
 #endif
@@ -95,38 +93,33 @@ K_SGD_VEC_UPDATE(k_avx512_sgd_update, K_AVX512, __m512, k_avx512_load_ps, k_avx5
 /* ---- k_sgd_step ---------------------------------------------------------- */
 
 /* Elements [begin, end): the reference, and the vector loops' tail. */
-static void k_sgd_scalar(float *param, const float *grad, float *buf, size_t begin, size_t end,
-                         k_sgd_args_t a)
+static void k_sgd_scalar(float *param, const float *grad, float *buf, size_t begin, size_t end, k_sgd_args_t a)
 {
-    for (size_t i = begin; i < end; i++)
-        param[i] = k_sgd_update(param[i], grad[i], buf, i, a);
+    for (size_t i = begin; i < end; i++) param[i] = k_sgd_update(param[i], grad[i], buf, i, a);
 }
 
 #if defined(__x86_64__)
 
 /* One template for both widths. */
-#define K_SGD_SIMD(name, attr, vec_t, lanes, load, store, set1, update)                         \
+#define K_SGD_SIMD(name, attr, vec_t, lanes, load, store, set1, update)                              \
     attr static void name(float *param, const float *grad, float *buf, size_t count, k_sgd_args_t a) \
-    {                                                                                          \
-        vec_t lr = set1(a.lr), mom = set1(a.momentum), wd = set1(a.weight_decay);               \
-        size_t i = 0;                                                                          \
-        for (; i + (lanes) <= count; i += (lanes))                                             \
-            store(param + i, update(load(param + i), load(grad + i), buf, i, lr, mom, wd, a));  \
-        k_sgd_scalar(param, grad, buf, i, count, a);                                           \
+    {                                                                                                \
+        vec_t lr = set1(a.lr), mom = set1(a.momentum), wd = set1(a.weight_decay);                    \
+        size_t i = 0;                                                                                \
+        for (; i + (lanes) <= count; i += (lanes))                                                   \
+            store(param + i, update(load(param + i), load(grad + i), buf, i, lr, mom, wd, a));       \
+        k_sgd_scalar(param, grad, buf, i, count, a);                                                 \
     }
 
-K_SGD_SIMD(k_sgd_avx2, K_AVX2, __m256, 8, k_avx2_load_ps, k_avx2_store_ps, _mm256_set1_ps,
-           k_avx2_sgd_update)
-K_SGD_SIMD(k_sgd_avx512, K_AVX512, __m512, 16, k_avx512_load_ps, k_avx512_store_ps, _mm512_set1_ps,
-           k_avx512_sgd_update)
+K_SGD_SIMD(k_sgd_avx2, K_AVX2, __m256, 8, k_avx2_load_ps, k_avx2_store_ps, _mm256_set1_ps, k_avx2_sgd_update)
+K_SGD_SIMD(k_sgd_avx512, K_AVX512, __m512, 16, k_avx512_load_ps, k_avx512_store_ps, _mm512_set1_ps, k_avx512_sgd_update)
 #endif
 
 void k_sgd_step(float *param, const float *grad, float *momentum_buf, size_t count, float lr, float momentum,
                 float weight_decay, int nesterov)
 {
     k_sgd_args_t args = {lr, momentum, weight_decay, nesterov != 0};
-    if (count == 0)
-        return;
+    if (count == 0) return;
     switch (k_dispatch_isa()) {
 #if defined(__x86_64__)
     case K_ISA_AVX512: k_sgd_avx512(param, grad, momentum_buf, count, args); return;
@@ -161,8 +154,8 @@ K_SGD_INLINE void k_sgd_store_lp(void *lp, size_t i, k_dtype_t dtype, float p)
     }
 }
 
-K_SGD_INLINE void k_sgd_mixed_scalar_body(const k_sgd_mixed_t *x, size_t begin, size_t end,
-                                          k_dtype_t grad_dtype, k_dtype_t lp_dtype)
+K_SGD_INLINE void k_sgd_mixed_scalar_body(const k_sgd_mixed_t *x, size_t begin, size_t end, k_dtype_t grad_dtype,
+                                          k_dtype_t lp_dtype)
 {
     float *param = x->param, *buf = x->buf;
     const void *grad = x->grad;
@@ -177,22 +170,22 @@ K_SGD_INLINE void k_sgd_mixed_scalar_body(const k_sgd_mixed_t *x, size_t begin, 
 }
 
 /* name(x, begin, end): body instantiated for each of the 3 x 4 dtype pairs. */
-#define K_SGD_MIXED_LP_CASES(body, x, begin, end, grad_dtype)                                   \
-    switch ((x)->lp_dtype) {                                                                   \
-    case K_DTYPE_F32: body(x, begin, end, grad_dtype, K_DTYPE_F32); return;                    \
-    case K_DTYPE_F16: body(x, begin, end, grad_dtype, K_DTYPE_F16); return;                    \
-    case K_DTYPE_BF16: body(x, begin, end, grad_dtype, K_DTYPE_BF16); return;                  \
-    default: body(x, begin, end, grad_dtype, K_DTYPE_COUNT); return;                           \
+#define K_SGD_MIXED_LP_CASES(body, x, begin, end, grad_dtype)                 \
+    switch ((x)->lp_dtype) {                                                  \
+    case K_DTYPE_F32: body(x, begin, end, grad_dtype, K_DTYPE_F32); return;   \
+    case K_DTYPE_F16: body(x, begin, end, grad_dtype, K_DTYPE_F16); return;   \
+    case K_DTYPE_BF16: body(x, begin, end, grad_dtype, K_DTYPE_BF16); return; \
+    default: body(x, begin, end, grad_dtype, K_DTYPE_COUNT); return;          \
     }
 
-#define K_SGD_MIXED_INSTANCES(name, attr, body)                                                 \
-    attr static void name(const k_sgd_mixed_t *x, size_t begin, size_t end)                    \
-    {                                                                                          \
-        switch (x->grad_dtype) {                                                               \
-        case K_DTYPE_F16: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_F16)                \
-        case K_DTYPE_BF16: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_BF16)              \
-        default: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_F32)                         \
-        }                                                                                      \
+#define K_SGD_MIXED_INSTANCES(name, attr, body)                                    \
+    attr static void name(const k_sgd_mixed_t *x, size_t begin, size_t end)        \
+    {                                                                              \
+        switch (x->grad_dtype) {                                                   \
+        case K_DTYPE_F16: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_F16)   \
+        case K_DTYPE_BF16: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_BF16) \
+        default: K_SGD_MIXED_LP_CASES(body, x, begin, end, K_DTYPE_F32)            \
+        }                                                                          \
     }
 
 K_SGD_MIXED_INSTANCES(k_sgd_mixed_scalar, , k_sgd_mixed_scalar_body)
@@ -239,31 +232,29 @@ K_SGD_INLINE K_AVX512 void k_avx512_sgd_store_lp(void *lp, size_t i, k_dtype_t d
 }
 
 #define K_SGD_MIXED_SIMD_BODY(name, attr, vec_t, lanes, load, store, set1, mul, load_grad, store_lp, update) \
-    K_SGD_INLINE attr void name(const k_sgd_mixed_t *x, size_t begin, size_t end, k_dtype_t grad_dtype, \
-                                k_dtype_t lp_dtype)                                            \
-    {                                                                                          \
-        float *param = x->param, *buf = x->buf;                                                \
-        const void *grad = x->grad;                                                            \
-        void *lp = x->param_lp;                                                                \
-        k_sgd_args_t a = x->hyper;                                                             \
-        vec_t scale = set1(x->grad_scale);                                                     \
-        vec_t lr = set1(a.lr), mom = set1(a.momentum), wd = set1(a.weight_decay);               \
-        size_t i = begin;                                                                      \
-        for (; i + (lanes) <= end; i += (lanes)) {                                             \
-            vec_t g = mul(load_grad(grad, i, grad_dtype), scale);                              \
-            vec_t p = update(load(param + i), g, buf, i, lr, mom, wd, a);                      \
-            store(param + i, p);                                                               \
-            store_lp(lp, i, lp_dtype, p);                                                      \
-        }                                                                                      \
-        k_sgd_mixed_scalar(x, i, end);                                                         \
+    K_SGD_INLINE attr void name(const k_sgd_mixed_t *x, size_t begin, size_t end, k_dtype_t grad_dtype,      \
+                                k_dtype_t lp_dtype)                                                          \
+    {                                                                                                        \
+        float *param = x->param, *buf = x->buf;                                                              \
+        const void *grad = x->grad;                                                                          \
+        void *lp = x->param_lp;                                                                              \
+        k_sgd_args_t a = x->hyper;                                                                           \
+        vec_t scale = set1(x->grad_scale);                                                                   \
+        vec_t lr = set1(a.lr), mom = set1(a.momentum), wd = set1(a.weight_decay);                            \
+        size_t i = begin;                                                                                    \
+        for (; i + (lanes) <= end; i += (lanes)) {                                                           \
+            vec_t g = mul(load_grad(grad, i, grad_dtype), scale);                                            \
+            vec_t p = update(load(param + i), g, buf, i, lr, mom, wd, a);                                    \
+            store(param + i, p);                                                                             \
+            store_lp(lp, i, lp_dtype, p);                                                                    \
+        }                                                                                                    \
+        k_sgd_mixed_scalar(x, i, end);                                                                       \
     }
 
-K_SGD_MIXED_SIMD_BODY(k_sgd_mixed_avx2_body, K_AVX2, __m256, 8, k_avx2_load_ps, k_avx2_store_ps,
-                      _mm256_set1_ps, _mm256_mul_ps, k_avx2_sgd_load_grad, k_avx2_sgd_store_lp,
-                      k_avx2_sgd_update)
+K_SGD_MIXED_SIMD_BODY(k_sgd_mixed_avx2_body, K_AVX2, __m256, 8, k_avx2_load_ps, k_avx2_store_ps, _mm256_set1_ps,
+                      _mm256_mul_ps, k_avx2_sgd_load_grad, k_avx2_sgd_store_lp, k_avx2_sgd_update)
 K_SGD_MIXED_SIMD_BODY(k_sgd_mixed_avx512_body, K_AVX512, __m512, 16, k_avx512_load_ps, k_avx512_store_ps,
-                      _mm512_set1_ps, _mm512_mul_ps, k_avx512_sgd_load_grad, k_avx512_sgd_store_lp,
-                      k_avx512_sgd_update)
+                      _mm512_set1_ps, _mm512_mul_ps, k_avx512_sgd_load_grad, k_avx512_sgd_store_lp, k_avx512_sgd_update)
 K_SGD_MIXED_INSTANCES(k_sgd_mixed_avx2, K_AVX2, k_sgd_mixed_avx2_body)
 K_SGD_MIXED_INSTANCES(k_sgd_mixed_avx512, K_AVX512, k_sgd_mixed_avx512_body)
 #endif
@@ -273,12 +264,11 @@ static int k_sgd_mixed_dtype_ok(k_dtype_t dtype)
     return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16;
 }
 
-void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad,
-                      k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count, float lr,
-                      float momentum, float weight_decay, int nesterov)
+void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad, k_dtype_t grad_dtype,
+                      float grad_scale, float *momentum_buf, size_t count, float lr, float momentum, float weight_decay,
+                      int nesterov)
 {
-    if (count == 0 || !k_sgd_mixed_dtype_ok(grad_dtype) || (param_lp && !k_sgd_mixed_dtype_ok(lp_dtype)))
-        return;
+    if (count == 0 || !k_sgd_mixed_dtype_ok(grad_dtype) || (param_lp && !k_sgd_mixed_dtype_ok(lp_dtype))) return;
     k_sgd_mixed_t x = {
         .param = param,
         .param_lp = param_lp,

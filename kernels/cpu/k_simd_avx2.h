@@ -22,15 +22,9 @@ K_AVX2 static inline void k_avx2_store_ps(float *p, __m256 v) { _mm256_storeu_ps
 K_AVX2 static inline __m256d k_avx2_load_pd(const double *p) { return _mm256_loadu_pd(p); }
 K_AVX2 static inline void k_avx2_store_pd(double *p, __m256d v) { _mm256_storeu_pd(p, v); }
 
-K_AVX2 static inline __m256i k_avx2_load_si(const void *p)
-{
-    return _mm256_loadu_si256((const __m256i *)p);
-}
+K_AVX2 static inline __m256i k_avx2_load_si(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-K_AVX2 static inline void k_avx2_store_si(void *p, __m256i v)
-{
-    _mm256_storeu_si256((__m256i *)p, v);
-}
+K_AVX2 static inline void k_avx2_store_si(void *p, __m256i v) { _mm256_storeu_si256((__m256i *)p, v); }
 
 /* v in every 64-bit lane */
 K_AVX2 static inline __m256i k_avx2_set1_epi64(long long v) { return _mm256_set1_epi64x(v); }
@@ -66,8 +60,7 @@ K_AVX2 static inline __m256i k_avx2_round_bf16(__m256 v)
 {
     __m256i bits = _mm256_castps_si256(v);
     __m256i high = _mm256_srli_epi32(bits, 16);
-    __m256i bias = _mm256_add_epi32(_mm256_and_si256(high, _mm256_set1_epi32(1)),
-                                    _mm256_set1_epi32(0x7FFF));
+    __m256i bias = _mm256_add_epi32(_mm256_and_si256(high, _mm256_set1_epi32(1)), _mm256_set1_epi32(0x7FFF));
     __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, bias), 16);
     __m256i quiet_nan = _mm256_or_si256(high, _mm256_set1_epi32(0x40));
     __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));

@@ -52,8 +52,7 @@ K_AVX512 static inline __m512i k_avx512_round_bf16(__m512 v)
 {
     __m512i bits = _mm512_castps_si512(v);
     __m512i high = _mm512_srli_epi32(bits, 16);
-    __m512i bias = _mm512_add_epi32(_mm512_and_si512(high, _mm512_set1_epi32(1)),
-                                    _mm512_set1_epi32(0x7FFF));
+    __m512i bias = _mm512_add_epi32(_mm512_and_si512(high, _mm512_set1_epi32(1)), _mm512_set1_epi32(0x7FFF));
     __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, bias), 16);
     __m512i quiet_nan = _mm512_or_si512(high, _mm512_set1_epi32(0x40));
     __mmask16 is_nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);

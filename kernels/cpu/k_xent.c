@@ -20,14 +20,12 @@ static int k_xent_args_ok(const float *logits, const int32_t *labels, int n, int
            logits != NULL && labels != NULL && loss != NULL && dlogits != NULL;
 }
 
-int k_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
-                   float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype)
+int k_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing, float grad_scale,
+                   float *loss, void *dlogits, k_dtype_t dlogits_dtype)
 {
-    if (!k_xent_args_ok(logits, labels, n, k, label_smoothing, grad_scale, loss, dlogits, dlogits_dtype))
-        return -1;
+    if (!k_xent_args_ok(logits, labels, n, k, label_smoothing, grad_scale, loss, dlogits, dlogits_dtype)) return -1;
     for (int i = 0; i < n; i++)
-        if (labels[i] < 0 || labels[i] >= k)
-            return i + 1;
+        if (labels[i] < 0 || labels[i] >= k) return i + 1;
     const double s = label_smoothing, scale = grad_scale, s_k = s / k;
     float *out_f32 = dlogits;
     uint16_t *out_16 = dlogits;
@@ -36,8 +34,7 @@ int k_softmax_xent(const float *logits, const int32_t *labels, int n, int k, flo
         const float *z = logits + (size_t)i * k;
         const int label = labels[i];
         double max = z[0];
-        for (int j = 1; j < k; j++)
-            max = k_train_xent_max(max, z[j]);
+        for (int j = 1; j < k; j++) max = k_train_xent_max(max, z[j]);
         double sum = 0.0, sum_z = 0.0;
         for (int j = 0; j < k; j++) {
             sum += k_train_xent_exp_term(z[j], max);

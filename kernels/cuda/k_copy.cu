@@ -24,7 +24,8 @@
 
 #include "k_device.cuh"
 
-namespace {
+namespace
+{
 
 #define K_COPY_TILE 16384 /* bytes: K_CUDA_THREADS x 4 x 16 */
 #define K_COPY_SMALL 128
@@ -37,9 +38,9 @@ struct k_copy_desc {
 };
 
 template <int CAP> struct k_copy_params {
-    uint32_t copies;          /* descriptors used, 1 .. CAP */
-    uint32_t tiles;           /* tiles in all */
-    uint32_t first[CAP + 1];  /* first tile of each copy; first[copies] = tiles */
+    uint32_t copies;         /* descriptors used, 1 .. CAP */
+    uint32_t tiles;          /* tiles in all */
+    uint32_t first[CAP + 1]; /* first tile of each copy; first[copies] = tiles */
     k_copy_desc c[CAP];
 };
 static_assert(sizeof(k_copy_params<K_COPY_SMALL>) <= 4096, "the small batch fits 4 KB of parameters");
@@ -51,26 +52,21 @@ template <int W> __device__ __forceinline__ void k_copy_words(unsigned char *d, 
 {
     const unsigned t = threadIdx.x;
     size_t head = (W - (uintptr_t)d % W) % W;
-    if (head > bytes)
-        head = bytes;
+    if (head > bytes) head = bytes;
     const size_t words = (bytes - head) / W;
     const size_t tail = head + words * W; /* bytes - tail < W */
-    if (t < head)
-        d[t] = s[t];
-    if (t < bytes - tail)
-        d[tail + t] = s[tail + t];
+    if (t < head) d[t] = s[t];
+    if (t < bytes - tail) d[tail + t] = s[tail + t];
     d += head;
     s += head;
     for (size_t w = t; w < words; w += K_CUDA_THREADS * K_COPY_UNROLL) {
         k_vec v[K_COPY_UNROLL];
 #pragma unroll
         for (int u = 0; u < K_COPY_UNROLL; u++)
-            if (w + u * K_CUDA_THREADS < words)
-                k_vec_load<W>(v[u], s + (w + u * K_CUDA_THREADS) * W);
+            if (w + u * K_CUDA_THREADS < words) k_vec_load<W>(v[u], s + (w + u * K_CUDA_THREADS) * W);
 #pragma unroll
         for (int u = 0; u < K_COPY_UNROLL; u++)
-            if (w + u * K_CUDA_THREADS < words)
-                k_vec_store<W>(d + (w + u * K_CUDA_THREADS) * W, v[u]);
+            if (w + u * K_CUDA_THREADS < words) k_vec_store<W>(d + (w + u * K_CUDA_THREADS) * W, v[u]);
     }
 }
 
@@ -117,13 +113,10 @@ cudaError_t k_copy_launch(const k_cuda_copy_t *copies, int n, int *next, k_copy_
     int i = *next;
     for (; i < n && used < CAP; i++) {
         const k_cuda_copy_t *c = &copies[i];
-        if (c->bytes == 0 || c->dst == c->src)
-            continue;
+        if (c->bytes == 0 || c->dst == c->src) continue;
         uint64_t t = ((uint64_t)c->bytes + K_COPY_TILE - 1) / K_COPY_TILE;
-        if (t >= max_tiles)
-            return cudaErrorInvalidValue; /* a copy of 32 TiB */
-        if (tiles + t >= max_tiles)
-            break; /* the next launch takes it */
+        if (t >= max_tiles) return cudaErrorInvalidValue; /* a copy of 32 TiB */
+        if (tiles + t >= max_tiles) break;                /* the next launch takes it */
         p->first[used] = (uint32_t)tiles;
         p->c[used].dst = (unsigned char *)c->dst;
         p->c[used].src = (const unsigned char *)c->src;
@@ -132,15 +125,13 @@ cudaError_t k_copy_launch(const k_cuda_copy_t *copies, int n, int *next, k_copy_
         used++;
     }
     *next = i;
-    if (used == 0)
-        return cudaSuccess;
+    if (used == 0) return cudaSuccess;
     p->copies = used;
     p->tiles = (uint32_t)tiles;
     p->first[used] = (uint32_t)tiles;
     unsigned blocks;
     cudaError_t err = k_cuda_blocks((size_t)tiles * K_CUDA_THREADS, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     return k_cuda_launch(k_copy_kernel<CAP>, blocks, *p, stream);
 }
 
@@ -148,25 +139,21 @@ cudaError_t k_copy_launch(const k_cuda_copy_t *copies, int n, int *next, k_copy_
 
 int k_cuda_copy_batch(const k_cuda_copy_t *copies, int n, void *stream)
 {
-    if (n < 0 || (n > 0 && !copies))
-        return cudaErrorInvalidValue;
+    if (n < 0 || (n > 0 && !copies)) return cudaErrorInvalidValue;
     cudaStream_t s = (cudaStream_t)stream;
     cudaError_t err = cudaSuccess;
     int next = 0;
     if (n <= K_COPY_SMALL) {
         k_copy_params<K_COPY_SMALL> p; /* on the stack: under 4 KB */
-        while (next < n && err == cudaSuccess)
-            err = k_copy_launch(copies, n, &next, &p, s);
+        while (next < n && err == cudaSuccess) err = k_copy_launch(copies, n, &next, &p, s);
         return err;
     }
     /* About 28 KB: the heap, not a thread's stack. cudaLaunchKernel has
      * copied the parameters by the time it returns. */
     k_copy_params<K_CUDA_COPY_BATCH_MAX> *p =
         (k_copy_params<K_CUDA_COPY_BATCH_MAX> *)malloc(sizeof(k_copy_params<K_CUDA_COPY_BATCH_MAX>));
-    if (!p)
-        return cudaErrorMemoryAllocation;
-    while (next < n && err == cudaSuccess)
-        err = k_copy_launch(copies, n, &next, p, s);
+    if (!p) return cudaErrorMemoryAllocation;
+    while (next < n && err == cudaSuccess) err = k_copy_launch(copies, n, &next, p, s);
     free(p);
     return err;
 }

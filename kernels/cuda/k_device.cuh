@@ -26,12 +26,10 @@ static_assert(K_CUDA_ERR_INVALID_VALUE == (int)cudaErrorInvalidValue, "k_cuda.h'
 
 /* Size in bytes of a dtype, as a constant (k_dtype_size's values). */
 template <int DT> struct k_dtype_bytes {
-    static constexpr int value = DT == K_DTYPE_F64 || DT == K_DTYPE_I64 ? 8
-                                 : DT == K_DTYPE_F16 || DT == K_DTYPE_BF16 || DT == K_DTYPE_I16 ||
-                                           DT == K_DTYPE_U16
-                                     ? 2
-                                 : DT == K_DTYPE_U8 || DT == K_DTYPE_I8 || DT == K_DTYPE_BOOL ? 1
-                                                    : 4;
+    static constexpr int value = DT == K_DTYPE_F64 || DT == K_DTYPE_I64                                              ? 8
+                                 : DT == K_DTYPE_F16 || DT == K_DTYPE_BF16 || DT == K_DTYPE_I16 || DT == K_DTYPE_U16 ? 2
+                                 : DT == K_DTYPE_U8 || DT == K_DTYPE_I8 || DT == K_DTYPE_BOOL                        ? 1
+                                                                                              : 4;
 };
 
 /* Up to 16 bytes of raw elements. */
@@ -106,8 +104,7 @@ template <int S> __device__ __forceinline__ uint64_t k_elem_get(const unsigned c
     if (bytewise) {
         uint64_t raw = 0;
 #pragma unroll
-        for (int b = 0; b < S; b++)
-            raw |= (uint64_t)p[b] << (8 * b);
+        for (int b = 0; b < S; b++) raw |= (uint64_t)p[b] << (8 * b);
         return raw;
     }
     k_vec v;
@@ -119,8 +116,7 @@ template <int S> __device__ __forceinline__ void k_elem_put(unsigned char *p, ui
 {
     if (bytewise) {
 #pragma unroll
-        for (int b = 0; b < S; b++)
-            p[b] = (unsigned char)(raw >> (8 * b));
+        for (int b = 0; b < S; b++) p[b] = (unsigned char)(raw >> (8 * b));
         return;
     }
     k_vec v = {};
@@ -141,8 +137,7 @@ struct k_layout {
 
 /* ptrs[i] holds elements of sizes[i] bytes; a vector is V elements (V *
  * sizes[i] bytes of each). */
-static inline k_layout k_layout_of(const void *const *ptrs, const size_t *sizes, int count_ptrs, size_t count,
-                                   size_t V)
+static inline k_layout k_layout_of(const void *const *ptrs, const size_t *sizes, int count_ptrs, size_t count, size_t V)
 {
     k_layout lay = {count, 0, 0};
     size_t head = (size_t)-1;

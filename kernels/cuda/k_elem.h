@@ -73,8 +73,7 @@ typedef struct {
 static inline uint32_t k_elem_ceil_log2(uint64_t d)
 {
     uint32_t log = 0;
-    while (log < 64 && ((uint64_t)1 << log) < d)
-        log++;
+    while (log < 64 && ((uint64_t)1 << log) < d) log++;
     return log;
 }
 
@@ -86,8 +85,7 @@ static inline k_elem_div_t k_elem_div_init(int64_t divisor)
     div.divide = divisor > 1;
     div.f32 = (float)divisor;
     div.f64 = (double)divisor;
-    if (!div.divide)
-        return div;
+    if (!div.divide) return div;
     uint64_t d = (uint64_t)divisor;
     uint32_t log = k_elem_ceil_log2(d); /* 1 .. 63 */
     /* i32: |x| <= 2^31, shift 31 + L, magic = ceil(2^shift / d) < 2^32. */
@@ -148,16 +146,18 @@ K_HD int64_t k_elem_div_i64(int64_t x, uint64_t magic, uint32_t shift)
 
 /* combine(a, b, op) of one accumulator type: its SUM, MIN, MAX and PROD
  * (any other op). */
-#define K_ELEM_COMBINE(t, acc_t, sum, min, max, prod)                                                              \
-    K_HD acc_t k_elem_combine_##t(acc_t a, acc_t b, int op)                                                        \
-    {                                                                                                              \
-        switch (op) {                                                                                              \
-        case K_OP_SUM: return sum;                                                                                 \
-        case K_OP_MIN: return min;                                                                                 \
-        case K_OP_MAX: return max;                                                                                 \
-        default: return prod;                                                                                      \
-        }                                                                                                          \
+#define K_ELEM_COMBINE(t, acc_t, sum, min, max, prod)       \
+    K_HD acc_t k_elem_combine_##t(acc_t a, acc_t b, int op) \
+    {                                                       \
+        switch (op) {                                       \
+        case K_OP_SUM: return sum;                          \
+        case K_OP_MIN: return min;                          \
+        case K_OP_MAX: return max;                          \
+        default: return prod;                               \
+        }                                                   \
     }
+/* clang-format would read "a < b ? a : b" as a template argument list. */
+// clang-format off
 K_ELEM_COMBINE(f32, float, a + b, k_num_min_f32(a, b), k_num_max_f32(a, b), a * b)
 K_ELEM_COMBINE(f64, double, a + b, k_num_min_f64(a, b), k_num_max_f64(a, b), a * b)
 /* Wrapping SUM/PROD in the unsigned type (no signed overflow). */
@@ -169,6 +169,7 @@ K_ELEM_COMBINE(i64, int64_t, (int64_t)((uint64_t)a + (uint64_t)b), a < b ? a : b
  * uint8_t stores do (u16 likewise to 16 bits). */
 K_ELEM_COMBINE(u8, uint32_t, (a + b) & 0xFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFu)
 K_ELEM_COMBINE(u16, uint32_t, (a + b) & 0xFFFFu, a < b ? a : b, a > b ? a : b, (a * b) & 0xFFFFu)
+// clang-format on
 #undef K_ELEM_COMBINE
 
 /* i8 / i16 in an int32_t, sign-extended from `bits` after every wrapping
@@ -214,17 +215,17 @@ K_HD uint32_t k_elem_bool_combine(uint32_t a, uint32_t b, int op) { return k_ele
  * which its reduction accumulates in: X(t, K_DTYPE_*, acc_t). The reduce
  * kernels (k_reduce.cu) and their twins (k_twin.c) are instantiated from
  * this one list. */
-#define K_ELEM_DTYPES(X)            \
-    X(f32, K_DTYPE_F32, float)      \
-    X(f16, K_DTYPE_F16, float)      \
-    X(bf16, K_DTYPE_BF16, float)    \
-    X(f64, K_DTYPE_F64, double)     \
-    X(i32, K_DTYPE_I32, int32_t)    \
-    X(i64, K_DTYPE_I64, int64_t)    \
-    X(u8, K_DTYPE_U8, uint32_t)     \
-    X(i8, K_DTYPE_I8, int32_t)      \
-    X(i16, K_DTYPE_I16, int32_t)    \
-    X(u16, K_DTYPE_U16, uint32_t)   \
+#define K_ELEM_DTYPES(X)          \
+    X(f32, K_DTYPE_F32, float)    \
+    X(f16, K_DTYPE_F16, float)    \
+    X(bf16, K_DTYPE_BF16, float)  \
+    X(f64, K_DTYPE_F64, double)   \
+    X(i32, K_DTYPE_I32, int32_t)  \
+    X(i64, K_DTYPE_I64, int64_t)  \
+    X(u8, K_DTYPE_U8, uint32_t)   \
+    X(i8, K_DTYPE_I8, int32_t)    \
+    X(i16, K_DTYPE_I16, int32_t)  \
+    X(u16, K_DTYPE_U16, uint32_t) \
     X(bool, K_DTYPE_BOOL, uint32_t)
 
 K_HD float k_elem_f32_load(uint64_t raw) { return k_num_f32_from_bits((uint32_t)raw); }
@@ -240,7 +241,7 @@ K_HD uint32_t k_elem_u16_load(uint64_t raw) { return (uint32_t)(raw & 0xFFFFu); 
 K_HD uint32_t k_elem_bool_load(uint64_t raw) { return (raw & 0xFFu) != 0; } /* any nonzero byte: true */
 
 /* The fp32-accumulated floats: divide in fp32, then round once to the type. */
-#define K_ELEM_F32_FINISH(t, store)                                                                               \
+#define K_ELEM_F32_FINISH(t, store) \
     K_HD uint64_t k_elem_##t##_finish(float acc, k_elem_div_t div) { return store(div.divide ? acc / div.f32 : acc); }
 K_ELEM_F32_FINISH(f32, k_num_f32_bits)
 K_ELEM_F32_FINISH(f16, k_num_f32_to_f16)
@@ -262,18 +263,15 @@ K_HD uint64_t k_elem_i64_finish(int64_t acc, k_elem_div_t div)
     return (uint64_t)(div.divide ? k_elem_div_i64(acc, div.i64_magic, div.i64_shift) : acc);
 }
 
-K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div)
-{
-    return div.divide ? (acc * div.u8_magic) >> 16 : acc;
-}
+K_HD uint64_t k_elem_u8_finish(uint32_t acc, k_elem_div_t div) { return div.divide ? (acc * div.u8_magic) >> 16 : acc; }
 
 /* i8, i16, u16 divide as int32 (|x| <= 2^16, within i32's magic), then
  * keep the type's bits. */
-#define K_ELEM_NARROW_FINISH(t, acc_t, bits_t)                                                                     \
-    K_HD uint64_t k_elem_##t##_finish(acc_t acc, k_elem_div_t div)                                                 \
-    {                                                                                                              \
-        return (bits_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift)          \
-                                             : (int32_t)acc);                                                      \
+#define K_ELEM_NARROW_FINISH(t, acc_t, bits_t)                                                            \
+    K_HD uint64_t k_elem_##t##_finish(acc_t acc, k_elem_div_t div)                                        \
+    {                                                                                                     \
+        return (bits_t)(uint32_t)(div.divide ? k_elem_div_i32((int32_t)acc, div.i32_magic, div.i32_shift) \
+                                             : (int32_t)acc);                                             \
     }
 K_ELEM_NARROW_FINISH(i8, int32_t, uint8_t)
 K_ELEM_NARROW_FINISH(i16, int32_t, uint16_t)
@@ -287,11 +285,11 @@ K_HD uint64_t k_elem_bool_finish(uint32_t acc, k_elem_div_t div) { return div.di
  * f32: the float factor (float)factor; f64 and the integers: the double. */
 
 /* f32, f16, bf16: the product in fp32, rounded once to the type. */
-#define K_ELEM_F32_SCALE(t, store)                                                                                 \
-    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
-    {                                                                                                              \
-        (void)f64;                                                                                                 \
-        return store(k_elem_##t##_load(raw) * f32);                                                                \
+#define K_ELEM_F32_SCALE(t, store)                                        \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64) \
+    {                                                                     \
+        (void)f64;                                                        \
+        return store(k_elem_##t##_load(raw) * f32);                       \
     }
 K_ELEM_F32_SCALE(f32, k_num_f32_bits)
 K_ELEM_F32_SCALE(f16, k_num_f32_to_f16)
@@ -306,11 +304,11 @@ K_HD uint64_t k_elem_f64_scale(uint64_t raw, float f32, double f64)
 
 /* The integers: the product in double, truncated toward zero and saturated
  * (k_numeric.h), the type's bits kept. */
-#define K_ELEM_INT_SCALE(t, bits_t)                                                                                \
-    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)                                          \
-    {                                                                                                              \
-        (void)f32;                                                                                                 \
-        return (bits_t)k_num_trunc_to_##t##_sat((double)k_elem_##t##_load(raw) * f64);                             \
+#define K_ELEM_INT_SCALE(t, bits_t)                                                    \
+    K_HD uint64_t k_elem_##t##_scale(uint64_t raw, float f32, double f64)              \
+    {                                                                                  \
+        (void)f32;                                                                     \
+        return (bits_t)k_num_trunc_to_##t##_sat((double)k_elem_##t##_load(raw) * f64); \
     }
 K_ELEM_INT_SCALE(i32, uint32_t)
 K_ELEM_INT_SCALE(i64, uint64_t)
@@ -401,8 +399,7 @@ K_HD uint64_t k_elem_from_i64(int64_t v, int dtype)
  * by the callers). */
 K_HD uint64_t k_elem_cast(uint64_t raw, int src_dtype, int dst_dtype)
 {
-    if (src_dtype == K_DTYPE_F64)
-        return k_elem_from_f64(k_num_f64_from_bits(raw), dst_dtype);
+    if (src_dtype == K_DTYPE_F64) return k_elem_from_f64(k_num_f64_from_bits(raw), dst_dtype);
     if (k_elem_dtype_is_float(src_dtype)) {
         float x = k_elem_to_f32(raw, src_dtype);
         if (dst_dtype == K_DTYPE_F32 || dst_dtype == K_DTYPE_F16 || dst_dtype == K_DTYPE_BF16)

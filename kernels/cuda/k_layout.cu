@@ -9,7 +9,8 @@
 #include "k_device.cuh"
 #include "k_layout.h"
 
-namespace {
+namespace
+{
 
 struct k_layout_params {
     unsigned char *dst;
@@ -48,8 +49,9 @@ int k_layout_launch(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t s
     unsigned blocks;
     cudaError_t err = k_cuda_blocks(count, &blocks);
     if (err != cudaSuccess) return (int)err;
-    const k_layout_params p = {(unsigned char *)dst, (const unsigned char *)src, count, c, c_stored, hw,
-                               (int)src_dtype, (int)dst_dtype, to_channels_last};
+    const k_layout_params p = {
+        (unsigned char *)dst, (const unsigned char *)src, count, c, c_stored, hw, (int)src_dtype, (int)dst_dtype,
+        to_channels_last};
     return (int)k_cuda_launch(k_layout_kernel, blocks, p, (cudaStream_t)stream);
 }
 
@@ -61,8 +63,8 @@ int k_cuda_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_d
     return k_layout_launch(dst, dst_dtype, src, src_dtype, n, c, c_stored, hw, stream, 1);
 }
 
-int k_cuda_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
-                              size_t c, size_t c_stored, size_t hw, void *stream)
+int k_cuda_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n, size_t c,
+                              size_t c_stored, size_t hw, void *stream)
 {
     return k_layout_launch(dst, dst_dtype, src, src_dtype, n, c, c_stored, hw, stream, 0);
 }

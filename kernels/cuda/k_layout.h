@@ -34,9 +34,6 @@ K_HD uint64_t k_layout_convert(uint64_t raw, int src_dtype, int dst_dtype)
 }
 
 /* The float dtypes these copies take. */
-K_HD int k_layout_dtype_ok(int dtype)
-{
-    return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16;
-}
+K_HD int k_layout_dtype_ok(int dtype) { return dtype == K_DTYPE_F32 || dtype == K_DTYPE_F16 || dtype == K_DTYPE_BF16; }
 
 #endif

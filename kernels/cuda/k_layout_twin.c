@@ -9,8 +9,7 @@
 static int k_layout_twin(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n, size_t c,
                          size_t c_stored, size_t hw, int to_channels_last)
 {
-    if (!k_layout_dtype_ok(dst_dtype) || !k_layout_dtype_ok(src_dtype) || c > c_stored)
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (!k_layout_dtype_ok(dst_dtype) || !k_layout_dtype_ok(src_dtype) || c > c_stored) return K_CUDA_ERR_INVALID_VALUE;
     const size_t ss = k_dtype_size(src_dtype), ds = k_dtype_size(dst_dtype);
     const size_t count = k_layout_count(n, c, c_stored, hw, to_channels_last);
     for (size_t j = 0; j < count; j++) {
@@ -31,8 +30,8 @@ int k_twin_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_d
     return k_layout_twin(dst, dst_dtype, src, src_dtype, n, c, c_stored, hw, 1);
 }
 
-int k_twin_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
-                              size_t c, size_t c_stored, size_t hw)
+int k_twin_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n, size_t c,
+                              size_t c_stored, size_t hw)
 {
     return k_layout_twin(dst, dst_dtype, src, src_dtype, n, c, c_stored, hw, 0);
 }

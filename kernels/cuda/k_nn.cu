@@ -28,7 +28,8 @@
 #include "k_device.cuh"
 #include "k_nn.h"
 
-namespace {
+namespace
+{
 
 constexpr int k_warp = 32;
 constexpr int k_rows_per_block = K_CUDA_THREADS / k_warp; /* 8 rows per pass of a block */
@@ -55,8 +56,7 @@ __device__ __forceinline__ void k_nn_lane_tree(float (*sh)[K_NN_BN_CGROUP], int 
 {
 #pragma unroll
     for (int h = K_NN_BN_LANES / 2; h >= 1; h /= 2) {
-        if (lane < h)
-            sh[lane][cx] = sh[lane][cx] + sh[lane + h][cx];
+        if (lane < h) sh[lane][cx] = sh[lane][cx] + sh[lane + h][cx];
         __syncthreads();
     }
 }
@@ -140,8 +140,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_merge_kernel(const __g
     sh_n[t] = n, sh_mean[t] = mean, sh_m2[t] = m2;
     __syncthreads();
     for (int h = K_NN_MERGE_THREADS / 2; h >= 1; h /= 2) {
-        if (t < h)
-            k_nn_stat_merge(&sh_n[t], &sh_mean[t], &sh_m2[t], sh_n[t + h], sh_mean[t + h], sh_m2[t + h]);
+        if (t < h) k_nn_stat_merge(&sh_n[t], &sh_mean[t], &sh_m2[t], sh_n[t + h], sh_mean[t + h], sh_m2[t + h]);
         __syncthreads();
     }
     if (t == 0) {
@@ -159,8 +158,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_merge_kernel(const __g
 __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_infer_prep_kernel(const __grid_constant__ k_nn_bn_params p)
 {
     const int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch < p.c)
-        p.consts[ch] = k_nn_bn_infer_scale(p.gamma[ch], p.running_var[ch], p.epsilon);
+    if (ch < p.c) p.consts[ch] = k_nn_bn_infer_scale(p.gamma[ch], p.running_var[ch], p.epsilon);
 }
 
 /* f(i, ch) for every element i of the rows x c tensor p describes: a warp
@@ -168,10 +166,8 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_infer_prep_kernel(cons
 template <typename F> __device__ __forceinline__ void k_nn_bn_each(const k_nn_bn_params &p, F f)
 {
     const int cx = threadIdx.x % k_warp, ry = threadIdx.x / k_warp;
-    for (size_t r = (size_t)blockIdx.x * k_rows_per_block + ry; r < p.rows;
-         r += (size_t)gridDim.x * k_rows_per_block)
-        for (int ch = cx; ch < p.c; ch += k_warp)
-            f(r * (size_t)p.c + (size_t)ch, ch);
+    for (size_t r = (size_t)blockIdx.x * k_rows_per_block + ry; r < p.rows; r += (size_t)gridDim.x * k_rows_per_block)
+        for (int ch = cx; ch < p.c; ch += k_warp) f(r * (size_t)p.c + (size_t)ch, ch);
 }
 
 /* f(j, ch0) for every 16-byte vector j of that tensor, V = 16 / S elements,
@@ -188,8 +184,7 @@ template <int V, typename F> __device__ __forceinline__ void k_nn_bn_each_vec(co
     for (; j < vecs; j += stride) {
         f(j, (int)vc * V);
         vc += step;
-        if (vc >= vcols)
-            vc -= vcols;
+        if (vc >= vcols) vc -= vcols;
     }
 }
 
@@ -212,8 +207,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_apply_vec_kernel(const
     k_nn_bn_each_vec<V>(p, [&](size_t j, int ch0) {
         k_vec xv, rv = {}, out = {};
         k_vec_load<16>(xv, p.x + j * 16);
-        if (RES)
-            k_vec_load<16>(rv, p.res + j * 16);
+        if (RES) k_vec_load<16>(rv, p.res + j * 16);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int ch = ch0 + k;
@@ -256,8 +250,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_bwd_stats_kernel(const
                 const float xh = k_nn_bn_xhat(k_nn_get<DT>(p.x, e), mean, invstd);
                 g_sum = g_sum + g;
                 gx_sum = gx_sum + g * xh;
-                if (DRES)
-                    k_nn_set<DT>(p.dres, e, g);
+                if (DRES) k_nn_set<DT>(p.dres, e, g);
             }
         }
     }
@@ -322,8 +315,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
         k_vec xv, dyv, yv = {}, out = {};
         k_vec_load<16>(xv, p.x + j * 16);
         k_vec_load<16>(dyv, p.dy + j * 16);
-        if (Y)
-            k_vec_load<16>(yv, p.y + j * 16);
+        if (Y) k_vec_load<16>(yv, p.y + j * 16);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const int ch = ch0 + k;
@@ -331,8 +323,8 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_bn_dx_vec_kernel(const __
             const float g = Y ? k_train_relu_grad(k_nn_load((uint32_t)k_vec_get<S>(yv, k), DT), d) : d;
             const float xh = k_nn_bn_xhat(k_nn_load((uint32_t)k_vec_get<S>(xv, k), DT), __ldg(p.mean + ch),
                                           __ldg(p.invstd_or_scale + ch));
-            const float dx = k_nn_bn_dx(g, xh, __ldg(p.consts + 3 * ch), __ldg(p.consts + 3 * ch + 1),
-                                        __ldg(p.consts + 3 * ch + 2));
+            const float dx =
+                k_nn_bn_dx(g, xh, __ldg(p.consts + 3 * ch), __ldg(p.consts + 3 * ch + 1), __ldg(p.consts + 3 * ch + 2));
             k_vec_set<S>(out, k, k_nn_store(dx, DT));
         }
         k_vec_store<16>(p.out + j * 16, out);
@@ -375,15 +367,12 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_fwd_kernel(const 
         int have = 0, at = 0;
         for (int kh = 0; kh < g.kernel; kh++) {
             const int ih = oh * g.stride - g.pad + kh;
-            if (ih < 0 || ih >= g.h)
-                continue;
+            if (ih < 0 || ih >= g.h) continue;
             for (int kw = 0; kw < g.kernel; kw++) {
                 const int iw = ow * g.stride - g.pad + kw;
-                if (iw < 0 || iw >= g.w)
-                    continue;
+                if (iw < 0 || iw >= g.w) continue;
                 const float v = k_nn_get<DT>(p.in, ((n * g.h + ih) * g.w + iw) * g.c + (size_t)ch);
-                if (k_nn_max_takes(best, v, have))
-                    best = v, at = kh * g.kernel + kw, have = 1;
+                if (k_nn_max_takes(best, v, have)) best = v, at = kh * g.kernel + kw, have = 1;
             }
         }
         k_nn_set<DT>(p.out, o, best);
@@ -404,8 +393,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_maxpool_bwd_kernel(const 
             for (int ow = ow_lo; ow < ow_hi; ow++) {
                 const size_t o = ((n * p.ho + oh) * p.wo + ow) * g.c + (size_t)ch;
                 const int want = (ih + g.pad - oh * g.stride) * g.kernel + (iw + g.pad - ow * g.stride);
-                if (p.argmax_in[o] == want)
-                    acc = acc + k_nn_get<DT>(p.in, o);
+                if (p.argmax_in[o] == want) acc = acc + k_nn_get<DT>(p.in, o);
             }
         k_nn_set<DT>(p.out, i, acc);
     });
@@ -420,8 +408,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_avgpool_fwd_kernel(const 
         const size_t n = o / c;
         const int ch = (int)(o % c);
         float acc = 0.0f;
-        for (int i = 0; i < hw; i++)
-            acc = acc + k_nn_get<DT>(p.in, (n * hw + i) * c + (size_t)ch);
+        for (int i = 0; i < hw; i++) acc = acc + k_nn_get<DT>(p.in, (n * hw + i) * c + (size_t)ch);
         k_nn_set<DT>(p.out, o, acc / (float)hw);
     }
 }
@@ -466,8 +453,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_elem_kernel(const __grid_
     for (size_t j = tid; j < p.vecs; j += stride) {
         k_vec av, bv = {}, out = {};
         k_vec_load<16>(av, p.a + j * 16);
-        if (OP != 0)
-            k_vec_load<16>(bv, p.b + j * 16);
+        if (OP != 0) k_vec_load<16>(bv, p.b + j * 16);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             const float b = OP != 0 ? k_nn_load((uint32_t)k_vec_get<S>(bv, k), DT) : 0.0f;
@@ -483,16 +469,14 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_nn_elem_kernel(const __grid_
 
 /* ---- launching ------------------------------------------------------------------ */
 
-template <typename P>
-cudaError_t k_nn_launch(void (*kernel)(P), dim3 grid, const P &params, cudaStream_t stream)
+template <typename P> cudaError_t k_nn_launch(void (*kernel)(P), dim3 grid, const P &params, cudaStream_t stream)
 {
     void *args[] = {(void *)&params};
     return cudaLaunchKernel((const void *)kernel, grid, dim3(K_CUDA_THREADS), args, 0, stream);
 }
 
 /* A grid-stride launch over `work` threads' worth of items. */
-template <typename P>
-cudaError_t k_nn_launch_flat(void (*kernel)(P), size_t work, const P &params, cudaStream_t stream)
+template <typename P> cudaError_t k_nn_launch_flat(void (*kernel)(P), size_t work, const P &params, cudaStream_t stream)
 {
     unsigned blocks;
     cudaError_t err = k_cuda_blocks(work, &blocks);
@@ -506,8 +490,8 @@ typedef void (*k_nn_bn_fn)(k_nn_bn_params);
 typedef void (*k_nn_pool_fn)(k_nn_pool_params);
 typedef void (*k_nn_elem_fn)(k_nn_elem_params);
 
-#define K_NN_BY_DT(kernel, ...)                                                                              \
-    {                                                                                                        \
+#define K_NN_BY_DT(kernel, ...)                                                                                     \
+    {                                                                                                               \
         kernel<K_DTYPE_F32, ##__VA_ARGS__>, kernel<K_DTYPE_F16, ##__VA_ARGS__>, kernel<K_DTYPE_BF16, ##__VA_ARGS__> \
     }
 
@@ -529,8 +513,7 @@ const k_nn_bn_fn k_nn_bwd_stats_fns[3][3] = {
     K_NN_BY_DT(k_nn_bn_bwd_stats_kernel, true, false),
     K_NN_BY_DT(k_nn_bn_bwd_stats_kernel, true, true),
 };
-const k_nn_bn_fn k_nn_bwd_merge_fns[3] = {k_nn_bn_bwd_merge_kernel<K_DTYPE_F32>,
-                                          k_nn_bn_bwd_merge_kernel<K_DTYPE_F16>,
+const k_nn_bn_fn k_nn_bwd_merge_fns[3] = {k_nn_bn_bwd_merge_kernel<K_DTYPE_F32>, k_nn_bn_bwd_merge_kernel<K_DTYPE_F16>,
                                           k_nn_bn_bwd_merge_kernel<K_DTYPE_BF16>};
 const k_nn_bn_fn k_nn_dx_fns[2][3] = {K_NN_BY_DT(k_nn_bn_dx_kernel, false), K_NN_BY_DT(k_nn_bn_dx_kernel, true)};
 const k_nn_bn_fn k_nn_dx_vec_fns[2][3] = {K_NN_BY_DT(k_nn_bn_dx_vec_kernel, false),
@@ -571,8 +554,7 @@ size_t k_nn_vec_elems(k_dtype_t dtype) { return 16 / k_dtype_size(dtype); }
 bool k_nn_vec_aligned(const void *const *ptrs, int n)
 {
     for (int i = 0; i < n; i++)
-        if ((uintptr_t)ptrs[i] % 16)
-            return false;
+        if ((uintptr_t)ptrs[i] % 16) return false;
     return true;
 }
 
@@ -613,8 +595,7 @@ int k_cuda_bn_forward_train(void *y, const void *x, const void *residual, k_dtyp
     p.consts = p.ws + 3 * p.chunks * (size_t)c;
     p.momentum = momentum, p.epsilon = epsilon;
     cudaError_t err = k_nn_launch(k_nn_stats_fns[dt], k_nn_stats_grid(rows, c), p, s);
-    if (err == cudaSuccess)
-        err = k_nn_launch(k_nn_bn_merge_kernel, dim3((unsigned)c), p, s);
+    if (err == cudaSuccess) err = k_nn_launch(k_nn_bn_merge_kernel, dim3((unsigned)c), p, s);
     const int variant = (residual != NULL) * 2 + (relu != 0);
     const void *const ptrs[3] = {x, y, residual};
     if (err == cudaSuccess)
@@ -623,11 +604,11 @@ int k_cuda_bn_forward_train(void *y, const void *x, const void *residual, k_dtyp
 }
 
 int k_cuda_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows, int c,
-                            const float *gamma, const float *beta, const float *running_mean,
-                            const float *running_var, float epsilon, int relu, void *workspace, void *stream)
+                            const float *gamma, const float *beta, const float *running_mean, const float *running_var,
+                            float epsilon, int relu, void *workspace, void *stream)
 {
-    if (!k_nn_bn_ok(y, x, residual, dtype, rows, c, workspace) || !gamma || !beta || !running_mean ||
-        !running_var || !(epsilon > 0.0f))
+    if (!k_nn_bn_ok(y, x, residual, dtype, rows, c, workspace) || !gamma || !beta || !running_mean || !running_var ||
+        !(epsilon > 0.0f))
         return K_CUDA_ERR_INVALID_VALUE;
     cudaStream_t s = (cudaStream_t)stream;
     k_nn_bn_params p = {};
@@ -673,8 +654,7 @@ int k_cuda_bn_backward(void *dx, void *dresidual, const void *x, const void *dy,
     p.dgamma = (unsigned char *)dgamma, p.dbeta = (unsigned char *)dbeta;
     const int variant = y == NULL ? 0 : dresidual == NULL ? 1 : 2;
     cudaError_t err = k_nn_launch(k_nn_bwd_stats_fns[variant][dt], k_nn_stats_grid(rows, c), p, s);
-    if (err == cudaSuccess)
-        err = k_nn_launch(k_nn_bwd_merge_fns[k_nn_dt_index(grad_dtype)], dim3((unsigned)c), p, s);
+    if (err == cudaSuccess) err = k_nn_launch(k_nn_bwd_merge_fns[k_nn_dt_index(grad_dtype)], dim3((unsigned)c), p, s);
     const void *const ptrs[4] = {dx, x, dy, y};
     if (err == cudaSuccess)
         err = k_nn_bn_launch_rows(k_nn_dx_vec_fns[y != NULL], k_nn_dx_fns[y != NULL], dt, dtype, ptrs, 4, p, s);
@@ -695,12 +675,12 @@ int k_cuda_maxpool_forward(void *y, uint8_t *argmax, const void *x, k_dtype_t dt
     return (int)k_nn_launch_flat(k_nn_maxpool_fwd_fns[k_nn_dt_index(dtype)], p.count, p, (cudaStream_t)stream);
 }
 
-int k_cuda_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype,
-                            const k_cuda_pool_t *pool, void *stream)
+int k_cuda_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype, const k_cuda_pool_t *pool,
+                            void *stream)
 {
     int ho, wo;
-    if (!k_nn_dtype_ok(dtype) || !dx || !argmax || !dy || !k_nn_pool_ok(pool, &ho, &wo) ||
-        !k_nn_aligned(dx, dtype) || !k_nn_aligned(dy, dtype))
+    if (!k_nn_dtype_ok(dtype) || !dx || !argmax || !dy || !k_nn_pool_ok(pool, &ho, &wo) || !k_nn_aligned(dx, dtype) ||
+        !k_nn_aligned(dy, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     k_nn_pool_params p = {};
     p.in = (const unsigned char *)dy, p.out = (unsigned char *)dx, p.argmax_in = argmax;
@@ -737,8 +717,7 @@ static int k_nn_elem(int op, void *out, const void *a, const void *b, k_dtype_t 
     if (!k_nn_dtype_ok(dtype) || (count && (!out || !a || (op && !b))) || !k_nn_aligned(out, dtype) ||
         !k_nn_aligned(a, dtype) || !k_nn_aligned(b, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
-    if (count == 0)
-        return 0;
+    if (count == 0) return 0;
     const void *const ptrs[3] = {out, a, b};
     const size_t V = k_nn_vec_elems(dtype);
     k_nn_elem_params p = {(const unsigned char *)a, (const unsigned char *)b, (unsigned char *)out, count,

@@ -40,11 +40,11 @@
 #include "k_elem.h"
 #include "k_train_numeric.h"
 
-#define K_NN_BN_LANES 8       /* row lanes of a chunk (threadIdx.y of the stats kernels) */
-#define K_NN_BN_PER_LANE 16   /* rows per lane */
+#define K_NN_BN_LANES 8                                  /* row lanes of a chunk (threadIdx.y of the stats kernels) */
+#define K_NN_BN_PER_LANE 16                              /* rows per lane */
 #define K_NN_BN_CHUNK (K_NN_BN_LANES * K_NN_BN_PER_LANE) /* 128 rows: K_CUDA_BN_CHUNK */
-#define K_NN_BN_CGROUP 32     /* channels per stats block (threadIdx.x, a warp) */
-#define K_NN_MERGE_THREADS 256 /* threads of a channel's merge */
+#define K_NN_BN_CGROUP 32                                /* channels per stats block (threadIdx.x, a warp) */
+#define K_NN_MERGE_THREADS 256                           /* threads of a channel's merge */
 
 /* ---- elements ------------------------------------------------------------- */
 
@@ -85,8 +85,7 @@ K_HD float k_nn_add(float a, float b, int relu)
 K_HD float k_nn_bn_apply(float x, float mean, float scale, float beta, float res, int has_res, int relu)
 {
     float t = (x - mean) * scale + beta;
-    if (has_res)
-        t = t + res;
+    if (has_res) t = t + res;
     return relu ? k_train_relu_pos_zero(t) : t;
 }
 
@@ -94,8 +93,7 @@ K_HD float k_nn_bn_apply(float x, float mean, float scale, float beta, float res
  * leaves the other as it is. */
 K_HD void k_nn_stat_merge(double *n_a, double *mean_a, double *m2_a, double n_b, double mean_b, double m2_b)
 {
-    if (n_b == 0.0)
-        return;
+    if (n_b == 0.0) return;
     if (*n_a == 0.0) {
         *n_a = n_b, *mean_a = mean_b, *m2_a = m2_b;
         return;
@@ -193,16 +191,13 @@ static inline int k_nn_dtype_ok(k_dtype_t dtype)
 }
 
 /* p is aligned to the size of dtype's elements (NULL passes). */
-static inline int k_nn_aligned(const void *p, k_dtype_t dtype)
-{
-    return ((uintptr_t)p % k_dtype_size(dtype)) == 0;
-}
+static inline int k_nn_aligned(const void *p, k_dtype_t dtype) { return ((uintptr_t)p % k_dtype_size(dtype)) == 0; }
 
 /* Max pool geometry within k_cuda_pool_t's limits; *h_out / *w_out. */
 static inline int k_nn_pool_ok(const k_cuda_pool_t *p, int *h_out, int *w_out)
 {
-    if (p == NULL || p->n < 1 || p->h < 1 || p->w < 1 || p->c < 1 || p->kernel < 1 || p->stride < 1 ||
-        p->pad < 0 || 2 * p->pad > p->kernel || p->kernel * p->kernel > 255 || p->h + 2 * p->pad < p->kernel ||
+    if (p == NULL || p->n < 1 || p->h < 1 || p->w < 1 || p->c < 1 || p->kernel < 1 || p->stride < 1 || p->pad < 0 ||
+        2 * p->pad > p->kernel || p->kernel * p->kernel > 255 || p->h + 2 * p->pad < p->kernel ||
         p->w + 2 * p->pad < p->kernel)
         return 0;
     *h_out = (p->h + 2 * p->pad - p->kernel) / p->stride + 1;

@@ -44,8 +44,7 @@ static void k_nn_twin_put(void *p, k_dtype_t dtype, size_t i, float value)
 static float k_nn_twin_lane_tree(float *lanes)
 {
     for (int h = K_NN_BN_LANES / 2; h >= 1; h /= 2)
-        for (int l = 0; l < h; l++)
-            lanes[l] = lanes[l] + lanes[l + h];
+        for (int l = 0; l < h; l++) lanes[l] = lanes[l] + lanes[l + h];
     return lanes[0];
 }
 
@@ -98,8 +97,7 @@ static void k_nn_twin_bn_merge(const float (*triples)[3], size_t rows, double ou
         }
     }
     for (int h = K_NN_MERGE_THREADS / 2; h >= 1; h /= 2)
-        for (int t = 0; t < h; t++)
-            k_nn_stat_merge(&n[t], &mean[t], &m2[t], n[t + h], mean[t + h], m2[t + h]);
+        for (int t = 0; t < h; t++) k_nn_stat_merge(&n[t], &mean[t], &m2[t], n[t + h], mean[t + h], m2[t + h]);
     out[0] = n[0], out[1] = mean[0], out[2] = m2[0];
 }
 
@@ -111,17 +109,16 @@ static void k_nn_twin_bn_apply(void *y, const void *x, const void *residual, k_d
         for (int ch = 0; ch < c; ch++) {
             size_t i = r * (size_t)c + (size_t)ch;
             float res = residual ? k_nn_twin_get(residual, dtype, i) : 0.0f;
-            float v = k_nn_bn_apply(k_nn_twin_get(x, dtype, i), mean[ch], scale[ch], beta[ch], res,
-                                    residual != NULL, relu);
+            float v =
+                k_nn_bn_apply(k_nn_twin_get(x, dtype, i), mean[ch], scale[ch], beta[ch], res, residual != NULL, relu);
             k_nn_twin_put(y, dtype, i, v);
         }
 }
 
-static int k_nn_twin_bn_args(const void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
-                             int c)
+static int k_nn_twin_bn_args(const void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows, int c)
 {
-    return k_nn_dtype_ok(dtype) && y && x && rows >= 1 && c >= 1 && k_nn_aligned(y, dtype) &&
-           k_nn_aligned(x, dtype) && k_nn_aligned(residual, dtype);
+    return k_nn_dtype_ok(dtype) && y && x && rows >= 1 && c >= 1 && k_nn_aligned(y, dtype) && k_nn_aligned(x, dtype) &&
+           k_nn_aligned(residual, dtype);
 }
 
 int k_twin_bn_forward_train(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows, int c,
@@ -140,12 +137,11 @@ int k_twin_bn_forward_train(void *y, const void *x, const void *residual, k_dtyp
         return 2; /* cudaErrorMemoryAllocation */
     }
     for (int ch = 0; ch < c; ch++) {
-        for (size_t k = 0; k < chunks; k++)
-            k_nn_twin_bn_chunk(x, dtype, rows, c, ch, k, triples[k]);
+        for (size_t k = 0; k < chunks; k++) k_nn_twin_bn_chunk(x, dtype, rows, c, ch, k, triples[k]);
         double st[3];
         k_nn_twin_bn_merge((const float(*)[3])triples, rows, st);
-        k_nn_bn_stats_t s = k_nn_bn_finish(st[0], st[1], st[2], gamma[ch], running_mean[ch], running_var[ch],
-                                           momentum, epsilon);
+        k_nn_bn_stats_t s =
+            k_nn_bn_finish(st[0], st[1], st[2], gamma[ch], running_mean[ch], running_var[ch], momentum, epsilon);
         save_mean[ch] = s.mean;
         save_invstd[ch] = s.invstd;
         scale[ch] = s.scale;
@@ -159,17 +155,15 @@ int k_twin_bn_forward_train(void *y, const void *x, const void *residual, k_dtyp
 }
 
 int k_twin_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows, int c,
-                            const float *gamma, const float *beta, const float *running_mean,
-                            const float *running_var, float epsilon, int relu)
+                            const float *gamma, const float *beta, const float *running_mean, const float *running_var,
+                            float epsilon, int relu)
 {
     if (!k_nn_twin_bn_args(y, x, residual, dtype, rows, c) || !gamma || !beta || !running_mean || !running_var ||
         !(epsilon > 0.0f))
         return K_CUDA_ERR_INVALID_VALUE;
     float *scale = malloc((size_t)c * sizeof(float));
-    if (scale == NULL)
-        return 2;
-    for (int ch = 0; ch < c; ch++)
-        scale[ch] = k_nn_bn_infer_scale(gamma[ch], running_var[ch], epsilon);
+    if (scale == NULL) return 2;
+    for (int ch = 0; ch < c; ch++) scale[ch] = k_nn_bn_infer_scale(gamma[ch], running_var[ch], epsilon);
     k_nn_twin_bn_apply(y, x, residual, dtype, rows, c, running_mean, scale, beta, relu);
     free(scale);
     return 0;
@@ -186,10 +180,10 @@ int k_twin_bn_backward(void *dx, void *dresidual, const void *x, const void *dy,
                        size_t rows, int c, const float *gamma, const float *save_mean, const float *save_invstd,
                        void *dgamma, void *dbeta, k_dtype_t grad_dtype)
 {
-    if (!k_nn_twin_bn_args(dx, x, NULL, dtype, rows, c) || !dy || !k_nn_aligned(dy, dtype) ||
-        !k_nn_aligned(y, dtype) || !k_nn_aligned(dresidual, dtype) || (dresidual && !y) ||
-        (dresidual && dresidual == dx) || !gamma || !save_mean || !save_invstd || !dgamma || !dbeta ||
-        !k_nn_dtype_ok(grad_dtype) || !k_nn_aligned(dgamma, grad_dtype) || !k_nn_aligned(dbeta, grad_dtype))
+    if (!k_nn_twin_bn_args(dx, x, NULL, dtype, rows, c) || !dy || !k_nn_aligned(dy, dtype) || !k_nn_aligned(y, dtype) ||
+        !k_nn_aligned(dresidual, dtype) || (dresidual && !y) || (dresidual && dresidual == dx) || !gamma ||
+        !save_mean || !save_invstd || !dgamma || !dbeta || !k_nn_dtype_ok(grad_dtype) ||
+        !k_nn_aligned(dgamma, grad_dtype) || !k_nn_aligned(dbeta, grad_dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     const size_t chunks = k_nn_chunks(rows);
     float(*sums)[2] = malloc(chunks * sizeof(*sums));
@@ -244,8 +238,7 @@ int k_twin_bn_backward(void *dx, void *dresidual, const void *x, const void *dy,
             size_t e = r * (size_t)c + (size_t)ch;
             float g = k_nn_twin_bn_g(dy, y, dtype, e);
             float xh = k_nn_bn_xhat(k_nn_twin_get(x, dtype, e), save_mean[ch], save_invstd[ch]);
-            if (dresidual)
-                k_nn_twin_put(dresidual, dtype, e, g);
+            if (dresidual) k_nn_twin_put(dresidual, dtype, e, g);
             k_nn_twin_put(dx, dtype, e, k_nn_bn_dx(g, xh, consts[3 * ch], consts[3 * ch + 1], consts[3 * ch + 2]));
         }
     free(sums);
@@ -270,16 +263,12 @@ int k_twin_maxpool_forward(void *y, uint8_t *argmax, const void *x, k_dtype_t dt
                     int have = 0, at = 0;
                     for (int kh = 0; kh < p.kernel; kh++) {
                         int ih = oh * p.stride - p.pad + kh;
-                        if (ih < 0 || ih >= p.h)
-                            continue;
+                        if (ih < 0 || ih >= p.h) continue;
                         for (int kw = 0; kw < p.kernel; kw++) {
                             int iw = ow * p.stride - p.pad + kw;
-                            if (iw < 0 || iw >= p.w)
-                                continue;
-                            float v = k_nn_twin_get(x, dtype,
-                                                    (((size_t)n * p.h + ih) * p.w + iw) * p.c + (size_t)ch);
-                            if (k_nn_max_takes(best, v, have))
-                                best = v, at = kh * p.kernel + kw, have = 1;
+                            if (iw < 0 || iw >= p.w) continue;
+                            float v = k_nn_twin_get(x, dtype, (((size_t)n * p.h + ih) * p.w + iw) * p.c + (size_t)ch);
+                            if (k_nn_max_takes(best, v, have)) best = v, at = kh * p.kernel + kw, have = 1;
                         }
                     }
                     size_t o = (((size_t)n * ho + oh) * wo + ow) * p.c + (size_t)ch;
@@ -289,12 +278,11 @@ int k_twin_maxpool_forward(void *y, uint8_t *argmax, const void *x, k_dtype_t dt
     return 0;
 }
 
-int k_twin_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype,
-                            const k_cuda_pool_t *pool)
+int k_twin_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_dtype_t dtype, const k_cuda_pool_t *pool)
 {
     int ho, wo;
-    if (!k_nn_dtype_ok(dtype) || !dx || !argmax || !dy || !k_nn_pool_ok(pool, &ho, &wo) ||
-        !k_nn_aligned(dx, dtype) || !k_nn_aligned(dy, dtype))
+    if (!k_nn_dtype_ok(dtype) || !dx || !argmax || !dy || !k_nn_pool_ok(pool, &ho, &wo) || !k_nn_aligned(dx, dtype) ||
+        !k_nn_aligned(dy, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     const k_cuda_pool_t p = *pool;
     for (int n = 0; n < p.n; n++)
@@ -309,8 +297,7 @@ int k_twin_maxpool_backward(void *dx, const void *dy, const uint8_t *argmax, k_d
                         for (int ow = ow_lo; ow < ow_hi; ow++) {
                             size_t o = (((size_t)n * ho + oh) * wo + ow) * p.c + (size_t)ch;
                             int want = (ih + p.pad - oh * p.stride) * p.kernel + (iw + p.pad - ow * p.stride);
-                            if (argmax[o] == want)
-                                acc = acc + k_nn_twin_get(dy, dtype, o);
+                            if (argmax[o] == want) acc = acc + k_nn_twin_get(dy, dtype, o);
                         }
                     k_nn_twin_put(dx, dtype, (((size_t)n * p.h + ih) * p.w + iw) * p.c + (size_t)ch, acc);
                 }
@@ -325,8 +312,7 @@ int k_twin_avgpool_forward(void *y, const void *x, k_dtype_t dtype, int n, int h
     for (int s = 0; s < n; s++)
         for (int ch = 0; ch < c; ch++) {
             float acc = 0.0f;
-            for (int i = 0; i < hw; i++)
-                acc = acc + k_nn_twin_get(x, dtype, ((size_t)s * hw + i) * c + (size_t)ch);
+            for (int i = 0; i < hw; i++) acc = acc + k_nn_twin_get(x, dtype, ((size_t)s * hw + i) * c + (size_t)ch);
             k_nn_twin_put(y, dtype, (size_t)s * c + (size_t)ch, acc / (float)hw);
         }
     return 0;
@@ -351,15 +337,14 @@ int k_twin_relu_forward(void *y, const void *x, k_dtype_t dtype, size_t count)
 {
     if (!k_nn_dtype_ok(dtype) || (count && (!y || !x)) || !k_nn_aligned(y, dtype) || !k_nn_aligned(x, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
-    for (size_t i = 0; i < count; i++)
-        k_nn_twin_put(y, dtype, i, k_train_relu_pos_zero(k_nn_twin_get(x, dtype, i)));
+    for (size_t i = 0; i < count; i++) k_nn_twin_put(y, dtype, i, k_train_relu_pos_zero(k_nn_twin_get(x, dtype, i)));
     return 0;
 }
 
 int k_twin_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtype, size_t count)
 {
-    if (!k_nn_dtype_ok(dtype) || (count && (!dx || !y || !dy)) || !k_nn_aligned(dx, dtype) ||
-        !k_nn_aligned(y, dtype) || !k_nn_aligned(dy, dtype))
+    if (!k_nn_dtype_ok(dtype) || (count && (!dx || !y || !dy)) || !k_nn_aligned(dx, dtype) || !k_nn_aligned(y, dtype) ||
+        !k_nn_aligned(dy, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++)
         k_nn_twin_put(dx, dtype, i, k_train_relu_grad(k_nn_twin_get(y, dtype, i), k_nn_twin_get(dy, dtype, i)));
@@ -368,8 +353,8 @@ int k_twin_relu_backward(void *dx, const void *y, const void *dy, k_dtype_t dtyp
 
 int k_twin_add_forward(void *y, const void *a, const void *b, k_dtype_t dtype, size_t count, int relu)
 {
-    if (!k_nn_dtype_ok(dtype) || (count && (!y || !a || !b)) || !k_nn_aligned(y, dtype) ||
-        !k_nn_aligned(a, dtype) || !k_nn_aligned(b, dtype))
+    if (!k_nn_dtype_ok(dtype) || (count && (!y || !a || !b)) || !k_nn_aligned(y, dtype) || !k_nn_aligned(a, dtype) ||
+        !k_nn_aligned(b, dtype))
         return K_CUDA_ERR_INVALID_VALUE;
     for (size_t i = 0; i < count; i++)
         k_nn_twin_put(y, dtype, i, k_nn_add(k_nn_twin_get(a, dtype, i), k_nn_twin_get(b, dtype, i), relu));

@@ -20,7 +20,8 @@
 #include "k_device.cuh"
 #include "k_step.h"
 
-namespace {
+namespace
+{
 
 const unsigned k_full_mask = 0xFFFFFFFFu;
 
@@ -52,14 +53,12 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_nonfinite_kernel(const 
         k_vec x;
         k_vec_load<16>(x, p.src + (p.head + v * V) * S);
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            hit |= k_step_nonfinite_raw(k_vec_get<S>(x, k), DT);
+        for (int k = 0; k < V; k++) hit |= k_step_nonfinite_raw(k_vec_get<S>(x, k), DT);
     }
     const size_t tail = p.head + p.vecs * V, scalars = p.head + (p.count - tail);
     for (size_t e = tid; e < scalars; e += stride)
         hit |= k_step_nonfinite_raw(k_elem_get<S>(p.src + k_step_scalar_index(e, p.head, tail) * S, p.bytewise), DT);
-    if (hit)
-        *p.flag = 1; /* every writer stores the same value */
+    if (hit) *p.flag = 1; /* every writer stores the same value */
 }
 
 template <int DT> __device__ __forceinline__ uint64_t k_step_unscale_elem(uint64_t raw, float factor)
@@ -99,8 +98,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_unscale_kernel(const __
         hit |= k_step_nonfinite_raw(raw, DT);
         k_elem_put<S>(p.dst + at, k_step_unscale_elem<DT>(raw, factor), p.bytewise);
     }
-    if (hit)
-        *p.flag = 1;
+    if (hit) *p.flag = 1;
 }
 
 typedef void (*k_step_check_fn)(k_step_check_params);
@@ -136,23 +134,18 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_sgd_kernel(const __grid
         k_vec P, G, M = {}, L = {};
         k_vec_load<16>(P, param + i * 4);
         k_vec_load<V * GS>(G, p.grad + i * GS);
-        if (with_buf)
-            k_vec_load<16>(M, buf + i * 4);
+        if (with_buf) k_vec_load<16>(M, buf + i * 4);
 #pragma unroll
         for (int k = 0; k < V; k++) {
             float m = k_num_f32_from_bits(M.w[k]);
-            const float x = k_step_sgd_elem(k_num_f32_from_bits(P.w[k]), k_elem_to_f32(k_vec_get<GS>(G, k), GD),
-                                            &m, a);
+            const float x = k_step_sgd_elem(k_num_f32_from_bits(P.w[k]), k_elem_to_f32(k_vec_get<GS>(G, k), GD), &m, a);
             P.w[k] = k_num_f32_bits(x);
             M.w[k] = k_num_f32_bits(m);
-            if constexpr (LD != K_DTYPE_COUNT)
-                k_vec_set<LS>(L, k, k_elem_from_f32(x, LD));
+            if constexpr (LD != K_DTYPE_COUNT) k_vec_set<LS>(L, k, k_elem_from_f32(x, LD));
         }
         k_vec_store<16>(param + i * 4, P);
-        if (with_buf)
-            k_vec_store<16>(buf + i * 4, M);
-        if constexpr (LD != K_DTYPE_COUNT)
-            k_vec_store<V * LS>(p.lp + i * LS, L);
+        if (with_buf) k_vec_store<16>(buf + i * 4, M);
+        if constexpr (LD != K_DTYPE_COUNT) k_vec_store<V * LS>(p.lp + i * LS, L);
     }
     const size_t tail = p.head + p.vecs * V, scalars = p.head + (p.count - tail);
     for (size_t e = tid; e < scalars; e += stride) {
@@ -161,21 +154,21 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_sgd_kernel(const __grid
         const float x = k_step_sgd_elem(k_num_f32_from_bits((uint32_t)k_elem_get<4>(param + i * 4, p.bytewise)),
                                         k_elem_to_f32(k_elem_get<GS>(p.grad + i * GS, p.bytewise), GD), &m, a);
         k_elem_put<4>(param + i * 4, k_num_f32_bits(x), p.bytewise);
-        if (with_buf)
-            k_elem_put<4>(buf + i * 4, k_num_f32_bits(m), p.bytewise);
-        if constexpr (LD != K_DTYPE_COUNT)
-            k_elem_put<LS>(p.lp + i * LS, k_elem_from_f32(x, LD), p.bytewise);
+        if (with_buf) k_elem_put<4>(buf + i * 4, k_num_f32_bits(m), p.bytewise);
+        if constexpr (LD != K_DTYPE_COUNT) k_elem_put<LS>(p.lp + i * LS, k_elem_from_f32(x, LD), p.bytewise);
     }
 }
 
 typedef void (*k_step_sgd_fn)(k_step_sgd_params);
 
-#define K_STEP_SGD_ROW(GD)                                                                                  \
-    {k_step_sgd_kernel<GD, K_DTYPE_F32>, k_step_sgd_kernel<GD, K_DTYPE_F16>, k_step_sgd_kernel<GD, K_DTYPE_BF16>, \
-     k_step_sgd_kernel<GD, K_DTYPE_COUNT>}
+#define K_STEP_SGD_ROW(GD)                                                                                           \
+    {                                                                                                                \
+        k_step_sgd_kernel<GD, K_DTYPE_F32>, k_step_sgd_kernel<GD, K_DTYPE_F16>, k_step_sgd_kernel<GD, K_DTYPE_BF16>, \
+            k_step_sgd_kernel<GD, K_DTYPE_COUNT>                                                                     \
+    }
 /* [grad dtype][copy dtype: f32, f16, bf16, none] */
-const k_step_sgd_fn k_step_sgd_kernels[3][4] = {
-    K_STEP_SGD_ROW(K_DTYPE_F32), K_STEP_SGD_ROW(K_DTYPE_F16), K_STEP_SGD_ROW(K_DTYPE_BF16)};
+const k_step_sgd_fn k_step_sgd_kernels[3][4] = {K_STEP_SGD_ROW(K_DTYPE_F32), K_STEP_SGD_ROW(K_DTYPE_F16),
+                                                K_STEP_SGD_ROW(K_DTYPE_BF16)};
 #undef K_STEP_SGD_ROW
 
 /* ---- input step ------------------------------------------------------------------------- */
@@ -214,15 +207,13 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_input_kernel(const __gr
             k_vec out = {};
 #pragma unroll
             for (int c = 0; c < K_CUDA_INPUT_MAX_CHANNELS; c++)
-                if (c < sc)
-                    k_vec_set<2>(out, c, k_elem_from_f32(k_step_input_value(s[c], p.mean[c], p.std[c]), DT));
+                if (c < sc) k_vec_set<2>(out, c, k_elem_from_f32(k_step_input_value(s[c], p.mean[c], p.std[c]), DT));
             if (p.vector && dc == 8) {
                 k_vec_store<16>(d, out);
             } else if (p.vector) {
                 k_vec_store<8>(d, out);
             } else {
-                for (int c = 0; c < dc; c++)
-                    k_elem_put<2>(d + 2 * c, k_vec_get<2>(out, c), p.bytewise);
+                for (int c = 0; c < dc; c++) k_elem_put<2>(d + 2 * c, k_vec_get<2>(out, c), p.bytewise);
             }
         }
     }
@@ -248,16 +239,14 @@ struct k_step_xent_params {
 __device__ __forceinline__ double k_step_warp_sum(double v)
 {
 #pragma unroll
-    for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2)
-        v = v + __shfl_xor_sync(k_full_mask, v, o);
+    for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2) v = v + __shfl_xor_sync(k_full_mask, v, o);
     return __shfl_sync(k_full_mask, v, 0);
 }
 
 __device__ __forceinline__ double k_step_warp_max(double v)
 {
 #pragma unroll
-    for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2)
-        v = k_train_xent_max(v, __shfl_xor_sync(k_full_mask, v, o));
+    for (int o = K_STEP_XENT_LANES / 2; o >= 1; o /= 2) v = k_train_xent_max(v, __shfl_xor_sync(k_full_mask, v, o));
     return __shfl_sync(k_full_mask, v, 0);
 }
 
@@ -267,7 +256,7 @@ __device__ __forceinline__ double k_step_warp_max(double v)
  * double division and exp in the f16 instance, with this bound none. */
 template <int DT>
 __global__ void __launch_bounds__(K_CUDA_THREADS, 4)
-k_step_xent_rows_kernel(const __grid_constant__ k_step_xent_params p)
+    k_step_xent_rows_kernel(const __grid_constant__ k_step_xent_params p)
 {
     constexpr int S = k_dtype_bytes<DT>::value;
     const int lane = threadIdx.x % K_STEP_XENT_LANES;
@@ -280,15 +269,12 @@ k_step_xent_rows_kernel(const __grid_constant__ k_step_xent_params p)
         const int32_t label = p.labels[row];
         if (label < 0 || label >= k) {
             const uint64_t nan_out = k_elem_from_f64(NAN, DT);
-            for (int j = lane; j < k; j += K_STEP_XENT_LANES)
-                k_elem_put<S>(g + (size_t)j * S, nan_out, 0);
-            if (lane == 0)
-                p.row_loss[row] = NAN;
+            for (int j = lane; j < k; j += K_STEP_XENT_LANES) k_elem_put<S>(g + (size_t)j * S, nan_out, 0);
+            if (lane == 0) p.row_loss[row] = NAN;
             continue;
         }
         double m = -INFINITY;
-        for (int j = lane; j < k; j += K_STEP_XENT_LANES)
-            m = k_train_xent_max(m, z[j]);
+        for (int j = lane; j < k; j += K_STEP_XENT_LANES) m = k_train_xent_max(m, z[j]);
         const double max = k_step_warp_max(m);
         double sum = 0.0, sum_z = 0.0;
         for (int j = lane; j < k; j += K_STEP_XENT_LANES) {
@@ -300,8 +286,7 @@ k_step_xent_rows_kernel(const __grid_constant__ k_step_xent_params p)
         sum_z = k_step_warp_sum(sum_z);
         const double lse = k_train_xent_lse(max, sum);
         const double s_k = p.s / k;
-        if (lane == 0)
-            p.row_loss[row] = k_train_xent_row_loss(lse, z[label], sum_z, k, p.s);
+        if (lane == 0) p.row_loss[row] = k_train_xent_row_loss(lse, z[label], sum_z, k, p.s);
         for (int j = lane; j < k; j += K_STEP_XENT_LANES)
             k_elem_put<S>(g + (size_t)j * S,
                           k_elem_from_f64(k_train_xent_grad(z[j], lse, j == label, s_k, p.s, n, p.scale), DT), 0);
@@ -315,8 +300,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_xent_loss_kernel(const 
 {
     __shared__ double rows[K_STEP_XENT_CHUNK];
     __shared__ int bad;
-    if (threadIdx.x == 0)
-        bad = INT_MAX;
+    if (threadIdx.x == 0) bad = INT_MAX;
     __syncthreads();
     double total = 0.0;
     for (int base = 0; base < p.n; base += K_STEP_XENT_CHUNK) {
@@ -324,13 +308,11 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_step_xent_loss_kernel(const 
         for (int i = threadIdx.x; i < count; i += blockDim.x) {
             rows[i] = p.row_loss[base + i];
             const int32_t label = p.labels[base + i];
-            if (label < 0 || label >= p.k)
-                atomicMin(&bad, base + i);
+            if (label < 0 || label >= p.k) atomicMin(&bad, base + i);
         }
         __syncthreads();
         if (threadIdx.x == 0)
-            for (int i = 0; i < count; i++)
-                total += rows[i];
+            for (int i = 0; i < count; i++) total += rows[i];
         __syncthreads();
     }
     if (threadIdx.x == 0) {
@@ -374,8 +356,7 @@ cudaError_t k_step_check_launch(k_step_check_fn kernel, void *dst, const void *s
     p.factor = factor;
     unsigned blocks;
     cudaError_t err = k_step_layout_blocks(lay, count, 16 / size, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     return k_cuda_launch(kernel, blocks, p, stream);
 }
 
@@ -398,10 +379,8 @@ int k_cuda_nonfinite(const void *src, k_dtype_t dtype, size_t count, int32_t *fl
     case K_DTYPE_BOOL: return cudaSuccess; /* no inf or NaN to find */
     default: return cudaErrorInvalidValue;
     }
-    if (count == 0)
-        return cudaSuccess;
-    if (!src || !flag || !k_step_aligned(flag, sizeof(int32_t)))
-        return cudaErrorInvalidValue;
+    if (count == 0) return cudaSuccess;
+    if (!src || !flag || !k_step_aligned(flag, sizeof(int32_t))) return cudaErrorInvalidValue;
     return k_step_check_launch(kernel, NULL, src, k_dtype_size(dtype), count, 0.0f, flag, (cudaStream_t)stream);
 }
 
@@ -415,10 +394,8 @@ int k_cuda_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t
     case K_DTYPE_BF16: kernel = k_step_unscale_kernel<K_DTYPE_BF16>; break;
     default: return cudaErrorInvalidValue;
     }
-    if (count == 0)
-        return cudaSuccess;
-    if (!dst || !src || !flag || !k_step_aligned(flag, sizeof(int32_t)))
-        return cudaErrorInvalidValue;
+    if (count == 0) return cudaSuccess;
+    if (!dst || !src || !flag || !k_step_aligned(flag, sizeof(int32_t))) return cudaErrorInvalidValue;
     return k_step_check_launch(kernel, dst, src, k_dtype_size(dtype), count, factor, flag, (cudaStream_t)stream);
 }
 
@@ -426,18 +403,14 @@ int k_cuda_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, cons
                           float grad_scale, float *momentum_buf, size_t count, float lr, float momentum,
                           float weight_decay, int nesterov, void *stream)
 {
-    if (!k_step_half_or_f32(grad_dtype) || (param_lp && !k_step_half_or_f32(lp_dtype)))
-        return cudaErrorInvalidValue;
-    if (count == 0)
-        return cudaSuccess;
-    if (!param || !grad || (momentum != 0.0f && !momentum_buf))
-        return cudaErrorInvalidValue;
+    if (!k_step_half_or_f32(grad_dtype) || (param_lp && !k_step_half_or_f32(lp_dtype))) return cudaErrorInvalidValue;
+    if (count == 0) return cudaSuccess;
+    if (!param || !grad || (momentum != 0.0f && !momentum_buf)) return cudaErrorInvalidValue;
     const int with_buf = momentum != 0.0f;
     const void *ptrs[4] = {param, grad, NULL, NULL};
     size_t sizes[4] = {4, k_dtype_size(grad_dtype), 4, 4};
     int n_ptrs = 2;
-    if (with_buf)
-        ptrs[n_ptrs++] = momentum_buf;
+    if (with_buf) ptrs[n_ptrs++] = momentum_buf;
     if (param_lp) {
         ptrs[n_ptrs] = param_lp;
         sizes[n_ptrs++] = k_dtype_size(lp_dtype);
@@ -461,8 +434,7 @@ int k_cuda_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, cons
     const int l = !param_lp ? 3 : lp_dtype == K_DTYPE_F32 ? 0 : lp_dtype == K_DTYPE_F16 ? 1 : 2;
     unsigned blocks;
     cudaError_t err = k_step_layout_blocks(lay, count, K_STEP_SGD_V, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     return k_cuda_launch(k_step_sgd_kernels[g][l], blocks, p, (cudaStream_t)stream);
 }
 
@@ -472,10 +444,8 @@ int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
     if (!k_step_half_or_f32(dst_dtype) || src_channels < 1 || dst_channels < src_channels ||
         dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
         return cudaErrorInvalidValue;
-    if (pixel_count == 0)
-        return cudaSuccess;
-    if (!dst || !src || !mean || !std)
-        return cudaErrorInvalidValue;
+    if (pixel_count == 0) return cudaSuccess;
+    if (!dst || !src || !mean || !std) return cudaErrorInvalidValue;
     k_step_input_params p;
     memset(&p, 0, sizeof(p));
     p.dst = (unsigned char *)dst;
@@ -492,8 +462,7 @@ int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
     }
     unsigned blocks;
     cudaError_t err = k_cuda_blocks(pixel_count, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     const k_step_input_fn kernel = dst_dtype == K_DTYPE_F16    ? k_step_input_kernel<K_DTYPE_F16>
                                    : dst_dtype == K_DTYPE_BF16 ? k_step_input_kernel<K_DTYPE_BF16>
                                                                : k_step_input_kernel<K_DTYPE_F32>;
@@ -528,10 +497,8 @@ int k_cuda_softmax_xent(const float *logits, const int32_t *labels, int n, int k
                                                                : k_step_xent_rows_kernel<K_DTYPE_BF16>;
     unsigned blocks;
     cudaError_t err = k_cuda_blocks((size_t)n * K_STEP_XENT_LANES, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     err = k_cuda_launch(rows, blocks, p, (cudaStream_t)stream);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     return k_cuda_launch(k_step_xent_loss_kernel, 1, p, (cudaStream_t)stream);
 }

@@ -63,8 +63,7 @@ typedef struct {
 K_HD float k_step_sgd_elem(float p, float grad, float *buf, k_step_sgd_t a)
 {
     float g = grad * a.grad_scale;
-    if (a.weight_decay != 0.0f)
-        g = g + a.weight_decay * p;
+    if (a.weight_decay != 0.0f) g = g + a.weight_decay * p;
     float step = g;
     if (a.momentum != 0.0f) {
         float m = a.momentum * *buf + g;

@@ -70,8 +70,8 @@ int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k
                         float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype, int32_t *label_error)
 {
     if (n < 1 || k < 1 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f) ||
-        !(grad_scale > 0.0f && isfinite(grad_scale)) || !k_step_twin_half_or_f32(dlogits_dtype) ||
-        !logits || !labels || !loss || !dlogits || !label_error)
+        !(grad_scale > 0.0f && isfinite(grad_scale)) || !k_step_twin_half_or_f32(dlogits_dtype) || !logits || !labels ||
+        !loss || !dlogits || !label_error)
         return K_CUDA_ERR_INVALID_VALUE;
     const double s = label_smoothing, scale = grad_scale;
     const size_t out_size = k_dtype_size(dlogits_dtype);
@@ -86,18 +86,15 @@ int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k
         unsigned char *g = out + (size_t)i * k * out_size;
         const int32_t label = labels[i];
         if (label < 0 || label >= k) {
-            for (int j = 0; j < k; j++)
-                k_step_twin_store(g + (size_t)j * out_size, out_size, nan_out);
+            for (int j = 0; j < k; j++) k_step_twin_store(g + (size_t)j * out_size, out_size, nan_out);
             total += NAN;
-            if (!bad)
-                bad = i + 1;
+            if (!bad) bad = i + 1;
             continue;
         }
         double lanes[K_STEP_XENT_LANES], lanes_z[K_STEP_XENT_LANES];
         for (int l = 0; l < K_STEP_XENT_LANES; l++) {
             double m = -INFINITY;
-            for (int j = l; j < k; j += K_STEP_XENT_LANES)
-                m = k_train_xent_max(m, z[j]);
+            for (int j = l; j < k; j += K_STEP_XENT_LANES) m = k_train_xent_max(m, z[j]);
             lanes[l] = m;
         }
         const double max = k_step_twin_fold(lanes, 1);
@@ -115,9 +112,9 @@ int k_twin_softmax_xent(const float *logits, const int32_t *labels, int n, int k
         const double s_k = s / k;
         total += k_train_xent_row_loss(lse, z[label], sum_z, k, s);
         for (int j = 0; j < k; j++)
-            k_step_twin_store(g + (size_t)j * out_size, out_size,
-                              k_elem_from_f64(k_train_xent_grad(z[j], lse, j == label, s_k, s, n, scale),
-                                              dlogits_dtype));
+            k_step_twin_store(
+                g + (size_t)j * out_size, out_size,
+                k_elem_from_f64(k_train_xent_grad(z[j], lse, j == label, s_k, s, n, scale), dlogits_dtype));
     }
     *loss = (float)(total / n);
     *label_error = bad;
@@ -132,10 +129,8 @@ int k_twin_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
     if (!k_step_twin_half_or_f32(dst_dtype) || src_channels < 1 || dst_channels < src_channels ||
         dst_channels > K_CUDA_INPUT_MAX_CHANNELS)
         return K_CUDA_ERR_INVALID_VALUE;
-    if (pixel_count == 0)
-        return 0;
-    if (!dst || !src || !mean || !std)
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (pixel_count == 0) return 0;
+    if (!dst || !src || !mean || !std) return K_CUDA_ERR_INVALID_VALUE;
     unsigned char *d = dst;
     const size_t size = dst_dtype == K_DTYPE_F32 ? 4 : 2;
     for (size_t p = 0; p < pixel_count; p++)
@@ -153,30 +148,22 @@ int k_twin_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, con
 
 int k_twin_nonfinite(const void *src, k_dtype_t dtype, size_t count, int32_t *flag)
 {
-    if ((unsigned)dtype >= K_DTYPE_COUNT)
-        return K_CUDA_ERR_INVALID_VALUE;
-    if (count == 0 || !(k_step_twin_half_or_f32(dtype) || dtype == K_DTYPE_F64))
-        return 0;
-    if (!src || !flag)
-        return K_CUDA_ERR_INVALID_VALUE;
+    if ((unsigned)dtype >= K_DTYPE_COUNT) return K_CUDA_ERR_INVALID_VALUE;
+    if (count == 0 || !(k_step_twin_half_or_f32(dtype) || dtype == K_DTYPE_F64)) return 0;
+    if (!src || !flag) return K_CUDA_ERR_INVALID_VALUE;
     const size_t size = k_dtype_size(dtype);
     const unsigned char *s = src;
     int hit = 0;
-    for (size_t i = 0; i < count; i++)
-        hit |= k_step_nonfinite_raw(k_step_twin_load(s + i * size, size), dtype);
-    if (hit)
-        *flag = 1;
+    for (size_t i = 0; i < count; i++) hit |= k_step_nonfinite_raw(k_step_twin_load(s + i * size, size), dtype);
+    if (hit) *flag = 1;
     return 0;
 }
 
 int k_twin_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t count, float factor, int32_t *flag)
 {
-    if (!k_step_twin_half_or_f32(dtype))
-        return K_CUDA_ERR_INVALID_VALUE;
-    if (count == 0)
-        return 0;
-    if (!dst || !src || !flag)
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (!k_step_twin_half_or_f32(dtype)) return K_CUDA_ERR_INVALID_VALUE;
+    if (count == 0) return 0;
+    if (!dst || !src || !flag) return K_CUDA_ERR_INVALID_VALUE;
     const size_t size = k_dtype_size(dtype);
     const unsigned char *s = src;
     unsigned char *d = dst;
@@ -191,8 +178,7 @@ int k_twin_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_t
         }
         k_step_twin_store(d + i * size, size, out);
     }
-    if (hit)
-        *flag = 1;
+    if (hit) *flag = 1;
     return 0;
 }
 
@@ -204,10 +190,8 @@ int k_twin_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, cons
 {
     if (!k_step_twin_half_or_f32(grad_dtype) || (param_lp && !k_step_twin_half_or_f32(lp_dtype)))
         return K_CUDA_ERR_INVALID_VALUE;
-    if (count == 0)
-        return 0;
-    if (!param || !grad || (momentum != 0.0f && !momentum_buf))
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (count == 0) return 0;
+    if (!param || !grad || (momentum != 0.0f && !momentum_buf)) return K_CUDA_ERR_INVALID_VALUE;
     const k_step_sgd_t a = {lr, momentum, weight_decay, grad_scale, nesterov != 0};
     const size_t grad_size = k_dtype_size(grad_dtype), lp_size = param_lp ? k_dtype_size(lp_dtype) : 0;
     const unsigned char *g = grad;
@@ -215,14 +199,11 @@ int k_twin_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, cons
     for (size_t i = 0; i < count; i++) {
         float p, m = 0.0f;
         memcpy(&p, param + i, sizeof(p));
-        if (momentum != 0.0f)
-            memcpy(&m, momentum_buf + i, sizeof(m));
+        if (momentum != 0.0f) memcpy(&m, momentum_buf + i, sizeof(m));
         p = k_step_sgd_elem(p, k_elem_to_f32(k_step_twin_load(g + i * grad_size, grad_size), grad_dtype), &m, a);
         memcpy(param + i, &p, sizeof(p));
-        if (momentum != 0.0f)
-            memcpy(momentum_buf + i, &m, sizeof(m));
-        if (lp)
-            k_step_twin_store(lp + i * lp_size, lp_size, k_elem_from_f32(p, lp_dtype));
+        if (momentum != 0.0f) memcpy(momentum_buf + i, &m, sizeof(m));
+        if (lp) k_step_twin_store(lp + i * lp_size, lp_size, k_elem_from_f32(p, lp_dtype));
     }
     return 0;
 }

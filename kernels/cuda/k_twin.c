@@ -60,19 +60,19 @@ static int k_twin_dtype_ok(k_dtype_t dtype) { return (unsigned)dtype < K_DTYPE_C
 /* ---- k_twin_reduce_n ------------------------------------------------------------
  * Defines k_twin_reduce_<t>: element i of every source is read before
  * element i of dst is written (dst may be any source). */
-#define K_TWIN_REDUCE(t, dtype, acc_t)                                                             \
-    static void k_twin_reduce_##t(unsigned char *dst, const unsigned char *const *srcs, int n,     \
-                                  size_t count, int op, k_elem_div_t div)                         \
-    {                                                                                             \
-        const size_t size = k_dtype_size(dtype);                                                  \
-        for (size_t i = 0; i < count; i++) {                                                      \
-            acc_t acc = k_elem_##t##_load(k_twin_load(srcs[0] + i * size, size));                \
-            for (int j = 1; j < n; j++) {                                                         \
-                acc_t x = k_elem_##t##_load(k_twin_load(srcs[j] + i * size, size));              \
-                acc = k_elem_##t##_combine(acc, x, op);                                           \
-            }                                                                                     \
-            k_twin_store(dst + i * size, size, k_elem_##t##_finish(acc, div));                    \
-        }                                                                                         \
+#define K_TWIN_REDUCE(t, dtype, acc_t)                                                                               \
+    static void k_twin_reduce_##t(unsigned char *dst, const unsigned char *const *srcs, int n, size_t count, int op, \
+                                  k_elem_div_t div)                                                                  \
+    {                                                                                                                \
+        const size_t size = k_dtype_size(dtype);                                                                     \
+        for (size_t i = 0; i < count; i++) {                                                                         \
+            acc_t acc = k_elem_##t##_load(k_twin_load(srcs[0] + i * size, size));                                    \
+            for (int j = 1; j < n; j++) {                                                                            \
+                acc_t x = k_elem_##t##_load(k_twin_load(srcs[j] + i * size, size));                                  \
+                acc = k_elem_##t##_combine(acc, x, op);                                                              \
+            }                                                                                                        \
+            k_twin_store(dst + i * size, size, k_elem_##t##_finish(acc, div));                                       \
+        }                                                                                                            \
     }
 
 K_ELEM_DTYPES(K_TWIN_REDUCE)
@@ -82,21 +82,17 @@ int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_d
 {
     if (n < 1 || n > K_CUDA_MAX_SRCS || divisor < 1 || !k_twin_dtype_ok(dtype) || (unsigned)op >= K_OP_COUNT)
         return K_CUDA_ERR_INVALID_VALUE;
-    if (count == 0)
-        return 0;
-    if (!srcs)
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (count == 0) return 0;
+    if (!srcs) return K_CUDA_ERR_INVALID_VALUE;
     if (n == 1 && divisor == 1 && dtype != K_DTYPE_BOOL) {
         /* k_reduce_n's definition: the bytes unchanged (a signalling NaN
          * stays signalling, which a widen/narrow round trip would quiet);
          * bool normalises (the fold below with one source). */
-        if (dst != srcs[0])
-            memcpy(dst, srcs[0], count * k_dtype_size(dtype));
+        if (dst != srcs[0]) memcpy(dst, srcs[0], count * k_dtype_size(dtype));
         return 0;
     }
     const unsigned char *s[K_CUDA_MAX_SRCS];
-    for (int j = 0; j < n; j++)
-        s[j] = srcs[j];
+    for (int j = 0; j < n; j++) s[j] = srcs[j];
     unsigned char *d = dst;
     const k_elem_div_t div = k_elem_div_init(divisor);
     switch (dtype) {
@@ -120,8 +116,7 @@ int k_twin_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_d
 
 int k_twin_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor)
 {
-    if (!k_twin_dtype_ok(dtype))
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (!k_twin_dtype_ok(dtype)) return K_CUDA_ERR_INVALID_VALUE;
     const size_t size = k_dtype_size(dtype);
     const float f32 = (float)factor;
     unsigned char *d = dst;
@@ -151,14 +146,12 @@ int k_twin_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, doub
 
 int k_twin_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count)
 {
-    if (!k_twin_dtype_ok(dst_dtype) || !k_twin_dtype_ok(src_dtype))
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (!k_twin_dtype_ok(dst_dtype) || !k_twin_dtype_ok(src_dtype)) return K_CUDA_ERR_INVALID_VALUE;
     const size_t src_size = k_dtype_size(src_dtype), dst_size = k_dtype_size(dst_dtype);
     if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
         /* a byte copy: NaN payloads and -0 exactly (bool -> bool
          * normalises, below) */
-        if (count && dst != src)
-            memmove(dst, src, count * src_size);
+        if (count && dst != src) memmove(dst, src, count * src_size);
         return 0;
     }
     unsigned char *d = dst;
@@ -173,10 +166,8 @@ int k_twin_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_d
 
 int k_twin_copy_batch(const k_cuda_copy_t *copies, int n)
 {
-    if (n < 0 || (n > 0 && !copies))
-        return K_CUDA_ERR_INVALID_VALUE;
+    if (n < 0 || (n > 0 && !copies)) return K_CUDA_ERR_INVALID_VALUE;
     for (int i = 0; i < n; i++)
-        if (copies[i].bytes && copies[i].dst != copies[i].src)
-            memcpy(copies[i].dst, copies[i].src, copies[i].bytes);
+        if (copies[i].bytes && copies[i].dst != copies[i].src) memcpy(copies[i].dst, copies[i].src, copies[i].bytes);
     return 0;
 }

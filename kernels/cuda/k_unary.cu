@@ -12,7 +12,8 @@
  */
 #include "k_device.cuh"
 
-namespace {
+namespace
+{
 
 struct k_unary_params {
     const unsigned char *src;
@@ -65,8 +66,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_scale_kernel(const __grid_co
         k_vec x, out = {};
         k_vec_load<16>(x, p.src + at);
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            k_vec_set<S>(out, k, k_scale_elem<DT>(k_vec_get<S>(x, k), f32, f64));
+        for (int k = 0; k < V; k++) k_vec_set<S>(out, k, k_scale_elem<DT>(k_vec_get<S>(x, k), f32, f64));
         k_vec_store<16>(p.dst + at, out);
     }
     const size_t tail = p.head + p.vecs * V;
@@ -80,10 +80,9 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_scale_kernel(const __grid_co
 typedef void (*k_unary_fn)(k_unary_params);
 
 const k_unary_fn k_scale_kernels[K_DTYPE_COUNT] = {
-    k_scale_kernel<K_DTYPE_F32>, k_scale_kernel<K_DTYPE_F16>, k_scale_kernel<K_DTYPE_BF16>,
-    k_scale_kernel<K_DTYPE_F64>, k_scale_kernel<K_DTYPE_I32>, k_scale_kernel<K_DTYPE_I64>,
-    k_scale_kernel<K_DTYPE_U8>,  k_scale_kernel<K_DTYPE_I8>,  k_scale_kernel<K_DTYPE_I16>,
-    k_scale_kernel<K_DTYPE_U16>, k_scale_kernel<K_DTYPE_BOOL>,
+    k_scale_kernel<K_DTYPE_F32>, k_scale_kernel<K_DTYPE_F16>, k_scale_kernel<K_DTYPE_BF16>, k_scale_kernel<K_DTYPE_F64>,
+    k_scale_kernel<K_DTYPE_I32>, k_scale_kernel<K_DTYPE_I64>, k_scale_kernel<K_DTYPE_U8>,   k_scale_kernel<K_DTYPE_I8>,
+    k_scale_kernel<K_DTYPE_I16>, k_scale_kernel<K_DTYPE_U16>, k_scale_kernel<K_DTYPE_BOOL>,
 };
 
 /* ---- cast ------------------------------------------------------------------- */
@@ -106,8 +105,7 @@ __global__ void __launch_bounds__(K_CUDA_THREADS) k_cast_kernel(const __grid_con
         k_vec x, out = {};
         k_vec_load<V * SS>(x, p.src + i * SS);
 #pragma unroll
-        for (int k = 0; k < V; k++)
-            k_vec_set<DS>(out, k, k_elem_cast(k_vec_get<SS>(x, k), SD, DD));
+        for (int k = 0; k < V; k++) k_vec_set<DS>(out, k, k_elem_cast(k_vec_get<SS>(x, k), SD, DD));
         k_vec_store<V * DS>(p.dst + i * DS, out);
     }
     const size_t tail = p.head + p.vecs * V;
@@ -128,14 +126,16 @@ template <int SD, int DD> constexpr k_unary_fn k_cast_entry()
         return k_cast_kernel<SD, DD>;
 }
 
-#define K_CAST_ROW(SD)                                                                             \
-    {k_cast_entry<SD, K_DTYPE_F32>(), k_cast_entry<SD, K_DTYPE_F16>(), k_cast_entry<SD, K_DTYPE_BF16>(), \
-     k_cast_entry<SD, K_DTYPE_F64>(), k_cast_entry<SD, K_DTYPE_I32>(), k_cast_entry<SD, K_DTYPE_I64>(), \
-     k_cast_entry<SD, K_DTYPE_U8>(), k_cast_entry<SD, K_DTYPE_I8>(), k_cast_entry<SD, K_DTYPE_I16>(), \
-     k_cast_entry<SD, K_DTYPE_U16>(), k_cast_entry<SD, K_DTYPE_BOOL>()}
+#define K_CAST_ROW(SD)                                                                                         \
+    {                                                                                                          \
+        k_cast_entry<SD, K_DTYPE_F32>(), k_cast_entry<SD, K_DTYPE_F16>(), k_cast_entry<SD, K_DTYPE_BF16>(),    \
+            k_cast_entry<SD, K_DTYPE_F64>(), k_cast_entry<SD, K_DTYPE_I32>(), k_cast_entry<SD, K_DTYPE_I64>(), \
+            k_cast_entry<SD, K_DTYPE_U8>(), k_cast_entry<SD, K_DTYPE_I8>(), k_cast_entry<SD, K_DTYPE_I16>(),   \
+            k_cast_entry<SD, K_DTYPE_U16>(), k_cast_entry<SD, K_DTYPE_BOOL>()                                  \
+    }
 const k_unary_fn k_cast_kernels[K_DTYPE_COUNT][K_DTYPE_COUNT] = {
     K_CAST_ROW(K_DTYPE_F32), K_CAST_ROW(K_DTYPE_F16), K_CAST_ROW(K_DTYPE_BF16), K_CAST_ROW(K_DTYPE_F64),
-    K_CAST_ROW(K_DTYPE_I32), K_CAST_ROW(K_DTYPE_I64), K_CAST_ROW(K_DTYPE_U8),  K_CAST_ROW(K_DTYPE_I8),
+    K_CAST_ROW(K_DTYPE_I32), K_CAST_ROW(K_DTYPE_I64), K_CAST_ROW(K_DTYPE_U8),   K_CAST_ROW(K_DTYPE_I8),
     K_CAST_ROW(K_DTYPE_I16), K_CAST_ROW(K_DTYPE_U16), K_CAST_ROW(K_DTYPE_BOOL),
 };
 #undef K_CAST_ROW
@@ -161,8 +161,7 @@ cudaError_t k_unary_launch(k_unary_fn kernel, void *dst, size_t dst_size, const 
     const size_t scalars = count - lay.vecs * V;
     unsigned blocks;
     cudaError_t err = k_cuda_blocks(lay.vecs > scalars ? lay.vecs : scalars, &blocks);
-    if (err != cudaSuccess)
-        return err;
+    if (err != cudaSuccess) return err;
     return k_cuda_launch(kernel, blocks, p, stream);
 }
 
@@ -170,10 +169,8 @@ cudaError_t k_unary_launch(k_unary_fn kernel, void *dst, size_t dst_size, const 
 
 int k_cuda_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor, void *stream)
 {
-    if ((unsigned)dtype >= K_DTYPE_COUNT)
-        return cudaErrorInvalidValue;
-    if (count == 0)
-        return cudaSuccess;
+    if ((unsigned)dtype >= K_DTYPE_COUNT) return cudaErrorInvalidValue;
+    if (count == 0) return cudaSuccess;
     const size_t size = k_dtype_size(dtype);
     return k_unary_launch(k_scale_kernels[dtype], dst, size, src, size, count, 16 / size, (float)factor, factor,
                           (cudaStream_t)stream);
@@ -181,14 +178,11 @@ int k_cuda_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, doub
 
 int k_cuda_cast(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t count, void *stream)
 {
-    if ((unsigned)dst_dtype >= K_DTYPE_COUNT || (unsigned)src_dtype >= K_DTYPE_COUNT)
-        return cudaErrorInvalidValue;
-    if (count == 0)
-        return cudaSuccess;
+    if ((unsigned)dst_dtype >= K_DTYPE_COUNT || (unsigned)src_dtype >= K_DTYPE_COUNT) return cudaErrorInvalidValue;
+    if (count == 0) return cudaSuccess;
     const size_t src_size = k_dtype_size(src_dtype), dst_size = k_dtype_size(dst_dtype);
     if (dst_dtype == src_dtype && dst_dtype != K_DTYPE_BOOL) {
-        if (dst == src)
-            return cudaSuccess;
+        if (dst == src) return cudaSuccess;
         return cudaMemcpyAsync(dst, src, count * src_size, cudaMemcpyDefault, (cudaStream_t)stream);
     }
     return k_unary_launch(k_cast_kernels[src_dtype][dst_dtype], dst, dst_size, src, src_size, count,

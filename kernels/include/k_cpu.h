@@ -133,8 +133,7 @@ K_API void k_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k
  * long-accumulator sum for the elements whose inputs span more than
  * 29 - ceil(log2 n) binades (k_reduce_exact.c, k_reduce_exact_simd.h).
  */
-K_API void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
-                            int64_t divisor);
+K_API void k_reduce_n_exact(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, int64_t divisor);
 
 /*
  * dst[i] = src[i] / divisor (divisor >= 1). f32/f16/bf16 divide in fp32 (then
@@ -232,9 +231,9 @@ K_API int k_unscale_nonfinite(void *dst, const void *src, k_dtype_t dtype, size_
  * meets two NaNs, which one's payload comes out (as a quiet NaN) is not
  * specified.
  */
-K_API void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad,
-                            k_dtype_t grad_dtype, float grad_scale, float *momentum_buf, size_t count,
-                            float lr, float momentum, float weight_decay, int nesterov);
+K_API void k_sgd_step_mixed(float *param, void *param_lp, k_dtype_t lp_dtype, const void *grad, k_dtype_t grad_dtype,
+                            float grad_scale, float *momentum_buf, size_t count, float lr, float momentum,
+                            float weight_decay, int nesterov);
 
 /*
  * Softmax cross-entropy with label smoothing s = label_smoothing, mean over

@@ -78,14 +78,13 @@ typedef struct {
  * wins. n == 1 with divisor 1 is a byte copy (dst == srcs[0]: nothing).
  * dst may equal any source exactly (no partial overlap).
  * 1 <= n <= K_CUDA_MAX_SRCS; srcs is a HOST array of device pointers. */
-K_CUDA_API int k_cuda_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
-                               k_op_t op, int64_t divisor, void *stream);
+K_CUDA_API int k_cuda_reduce_n(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                               int64_t divisor, void *stream);
 
 /* As k_scale: dst[i] = src[i] * factor; floats in fp32 by (float)factor
  * (f64 in fp64), integers in double, truncated toward zero and saturated
  * (NaN -> 0). dst may be src. */
-K_CUDA_API int k_cuda_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor,
-                            void *stream);
+K_CUDA_API int k_cuda_scale(void *dst, const void *src, size_t count, k_dtype_t dtype, double factor, void *stream);
 
 /* As k_cast: every float result rounded once to nearest even, float ->
  * integer rounds to nearest even and saturates (NaN -> 0), integer ->

@@ -28,10 +28,10 @@
 extern "C" {
 #endif
 
-K_CUDA_API int k_cuda_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype,
-                                       size_t n, size_t c, size_t c_stored, size_t hw, void *stream);
-K_CUDA_API int k_cuda_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype,
-                                         size_t n, size_t c, size_t c_stored, size_t hw, void *stream);
+K_CUDA_API int k_cuda_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
+                                       size_t c, size_t c_stored, size_t hw, void *stream);
+K_CUDA_API int k_cuda_from_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
+                                         size_t c, size_t c_stored, size_t hw, void *stream);
 
 K_TWIN_API int k_twin_to_channels_last(void *dst, k_dtype_t dst_dtype, const void *src, k_dtype_t src_dtype, size_t n,
                                        size_t c, size_t c_stored, size_t hw);

@@ -52,7 +52,7 @@ extern "C" {
 #define K_CUDA_BN_CHUNK 128
 /* Device workspace of k_cuda_bn_* for `rows` rows of c channels (8-byte
  * aligned): three floats per chunk and channel, and four per channel. */
-#define K_CUDA_BN_WORKSPACE_BYTES(rows, c)                                                                   \
+#define K_CUDA_BN_WORKSPACE_BYTES(rows, c) \
     ((((size_t)(rows) + K_CUDA_BN_CHUNK - 1) / K_CUDA_BN_CHUNK * 3 + 4) * (size_t)(c) * sizeof(float))
 
 /*
@@ -72,19 +72,18 @@ extern "C" {
  * K_CUDA_BN_WORKSPACE_BYTES(rows, c) bytes (usable by the call until it
  * completes). y may be x or residual exactly. Three kernels on stream.
  */
-K_CUDA_API int k_cuda_bn_forward_train(void *y, const void *x, const void *residual, k_dtype_t dtype,
-                                       size_t rows, int c, const float *gamma, const float *beta,
-                                       float *running_mean, float *running_var, float momentum, float epsilon,
-                                       int relu, float *save_mean, float *save_invstd, void *workspace,
-                                       void *stream);
+K_CUDA_API int k_cuda_bn_forward_train(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
+                                       int c, const float *gamma, const float *beta, float *running_mean,
+                                       float *running_var, float momentum, float epsilon, int relu, float *save_mean,
+                                       float *save_invstd, void *workspace, void *stream);
 
 /* Batch norm, inference: as the training forward with mean = running_mean,
  * invstd = 1 / sqrt(running_var + epsilon) (double, rounded to fp32);
  * nothing updated. rows >= 1; workspace as above. Two kernels. */
-K_CUDA_API int k_cuda_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype,
-                                       size_t rows, int c, const float *gamma, const float *beta,
-                                       const float *running_mean, const float *running_var, float epsilon,
-                                       int relu, void *workspace, void *stream);
+K_CUDA_API int k_cuda_bn_forward_infer(void *y, const void *x, const void *residual, k_dtype_t dtype, size_t rows,
+                                       int c, const float *gamma, const float *beta, const float *running_mean,
+                                       const float *running_var, float epsilon, int relu, void *workspace,
+                                       void *stream);
 
 /*
  * Batch norm, backward, from the forward's saved mean / invstd:
@@ -100,9 +99,9 @@ K_CUDA_API int k_cuda_bn_forward_infer(void *y, const void *x, const void *resid
  * rows >= 1; workspace as above. Three kernels.
  */
 K_CUDA_API int k_cuda_bn_backward(void *dx, void *dresidual, const void *x, const void *dy, const void *y,
-                                  k_dtype_t dtype, size_t rows, int c, const float *gamma,
-                                  const float *save_mean, const float *save_invstd, void *dgamma, void *dbeta,
-                                  k_dtype_t grad_dtype, void *workspace, void *stream);
+                                  k_dtype_t dtype, size_t rows, int c, const float *gamma, const float *save_mean,
+                                  const float *save_invstd, void *dgamma, void *dbeta, k_dtype_t grad_dtype,
+                                  void *workspace, void *stream);
 
 /* The geometry of a max pool over NHWC x (n, h, w, c): square kernel,
  * stride, pad (PyTorch's nn.MaxPool2d limits: kernel >= 1, stride >= 1,
@@ -126,10 +125,8 @@ K_CUDA_API int k_cuda_maxpool_backward(void *dx, const void *dy, const uint8_t *
 /* Global average pool: y (n, c) = the sum of x's hw (= h * w) rows of each
  * sample in fp32, in order, / hw (fp32 division), rounded once; backward
  * dx (n, hw, c) = dy / hw, rounded once. n, hw, c >= 1. */
-K_CUDA_API int k_cuda_avgpool_forward(void *y, const void *x, k_dtype_t dtype, int n, int hw, int c,
-                                      void *stream);
-K_CUDA_API int k_cuda_avgpool_backward(void *dx, const void *dy, k_dtype_t dtype, int n, int hw, int c,
-                                       void *stream);
+K_CUDA_API int k_cuda_avgpool_forward(void *y, const void *x, k_dtype_t dtype, int n, int hw, int c, void *stream);
+K_CUDA_API int k_cuda_avgpool_backward(void *dx, const void *dy, k_dtype_t dtype, int n, int hw, int c, void *stream);
 
 /* y = relu(x) (NaN kept, -0 -> +0); dx = dy where y > 0 else +0; y = a + b
  * in fp32 rounded once, then relu when relu != 0. Outputs may be an input

@@ -62,10 +62,9 @@ extern "C" {
  * absolute 2^-40 * grad_scale / n).
  */
 #define K_CUDA_XENT_WORKSPACE_BYTES(n) ((size_t)(n) * sizeof(double))
-K_CUDA_API int k_cuda_softmax_xent(const float *logits, const int32_t *labels, int n, int k,
-                                   float label_smoothing, float grad_scale, float *loss, void *dlogits,
-                                   k_dtype_t dlogits_dtype, void *workspace, int32_t *label_error,
-                                   void *stream);
+K_CUDA_API int k_cuda_softmax_xent(const float *logits, const int32_t *labels, int n, int k, float label_smoothing,
+                                   float grad_scale, float *loss, void *dlogits, k_dtype_t dlogits_dtype,
+                                   void *workspace, int32_t *label_error, void *stream);
 
 /*
  * The input step: a batch of pixel_count uint8 pixels of src_channels
@@ -84,8 +83,8 @@ K_CUDA_API int k_cuda_softmax_xent(const float *logits, const int32_t *labels, i
  */
 #define K_CUDA_INPUT_MAX_CHANNELS 8
 K_CUDA_API int k_cuda_input_normalize(void *dst, k_dtype_t dst_dtype, int dst_channels, const uint8_t *src,
-                                      int src_channels, size_t pixel_count, const float *mean,
-                                      const float *std, void *stream);
+                                      int src_channels, size_t pixel_count, const float *mean, const float *std,
+                                      void *stream);
 
 /*
  * The loss scaler's finite check: sets *flag (an int32 in device memory) to

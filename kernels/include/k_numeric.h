@@ -35,15 +35,15 @@
 /* ---- bit casts (memcpy on the host: the only aliasing-safe way in C) ------ */
 
 #ifdef __CUDA_ARCH__
-#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast) \
     K_HD to_t name(from_t x) { return (to_t)device_cast(x); }
 #else
-#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast)                                                            \
-    K_HD to_t name(from_t x)                                                                                       \
-    {                                                                                                              \
-        to_t y;                                                                                                    \
-        memcpy(&y, &x, sizeof(y));                                                                                 \
-        return y;                                                                                                  \
+#define K_NUM_BIT_CAST(name, to_t, from_t, device_cast) \
+    K_HD to_t name(from_t x)                            \
+    {                                                   \
+        to_t y;                                         \
+        memcpy(&y, &x, sizeof(y));                      \
+        return y;                                       \
     }
 #endif
 K_NUM_BIT_CAST(k_num_f32_bits, uint32_t, float, __float_as_uint)
@@ -185,8 +185,7 @@ K_HD double k_num_round_half_even(double x)
 {
     double lo = floor(x);
     double frac = x - lo;
-    if (frac > 0.5 || (frac == 0.5 && floor(lo * 0.5) != lo * 0.5))
-        return lo + 1.0;
+    if (frac > 0.5 || (frac == 0.5 && floor(lo * 0.5) != lo * 0.5)) return lo + 1.0;
     return lo;
 }
 
@@ -198,11 +197,9 @@ K_HD double k_num_round_half_even(double x)
 K_HD float k_num_f64_to_f32_round_odd(double x)
 {
     float f = (float)x;
-    if (K_NUM_ISNAN(x) || (double)f == x)
-        return f;
+    if (K_NUM_ISNAN(x) || (double)f == x) return f;
     uint32_t bits = k_num_f32_bits(f);
-    if (fabs((double)f) > fabs(x))
-        bits -= 1; /* rounded away from zero: step back to the truncation */
+    if (fabs((double)f) > fabs(x)) bits -= 1; /* rounded away from zero: step back to the truncation */
     return k_num_f32_from_bits(bits | 1u);
 }
 
@@ -211,12 +208,10 @@ K_HD float k_num_f64_to_f32_round_odd(double x)
 K_HD float k_num_i64_to_f32_round_odd(int64_t v)
 {
     uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    if (mag < ((uint64_t)1 << 24))
-        return (float)v;
+    if (mag < ((uint64_t)1 << 24)) return (float)v;
     int shift = k_num_bit_width_u64(mag) - 24; /* 1 .. 40 */
     uint64_t kept = mag >> shift;
-    if (mag & (((uint64_t)1 << shift) - 1))
-        kept |= 1;
+    if (mag & (((uint64_t)1 << shift) - 1)) kept |= 1;
     float f = (float)kept * k_num_f32_from_bits((uint32_t)(127 + shift) << 23);
     return v < 0 ? -f : f;
 }
@@ -238,24 +233,19 @@ K_HD float k_num_i64_to_f32_round_odd(int64_t v)
  * defined and is the truncation. No trunc() call: the cast is it. */
 K_HD int64_t k_num_trunc_to_i64_sat(double x)
 {
-    if (K_NUM_ISNAN(x))
-        return 0;
+    if (K_NUM_ISNAN(x)) return 0;
     if (x >= 0x1p63) /* INT64_MAX + 1 */
         return INT64_MAX;
-    if (x <= -0x1p63)
-        return INT64_MIN;
+    if (x <= -0x1p63) return INT64_MIN;
     return (int64_t)x;
 }
 
 /* [lo, hi] within int32 (every integer dtype but i64). */
 K_HD int32_t k_num_trunc_to_range_sat(double x, double lo, double hi)
 {
-    if (K_NUM_ISNAN(x))
-        return 0;
-    if (x >= hi)
-        return (int32_t)hi;
-    if (x <= lo)
-        return (int32_t)lo;
+    if (K_NUM_ISNAN(x)) return 0;
+    if (x >= hi) return (int32_t)hi;
+    if (x <= lo) return (int32_t)lo;
     return K_NUM_TO_I32(x);
 }
 K_HD int32_t k_num_trunc_to_i32_sat(double x)
@@ -264,14 +254,8 @@ K_HD int32_t k_num_trunc_to_i32_sat(double x)
 }
 K_HD uint8_t k_num_trunc_to_u8_sat(double x) { return (uint8_t)k_num_trunc_to_range_sat(x, 0.0, 255.0); }
 K_HD int8_t k_num_trunc_to_i8_sat(double x) { return (int8_t)k_num_trunc_to_range_sat(x, -128.0, 127.0); }
-K_HD int16_t k_num_trunc_to_i16_sat(double x)
-{
-    return (int16_t)k_num_trunc_to_range_sat(x, -32768.0, 32767.0);
-}
-K_HD uint16_t k_num_trunc_to_u16_sat(double x)
-{
-    return (uint16_t)k_num_trunc_to_range_sat(x, 0.0, 65535.0);
-}
+K_HD int16_t k_num_trunc_to_i16_sat(double x) { return (int16_t)k_num_trunc_to_range_sat(x, -32768.0, 32767.0); }
+K_HD uint16_t k_num_trunc_to_u16_sat(double x) { return (uint16_t)k_num_trunc_to_range_sat(x, 0.0, 65535.0); }
 
 /* ---- float -> integer for k_cast: round to nearest (ties to even), saturate
  *

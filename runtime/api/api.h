@@ -26,8 +26,8 @@ struct api_set {
 
 struct hora_rt {
     int initialized;
-    int mpi_owned;        /* hora called MPI_Init_thread (finalised at exit) */
-    MPI_Comm world;       /* hora's private duplicate of MPI_COMM_WORLD */
+    int mpi_owned;  /* hora called MPI_Init_thread (finalised at exit) */
+    MPI_Comm world; /* hora's private duplicate of MPI_COMM_WORLD */
     struct config cfg;
     struct topo topo;
     struct mem_pool pool;
@@ -53,8 +53,7 @@ hora_status_t api_check_initialized(const char *what);
 /* api_sets.c. The coordinator that runs requests of process set `set` on
  * this rank, with the set's size and this rank's place in it; an unknown
  * set or one this rank is not in fails naming what and name. */
-hora_status_t api_set_coord(int set, const char *what, const char *name, struct coord **coord, int *size,
-                            int *rank);
+hora_status_t api_set_coord(int set, const char *what, const char *name, struct coord **coord, int *size, int *rank);
 /* The coordinator a request was submitted to, NULL once its set is freed
  * (the request has completed then). */
 struct coord *api_request_coord(const struct hora_request *req);

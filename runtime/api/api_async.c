@@ -27,8 +27,8 @@ static hora_status_t api_async_check_memory(const char *what, const char *name, 
     const void *bufs[2] = {send, recv};
     if (opts->memory == HORA_MEMORY_CUDA) {
         if (!mem_dev_on(dev))
-            return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): device (CUDA) memory is not supported here: %s",
-                               what, name, dev->why_none);
+            return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): device (CUDA) memory is not supported here: %s", what,
+                               name, dev->why_none);
         if (opts->device >= 0 && opts->device != dev->device)
             return status_fail(HORA_ERR_INVALID_ARG,
                                "%s('%s'): the buffers are on CUDA device %d, the runtime uses device %d (the one "
@@ -38,8 +38,8 @@ static hora_status_t api_async_check_memory(const char *what, const char *name, 
     if (!mem_dev_on(dev)) return HORA_OK;
     for (int i = 0; i < 2; i++)
         if (bufs[i] && mem_dev_kind_of(dev, bufs[i]) != opts->memory)
-            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): %s %p is %s memory but the request says %s", what,
-                               name, i ? "recv" : "send", bufs[i],
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): %s %p is %s memory but the request says %s", what, name,
+                               i ? "recv" : "send", bufs[i],
                                opts->memory == HORA_MEMORY_CUDA ? "host" : "device (CUDA)",
                                opts->memory == HORA_MEMORY_CUDA ? "HORA_MEMORY_CUDA" : "HORA_MEMORY_HOST");
     return HORA_OK;
@@ -74,8 +74,8 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
      * that disagree fail negotiation instead of running different
      * algorithms. */
     const int reproducible = kind != COORD_KIND_ALLREDUCE ? 0
-                             : opts->reproducible     ? opts->reproducible
-                                                      : hora_rt.cfg.reproducible;
+                             : opts->reproducible         ? opts->reproducible
+                                                          : hora_rt.cfg.reproducible;
     if (reproducible && opts->process_set != HORA_PROCESS_SET_WORLD)
         return status_fail(HORA_ERR_UNSUPPORTED,
                            "%s('%s'): a reproducible all-reduce (%s) runs on the world, not on process set %d (whose "
@@ -89,12 +89,12 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
         return status_fail(HORA_ERR_UNSUPPORTED, "%s('%s'): process sets move host memory only", what, name);
     if (kind == COORD_KIND_BROADCAST) {
         if (api_set_place(opts->process_set, root) < 0)
-            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): root %d is not a member of process set %d", what,
-                               name, root, opts->process_set);
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): root %d is not a member of process set %d", what, name,
+                               root, opts->process_set);
     }
     if (opts->compression != HORA_COMPRESSION_NONE && dtype != HORA_DTYPE_F32)
-        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s",
-                           what, name, hora_dtype_name(dtype));
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): fp16/bf16 compression applies to f32 tensors, not %s", what,
+                           name, hora_dtype_name(dtype));
     if ((kind == COORD_KIND_REDUCESCATTER || kind == COORD_KIND_ALLTOALL) && opts->compression != HORA_COMPRESSION_NONE)
         return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): compression applies to allreduce only", what, name);
     if (kind == COORD_KIND_ALLTOALL && opts->memory != HORA_MEMORY_HOST)
@@ -141,8 +141,8 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
         if (product != (int64_t)count || opts->dims[0] < 0) {
             free(req->name);
             free(req);
-            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): the shape's %lld elements differ from count %zu",
-                               what, name, (long long)product, count);
+            return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): the shape's %lld elements differ from count %zu", what,
+                               name, (long long)product, count);
         }
     }
     req->send = send;
@@ -188,8 +188,7 @@ static void api_async_free(struct hora_request *req)
 static hora_status_t api_async_submit(struct hora_request **reqs, int n)
 {
     struct coord *c = api_request_coord(reqs[0]);
-    if (!c)
-        return status_fail(HORA_ERR_INVALID_ARG, "'%s': process set %d was freed", reqs[0]->name, reqs[0]->set);
+    if (!c) return status_fail(HORA_ERR_INVALID_ARG, "'%s': process set %d was freed", reqs[0]->name, reqs[0]->set);
     return coord_submit(c, reqs, n);
 }
 
@@ -212,8 +211,8 @@ hora_status_t hora_allreduce_async(const char *name, const void *send, void *rec
     if ((unsigned)op >= HORA_OP_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): invalid op %d", name, (int)op);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): req is NULL", name);
-    HORA_CHECK(api_async_new("hora_allreduce_async", name, COORD_KIND_ALLREDUCE, send, recv, count, dtype, op, -1,
-                             opts, 0, &r));
+    HORA_CHECK(api_async_new("hora_allreduce_async", name, COORD_KIND_ALLREDUCE, send, recv, count, dtype, op, -1, opts,
+                             0, &r));
     return api_async_submit_one(r, req);
 }
 
@@ -255,8 +254,8 @@ static hora_status_t api_async_submit_group(struct hora_request **list, int n, h
     return status;
 }
 
-hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
-                                           void *const *recv, const size_t *counts, hora_dtype_t dtype, hora_op_t op,
+hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send, void *const *recv,
+                                           const size_t *counts, hora_dtype_t dtype, hora_op_t op,
                                            const hora_opts_t *opts, hora_request_t *reqs)
 {
     if (n <= 0 || !names || !send || !recv || !counts || !reqs)
@@ -283,14 +282,14 @@ static hora_status_t api_async_check_shard(const char *what, struct hora_request
     }
     coll_shard((size_t)r->meta.dims[0], size, rank, &offset, &rows);
     if (r->recv || !rows || !r->meta.count) return HORA_OK;
-    hora_status_t status = status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): recv is NULL and this rank gets %zu rows",
-                                       what, r->name, rows);
+    hora_status_t status =
+        status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): recv is NULL and this rank gets %zu rows", what, r->name, rows);
     api_async_free(r);
     return status;
 }
 
-hora_status_t hora_reducescatter_async(const char *name, const void *send, void *recv, size_t count,
-                                       hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts, hora_request_t *req)
+hora_status_t hora_reducescatter_async(const char *name, const void *send, void *recv, size_t count, hora_dtype_t dtype,
+                                       hora_op_t op, const hora_opts_t *opts, hora_request_t *req)
 {
     struct hora_request *r = NULL;
     HORA_CHECK(api_async_check("hora_reducescatter_async", name, dtype));
@@ -314,8 +313,8 @@ hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, 
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: invalid op %d", (int)op);
     struct hora_request **list = calloc((size_t)n, sizeof(*list));
     if (!list) return status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_reducescatter_async: out of memory");
-    hora_status_t status = api_async_new_group("hora_grouped_reducescatter_async", n, names,
-                                               COORD_KIND_REDUCESCATTER, send, recv, counts, dtype, op, opts, 1, list);
+    hora_status_t status = api_async_new_group("hora_grouped_reducescatter_async", n, names, COORD_KIND_REDUCESCATTER,
+                                               send, recv, counts, dtype, op, opts, 1, list);
     for (int i = 0; i < n && status == HORA_OK; i++) {
         status = api_async_check_shard("hora_grouped_reducescatter_async", list[i]);
         if (status < 0) list[i] = NULL; /* freed */
@@ -399,8 +398,8 @@ hora_status_t hora_allgather_async(const char *name, const void *send, size_t co
     struct hora_request *r = NULL;
     HORA_CHECK(api_async_check("hora_allgather_async", name, dtype));
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allgather_async('%s'): req is NULL", name);
-    HORA_CHECK(api_async_new("hora_allgather_async", name, COORD_KIND_ALLGATHER, send, NULL, count, dtype,
-                             HORA_OP_SUM, -1, opts, 0, &r));
+    HORA_CHECK(api_async_new("hora_allgather_async", name, COORD_KIND_ALLGATHER, send, NULL, count, dtype, HORA_OP_SUM,
+                             -1, opts, 0, &r));
     return api_async_submit_one(r, req);
 }
 

@@ -10,21 +10,16 @@
 /* hora_opts_t's fields after struct_bytes, in order: each is copied when it
  * lies wholly inside the caller's struct_bytes. A field added to hora.h
  * (at the end) gets a row here; the assertion below fails until it has. */
-#define API_OPTS_FIELD(field) {offsetof(hora_opts_t, field), sizeof(((hora_opts_t *)0)->field)}
+#define API_OPTS_FIELD(field)                                           \
+    {                                                                   \
+        offsetof(hora_opts_t, field), sizeof(((hora_opts_t *)0)->field) \
+    }
 static const struct {
     size_t offset, bytes;
 } api_opts_fields[] = {
-    API_OPTS_FIELD(prescale),
-    API_OPTS_FIELD(postscale),
-    API_OPTS_FIELD(compression),
-    API_OPTS_FIELD(memory),
-    API_OPTS_FIELD(ndim),
-    API_OPTS_FIELD(dims),
-    API_OPTS_FIELD(device),
-    API_OPTS_FIELD(stream),
-    API_OPTS_FIELD(ready_event),
-    API_OPTS_FIELD(process_set),
-    API_OPTS_FIELD(reproducible),
+    API_OPTS_FIELD(prescale),    API_OPTS_FIELD(postscale),   API_OPTS_FIELD(compression),  API_OPTS_FIELD(memory),
+    API_OPTS_FIELD(ndim),        API_OPTS_FIELD(dims),        API_OPTS_FIELD(device),       API_OPTS_FIELD(stream),
+    API_OPTS_FIELD(ready_event), API_OPTS_FIELD(process_set), API_OPTS_FIELD(reproducible),
 };
 /* The last row's field ends where hora_opts_t does (but for tail padding). */
 #define API_OPTS_LAST reproducible
@@ -36,8 +31,8 @@ _Static_assert(sizeof(hora_opts_t) - API_OPTS_LAST_END < _Alignof(hora_opts_t),
 static hora_status_t api_opts_check_bytes(const char *what, const char *name, const char *field, size_t bytes)
 {
     if (bytes == 0)
-        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): %s is 0: initialise hora_opts_t with HORA_OPTS_INIT",
-                           what, name, field);
+        return status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): %s is 0: initialise hora_opts_t with HORA_OPTS_INIT", what,
+                           name, field);
     if (bytes < sizeof(size_t))
         return status_fail(HORA_ERR_INVALID_ARG,
                            "%s('%s'): %s %zu is too small (it cannot hold struct_bytes itself, %zu bytes): "
@@ -52,8 +47,7 @@ static hora_status_t api_opts_check_bytes(const char *what, const char *name, co
     return HORA_OK;
 }
 
-hora_status_t api_opts_read(const char *what, const char *name, const hora_opts_t *opts, int index,
-                            hora_opts_t *out)
+hora_status_t api_opts_read(const char *what, const char *name, const hora_opts_t *opts, int index, hora_opts_t *out)
 {
     hora_opts_t o = HORA_OPTS_INIT;
     if (opts) {

@@ -12,7 +12,6 @@
  * HORA_ERR_INVALID_ARG, naming what and name, for a struct_bytes hora.h's
  * rule refuses, or a member whose struct_bytes differs from opts[0]'s;
  * *out is set only on success. */
-hora_status_t api_opts_read(const char *what, const char *name, const hora_opts_t *opts, int index,
-                            hora_opts_t *out);
+hora_status_t api_opts_read(const char *what, const char *name, const hora_opts_t *opts, int index, hora_opts_t *out);
 
 #endif

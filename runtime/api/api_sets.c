@@ -28,8 +28,10 @@ hora_status_t api_set_coord(int set, const char *what, const char *name, struct 
     const struct api_set *s = api_set_get_locked(set);
     hora_status_t status = HORA_OK;
     if (!s) {
-        status = status_fail(HORA_ERR_INVALID_ARG, "%s('%s'): process set %d does not exist (created with "
-                             "hora_process_set_create and not freed)", what, name, set);
+        status = status_fail(HORA_ERR_INVALID_ARG,
+                             "%s('%s'): process set %d does not exist (created with "
+                             "hora_process_set_create and not freed)",
+                             what, name, set);
     } else if (s->rank < 0) {
         char list[256];
         size_t used = 0;

@@ -118,11 +118,8 @@ hora_status_t hora_init(void)
         status = status_mpi(err, "MPI_Barrier(init)");
         goto err_close;
     }
-    const struct coord_env coord_env = {.world = hora_rt.world,
-                                        .cfg = &hora_rt.cfg,
-                                        .coll = &hora_rt.coll,
-                                        .pool = &hora_rt.pool,
-                                        .dev = &hora_rt.dev};
+    const struct coord_env coord_env = {
+        .world = hora_rt.world, .cfg = &hora_rt.cfg, .coll = &hora_rt.coll, .pool = &hora_rt.pool, .dev = &hora_rt.dev};
     status = coord_start(&coord_env, &hora_rt.coord);
     if (status < 0) goto err_close;
     stack_capture_note_init(); /* a stall's stack shows this thread until one submits */
@@ -231,7 +228,7 @@ hora_status_t hora_abort(hora_status_t status, const char *message)
 
 int hora_initialized(void) { return hora_rt.initialized; }
 
-#define HORA_TOPO_GETTER(name, field)                                                                    \
+#define HORA_TOPO_GETTER(name, field) \
     int hora_##name(void) { return hora_rt.initialized ? hora_rt.topo.field : -1; }
 HORA_TOPO_GETTER(rank, rank)
 HORA_TOPO_GETTER(size, size)
@@ -264,8 +261,7 @@ hora_status_t hora_set_stack_provider(hora_stack_provider_t provider, void *arg)
 
 hora_status_t hora_mem_alloc(size_t bytes, void **ptr)
 {
-    if (!hora_rt.initialized)
-        return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_alloc called before hora_init");
+    if (!hora_rt.initialized) return status_set(HORA_ERR_NOT_INITIALIZED, "hora_mem_alloc called before hora_init");
     if (!ptr) return status_fail(HORA_ERR_INVALID_ARG, "hora_mem_alloc: ptr is NULL");
     char what[64];
     snprintf(what, sizeof(what), "hora_mem_alloc(%zu)", bytes);

@@ -138,9 +138,11 @@ const struct config_entry config_table[] = {
  * of a setting is otherwise silently ignored). docs/architecture.md lists
  * the same names (tests/runtime/settings/test_config.c checks). */
 const struct config_tool_variable config_tool_variables[] = {
-    {"HORA_CKPT_CRASH", "hora-train (trainer/ckpt/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
-    {"HORA_NETNS_PREFIX", "tools/netns-cluster, bench/netns-bench (exported there and by tests/env/netns-run): the test "
-                          "cluster's name prefix"},
+    {"HORA_CKPT_CRASH",
+     "hora-train (trainer/ckpt/ckpt_writer.c): test hook that kills the checkpoint writer at a point"},
+    {"HORA_NETNS_PREFIX",
+     "tools/netns-cluster, bench/netns-bench (exported there and by tests/env/netns-run): the test "
+     "cluster's name prefix"},
     {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
     {NULL, NULL},
 };
@@ -159,8 +161,8 @@ static const char *config_type_hint(const struct config_entry *e, char *buf, siz
         size_t used = 0;
         buf[0] = '\0';
         for (int i = 0; e->choices[i]; i++)
-            used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", i ? ", " : "one of ",
-                                     e->choices[i]);
+            used +=
+                (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s", i ? ", " : "one of ", e->choices[i]);
         return buf;
     }
     }
@@ -196,10 +198,22 @@ static int config_parse_size(const char *text, double *out)
     if (errno || end == text) return -1;
     switch (toupper((unsigned char)*end)) {
     case '\0': break;
-    case 'K': mult = 1024.0; end++; break;
-    case 'M': mult = 1024.0 * 1024; end++; break;
-    case 'G': mult = GiB; end++; break;
-    case 'T': mult = GiB * 1024; end++; break;
+    case 'K':
+        mult = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mult = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mult = GiB;
+        end++;
+        break;
+    case 'T':
+        mult = GiB * 1024;
+        end++;
+        break;
     default: return -1;
     }
     if (mult > 1 && (*end == 'i' || *end == 'I')) end++;
@@ -216,8 +230,7 @@ hora_status_t config_parse(const struct config_entry *e, const char *text, struc
 
     switch (e->type) {
     case CONFIG_TYPE_BOOL:
-        if (!strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") ||
-            !strcasecmp(text, "on"))
+        if (!strcmp(text, "1") || !strcasecmp(text, "true") || !strcasecmp(text, "yes") || !strcasecmp(text, "on"))
             *(bool *)field = true;
         else if (!strcmp(text, "0") || !strcasecmp(text, "false") || !strcasecmp(text, "no") ||
                  !strcasecmp(text, "off"))
@@ -226,8 +239,7 @@ hora_status_t config_parse(const struct config_entry *e, const char *text, struc
             return config_bad(e, text);
         return HORA_OK;
     case CONFIG_TYPE_INT:
-        if (config_parse_double(text, &v) || v != floor(v) || v < e->min || v > e->max)
-            return config_bad(e, text);
+        if (config_parse_double(text, &v) || v != floor(v) || v < e->min || v > e->max) return config_bad(e, text);
         if (e->offset == CONFIG_FIELD(spin_count))
             *(long *)field = (long)v;
         else
@@ -275,8 +287,7 @@ static int config_known(const char *name, size_t len)
 hora_status_t config_load(struct config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    for (const struct config_entry *e = config_table; e->name; e++)
-        HORA_CHECK(config_parse(e, e->default_value, cfg));
+    for (const struct config_entry *e = config_table; e->name; e++) HORA_CHECK(config_parse(e, e->default_value, cfg));
     for (const struct config_entry *e = config_table; e->name; e++) {
         const char *text = getenv(e->name);
         if (text) HORA_CHECK(config_parse(e, text, cfg));
@@ -285,8 +296,8 @@ hora_status_t config_load(struct config *cfg)
         const char *eq = strchr(*env, '=');
         if (strncmp(*env, "HORA_", 5) || !eq) continue;
         if (!config_known(*env, (size_t)(eq - *env)))
-            log_warn("unknown setting %.*s ignored (hora-bench-allreduce --print-config lists them)",
-                     (int)(eq - *env), *env);
+            log_warn("unknown setting %.*s ignored (hora-bench-allreduce --print-config lists them)", (int)(eq - *env),
+                     *env);
     }
     return HORA_OK;
 }

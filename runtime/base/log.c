@@ -33,7 +33,8 @@ void log_msg(int level, const char *fmt, ...)
     va_end(ap);
     if (len > (int)sizeof(line) - 2) len = (int)sizeof(line) - 2;
     line[len++] = '\n';
-    if (write(STDERR_FILENO, line, (size_t)len) < 0) { /* nothing sensible to do */ }
+    if (write(STDERR_FILENO, line, (size_t)len) < 0) { /* nothing sensible to do */
+    }
 }
 
 void log_block(int level, const char *header, const char *body)
@@ -60,6 +61,7 @@ void log_block(int level, const char *header, const char *body)
         p += n;
         if (*p == '\n') p++;
     }
-    if (write(STDERR_FILENO, text, len) < 0) { /* nothing sensible to do */ }
+    if (write(STDERR_FILENO, text, len) < 0) { /* nothing sensible to do */
+    }
     free(text);
 }

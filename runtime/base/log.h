@@ -15,9 +15,9 @@ void log_block(int level, const char *header, const char *body);
 #define log_error(...) log_msg(LOG_LEVEL_ERROR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
-#define log_debug(...)                                                                   \
-    do {                                                                                 \
-        if (log_enabled(LOG_LEVEL_DEBUG)) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__);         \
+#define log_debug(...)                                                           \
+    do {                                                                         \
+        if (log_enabled(LOG_LEVEL_DEBUG)) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__); \
     } while (0)
 
 #endif

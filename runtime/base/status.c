@@ -55,8 +55,7 @@ hora_status_t status_blame(hora_status_t status, int rank)
 int status_culprit(void) { return status_blamed; }
 
 /* Append to text (bytes in all, *n used), truncating. */
-__attribute__((format(printf, 4, 5)))
-static void status_put(char *text, size_t bytes, size_t *n, const char *fmt, ...)
+__attribute__((format(printf, 4, 5))) static void status_put(char *text, size_t bytes, size_t *n, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -94,12 +93,12 @@ static hora_status_t status_store(hora_status_t status, int log, const status_wh
 }
 
 /* status_store with the variadic arguments of the function it stands in. */
-#define STATUS_STORE_ARGS(status, log, where, fmt)                                                                     \
-    do {                                                                                                               \
-        va_list ap;                                                                                                    \
-        va_start(ap, fmt);                                                                                             \
-        status_store((status), (log), (where), (fmt), ap);                                                             \
-        va_end(ap);                                                                                                    \
+#define STATUS_STORE_ARGS(status, log, where, fmt)         \
+    do {                                                   \
+        va_list ap;                                        \
+        va_start(ap, fmt);                                 \
+        status_store((status), (log), (where), (fmt), ap); \
+        va_end(ap);                                        \
     } while (0)
 
 hora_status_t status_fail(hora_status_t status, const char *fmt, ...)

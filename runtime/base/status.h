@@ -43,7 +43,7 @@ typedef struct {
 #define STATUS_FILE(path) ((status_where_t){.file = (path)})
 #define STATUS_FILE_AT(path, off) ((status_where_t){.file = (path), .offset = (off), .has_offset = 1})
 #define STATUS_SECTION(path, name) ((status_where_t){.file = (path), .section = (name)})
-#define STATUS_SECTION_AT(path, name, off)                                               \
+#define STATUS_SECTION_AT(path, name, off) \
     ((status_where_t){.file = (path), .section = (name), .offset = (off), .has_offset = 1})
 
 /* Record a failure in the calling thread's store, without logging; returns
@@ -73,10 +73,10 @@ int status_culprit(void);
 /* Translate an MPI error code at the boundary (status_hora.c: libhora only). */
 hora_status_t status_mpi(int mpi_err, const char *what);
 
-#define HORA_CHECK(call)                                                                 \
-    do {                                                                                 \
-        hora_status_t status_check_ = (call);                                            \
-        if (status_check_ < 0) return status_check_;                                     \
+#define HORA_CHECK(call)                             \
+    do {                                             \
+        hora_status_t status_check_ = (call);        \
+        if (status_check_ < 0) return status_check_; \
     } while (0)
 
 #endif

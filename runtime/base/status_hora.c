@@ -21,24 +21,21 @@ const char *hora_dtype_name(hora_dtype_t dtype)
     return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_names[dtype] : "invalid";
 }
 
-size_t hora_dtype_size(hora_dtype_t dtype)
-{
-    return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_sizes[dtype] : 0;
-}
+size_t hora_dtype_size(hora_dtype_t dtype) { return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_sizes[dtype] : 0; }
 
-const char *hora_op_name(hora_op_t op)
-{
-    return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid";
-}
+const char *hora_op_name(hora_op_t op) { return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid"; }
 
 int hora_dtype_parse(const char *name)
 {
-    static const struct { const char *alias; hora_dtype_t dtype; } aliases[] = {
-        {"float", HORA_DTYPE_F32},  {"float32", HORA_DTYPE_F32}, {"half", HORA_DTYPE_F16},
+    static const struct {
+        const char *alias;
+        hora_dtype_t dtype;
+    } aliases[] = {
+        {"float", HORA_DTYPE_F32},   {"float32", HORA_DTYPE_F32},   {"half", HORA_DTYPE_F16},
         {"float16", HORA_DTYPE_F16}, {"bfloat16", HORA_DTYPE_BF16}, {"double", HORA_DTYPE_F64},
-        {"float64", HORA_DTYPE_F64}, {"int", HORA_DTYPE_I32},     {"int32", HORA_DTYPE_I32},
-        {"int64", HORA_DTYPE_I64},  {"uint8", HORA_DTYPE_U8},      {"int8", HORA_DTYPE_I8},
-        {"int16", HORA_DTYPE_I16},  {"uint16", HORA_DTYPE_U16},   {"boolean", HORA_DTYPE_BOOL},
+        {"float64", HORA_DTYPE_F64}, {"int", HORA_DTYPE_I32},       {"int32", HORA_DTYPE_I32},
+        {"int64", HORA_DTYPE_I64},   {"uint8", HORA_DTYPE_U8},      {"int8", HORA_DTYPE_I8},
+        {"int16", HORA_DTYPE_I16},   {"uint16", HORA_DTYPE_U16},    {"boolean", HORA_DTYPE_BOOL},
     };
     if (!name) return -1;
     for (int i = 0; i < HORA_DTYPE_COUNT; i++)

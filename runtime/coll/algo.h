@@ -34,8 +34,8 @@ enum group_algorithm {
 #define GROUP_OUTCOME_BODY_BYTES 2048
 struct group_word {
     uint64_t op_seq;
-    int32_t status; /* hora_status_t */
-    int32_t rank;   /* world rank that failed (status < 0) */
+    int32_t status;  /* hora_status_t */
+    int32_t rank;    /* world rank that failed (status < 0) */
     int32_t culprit; /* failure: the rank it is put down to (status_culprit), -1 none */
     int32_t pad;
     char body[GROUP_OUTCOME_BODY_BYTES]; /* failure: its message; success: the small all-reduce's input or result */
@@ -55,14 +55,14 @@ struct coll_group {
     struct tp *tp;
     const struct coll_engine_ops *engine; /* of the buffers' memory kind */
     enum group_algorithm algorithm;
-    int n, r;           /* group size and this rank's place in it */
-    const int *members; /* world rank of each place (NULL: place i is rank i) */
-    int left, right;    /* ring neighbours (world ranks) */
-    size_t chunk_bytes; /* pipeline chunk */
-    uint64_t op_seq;    /* operation number, identical on every member */
-    const char *what;   /* "allreduce", ...: for messages */
-    int direct;         /* the application's direct collective (not the coordinator's) */
-    int open;           /* between group_begin and group_end */
+    int n, r;                     /* group size and this rank's place in it */
+    const int *members;           /* world rank of each place (NULL: place i is rank i) */
+    int left, right;              /* ring neighbours (world ranks) */
+    size_t chunk_bytes;           /* pipeline chunk */
+    uint64_t op_seq;              /* operation number, identical on every member */
+    const char *what;             /* "allreduce", ...: for messages */
+    int direct;                   /* the application's direct collective (not the coordinator's) */
+    int open;                     /* between group_begin and group_end */
     struct group_outcome outcome; /* message transports: the channel's agreement buffers */
     void (*on_phase)(void *ctx, const char *phase, int begin); /* optional (timeline) */
     void *phase_ctx;
@@ -149,8 +149,7 @@ hora_status_t ring_allreduce(struct coll_group *g, const void *send, void *work,
                              const struct group_reduction *red);
 hora_status_t ring_reduce_scatter(struct coll_group *g, const void *send, void *work, void *out, size_t count,
                                   const struct group_reduction *red);
-hora_status_t ring_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
-                              size_t total);
+hora_status_t ring_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype, size_t total);
 hora_status_t ring_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root);
 
 /* One shot (oneshot.c), peer-memory transports only; the same contracts.

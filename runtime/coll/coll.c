@@ -20,8 +20,8 @@ static hora_status_t coll_check(const char *what, hora_dtype_t dtype)
     return HORA_OK;
 }
 
-static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what, hora_op_t op,
-                                    hora_dtype_t dtype, struct group_reduction *red)
+static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what, hora_op_t op, hora_dtype_t dtype,
+                                    struct group_reduction *red)
 {
     if ((unsigned)op >= HORA_OP_COUNT) return status_fail(HORA_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
     if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG)
@@ -103,8 +103,7 @@ static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, ho
     const struct topo *t = ctx->env.topo;
     const int channel = coll_channel(purpose, scope);
     struct coll_group g = {0};
-    if (ctx->failed[channel] < 0)
-        return status_set(ctx->failed[channel], "%s: %s", what, ctx->failed_msg[channel]);
+    if (ctx->failed[channel] < 0) return status_set(ctx->failed[channel], "%s: %s", what, ctx->failed_msg[channel]);
     HORA_CHECK(coll_route(ctx, purpose, scope, memory, &g.tp, &g.engine));
     switch (scope) {
     case COLL_SCOPE_NODE: g.n = t->local_size, g.r = t->local_rank, g.members = t->node_members; break;
@@ -114,8 +113,8 @@ static hora_status_t coll_group(struct coll_ctx *ctx, int purpose, int scope, ho
     g.left = group_member(&g, (g.r + g.n - 1) % g.n);
     g.right = group_member(&g, (g.r + 1) % g.n);
     /* One shot needs peer memory; the ring works on any transport. */
-    g.algorithm = (g.tp->ops->caps & TP_CAP_PEER_MEMORY) && ctx->algorithm != 1 ? GROUP_ALGORITHM_ONESHOT
-                                                                               : GROUP_ALGORITHM_RING;
+    g.algorithm =
+        (g.tp->ops->caps & TP_CAP_PEER_MEMORY) && ctx->algorithm != 1 ? GROUP_ALGORITHM_ONESHOT : GROUP_ALGORITHM_RING;
     g.chunk_bytes = hooks && hooks->chunk_bytes ? hooks->chunk_bytes : ctx->chunk_bytes;
     /* Device data moves in one piece per step: chunks pay off in a CPU's
      * cache, but on a device every engine op costs a stream
@@ -156,8 +155,7 @@ static int coll_mapped(struct tp *tp, const void *p, size_t bytes)
 
 /* Staging for buffers the peers cannot map: in the pool of their memory
  * kind, grown on demand, kept until shutdown. */
-static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory_t memory, size_t bytes,
-                                  void **ptr)
+static hora_status_t coll_scratch(struct coll_ctx *ctx, int purpose, hora_memory_t memory, size_t bytes, void **ptr)
 {
     void **have = &ctx->scratch[purpose][memory];
     size_t *have_bytes = &ctx->scratch_bytes[purpose][memory];
@@ -241,8 +239,8 @@ typedef hora_status_t (*coll_bounce_fn)(struct coll_ctx *ctx, int purpose, void 
  * half, after copying chunk k-1's result out of it (one stream: in that
  * order). Every rank runs the same chunks, so fn's collectives pair up.
  */
-static hora_status_t coll_bounce_chunks(struct coll_ctx *ctx, int purpose, const void *send, void *recv,
-                                        size_t count, size_t esize, coll_bounce_fn fn, void *arg)
+static hora_status_t coll_bounce_chunks(struct coll_ctx *ctx, int purpose, const void *send, void *recv, size_t count,
+                                        size_t esize, coll_bounce_fn fn, void *arg)
 {
     const struct coll_engine_ops *e = coll_engine_for(HORA_MEMORY_CUDA);
     const uint8_t *src = send;
@@ -278,8 +276,7 @@ struct coll_bounce_allreduce {
 };
 
 /* A chunk of a flat allreduce: the host collective does it all. */
-static hora_status_t coll_bounce_allreduce_flat(struct coll_ctx *ctx, int purpose, void *host, size_t count,
-                                                void *arg)
+static hora_status_t coll_bounce_allreduce_flat(struct coll_ctx *ctx, int purpose, void *host, size_t count, void *arg)
 {
     const struct coll_bounce_allreduce *a = arg;
     return coll_allreduce(ctx, purpose, HORA_MEMORY_HOST, host, host, count, a->dtype, a->op, a->hooks);
@@ -297,8 +294,7 @@ static hora_status_t coll_group_single(struct coll_group *g, const void *send, v
     return g->engine->copy(out, send, count * hora_dtype_size(red->dtype));
 }
 
-static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts,
-                                           hora_dtype_t dtype);
+static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype);
 
 /* Reproducible (red->mode > 0) over messages: ordered.c's reduce-scatter
  * (every shard reduced from all n inputs in rank order, as one shot does),
@@ -336,8 +332,7 @@ static hora_status_t coll_group_reduce_scatter(struct coll_group *g, const void 
     return ring_reduce_scatter(g, send, work, out, count, red);
 }
 
-static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts,
-                                           hora_dtype_t dtype)
+static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype)
 {
     size_t total = 0;
     for (int i = 0; i < g->n; i++) total += counts[i];
@@ -346,8 +341,7 @@ static hora_status_t coll_group_allgatherv(struct coll_group *g, void *recv, con
     return ring_allgatherv(g, recv, counts, dtype, total);
 }
 
-static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype,
-                                          int root)
+static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_t count, hora_dtype_t dtype, int root)
 {
     if (g->n == 1 || count == 0) return HORA_OK;
     if (g->algorithm == GROUP_ALGORITHM_ONESHOT) return oneshot_broadcast(g, buf, count, dtype, root);
@@ -361,8 +355,7 @@ static hora_status_t coll_group_broadcast(struct coll_group *g, void *buf, size_
  * only (every member reduces all n inputs in rank order: the one-shot
  * result), not over messages (recursive doubling pairs partial sums). The
  * same answer on every rank of the group. */
-static int coll_latency(const struct coll_ctx *ctx, const struct tp *tp, hora_memory_t memory, size_t bytes,
-                        int mode)
+static int coll_latency(const struct coll_ctx *ctx, const struct tp *tp, hora_memory_t memory, size_t bytes, int mode)
 {
     if (memory != HORA_MEMORY_HOST || bytes > ctx->latency_bytes || ctx->algorithm != 0) return 0;
     if (mode) return coll_peer_memory(tp) && bytes <= tp->ops->small_bytes;
@@ -428,8 +421,7 @@ static hora_status_t coll_allreduce_stage(struct coll_ctx *ctx, int purpose, hor
 }
 
 /* A chunk of the hierarchical allreduce's cross-node ring on the host. */
-static hora_status_t coll_bounce_allreduce_cross(struct coll_ctx *ctx, int purpose, void *host, size_t count,
-                                                 void *arg)
+static hora_status_t coll_bounce_allreduce_cross(struct coll_ctx *ctx, int purpose, void *host, size_t count, void *arg)
 {
     const struct coll_bounce_allreduce *a = arg;
     struct coll_group across;
@@ -446,9 +438,9 @@ static hora_status_t coll_bounce_allreduce_cross(struct coll_ctx *ctx, int purpo
  * inter-node links from each rank, and all local ranks use them at once. A
  * division for AVG happens once, after the cross-node ring, by the world size.
  */
-static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpose, hora_memory_t memory,
-                                                 struct tp *tp, const struct coll_engine_ops *engine, const void *send,
-                                                 void *recv, size_t count, const struct group_reduction *red,
+static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpose, hora_memory_t memory, struct tp *tp,
+                                                 const struct coll_engine_ops *engine, const void *send, void *recv,
+                                                 size_t count, const struct group_reduction *red,
                                                  const struct coll_hooks *hooks)
 {
     const struct topo *t = ctx->env.topo;
@@ -465,8 +457,8 @@ static hora_status_t coll_allreduce_hierarchical(struct coll_ctx *ctx, int purpo
     sum.divisor = 1;
     cross.divisor = red->divisor;
 
-    hora_status_t status = coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, "allreduce (node reduce-scatter)", hooks,
-                                      &node);
+    hora_status_t status =
+        coll_group(ctx, purpose, COLL_SCOPE_NODE, memory, "allreduce (node reduce-scatter)", hooks, &node);
     if (status == HORA_OK) {
         void *w = NULL;
         status = coll_allreduce_stage(ctx, purpose, memory, tp, engine, &send, recv, &w, bytes);
@@ -541,8 +533,7 @@ static hora_status_t coll_allreduce_red(struct coll_ctx *ctx, int purpose, hora_
                            "to host memory");
     HORA_CHECK(coll_route(ctx, purpose, hier ? COLL_SCOPE_NODE : COLL_SCOPE_FLAT, memory, &tp, &engine));
     const int latency = coll_latency(ctx, tp, memory, bytes, red.mode);
-    if (hier && latency)
-        return coll_allreduce_hierarchical_latency(ctx, purpose, send, recv, count, &red, hooks);
+    if (hier && latency) return coll_allreduce_hierarchical_latency(ctx, purpose, send, recv, count, &red, hooks);
     if (hier) return coll_allreduce_hierarchical(ctx, purpose, memory, tp, engine, send, recv, count, &red, hooks);
 
     struct coll_group g;
@@ -578,8 +569,8 @@ hora_status_t coll_allreduce_bits(struct coll_ctx *ctx, int purpose, const char 
     return coll_allreduce_red(ctx, purpose, HORA_MEMORY_HOST, what, words, words, count, red, NULL);
 }
 
-hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
-                                  void *recv, size_t count, hora_dtype_t dtype, hora_op_t op)
+hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                                  size_t count, hora_dtype_t dtype, hora_op_t op)
 {
     struct group_reduction red;
     struct coll_group g;

@@ -39,11 +39,11 @@ static inline int coll_channel(int purpose, int scope) { return purpose * COLL_S
 struct group_word;
 
 struct coll_ctx {
-    struct tp_env env; /* what the transports read, coll's topology and pool too; lives as long as they do */
-    size_t chunk_bytes; /* HORA_CHUNK_BYTES (a call may override it) */
-    int algorithm;      /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
-    int hierarchical;   /* allreduce = node reduce-scatter + cross ring + node allgather */
-    int reproducible;   /* HORA_REPRODUCIBLE: 0 off, 1 rank order, 2 exact (a call's hooks may ask for more) */
+    struct tp_env env;    /* what the transports read, coll's topology and pool too; lives as long as they do */
+    size_t chunk_bytes;   /* HORA_CHUNK_BYTES (a call may override it) */
+    int algorithm;        /* HORA_ALGORITHM: 0 auto, 1 ring, 2 oneshot */
+    int hierarchical;     /* allreduce = node reduce-scatter + cross ring + node allgather */
+    int reproducible;     /* HORA_REPRODUCIBLE: 0 off, 1 rank order, 2 exact (a call's hooks may ask for more) */
     size_t latency_bytes; /* HORA_LATENCY_BYTES: host all-reduces up to this size take the latency path */
     /* Connected transports have ops != NULL; channel_tp[channel][memory] is
      * the one that channel uses for that memory kind, NULL for a scope this
@@ -151,8 +151,8 @@ hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t me
  * like a host allreduce of that size (latency path, ring, hierarchical) with
  * its deadline (HORA_TIMEOUT_S) and its one outcome. */
 hora_status_t coll_allreduce_bits(struct coll_ctx *ctx, int purpose, const char *what, uint64_t *words, size_t count);
-hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
-                                  void *recv, size_t count, hora_dtype_t dtype, hora_op_t op);
+hora_status_t coll_reduce_scatter(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
+                                  size_t count, hora_dtype_t dtype, hora_op_t op);
 hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
                               const size_t *counts, hora_dtype_t dtype);
 hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *buf, size_t count,

@@ -106,11 +106,11 @@ static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config 
         const int waited = ctx->env.spin_auto && purpose == COLL_PURPOSE_COORD;
         status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_FLAT), world, t->size, 0, waited);
         if (status == HORA_OK && node_rings)
-            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_NODE), t->node_members,
-                                          t->local_size, 0, waited);
+            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_NODE), t->node_members, t->local_size,
+                                          0, waited);
         if (status == HORA_OK && cross_rings)
-            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_CROSS), t->cross_members,
-                                          t->node_count, 1, waited);
+            status = coll_connect_channel(ctx, coll_channel(purpose, COLL_SCOPE_CROSS), t->cross_members, t->node_count,
+                                          1, waited);
     }
     free(world);
     if (status < 0) return status;
@@ -125,11 +125,9 @@ static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config 
     char dbuf[64];
     log_info("flat ring: %s (device memory: %s); hierarchical: %s (node ring %s, cross-node ring %s)",
              ctx->channel_tp[coll_channel(user, COLL_SCOPE_FLAT)][HORA_MEMORY_HOST]->ops->name,
-             coll_device_transport_name(ctx, dbuf, sizeof(dbuf)),
-             ctx->hierarchical ? "on" : "off",
+             coll_device_transport_name(ctx, dbuf, sizeof(dbuf)), ctx->hierarchical ? "on" : "off",
              node_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_NODE)][HORA_MEMORY_HOST]->ops->name : "-",
-             cross_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_CROSS)][HORA_MEMORY_HOST]->ops->name
-                         : "-");
+             cross_rings ? ctx->channel_tp[coll_channel(user, COLL_SCOPE_CROSS)][HORA_MEMORY_HOST]->ops->name : "-");
     return HORA_OK;
 }
 
@@ -216,9 +214,8 @@ int coll_last_wait(const struct coll_ctx *ctx, int purpose, hora_memory_t memory
         if (tp && tp->ops) *transport = tp->ops->name;
         return ctx->env.last_peer[ch];
     }
-    const struct tp *tp = (unsigned)memory < HORA_MEMORY_COUNT
-                              ? ctx->channel_tp[coll_channel(purpose, COLL_SCOPE_FLAT)][memory]
-                              : NULL;
+    const struct tp *tp =
+        (unsigned)memory < HORA_MEMORY_COUNT ? ctx->channel_tp[coll_channel(purpose, COLL_SCOPE_FLAT)][memory] : NULL;
     if (tp && tp->ops) *transport = tp->ops->name;
     return -1;
 }

@@ -35,8 +35,8 @@ struct coll_engine_ops {
      * round once (kernels' k_reduce_n). op is SUM, MIN, MAX or PROD (AVG is
      * SUM with divisor = ranks). The host engine also takes COLL_OP_BOR on
      * HORA_DTYPE_I64 (the coordinator's agreement, coll_allreduce_bits). */
-    hora_status_t (*reduce)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype,
-                            hora_op_t op, int64_t divisor);
+    hora_status_t (*reduce)(void *dst, const void *const *srcs, int n, size_t count, hora_dtype_t dtype, hora_op_t op,
+                            int64_t divisor);
     /* dst[i] = the exact sum of srcs[0][i] .. srcs[n-1][i] rounded once
      * (f32/f16/bf16; other dtypes: reduce's SUM), then / divisor as reduce
      * does: the bits depend only on the multiset of inputs (k_reduce_n_exact;
@@ -47,8 +47,7 @@ struct coll_engine_ops {
     /* dst[i] = src[i] * factor (k_scale: integers truncate toward zero and saturate). */
     hora_status_t (*scale)(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor);
     /* Convert count elements (k_cast). */
-    hora_status_t (*cast)(void *dst, hora_dtype_t dst_dtype, const void *src, hora_dtype_t src_dtype,
-                          size_t count);
+    hora_status_t (*cast)(void *dst, hora_dtype_t dst_dtype, const void *src, hora_dtype_t src_dtype, size_t count);
     hora_status_t (*copy)(void *dst, const void *src, size_t bytes);
     hora_status_t (*zero)(void *dst, size_t bytes);
     /* Many copies at once (the fusion buffer's packing): one launch on a device. */

@@ -99,7 +99,8 @@ static hora_status_t engine_cuda_reduce_exact(void *dst, const void *const *srcs
                                               hora_dtype_t dtype, int64_t divisor)
 {
     (void)dst, (void)srcs, (void)n, (void)count, (void)dtype, (void)divisor;
-    return status_fail(HORA_ERR_UNSUPPORTED, "device engine: no exact (HORA_REPRODUCIBLE=exact) reduction on the device");
+    return status_fail(HORA_ERR_UNSUPPORTED,
+                       "device engine: no exact (HORA_REPRODUCIBLE=exact) reduction on the device");
 }
 
 static hora_status_t engine_cuda_scale(void *dst, const void *src, size_t count, hora_dtype_t dtype, double factor)

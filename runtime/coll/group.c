@@ -92,8 +92,8 @@ hora_status_t group_desc_check(const struct coll_group *g, const struct tp_mem_d
                            "collectives in the same order with the same arguments",
                            g->tp->env->topo->rank, group_kind_name(mine->kind), (unsigned long long)mine->op_seq,
                            (unsigned long long)mine->count, hora_dtype_name((hora_dtype_t)mine->dtype),
-                           hora_op_name((hora_op_t)mine->op), mine->root, (unsigned long long)mine->chunk_elems,
-                           peer, group_kind_name(other->kind), (unsigned long long)other->op_seq,
+                           hora_op_name((hora_op_t)mine->op), mine->root, (unsigned long long)mine->chunk_elems, peer,
+                           group_kind_name(other->kind), (unsigned long long)other->op_seq,
                            (unsigned long long)other->count, hora_dtype_name((hora_dtype_t)other->dtype),
                            hora_op_name((hora_op_t)other->op), other->root, (unsigned long long)other->chunk_elems);
     return HORA_OK;
@@ -103,7 +103,6 @@ hora_status_t group_mem_offsets(struct coll_group *g, const void *a, const void 
                                 uint64_t *ob)
 {
     if (!g->tp->ops->mem_local_offset(g->tp, a, bytes, oa) || !g->tp->ops->mem_local_offset(g->tp, b, bytes, ob))
-        return status_fail(HORA_ERR_INVALID_ARG, "%s transport: buffer is not in the shared pool",
-                           g->tp->ops->name);
+        return status_fail(HORA_ERR_INVALID_ARG, "%s transport: buffer is not in the shared pool", g->tp->ops->name);
     return HORA_OK;
 }

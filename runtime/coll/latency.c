@@ -58,8 +58,7 @@ hora_status_t latency_allreduce_mem(struct coll_group *g, const void *send, void
                            ops->name, ops->small_bytes);
     if (n > LATENCY_STACK_MEMBERS && !(srcs = calloc((size_t)n, sizeof(*srcs))))
         return status_fail(HORA_ERR_NO_MEMORY, "out of memory in a small all-reduce");
-    const struct tp_mem_desc mine =
-        group_desc(g, GROUP_KIND_ALLREDUCE, red->dtype, red->user_op, -1, count, 0);
+    const struct tp_mem_desc mine = group_desc(g, GROUP_KIND_ALLREDUCE, red->dtype, red->user_op, -1, count, 0);
     group_phase(g, "ALLREDUCE_LATENCY", 1);
     status = ops->mem_small_post(g->tp, position, &mine, send, bytes);
     /* This rank's own input is read where it is: the slot holds a copy. */
@@ -80,8 +79,8 @@ hora_status_t latency_allreduce_mem(struct coll_group *g, const void *send, void
 
 /* Send bytes to place to and receive as many from place from (either may
  * be -1: none), then wait for both. */
-static hora_status_t latency_exchange(struct coll_group *g, int to, const void *out, int from, void *in,
-                                      size_t bytes, int tag)
+static hora_status_t latency_exchange(struct coll_group *g, int to, const void *out, int from, void *in, size_t bytes,
+                                      int tag)
 {
     const struct tp_ops *ops = g->tp->ops;
     struct tp_req sreq, rreq;

@@ -82,7 +82,8 @@ hora_status_t oneshot_reduce(struct coll_group *g, const void *send, void *work,
     uint8_t *stack_dst[ONESHOT_STACK_MEMBERS];
     const int heap = n > ONESHOT_STACK_MEMBERS;
     struct tp_mem_desc *descs = heap ? calloc((size_t)n, sizeof(*descs)) : stack_descs;
-    const void **src_at = heap ? calloc((size_t)n, sizeof(*src_at)) : stack_src_at; /* each peer's input at the chunk in hand */
+    const void **src_at =
+        heap ? calloc((size_t)n, sizeof(*src_at)) : stack_src_at; /* each peer's input at the chunk in hand */
     uint8_t **dst = heap ? calloc((size_t)n, sizeof(*dst)) : stack_dst;
     if (!descs || !src_at || !dst) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory in a one-shot collective");
@@ -123,7 +124,8 @@ out:
     return status;
 }
 
-hora_status_t oneshot_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype, size_t total)
+hora_status_t oneshot_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
+                                 size_t total)
 {
     const struct tp_ops *ops = g->tp->ops;
     const size_t es = hora_dtype_size(dtype);

@@ -42,9 +42,9 @@
  * members' words, the decider reduces all n in place order (the one-shot
  * result) and the result rides in the verdict, so the agreement is the
  * operation (group_agree_allreduce): two message latencies, where recursive
- * doubling took one at n = 2 and three at n = 3 before its agreement. The words live in the channel's struct group_outcome, not on
- * the stack: a receive left pending after a failure is written when a late
- * word comes, and the channel is never used again (coll.c). */
+ * doubling took one at n = 2 and three at n = 3 before its agreement. The words live in the channel's struct
+ * group_outcome, not on the stack: a receive left pending after a failure is written when a late word comes, and the
+ * channel is never used again (coll.c). */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,8 +117,7 @@ static hora_status_t outcome_decide(struct coll_group *g, hora_status_t status, 
     outcome_word_set(verdict, g->op_seq, status, me, status_culprit(), hora_last_error());
     if (status == HORA_OK) {
         for (int i = 1; i < n && status == HORA_OK; i++)
-            status = ops->irecv(g->tp, group_member(g, i), &o->words[i], sizeof(o->words[i]), OUTCOME_TAG,
-                                &o->reqs[i]);
+            status = ops->irecv(g->tp, group_member(g, i), &o->words[i], sizeof(o->words[i]), OUTCOME_TAG, &o->reqs[i]);
         if (status < 0) outcome_word_set(verdict, g->op_seq, status, me, status_culprit(), hora_last_error());
         for (int i = 1; i < n && verdict->status == HORA_OK; i++) {
             const int peer = group_member(g, i);

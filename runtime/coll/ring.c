@@ -403,8 +403,7 @@ hora_status_t ring_reduce_scatter(struct coll_group *g, const void *send, void *
     return ring_msg_reduce(g, send, work, out, count, red);
 }
 
-hora_status_t ring_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype,
-                              size_t total)
+hora_status_t ring_allgatherv(struct coll_group *g, void *recv, const size_t *counts, hora_dtype_t dtype, size_t total)
 {
     if (ring_peer_memory(g)) return ring_mem_allgatherv(g, recv, counts, dtype, total);
     return ring_msg_allgatherv(g, recv, counts, dtype);

@@ -69,13 +69,16 @@ static const double autotune_chunk_values[] = {
  * runs at all; cycle time next (how much a fused buffer can gather); chunk
  * size last (only the pipelining inside one collective). */
 static const struct autotune_axis autotune_axes[AUTOTUNE_PARAM_COUNT] = {
-    [AUTOTUNE_PARAM_FUSION] = {.name = "fusion threshold", .fix_bit = AUTOTUNE_FIX_FUSION,
+    [AUTOTUNE_PARAM_FUSION] = {.name = "fusion threshold",
+                               .fix_bit = AUTOTUNE_FIX_FUSION,
                                .values = autotune_fusion_values,
                                .value_count = AUTOTUNE_COUNT_OF(autotune_fusion_values)},
-    [AUTOTUNE_PARAM_CYCLE] = {.name = "cycle time", .fix_bit = AUTOTUNE_FIX_CYCLE,
+    [AUTOTUNE_PARAM_CYCLE] = {.name = "cycle time",
+                              .fix_bit = AUTOTUNE_FIX_CYCLE,
                               .values = autotune_cycle_values,
                               .value_count = AUTOTUNE_COUNT_OF(autotune_cycle_values)},
-    [AUTOTUNE_PARAM_CHUNK] = {.name = "chunk size", .fix_bit = AUTOTUNE_FIX_CHUNK,
+    [AUTOTUNE_PARAM_CHUNK] = {.name = "chunk size",
+                              .fix_bit = AUTOTUNE_FIX_CHUNK,
                               .values = autotune_chunk_values,
                               .value_count = AUTOTUNE_COUNT_OF(autotune_chunk_values)},
 };
@@ -106,9 +109,9 @@ struct autotune {
     struct autotune_params sweep_origin;
 
     /* The candidate being measured. */
-    int warmup_left;  /* samples still to discard */
-    int scored_count; /* scores[] filled so far */
-    double *scores;   /* (samples_per_candidate) */
+    int warmup_left;          /* samples still to discard */
+    int scored_count;         /* scores[] filled so far */
+    double *scores;           /* (samples_per_candidate) */
     uint64_t candidate_bytes; /* totals over the scored samples */
     double candidate_seconds;
 
@@ -144,10 +147,7 @@ static void autotune_params_set(struct autotune_params *p, int axis, double valu
 
 /* Relative comparison: a cycle time read from the environment ("3.5") should
  * match the table's 3.5 even if it went through a different conversion. */
-static bool autotune_values_equal(double a, double b)
-{
-    return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b));
-}
+static bool autotune_values_equal(double a, double b) { return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)); }
 
 static int autotune_compare_doubles(const void *a, const void *b)
 {
@@ -168,8 +168,7 @@ static double autotune_median(double *values, int count)
 static void autotune_log_check(struct autotune *at)
 {
     if (fflush(at->log) == 0 && !ferror(at->log)) return;
-    log_warn("autotune: writing the log %s failed (%s); logging stops, tuning goes on", at->log_path,
-             strerror(errno));
+    log_warn("autotune: writing the log %s failed (%s); logging stops, tuning goes on", at->log_path, strerror(errno));
     fclose(at->log);
     at->log = NULL;
 }
@@ -183,8 +182,8 @@ static void autotune_log_check(struct autotune *at)
  * winner: 1). have_measure false leaves bytes, seconds and score empty (a
  * winner nothing was measured for, when every parameter is fixed).
  */
-static void autotune_log_row(struct autotune *at, const char *phase, const struct autotune_params *p,
-                             bool have_measure, uint64_t bytes, double seconds, double score, bool kept)
+static void autotune_log_row(struct autotune *at, const char *phase, const struct autotune_params *p, bool have_measure,
+                             uint64_t bytes, double seconds, double score, bool kept)
 {
     if (!at->log) return;
     fprintf(at->log, "%ld,%s,%zu,%.6g,%zu,", at->sample_number, phase, p->fusion_threshold, p->cycle_time_ms,
@@ -246,8 +245,7 @@ static void autotune_finish(struct autotune *at)
 {
     at->finished = true;
     at->current = at->best;
-    autotune_log_row(at, "winner", &at->best, at->have_best, at->best_bytes, at->best_seconds, at->best_score,
-                     true);
+    autotune_log_row(at, "winner", &at->best, at->have_best, at->best_bytes, at->best_seconds, at->best_score, true);
     if (at->have_best)
         log_info("autotune: done after %ld samples (%d candidates): fusion threshold %zu B, cycle time %g ms, "
                  "chunk %zu B at %.3f GB/s",
@@ -268,8 +266,7 @@ hora_status_t autotune_init(struct autotune **at_out, const struct autotune_conf
         .best = cfg->initial,
         .fixed = cfg->fixed & (AUTOTUNE_FIX_FUSION | AUTOTUNE_FIX_CYCLE | AUTOTUNE_FIX_CHUNK),
         .warmup_samples = cfg->warmup_samples > 0 ? cfg->warmup_samples : AUTOTUNE_DEFAULT_WARMUP,
-        .samples_per_candidate = cfg->samples_per_candidate > 0 ? cfg->samples_per_candidate
-                                                                : AUTOTUNE_DEFAULT_SAMPLES,
+        .samples_per_candidate = cfg->samples_per_candidate > 0 ? cfg->samples_per_candidate : AUTOTUNE_DEFAULT_SAMPLES,
         .steps_per_sample = cfg->steps_per_sample > 0 ? cfg->steps_per_sample : AUTOTUNE_DEFAULT_STEPS,
         .axis = AUTOTUNE_AXIS_BASELINE,
     };
@@ -291,8 +288,8 @@ hora_status_t autotune_init(struct autotune **at_out, const struct autotune_conf
         memcpy(at->log_path, cfg->log_path, len + 1);
         at->log = fopen(at->log_path, "w");
         if (!at->log) {
-            status = status_fail(HORA_ERR_SYSTEM, "autotune: cannot open the log %s: %s", at->log_path,
-                                 strerror(errno));
+            status =
+                status_fail(HORA_ERR_SYSTEM, "autotune: cannot open the log %s: %s", at->log_path, strerror(errno));
             goto err_free_path;
         }
         fputs("sample,phase,fusion_threshold,cycle_time_ms,chunk_bytes,bytes,seconds,score_bytes_per_s,kept\n",
@@ -350,8 +347,7 @@ static bool autotune_candidate_end(struct autotune *at, struct autotune_params *
         at->best_seconds = at->candidate_seconds;
         at->have_best = true;
     }
-    autotune_log_row(at, "candidate", &at->current, true, at->candidate_bytes, at->candidate_seconds, score,
-                     kept);
+    autotune_log_row(at, "candidate", &at->current, true, at->candidate_bytes, at->candidate_seconds, score, kept);
     log_debug("autotune: fusion %zu B, cycle %g ms, chunk %zu B: %.3f GB/s%s", at->current.fusion_threshold,
               at->current.cycle_time_ms, at->current.chunk_bytes, score * 1e-9, kept ? " (best so far)" : "");
 

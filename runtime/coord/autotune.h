@@ -16,7 +16,7 @@
 struct autotune_params {
     size_t fusion_threshold; /* bytes */
     double cycle_time_ms;
-    size_t chunk_bytes;      /* ring pipeline chunk */
+    size_t chunk_bytes; /* ring pipeline chunk */
 };
 
 /* A parameter the user set through its HORA_* variable is never changed. */

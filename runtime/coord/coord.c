@@ -203,7 +203,8 @@ void coord_abort(struct coord *c, double wait_s)
     for (size_t b = 0; list && b < c->queue.inflight.bucket_count; b++)
         for (struct coord_map_node *m = c->queue.inflight.buckets[b]; m; m = m->next) list[n++] = m->value;
     pthread_mutex_unlock(&c->queue.lock);
-    for (size_t i = 0; i < n; i++) coord_queue_complete(&c->queue, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
+    for (size_t i = 0; i < n; i++)
+        coord_queue_complete(&c->queue, list[i], HORA_ERR_SHUTDOWN, "hora_abort was called on this rank");
     free(list);
 }
 

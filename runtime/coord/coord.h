@@ -25,11 +25,11 @@ struct coord;
 
 /* What a coordinator runs on; everything outlives it. */
 struct coord_env {
-    MPI_Comm world;            /* duplicated for the coordinator's own traffic */
-    const struct config *cfg;  /* HORA_CYCLE_TIME_MS, fusion, cache, stall, timeline, autotune */
-    struct coll_ctx *coll;     /* the data path (its COLL_PURPOSE_COORD channels) */
-    struct mem_pool *pool;     /* fusion buffer and zeros live here */
-    struct mem_dev *dev;       /* and those of device requests here */
+    MPI_Comm world;           /* duplicated for the coordinator's own traffic */
+    const struct config *cfg; /* HORA_CYCLE_TIME_MS, fusion, cache, stall, timeline, autotune */
+    struct coll_ctx *coll;    /* the data path (its COLL_PURPOSE_COORD channels) */
+    struct mem_pool *pool;    /* fusion buffer and zeros live here */
+    struct mem_dev *dev;      /* and those of device requests here */
     /* A process set's coordinator: world is the set's communicator, members
      * its world ranks (messages and a broadcast's root name world ranks),
      * and the data moves over MPI on that communicator instead of coll's

@@ -136,8 +136,10 @@ static hora_status_t coord_agree_root(struct coord *c)
             if (err != MPI_SUCCESS || done) break;
             if (coord_now_us() > deadline_us + (int64_t)(c->cfg->timeout_s * 1e6) && poll.polls >= 64) {
                 c->agree_in_flight = 1;
-                return status_fail(HORA_ERR_TIMEOUT, "coordinator: rank %d took no verdict within %.1f s "
-                                   "(HORA_TIMEOUT_S)", coord_world_rank(c, r), c->cfg->timeout_s);
+                return status_fail(HORA_ERR_TIMEOUT,
+                                   "coordinator: rank %d took no verdict within %.1f s "
+                                   "(HORA_TIMEOUT_S)",
+                                   coord_world_rank(c, r), c->cfg->timeout_s);
             }
             status = coord_poll_pause(c, &poll);
             if (status < 0) {
@@ -168,8 +170,8 @@ static hora_status_t coord_agree_peer(struct coord *c)
     }
     /* Rank 0 may come an inspection period after this rank, and then waits
      * HORA_TIMEOUT_S for the others: give it that long to decide. */
-    const int64_t deadline_us = coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + coord_inspect_period_us(c) +
-                                250 * 1000;
+    const int64_t deadline_us =
+        coord_now_us() + (int64_t)(c->cfg->timeout_s * 1e6) + coord_inspect_period_us(c) + 250 * 1000;
     coord_poll_init(c, &poll);
     int got = 0, sent = 0;
     while (!got || !sent) {
@@ -238,12 +240,13 @@ hora_status_t coord_negotiation_failed(struct coord *c, hora_status_t status)
 
 hora_status_t coord_fault_parse(struct coord *c, const char *spec)
 {
-    static const struct { const char *name; enum coord_fault_point point; } points[] = {
-        {"slow-lists", COORD_FAULT_SLOW_LISTS}, {"slow-responses", COORD_FAULT_SLOW_RESPONSES}};
+    static const struct {
+        const char *name;
+        enum coord_fault_point point;
+    } points[] = {{"slow-lists", COORD_FAULT_SLOW_LISTS}, {"slow-responses", COORD_FAULT_SLOW_RESPONSES}};
     char name[32];
     int rank = -1, nth = 0, used = 0;
-    if (sscanf(spec, "%31[a-z-]:%d:%d%n", name, &rank, &nth, &used) == 3 && spec[used] == '\0' && rank >= 0 &&
-        nth >= 1)
+    if (sscanf(spec, "%31[a-z-]:%d:%d%n", name, &rank, &nth, &used) == 3 && spec[used] == '\0' && rank >= 0 && nth >= 1)
         for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++)
             if (strcmp(name, points[i].name) == 0) {
                 c->fault_point = points[i].point;
@@ -251,8 +254,10 @@ hora_status_t coord_fault_parse(struct coord *c, const char *spec)
                 c->fault_nth = nth;
                 return HORA_OK;
             }
-    return status_fail(HORA_ERR_CONFIG, "HORA_FAULT_STOP='%s': expected POINT:RANK:N with POINT slow-lists or "
-                       "slow-responses, RANK >= 0 and N >= 1", spec);
+    return status_fail(HORA_ERR_CONFIG,
+                       "HORA_FAULT_STOP='%s': expected POINT:RANK:N with POINT slow-lists or "
+                       "slow-responses, RANK >= 0 and N >= 1",
+                       spec);
 }
 
 void coord_fault_stop(struct coord *c, enum coord_fault_point point)

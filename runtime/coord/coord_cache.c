@@ -68,8 +68,7 @@ void coord_cache_store(struct coord_cache *cache, const char *name, const struct
         }
         coord_cache_evict(cache, id, demoted);
         cache->entries[id].name = strdup(name);
-        if (!cache->entries[id].name ||
-            coord_map_put(&cache->index, name, (void *)(uintptr_t)(id + 1))) {
+        if (!cache->entries[id].name || coord_map_put(&cache->index, name, (void *)(uintptr_t)(id + 1))) {
             free(cache->entries[id].name);
             cache->entries[id].name = NULL;
             return; /* out of memory: simply not cached, on this rank only */

@@ -58,12 +58,13 @@ hora_status_t coord_mpi_wait(struct coord *c, MPI_Request *req, double timeout_s
         if (err != MPI_SUCCESS) return status_mpi(err, what);
         if (done) return HORA_OK;
         if (timeout_s > 0 && poll.polls >= 64 && (double)(coord_now_us() - start_us) * 1e-6 > timeout_s)
-            return status_fail(HORA_ERR_TIMEOUT, "coordinator %s: no answer from every rank within %g s "
-                               "(HORA_TIMEOUT_S)", what, timeout_s);
+            return status_fail(HORA_ERR_TIMEOUT,
+                               "coordinator %s: no answer from every rank within %g s "
+                               "(HORA_TIMEOUT_S)",
+                               what, timeout_s);
         HORA_CHECK(coord_poll_pause(c, &poll));
     }
 }
-
 
 /* How often rank 0's stall inspector looks, and an idle rank turns a cycle:
  * a quarter of HORA_STALL_CHECK_S, at most a second, and at most a quarter

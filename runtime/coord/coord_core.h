@@ -71,16 +71,16 @@ struct coord {
     int fault_rank, fault_nth, fault_seen;
 
     /* coordinator thread only */
-    int flight_dumped;        /* the flight recorder was written for this failure */
-    struct straggler *straggler; /* the world's: lateness per rank (straggler.c) */
+    int flight_dumped;            /* the flight recorder was written for this failure */
+    struct straggler *straggler;  /* the world's: lateness per rank (straggler.c) */
     struct stack_channel *stacks; /* the world's: stall stacks, asked and answered (stack.h) */
     MPI_Comm comm;
     int rank, size;
-    int64_t sync_us; /* when the last cycle's allreduce ended: the same moment on every rank */
-    struct coord_map pending;        /* name -> request taken from incoming */
-    struct coord_fifo uncached;      /* to send to rank 0 at the next slow path, in submission order */
-    struct coord_cache cache;        /* the response cache and the requests waiting on it */
-    uint64_t *vec;                   /* AND bits | requested bits | invalidate bits | flags */
+    int64_t sync_us;            /* when the last cycle's allreduce ended: the same moment on every rank */
+    struct coord_map pending;   /* name -> request taken from incoming */
+    struct coord_fifo uncached; /* to send to rank 0 at the next slow path, in submission order */
+    struct coord_cache cache;   /* the response cache and the requests waiting on it */
+    uint64_t *vec;              /* AND bits | requested bits | invalidate bits | flags */
     /* A process set's star (coord_agree.c, coord_slow.c; NULL for the
      * world's coordinator, whose exchanges are collectives on its channel):
      * rank 0's receive buffers (a vector per member) and reply, or another
@@ -88,7 +88,7 @@ struct coord {
     uint64_t *agree;
     MPI_Request *agree_reqs;
     int *agree_silent;
-    int agree_in_flight;             /* an abandoned agreement's requests may still use vec and agree */
+    int agree_in_flight; /* an abandoned agreement's requests may still use vec and agree */
     int words;
     int joined;
     struct hora_request *join_req;
@@ -104,7 +104,7 @@ struct coord {
     uint64_t cycle_bytes; /* allreduced this cycle (autotune) */
 
     /* rank 0 only (the table is allocated on every rank) */
-    struct coord_table table;        /* the negotiation and its stall inspector */
+    struct coord_table table; /* the negotiation and its stall inspector */
     struct timeline *tl;
     struct autotune *at;
     int settings_changed;

@@ -149,7 +149,8 @@ static int coord_cycle(struct coord *c)
      * (via invalidation) so rank 0's stall inspector can see who is missing. */
     for (int i = 0; i < c->cache.waiting; i++) {
         struct hora_request *req = c->cache.waiters[i];
-        if (start_us - req->cached_since_us > c->demote_us) c->vec[2 * W + req->cache_id / 64] |= 1ull << (req->cache_id % 64);
+        if (start_us - req->cached_since_us > c->demote_us)
+            c->vec[2 * W + req->cache_id / 64] |= 1ull << (req->cache_id % 64);
     }
     for (int i = 0; i < c->cache.waiting; i++) {
         int id = c->cache.waiters[i]->cache_id;
@@ -279,6 +280,7 @@ static int coord_cycle(struct coord *c)
 void *coord_cycle_main(void *arg)
 {
     struct coord *c = arg;
-    while (!coord_cycle(c)) {}
+    while (!coord_cycle(c)) {
+    }
     return NULL;
 }

@@ -123,8 +123,8 @@ static hora_status_t coord_copy_plain(struct coord *c, const struct coll_engine_
 }
 
 /* Copy one tensor into the fusion buffer (cast to the wire dtype, scaled). */
-static hora_status_t coord_pack(const struct coll_engine_ops *e, const struct coord_meta *m, const void *src,
-                                void *dst, hora_dtype_t dtype, hora_dtype_t wire)
+static hora_status_t coord_pack(const struct coll_engine_ops *e, const struct coord_meta *m, const void *src, void *dst,
+                                hora_dtype_t dtype, hora_dtype_t wire)
 {
     if (!src) return e->zero(dst, m->count * hora_dtype_size(wire)); /* joined: contribute zeros */
     if (wire != dtype) {
@@ -204,8 +204,10 @@ static hora_status_t coord_run_allreduce(struct coord *c, struct coord_response 
     /* Plain copies batch (copy_many); scaling and casts go tensor by tensor. */
     const int plain = wire == dtype && m->prescale == 1.0 && m->postscale == 1.0;
     struct coord_phase_ctx pctx = {c, r};
-    struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes, .on_phase = c->tl ? coord_on_phase : NULL,
-                               .ctx = &pctx, .reproducible = (int)m->reproducible};
+    struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes,
+                               .on_phase = c->tl ? coord_on_phase : NULL,
+                               .ctx = &pctx,
+                               .reproducible = (int)m->reproducible};
     const char *path = zero_copy ? "{\"path\":\"zero-copy\"}" : "{\"path\":\"fusion-buffer\"}";
     coord_timeline_span(c, r, "QUEUE", 0, NULL);
     coord_timeline_span(c, r, "ALLREDUCE", 1, path);
@@ -317,14 +319,14 @@ static hora_status_t coord_run_reducescatter(struct coord *c, struct coord_respo
             out = c->zeros[memory];
         }
         if (status == HORA_OK)
-            status = coll_reduce_scatter(c->coll, COLL_PURPOSE_COORD, memory, work, out, m->count, dtype,
-                                         (hora_op_t)m->op);
+            status =
+                coll_reduce_scatter(c->coll, COLL_PURPOSE_COORD, memory, work, out, m->count, dtype, (hora_op_t)m->op);
         if (status == HORA_OK && recv && m->postscale != 1.0)
             status = engine->scale(recv, recv, rows * row, dtype, m->postscale);
     } else if (status == HORA_OK) {
         struct coord_phase_ctx pctx = {c, r};
-        struct coll_hooks hooks = {.chunk_bytes = c->settings.chunk_bytes,
-                                   .on_phase = c->tl ? coord_on_phase : NULL, .ctx = &pctx};
+        struct coll_hooks hooks = {
+            .chunk_bytes = c->settings.chunk_bytes, .on_phase = c->tl ? coord_on_phase : NULL, .ctx = &pctx};
         status = coord_data_allreduce(c, memory, work, m->count, dtype, (hora_op_t)m->op, &hooks);
         if (status == HORA_OK && recv && rows) {
             engine->batch_begin();
@@ -391,8 +393,10 @@ static hora_status_t coord_run_alltoall(struct coord *c, struct coord_response *
         uint64_t sum = 0;
         for (int q = 0; q < n; q++) sum += table[(size_t)q * w + (size_t)p] * row;
         if (sum > INT_MAX)
-            snprintf(why, sizeof(why), "alltoall '%s': rank %d would receive %llu elements: at most INT_MAX "
-                     "(MPI_Alltoallv's counts)", r->names[0], p, (unsigned long long)sum);
+            snprintf(why, sizeof(why),
+                     "alltoall '%s': rank %d would receive %llu elements: at most INT_MAX "
+                     "(MPI_Alltoallv's counts)",
+                     r->names[0], p, (unsigned long long)sum);
         if (p == me) total = sum;
     }
     uint64_t at = 0;
@@ -476,15 +480,9 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         }
         c->joined = 0;
         break;
-    case COORD_KIND_ALLREDUCE:
-        status = coord_run_allreduce(c, r, reqs);
-        break;
-    case COORD_KIND_REDUCESCATTER:
-        status = coord_run_reducescatter(c, r, reqs);
-        break;
-    case COORD_KIND_ALLTOALL:
-        status = coord_run_alltoall(c, r, reqs, &agreed);
-        break;
+    case COORD_KIND_ALLREDUCE: status = coord_run_allreduce(c, r, reqs); break;
+    case COORD_KIND_REDUCESCATTER: status = coord_run_reducescatter(c, r, reqs); break;
+    case COORD_KIND_ALLTOALL: status = coord_run_alltoall(c, r, reqs, &agreed); break;
     case COORD_KIND_BARRIER:
         /* Negotiation was the barrier: every rank had submitted it. */
         coord_timeline_span(c, r, "QUEUE", 0, NULL);
@@ -503,8 +501,7 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
         const struct coll_engine_ops *engine = coll_engine_for(memory);
         if (status == HORA_OK && engine) status = coord_wait_ready(engine, reqs, 1);
         coord_timeline_span(c, r, "BROADCAST", 1, NULL);
-        if (status == HORA_OK)
-            status = coord_data_broadcast(c, memory, buf, m->count, (hora_dtype_t)m->dtype, m->root);
+        if (status == HORA_OK) status = coord_data_broadcast(c, memory, buf, m->count, (hora_dtype_t)m->dtype, m->root);
         coord_timeline_span(c, r, "BROADCAST", 0, NULL);
         break;
     }
@@ -537,8 +534,8 @@ hora_status_t coord_execute(struct coord *c, struct coord_response *r)
             break;
         }
         coord_timeline_span(c, r, "ALLGATHER", 1, NULL);
-        status = coord_data_allgatherv(c, memory, reqs[0] ? reqs[0]->send : NULL, result, counts,
-                                       (hora_dtype_t)m->dtype);
+        status =
+            coord_data_allgatherv(c, memory, reqs[0] ? reqs[0]->send : NULL, result, counts, (hora_dtype_t)m->dtype);
         coord_timeline_span(c, r, "ALLGATHER", 0, NULL);
         if (status == HORA_OK && reqs[0]) {
             reqs[0]->result = result;

@@ -33,8 +33,8 @@ void coord_flight_waited(struct coord *c, struct hora_request **reqs, int n)
     int peer = -1; /* a process set's MPI collectives do not say whom they waited for */
     for (int t = 0; t < n; t++) {
         if (!reqs[t]) continue;
-        if (!c->members && peer < 0) peer = coll_last_wait(c->coll, COLL_PURPOSE_COORD,
-                                                           (hora_memory_t)reqs[t]->meta.memory, &transport);
+        if (!c->members && peer < 0)
+            peer = coll_last_wait(c->coll, COLL_PURPOSE_COORD, (hora_memory_t)reqs[t]->meta.memory, &transport);
         flight_waited(c->queue.flight, reqs[t]->flight_seq, transport, peer);
     }
 }

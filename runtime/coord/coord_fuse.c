@@ -59,8 +59,7 @@ void coord_fuse_list(size_t threshold, struct coord_responses *list)
             if (prev->kind == COORD_KIND_ALLREDUCE && r->kind == COORD_KIND_ALLREDUCE && prev->ntensors > 0 &&
                 r->ntensors > 0 && coord_fusable(&prev->metas[0], &r->metas[0]) &&
                 (prev->cache_id < 0) == (r->cache_id < 0) &&
-                coord_align(coord_fuse_bytes(prev)) + coord_fuse_bytes(r) <= threshold &&
-                coord_merge(prev, r) == 0) {
+                coord_align(coord_fuse_bytes(prev)) + coord_fuse_bytes(r) <= threshold && coord_merge(prev, r) == 0) {
                 /* Cache entries are touched per tensor at execution. */
                 continue;
             }

@@ -21,6 +21,6 @@ int coord_map_init(struct coord_map *m, size_t buckets); /* 0 or -1 (no memory) 
 void coord_map_free(struct coord_map *m);
 void *coord_map_get(const struct coord_map *m, const char *key);
 int coord_map_put(struct coord_map *m, const char *key, void *value); /* replaces; 0 or -1 */
-void *coord_map_remove(struct coord_map *m, const char *key);        /* the value or NULL */
+void *coord_map_remove(struct coord_map *m, const char *key);         /* the value or NULL */
 
 #endif

@@ -75,14 +75,14 @@ hora_status_t coord_queue_submit(struct coord_queue *q, struct hora_request **re
     if (q->stopped || q->stop_requested) {
         hora_status_t status = q->stopped ? q->stop_status : HORA_ERR_SHUTDOWN;
         pthread_mutex_unlock(&q->lock);
-        return status_set(status, "'%s': the runtime has shut down%s%s", reqs[0]->name,
-                          q->stop_reason[0] ? ": " : "", q->stop_reason);
+        return status_set(status, "'%s': the runtime has shut down%s%s", reqs[0]->name, q->stop_reason[0] ? ": " : "",
+                          q->stop_reason);
     }
     for (int i = 0; i < n; i++)
         if (coord_map_get(&q->inflight, reqs[i]->name)) {
             pthread_mutex_unlock(&q->lock);
-            return status_set(HORA_ERR_DUPLICATE, "a request named '%s' is already in flight on rank %d",
-                              reqs[i]->name, q->rank);
+            return status_set(HORA_ERR_DUPLICATE, "a request named '%s' is already in flight on rank %d", reqs[i]->name,
+                              q->rank);
         }
     const int64_t now_us = coord_now_us();
     stack_capture_note_submit(); /* the thread a stall's stack shows */

@@ -26,31 +26,30 @@ struct coord_queue {
     pthread_cond_t work_cond; /* signalled when the nap's deadline may move: see coord_queue_nap */
     struct hora_request *incoming, *incoming_tail;
     struct coord_map inflight; /* name -> request, until completion */
-    int stop_requested;       /* hora_shutdown on this rank */
-    int abort_requested;      /* hora_abort on this rank: stop without the peers */
-    int stopped;              /* the thread has ended: new requests fail */
-    int thread_joined;        /* coord_abort joined the thread */
-    int abandoned;            /* coord_abort gave up waiting for it: the coordinator is never freed */
-    int waiting_threads;      /* application threads inside coord_queue_wait */
-    int polled;               /* hora_test found a request not done; cleared once nothing is in flight */
-    int saw_device;           /* a device-memory request was submitted: never defer again */
-    int nap_kind;             /* what the coordinator's nap waits for (COORD_NAP_*) */
+    int stop_requested;        /* hora_shutdown on this rank */
+    int abort_requested;       /* hora_abort on this rank: stop without the peers */
+    int stopped;               /* the thread has ended: new requests fail */
+    int thread_joined;         /* coord_abort joined the thread */
+    int abandoned;             /* coord_abort gave up waiting for it: the coordinator is never freed */
+    int waiting_threads;       /* application threads inside coord_queue_wait */
+    int polled;                /* hora_test found a request not done; cleared once nothing is in flight */
+    int saw_device;            /* a device-memory request was submitted: never defer again */
+    int nap_kind;              /* what the coordinator's nap waits for (COORD_NAP_*) */
     hora_status_t stop_status;
     char stop_reason[256];
 
     /* set at start, read-only after */
-    struct flight *flight;    /* the process's flight recorder (flight.h), NULL: off */
-    struct coll_ctx *coll;    /* tells the transports an application thread waits */
-    struct mem_dev *dev;      /* device requests' completion flags */
-    int64_t defer_us;         /* HORA_DEFER_MS: 0 = start host requests at once */
+    struct flight *flight; /* the process's flight recorder (flight.h), NULL: off */
+    struct coll_ctx *coll; /* tells the transports an application thread waits */
+    struct mem_dev *dev;   /* device requests' completion flags */
+    int64_t defer_us;      /* HORA_DEFER_MS: 0 = start host requests at once */
     int rank, set_id;
 };
 
 /* Hand a request (or a group of them) to the coordinator. */
 hora_status_t coord_queue_submit(struct coord_queue *q, struct hora_request **reqs, int n);
 /* Mark a request finished and wake waiters (any thread). */
-void coord_queue_complete(struct coord_queue *q, struct hora_request *req, hora_status_t status,
-                          const char *error);
+void coord_queue_complete(struct coord_queue *q, struct hora_request *req, hora_status_t status, const char *error);
 hora_status_t coord_queue_wait(struct coord_queue *q, struct hora_request *req);
 int coord_queue_is_done(struct coord_queue *q, struct hora_request *req, hora_status_t *status);
 

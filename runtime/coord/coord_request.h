@@ -42,8 +42,8 @@ struct hora_request {
     struct coord_meta meta;
     const void *send;
     void *recv;
-    uint64_t *splits; /* alltoall: rows to each rank (size entries, owned) */
-    int64_t enqueue_us; /* CLOCK_MONOTONIC */
+    uint64_t *splits;    /* alltoall: rows to each rank (size entries, owned) */
+    int64_t enqueue_us;  /* CLOCK_MONOTONIC */
     uint64_t flight_seq; /* its flight recorder entry (flight.h), 0: none */
     /* Device requests: the data is ready once ready_event has happened
      * (the caller's, or one recorded on its stream at submission: owned);
@@ -53,7 +53,7 @@ struct hora_request {
     int flag_slot;
     uint32_t flag_value;
     /* coordinator thread only */
-    int cache_id;        /* waiting on the cache path under this id, or -1 */
+    int cache_id; /* waiting on the cache path under this id, or -1 */
     int64_t cached_since_us;
     struct hora_request *next; /* incoming queue / uncached list */
     /* completion, under coord.lock */

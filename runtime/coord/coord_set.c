@@ -58,8 +58,7 @@ static void coord_set_init_once(void)
 {
     int ok = 1;
     for (int d = 0; d < HORA_DTYPE_COUNT && ok; d++)
-        ok = MPI_Type_contiguous((int)hora_dtype_size((hora_dtype_t)d), MPI_BYTE, &coord_set_types[d]) ==
-                 MPI_SUCCESS &&
+        ok = MPI_Type_contiguous((int)hora_dtype_size((hora_dtype_t)d), MPI_BYTE, &coord_set_types[d]) == MPI_SUCCESS &&
              MPI_Type_commit(&coord_set_types[d]) == MPI_SUCCESS;
     ok = ok && MPI_Op_create(coord_set_sum, 1, &coord_set_ops[HORA_OP_SUM]) == MPI_SUCCESS &&
          MPI_Op_create(coord_set_min, 1, &coord_set_ops[HORA_OP_MIN]) == MPI_SUCCESS &&

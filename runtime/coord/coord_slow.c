@@ -178,8 +178,7 @@ static hora_status_t coord_slow_answer(struct coord *c, struct coord_buf *bufs, 
  * within HORA_TIMEOUT_S until each send is done (the receivers are ranks
  * that came moments ago). Without wait (a verdict, which a silent rank
  * reads when it resumes) the buffer stays in flight. On failure too. */
-static hora_status_t coord_slow_send_all(struct coord *c, void *data, size_t len, int tag, int wait,
-                                         const char *what)
+static hora_status_t coord_slow_send_all(struct coord *c, void *data, size_t len, int tag, int wait, const char *what)
 {
     MPI_Request *reqs = c->agree_reqs;
     struct coord_poll poll;
@@ -206,7 +205,8 @@ static hora_status_t coord_slow_send_all(struct coord *c, void *data, size_t len
             }
             if (done) break;
             if (coord_now_us() > deadline_us && poll.polls >= 64) {
-                status = status_fail(HORA_ERR_TIMEOUT, "coordinator: rank %d took no %s within %.1f s "
+                status = status_fail(HORA_ERR_TIMEOUT,
+                                     "coordinator: rank %d took no %s within %.1f s "
                                      "(HORA_TIMEOUT_S): stopped (SIGSTOP, a debugger) or stuck outside hora",
                                      coord_world_rank(c, r), what, c->cfg->timeout_s);
                 goto err_abandon;
@@ -229,8 +229,8 @@ err_abandon:
  * HORA_TIMEOUT_S for the others: COORD_SLOW_MARGIN_US past that, rank 0 is
  * named. A reply whose first word (the
  * verdict) is not 0 ends the wait for the send. */
-static hora_status_t coord_slow_talk_to_root(struct coord *c, struct coord_buf *out, int out_tag,
-                                             struct coord_buf *in, int in_tag, const char *what)
+static hora_status_t coord_slow_talk_to_root(struct coord *c, struct coord_buf *out, int out_tag, struct coord_buf *in,
+                                             int in_tag, const char *what)
 {
     MPI_Request *reqs = c->agree_reqs;
     struct coord_poll poll;
@@ -338,8 +338,8 @@ static hora_status_t coord_slow_path_channel(struct coord *c, const struct coord
     if (status == HORA_OK && !(lists = malloc(total ? total : 1)))
         status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
     if (status == HORA_OK)
-        status = coll_allgatherv(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, mine->data, lists, counts,
-                                 HORA_DTYPE_U8);
+        status =
+            coll_allgatherv(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, mine->data, lists, counts, HORA_DTYPE_U8);
     if (status < 0) goto out;
     if (c->rank == 0) {
         size_t at = 0;
@@ -361,8 +361,7 @@ static hora_status_t coord_slow_path_channel(struct coord *c, const struct coord
         if (!reply.data) status = status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
     }
     if (status == HORA_OK)
-        status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, reply.data, reply.len,
-                                HORA_DTYPE_U8, 0);
+        status = coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, reply.data, reply.len, HORA_DTYPE_U8, 0);
     if (status < 0) goto out;
     reply.pos = sizeof(uint64_t); /* the verdict word, always 0 here */
     status = coord_decode_responses(c->size, &reply, out);
@@ -403,8 +402,7 @@ hora_status_t coord_slow_path(struct coord *c, struct coord_responses *out)
             status = answered;
             goto out;
         }
-        hora_status_t sent =
-            coord_slow_send_all(c, reply.data, reply.len, COORD_TAG_RESPONSES, !verdict, "responses");
+        hora_status_t sent = coord_slow_send_all(c, reply.data, reply.len, COORD_TAG_RESPONSES, !verdict, "responses");
         if (sent < 0 || verdict) reply.data = NULL; /* in flight */
         if (status < 0) goto out;
         if (sent < 0) {
@@ -443,15 +441,14 @@ hora_status_t coord_slow_settings(struct coord *c, struct coord_settings *s)
 {
     if (c->size == 1) return HORA_OK;
     if (!c->members)
-        return coord_negotiation_failed(c, coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, s,
-                                                          sizeof(*s), HORA_DTYPE_U8, 0));
+        return coord_negotiation_failed(
+            c, coll_broadcast(c->coll, COLL_PURPOSE_COORD, HORA_MEMORY_HOST, s, sizeof(*s), HORA_DTYPE_U8, 0));
     if (c->rank == 0) {
         /* The buffer must outlive a failed send: a copy of its own. */
         struct coord_settings *copy = malloc(sizeof(*copy));
         if (!copy) return status_fail(HORA_ERR_NO_MEMORY, "coordinator: out of memory");
         *copy = *s;
-        hora_status_t status =
-            coord_slow_send_all(c, copy, sizeof(*copy), COORD_TAG_SETTINGS, 1, "autotune settings");
+        hora_status_t status = coord_slow_send_all(c, copy, sizeof(*copy), COORD_TAG_SETTINGS, 1, "autotune settings");
         if (status == HORA_OK) free(copy);
         return status;
     }

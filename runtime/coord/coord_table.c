@@ -225,8 +225,8 @@ static hora_status_t coord_respond(struct coord_table *t, struct coord_entry *e,
                 continue;
             }
             if (!r->error)
-                r->error = coord_validate(e->name, coord_table_rank(t, first), &e->metas[first],
-                                          coord_table_rank(t, q), &e->metas[q]);
+                r->error = coord_validate(e->name, coord_table_rank(t, first), &e->metas[first], coord_table_rank(t, q),
+                                          &e->metas[q]);
         }
     r->metas[0] = e->metas[first];
     r->kind = r->error ? COORD_KIND_ERROR : e->metas[first].kind;
@@ -237,8 +237,10 @@ static hora_status_t coord_respond(struct coord_table *t, struct coord_entry *e,
         if (t->joined_ranks[q] && !e->present[q]) joined = q;
     if (r->kind != COORD_KIND_ERROR && r->kind != COORD_KIND_ALLREDUCE && joined >= 0) {
         char msg[320];
-        snprintf(msg, sizeof(msg), "%s '%s': rank %d has already joined (hora_join): only allreduce runs until every "
-                 "rank has joined", coord_kind_name(r->kind), e->name, joined);
+        snprintf(msg, sizeof(msg),
+                 "%s '%s': rank %d has already joined (hora_join): only allreduce runs until every "
+                 "rank has joined",
+                 coord_kind_name(r->kind), e->name, joined);
         r->error = strdup(msg);
         r->kind = COORD_KIND_ERROR;
         r->last_joined = joined; /* an ERROR naming a joined rank: HORA_ERR_INVALID_ARG */

@@ -23,10 +23,10 @@ struct coord_table {
     struct timeline *tl;          /* NEGOTIATE spans, NULL: none */
     struct stack_channel *stacks; /* the stall inspector asks late ranks for their stacks, NULL: not */
 
-    struct coord_map names;       /* name -> entry */
+    struct coord_map names;                      /* name -> entry */
     struct coord_entry *order_head, *order_tail; /* arrival order */
-    int64_t last_inspect_us;      /* the stall inspector's last forced slow path */
-    uint8_t *joined_ranks;        /* [size] */
+    int64_t last_inspect_us;                     /* the stall inspector's last forced slow path */
+    uint8_t *joined_ranks;                       /* [size] */
     int joined_count;
     int last_joined;
 };

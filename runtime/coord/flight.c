@@ -163,8 +163,7 @@ void flight_end(struct flight *f, uint64_t seq, hora_status_t status)
     if (!e) return;
     e->end_ns = flight_now_ns();
     e->status = status;
-    atomic_store_explicit(&e->state, status == HORA_OK ? FLIGHT_STATE_DONE : FLIGHT_STATE_FAILED,
-                          memory_order_relaxed);
+    atomic_store_explicit(&e->state, status == HORA_OK ? FLIGHT_STATE_DONE : FLIGHT_STATE_FAILED, memory_order_relaxed);
 }
 
 /* ------------------------------------------------------------------ dump */
@@ -303,7 +302,7 @@ static void flight_on_fatal(int sig, siginfo_t *info, void *uctx)
         if (flight_fatal_signals[i] != sig) continue;
         const struct sigaction *old = &flight_old_fatal[i];
         const int chains = (old->sa_flags & SA_SIGINFO) ? old->sa_sigaction != NULL
-                                                         : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
+                                                        : old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN;
         /* The previous handler from here on; a default action happens once
          * we return: the faulting instruction runs again, a raised signal is
          * delivered as soon as this handler unblocks it. */
@@ -377,9 +376,8 @@ hora_status_t flight_init(const struct config *cfg, int rank, int size)
             return status;
         }
         if (stat(cfg->flight_dir, &st) != 0 || !S_ISDIR(st.st_mode) || access(cfg->flight_dir, W_OK) != 0) {
-            hora_status_t status =
-                status_fail(HORA_ERR_CONFIG, "HORA_FLIGHT_DIR=%s: not a directory this process can write to",
-                            cfg->flight_dir);
+            hora_status_t status = status_fail(
+                HORA_ERR_CONFIG, "HORA_FLIGHT_DIR=%s: not a directory this process can write to", cfg->flight_dir);
             flight_global = f;
             flight_free();
             return status;

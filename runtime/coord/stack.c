@@ -44,11 +44,11 @@ struct stack_wire_answer {
 
 /* Rank 0: what it asked each rank. */
 struct stack_asked {
-    int32_t id;        /* the latest request, 0: never asked */
-    int outstanding;   /* asked, no answer yet */
-    int silent;        /* reported as silent; an answer is late */
+    int32_t id;      /* the latest request, 0: never asked */
+    int outstanding; /* asked, no answer yet */
+    int silent;      /* reported as silent; an answer is late */
     int64_t sent_us;
-    double age_s;      /* how long name had waited when it asked */
+    double age_s; /* how long name had waited when it asked */
     char name[128];
     struct stack_wire_request wire;
     MPI_Request send;
@@ -57,11 +57,11 @@ struct stack_asked {
 struct stack_channel {
     MPI_Comm comm;
     int rank, size;
-    int enabled;         /* HORA_STALL_STACKS */
-    int64_t check_us;    /* HORA_STALL_CHECK_S: one request per rank per period */
-    int64_t answer_us;   /* rank 0's wait for an answer */
+    int enabled;       /* HORA_STALL_STACKS */
+    int64_t check_us;  /* HORA_STALL_CHECK_S: one request per rank per period */
+    int64_t answer_us; /* rank 0's wait for an answer */
     int64_t last_poll_us;
-    int broken;          /* an MPI call failed: the channel is off */
+    int broken; /* an MPI call failed: the channel is off */
 
     /* Rank 0. */
     struct stack_asked *asked; /* [size] */
@@ -72,8 +72,8 @@ struct stack_channel {
     /* Every rank: requests from rank 0 and the capture they started. */
     struct stack_wire_request request_in;
     MPI_Request request_recv;
-    int32_t capture_id;  /* the request the running capture answers, 0: none */
-    int64_t capture_us;  /* when it started */
+    int32_t capture_id; /* the request the running capture answers, 0: none */
+    int64_t capture_us; /* when it started */
     MPI_Request answer_send;
 };
 
@@ -90,8 +90,7 @@ static void stack_channel_break(struct stack_channel *s, int err, const char *wh
     s->broken = 1;
 }
 
-hora_status_t stack_channel_open(struct stack_channel **out, const struct config *cfg, MPI_Comm world,
-                                 double answer_s)
+hora_status_t stack_channel_open(struct stack_channel **out, const struct config *cfg, MPI_Comm world, double answer_s)
 {
     struct stack_channel *s = calloc(1, sizeof(*s));
     if (!s) return status_fail(HORA_ERR_NO_MEMORY, "out of memory for the stall stacks' channel");
@@ -117,8 +116,8 @@ hora_status_t stack_channel_open(struct stack_channel **out, const struct config
     }
     MPI_Comm_set_errhandler(s->comm, MPI_ERRORS_RETURN);
     if (s->rank == 0)
-        err = MPI_Irecv(&s->answer_in, (int)sizeof(s->answer_in), MPI_BYTE, MPI_ANY_SOURCE, STACK_TAG_ANSWER,
-                        s->comm, &s->answer_recv);
+        err = MPI_Irecv(&s->answer_in, (int)sizeof(s->answer_in), MPI_BYTE, MPI_ANY_SOURCE, STACK_TAG_ANSWER, s->comm,
+                        &s->answer_recv);
     else
         err = MPI_Irecv(&s->request_in, (int)sizeof(s->request_in), MPI_BYTE, 0, STACK_TAG_REQUEST, s->comm,
                         &s->request_recv);
@@ -168,8 +167,8 @@ static void stack_channel_print(struct stack_channel *s, int r, int32_t id, cons
     char header[512];
     if (id != a->id || (!a->outstanding && !a->silent)) return; /* an older request's: its newer one is printed */
     if (a->outstanding)
-        snprintf(header, sizeof(header), "stall: rank %d missing for '%s' (waited %.0f s); rank %d is at:", r,
-                 a->name, a->age_s, r);
+        snprintf(header, sizeof(header), "stall: rank %d missing for '%s' (waited %.0f s); rank %d is at:", r, a->name,
+                 a->age_s, r);
     else
         snprintf(header, sizeof(header),
                  "stall: rank %d answered %.1f s after it was asked about '%s' (missing for %.0f s then); it was at:",
@@ -312,8 +311,8 @@ void stack_channel_poll(struct stack_channel *s, int64_t now_us)
             s->answer_in.text[bytes - (int)offsetof(struct stack_wire_answer, text) - 1] = '\0';
             stack_channel_print(s, st.MPI_SOURCE, s->answer_in.id, s->answer_in.text, now_us);
         }
-        err = MPI_Irecv(&s->answer_in, (int)sizeof(s->answer_in), MPI_BYTE, MPI_ANY_SOURCE, STACK_TAG_ANSWER,
-                        s->comm, &s->answer_recv);
+        err = MPI_Irecv(&s->answer_in, (int)sizeof(s->answer_in), MPI_BYTE, MPI_ANY_SOURCE, STACK_TAG_ANSWER, s->comm,
+                        &s->answer_recv);
         if (err != MPI_SUCCESS) stack_channel_break(s, err, "MPI_Irecv(answer)");
     }
     for (int r = 0; r < s->size; r++) {

@@ -68,8 +68,7 @@ struct stack_channel;
 
 /* Collective over world (every rank's world coordinator): dups it. answer_s:
  * how long rank 0 waits for an answer before it reports the rank silent. */
-hora_status_t stack_channel_open(struct stack_channel **out, const struct config *cfg, MPI_Comm world,
-                                 double answer_s);
+hora_status_t stack_channel_open(struct stack_channel **out, const struct config *cfg, MPI_Comm world, double answer_s);
 void stack_channel_close(struct stack_channel *s);
 /* Rank 0's stall inspector: rank (of world) has not submitted name for
  * age_s. Asks it for its stack unless it was asked within the last

@@ -59,7 +59,7 @@ static struct {
     _Atomic int target_tid;
     void *frames[STACK_CAPTURE_FRAMES];
     int frame_count;
-    void *pc; /* the interrupted instruction, NULL where unknown */
+    void *pc;          /* the interrupted instruction, NULL where unknown */
     int handler_state; /* 0 not tried, 1 installed, -1 the program uses the signal */
 
     /* The helper thread and its job, under lock. */
@@ -135,8 +135,8 @@ static int stack_capture_prepare(void)
     sa.sa_sigaction = stack_capture_handler;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    if (sigaction(STACK_CAPTURE_SIGNAL, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) &&
-        old.sa_handler == SIG_DFL && sigaction(STACK_CAPTURE_SIGNAL, &sa, NULL) == 0)
+    if (sigaction(STACK_CAPTURE_SIGNAL, NULL, &old) == 0 && !(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL &&
+        sigaction(STACK_CAPTURE_SIGNAL, &sa, NULL) == 0)
         stack_capture.handler_state = 1;
     else
         stack_capture.handler_state = -1;
@@ -290,8 +290,7 @@ int stack_capture_start(void)
         pthread_attr_destroy(&attr);
     }
     /* A result nobody took (its channel closed) is stale. */
-    if (stack_capture.helper_started &&
-        (stack_capture.job == STACK_JOB_NONE || stack_capture.job == STACK_JOB_READY)) {
+    if (stack_capture.helper_started && (stack_capture.job == STACK_JOB_NONE || stack_capture.job == STACK_JOB_READY)) {
         stack_capture.job = STACK_JOB_ASKED;
         pthread_cond_signal(&stack_capture.cond);
         started = 1;

@@ -60,16 +60,16 @@ struct timeline_slot {
 struct timeline {
     pthread_mutex_t lock; /* guards everything below except fd, path, max_bytes, start */
     int fd;
-    char *path; /* owned, for messages */
-    size_t max_bytes; /* 0 = unbounded */
-    struct timespec start; /* CLOCK_MONOTONIC at open; ts 0 */
-    off_t tail_offset; /* where TIMELINE_TAIL starts; the next event overwrites it */
-    size_t event_count; /* events in the file, metadata included */
-    int stopped; /* max_bytes reached or a write failed: nothing more is written */
-    int warned_args; /* one warning for malformed args_json, not one per event */
+    char *path;                  /* owned, for messages */
+    size_t max_bytes;            /* 0 = unbounded */
+    struct timespec start;       /* CLOCK_MONOTONIC at open; ts 0 */
+    off_t tail_offset;           /* where TIMELINE_TAIL starts; the next event overwrites it */
+    size_t event_count;          /* events in the file, metadata included */
+    int stopped;                 /* max_bytes reached or a write failed: nothing more is written */
+    int warned_args;             /* one warning for malformed args_json, not one per event */
     struct timeline_slot *slots; /* power-of-two capacity, at most half full */
     size_t slot_cap;
-    int row_count; /* rows are 1..row_count */
+    int row_count;             /* rows are 1..row_count */
     struct timeline_text text; /* the pending write, reused across events */
 };
 
@@ -105,14 +105,22 @@ static size_t timeline_utf8_length(const unsigned char *s)
     size_t n;
     unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the second byte */
 
-    if (c >= 0xC2 && c <= 0xDF) n = 2;
-    else if (c >= 0xE0 && c <= 0xEF) n = 3;
-    else if (c >= 0xF0 && c <= 0xF4) n = 4;
-    else return 0;
-    if (c == 0xE0) lo = 0xA0;      /* overlong 3-byte */
-    else if (c == 0xED) hi = 0x9F; /* UTF-16 surrogates */
-    else if (c == 0xF0) lo = 0x90; /* overlong 4-byte */
-    else if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4;
+    else
+        return 0;
+    if (c == 0xE0)
+        lo = 0xA0; /* overlong 3-byte */
+    else if (c == 0xED)
+        hi = 0x9F; /* UTF-16 surrogates */
+    else if (c == 0xF0)
+        lo = 0x90; /* overlong 4-byte */
+    else if (c == 0xF4)
+        hi = 0x8F; /* above U+10FFFF */
     if (s[1] < lo || s[1] > hi) return 0;
     for (size_t i = 2; i < n; i++)
         if (s[i] < 0x80 || s[i] > 0xBF) return 0;
@@ -134,8 +142,10 @@ static void timeline_text_put_string(struct timeline_text *t, const char *s)
         if (!*p) break;
         if (*p >= 0x80) {
             size_t n = timeline_utf8_length(p);
-            if (n) timeline_text_put(t, (const char *)p, n);
-            else timeline_text_puts(t, "\\ufffd");
+            if (n)
+                timeline_text_put(t, (const char *)p, n);
+            else
+                timeline_text_puts(t, "\\ufffd");
             p += n ? n : 1;
             continue;
         }
@@ -148,9 +158,7 @@ static void timeline_text_put_string(struct timeline_text *t, const char *s)
         case '\t': timeline_text_puts(t, "\\t"); break;
         case '\b': timeline_text_puts(t, "\\b"); break;
         case '\f': timeline_text_puts(t, "\\f"); break;
-        default:
-            snprintf(esc, sizeof(esc), "\\u%04x", *p);
-            timeline_text_puts(t, esc);
+        default: snprintf(esc, sizeof(esc), "\\u%04x", *p); timeline_text_puts(t, esc);
         }
         p++;
     }
@@ -192,7 +200,8 @@ static int timeline_args_is_object(const char *s)
         }
     }
     if (!*s) return 0; /* ran out before the object closed */
-    for (s++; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++) {}
+    for (s++; *s == ' ' || *s == '\t' || *s == '\n' || *s == '\r'; s++) {
+    }
     return *s == '\0';
 }
 
@@ -336,8 +345,8 @@ int64_t timeline_now_us(const struct timeline *tl)
 }
 
 /* Append the event (ph "B", "E" or "i") and, for a new row, its name first. */
-static void timeline_event(struct timeline *tl, const char *tensor, const char *name, const char *ph,
-                           int64_t ts_us, const char *args_json)
+static void timeline_event(struct timeline *tl, const char *tensor, const char *name, const char *ph, int64_t ts_us,
+                           const char *args_json)
 {
     struct timeline_text *t;
     size_t added = 1;
@@ -399,8 +408,7 @@ static void timeline_event(struct timeline *tl, const char *tensor, const char *
     }
     if (tl->max_bytes && (size_t)tl->tail_offset + t->len > tl->max_bytes) {
         char why[96];
-        snprintf(why, sizeof(why), "reached its limit of %zu bytes after %zu events", tl->max_bytes,
-                 tl->event_count);
+        snprintf(why, sizeof(why), "reached its limit of %zu bytes after %zu events", tl->max_bytes, tl->event_count);
         timeline_stop(tl, why);
         goto out;
     }
@@ -422,20 +430,17 @@ out:
     pthread_mutex_unlock(&tl->lock);
 }
 
-void timeline_begin(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us,
-                    const char *args_json)
+void timeline_begin(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us, const char *args_json)
 {
     timeline_event(tl, tensor, phase, "B", ts_us, args_json);
 }
 
-void timeline_end(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us,
-                  const char *args_json)
+void timeline_end(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us, const char *args_json)
 {
     timeline_event(tl, tensor, phase, "E", ts_us, args_json);
 }
 
-void timeline_instant(struct timeline *tl, const char *tensor, const char *name, int64_t ts_us,
-                      const char *args_json)
+void timeline_instant(struct timeline *tl, const char *tensor, const char *name, int64_t ts_us, const char *args_json)
 {
     timeline_event(tl, tensor, name, "i", ts_us, args_json);
 }

@@ -31,12 +31,9 @@ int64_t timeline_now_us(const struct timeline *tl);
  * text of a JSON object, placed as the event's "args" (text that is not an
  * object is stored as a string under "invalid_args" so the file stays valid).
  * All event calls are thread safe and do nothing when tl is NULL. */
-void timeline_begin(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us,
-                    const char *args_json);
-void timeline_end(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us,
-                  const char *args_json);
+void timeline_begin(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us, const char *args_json);
+void timeline_end(struct timeline *tl, const char *tensor, const char *phase, int64_t ts_us, const char *args_json);
 /* An instant event ("ph":"i", "s":"t") on the tensor's row. */
-void timeline_instant(struct timeline *tl, const char *tensor, const char *name, int64_t ts_us,
-                      const char *args_json);
+void timeline_instant(struct timeline *tl, const char *tensor, const char *name, int64_t ts_us, const char *args_json);
 
 #endif

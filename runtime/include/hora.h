@@ -62,8 +62,8 @@ typedef enum {
     HORA_ERR_SHUTDOWN = -11,       /* the runtime shut down before the request finished */
     HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
     HORA_ERR_ALREADY_INITIALIZED = -13,
-    HORA_ERR_CORRUPT = -14,        /* data failed a check (CRC, magic, length, truncation, malformed message) */
-    HORA_ERR_INTERNAL = -15,       /* a library below hora (oneDNN, cuDNN, CUDA, ...) failed; the message names the call */
+    HORA_ERR_CORRUPT = -14,  /* data failed a check (CRC, magic, length, truncation, malformed message) */
+    HORA_ERR_INTERNAL = -15, /* a library below hora (oneDNN, cuDNN, CUDA, ...) failed; the message names the call */
 } hora_status_t;
 
 /* Element types. Values are stable (they travel between ranks). */
@@ -304,8 +304,7 @@ HORA_API int hora_cuda_device(void);
  * count (every rank gets the same bits). HORA_REPRODUCIBLE=1 or exact fixes
  * the order, or removes it (hora_reproducible_t, above the async API).
  */
-HORA_API hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype,
-                             hora_op_t op);
+HORA_API hora_status_t hora_allreduce(const void *send, void *recv, size_t count, hora_dtype_t dtype, hora_op_t op);
 
 /* Rank r's shard of a vector of count elements: elements
  * [offset, offset + shard_count); shards differ by at most one element, the
@@ -315,13 +314,12 @@ HORA_API void hora_shard(size_t count, int size, int rank, size_t *offset, size_
 /* Reduce count elements across ranks and leave rank r's shard (hora_shard) in
  * recv, which holds shard_count elements. recv must not overlap send. */
 HORA_API hora_status_t hora_reduce_scatter(const void *send, void *recv, size_t count, hora_dtype_t dtype,
-                                  hora_op_t op);
+                                           hora_op_t op);
 
 /* Rank r contributes counts[r] elements from send; recv (sum of counts
  * elements) receives every rank's block in rank order. counts[] must be the
  * same on every rank. send may be recv + (sum of counts[0..r-1]) (in place). */
-HORA_API hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts,
-                              hora_dtype_t dtype);
+HORA_API hora_status_t hora_allgatherv(const void *send, void *recv, const size_t *counts, hora_dtype_t dtype);
 
 /* buf on root is sent to buf on every rank. */
 HORA_API hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtype, int root);
@@ -427,12 +425,12 @@ typedef enum {
  */
 typedef struct {
     size_t struct_bytes; /* sizeof(hora_opts_t) of the caller's hora.h (HORA_OPTS_INIT sets it) */
-    double prescale;  /* inputs multiplied by this before the reduction (1 = none) */
-    double postscale; /* results multiplied by this after it (1 = none) */
+    double prescale;     /* inputs multiplied by this before the reduction (1 = none) */
+    double postscale;    /* results multiplied by this after it (1 = none) */
     hora_compression_t compression;
     hora_memory_t memory;
-    int ndim;                     /* 0: a 1-D tensor of count elements */
-    int64_t dims[HORA_MAX_DIMS];  /* shape; the product must equal count */
+    int ndim;                    /* 0: a 1-D tensor of count elements */
+    int64_t dims[HORA_MAX_DIMS]; /* shape; the product must equal count */
     /* HORA_MEMORY_CUDA only. device: the buffers' device (-1: the runtime's;
      * any other value must equal it). When the data is ready: ready_event
      * (a cudaEvent_t the caller recorded after producing it) if not NULL,
@@ -454,9 +452,11 @@ typedef struct {
 
 #define HORA_PROCESS_SET_WORLD 0
 
-#define HORA_OPTS_INIT                                                                                             \
-    {sizeof(hora_opts_t), 1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL,              \
-     HORA_PROCESS_SET_WORLD, HORA_REPRODUCIBLE_DEFAULT}
+#define HORA_OPTS_INIT                                                                                  \
+    {                                                                                                   \
+        sizeof(hora_opts_t), 1.0, 1.0, HORA_COMPRESSION_NONE, HORA_MEMORY_HOST, 0, {0}, -1, NULL, NULL, \
+            HORA_PROCESS_SET_WORLD, HORA_REPRODUCIBLE_DEFAULT                                           \
+    }
 
 /*
  * Process sets (Horovod's): a subset of the ranks with a coordinator of its
@@ -500,29 +500,29 @@ HORA_API hora_status_t hora_process_set_info(int set, int *size, int *rank_in_se
  * HORA_ERR_SHUTDOWN.
  */
 HORA_API hora_status_t hora_allreduce_async(const char *name, const void *send, void *recv, size_t count,
-                                   hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
-                                   hora_request_t *req);
+                                            hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
+                                            hora_request_t *req);
 
 /* A group of allreduces negotiated and fused atomically: none of them runs
  * before all are ready on every rank. reqs[i] is set for each member. */
 HORA_API hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, const void *const *send,
-                                           void *const *recv, const size_t *counts, hora_dtype_t dtype,
-                                           hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
+                                                    void *const *recv, const size_t *counts, hora_dtype_t dtype,
+                                                    hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
 
 /* Broadcast count elements of buf from root. */
 HORA_API hora_status_t hora_broadcast_async(const char *name, void *buf, size_t count, hora_dtype_t dtype, int root,
-                                   const hora_opts_t *opts, hora_request_t *req);
+                                            const hora_opts_t *opts, hora_request_t *req);
 
 /* Allgather along the first dimension, which may differ per rank (all other
  * dimensions must match). The runtime allocates the result; after completion
  * hora_request_result gives it and each rank's count. */
 HORA_API hora_status_t hora_allgather_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
-                                   const hora_opts_t *opts, hora_request_t *req);
+                                            const hora_opts_t *opts, hora_request_t *req);
 /* Result of a finished allgather or alltoall: data (owned by req, valid
  * until hora_request_free), total elements, and per-rank element counts
  * (size entries, owned by req). */
 HORA_API hora_status_t hora_request_result(hora_request_t req, void **data, size_t *total_count,
-                                  const size_t **rank_counts);
+                                           const size_t **rank_counts);
 
 /* Reduce-scatter along the first dimension (Horovod's reducescatter):
  * send holds count elements of shape opts->dims (1-D when opts->ndim is 0);
@@ -532,15 +532,15 @@ HORA_API hora_status_t hora_request_result(hora_request_t req, void **data, size
  * prescale/postscale as for hora_allreduce_async (AVG divides by the number
  * of ranks); every rank passes the same shape. Compression is refused. */
 HORA_API hora_status_t hora_reducescatter_async(const char *name, const void *send, void *recv, size_t count,
-                                       hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
-                                       hora_request_t *req);
+                                                hora_dtype_t dtype, hora_op_t op, const hora_opts_t *opts,
+                                                hora_request_t *req);
 /* A group of reduce-scatters negotiated atomically (none runs before all are
  * ready on every rank). opts: NULL, or an array of n (member i's shape and,
  * the same for every member, its scales and memory kind; strided by
  * opts[0].struct_bytes, see hora_opts_t). */
 HORA_API hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, const void *const *send,
-                                               void *const *recv, const size_t *counts, hora_dtype_t dtype,
-                                               hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
+                                                        void *const *recv, const size_t *counts, hora_dtype_t dtype,
+                                                        hora_op_t op, const hora_opts_t *opts, hora_request_t *reqs);
 
 /* Alltoall along the first dimension (Horovod's alltoall): send holds count
  * elements of shape opts->dims (1-D when opts->ndim is 0); splits (size
@@ -554,7 +554,7 @@ HORA_API hora_status_t hora_grouped_reducescatter_async(int n, const char *const
  * is HORA_ERR_UNSUPPORTED). The data moves with MPI_Alltoallv, at most
  * INT_MAX elements per rank and call. */
 HORA_API hora_status_t hora_alltoall_async(const char *name, const void *send, size_t count, hora_dtype_t dtype,
-                                  const size_t *splits, const hora_opts_t *opts, hora_request_t *req);
+                                           const size_t *splits, const hora_opts_t *opts, hora_request_t *req);
 
 /* A negotiated barrier: completes once every rank (of opts->process_set;
  * opts may be NULL) has submitted a barrier under this name, in the

@@ -144,8 +144,7 @@ static void mem_dev_flags_init(struct mem_dev *d)
     /* Supported by default since CUDA 12 on every device hora builds for; a
      * device that refuses makes mem_dev_flag_stream_wait fail, and the
      * caller waits on the host. */
-    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found) ==
-            cudaSuccess &&
+    if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found) == cudaSuccess &&
         found == cudaDriverEntryPointSuccess)
         d->wait_value32 = fn;
     cudaGetLastError();
@@ -180,8 +179,8 @@ hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm 
         if (have) snprintf(d->why_none, sizeof(d->why_none), "rank %d has no usable CUDA device", first[0]);
         if (required) return status_fail(HORA_ERR_UNSUPPORTED, "HORA_CUDA=1 but %s", d->why_none);
         if (agreed[1] < 0) /* another rank requires it: everyone fails */
-            return status_fail(HORA_ERR_UNSUPPORTED, "rank %d requires device support (HORA_CUDA=1) but %s%s",
-                               first[1], have ? "" : "this rank has none: ", d->why_none);
+            return status_fail(HORA_ERR_UNSUPPORTED, "rank %d requires device support (HORA_CUDA=1) but %s%s", first[1],
+                               have ? "" : "this rank has none: ", d->why_none);
         log_debug("device memory support off: %s", d->why_none);
         return HORA_OK;
     }
@@ -333,8 +332,8 @@ hora_status_t mem_dev_flag_stream_wait(struct mem_dev *d, void *stream, int slot
     typedef CUresult (*wait_fn)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
     if (!d->wait_value32 || slot < 0 || slot >= d->flag_count)
         return status_set(HORA_ERR_UNSUPPORTED, "stream waits on the device are not available");
-    CUresult r = ((wait_fn)d->wait_value32)((CUstream)stream, (CUdeviceptr)(d->flags_dev + 4u * (uint64_t)slot),
-                                           value, CU_STREAM_WAIT_VALUE_GEQ);
+    CUresult r = ((wait_fn)d->wait_value32)((CUstream)stream, (CUdeviceptr)(d->flags_dev + 4u * (uint64_t)slot), value,
+                                            CU_STREAM_WAIT_VALUE_GEQ);
     if (r != CUDA_SUCCESS) return status_set(HORA_ERR_UNSUPPORTED, "cuStreamWaitValue32 failed (CUresult %d)", (int)r);
     return HORA_OK;
 }

@@ -28,26 +28,26 @@
 #include "mem/topo.h"
 
 struct mem_dev {
-    int device;             /* CUDA device ordinal; -1: no device support */
-    uint8_t *base;          /* own pool (device memory) */
+    int device;    /* CUDA device ordinal; -1: no device support */
+    uint8_t *base; /* own pool (device memory) */
     size_t bytes;
-    int peer_count;         /* host ranks */
-    int self;               /* host rank */
-    uint8_t **peer_base;    /* [peer_count]: opened IPC handles, NULL where a peer could not be opened */
+    int peer_count;      /* host ranks */
+    int self;            /* host rank */
+    uint8_t **peer_base; /* [peer_count]: opened IPC handles, NULL where a peer could not be opened */
     size_t *peer_bytes;
     pthread_mutex_t lock;
     struct mem_extents blocks;
-    char why_none[256];     /* why device support is off (for messages) */
+    char why_none[256]; /* why device support is off (for messages) */
     /* Completion flags (hora_stream_wait): host-mapped words a stream can
      * wait on. A slot belongs to one request at a time; its value only grows
      * (generation per use), so a stream still waiting for an old use is
      * released by every later one too. */
-    _Atomic uint32_t *flags;    /* [flag_count], pinned and mapped */
-    uint64_t flags_dev;         /* their device address */
-    uint32_t *flag_generation;  /* [flag_count] */
-    int *flag_free;             /* stack of free slots */
+    _Atomic uint32_t *flags;   /* [flag_count], pinned and mapped */
+    uint64_t flags_dev;        /* their device address */
+    uint32_t *flag_generation; /* [flag_count] */
+    int *flag_free;            /* stack of free slots */
     int flag_count, flag_free_count;
-    void *wait_value32;         /* the driver's cuStreamWaitValue32, NULL where unavailable */
+    void *wait_value32; /* the driver's cuStreamWaitValue32, NULL where unavailable */
 };
 
 /* Collective over world. mode: 0 auto, 1 off, 2 required (config's HORA_CUDA).

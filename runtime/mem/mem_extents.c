@@ -54,10 +54,12 @@ bool mem_extents_find(const struct mem_extents *e, size_t bytes, size_t *offset)
 hora_status_t mem_extents_take(struct mem_extents *e, size_t offset, size_t bytes)
 {
     size_t i, at;
-    for (i = 0; i < e->free_count && e->free_list[i].offset != offset; i++) {}
+    for (i = 0; i < e->free_count && e->free_list[i].offset != offset; i++) {
+    }
     if (i == e->free_count || e->free_list[i].bytes < bytes)
         return status_fail(HORA_ERR_INVALID_ARG, "pool: no free extent of %zu bytes at offset %zu", bytes, offset);
-    for (at = 0; at < e->used_count && e->used_list[at].offset < offset; at++) {}
+    for (at = 0; at < e->used_count && e->used_list[at].offset < offset; at++) {
+    }
     HORA_CHECK(mem_list_insert(&e->used_list, &e->used_count, &e->used_cap, at, (struct mem_extent){offset, bytes}));
     e->free_list[i].offset += bytes;
     e->free_list[i].bytes -= bytes;
@@ -68,12 +70,14 @@ hora_status_t mem_extents_take(struct mem_extents *e, size_t offset, size_t byte
 hora_status_t mem_extents_give(struct mem_extents *e, size_t offset, size_t *bytes)
 {
     size_t i, at;
-    for (i = 0; i < e->used_count && e->used_list[i].offset != offset; i++) {}
+    for (i = 0; i < e->used_count && e->used_list[i].offset != offset; i++) {
+    }
     if (i == e->used_count) return HORA_ERR_INVALID_ARG; /* the caller says whose block it is not */
     struct mem_extent block = e->used_list[i];
     mem_list_remove(e->used_list, &e->used_count, i);
     *bytes = block.bytes;
-    for (at = 0; at < e->free_count && e->free_list[at].offset < block.offset; at++) {}
+    for (at = 0; at < e->free_count && e->free_list[at].offset < block.offset; at++) {
+    }
     HORA_CHECK(mem_list_insert(&e->free_list, &e->free_count, &e->free_cap, at, block));
     /* Coalesce with the following and the preceding extent. */
     if (at + 1 < e->free_count && e->free_list[at].offset + e->free_list[at].bytes == e->free_list[at + 1].offset) {

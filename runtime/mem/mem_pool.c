@@ -60,7 +60,9 @@ hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size
     mem_shm_space(&free_bytes, &total_bytes);
     const size_t need = per_rank_bytes * (size_t)topo->host_size;
     /* Unknown (no statvfs): let the allocations report it. */
-    struct { int ok, rank; } mine = {total_bytes == 0 || need <= free_bytes, topo->rank}, all;
+    struct {
+        int ok, rank;
+    } mine = {total_bytes == 0 || need <= free_bytes, topo->rank}, all;
     int err = MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, world);
     if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(/dev/shm space)");
     if (all.ok) return HORA_OK;
@@ -71,9 +73,9 @@ hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size
                            "hora_init: /dev/shm on host %s has %s free (of %s), but its %d ranks need %s of it: "
                            "each rank's pool commits %s (%s). Either %s, or lower those settings",
                            host, mem_format_bytes(free_bytes, f, sizeof(f)),
-                           mem_format_bytes(total_bytes, t, sizeof(t)),
-                           topo->host_size, mem_format_bytes(need, n, sizeof(n)),
-                           mem_format_bytes(per_rank_bytes, each, sizeof(each)), why, mem_shm_advice);
+                           mem_format_bytes(total_bytes, t, sizeof(t)), topo->host_size,
+                           mem_format_bytes(need, n, sizeof(n)), mem_format_bytes(per_rank_bytes, each, sizeof(each)),
+                           why, mem_shm_advice);
     return status_fail(HORA_ERR_NO_MEMORY,
                        "hora_init: /dev/shm is too small on the host of rank %d (its message says how much it needs: "
                        "%s, or lower HORA_FUSION_THRESHOLD / HORA_SHM_POOL_BYTES)",
@@ -89,8 +91,7 @@ static hora_status_t mem_pool_create(struct mem_pool *pool, const struct topo *t
     snprintf(name, MEM_NAME_BYTES, "/hora-%d-%d-%lx", (int)getpid(), topo->rank,
              (unsigned long)(ts.tv_nsec ^ ((unsigned long)ts.tv_sec << 20)));
     pool->fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
-    if (pool->fd < 0)
-        return status_fail(HORA_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
+    if (pool->fd < 0) return status_fail(HORA_ERR_SYSTEM, "shm_open(%s) failed: %s", name, strerror(errno));
     if (ftruncate(pool->fd, (off_t)pool->bytes) != 0) {
         int e = errno;
         shm_unlink(name);
@@ -111,8 +112,7 @@ static hora_status_t mem_pool_create(struct mem_pool *pool, const struct topo *t
         munmap(pool->base, pool->bytes);
         shm_unlink(name);
         close(pool->fd);
-        return status_fail(HORA_ERR_NO_MEMORY, "cannot commit the pool's control block in /dev/shm: %s",
-                           strerror(e));
+        return status_fail(HORA_ERR_NO_MEMORY, "cannot commit the pool's control block in /dev/shm: %s", strerror(e));
     }
     return HORA_OK;
 }
@@ -120,7 +120,10 @@ static hora_status_t mem_pool_create(struct mem_pool *pool, const struct topo *t
 /* Map every host peer's pool, then unlink our own name once all have mapped. */
 static hora_status_t mem_pool_map_peers(struct mem_pool *pool, const struct topo *topo, const char *name)
 {
-    struct { char name[MEM_NAME_BYTES]; uint64_t bytes; } mine, *all;
+    struct {
+        char name[MEM_NAME_BYTES];
+        uint64_t bytes;
+    } mine, *all;
     hora_status_t status = HORA_OK;
     int err;
 
@@ -138,8 +141,8 @@ static hora_status_t mem_pool_map_peers(struct mem_pool *pool, const struct topo
         if (p == pool->self) continue;
         int fd = shm_open(all[p].name, O_RDWR, 0);
         if (fd < 0) {
-            status = status_fail(HORA_ERR_SYSTEM, "cannot open host peer %d's pool %s: %s", p, all[p].name,
-                                 strerror(errno));
+            status =
+                status_fail(HORA_ERR_SYSTEM, "cannot open host peer %d's pool %s: %s", p, all[p].name, strerror(errno));
             break;
         }
         void *m = mmap(NULL, all[p].bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
@@ -265,8 +268,7 @@ hora_status_t mem_pool_release(struct mem_pool *pool, void *ptr)
     if (pool->base && p >= pool->base && p < pool->base + pool->bytes)
         status = mem_extents_give(&pool->blocks, (size_t)(p - pool->base), &bytes);
     /* Give the pages back to the system; the address range stays reserved. */
-    if (bytes && fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - pool->base),
-                           (off_t)bytes))
+    if (bytes && fallocate(pool->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)(p - pool->base), (off_t)bytes))
         log_debug("releasing pool pages failed: %s", strerror(errno));
     pthread_mutex_unlock(&pool->lock);
     if (status == HORA_ERR_INVALID_ARG)

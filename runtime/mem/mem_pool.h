@@ -26,12 +26,12 @@
 #define MEM_POOL_CTRL_BYTES ((size_t)512 * 1024)
 
 struct mem_pool {
-    int fd;                 /* own object, kept open for fallocate */
-    uint8_t *base;          /* own mapping */
-    size_t bytes;           /* own virtual size */
-    int peer_count;         /* host ranks (1 when not shared) */
-    int self;               /* host rank */
-    uint8_t **peer_base;    /* [peer_count], NULL where not mapped; [self] == base */
+    int fd;              /* own object, kept open for fallocate */
+    uint8_t *base;       /* own mapping */
+    size_t bytes;        /* own virtual size */
+    int peer_count;      /* host ranks (1 when not shared) */
+    int self;            /* host rank */
+    uint8_t **peer_base; /* [peer_count], NULL where not mapped; [self] == base */
     size_t *peer_bytes;
     pthread_mutex_t lock;
     struct mem_extents blocks; /* offsets handed out by mem_pool_alloc */

@@ -65,7 +65,7 @@ struct tp_req {
  * the ranks did not call the same collective. */
 struct tp_mem_desc {
     uint64_t op_seq;
-    uint32_t kind;        /* the collective (enum group_kind, coll/algo.h) */
+    uint32_t kind; /* the collective (enum group_kind, coll/algo.h) */
     uint32_t dtype, op;
     int32_t root;
     uint64_t count;
@@ -90,33 +90,34 @@ struct tp_mem_op {
  * every transport fails with its status and message. */
 #define TP_NOTICE_REASON_BYTES 384
 struct tp_notice {
-    _Atomic int known;       /* 1 once rank/status/reason below are set (release) */
-    int rank;                /* who aborted */
-    hora_status_t status;    /* what it passed to hora_abort */
+    _Atomic int known;    /* 1 once rank/status/reason below are set (release) */
+    int rank;             /* who aborted */
+    hora_status_t status; /* what it passed to hora_abort */
     char reason[TP_NOTICE_REASON_BYTES];
-    pthread_mutex_t lock;    /* setting the fields above; the MPI receive */
-    MPI_Comm comm;           /* private: notices only (MPI_COMM_NULL before init) */
-    MPI_Request recv;        /* posted for any source while healthy */
+    pthread_mutex_t lock; /* setting the fields above; the MPI receive */
+    MPI_Comm comm;        /* private: notices only (MPI_COMM_NULL before init) */
+    MPI_Request recv;     /* posted for any source while healthy */
     int recv_posted;
     _Atomic int64_t last_poll_us; /* rate limit of tp_notice_check's slow part */
-    int *host_peers;         /* world ranks of the other ranks of this host whose pools are mapped */
+    int *host_peers;              /* world ranks of the other ranks of this host whose pools are mapped */
     int host_peer_count;
-    unsigned char msg[16 + TP_NOTICE_REASON_BYTES]; /* receive buffer */
+    unsigned char msg[16 + TP_NOTICE_REASON_BYTES];  /* receive buffer */
     unsigned char sent[16 + TP_NOTICE_REASON_BYTES]; /* hora_abort's message: outlives its sends */
-    MPI_Request *sends;      /* hora_abort's sends still in flight when it returned (kept: MPI may use them) */
+    MPI_Request *sends; /* hora_abort's sends still in flight when it returned (kept: MPI may use them) */
 };
 
 /* Everything a transport may read about the job, filled by the layer above
  * before the first connect and alive until the last close. */
 struct tp_env {
-    MPI_Comm world;          /* world ranks are peers */
+    MPI_Comm world; /* world ranks are peers */
     const struct topo *topo;
-    struct mem_pool *pool;   /* this rank's pool, mapped by its host peers */
-    struct mem_dev *dev;     /* this rank's device and device pool (dev->device < 0: none) */
-    double timeout_s;        /* HORA_TIMEOUT_S */
-    long spin_count;         /* resolved HORA_SPIN_COUNT */
-    double yield_s;          /* resolved HORA_YIELD_US: after the spins, poll with sched_yield this long, then sleep */
-    bool spin_auto;          /* HORA_SPIN_COUNT is auto (-1): ucx never spins, the coordinator's channels only while waited for */
+    struct mem_pool *pool; /* this rank's pool, mapped by its host peers */
+    struct mem_dev *dev;   /* this rank's device and device pool (dev->device < 0: none) */
+    double timeout_s;      /* HORA_TIMEOUT_S */
+    long spin_count;       /* resolved HORA_SPIN_COUNT */
+    double yield_s;        /* resolved HORA_YIELD_US: after the spins, poll with sched_yield this long, then sleep */
+    bool
+        spin_auto; /* HORA_SPIN_COUNT is auto (-1): ucx never spins, the coordinator's channels only while waited for */
     bool disable[TP_KIND_COUNT]; /* HORA_DISABLE_<NAME> */
     /* Application threads blocked waiting for the coordinator. While none
      * is, the framework is computing on this rank's cores, and a channel
@@ -175,8 +176,8 @@ struct tp_ops {
      * position (slots alternate, and the peer cannot post its operation after
      * next before that), so it may be read straight from there. */
     size_t small_bytes;
-    hora_status_t (*mem_small_post)(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
-                                    const void *data, size_t bytes);
+    hora_status_t (*mem_small_post)(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc, const void *data,
+                                    size_t bytes);
     hora_status_t (*mem_small_wait)(struct tp *tp, int peer, uint64_t position, struct tp_mem_desc *desc,
                                     const void **data);
 };
@@ -220,13 +221,13 @@ hora_status_t tp_unsupported_mem_small_post(struct tp *, uint64_t, const struct 
 hora_status_t tp_unsupported_mem_small_wait(struct tp *, int, uint64_t, struct tp_mem_desc *, const void **);
 /* The slots of a transport without peer memory (ucx, mpi: messages only),
  * inside its struct tp_ops initializer. */
-#define TP_OPS_NO_PEER_MEMORY                                                                                    \
-    .mem_publish = tp_unsupported_mem_publish, .mem_desc = tp_unsupported_mem_desc,                             \
-    .mem_post = tp_unsupported_mem_post, .mem_wait = tp_unsupported_mem_wait,                                   \
-    .mem_local_offset = tp_unsupported_mem_local_offset, .mem_peer_ptr = tp_unsupported_mem_peer_ptr,           \
-    .mem_op_begin = tp_unsupported_mem_op_begin, .mem_op_end = tp_unsupported_mem_op_end,                       \
-    .mem_op_check = tp_unsupported_mem_op_check, .small_bytes = 0,                                              \
-    .mem_small_post = tp_unsupported_mem_small_post, .mem_small_wait = tp_unsupported_mem_small_wait
+#define TP_OPS_NO_PEER_MEMORY                                                                                       \
+    .mem_publish = tp_unsupported_mem_publish, .mem_desc = tp_unsupported_mem_desc,                                 \
+    .mem_post = tp_unsupported_mem_post, .mem_wait = tp_unsupported_mem_wait,                                       \
+    .mem_local_offset = tp_unsupported_mem_local_offset, .mem_peer_ptr = tp_unsupported_mem_peer_ptr,               \
+    .mem_op_begin = tp_unsupported_mem_op_begin, .mem_op_end = tp_unsupported_mem_op_end,                           \
+    .mem_op_check = tp_unsupported_mem_op_check, .small_bytes = 0, .mem_small_post = tp_unsupported_mem_small_post, \
+    .mem_small_wait = tp_unsupported_mem_small_wait
 
 /*
  * Notices (tp_notice.c). tp_notice_init is collective over env->world (after

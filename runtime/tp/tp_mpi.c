@@ -153,8 +153,7 @@ static hora_status_t tp_mpi_post(struct tp *tp, int peer, void *buf, size_t byte
     return HORA_OK;
 }
 
-static hora_status_t tp_mpi_isend(struct tp *tp, int peer, const void *buf, size_t bytes, int tag,
-                                  struct tp_req *req)
+static hora_status_t tp_mpi_isend(struct tp *tp, int peer, const void *buf, size_t bytes, int tag, struct tp_req *req)
 {
     return tp_mpi_post(tp, peer, (void *)buf, bytes, tag, req, 0);
 }

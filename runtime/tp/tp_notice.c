@@ -215,8 +215,10 @@ void tp_notice_abort(struct tp_env *env, hora_status_t status, const char *reaso
         struct timespec nap = {0, 200 * 1000};
         nanosleep(&nap, NULL);
     }
-    if (sent) free(reqs);
-    else n->sends = reqs;
+    if (sent)
+        free(reqs);
+    else
+        n->sends = reqs;
 }
 
 void tp_notice_shutdown(struct tp_env *env)
@@ -249,9 +251,8 @@ hora_status_t tp_notice_check(struct tp_env *env, const int *members, int member
     if (atomic_load_explicit(&n->known, memory_order_acquire)) return tp_notice_fail(n);
     const int64_t now = tp_notice_now_us();
     int64_t last = atomic_load_explicit(&n->last_poll_us, memory_order_relaxed);
-    if (now - last < TP_NOTICE_POLL_US ||
-        !atomic_compare_exchange_strong_explicit(&n->last_poll_us, &last, now, memory_order_relaxed,
-                                                 memory_order_relaxed))
+    if (now - last < TP_NOTICE_POLL_US || !atomic_compare_exchange_strong_explicit(
+                                              &n->last_poll_us, &last, now, memory_order_relaxed, memory_order_relaxed))
         return HORA_OK;
 
     for (int i = 0; i < n->host_peer_count; i++) {

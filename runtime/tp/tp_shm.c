@@ -348,8 +348,10 @@ hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status)
     if (!s->outcome) return status;
     if (status < 0) {
         /* A failure mem_wait reported is decided already (it won, or adopted). */
-        if (!s->decided) status = tp_shm_propose_failure(tp, status, 0); /* logged where detected */
-        else if (s->failed < 0) status = s->failed;
+        if (!s->decided)
+            status = tp_shm_propose_failure(tp, status, 0); /* logged where detected */
+        else if (s->failed < 0)
+            status = s->failed;
         /* HORA_OK here would mean success was decided without this rank's
          * last position: impossible; keep the local failure. */
     } else {
@@ -425,8 +427,10 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
             if (i % TP_SHM_YIELD_CHECK == 0) {
                 if (!s->decided) HORA_CHECK(tp_shm_look(tp));
                 const double now = tp_shm_now();
-                if (until == 0) until = now + yield_s;
-                else if (now > until) break;
+                if (until == 0)
+                    until = now + yield_s;
+                else if (now > until)
+                    break;
             }
             sched_yield();
         }
@@ -462,14 +466,14 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
                                              tp_shm_name(tp), peer, (int)peer_notice->pid),
                                   peer);
         if (status == HORA_OK && now - start > tp->env->timeout_s)
-            status = status_blame(status_set(HORA_ERR_TIMEOUT,
-                                             "%s transport: rank %d waited %.1f s for rank %d in %s #%llu "
-                                             "(HORA_TIMEOUT_S); did every rank call the same collectives in the "
-                                             "same order?",
-                                             tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
-                                             s->op.what ? s->op.what : "an operation",
-                                             (unsigned long long)s->op.op_seq),
-                                  peer);
+            status =
+                status_blame(status_set(HORA_ERR_TIMEOUT,
+                                        "%s transport: rank %d waited %.1f s for rank %d in %s #%llu "
+                                        "(HORA_TIMEOUT_S); did every rank call the same collectives in the "
+                                        "same order?",
+                                        tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
+                                        s->op.what ? s->op.what : "an operation", (unsigned long long)s->op.op_seq),
+                             peer);
         if (status < 0) HORA_CHECK(tp_shm_give_up(tp, status));
     }
 }
@@ -488,8 +492,8 @@ static struct tp_shm_small_slot *tp_shm_small_slot(struct tp *tp, int peer, uint
     return &tp_shm_area_of(tp->env, peer)->small[tp->channel][op_seq & 1];
 }
 
-hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
-                                    const void *data, size_t bytes)
+hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc, const void *data,
+                                    size_t bytes)
 {
     struct tp_shm *s = tp->state;
     if (bytes > TP_SHM_SMALL_BYTES)

@@ -22,8 +22,8 @@ hora_status_t tp_shm_mem_wait(struct tp *tp, int peer, uint64_t want);
 hora_status_t tp_shm_mem_op_begin(struct tp *tp, const struct tp_mem_op *op);
 hora_status_t tp_shm_mem_op_end(struct tp *tp, hora_status_t status);
 hora_status_t tp_shm_mem_op_check(struct tp *tp);
-hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc,
-                                    const void *data, size_t bytes);
+hora_status_t tp_shm_mem_small_post(struct tp *tp, uint64_t position, const struct tp_mem_desc *desc, const void *data,
+                                    size_t bytes);
 hora_status_t tp_shm_mem_small_wait(struct tp *tp, int peer, uint64_t position, struct tp_mem_desc *desc,
                                     const void **data);
 

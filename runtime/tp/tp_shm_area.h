@@ -34,7 +34,7 @@ struct tp_shm_ctrl {
      * a waiter in the other set that finds its own operation here knows the
      * owner passed the other memory kind (tp_shm.c, tp_shm_kind_check). */
     _Atomic uint64_t op_begun;
-    alignas(64) _Atomic uint64_t outcome;  /* on the group's first member only: tp_shm.c */
+    alignas(64) _Atomic uint64_t outcome; /* on the group's first member only: tp_shm.c */
     /* Why this rank failed an operation of this channel: written before the
      * CAS that names this rank in a group's outcome word, read after it. */
     alignas(64) char reason[TP_SHM_REASON_BYTES];
@@ -54,7 +54,7 @@ struct tp_shm_small_slot {
     uint32_t kind, dtype, op;              /* the owner's call (tp_mem_desc), checked by readers */
     int32_t root;
     uint64_t count;
-    uint8_t data[TP_SHM_SMALL_BYTES];      /* from byte 32 of the line: TP_SHM_SMALL_INLINE inline */
+    uint8_t data[TP_SHM_SMALL_BYTES]; /* from byte 32 of the line: TP_SHM_SMALL_INLINE inline */
 };
 _Static_assert(offsetof(struct tp_shm_small_slot, data) == 64 - TP_SHM_SMALL_INLINE,
                "the first bytes of data share the header's cache line");
@@ -66,7 +66,7 @@ struct tp_shm_notice {
     alignas(64) _Atomic uint32_t state;
     int32_t status;
     int32_t pid;
-    _Atomic int32_t seen;  /* 1 + the rank whose abort this rank has learned of, 0 none */
+    _Atomic int32_t seen; /* 1 + the rank whose abort this rank has learned of, 0 none */
     char reason[TP_NOTICE_REASON_BYTES];
 };
 

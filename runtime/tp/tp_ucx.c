@@ -22,10 +22,9 @@
  *
  * Requests carry no callback: wait polls ucp_request_check_status while
  * driving ucp_worker_progress (spin only if HORA_SPIN_COUNT says so, then
- * yield, then sleep briefly: over TCP the kernel needs the core). Every request not yet waited for sits in a list (the request
- * private area UCP reserves for us holds the links), so that after an error
- * the rest can be cancelled (a receive posted into a buffer the ring then
- * frees must not land later) and close() can free them.
+ * yield, then sleep briefly: over TCP the kernel needs the core). Every request not yet waited for sits in a list (the
+ * request private area UCP reserves for us holds the links), so that after an error the rest can be cancelled (a
+ * receive posted into a buffer the ring then frees must not land later) and close() can free them.
  *
  * Failure: endpoints use UCP_ERR_HANDLING_MODE_PEER; the error callback
  * records the status per peer, and a wait on that peer fails with
@@ -70,8 +69,8 @@ struct tp_ucx_req {
 };
 
 struct tp_ucx_peer {
-    ucp_ep_h ep;           /* NULL until first use */
-    _Atomic int failure;   /* ucs_status_t from the error callback; UCS_OK while healthy */
+    ucp_ep_h ep;         /* NULL until first use */
+    _Atomic int failure; /* ucs_status_t from the error callback; UCS_OK while healthy */
     int rank;
     size_t address_offset; /* in tp_ucx.addresses */
     char host[TP_UCX_HOST_BYTES];
@@ -239,9 +238,10 @@ static hora_status_t tp_ucx_exchange(struct tp_ucx *s, MPI_Comm world, const str
     }
     if (missing >= 0) {
         /* Our own failure was logged where it happened. */
-        status = card->address_bytes < 0 ? HORA_ERR_TRANSPORT
-                                         : status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d (%s) could not open UCX",
-                                                       missing, cards[missing].host);
+        status = card->address_bytes < 0
+                     ? HORA_ERR_TRANSPORT
+                     : status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d (%s) could not open UCX", missing,
+                                   cards[missing].host);
         goto out;
     }
     if (total > INT_MAX) {
@@ -374,8 +374,7 @@ static hora_status_t tp_ucx_irecv(struct tp *tp, int peer, void *buf, size_t byt
     if (tag < 0) return status_fail(HORA_ERR_INVALID_ARG, "ucx transport: negative tag %d", tag);
     /* Receives match on the worker; the endpoint is for noticing the peer die. */
     HORA_CHECK(tp_ucx_endpoint(s, peer, &ep));
-    return tp_ucx_track(s,
-                        ucp_tag_recv_nbx(s->worker, buf, bytes, TP_UCX_TAG(peer, tag), TP_UCX_TAG_MASK, &param),
+    return tp_ucx_track(s, ucp_tag_recv_nbx(s->worker, buf, bytes, TP_UCX_TAG(peer, tag), TP_UCX_TAG_MASK, &param),
                         peer, 1, req);
 }
 
@@ -425,7 +424,8 @@ static hora_status_t tp_ucx_wait(struct tp *tp, int peer, struct tp_req *req)
         double waited = tp_ucx_now() - start;
         if (waited > s->timeout_s) {
             tp_ucx_cancel_pending(s);
-            return status_blame(status_fail(HORA_ERR_TIMEOUT, "ucx transport: rank %d heard nothing from rank %d "
+            return status_blame(status_fail(HORA_ERR_TIMEOUT,
+                                            "ucx transport: rank %d heard nothing from rank %d "
                                             "(%s) for %.1f s (HORA_TIMEOUT_S)",
                                             s->rank, p->rank, p->host, s->timeout_s),
                                 p->rank);

@@ -21,14 +21,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                                                      \
-    do {                                                                                                      \
-        if (!(cond)) {                                                                                        \
-            fprintf(stdout, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                                   \
-            fprintf(stdout, __VA_ARGS__);                                                                     \
-            fputc('\n', stdout);                                                                              \
-            failures++;                                                                                       \
-        }                                                                                                     \
+#define CHECK(cond, ...)                                                    \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stdout, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stdout, __VA_ARGS__);                                   \
+            fputc('\n', stdout);                                            \
+            failures++;                                                     \
+        }                                                                   \
     } while (0)
 
 /* Everything a parse can fill. */
@@ -50,8 +50,7 @@ static int even_option(const char *text, void *dest)
 {
     char *end;
     long v = strtol(text, &end, 10);
-    if (*end != '\0' || end == text || v % 2 != 0)
-        return -1;
+    if (*end != '\0' || end == text || v % 2 != 0) return -1;
     *(int *)dest = (int)v;
     return 0;
 }
@@ -60,22 +59,70 @@ static opts_t opts;
 static const bench_cli_option_t table[] = {
     BENCH_CLI_ITERS(&opts.iters, "20", "timed calls"),
     BENCH_CLI_WARMUP(&opts.warmup, "5", "untimed calls before them"),
-    {.long_name = "check", .short_name = 'c', .kind = BENCH_CLI_INT, .dest = &opts.check, .value = "1", .min = 0,
-     .max = 1, .expect = "0 or 1", .help = "check the results"},
-    {.long_name = "bytes", .short_name = 'b', .kind = BENCH_CLI_SIZE, .dest = &opts.bytes, .value = "4K", .min = 1,
-     .max = 0x1p40, .value_name = "SIZE", .help = "a size"},
-    {.long_name = "seconds", .kind = BENCH_CLI_DOUBLE, .dest = &opts.seconds, .value = "2.5", .min = 0, .max = 60,
-     .open_min = 1, .value_name = "S", .help = "a time"},
-    {.long_name = "colour", .kind = BENCH_CLI_CHOICE, .dest = &opts.choice, .value = "green", .choices = colours,
+    {.long_name = "check",
+     .short_name = 'c',
+     .kind = BENCH_CLI_INT,
+     .dest = &opts.check,
+     .value = "1",
+     .min = 0,
+     .max = 1,
+     .expect = "0 or 1",
+     .help = "check the results"},
+    {.long_name = "bytes",
+     .short_name = 'b',
+     .kind = BENCH_CLI_SIZE,
+     .dest = &opts.bytes,
+     .value = "4K",
+     .min = 1,
+     .max = 0x1p40,
+     .value_name = "SIZE",
+     .help = "a size"},
+    {.long_name = "seconds",
+     .kind = BENCH_CLI_DOUBLE,
+     .dest = &opts.seconds,
+     .value = "2.5",
+     .min = 0,
+     .max = 60,
+     .open_min = 1,
+     .value_name = "S",
+     .help = "a time"},
+    {.long_name = "colour",
+     .kind = BENCH_CLI_CHOICE,
+     .dest = &opts.choice,
+     .value = "green",
+     .choices = colours,
      .help = "a choice"},
-    {.long_name = "name", .kind = BENCH_CLI_STRING, .dest = &opts.name, .value = "hora", .value_name = "NAME",
+    {.long_name = "name",
+     .kind = BENCH_CLI_STRING,
+     .dest = &opts.name,
+     .value = "hora",
+     .value_name = "NAME",
      .help = "a string"},
-    {.long_name = "even", .kind = BENCH_CLI_CUSTOM, .dest = &opts.custom, .parse = even_option, .value = "2",
-     .expect = "an even integer", .value_name = "N", .help = "parsed by the benchmark"},
-    {.long_name = "sizes", .kind = BENCH_CLI_SIZE, .dest = opts.sizes, .list_count = &opts.size_count,
-     .list_max = 4, .value_name = "LIST", .help = "a list of sizes"},
-    {.long_name = "sweep", .kind = BENCH_CLI_INT, .dest = opts.ints, .list_count = &opts.int_count, .list_max = 3,
-     .min = 1, .max = 9, .value_name = "LIST", .default_note = "1,2", .help = "a list of integers"},
+    {.long_name = "even",
+     .kind = BENCH_CLI_CUSTOM,
+     .dest = &opts.custom,
+     .parse = even_option,
+     .value = "2",
+     .expect = "an even integer",
+     .value_name = "N",
+     .help = "parsed by the benchmark"},
+    {.long_name = "sizes",
+     .kind = BENCH_CLI_SIZE,
+     .dest = opts.sizes,
+     .list_count = &opts.size_count,
+     .list_max = 4,
+     .value_name = "LIST",
+     .help = "a list of sizes"},
+    {.long_name = "sweep",
+     .kind = BENCH_CLI_INT,
+     .dest = opts.ints,
+     .list_count = &opts.int_count,
+     .list_max = 3,
+     .min = 1,
+     .max = 9,
+     .value_name = "LIST",
+     .default_note = "1,2",
+     .help = "a list of integers"},
     {.long_name = "print-config", .kind = BENCH_CLI_FLAG, .dest = &opts.flag, .help = "a flag"},
     BENCH_CLI_JSON(&opts.json, "write JSON"),
     {0},
@@ -97,8 +144,7 @@ static bench_cli_result_t parse_list(int rank, const char *first, va_list args)
 {
     char *argv[32] = {"test-bench"};
     int argc = 1;
-    for (const char *w = first; w != NULL && argc < 31; w = va_arg(args, const char *))
-        argv[argc++] = (char *)w;
+    for (const char *w = first; w != NULL && argc < 31; w = va_arg(args, const char *)) argv[argc++] = (char *)w;
 
     char rank_text[16];
     snprintf(rank_text, sizeof(rank_text), "%d", rank);
@@ -172,8 +218,8 @@ static void test_values(void)
     CHECK(opts.choice == 2, "%d", opts.choice);
     CHECK(opts.name && strcmp(opts.name, "x") == 0, "name %s", opts.name ? opts.name : "(none)");
     CHECK(opts.custom == -4, "%d", opts.custom);
-    CHECK(opts.size_count == 3 && opts.sizes[0] == 0 && opts.sizes[1] == 4096 && opts.sizes[2] == (size_t)1 << 30,
-          "%d", opts.size_count);
+    CHECK(opts.size_count == 3 && opts.sizes[0] == 0 && opts.sizes[1] == 4096 && opts.sizes[2] == (size_t)1 << 30, "%d",
+          opts.size_count);
     CHECK(opts.int_count == 3 && opts.ints[0] == 3 && opts.ints[1] == 9 && opts.ints[2] == 1, "%d", opts.int_count);
     CHECK(opts.flag == 1 && opts.json && strcmp(opts.json, "out.json") == 0, "%d", opts.flag);
     /* The last of a repeated flag wins; a unique prefix names its flag. */
@@ -189,8 +235,7 @@ static void bad_value(const char *flag, const char *value, const char *label, co
     char want[256];
     CHECK(PARSE(flag, value) == BENCH_CLI_ERROR, "%s %s accepted", flag, value);
     snprintf(want, sizeof(want), "test-bench: bad value for %s: '%s' (", label, value);
-    CHECK(strncmp(captured, want, strlen(want)) == 0, "%s %s: got \"%s\", want \"%s...\"", flag, value, captured,
-          want);
+    CHECK(strncmp(captured, want, strlen(want)) == 0, "%s %s: got \"%s\", want \"%s...\"", flag, value, captured, want);
     CHECK(strstr(captured, expect) != NULL, "%s: \"%s\" lacks \"%s\"", flag, captured, expect);
     CHECK(strchr(captured, '\n') == captured + strlen(captured) - 1, "one line: %s", captured);
 }
@@ -312,8 +357,8 @@ static void test_table(void)
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
     for (int indent = 0; indent < 2; indent++) {
-        bench_table_t table = {.out = out, .columns = columns, .column_count = 4, .indent = indent ? " " : "",
-                               .comment = 1};
+        bench_table_t table = {
+            .out = out, .columns = columns, .column_count = 4, .indent = indent ? " " : "", .comment = 1};
         bench_table_header(&table);
         bench_table_text(&table, "default");
         bench_table_cell(&table, "%d", 4096);

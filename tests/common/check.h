@@ -42,13 +42,13 @@ static inline void check_report(const char *file, int line, const char *fmt, ...
     va_end(ap);
 }
 
-#define CHECK(cond, ...)                                                                                     \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            check_report(__FILE__, __LINE__, __VA_ARGS__);                                                   \
-        }                                                                                                    \
+#define CHECK(cond, ...)                                   \
+    do {                                                   \
+        checks++;                                          \
+        if (!(cond)) {                                     \
+            failures++;                                    \
+            check_report(__FILE__, __LINE__, __VA_ARGS__); \
+        }                                                  \
     } while (0)
 
 #endif

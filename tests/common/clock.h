@@ -20,7 +20,8 @@ static inline double test_now_s(void)
 static inline void test_sleep_s(double s)
 {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
 }
 
 #endif

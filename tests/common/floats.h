@@ -52,8 +52,7 @@ static inline double test_float_ulp(k_dtype_t dt, double v)
     int e = min_exp + 1;
     if (v != 0) {
         frexp(fabs(v), &e); /* |v| in [2^(e-1), 2^e) */
-        if (e - 1 < min_exp)
-            e = min_exp + 1;
+        if (e - 1 < min_exp) e = min_exp + 1;
     }
     return ldexp(1.0, e - bits);
 }
@@ -62,10 +61,8 @@ static inline double test_float_ulp(k_dtype_t dt, double v)
  * NaN only with NaN, an infinity only with the same infinity. */
 static inline int test_float_within(double got, double want, double ulp, double abs_bound)
 {
-    if (isnan(want) || isnan(got))
-        return isnan(want) && isnan(got);
-    if (isinf(want) || isinf(got))
-        return got == want;
+    if (isnan(want) || isnan(got)) return isnan(want) && isnan(got);
+    if (isinf(want) || isinf(got)) return got == want;
     return fabs(got - want) <= ulp + abs_bound;
 }
 

@@ -46,16 +46,10 @@ static inline uint64_t test_rng_u64(test_rng_t *rng)
 
 /* Uniform-enough integer in [0, n), n >= 1: one draw modulo n (the bias,
  * below n / 2^64, does not matter for picking test inputs). */
-static inline uint32_t test_rng_below(test_rng_t *rng, uint32_t n)
-{
-    return (uint32_t)(test_rng_u64(rng) % n);
-}
+static inline uint32_t test_rng_below(test_rng_t *rng, uint32_t n) { return (uint32_t)(test_rng_u64(rng) % n); }
 
 /* Double in [0, 1) with 53 random bits (every value a multiple of 2^-53). */
-static inline double test_rng_unit(test_rng_t *rng)
-{
-    return (double)(test_rng_u64(rng) >> 11) * 0x1p-53;
-}
+static inline double test_rng_unit(test_rng_t *rng) { return (double)(test_rng_u64(rng) >> 11) * 0x1p-53; }
 
 /* Random access instead of a stream: a value in [-1, 1) that depends only
  * on (seed, i), from a splitmix64-style mix of the two (53 bits, then

@@ -23,16 +23,14 @@ static inline void test_ref_xent_row(const float *z, int k, int label, float smo
 {
     double max = z[0];
     for (int j = 1; j < k; j++)
-        if (z[j] > max)
-            max = z[j];
+        if (z[j] > max) max = z[j];
     double sum = 0.0, sum_z = 0.0;
     for (int j = 0; j < k; j++) {
         sum += exp((double)z[j] - max);
         sum_z += z[j];
     }
     double lse = max + log(sum), s = smoothing;
-    if (loss != NULL)
-        *loss = (1.0 - s) * (lse - z[label]) + s * (lse - sum_z / k);
+    if (loss != NULL) *loss = (1.0 - s) * (lse - z[label]) + s * (lse - sum_z / k);
     for (int j = 0; j < k; j++) {
         double target = s / k + (j == label ? 1.0 - s : 0.0);
         g[j] = (exp((double)z[j] - lse) - target) / n * (double)grad_scale;

@@ -91,9 +91,12 @@ static int parse_size(const char *flag, const char *s, size_t *out)
     errno = 0;
     double v = strtod(s, &end);
     double unit = 1;
-    if (*end == 'K' || *end == 'k') unit = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm') unit = 1024.0 * 1024.0, end++;
-    else if (*end == 'G' || *end == 'g') unit = 1024.0 * 1024.0 * 1024.0, end++;
+    if (*end == 'K' || *end == 'k')
+        unit = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        unit = 1024.0 * 1024.0, end++;
+    else if (*end == 'G' || *end == 'g')
+        unit = 1024.0 * 1024.0 * 1024.0, end++;
     if (errno || end == s || *end || !(v >= 0) || v * unit > 64.0 * 1024 * 1024 * 1024) {
         fprintf(stderr, "hora-sim: %s %s: want a size from 0 to 64G (K/M/G suffixes)\n", flag, s);
         return -1;

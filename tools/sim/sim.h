@@ -113,8 +113,8 @@ struct sim_tensor {
  * rank). traffic (may be NULL) accumulates. HORA_ERR_NO_MEMORY,
  * HORA_ERR_INVALID_ARG for an unknown algo. */
 hora_status_t sim_exchange_time(const struct sim_topo *t, sim_algo_t algo, size_t bytes,
-                                const struct sim_tensor *tensors, int n, size_t elem_bytes,
-                                struct sim_traffic *traffic, double *time_out);
+                                const struct sim_tensor *tensors, int n, size_t elem_bytes, struct sim_traffic *traffic,
+                                double *time_out);
 
 /* The parameter-server schedules' two stages (push with MXNet's node
  * reduce, pull with its broadcast): stage_s[0], stage_s[1]; as
@@ -133,7 +133,7 @@ hora_status_t sim_ring_time(const struct sim_topo *t, const int *ranks, int n, s
 struct sim_coord {
     size_t fusion_threshold; /* bytes; 0: no fusion */
     double cycle_time_s;
-    double skew_s;           /* how much later than the first rank the last submits a tensor */
+    double skew_s; /* how much later than the first rank the last submits a tensor */
 };
 
 /* Per-layer backward times: from FLOPs and a throughput, or measured. */
@@ -141,8 +141,8 @@ struct sim_model {
     char name[32];
     tr_param_desc_t *params; /* backprop order (tr_model_describe) */
     int count;
-    size_t elem_bytes;       /* gradient dtype */
-    double *backward_s;      /* per parameter: its share of backward, ending when it is ready */
+    size_t elem_bytes;  /* gradient dtype */
+    double *backward_s; /* per parameter: its share of backward, ending when it is ready */
     double forward_s;
 };
 
@@ -179,7 +179,7 @@ struct sim_result {
 
 /* Simulate one steady-state step (response cache warm) of batch images per
  * rank. HORA_ERR_NO_MEMORY. */
-hora_status_t sim_step(const struct sim_topo *t, const struct sim_model *m, const struct sim_coord *c,
-                       sim_algo_t algo, int batch, struct sim_result *out);
+hora_status_t sim_step(const struct sim_topo *t, const struct sim_model *m, const struct sim_coord *c, sim_algo_t algo,
+                       int batch, struct sim_result *out);
 
 #endif

@@ -62,8 +62,7 @@ static struct sim_place *coll_places(const struct sim_topo *t, int servers, int 
     const int ranks = coll_ranks(t);
     struct sim_place *p = malloc((size_t)(ranks + servers) * sizeof(*p));
     if (!p) return NULL;
-    for (int r = 0; r < ranks; r++)
-        p[r] = (struct sim_place){r / t->ranks_per_node, r % t->ranks_per_node % t->nics};
+    for (int r = 0; r < ranks; r++) p[r] = (struct sim_place){r / t->ranks_per_node, r % t->ranks_per_node % t->nics};
     for (int s = 0; s < servers; s++)
         p[ranks + s] = (struct sim_place){server_node0 + s / servers_per_node, s % servers_per_node % t->nics};
     return p;
@@ -140,8 +139,8 @@ static hora_status_t coll_hier(const struct sim_topo *t, size_t count, size_t el
     hora_status_t status = HORA_ERR_NO_MEMORY;
     if (node_rings && cross_rings && node_counts && shards && places) {
         for (int r = 0; r < n; r++) {
-            node_rings[r] = r;                                           /* ring r / local: node r / local */
-            cross_rings[(r % local) * nodes + r / local] = r;            /* ring i: local rank i of every node */
+            node_rings[r] = r;                                /* ring r / local: node r / local */
+            cross_rings[(r % local) * nodes + r / local] = r; /* ring i: local rank i of every node */
         }
         for (int k = 0; k < nodes; k++) node_counts[k] = count;
         for (int i = 0; i < local; i++) {
@@ -151,8 +150,8 @@ static hora_status_t coll_hier(const struct sim_topo *t, size_t count, size_t el
         double rs = 0.0, cross = 0.0, ag = 0.0;
         status = coll_rings(t, places, nodes, local, node_rings, node_counts, elem_bytes, local - 1, traffic, &rs);
         if (status == HORA_OK)
-            status = coll_rings(t, places, local, nodes, cross_rings, shards, elem_bytes, 2 * (nodes - 1), traffic,
-                                &cross);
+            status =
+                coll_rings(t, places, local, nodes, cross_rings, shards, elem_bytes, 2 * (nodes - 1), traffic, &cross);
         if (status == HORA_OK)
             status = coll_rings(t, places, nodes, local, node_rings, node_counts, elem_bytes, local - 1, traffic, &ag);
         if (status == HORA_OK) *time_out = rs + cross + ag;
@@ -278,8 +277,8 @@ hora_status_t sim_ps_stages(const struct sim_topo *t, sim_algo_t algo, size_t by
 }
 
 hora_status_t sim_exchange_time(const struct sim_topo *t, sim_algo_t algo, size_t bytes,
-                                const struct sim_tensor *tensors, int n, size_t elem_bytes,
-                                struct sim_traffic *traffic, double *time_out)
+                                const struct sim_tensor *tensors, int n, size_t elem_bytes, struct sim_traffic *traffic,
+                                double *time_out)
 {
     if (coll_ranks(t) == 1) {
         *time_out = 0.0;

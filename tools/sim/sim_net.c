@@ -159,8 +159,7 @@ hora_status_t sim_phase_time(const struct sim_topo *t, const struct sim_place *p
             for (int l = 0; l < links; l++)
                 if (wsum[l] > 0.0 && cap[l] / wsum[l] < share) share = cap[l] / wsum[l];
             if (share == INFINITY) break;
-            for (int l = 0; l < links; l++)
-                load[l] = wsum[l] > 0.0 && cap[l] / wsum[l] <= share * (1.0 + 1e-12);
+            for (int l = 0; l < links; l++) load[l] = wsum[l] > 0.0 && cap[l] / wsum[l] <= share * (1.0 + 1e-12);
             for (int f = 0; f < count; f++) {
                 if (state[f] != 0 || !(load[path[2 * f]] || load[path[2 * f + 1]])) continue;
                 rate[f] = share;

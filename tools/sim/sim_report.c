@@ -9,8 +9,8 @@
 
 #include "sim_report.h"
 
-const size_t sim_sweep_thresholds[SIM_SWEEP_THRESHOLDS] = {
-    0, 1 << 20, 2 << 20, 4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20, (size_t)128 << 20};
+const size_t sim_sweep_thresholds[SIM_SWEEP_THRESHOLDS] = {0,        1 << 20,  2 << 20,  4 << 20,          8 << 20,
+                                                           16 << 20, 32 << 20, 64 << 20, (size_t)128 << 20};
 const double sim_sweep_cycles_ms[SIM_SWEEP_CYCLES] = {0.25, 0.5, 1, 2, 5};
 
 int sim_options_preset(struct sim_options *o, const char *name)
@@ -54,8 +54,8 @@ struct sim_topo sim_topo_resize(const struct sim_topo *t, int nodes, int ranks_p
     return r;
 }
 
-int sim_point(const struct sim_options *o, struct sim_model *m, const struct sim_topo *t, sim_algo_t algo,
-              double img_s, const struct sim_coord *c, struct sim_result *r)
+int sim_point(const struct sim_options *o, struct sim_model *m, const struct sim_topo *t, sim_algo_t algo, double img_s,
+              const struct sim_coord *c, struct sim_result *r)
 {
     if (!o->profile) sim_model_set_throughput(m, o->batch, img_s);
     hora_status_t status = sim_step(t, m, c, algo, o->batch, r);
@@ -150,8 +150,7 @@ static void report_row(FILE *out, sim_algo_t algo, const struct sim_topo *t, con
 {
     fprintf(out, " %-13s %5d %5d %9.2f %9.2f %9.2f %9.2f %6.1f%% %10.0f %5.1f%% %9.1f %6d\n", sim_algo_name(algo),
             t->nodes * t->ranks_per_node, t->nodes, r->step_s * 1e3, r->compute_s * 1e3, r->comm_s * 1e3,
-            r->exposed_s * 1e3, 100 * r->overlap, r->img_s, 100 * r->efficiency, r->nic_bytes / 1e6,
-            r->responses);
+            r->exposed_s * 1e3, 100 * r->overlap, r->img_s, 100 * r->efficiency, r->nic_bytes / 1e6, r->responses);
 }
 
 static void json_result(FILE *j, const struct sim_topo *t, sim_algo_t algo, const struct sim_result *r)
@@ -161,8 +160,8 @@ static void json_result(FILE *j, const struct sim_topo *t, sim_algo_t algo, cons
             "\"comm_ms\": %.6g, \"exposed_ms\": %.6g, \"overlap\": %.6g, \"img_s\": %.6g, \"efficiency\": %.6g, "
             "\"nic_bytes_per_step\": %.6g, \"responses\": %d, \"cycles\": %d}",
             sim_algo_name(algo), t->nodes * t->ranks_per_node, t->nodes, r->step_s * 1e3, r->compute_s * 1e3,
-            r->comm_s * 1e3, r->exposed_s * 1e3, r->overlap, r->img_s, r->efficiency, r->nic_bytes,
-            r->responses, r->cycles);
+            r->comm_s * 1e3, r->exposed_s * 1e3, r->overlap, r->img_s, r->efficiency, r->nic_bytes, r->responses,
+            r->cycles);
 }
 
 #define RUN_MAX_POINTS 32
@@ -176,8 +175,9 @@ int sim_report_run(const struct sim_options *o, struct sim_model *m)
     }
     report_header(o, m, stdout);
     report_row_header(stdout);
-    if (j) fprintf(j, "{\"model\": \"%s\", \"batch\": %d, \"img_s_per_gpu\": %.6g, \"scaling\": [", m->name, o->batch,
-                   o->img_s);
+    if (j)
+        fprintf(j, "{\"model\": \"%s\", \"batch\": %d, \"img_s_per_gpu\": %.6g, \"scaling\": [", m->name, o->batch,
+                o->img_s);
     /* 1 GPU, then 1, 2, 4, ... nodes and the full size. */
     int nodes[RUN_MAX_POINTS], points = 0;
     for (int n = 1; n < o->topo.nodes && points < RUN_MAX_POINTS - 2; n *= 2) nodes[points++] = n;
@@ -188,8 +188,8 @@ int sim_report_run(const struct sim_options *o, struct sim_model *m)
     for (int a = 0; a < SIM_ALGO_COUNT && !rc; a++) {
         if (!o->all_algos && a != (int)o->algo) continue;
         for (int p = -1; p < points && !rc; p++) {
-            struct sim_topo t = p < 0 ? sim_topo_resize(&o->topo, 1, 1)
-                                      : sim_topo_resize(&o->topo, nodes[p], o->topo.ranks_per_node);
+            struct sim_topo t =
+                p < 0 ? sim_topo_resize(&o->topo, 1, 1) : sim_topo_resize(&o->topo, nodes[p], o->topo.ranks_per_node);
             struct sim_result r;
             rc = sim_point(o, m, &t, (sim_algo_t)a, o->img_s, &o->coord, &r);
             if (rc) break;
@@ -209,8 +209,8 @@ int sim_report_run(const struct sim_options *o, struct sim_model *m)
 
     /* The settings sweep at full size, for hora's schedules. */
     const sim_algo_t sweep = o->all_algos || o->algo == SIM_ALGO_HIER ? SIM_ALGO_HIER
-                             : o->algo == SIM_ALGO_RING           ? SIM_ALGO_RING
-                                                                  : SIM_ALGO_COUNT;
+                             : o->algo == SIM_ALGO_RING               ? SIM_ALGO_RING
+                                                                      : SIM_ALGO_COUNT;
     if (!rc && sweep != SIM_ALGO_COUNT && o->topo.nodes * o->topo.ranks_per_node > 1) {
         struct sim_coord c = o->coord;
         double tx[SIM_SWEEP_THRESHOLDS], ty[SIM_SWEEP_THRESHOLDS];
@@ -227,8 +227,9 @@ int sim_report_run(const struct sim_options *o, struct sim_model *m)
                    100 * r.efficiency, r.responses);
             tx[i] = fmax((double)(c.fusion_threshold >> 20), 0.5);
             ty[i] = r.step_s * 1e3;
-            if (j) fprintf(j, "%s{\"fusion_threshold\": %zu, \"step_ms\": %.6g}", i ? ", " : "", c.fusion_threshold,
-                           r.step_s * 1e3);
+            if (j)
+                fprintf(j, "%s{\"fusion_threshold\": %zu, \"step_ms\": %.6g}", i ? ", " : "", c.fusion_threshold,
+                        r.step_s * 1e3);
         }
         struct sim_best best;
         if (!rc) rc = sim_best_settings(o, m, &o->topo, sweep, o->img_s, &best);
@@ -236,8 +237,9 @@ int sim_report_run(const struct sim_options *o, struct sim_model *m)
             printf("# best: fusion threshold %zu MiB, cycle %.2f ms: step %.2f ms, %.0f img/s, efficiency %.1f%%\n",
                    best.fusion_threshold >> 20, best.cycle_time_s * 1e3, best.result.step_s * 1e3, best.result.img_s,
                    100 * best.result.efficiency);
-            if (j) fprintf(j, "], \"best\": {\"fusion_threshold\": %zu, \"cycle_time_ms\": %.6g, \"step_ms\": %.6g}",
-                           best.fusion_threshold, best.cycle_time_s * 1e3, best.result.step_s * 1e3);
+            if (j)
+                fprintf(j, "], \"best\": {\"fusion_threshold\": %zu, \"cycle_time_ms\": %.6g, \"step_ms\": %.6g}",
+                        best.fusion_threshold, best.cycle_time_s * 1e3, best.result.step_s * 1e3);
             if (o->plot_dir) {
                 struct sim_series s = {"step time", SIM_SWEEP_THRESHOLDS, tx, ty};
                 rc = sim_plot(o->plot_dir, "run-fusion.png", "step time against fusion threshold (0 plotted at 0.5)",

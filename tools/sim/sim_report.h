@@ -37,8 +37,8 @@ struct sim_topo sim_topo_resize(const struct sim_topo *t, int nodes, int ranks_p
 
 /* One step of m on t at img_s per GPU (unless m holds profiled times:
  * o->profile), with the coordinator c. -1 with a message on failure. */
-int sim_point(const struct sim_options *o, struct sim_model *m, const struct sim_topo *t, sim_algo_t algo,
-              double img_s, const struct sim_coord *c, struct sim_result *r);
+int sim_point(const struct sim_options *o, struct sim_model *m, const struct sim_topo *t, sim_algo_t algo, double img_s,
+              const struct sim_coord *c, struct sim_result *r);
 
 /* The fusion threshold, then the cycle time, that give the shortest step
  * over the sweeps below; o's setting stays when its step is within 0.2% of

@@ -201,8 +201,7 @@ static hora_status_t step_hora(const struct sim_topo *t, const struct sim_model 
             const struct coord_response *r = &list.items[i];
             double s = 0.0;
             step_tensors(m, r, tensors);
-            status = sim_exchange_time(t, algo, coord_fuse_bytes(r), tensors, r->ntensors,
-                                       m->elem_bytes, traffic, &s);
+            status = sim_exchange_time(t, algo, coord_fuse_bytes(r), tensors, r->ntensors, m->elem_bytes, traffic, &s);
             t_end += s;
             res->comm_s += s;
             res->responses++;
@@ -219,8 +218,8 @@ static hora_status_t step_hora(const struct sim_topo *t, const struct sim_model 
  * stages: its push starts when every rank has it and the previous push has
  * ended, its pull when its push and the previous pull have. */
 static hora_status_t step_ps(const struct sim_topo *t, const struct sim_model *m, const struct sim_coord *c,
-                             sim_algo_t algo, const double *ready, struct sim_traffic *traffic,
-                             struct sim_result *res, double *end_s)
+                             sim_algo_t algo, const double *ready, struct sim_traffic *traffic, struct sim_result *res,
+                             double *end_s)
 {
     double push_end = 0.0, pull_end = 0.0;
     for (int i = 0; i < m->count; i++) {
@@ -238,8 +237,8 @@ static hora_status_t step_ps(const struct sim_topo *t, const struct sim_model *m
     return HORA_OK;
 }
 
-hora_status_t sim_step(const struct sim_topo *t, const struct sim_model *m, const struct sim_coord *c,
-                       sim_algo_t algo, int batch, struct sim_result *out)
+hora_status_t sim_step(const struct sim_topo *t, const struct sim_model *m, const struct sim_coord *c, sim_algo_t algo,
+                       int batch, struct sim_result *out)
 {
     struct sim_result res = {0};
     struct sim_traffic traffic = {0};

@@ -180,15 +180,15 @@ static void study_links_enough(struct study *s)
     const double nic = o->topo.nic.bandwidth / SIM_GBIT;
     const double limit = study_speed_limit(s, nic);
     if (s->rc) return;
-    printf("# %.0f Gbit/s stays at >= %.0f%% efficiency at 64 GPUs up to %.0f img/s per GPU\n", nic,
-           100 * STUDY_ENOUGH, limit);
+    printf("# %.0f Gbit/s stays at >= %.0f%% efficiency at 64 GPUs up to %.0f img/s per GPU\n", nic, 100 * STUDY_ENOUGH,
+           limit);
     if (s->j) fprintf(s->j, ", \"enough_up_to_img_s\": %.6g, \"link_needed\": [", limit);
     for (int v = 0; v < STUDY_SPEEDS && !s->rc; v++) {
         double need = study_link_needed(s, study_speeds[v]);
         printf("# %.0f img/s per GPU needs %.1f Gbit/s per node for %.0f%%\n", study_speeds[v], need,
                100 * STUDY_ENOUGH);
-        if (s->j) fprintf(s->j, "%s{\"img_s_per_gpu\": %.6g, \"link_gbit\": %.6g}", v ? ", " : "", study_speeds[v],
-                          need);
+        if (s->j)
+            fprintf(s->j, "%s{\"img_s_per_gpu\": %.6g, \"link_gbit\": %.6g}", v ? ", " : "", study_speeds[v], need);
     }
     if (s->j) fprintf(s->j, "]");
     if (!s->rc && o->plot_dir &&
@@ -315,8 +315,7 @@ static void study_h200(struct study *s)
     struct sim_series series[2];
     printf("\n## 4. the h200 preset: %d GPUs per node, %d x %.0f Gbit/s NICs per node, NVLink %.0f GB/s per GPU, "
            "%.0f img/s per GPU, best settings\n",
-           h.topo.ranks_per_node, h.topo.nics, h.topo.nic.bandwidth / SIM_GBIT, h.topo.intra.bandwidth / 1e9,
-           h.img_s);
+           h.topo.ranks_per_node, h.topo.nics, h.topo.nic.bandwidth / SIM_GBIT, h.topo.intra.bandwidth / 1e9, h.img_s);
     printf("#%5s %12s %6s %12s %6s %8s %8s\n", "gpus", "hier_img/s", "eff", "ring_img/s", "eff", "fusion", "cycle");
     if (s->j) fprintf(s->j, ", \"h200\": [");
     for (int g = 0; g < STUDY_H200 && !s->rc; g++) {
@@ -359,8 +358,8 @@ int sim_report_study(const struct sim_options *o, struct sim_model *m)
     }
     printf("# hora-sim --study: %s, batch %d per GPU, %s gradients; %d GPUs per node, NVLink %.0f GB/s per GPU, "
            "%d x %.0f Gbit/s NIC per node; skew %.0f us\n",
-           m->name, o->batch, m->elem_bytes == 2 ? "f16" : "f32", o->topo.ranks_per_node,
-           o->topo.intra.bandwidth / 1e9, o->topo.nics, o->topo.nic.bandwidth / SIM_GBIT, o->coord.skew_s * 1e6);
+           m->name, o->batch, m->elem_bytes == 2 ? "f16" : "f32", o->topo.ranks_per_node, o->topo.intra.bandwidth / 1e9,
+           o->topo.nics, o->topo.nic.bandwidth / SIM_GBIT, o->coord.skew_s * 1e6);
     if (s.j) fprintf(s.j, "{");
     study_reference(&s);
     study_links_enough(&s);

@@ -36,11 +36,9 @@ const int tr_cpu_layout_blocks[] = {0, 1, 8, 16, -1};
 
 const struct tr_backend_ops *tr_backend_find(const char *name)
 {
-    if (name == NULL)
-        return NULL;
+    if (name == NULL) return NULL;
     for (size_t i = 0; i < TR_BACKEND_COUNT; i++)
-        if (strcmp(tr_backends[i]->name, name) == 0)
-            return tr_backends[i];
+        if (strcmp(tr_backends[i]->name, name) == 0) return tr_backends[i];
     return NULL;
 }
 
@@ -49,15 +47,13 @@ const char *tr_backend_names(void)
     static char names[64];
     if (names[0] == '\0')
         for (size_t i = 0; i < TR_BACKEND_COUNT; i++)
-            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "",
-                     tr_backends[i]->name);
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? ", " : "", tr_backends[i]->name);
     return names;
 }
 
 int tr_backend_known(const char *name)
 {
     for (size_t i = 0; name && i < sizeof(tr_backend_all_names) / sizeof(tr_backend_all_names[0]); i++)
-        if (strcmp(tr_backend_all_names[i], name) == 0)
-            return 1;
+        if (strcmp(tr_backend_all_names[i], name) == 0) return 1;
     return 0;
 }

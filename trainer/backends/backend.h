@@ -177,8 +177,7 @@ struct tr_backend_ops {
      * tensor of the same shape (NCHW) into t, tensor_export t into one;
      * src/dst->n may be smaller than t's (a batch prefix: the first n
      * samples), never larger. */
-    hora_status_t (*tensor_alloc)(tr_backend_t *backend, int n, int c, int h, int w, tr_dtype_t dtype,
-                                  tr_tensor_t *t);
+    hora_status_t (*tensor_alloc)(tr_backend_t *backend, int n, int c, int h, int w, tr_dtype_t dtype, tr_tensor_t *t);
     void (*tensor_free)(tr_backend_t *backend, tr_tensor_t *t);
     hora_status_t (*tensor_import)(tr_backend_t *backend, const tr_tensor_t *host_nchw, tr_tensor_t *t);
     hora_status_t (*tensor_export)(tr_backend_t *backend, const tr_tensor_t *t, tr_tensor_t *host_nchw);
@@ -192,8 +191,8 @@ struct tr_backend_ops {
      * the normalisation on the compute stream after it): pixels must stay
      * unchanged until the backend next synchronizes (synchronize, or a
      * download); from host_alloc memory the copy runs without staging. */
-    hora_status_t (*input_import)(tr_backend_t *backend, const tr_tensor_t *pixels, const float *mean,
-                                  const float *std, tr_tensor_t *t);
+    hora_status_t (*input_import)(tr_backend_t *backend, const tr_tensor_t *pixels, const float *mean, const float *std,
+                                  tr_tensor_t *t);
     /* Host memory the backend copies from and to fastest (cuda: pinned;
      * cpu: 64-byte aligned malloc), for input batches; zeroed. */
     hora_status_t (*host_alloc)(tr_backend_t *backend, size_t bytes, void **ptr_out);
@@ -215,14 +214,13 @@ struct tr_backend_ops {
      * PyTorch does). forward_infer uses the running statistics. */
     hora_status_t (*bn_create)(tr_backend_t *backend, const tr_bn_desc_t *desc, tr_layer_t **layer_out);
     hora_status_t (*bn_forward_train)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
-                                      const tr_tensor_t *beta, tr_tensor_t *running_mean,
-                                      tr_tensor_t *running_var, tr_tensor_t *y);
+                                      const tr_tensor_t *beta, tr_tensor_t *running_mean, tr_tensor_t *running_var,
+                                      tr_tensor_t *y);
     hora_status_t (*bn_forward_infer)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
                                       const tr_tensor_t *beta, const tr_tensor_t *running_mean,
                                       const tr_tensor_t *running_var, tr_tensor_t *y);
     hora_status_t (*bn_backward)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                 const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma,
-                                 tr_tensor_t *dbeta);
+                                 const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
 
     /* Pooling (max with its argmax kept for backward at the same batch
      * size; global average). */
@@ -231,8 +229,7 @@ struct tr_backend_ops {
     hora_status_t (*pool_backward)(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
 
     /* Fully connected layer; y, dy are plain (N, c_out). */
-    hora_status_t (*linear_create)(tr_backend_t *backend, const tr_linear_desc_t *desc,
-                                   tr_layer_t **layer_out);
+    hora_status_t (*linear_create)(tr_backend_t *backend, const tr_linear_desc_t *desc, tr_layer_t **layer_out);
     hora_status_t (*linear_forward)(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
                                     const tr_tensor_t *bias, tr_tensor_t *y);
     hora_status_t (*linear_backward_data)(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
@@ -245,8 +242,7 @@ struct tr_backend_ops {
     /* Elementwise, on activations of one shape. y may alias x (or a). */
     hora_status_t (*relu_forward)(tr_backend_t *backend, const tr_tensor_t *x, tr_tensor_t *y);
     /* dx = dy where y > 0, else 0 (y is relu's output). dx may alias dy. */
-    hora_status_t (*relu_backward)(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy,
-                                   tr_tensor_t *dx);
+    hora_status_t (*relu_backward)(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy, tr_tensor_t *dx);
     /* y = a + b, then relu when relu != 0 (residual join). */
     hora_status_t (*add_forward)(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
                                  tr_tensor_t *y);
@@ -257,16 +253,15 @@ struct tr_backend_ops {
      * divided by N; f32, bf16 or f16: the loss scale enters here, computed
      * in double and rounded once). labels in [0, K). */
     hora_status_t (*softmax_xent)(tr_backend_t *backend, const tr_tensor_t *logits, const tr_tensor_t *labels,
-                                  float label_smoothing, float grad_scale, tr_tensor_t *loss,
-                                  tr_tensor_t *dlogits);
+                                  float label_smoothing, float grad_scale, tr_tensor_t *loss, tr_tensor_t *dlogits);
 
     /* The optimizer step on one parameter tensor (see tr_sgd_args_t): param
      * and momentum f32, grad f32/bf16/f16, all of one shape. momentum may be
      * NULL when args->momentum is 0. param_lp (may be NULL): a bf16/f16 (or
      * f32) tensor of the same shape that gets the new param rounded to its
      * dtype, in the same pass (the low-precision copy layers compute with). */
-    hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp,
-                              const tr_tensor_t *grad, tr_tensor_t *momentum, const tr_sgd_args_t *args);
+    hora_status_t (*sgd_step)(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp, const tr_tensor_t *grad,
+                              tr_tensor_t *momentum, const tr_sgd_args_t *args);
 
     /* Order this backend's next ops after the libhora request req (an
      * all-reduce of gradients in this backend's memory) without blocking the

@@ -46,13 +46,13 @@ typedef enum {
 #define TR_TENSOR_MAX_DIMS 4
 
 typedef struct {
-    int ndim;          /* 1..4 */
-    int n, c, h, w;    /* the shape, from the left (see above); unused fields are 1 */
+    int ndim;       /* 1..4 */
+    int n, c, h, w; /* the shape, from the left (see above); unused fields are 1 */
     tr_dtype_t dtype;
     tr_layout_t layout;
     tr_memory_t memory;
-    void *data;        /* NULL when not allocated */
-    size_t bytes;      /* bytes behind data (padding included) */
+    void *data;   /* NULL when not allocated */
+    size_t bytes; /* bytes behind data (padding included) */
 } tr_tensor_t;
 
 static inline size_t tr_tensor_count(const tr_tensor_t *t)

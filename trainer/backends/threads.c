@@ -32,17 +32,14 @@ typedef struct {
 int tr_cpu_mask_count(const tr_cpu_mask_t *mask)
 {
     int n = 0;
-    for (int w = 0; w < TR_CPU_MASK_WORDS; w++)
-        n += __builtin_popcountll(mask->words[w]);
+    for (int w = 0; w < TR_CPU_MASK_WORDS; w++) n += __builtin_popcountll(mask->words[w]);
     return n;
 }
 
 int tr_threads_share(const tr_cpu_mask_t *masks, int count, int self, int *sharers)
 {
-    if (sharers)
-        *sharers = 1;
-    if (!masks || self < 0 || self >= count)
-        return 1;
+    if (sharers) *sharers = 1;
+    if (!masks || self < 0 || self >= count) return 1;
     const tr_cpu_mask_t *mine = &masks[self];
     /* share = sum over my CPUs of 1/k, k the number of masks holding the
      * CPU: kept as an exact fraction num / den with den = lcm of the k
@@ -50,11 +47,9 @@ int tr_threads_share(const tr_cpu_mask_t *masks, int count, int self, int *share
     uint64_t num = 0, den = 1;
     for (int c = 0; c < TR_CPU_MASK_WORDS * 64; c++) {
         uint64_t bit = 1ULL << (c % 64);
-        if (!(mine->words[c / 64] & bit))
-            continue;
+        if (!(mine->words[c / 64] & bit)) continue;
         uint64_t k = 0;
-        for (int i = 0; i < count; i++)
-            k += (masks[i].words[c / 64] & bit) != 0;
+        for (int i = 0; i < count; i++) k += (masks[i].words[c / 64] & bit) != 0;
         uint64_t a = den, b = k;
         while (b) {
             uint64_t t = a % b;
@@ -68,12 +63,10 @@ int tr_threads_share(const tr_cpu_mask_t *masks, int count, int self, int *share
     int overlapping = 0;
     for (int i = 0; i < count; i++) {
         int any = 0;
-        for (int w = 0; w < TR_CPU_MASK_WORDS && !any; w++)
-            any = (masks[i].words[w] & mine->words[w]) != 0;
+        for (int w = 0; w < TR_CPU_MASK_WORDS && !any; w++) any = (masks[i].words[w] & mine->words[w]) != 0;
         overlapping += any || i == self;
     }
-    if (sharers)
-        *sharers = overlapping;
+    if (sharers) *sharers = overlapping;
     uint64_t share = num / den;
     return share >= 1 ? (int)(share > 1 << 20 ? 1 << 20 : share) : 1;
 }
@@ -86,10 +79,8 @@ static void own_mask(tr_cpu_mask_t *mask)
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof(set), &set) == 0) {
         for (int c = 0; c < CPU_SETSIZE && c < TR_CPU_MASK_WORDS * 64; c++)
-            if (CPU_ISSET(c, &set))
-                mask->words[c / 64] |= 1ULL << (c % 64);
-        if (tr_cpu_mask_count(mask) > 0)
-            return;
+            if (CPU_ISSET(c, &set)) mask->words[c / 64] |= 1ULL << (c % 64);
+        if (tr_cpu_mask_count(mask) > 0) return;
     }
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     for (long c = 0; c < (online > 0 ? online : 1) && c < TR_CPU_MASK_WORDS * 64; c++)
@@ -110,13 +101,12 @@ static void from_records(const rank_cpus_t *all, int size, int rank, tr_threads_
         int count = 0, self = 0;
         for (int i = 0; host && i < size; i++)
             if (strncmp(all[i].host, all[r].host, HOST_BYTES) == 0) {
-                if (i == r)
-                    self = count;
+                if (i == r) self = count;
                 host[count++] = all[i].mask;
             }
         int sharers = 1;
-        int threads = host ? tr_threads_share(host, count, self, &sharers)
-                                    : tr_threads_share(&all[r].mask, 1, 0, &sharers);
+        int threads =
+            host ? tr_threads_share(host, count, self, &sharers) : tr_threads_share(&all[r].mask, 1, 0, &sharers);
         int cpus = tr_cpu_mask_count(&all[r].mask);
         if (r == rank) {
             info->cpus = cpus;
@@ -136,8 +126,7 @@ static void from_records(const rank_cpus_t *all, int size, int rank, tr_threads_
 int tr_threads_default(tr_threads_info_t *info)
 {
     if (cached) {
-        if (info)
-            *info = cache;
+        if (info) *info = cache;
         return cache.threads;
     }
     tr_threads_info_t in = {0};
@@ -146,8 +135,7 @@ int tr_threads_default(tr_threads_info_t *info)
     rank_cpus_t me;
     memset(&me, 0, sizeof(me));
     own_mask(&me.mask);
-    if (gethostname(me.host, HOST_BYTES - 1) != 0)
-        snprintf(me.host, HOST_BYTES, "?");
+    if (gethostname(me.host, HOST_BYTES - 1) != 0) snprintf(me.host, HOST_BYTES, "?");
     int distributed = hora_initialized() && hora_size() > 1;
     rank_cpus_t *all = NULL;
     size_t *counts = NULL;
@@ -155,13 +143,14 @@ int tr_threads_default(tr_threads_info_t *info)
         int size = hora_size();
         all = malloc((size_t)size * sizeof(*all));
         counts = malloc((size_t)size * sizeof(*counts));
-        for (int r = 0; counts && r < size; r++)
-            counts[r] = sizeof(rank_cpus_t);
+        for (int r = 0; counts && r < size; r++) counts[r] = sizeof(rank_cpus_t);
         if (all && counts && hora_allgatherv(&me, all, counts, HORA_DTYPE_U8) == HORA_OK) {
             from_records(all, size, hora_rank(), &in);
         } else {
-            fprintf(stderr, "tr_threads_default: rank %d: cannot gather the ranks' CPU masks (%s); counting "
-                    "this rank's mask alone\n", hora_rank(), hora_last_error());
+            fprintf(stderr,
+                    "tr_threads_default: rank %d: cannot gather the ranks' CPU masks (%s); counting "
+                    "this rank's mask alone\n",
+                    hora_rank(), hora_last_error());
             from_records(&me, 1, 0, &in);
             in.min_rank = hora_rank();
         }
@@ -175,8 +164,7 @@ int tr_threads_default(tr_threads_info_t *info)
         cache = in;
         cached = 1;
     }
-    if (info)
-        *info = in;
+    if (info) *info = in;
     return in.threads;
 }
 
@@ -184,8 +172,7 @@ int tr_threads_compute_default(int data_threads, tr_threads_info_t *info)
 {
     tr_threads_info_t in;
     int share = tr_threads_default(&in);
-    if (info)
-        *info = in;
+    if (info) *info = in;
     return data_threads > 0 && share - data_threads >= 1 ? share - data_threads : share;
 }
 
@@ -195,24 +182,26 @@ int tr_threads_check(const char *program, int requested)
     if (!cached && hora_initialized() && hora_size() > 1)
         return 0; /* the collective has not run: nothing known about the others */
     tr_threads_default(&in);
-    if (requested <= in.min_threads || (hora_initialized() && hora_rank() != 0))
-        return 0;
+    if (requested <= in.min_threads || (hora_initialized() && hora_rank() != 0)) return 0;
     const int r = in.min_rank;
     if (in.min_sharers > 1) {
-        fprintf(stderr, "%s: warning: --threads %d is more than rank %d's share of its CPUs: its affinity mask "
+        fprintf(stderr,
+                "%s: warning: --threads %d is more than rank %d's share of its CPUs: its affinity mask "
                 "holds %d CPU%s, which %d ranks of its host may all use, so %d compute thread%s per rank fit; "
                 "with more the threads take turns on the cores and every step waits for the slowest. Fix: "
                 "--threads %d (or auto), or give each rank cores of its own with `mpirun --map-by slot:PE=%d` "
-                "(on a host with that many cores per rank)\n", program, requested, r, in.min_cpus,
-                in.min_cpus == 1 ? "" : "s", in.min_sharers, in.min_threads, in.min_threads == 1 ? "" : "s",
-                in.min_threads, requested);
+                "(on a host with that many cores per rank)\n",
+                program, requested, r, in.min_cpus, in.min_cpus == 1 ? "" : "s", in.min_sharers, in.min_threads,
+                in.min_threads == 1 ? "" : "s", in.min_threads, requested);
     } else {
-        fprintf(stderr, "%s: warning: --threads %d is more than the %d CPU%s rank %d may run on (its affinity "
+        fprintf(stderr,
+                "%s: warning: --threads %d is more than the %d CPU%s rank %d may run on (its affinity "
                 "mask: mpirun binds each rank to %s by default); the extra threads would take turns on %s. "
                 "Fix: `mpirun --bind-to none` (every rank may use every core of the host), or `mpirun --map-by "
-                "slot:PE=%d` (%d cores per rank), or --threads %d\n", program, requested, in.min_cpus,
-                in.min_cpus == 1 ? "" : "s", r, in.min_cpus == 1 ? "one core" : "a core or socket",
-                in.min_cpus == 1 ? "that core" : "those cores", requested, requested, in.min_threads);
+                "slot:PE=%d` (%d cores per rank), or --threads %d\n",
+                program, requested, in.min_cpus, in.min_cpus == 1 ? "" : "s", r,
+                in.min_cpus == 1 ? "one core" : "a core or socket", in.min_cpus == 1 ? "that core" : "those cores",
+                requested, requested, in.min_threads);
     }
     return 1;
 }

@@ -36,12 +36,12 @@ int tr_threads_share(const tr_cpu_mask_t *masks, int count, int self, int *share
 
 /* What tr_threads_default found. */
 typedef struct {
-    int cpus;        /* CPUs in this process's affinity mask (sched_getaffinity) */
-    int sharers;     /* ranks of this host whose masks overlap this one's, itself included */
-    int threads;     /* this rank's default: tr_threads_share */
-    int host_cpus;   /* CPUs online on this host */
-    int min_threads; /* the smallest default over every rank of the job */
-    int min_rank;    /* a rank that has it (the lowest) */
+    int cpus;                  /* CPUs in this process's affinity mask (sched_getaffinity) */
+    int sharers;               /* ranks of this host whose masks overlap this one's, itself included */
+    int threads;               /* this rank's default: tr_threads_share */
+    int host_cpus;             /* CPUs online on this host */
+    int min_threads;           /* the smallest default over every rank of the job */
+    int min_rank;              /* a rank that has it (the lowest) */
     int min_cpus, min_sharers; /* that rank's cpus and sharers */
 } tr_threads_info_t;
 

@@ -36,9 +36,9 @@
 /* What a run is, beyond the model spec: recorded, and compared on resume
  * where it matters. */
 typedef struct {
-    const char *arch;   /* --model */
+    const char *arch; /* --model */
     int world_size;
-    int batch;          /* per rank */
+    int batch; /* per rank */
     uint64_t steps_per_epoch;
 } tr_ckpt_run_info_t;
 
@@ -105,8 +105,7 @@ hora_status_t tr_ckpt_apply(const tr_ckpt_data_t *data, tr_model_t *model);
 
 /* A model built from a checkpoint on backend, with its parameters and
  * statistics (inference: tools). batch: activations for that many samples. */
-hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *data, tr_backend_t *backend, int batch,
-                                  tr_model_t **model);
+hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *data, tr_backend_t *backend, int batch, tr_model_t **model);
 
 /* ---- the writer (rank 0) ---- */
 

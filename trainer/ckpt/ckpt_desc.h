@@ -25,7 +25,7 @@
 
 /* One "param NAME KIND OFFSET COUNT D0 [D1 D2 D3]" line. */
 typedef struct {
-    char name[64];          /* torchvision's name, "layer1.0.conv1.weight" */
+    char name[64]; /* torchvision's name, "layer1.0.conv1.weight" */
     tr_param_kind_t kind;
     int ndim;               /* 1..4 */
     int dims[4];            /* PyTorch shape; unused dims 0 */
@@ -34,9 +34,9 @@ typedef struct {
 
 /* One "bn NAME CHANNELS OFFSET" line. */
 typedef struct {
-    char name[64];          /* "layer1.0.bn1" */
+    char name[64]; /* "layer1.0.bn1" */
     int channels;
-    uint64_t offset;        /* running mean at offset, running var at offset + channels (stats arena) */
+    uint64_t offset; /* running mean at offset, running var at offset + channels (stats arena) */
 } tr_ckpt_bn_desc_t;
 
 /* The model section, parsed. */
@@ -47,13 +47,13 @@ typedef struct {
      * zero_init_last_bn, as recorded */
     tr_model_spec_t spec;
     int world_size;
-    int batch;              /* per rank */
-    uint64_t params_count;  /* f32 elements of the params arena */
-    uint64_t stats_count;   /* f32 elements of the stats arena */
+    int batch;             /* per rank */
+    uint64_t params_count; /* f32 elements of the params arena */
+    uint64_t stats_count;  /* f32 elements of the stats arena */
     int param_count;
     tr_ckpt_param_desc_t *params; /* (param_count), arena order */
     int bn_count;
-    tr_ckpt_bn_desc_t *bns;       /* (bn_count), arena order */
+    tr_ckpt_bn_desc_t *bns; /* (bn_count), arena order */
 } tr_ckpt_desc_t;
 
 /* Parse the model section's text. Every key of format 1 must be there once;

@@ -36,14 +36,12 @@
 
 _Static_assert(TR_CKPT_ALIGN >= HEADER_BYTES && TR_CKPT_ALIGN % 8 == 0, "sections must not share the header");
 
-
 static uint64_t align_up(uint64_t v) { return (v + TR_CKPT_ALIGN - 1) / TR_CKPT_ALIGN * TR_CKPT_ALIGN; }
 
 static int all_zero(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return 0;
+        if (p[i]) return 0;
     return 1;
 }
 
@@ -52,11 +50,9 @@ static int all_zero(const uint8_t *p, size_t n)
 static int name_valid(const char name[TR_CKPT_NAME_BYTES])
 {
     size_t n = strnlen(name, TR_CKPT_NAME_BYTES);
-    if (n == 0 || n == TR_CKPT_NAME_BYTES)
-        return 0;
+    if (n == 0 || n == TR_CKPT_NAME_BYTES) return 0;
     for (size_t i = 0; i < n; i++)
-        if (name[i] <= ' ' || name[i] > '~')
-            return 0;
+        if (name[i] <= ' ' || name[i] > '~') return 0;
     return 1;
 }
 
@@ -70,8 +66,7 @@ static int write_all(int fd, const void *data, uint64_t bytes)
         size_t n = bytes > IO_CHUNK_BYTES ? IO_CHUNK_BYTES : (size_t)bytes;
         ssize_t w = write(fd, p, n);
         if (w < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
         if (w == 0) { /* a write that takes nothing and says no error: treat as a full device */
@@ -87,23 +82,20 @@ static int write_all(int fd, const void *data, uint64_t bytes)
 hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sections, int count)
 {
     static const uint8_t zeros[TR_CKPT_ALIGN];
-    if (!path)
-        path = "(checkpoint)";
+    if (!path) path = "(checkpoint)";
     if (count < 0 || count > TR_CKPT_MAX_SECTIONS || (count > 0 && !sections))
-        return status_set(HORA_ERR_INVALID_ARG, "%s: %d sections (at most %d)", path, count,
-                    TR_CKPT_MAX_SECTIONS);
+        return status_set(HORA_ERR_INVALID_ARG, "%s: %d sections (at most %d)", path, count, TR_CKPT_MAX_SECTIONS);
     for (int i = 0; i < count; i++) {
         if (!name_valid(sections[i].name))
             return status_set(HORA_ERR_INVALID_ARG,
-                        "%s: section %d: bad name (1 to %d printable characters, no spaces)", path, i,
-                        TR_CKPT_NAME_BYTES - 1);
+                              "%s: section %d: bad name (1 to %d printable characters, no spaces)", path, i,
+                              TR_CKPT_NAME_BYTES - 1);
         if (!sections[i].data && sections[i].bytes > 0)
-            return status_set(HORA_ERR_INVALID_ARG, "%s: section '%s': no data for %" PRIu64 " bytes",
-                        path, sections[i].name, sections[i].bytes);
+            return status_set(HORA_ERR_INVALID_ARG, "%s: section '%s': no data for %" PRIu64 " bytes", path,
+                              sections[i].name, sections[i].bytes);
         for (int j = 0; j < i; j++)
             if (strncmp(sections[i].name, sections[j].name, TR_CKPT_NAME_BYTES) == 0)
-                return status_set(HORA_ERR_INVALID_ARG, "%s: two sections called '%s'", path,
-                            sections[i].name);
+                return status_set(HORA_ERR_INVALID_ARG, "%s: two sections called '%s'", path, sections[i].name);
     }
 
     /* Layout: header, table, then each section at the next multiple. */
@@ -120,7 +112,7 @@ hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sect
     memcpy(head, TR_CKPT_MAGIC, 8);
     tr_le_put_u32(head + 8, TR_CKPT_VERSION);
     tr_le_put_u32(head + 12, (uint32_t)count);
-    tr_le_put_u64(head + 16, end); /* file_bytes */
+    tr_le_put_u64(head + 16, end);          /* file_bytes */
     tr_le_put_u64(head + 24, HEADER_BYTES); /* table_offset */
     tr_le_put_u64(head + 32, table_bytes);
     for (int i = 0; i < count; i++) {
@@ -136,7 +128,7 @@ hora_status_t tr_ckpt_write_fd(int fd, const char *path, tr_ckpt_section_t *sect
 
     if (write_all(fd, head, HEADER_BYTES + table_bytes) != 0)
         return status_set(HORA_ERR_SYSTEM, "%s: writing the header and section table at offset 0: %s", path,
-                    strerror(errno));
+                          strerror(errno));
     uint64_t at = HEADER_BYTES + table_bytes;
     for (int i = 0; i < count; i++) {
         const tr_ckpt_section_t *s = &sections[i];
@@ -159,12 +151,10 @@ static int pread_all(int fd, void *buf, uint64_t bytes, uint64_t offset)
         size_t n = bytes > IO_CHUNK_BYTES ? IO_CHUNK_BYTES : (size_t)bytes;
         ssize_t r = pread(fd, p, n, (off_t)offset);
         if (r < 0) {
-            if (errno == EINTR)
-                continue;
+            if (errno == EINTR) continue;
             return -1;
         }
-        if (r == 0)
-            return 1;
+        if (r == 0) return 1;
         p += r;
         bytes -= (uint64_t)r;
         offset += (uint64_t)r;
@@ -194,15 +184,16 @@ static hora_status_t table_check(tr_ckpt_file_t *f, const uint8_t *head, uint64_
         size_t n = strnlen(s->name, TR_CKPT_NAME_BYTES);
         if (!name_valid(s->name) || !all_zero(e + n, TR_CKPT_NAME_BYTES - n))
             return status_set(HORA_ERR_CORRUPT,
-                        "%s: section table entry %d at offset %" PRIu64 ": bad name (not a NUL-padded name of "
-                        "1 to %d printable characters)", path, i, at, TR_CKPT_NAME_BYTES - 1);
+                              "%s: section table entry %d at offset %" PRIu64 ": bad name (not a NUL-padded name of "
+                              "1 to %d printable characters)",
+                              path, i, at, TR_CKPT_NAME_BYTES - 1);
         s->offset = tr_le_get_u64(e + 24);
         s->bytes = tr_le_get_u64(e + 32);
         s->crc = tr_le_get_u32(e + 40);
         if (!all_zero(e + 44, 20))
             return status_set(HORA_ERR_CORRUPT,
-                        "%s: section '%s' (table entry at offset %" PRIu64 "): reserved bytes are not zero", path,
-                        s->name, at);
+                              "%s: section '%s' (table entry at offset %" PRIu64 "): reserved bytes are not zero", path,
+                              s->name, at);
         if (s->offset % TR_CKPT_ALIGN != 0 || s->offset < data_begin)
             return status_at(HORA_ERR_CORRUPT, STATUS_SECTION_AT(path, s->name, s->offset),
                              "not a multiple of %d after the table (which ends at %" PRIu64 ")", TR_CKPT_ALIGN,
@@ -214,8 +205,8 @@ static hora_status_t table_check(tr_ckpt_file_t *f, const uint8_t *head, uint64_
         for (int j = 0; j < i; j++)
             if (strcmp(s->name, f->sections[j].name) == 0)
                 return status_set(HORA_ERR_CORRUPT,
-                            "%s: section '%s' (table entry at offset %" PRIu64 "): a second section of that name",
-                            path, s->name, at);
+                                  "%s: section '%s' (table entry at offset %" PRIu64 "): a second section of that name",
+                                  path, s->name, at);
         order[i] = s;
     }
     qsort(order, (size_t)f->section_count, sizeof(order[0]), section_by_offset);
@@ -223,8 +214,10 @@ static hora_status_t table_check(tr_ckpt_file_t *f, const uint8_t *head, uint64_
         const tr_ckpt_section_t *a = order[i - 1], *b = order[i];
         if (a->offset + a->bytes > b->offset)
             return status_set(HORA_ERR_CORRUPT,
-                        "%s: section '%s' at offset %" PRIu64 " (%" PRIu64 " bytes) overlaps section '%s' at offset "
-                        "%" PRIu64, path, a->name, a->offset, a->bytes, b->name, b->offset);
+                              "%s: section '%s' at offset %" PRIu64 " (%" PRIu64
+                              " bytes) overlaps section '%s' at offset "
+                              "%" PRIu64,
+                              path, a->name, a->offset, a->bytes, b->name, b->offset);
     }
     return HORA_OK;
 }
@@ -238,8 +231,7 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     snprintf(f->path, sizeof(f->path), "%s", path);
 
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return status_set(HORA_ERR_SYSTEM, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return status_set(HORA_ERR_SYSTEM, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
@@ -259,17 +251,16 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     int r = pread_all(fd, head, got, 0);
     if (r != 0) {
         status = status_set(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, "%s: reading the header: %s", path,
-                      r < 0 ? strerror(errno) : "the file shrank while being read");
+                            r < 0 ? strerror(errno) : "the file shrank while being read");
         goto err_close;
     }
     if (memcmp(head, TR_CKPT_MAGIC, got < 8 ? (size_t)got : 8) != 0) {
-        status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 0), "not a hora checkpoint (no \"%s\" magic)",
-                  TR_CKPT_MAGIC);
+        status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 0), "not a hora checkpoint (no \"%s\" magic)", TR_CKPT_MAGIC);
         goto err_close;
     }
     if (real_bytes < HEADER_BYTES) {
-        status_set(HORA_ERR_CORRUPT, "%s: truncated: the file has %" PRIu64 " bytes, the header alone %d",
-             path, real_bytes, HEADER_BYTES);
+        status_set(HORA_ERR_CORRUPT, "%s: truncated: the file has %" PRIu64 " bytes, the header alone %d", path,
+                   real_bytes, HEADER_BYTES);
         goto err_close;
     }
     f->version = tr_le_get_u32(head + 8);
@@ -284,8 +275,8 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     /* These fields say how much to read for the CRC, so they are checked
      * before it can be. */
     if (count > TR_CKPT_MAX_SECTIONS) {
-        status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 12), "%" PRIu32 " sections in the header (at most %d)",
-                  count, TR_CKPT_MAX_SECTIONS);
+        status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, 12), "%" PRIu32 " sections in the header (at most %d)", count,
+                  TR_CKPT_MAX_SECTIONS);
         goto err_close;
     }
     if (table_offset != HEADER_BYTES) {
@@ -301,14 +292,16 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     }
     if (real_bytes < HEADER_BYTES + table_bytes) {
         status_set(HORA_ERR_CORRUPT,
-             "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64 " (the section table alone "
-             "ends at %" PRIu64 ")", path, real_bytes, f->file_bytes, HEADER_BYTES + table_bytes);
+                   "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64
+                   " (the section table alone "
+                   "ends at %" PRIu64 ")",
+                   path, real_bytes, f->file_bytes, HEADER_BYTES + table_bytes);
         goto err_close;
     }
     r = pread_all(fd, head + HEADER_BYTES, table_bytes, HEADER_BYTES);
     if (r != 0) {
-        status = status_set(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, "%s: reading the section table: %s",
-                      path, r < 0 ? strerror(errno) : "the file shrank while being read");
+        status = status_set(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT, "%s: reading the section table: %s", path,
+                            r < 0 ? strerror(errno) : "the file shrank while being read");
         goto err_close;
     }
     uint32_t crc = tr_crc32c(0, head, HEADER_CRC_OFFSET);
@@ -326,9 +319,8 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     }
     if (f->file_bytes != real_bytes) {
         if (real_bytes < f->file_bytes)
-            status_set(HORA_ERR_CORRUPT,
-                 "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64, path, real_bytes,
-                 f->file_bytes);
+            status_set(HORA_ERR_CORRUPT, "%s: truncated: the file has %" PRIu64 " bytes, its header says %" PRIu64,
+                       path, real_bytes, f->file_bytes);
         else
             status_at(HORA_ERR_CORRUPT, STATUS_FILE_AT(path, f->file_bytes),
                       "%" PRIu64 " bytes past the end its header gives (%" PRIu64 " bytes)", real_bytes - f->file_bytes,
@@ -337,8 +329,7 @@ hora_status_t tr_ckpt_open(const char *path, tr_ckpt_file_t *f)
     }
     f->section_count = (int)count;
     status = table_check(f, head, table_bytes);
-    if (status != HORA_OK)
-        goto err_close;
+    if (status != HORA_OK) goto err_close;
     f->fd = fd;
     return HORA_OK;
 
@@ -359,8 +350,7 @@ void tr_ckpt_close(tr_ckpt_file_t *f)
 const tr_ckpt_section_t *tr_ckpt_find(const tr_ckpt_file_t *f, const char *name)
 {
     for (int i = 0; i < f->section_count; i++)
-        if (strncmp(f->sections[i].name, name, TR_CKPT_NAME_BYTES) == 0)
-            return &f->sections[i];
+        if (strncmp(f->sections[i].name, name, TR_CKPT_NAME_BYTES) == 0) return &f->sections[i];
     return NULL;
 }
 
@@ -394,14 +384,11 @@ static hora_status_t read_failed(const tr_ckpt_file_t *f, const tr_ckpt_section_
 
 hora_status_t tr_ckpt_read(const tr_ckpt_file_t *f, const tr_ckpt_section_t *s, void *buf)
 {
-    if (f->fd < 0)
-        return status_set(HORA_ERR_INVALID_ARG, "%s: not open", f->path);
+    if (f->fd < 0) return status_set(HORA_ERR_INVALID_ARG, "%s: not open", f->path);
     int r = pread_all(f->fd, buf, s->bytes, s->offset);
-    if (r != 0)
-        return read_failed(f, s, r, s->offset);
+    if (r != 0) return read_failed(f, s, r, s->offset);
     uint32_t crc = tr_crc32c(0, buf, (size_t)s->bytes);
-    if (crc != s->crc)
-        return crc_mismatch(f, s, crc);
+    if (crc != s->crc) return crc_mismatch(f, s, crc);
     return HORA_OK;
 }
 
@@ -410,8 +397,8 @@ hora_status_t tr_ckpt_read_alloc(const tr_ckpt_file_t *f, const tr_ckpt_section_
     *out = NULL;
     char *buf = malloc((size_t)s->bytes + 1);
     if (!buf)
-        return status_set(HORA_ERR_NO_MEMORY, "%s: section '%s': out of memory for %" PRIu64 " bytes",
-                    f->path, s->name, s->bytes);
+        return status_set(HORA_ERR_NO_MEMORY, "%s: section '%s': out of memory for %" PRIu64 " bytes", f->path, s->name,
+                          s->bytes);
     hora_status_t status = tr_ckpt_read(f, s, buf);
     if (status != HORA_OK) {
         free(buf);
@@ -427,8 +414,7 @@ hora_status_t tr_ckpt_read_alloc(const tr_ckpt_file_t *f, const tr_ckpt_section_
 static hora_status_t padding_check(const tr_ckpt_file_t *f)
 {
     const tr_ckpt_section_t *order[TR_CKPT_MAX_SECTIONS];
-    for (int i = 0; i < f->section_count; i++)
-        order[i] = &f->sections[i];
+    for (int i = 0; i < f->section_count; i++) order[i] = &f->sections[i];
     qsort(order, (size_t)f->section_count, sizeof(order[0]), section_by_offset);
     uint64_t at = HEADER_BYTES + (uint64_t)f->section_count * ENTRY_BYTES;
     for (int i = 0; i <= f->section_count; i++) {
@@ -439,25 +425,24 @@ static hora_status_t padding_check(const tr_ckpt_file_t *f)
             int r = n <= sizeof(gap) ? pread_all(f->fd, gap, n, at) : 0;
             if (n > sizeof(gap) || r != 0 || !all_zero(gap, (size_t)n))
                 return status_set(r < 0 ? HORA_ERR_SYSTEM : HORA_ERR_CORRUPT,
-                            "%s: padding at offset %" PRIu64 " (%" PRIu64 " bytes, before %s%s%s): %s", f->path, at, n,
-                            i < f->section_count ? "section '" : "the end of the file",
-                            i < f->section_count ? order[i]->name : "", i < f->section_count ? "'" : "",
-                            r < 0 ? strerror(errno) : r > 0 ? "truncated since it was opened"
-                                    : n > sizeof(gap) ? "longer than the alignment needs" : "not zero");
+                                  "%s: padding at offset %" PRIu64 " (%" PRIu64 " bytes, before %s%s%s): %s", f->path,
+                                  at, n, i < f->section_count ? "section '" : "the end of the file",
+                                  i < f->section_count ? order[i]->name : "", i < f->section_count ? "'" : "",
+                                  r < 0             ? strerror(errno)
+                                  : r > 0           ? "truncated since it was opened"
+                                  : n > sizeof(gap) ? "longer than the alignment needs"
+                                                    : "not zero");
         }
-        if (i < f->section_count)
-            at = order[i]->offset + order[i]->bytes;
+        if (i < f->section_count) at = order[i]->offset + order[i]->bytes;
     }
     return HORA_OK;
 }
 
 hora_status_t tr_ckpt_verify(const tr_ckpt_file_t *f)
 {
-    if (f->fd < 0)
-        return status_set(HORA_ERR_INVALID_ARG, "%s: not open", f->path);
+    if (f->fd < 0) return status_set(HORA_ERR_INVALID_ARG, "%s: not open", f->path);
     uint8_t *buf = malloc(IO_CHUNK_BYTES);
-    if (!buf)
-        return status_set(HORA_ERR_NO_MEMORY, "%s: out of memory", f->path);
+    if (!buf) return status_set(HORA_ERR_NO_MEMORY, "%s: out of memory", f->path);
     hora_status_t status = HORA_OK;
     for (int i = 0; i < f->section_count && status == HORA_OK; i++) {
         const tr_ckpt_section_t *s = &f->sections[i];
@@ -472,11 +457,9 @@ hora_status_t tr_ckpt_verify(const tr_ckpt_file_t *f)
             crc = tr_crc32c(crc, buf, (size_t)n);
             done += n;
         }
-        if (status == HORA_OK && crc != s->crc)
-            status = crc_mismatch(f, s, crc);
+        if (status == HORA_OK && crc != s->crc) status = crc_mismatch(f, s, crc);
     }
     free(buf);
-    if (status == HORA_OK)
-        status = padding_check(f);
+    if (status == HORA_OK) status = padding_check(f);
     return status;
 }

@@ -25,15 +25,15 @@
 #define TR_CKPT_MAGIC "HORACKPT" /* 8 bytes, no terminator in the file */
 #define TR_CKPT_VERSION 1u
 #define TR_CKPT_MAX_SECTIONS 16
-#define TR_CKPT_NAME_BYTES 24   /* a section name, NUL-padded: 1 to 23 printable ASCII characters, no space */
-#define TR_CKPT_ALIGN 64        /* every section starts at a multiple of this */
+#define TR_CKPT_NAME_BYTES 24 /* a section name, NUL-padded: 1 to 23 printable ASCII characters, no space */
+#define TR_CKPT_ALIGN 64      /* every section starts at a multiple of this */
 
 typedef struct {
     char name[TR_CKPT_NAME_BYTES];
-    const void *data;   /* writer: the bytes; reader: NULL */
+    const void *data; /* writer: the bytes; reader: NULL */
     uint64_t bytes;
-    uint64_t offset;    /* in the file (set by the writer and the reader) */
-    uint32_t crc;       /* CRC32C of the bytes (set by the writer and the reader) */
+    uint64_t offset; /* in the file (set by the writer and the reader) */
+    uint32_t crc;    /* CRC32C of the bytes (set by the writer and the reader) */
 } tr_ckpt_section_t;
 
 /* Write a whole checkpoint file to fd (open for writing, at offset 0, empty):

@@ -28,8 +28,7 @@ static int ckpt_name_step(const char *name, uint64_t *step)
 {
     unsigned long long s;
     int used = 0;
-    if (strlen(name) != 5 + 10 + 6 || sscanf(name, "ckpt-%10llu.hckpt%n", &s, &used) != 1 || used != 21)
-        return 0;
+    if (strlen(name) != 5 + 10 + 6 || sscanf(name, "ckpt-%10llu.hckpt%n", &s, &used) != 1 || used != 21) return 0;
     *step = s;
     return 1;
 }
@@ -56,15 +55,13 @@ static hora_status_t scan_dir(const char *dir, ckpt_entry_t **out, int *count)
     *out = NULL;
     *count = 0;
     DIR *dp = opendir(dir);
-    if (!dp)
-        return errno == ENOENT ? HORA_OK : HORA_ERR_SYSTEM;
+    if (!dp) return errno == ENOENT ? HORA_OK : HORA_ERR_SYSTEM;
     ckpt_entry_t *e = NULL;
     int n = 0, cap = 0;
     struct dirent *de;
     while ((de = readdir(dp))) {
         uint64_t step;
-        if (!ckpt_name_step(de->d_name, &step))
-            continue;
+        if (!ckpt_name_step(de->d_name, &step)) continue;
         if (n == cap) {
             cap = cap ? cap * 2 : 16;
             ckpt_entry_t *g = realloc(e, (size_t)cap * sizeof(*e));
@@ -93,16 +90,14 @@ static void read_latest(const char *dir, char *name, size_t n)
     char path[4200];
     snprintf(path, sizeof(path), "%s/%s", dir, TR_CKPT_LATEST);
     FILE *f = fopen(path, "r");
-    if (!f)
-        return;
+    if (!f) return;
     if (fgets(name, (int)n, f))
         name[strcspn(name, "\r\n")] = 0;
     else
         name[0] = 0;
     fclose(f);
     uint64_t step;
-    if (!ckpt_name_step(name, &step))
-        name[0] = 0;
+    if (!ckpt_name_step(name, &step)) name[0] = 0;
 }
 
 hora_status_t tr_ckpt_list(const char *dir, char ***paths, int *count)
@@ -112,8 +107,7 @@ hora_status_t tr_ckpt_list(const char *dir, char ***paths, int *count)
     ckpt_entry_t *e;
     int n;
     hora_status_t status = scan_dir(dir, &e, &n);
-    if (status != HORA_OK || n == 0)
-        return status;
+    if (status != HORA_OK || n == 0) return status;
     char latest[64];
     read_latest(dir, latest, sizeof(latest));
     for (int i = 1; i < n; i++) /* latest's choice first */
@@ -134,8 +128,7 @@ hora_status_t tr_ckpt_list(const char *dir, char ***paths, int *count)
         snprintf(p[i], len, "%s/%s", dir, e[i].name);
     }
     free(e);
-    if (!p)
-        return HORA_ERR_NO_MEMORY;
+    if (!p) return HORA_ERR_NO_MEMORY;
     *paths = p;
     *count = n;
     return HORA_OK;
@@ -143,8 +136,7 @@ hora_status_t tr_ckpt_list(const char *dir, char ***paths, int *count)
 
 void tr_ckpt_list_free(char **paths, int count)
 {
-    for (int i = 0; paths && i < count; i++)
-        free(paths[i]);
+    for (int i = 0; paths && i < count; i++) free(paths[i]);
     free(paths);
 }
 
@@ -167,24 +159,23 @@ static crash_point_t crash_point_from_env(uint64_t *step, int *any_step)
 {
     const char *v = getenv("HORA_CKPT_CRASH");
     *any_step = 1;
-    if (!v || !*v)
-        return CRASH_NONE;
+    if (!v || !*v) return CRASH_NONE;
     static const char *const names[] = {"", "before-temp", "mid-data", "before-latest", "after-latest"};
     size_t len = strcspn(v, "@");
     for (int i = 1; i < 5; i++) {
-        if (strlen(names[i]) != len || strncmp(v, names[i], len) != 0)
-            continue;
+        if (strlen(names[i]) != len || strncmp(v, names[i], len) != 0) continue;
         if (v[len] == '@') {
             char *end;
             *step = strtoull(v + len + 1, &end, 10);
-            if (*end)
-                break;
+            if (*end) break;
             *any_step = 0;
         }
         return (crash_point_t)i;
     }
-    fprintf(stderr, "hora-train: HORA_CKPT_CRASH=%s: not before-temp, mid-data, before-latest or after-latest "
-            "(optionally @STEP); ignored\n", v);
+    fprintf(stderr,
+            "hora-train: HORA_CKPT_CRASH=%s: not before-temp, mid-data, before-latest or after-latest "
+            "(optionally @STEP); ignored\n",
+            v);
     return CRASH_NONE;
 }
 
@@ -201,7 +192,7 @@ struct tr_ckpt_writer {
     pthread_cond_t cond;
     int pending; /* a snapshot is waiting or being written */
     int quit;
-    hora_status_t status; /* of the last write */
+    hora_status_t status;           /* of the last write */
     char err[STATUS_MESSAGE_BYTES]; /* the writer thread's message of the last write, for the caller's thread */
     /* the snapshot */
     float *params, *momentum, *stats;
@@ -226,8 +217,7 @@ static hora_status_t fsync_dir(const char *dir)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) != 0) {
         int e = errno;
-        if (fd >= 0)
-            close(fd);
+        if (fd >= 0) close(fd);
         return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: fsync: %s", dir, strerror(e));
     }
     close(fd);
@@ -242,20 +232,17 @@ static hora_status_t write_atomic(tr_ckpt_writer_t *w, const char *name, tr_ckpt
     snprintf(final, sizeof(final), "%s/%s", w->dir, name);
     snprintf(tmp, sizeof(tmp), "%s.tmp.%d", final, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return status_set(HORA_ERR_SYSTEM, "checkpoint %s: cannot create: %s", tmp,
-                       strerror(errno));
+    if (fd < 0) return status_set(HORA_ERR_SYSTEM, "checkpoint %s: cannot create: %s", tmp, strerror(errno));
     hora_status_t status = HORA_OK;
     if (sections) {
         status = tr_ckpt_write_fd(fd, final, sections, count);
     } else {
         for (size_t left = strlen(text); left > 0 && status == HORA_OK;) {
             ssize_t got = write(fd, text, left);
-            if (got < 0 && errno == EINTR)
-                continue;
+            if (got < 0 && errno == EINTR) continue;
             if (got <= 0)
                 status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: write: %s", tmp,
-                                 got < 0 ? strerror(errno) : "nothing written");
+                                    got < 0 ? strerror(errno) : "nothing written");
             else {
                 text += got;
                 left -= (size_t)got;
@@ -265,8 +252,7 @@ static hora_status_t write_atomic(tr_ckpt_writer_t *w, const char *name, tr_ckpt
     if (status == HORA_OK && mid == CRASH_MID_DATA && w->crash == CRASH_MID_DATA &&
         (w->crash_any_step || w->crash_step == w->step)) {
         off_t size = lseek(fd, 0, SEEK_END);
-        if (ftruncate(fd, size / 2) == 0)
-            fsync(fd);
+        if (ftruncate(fd, size / 2) == 0) fsync(fd);
         crash_if(w, CRASH_MID_DATA);
     }
     if (status == HORA_OK && fsync(fd) != 0)
@@ -274,8 +260,7 @@ static hora_status_t write_atomic(tr_ckpt_writer_t *w, const char *name, tr_ckpt
     if (close(fd) != 0 && status == HORA_OK)
         status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: close: %s", tmp, strerror(errno));
     if (status == HORA_OK && rename(tmp, final) != 0)
-        status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: rename to %s: %s", tmp, final,
-                         strerror(errno));
+        status = status_set(HORA_ERR_SYSTEM, "checkpoint %s: rename to %s: %s", tmp, final, strerror(errno));
     if (status != HORA_OK) {
         unlink(tmp);
         return status;
@@ -288,8 +273,7 @@ static void prune(tr_ckpt_writer_t *w)
 {
     ckpt_entry_t *e;
     int n;
-    if (scan_dir(w->dir, &e, &n) != HORA_OK)
-        return;
+    if (scan_dir(w->dir, &e, &n) != HORA_OK) return;
     for (int i = w->keep > 0 ? w->keep : 1; i < n; i++) {
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", w->dir, e[i].name);
@@ -312,19 +296,16 @@ static hora_status_t write_snapshot(tr_ckpt_writer_t *w, uint64_t *bytes)
     };
     crash_if(w, CRASH_BEFORE_TEMP);
     hora_status_t status = write_atomic(w, name, s, 5, NULL, CRASH_MID_DATA);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     crash_if(w, CRASH_BEFORE_LATEST);
     char line[80];
     snprintf(line, sizeof(line), "%s\n", name);
     status = write_atomic(w, TR_CKPT_LATEST, NULL, 0, line, CRASH_NONE);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     crash_if(w, CRASH_AFTER_LATEST);
     prune(w);
     *bytes = 0;
-    for (int i = 0; i < 5; i++)
-        *bytes += s[i].bytes;
+    for (int i = 0; i < 5; i++) *bytes += s[i].bytes;
     return HORA_OK;
 }
 
@@ -333,10 +314,8 @@ static void *writer_main(void *arg)
     tr_ckpt_writer_t *w = arg;
     pthread_mutex_lock(&w->lock);
     for (;;) {
-        while (!w->pending && !w->quit)
-            pthread_cond_wait(&w->cond, &w->lock);
-        if (!w->pending)
-            break;
+        while (!w->pending && !w->quit) pthread_cond_wait(&w->cond, &w->lock);
+        if (!w->pending) break;
         pthread_mutex_unlock(&w->lock);
         double t0 = tr_now_s();
         uint64_t bytes = 0;
@@ -346,8 +325,7 @@ static void *writer_main(void *arg)
         w->write_s = t1 - t0;
         w->bytes = bytes;
         w->status = status;
-        if (status != HORA_OK)
-            snprintf(w->err, sizeof(w->err), "%s", status_message());
+        if (status != HORA_OK) snprintf(w->err, sizeof(w->err), "%s", status_message());
         w->pending = 0;
         pthread_cond_broadcast(&w->cond);
     }
@@ -366,10 +344,9 @@ static hora_status_t make_dirs(const char *dir)
             *p = 0;
             if (mkdir(path, 0755) != 0 && errno != EEXIST)
                 return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: cannot create %s: %s", dir, path,
-                               strerror(errno));
+                                  strerror(errno));
             *p = c;
-            if (!c)
-                break;
+            if (!c) break;
         }
     }
     struct stat st;
@@ -381,27 +358,21 @@ static hora_status_t make_dirs(const char *dir)
 hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **out)
 {
     *out = NULL;
-    if (strlen(dir) >= 4000)
-        return status_set(HORA_ERR_INVALID_ARG, "checkpoint directory name too long");
+    if (strlen(dir) >= 4000) return status_set(HORA_ERR_INVALID_ARG, "checkpoint directory name too long");
     hora_status_t status = make_dirs(dir);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     DIR *dp = opendir(dir);
-    if (!dp)
-        return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: %s", dir, strerror(errno));
+    if (!dp) return status_set(HORA_ERR_SYSTEM, "checkpoint directory %s: %s", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(dp))) {
-        if (!is_temp_name(de->d_name))
-            continue;
+        if (!is_temp_name(de->d_name)) continue;
         char path[4200];
         snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-        if (unlink(path) == 0)
-            fprintf(stderr, "hora-train: removed %s, left by an interrupted checkpoint\n", path);
+        if (unlink(path) == 0) fprintf(stderr, "hora-train: removed %s, left by an interrupted checkpoint\n", path);
     }
     closedir(dp);
     tr_ckpt_writer_t *w = calloc(1, sizeof(*w));
-    if (!w)
-        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
+    if (!w) return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     snprintf(w->dir, sizeof(w->dir), "%s", dir);
     w->keep = keep;
     w->crash = crash_point_from_env(&w->crash_step, &w->crash_any_step);
@@ -420,10 +391,8 @@ hora_status_t tr_ckpt_writer_open(const char *dir, int keep, tr_ckpt_writer_t **
 /* Wait for the write in flight (lock held). */
 static hora_status_t wait_locked(tr_ckpt_writer_t *w)
 {
-    while (w->pending)
-        pthread_cond_wait(&w->cond, &w->lock);
-    if (w->status != HORA_OK)
-        status_set(w->status, "%s", w->err);
+    while (w->pending) pthread_cond_wait(&w->cond, &w->lock);
+    if (w->status != HORA_OK) status_set(w->status, "%s", w->err);
     return w->status;
 }
 
@@ -438,11 +407,9 @@ hora_status_t tr_ckpt_writer_wait(tr_ckpt_writer_t *w)
 static hora_status_t reserve_arena(const tr_model_t *m, tr_arena_t arena, float **buf, size_t *have)
 {
     size_t count = tr_tensor_count(tr_model_arena(m, arena));
-    if (count == *have && *buf)
-        return HORA_OK;
+    if (count == *have && *buf) return HORA_OK;
     float *b = realloc(*buf, (count ? count : 1) * sizeof(float));
-    if (!b)
-        return HORA_ERR_NO_MEMORY;
+    if (!b) return HORA_ERR_NO_MEMORY;
     memset(b, 0, (count ? count : 1) * sizeof(float)); /* fault the pages in now, not during a save */
     *buf = b;
     *have = count;
@@ -453,8 +420,7 @@ static hora_status_t snapshot_arena(const tr_model_t *m, tr_arena_t arena, float
 {
     hora_status_t status = reserve_arena(m, arena, buf, have);
     const tr_tensor_t *a = tr_model_arena(m, arena);
-    if (status != HORA_OK || *have == 0)
-        return status;
+    if (status != HORA_OK || *have == 0) return status;
     tr_backend_t *backend = tr_model_backend(m);
     return backend->ops->download(backend, a, *buf);
 }
@@ -462,15 +428,12 @@ static hora_status_t snapshot_arena(const tr_model_t *m, tr_arena_t arena, float
 hora_status_t tr_ckpt_writer_reserve(tr_ckpt_writer_t *w, const tr_model_t *m)
 {
     pthread_mutex_lock(&w->lock);
-    while (w->pending)
-        pthread_cond_wait(&w->cond, &w->lock);
+    while (w->pending) pthread_cond_wait(&w->cond, &w->lock);
     pthread_mutex_unlock(&w->lock);
     size_t momentum_count = w->params_count;
     hora_status_t status = reserve_arena(m, TR_ARENA_PARAMS, &w->params, &w->params_count);
-    if (status == HORA_OK)
-        status = reserve_arena(m, TR_ARENA_MOMENTUM, &w->momentum, &momentum_count);
-    if (status == HORA_OK)
-        status = reserve_arena(m, TR_ARENA_STATS, &w->stats, &w->stats_count);
+    if (status == HORA_OK) status = reserve_arena(m, TR_ARENA_MOMENTUM, &w->momentum, &momentum_count);
+    if (status == HORA_OK) status = reserve_arena(m, TR_ARENA_STATS, &w->stats, &w->stats_count);
     return status;
 }
 
@@ -481,24 +444,20 @@ hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *m, cons
     pthread_mutex_lock(&w->lock);
     hora_status_t status = wait_locked(w);
     pthread_mutex_unlock(&w->lock);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     /* The thread is idle: the snapshot is ours to rewrite. */
     size_t momentum_count = w->params_count;
     status = snapshot_arena(m, TR_ARENA_PARAMS, &w->params, &w->params_count);
-    if (status == HORA_OK)
-        status = snapshot_arena(m, TR_ARENA_MOMENTUM, &w->momentum, &momentum_count);
-    if (status == HORA_OK)
-        status = snapshot_arena(m, TR_ARENA_STATS, &w->stats, &w->stats_count);
+    if (status == HORA_OK) status = snapshot_arena(m, TR_ARENA_MOMENTUM, &w->momentum, &momentum_count);
+    if (status == HORA_OK) status = snapshot_arena(m, TR_ARENA_STATS, &w->stats, &w->stats_count);
     free(w->model_text);
     free(w->state_text);
     w->model_text = tr_ckpt_describe(m, info);
     w->state_text = tr_ckpt_state_text(state, info);
-    if (status == HORA_OK && (!w->model_text || !w->state_text))
-        status = HORA_ERR_NO_MEMORY;
+    if (status == HORA_OK && (!w->model_text || !w->state_text)) status = HORA_ERR_NO_MEMORY;
     if (status != HORA_OK)
         return status_set(status, "checkpoint at step %" PRIu64 ": taking the snapshot failed: %s", state->step,
-                       hora_status_string(status));
+                          hora_status_string(status));
     w->step = state->step;
     pthread_mutex_lock(&w->lock);
     w->pending = 1;
@@ -520,8 +479,7 @@ void tr_ckpt_writer_times(const tr_ckpt_writer_t *w, double *stall_s, double *wr
 
 hora_status_t tr_ckpt_writer_close(tr_ckpt_writer_t *w)
 {
-    if (!w)
-        return HORA_OK;
+    if (!w) return HORA_OK;
     pthread_mutex_lock(&w->lock);
     hora_status_t status = wait_locked(w);
     w->quit = 1;

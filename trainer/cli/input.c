@@ -22,10 +22,7 @@ void input_stats(int channels, float mean[3], float std[3])
 /* A device backend takes u8 pixels and normalises them itself (the bytes
  * cross to the device, not floats); the cpu backend takes normalised f32
  * NCHW batches from the loader threads. */
-int input_on_device(const run_t *r)
-{
-    return r->backend && r->backend->ops->memory == TR_MEMORY_DEVICE;
-}
+int input_on_device(const run_t *r) { return r->backend && r->backend->ops->memory == TR_MEMORY_DEVICE; }
 
 /* Loader batches in the backend's host memory (pinned for cuda). */
 void *input_batch_alloc(void *ctx, size_t bytes)
@@ -45,8 +42,7 @@ void input_batch_free(void *ctx, void *ptr)
 tr_tensor_t input_batch_tensor(const run_t *r, const tr_batch_t *b, const tr_model_spec_t *spec)
 {
     const int dims[4] = {b->count, spec->in_channels, spec->height, spec->width};
-    if (!input_on_device(r))
-        return tr_tensor_plain(b->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4, dims);
+    if (!input_on_device(r)) return tr_tensor_plain(b->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4, dims);
     tr_tensor_t x = tr_tensor_plain(b->data, TR_DTYPE_U8, TR_MEMORY_HOST, 4, dims);
     x.layout = TR_LAYOUT_NHWC;
     return x;
@@ -86,8 +82,8 @@ hora_status_t input_open_loader(run_t *r, tr_split_t split, int channels, tr_loa
     input_stats(channels, c.mean, c.std);
     hora_status_t status = tr_loader_open(&c, out);
     if (status != HORA_OK)
-        main_report("hora-train: cannot open %s split of %s: %s",
-               split == TR_SPLIT_TRAIN ? "train" : "val", o->data, status_message());
+        main_report("hora-train: cannot open %s split of %s: %s", split == TR_SPLIT_TRAIN ? "train" : "val", o->data,
+                    status_message());
     return status;
 }
 
@@ -105,14 +101,12 @@ hora_status_t input_synthetic(run_t *r, const tr_model_spec_t *spec)
     r->synthetic_x = tr_tensor_plain(x, TR_DTYPE_U8, TR_MEMORY_HOST, 4,
                                      (const int[]){o->batch, spec->in_channels, spec->height, spec->width});
     r->synthetic_x.layout = TR_LAYOUT_NHWC;
-    if (!x || !r->synthetic_y)
-        return HORA_ERR_NO_MEMORY;
+    if (!x || !r->synthetic_y) return HORA_ERR_NO_MEMORY;
     uint64_t s = r->state.seed * 2654435761u + (uint64_t)r->rank;
     for (size_t i = 0; i < bytes; i++) {
         s = s * 6364136223846793005ULL + 1442695040888963407ULL;
         x[i] = (uint8_t)(s >> 56);
     }
-    for (int i = 0; i < o->batch; i++)
-        r->synthetic_y[i] = i % spec->classes;
+    for (int i = 0; i < o->batch; i++) r->synthetic_y[i] = i % spec->classes;
     return HORA_OK;
 }

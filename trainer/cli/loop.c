@@ -17,8 +17,7 @@
 
 static void format_duration(double s, char *buf, size_t n)
 {
-    if (!(s >= 0) || s > 1e7)
-        s = 0;
+    if (!(s >= 0) || s > 1e7) s = 0;
     int t = (int)(s + 0.5);
     if (t >= 3600)
         snprintf(buf, n, "%dh%02dm%02ds", t / 3600, t / 60 % 60, t % 60);
@@ -43,8 +42,7 @@ static hora_status_t evaluate(run_t *r, eval_result_t *res)
         for (;;) {
             tr_batch_t *b;
             CHECK(tr_loader_next(r->val_loader, &b));
-            if (!b)
-                break;
+            if (!b) break;
             if (b->count > 0) {
                 tr_tensor_t x = input_batch_tensor(r, b, spec);
                 int64_t t1, t5;
@@ -62,29 +60,25 @@ static hora_status_t evaluate(run_t *r, eval_result_t *res)
         CHECK(tr_model_topk(r->model, r->synthetic_y, &counts[0], &counts[1]));
         counts[2] = r->opt.batch;
     }
-    if (r->size > 1)
-        CHECK(hora_allreduce(counts, counts, 3, HORA_DTYPE_I64, HORA_OP_SUM));
+    if (r->size > 1) CHECK(hora_allreduce(counts, counts, 3, HORA_DTYPE_I64, HORA_OP_SUM));
     res->top1 = counts[0];
     res->top5 = counts[1];
     res->count = counts[2];
     return HORA_OK;
 }
 
-
 /* Once --overlap auto has decided: what it measured (rank 0). */
 static void report_overlap(run_t *r)
 {
     double on, off;
     int overlap = tr_trainer_overlap(r->trainer, &on, &off);
-    if (overlap < 0 || r->rank != 0)
-        return;
-    if (r->tty)
-        printf("\n");
+    if (overlap < 0 || r->rank != 0) return;
+    if (r->tty) printf("\n");
     printf("hora-train: overlap auto: %.1f ms/step with, %.1f ms/step without -> %s\n", on, off,
            overlap ? "on" : "off");
     fflush(stdout);
-    main_log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on,
-             off, overlap ? "true" : "false");
+    main_log_json(r, "{\"type\":\"overlap\",\"ms_per_step_on\":%.3f,\"ms_per_step_off\":%.3f,\"overlap\":%s}", on, off,
+                  overlap ? "true" : "false");
 }
 
 /* What the loop keeps besides the run state: the schedule it derives from
@@ -96,7 +90,7 @@ typedef struct {
     uint64_t total;     /* the step this run stops at (--epochs, --steps) */
     int print_every;
     tr_lr_schedule_t sched;
-    double train_time;  /* seconds in steps (compute and all-reduce only) */
+    double train_time; /* seconds in steps (compute and all-reduce only) */
     /* --profile: from the third step of this run (the first two make the
      * plans and primitives). */
     double profile_time;
@@ -116,13 +110,11 @@ typedef struct {
 static hora_status_t loop_steps_per_epoch(run_t *r, uint64_t *spe)
 {
     *spe = (uint64_t)r->opt.steps_per_epoch;
-    if (!r->train_loader)
-        return HORA_OK;
+    if (!r->train_loader) return HORA_OK;
     tr_loader_info_t info;
     tr_loader_info(r->train_loader, &info);
     int64_t steps = (int64_t)info.steps_per_epoch;
-    if (r->size > 1)
-        CHECK(hora_allreduce(&steps, &steps, 1, HORA_DTYPE_I64, HORA_OP_MIN));
+    if (r->size > 1) CHECK(hora_allreduce(&steps, &steps, 1, HORA_DTYPE_I64, HORA_OP_MIN));
     *spe = (uint64_t)steps;
     if (*spe == 0) {
         main_report("hora-train: the dataset has fewer than %d samples per epoch", r->size);
@@ -149,13 +141,11 @@ static void loop_schedule(run_t *r, loop_t *l)
     if (sched.decay == TR_LR_DECAY_STEP) {
         double epochs[TR_LR_MAX_MILESTONES];
         int n = tr_options_lr_steps(o->lr_steps, epochs, TR_LR_MAX_MILESTONES);
-        for (int i = 0; i < n; i++)
-            sched.milestones[sched.milestone_count++] = (uint64_t)(epochs[i] * (double)spe);
+        for (int i = 0; i < n; i++) sched.milestones[sched.milestone_count++] = (uint64_t)(epochs[i] * (double)spe);
     }
     l->sched = sched;
     l->total = sched.total_steps;
-    if (o->max_steps > 0 && (uint64_t)o->max_steps < l->total)
-        l->total = (uint64_t)o->max_steps;
+    if (o->max_steps > 0 && (uint64_t)o->max_steps < l->total) l->total = (uint64_t)o->max_steps;
     l->print_every = o->print_every ? o->print_every : (int)(spe / 10 ? spe / 10 : 1);
 }
 
@@ -167,20 +157,18 @@ static hora_status_t loop_next_batch(run_t *r, const loop_t *l, tr_tensor_t *x, 
     *x = r->synthetic_x;
     *y = r->synthetic_y;
     *bp = NULL;
-    if (!r->train_loader)
-        return HORA_OK;
+    if (!r->train_loader) return HORA_OK;
     tr_batch_t *b = NULL;
     hora_status_t next = tr_loader_next(r->train_loader, &b);
     if (next != HORA_OK) {
         main_report("hora-train: rank %d: training data, epoch %d step %" PRIu64 ": %s", r->rank, (int)st->epoch + 1,
-               st->step_in_epoch, status_message());
+                    st->step_in_epoch, status_message());
         return next;
     }
     if (!b || b->count < 1) {
-        main_report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64
-               " of %" PRIu64 " steps", r->rank, (int)st->epoch, st->step_in_epoch, l->spe_epoch);
-        if (b)
-            tr_loader_release(r->train_loader, b);
+        main_report("hora-train: rank %d: the loader ended epoch %d after %" PRIu64 " of %" PRIu64 " steps", r->rank,
+                    (int)st->epoch, st->step_in_epoch, l->spe_epoch);
+        if (b) tr_loader_release(r->train_loader, b);
         return HORA_ERR_INTERNAL;
     }
     *x = input_batch_tensor(r, b, tr_model_spec(r->model));
@@ -205,33 +193,33 @@ static void loop_progress_print(run_t *r, const loop_t *l, double loss, double l
     /* The rank the coordinator finds last to submit (HORA_STRAGGLER_S). */
     int straggler = -1;
     double straggler_share = 0, straggler_ms = 0;
-    if (r->size > 1 && hora_straggler(&straggler, &straggler_share, &straggler_ms, NULL) == HORA_OK &&
-        straggler >= 0) {
+    if (r->size > 1 && hora_straggler(&straggler, &straggler_share, &straggler_ms, NULL) == HORA_OK && straggler >= 0) {
         size_t used = strlen(scaling);
-        snprintf(scaling + used, sizeof(scaling) - used, "  straggler rank %d (%.0f%%, +%.3g ms)",
-                 straggler, 100 * straggler_share, straggler_ms);
+        snprintf(scaling + used, sizeof(scaling) - used, "  straggler rank %d (%.0f%%, +%.3g ms)", straggler,
+                 100 * straggler_share, straggler_ms);
     }
     double frac = (double)(st->step_in_epoch + (l->spe - l->spe_epoch)) / (double)l->spe;
     if (r->tty) {
         char bar[21];
         int fill = (int)(frac * 20);
-        for (int k = 0; k < 20; k++)
-            bar[k] = k < fill ? '#' : '.';
+        for (int k = 0; k < 20; k++) bar[k] = k < fill ? '#' : '.';
         bar[20] = 0;
         printf("\repoch %d/%d [%s] step %" PRIu64 "  %.0f img/s  loss %.4f  lr %.4g  ETA %s"
-               "%s%s   ", epoch + 1, o->epochs, bar, st->step, ips, loss, lr, eta_s, scaling,
+               "%s%s   ",
+               epoch + 1, o->epochs, bar, st->step, ips, loss, lr, eta_s, scaling,
                bad ? "  (bad samples skipped)" : "");
     } else {
         printf("epoch %d/%d step %" PRIu64 " (%.0f%%)  %.0f img/s  loss %.4f  lr %.4g  ETA %s"
-               "%s  bad %" PRIu64 "\n", epoch + 1, o->epochs, st->step, 100 * frac, ips, loss, lr,
-               eta_s, scaling, bad);
+               "%s  bad %" PRIu64 "\n",
+               epoch + 1, o->epochs, st->step, 100 * frac, ips, loss, lr, eta_s, scaling, bad);
     }
     fflush(stdout);
-    main_log_json(r, "{\"type\":\"train\",\"epoch\":%.4f,\"step\":%" PRIu64 ",\"loss\":%.6f,"
-             "\"lr\":%.6g,\"img_per_s\":%.1f,\"elapsed_s\":%.3f,\"bad_samples\":%" PRIu64
-             ",\"loss_scale\":%.9g,\"skipped_steps\":%" PRIu64 "}",
-             epoch + frac, st->step, loss, lr, ips, elapsed, bad, st->loss_scale.scale,
-             st->loss_scale.skipped_steps);
+    main_log_json(r,
+                  "{\"type\":\"train\",\"epoch\":%.4f,\"step\":%" PRIu64 ",\"loss\":%.6f,"
+                  "\"lr\":%.6g,\"img_per_s\":%.1f,\"elapsed_s\":%.3f,\"bad_samples\":%" PRIu64
+                  ",\"loss_scale\":%.9g,\"skipped_steps\":%" PRIu64 "}",
+                  epoch + frac, st->step, loss, lr, ips, elapsed, bad, st->loss_scale.scale,
+                  st->loss_scale.skipped_steps);
 }
 
 /* Every --print-every steps and at the end of an epoch or of training: the
@@ -243,15 +231,13 @@ static hora_status_t loop_progress(run_t *r, loop_t *l, double lr)
     if (!(st->step % (uint64_t)l->print_every == 0 || st->step == l->total || st->step_in_epoch == l->spe_epoch))
         return HORA_OK;
     double loss = l->loss_sum / l->loss_n;
-    if (r->size > 1)
-        CHECK(hora_allreduce(&loss, &loss, 1, HORA_DTYPE_F64, HORA_OP_AVG));
+    if (r->size > 1) CHECK(hora_allreduce(&loss, &loss, 1, HORA_DTYPE_F64, HORA_OP_AVG));
     double t = tr_now_s();
     double ips = l->images_since / (t - l->t_since);
     double elapsed = t - r->t0;
     double eta = (double)(l->total - st->step) * (elapsed / (double)st->step);
     uint64_t bad = r->train_loader ? tr_loader_bad_count(r->train_loader) : 0;
-    if (r->rank == 0)
-        loop_progress_print(r, l, loss, lr, ips, elapsed, eta, bad);
+    if (r->rank == 0) loop_progress_print(r, l, loss, lr, ips, elapsed, eta, bad);
     l->loss_sum = 0;
     l->loss_n = 0;
     l->images_since = 0;
@@ -273,8 +259,7 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     const int samples = x.n;
     double lr = tr_lr_at(&l->sched, st->step);
     float loss;
-    if (o->profile && l->run_steps == 2)
-        CHECK(tr_model_profile(r->model, 1));
+    if (o->profile && l->run_steps == 2) CHECK(tr_model_profile(r->model, 1));
     double ts = tr_now_s();
     int probing = tr_trainer_overlap(r->trainer, NULL, NULL) < 0;
     CHECK(tr_trainer_step(r->trainer, &x, y, lr, &loss, NULL));
@@ -289,13 +274,10 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     st->step++;
     st->step_in_epoch++;
     st->images += (uint64_t)samples * (uint64_t)r->size;
-    if (probing)
-        report_overlap(r);
-    if (b)
-        tr_loader_release(r->train_loader, b);
+    if (probing) report_overlap(r);
+    if (b) tr_loader_release(r->train_loader, b);
     if (!isfinite(loss)) {
-        main_report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank,
-               loss, st->step - 1);
+        main_report("hora-train: rank %d: loss is %g at step %" PRIu64 "; stopping", r->rank, loss, st->step - 1);
         return HORA_ERR_INTERNAL;
     }
     l->loss_sum += loss;
@@ -323,14 +305,14 @@ static hora_status_t loop_epoch_end(run_t *r, loop_t *l)
         l->evaluated_last = 1;
         double elapsed = tr_now_s() - r->t0;
         if (r->rank == 0) {
-            if (r->tty)
-                printf("\n");
-            printf("epoch %d: test top-1 %.2f%% top-5 %.2f%% (%" PRId64 " images)  elapsed %.0f s\n",
-                   epoch + 1, 100.0 * ev.top1 / ev.count, 100.0 * ev.top5 / ev.count, ev.count, elapsed);
+            if (r->tty) printf("\n");
+            printf("epoch %d: test top-1 %.2f%% top-5 %.2f%% (%" PRId64 " images)  elapsed %.0f s\n", epoch + 1,
+                   100.0 * ev.top1 / ev.count, 100.0 * ev.top5 / ev.count, ev.count, elapsed);
             fflush(stdout);
-            main_log_json(r, "{\"type\":\"eval\",\"epoch\":%d,\"top1\":%.6f,\"top5\":%.6f,\"images\":%" PRId64
-                     ",\"elapsed_s\":%.3f}", epoch + 1, (double)ev.top1 / ev.count,
-                     (double)ev.top5 / ev.count, ev.count, elapsed);
+            main_log_json(r,
+                          "{\"type\":\"eval\",\"epoch\":%d,\"top1\":%.6f,\"top5\":%.6f,\"images\":%" PRId64
+                          ",\"elapsed_s\":%.3f}",
+                          epoch + 1, (double)ev.top1 / ev.count, (double)ev.top5 / ev.count, ev.count, elapsed);
         }
         l->t_since = tr_now_s();
     }
@@ -345,8 +327,7 @@ static hora_status_t loop_epoch_end(run_t *r, loop_t *l)
 static hora_status_t loop_final_checkpoint(run_t *r, const loop_t *l)
 {
     const tr_run_state_t *st = &r->state;
-    if (!r->ckpt)
-        return HORA_OK;
+    if (!r->ckpt) return HORA_OK;
     uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : l->spe;
     CHECK(main_save_checkpoint(r, spe_epoch, l->spe));
     hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
@@ -369,22 +350,21 @@ static void loop_summary(run_t *r, const loop_t *l)
     const tr_options_t *o = &r->opt;
     const tr_run_state_t *st = &r->state;
     const eval_result_t *ev = &l->ev;
-    if (r->rank != 0)
-        return;
+    if (r->rank != 0) return;
     double ips = l->train_time > 0 ? (double)st->images / l->train_time : 0.0;
     printf("training: %" PRIu64 " steps (%" PRIu64 " skipped: gradient overflow), %" PRIu64 " images, %.1f img/s "
-           "over %d ranks (compute and all-reduce only)\n", st->step, st->loss_scale.skipped_steps, st->images, ips,
-           r->size);
-    printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev->top1 / ev->count,
-           100.0 * ev->top5 / ev->count);
+           "over %d ranks (compute and all-reduce only)\n",
+           st->step, st->loss_scale.skipped_steps, st->images, ips, r->size);
+    printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev->top1 / ev->count, 100.0 * ev->top5 / ev->count);
     if (o->profile && l->profile_steps)
         tr_model_profile_print(r->model, 1e3 * l->profile_time / (double)l->profile_steps, stdout);
     else if (o->profile)
         printf("profile: no step was timed (--profile starts at the third step)\n");
-    main_log_json(r, "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
-             ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f,\"loss_scale\":%.9g}",
-             st->step, st->loss_scale.skipped_steps, st->images, (double)ev->top1 / ev->count,
-             (double)ev->top5 / ev->count, tr_now_s() - r->t0, ips, st->loss_scale.scale);
+    main_log_json(r,
+                  "{\"type\":\"final\",\"steps\":%" PRIu64 ",\"skipped_steps\":%" PRIu64 ",\"images\":%" PRIu64
+                  ",\"top1\":%.6f,\"top5\":%.6f,\"elapsed_s\":%.3f,\"train_img_per_s\":%.1f,\"loss_scale\":%.9g}",
+                  st->step, st->loss_scale.skipped_steps, st->images, (double)ev->top1 / ev->count,
+                  (double)ev->top5 / ev->count, tr_now_s() - r->t0, ips, st->loss_scale.scale);
 }
 
 hora_status_t loop_run(run_t *r)
@@ -412,14 +392,12 @@ hora_status_t loop_run(run_t *r)
             l.spe_epoch = tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset);
             CHECK(tr_loader_start_epoch_at(r->train_loader, st->epoch, st->step_in_epoch, st->epoch_sample_offset));
         }
-        while (st->step_in_epoch < l.spe_epoch && st->step < l.total)
-            RETURN_ON_ERROR(loop_step(r, &l));
+        while (st->step_in_epoch < l.spe_epoch && st->step < l.total) RETURN_ON_ERROR(loop_step(r, &l));
         RETURN_ON_ERROR(loop_epoch_end(r, &l));
         if (st->step_in_epoch < l.spe_epoch)
             break; /* stopped by --steps inside the epoch: the state stays where it is */
     }
-    if (!l.evaluated_last)
-        CHECK(evaluate(r, &l.ev));
+    if (!l.evaluated_last) CHECK(evaluate(r, &l.ev));
     RETURN_ON_ERROR(loop_final_checkpoint(r, &l));
     loop_summary(r, &l);
     return HORA_OK;

@@ -29,7 +29,6 @@
 #include "precision.h"
 #include "threads.h"
 
-
 /* --precision auto: a resumed run keeps the precision its checkpoint's run
  * computed in; a fresh one times the candidates now (precision.c), before
  * the run's own model exists, and keeps the fastest. The choice and its
@@ -37,22 +36,28 @@
 static hora_status_t precision_auto(run_t *r, const tr_model_spec_t *spec, int grad)
 {
     tr_options_t *o = &r->opt;
-    tr_precision_probe_config_t pc = {.spec = *spec, .batch = o->batch, .grad = grad, .loss_scale_opt = o->loss_scale,
+    tr_precision_probe_config_t pc = {.spec = *spec,
+                                      .batch = o->batch,
+                                      .grad = grad,
+                                      .loss_scale_opt = o->loss_scale,
                                       .loss_scale_window = o->loss_scale_window,
-                                      .step = {.overlap = (tr_overlap_t)o->overlap, .optim = o->optim,
+                                      .step = {.overlap = (tr_overlap_t)o->overlap,
+                                               .optim = o->optim,
                                                .label_smoothing = (float)o->label_smoothing,
                                                .reproducible = o->reproducible},
-                                      .grads_shared = r->size > 1, .seed = r->state.seed, .budget_s = 2.0};
+                                      .grads_shared = r->size > 1,
+                                      .seed = r->state.seed,
+                                      .budget_s = 2.0};
     char text[1024], json[1536];
     const char *source;
-    CHECK(tr_precision_auto(r->backend, &pc, r->resumed, &r->state.precision, text, sizeof(text), json,
-                            sizeof(json), &source));
+    CHECK(tr_precision_auto(r->backend, &pc, r->resumed, &r->state.precision, text, sizeof(text), json, sizeof(json),
+                            &source));
     o->precision = r->state.precision.choice;
     if (r->rank == 0) {
         printf("hora-train: precision auto: %s\n", text);
         fflush(stdout);
         main_log_json(r, "{\"type\":\"precision\",\"precision\":\"%s\",\"auto\":true,\"source\":\"%s\",%s}",
-                 tr_precision_names[o->precision], source, json);
+                      tr_precision_names[o->precision], source, json);
     }
     return HORA_OK;
 }
@@ -76,13 +81,14 @@ static hora_status_t choose_precision(run_t *r, tr_model_spec_t *spec, tr_loss_s
     int fell_back = 0;
     if (tr_precision_dtypes(r->backend, p, grad, spec, &fell_back) != HORA_OK) {
         main_report("hora-train: --precision %s: the %s backend cannot compute in %s: %s", tr_precision_names[p],
-               o->backend, tr_precision_names[p], status_message());
+                    o->backend, tr_precision_names[p], status_message());
         return HORA_ERR_UNSUPPORTED;
     }
     if (fell_back && r->rank == 0)
-        fprintf(stderr, "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
-                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n", status_message(),
-                o->backend, tr_dtype_name(spec->grad_dtype));
+        fprintf(stderr,
+                "hora-train: --precision fp16: %s; the %s backend computes in f32 instead, with %s "
+                "gradients and loss scaling (--precision bf16 is this CPU's fast low precision)\n",
+                status_message(), o->backend, tr_dtype_name(spec->grad_dtype));
     tr_precision_loss_scale(p, o->loss_scale, o->loss_scale_window, ls);
     return HORA_OK;
 }
@@ -104,9 +110,9 @@ static void choose_threads(run_t *r)
     o->threads = threads;
     if (r->rank == 0) {
         printf("hora-train: threads auto: %d compute thread%s per rank (rank 0 may use %d of the host's %d CPUs, "
-               "shared by %d rank%s of the host: a share of %d%s)\n", threads, threads == 1 ? "" : "s", ti.cpus,
-               ti.host_cpus, ti.sharers, ti.sharers == 1 ? "" : "s", ti.threads,
-               threads < ti.threads ? ", less the loader's threads" : "");
+               "shared by %d rank%s of the host: a share of %d%s)\n",
+               threads, threads == 1 ? "" : "s", ti.cpus, ti.host_cpus, ti.sharers, ti.sharers == 1 ? "" : "s",
+               ti.threads, threads < ti.threads ? ", less the loader's threads" : "");
         fflush(stdout);
     }
 }
@@ -117,8 +123,7 @@ static hora_status_t setup_spec(run_t *r, tr_model_spec_t *spec)
 {
     tr_options_t *o = &r->opt;
     CHECK(tr_model_spec_from_name(o->model, spec));
-    if (o->width)
-        spec->base_width = o->width;
+    if (o->width) spec->base_width = o->width;
     spec->zero_init_last_bn = o->zero_init;
     spec->bn_epsilon = o->bn_eps;
     spec->bn_momentum = o->bn_momentum;
@@ -133,10 +138,8 @@ static hora_status_t setup_spec(run_t *r, tr_model_spec_t *spec)
         tr_loader_close(probe);
         /* Small images (Fashion-MNIST, CIFAR) get pad-and-crop; large ones
          * (ImageNet) random-resized-crop, unless a flag said otherwise. */
-        if (o->pad_crop < 0)
-            o->pad_crop = info.height < 64 ? 4 : 0;
-        if (o->rrc < 0)
-            o->rrc = info.height >= 64;
+        if (o->pad_crop < 0) o->pad_crop = info.height < 64 ? 4 : 0;
+        if (o->rrc < 0) o->rrc = info.height >= 64;
         spec->in_channels = info.channels;
         spec->height = info.height;
         spec->width = info.width;
@@ -147,8 +150,7 @@ static hora_status_t setup_spec(run_t *r, tr_model_spec_t *spec)
             spec->height = o->image[1];
             spec->width = o->image[2];
         }
-        if (o->classes)
-            spec->classes = o->classes;
+        if (o->classes) spec->classes = o->classes;
     }
     return HORA_OK;
 }
@@ -161,14 +163,17 @@ static hora_status_t setup_backend(run_t *r)
     if (!ops) {
         if (tr_backend_known(o->backend)) {
             main_report("hora-train: this hora-train was built without the %s backend (built in: %s; meson's "
-                   "-Dtrainer_cpu and -Dcuda choose the backends)", o->backend, tr_backend_names());
+                        "-Dtrainer_cpu and -Dcuda choose the backends)",
+                        o->backend, tr_backend_names());
             return HORA_ERR_UNSUPPORTED;
         }
         main_report("hora-train: unknown backend '%s' (built in: %s)", o->backend, tr_backend_names());
         return HORA_ERR_INVALID_ARG;
     }
     choose_threads(r);
-    tr_backend_config_t bc = {.threads = o->threads, .verbose = o->verbose, .autotune = o->cudnn_autotune,
+    tr_backend_config_t bc = {.threads = o->threads,
+                              .verbose = o->verbose,
+                              .autotune = o->cudnn_autotune,
                               .channel_block = tr_cpu_layout_blocks[o->cpu_layout]};
     CHECK(ops->init(&bc, &r->backend));
     return HORA_OK;
@@ -184,12 +189,13 @@ static hora_status_t setup_model(run_t *r, const tr_model_spec_t *spec)
     input_stats(spec->in_channels, mean, std);
     tr_model_set_input_norm(r->model, mean, std);
     hora_status_t refused = main_resume_apply(r); /* reported there */
-    if (refused != HORA_OK)
-        return refused;
-    tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap, .label_smoothing = (float)o->label_smoothing,
-                           .optim = o->optim, .loss_scale = r->scaler, .reproducible = o->reproducible};
-    if (!r->resumed)
-        tr_loss_scale_begin(&r->scaler, &r->state.loss_scale);
+    if (refused != HORA_OK) return refused;
+    tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap,
+                           .label_smoothing = (float)o->label_smoothing,
+                           .optim = o->optim,
+                           .loss_scale = r->scaler,
+                           .reproducible = o->reproducible};
+    if (!r->resumed) tr_loss_scale_begin(&r->scaler, &r->state.loss_scale);
     CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));
     CHECK(tr_trainer_broadcast_state(r->trainer, r->resumed));
     return HORA_OK;
@@ -199,8 +205,7 @@ static hora_status_t setup_model(run_t *r, const tr_model_spec_t *spec)
 static hora_status_t setup_checkpoints(run_t *r)
 {
     const tr_options_t *o = &r->opt;
-    if (r->rank != 0 || !o->checkpoint_dir)
-        return HORA_OK;
+    if (r->rank != 0 || !o->checkpoint_dir) return HORA_OK;
     hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt);
     if (status != HORA_OK) {
         main_report("hora-train: %s", status_message());
@@ -215,8 +220,7 @@ static void setup_print(const run_t *r, const tr_model_spec_t *spec)
 {
     const tr_options_t *o = &r->opt;
     const tr_loss_scale_config_t *ls = &r->scaler;
-    if (r->rank != 0)
-        return;
+    if (r->rank != 0) return;
     char scale[48] = "none";
     if (ls->mode == TR_LOSS_SCALE_STATIC)
         snprintf(scale, sizeof(scale), "%g", ls->initial);
@@ -225,9 +229,8 @@ static void setup_print(const run_t *r, const tr_model_spec_t *spec)
     printf("hora-train: %s, %d ranks x batch %d, input %dx%dx%d, %d classes, %zu parameters "
            "(%d tensors), backend %s, transport %s, compute %s, gradients %s, loss scale %s\n",
            o->model, r->size, o->batch, spec->in_channels, spec->height, spec->width, spec->classes,
-           tr_tensor_count(tr_model_arena(r->model, TR_ARENA_PARAMS)), tr_model_param_count(r->model),
-           o->backend, hora_transport_name(), tr_dtype_name(spec->compute_dtype), tr_dtype_name(spec->grad_dtype),
-           scale);
+           tr_tensor_count(tr_model_arena(r->model, TR_ARENA_PARAMS)), tr_model_param_count(r->model), o->backend,
+           hora_transport_name(), tr_dtype_name(spec->compute_dtype), tr_dtype_name(spec->grad_dtype), scale);
     fflush(stdout);
 }
 
@@ -249,8 +252,7 @@ static hora_status_t setup(run_t *r)
     }
     RETURN_ON_ERROR(setup_model(r, &spec));
     RETURN_ON_ERROR(setup_checkpoints(r));
-    if (o->synthetic)
-        CHECK(input_synthetic(r, &spec));
+    if (o->synthetic) CHECK(input_synthetic(r, &spec));
     setup_print(r, &spec);
     return HORA_OK;
 }
@@ -261,16 +263,14 @@ static int parent_pid(int pid)
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/%d/stat", pid);
     FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
+    if (!f) return 0;
     size_t n = fread(buf, 1, sizeof(buf) - 1, f);
     fclose(f);
     buf[n] = 0;
     const char *end = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
     int ppid = 0;
     char state;
-    if (!end || sscanf(end + 1, " %c %d", &state, &ppid) != 2)
-        return 0;
+    if (!end || sscanf(end + 1, " %c %d", &state, &ppid) != 2) return 0;
     return ppid;
 }
 
@@ -284,28 +284,23 @@ static int parent_pid(int pid)
  * cannot be seen (a launcher on another host, no /proc) it is lines. */
 static int progress_on_terminal(void)
 {
-    if (!isatty(STDOUT_FILENO))
-        return 0;
+    if (!isatty(STDOUT_FILENO)) return 0;
     static const char *const launcher_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
     int launched = 0;
     for (size_t i = 0; i < sizeof(launcher_vars) / sizeof(launcher_vars[0]); i++)
         launched |= getenv(launcher_vars[i]) != NULL;
-    if (!launched)
-        return 1;
+    if (!launched) return 1;
     struct stat mine;
-    if (fstat(STDOUT_FILENO, &mine) != 0)
-        return 0;
+    if (fstat(STDOUT_FILENO, &mine) != 0) return 0;
     for (int pid = getppid(), depth = 0; pid > 1 && depth < 8; pid = parent_pid(pid), depth++) {
         char link[64], target[256];
         struct stat st;
         snprintf(link, sizeof(link), "/proc/%d/fd/1", pid);
-        if (stat(link, &st) != 0)
-            return 0;
+        if (stat(link, &st) != 0) return 0;
         if (st.st_dev == mine.st_dev && st.st_ino == mine.st_ino && st.st_rdev == mine.st_rdev)
             continue; /* a wrapper writing where this process does */
         ssize_t n = readlink(link, target, sizeof(target) - 1);
-        if (n <= 0)
-            return 0;
+        if (n <= 0) return 0;
         target[n] = 0;
         return strncmp(target, "/dev/pts/", 9) == 0 || strncmp(target, "/dev/tty", 8) == 0 ||
                strcmp(target, "/dev/console") == 0;
@@ -325,21 +320,17 @@ static void teardown(run_t *r)
     /* The batches are the backend's host memory: they go first. */
     tr_loader_close(r->train_loader);
     tr_loader_close(r->val_loader);
-    if (r->synthetic_x.data)
-        input_batch_free(r->backend, r->synthetic_x.data);
+    if (r->synthetic_x.data) input_batch_free(r->backend, r->synthetic_x.data);
     free(r->synthetic_y);
-    if (r->backend)
-        r->backend->ops->free(r->backend);
-    if (r->log)
-        fclose(r->log);
+    if (r->backend) r->backend->ops->free(r->backend);
+    if (r->log) fclose(r->log);
 }
 
 int main(int argc, char **argv)
 {
     run_t run = {0}, *r = &run;
     int parsed = tr_options_parse(argc, argv, &r->opt);
-    if (parsed)
-        return parsed > 0 ? 0 : 2;
+    if (parsed) return parsed > 0 ? 0 : 2;
     r->state = tr_run_state_begin((uint64_t)r->opt.seed);
     r->t0 = tr_now_s();
     hora_status_t status = hora_init();
@@ -349,8 +340,8 @@ int main(int argc, char **argv)
     }
     r->rank = hora_rank();
     r->size = hora_size();
-    r->tty = r->rank == 0 && (r->opt.progress == TR_PROGRESS_BAR ||
-                              (r->opt.progress == TR_PROGRESS_AUTO && progress_on_terminal()));
+    r->tty = r->rank == 0 &&
+             (r->opt.progress == TR_PROGRESS_BAR || (r->opt.progress == TR_PROGRESS_AUTO && progress_on_terminal()));
     if (r->rank == 0 && r->opt.log_path) {
         /* A resumed run continues its log. */
         r->log = fopen(r->opt.log_path, r->opt.resume ? "a" : "w");
@@ -359,18 +350,14 @@ int main(int argc, char **argv)
                     strerror(errno));
     }
     status = main_resume_read(r);
-    if (status == HORA_OK)
-        status = setup(r);
-    if (status == HORA_OK)
-        status = loop_run(r);
+    if (status == HORA_OK) status = setup(r);
+    if (status == HORA_OK) status = loop_run(r);
     /* An error ends the job: the peers learn it from the runtime's abort
      * (their pending work fails with this rank's message) instead of waiting
      * for gradients that will not come; hora_shutdown then returns at once. */
-    if (status != HORA_OK)
-        hora_abort(status, main_first_error()[0] ? main_first_error() : "hora-train failed");
+    if (status != HORA_OK) hora_abort(status, main_first_error()[0] ? main_first_error() : "hora-train failed");
     teardown(r);
     hora_status_t st2 = hora_shutdown();
-    if (status == HORA_OK)
-        status = st2;
+    if (status == HORA_OK) status = st2;
     return status == HORA_OK ? 0 : 1;
 }

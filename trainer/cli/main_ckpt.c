@@ -30,15 +30,12 @@ __attribute__((format(printf, 3, 4))) static void msg_printf(char *buf, size_t n
  * of a status name. */
 static hora_status_t share_refusal(run_t *r, int32_t *outcome, char *msg, size_t msg_bytes)
 {
-    if (r->size == 1)
-        return HORA_OK;
+    if (r->size == 1) return HORA_OK;
     CHECK(hora_broadcast(outcome, 1, HORA_DTYPE_I32, 0));
-    if (*outcome >= 0)
-        return HORA_OK;
+    if (*outcome >= 0) return HORA_OK;
     CHECK(hora_broadcast(msg, msg_bytes, HORA_DTYPE_U8, 0));
     msg[msg_bytes - 1] = 0;
-    if (r->rank != 0)
-        main_report_keep(msg);
+    if (r->rank != 0) main_report_keep(msg);
     return HORA_OK;
 }
 
@@ -49,8 +46,7 @@ static hora_status_t share_refusal(run_t *r, int32_t *outcome, char *msg, size_t
 hora_status_t main_resume_read(run_t *r)
 {
     const tr_options_t *o = &r->opt;
-    if (!o->resume)
-        return HORA_OK;
+    if (!o->resume) return HORA_OK;
     int32_t found = 0; /* 1: read, 0: nothing to resume (auto, empty directory), -1: failed */
     char msg[TR_RESUME_MSG_BYTES] = "";
     if (r->rank == 0) {
@@ -59,21 +55,22 @@ hora_status_t main_resume_read(run_t *r)
             int count;
             if (tr_ckpt_list(o->checkpoint_dir, &paths, &count) != HORA_OK) {
                 msg_printf(msg, sizeof(msg), "hora-train: --resume auto: cannot list %s: %s", o->checkpoint_dir,
-                         strerror(errno));
+                           strerror(errno));
                 found = -1;
             } else {
                 for (int i = 0; i < count && found == 0; i++) {
                     if (tr_ckpt_load(paths[i], &r->resume) == HORA_OK) {
                         found = 1;
                     } else {
-                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n", status_message(),
-                                i + 1 < count ? "; trying the previous one" : "");
+                        fprintf(stderr, "hora-train: --resume auto: skipping a damaged checkpoint: %s%s\n",
+                                status_message(), i + 1 < count ? "; trying the previous one" : "");
                     }
                 }
                 if (found == 0 && count > 0) {
-                    msg_printf(msg, sizeof(msg), "hora-train: --resume auto: none of the %d checkpoints in %s is usable "
-                             "(each one's damage is above); a new --checkpoint-dir starts afresh", count,
-                             o->checkpoint_dir);
+                    msg_printf(msg, sizeof(msg),
+                               "hora-train: --resume auto: none of the %d checkpoints in %s is usable "
+                               "(each one's damage is above); a new --checkpoint-dir starts afresh",
+                               count, o->checkpoint_dir);
                     found = -1;
                 } else if (found == 0) {
                     printf("hora-train: --resume auto: no checkpoint in %s yet, starting from step 0\n",
@@ -87,14 +84,11 @@ hora_status_t main_resume_read(run_t *r)
             msg_printf(msg, sizeof(msg), "hora-train: --resume: %s", status_message());
             found = -1;
         }
-        if (found < 0)
-            main_report("%s", msg);
+        if (found < 0) main_report("%s", msg);
     }
     CHECK(share_refusal(r, &found, msg, sizeof(msg)));
-    if (found < 0)
-        return HORA_ERR_CORRUPT;
-    if (found == 0)
-        return HORA_OK;
+    if (found < 0) return HORA_ERR_CORRUPT;
+    if (found == 0) return HORA_OK;
     int64_t layout[3] = {0, 0, 0};
     if (r->rank == 0) {
         r->state = r->resume.state;
@@ -107,16 +101,18 @@ hora_status_t main_resume_read(run_t *r)
         CHECK(hora_broadcast(layout, 3, HORA_DTYPE_I64, 0));
     }
     r->resumed = 1;
-    r->saved = (tr_ckpt_run_info_t){.world_size = (int)layout[0], .batch = (int)layout[1],
-                                    .steps_per_epoch = (uint64_t)layout[2]};
+    r->saved = (tr_ckpt_run_info_t){
+        .world_size = (int)layout[0], .batch = (int)layout[1], .steps_per_epoch = (uint64_t)layout[2]};
     if (o->keep_global_batch) {
         int64_t global = layout[0] * layout[1];
         if (global % r->size) {
             /* Every rank knows: rank 0 prints it, the others keep it. */
-            msg_printf(msg, sizeof(msg), "hora-train: cannot resume with --keep-global-batch: the checkpoint has "
-                     "global batch %" PRId64 " (%d ranks x %d), which this run's %d ranks do not divide: run on a "
-                     "number of ranks that divides %" PRId64 ", or leave out --keep-global-batch to keep the "
-                     "per-rank batch", global, r->saved.world_size, r->saved.batch, r->size, global);
+            msg_printf(msg, sizeof(msg),
+                       "hora-train: cannot resume with --keep-global-batch: the checkpoint has "
+                       "global batch %" PRId64 " (%d ranks x %d), which this run's %d ranks do not divide: run on a "
+                       "number of ranks that divides %" PRId64 ", or leave out --keep-global-batch to keep the "
+                       "per-rank batch",
+                       global, r->saved.world_size, r->saved.batch, r->size, global);
             if (r->rank == 0)
                 main_report("%s", msg);
             else
@@ -131,8 +127,7 @@ hora_status_t main_resume_read(run_t *r)
 /* A refused resume in words: the field that differs, the checkpoint's
  * value, this run's, and the flags that continue the checkpoint's run where
  * there are such. */
-static void refusal_text(const tr_ckpt_data_t *d, const tr_ckpt_difference_t *df, const char *why, char *msg,
-                         size_t n)
+static void refusal_text(const tr_ckpt_data_t *d, const tr_ckpt_difference_t *df, const char *why, char *msg, size_t n)
 {
     const char *k = df->key, *ck = df->checkpoint, *me = df->run;
     msg_printf(msg, n, "hora-train: cannot resume from %s: ", d->path);
@@ -145,26 +140,32 @@ static void refusal_text(const tr_ckpt_data_t *d, const tr_ckpt_difference_t *df
         /* A tensor or a line only one side has: the description's words. */
         msg_printf(msg, n, "its model and the one this command line builds differ: %s", why);
     } else if (strcmp(k, "arch") == 0) {
-        msg_printf(msg, n, "the checkpoint has arch %s, this run asks for %s: --model %s continues it (a new "
-                 "--checkpoint-dir, without --resume, trains %s from scratch)", ck, me, ck, me);
+        msg_printf(msg, n,
+                   "the checkpoint has arch %s, this run asks for %s: --model %s continues it (a new "
+                   "--checkpoint-dir, without --resume, trains %s from scratch)",
+                   ck, me, ck, me);
     } else if (strcmp(k, "width") == 0 || strcmp(k, "classes") == 0) {
         msg_printf(msg, n, "the checkpoint has %s %s, this run asks for %s: --%s %s continues it", k, ck, me, k, ck);
     } else if (strcmp(k, "input") == 0) {
         char a[sizeof(df->checkpoint)], b[sizeof(df->run)];
         memcpy(a, ck, sizeof(a));
         memcpy(b, me, sizeof(b));
-        for (char *c = a; *c; c++)
-            *c = *c == ' ' ? 'x' : *c;
-        for (char *c = b; *c; c++)
-            *c = *c == ' ' ? 'x' : *c;
-        msg_printf(msg, n, "the checkpoint has input %s, this run asks for %s: it continues on data of %s images "
-                 "(--data, or --synthetic --image %s)", a, b, a, a);
+        for (char *c = a; *c; c++) *c = *c == ' ' ? 'x' : *c;
+        for (char *c = b; *c; c++) *c = *c == ' ' ? 'x' : *c;
+        msg_printf(msg, n,
+                   "the checkpoint has input %s, this run asks for %s: it continues on data of %s images "
+                   "(--data, or --synthetic --image %s)",
+                   a, b, a, a);
     } else if (strcmp(k, "compute_dtype") == 0) {
-        msg_printf(msg, n, "the checkpoint has compute dtype %s (precision %s), this run asks for %s: --precision %s, "
-                 "or --precision auto (which keeps the checkpoint's), continues it", ck, precision, me, precision);
+        msg_printf(msg, n,
+                   "the checkpoint has compute dtype %s (precision %s), this run asks for %s: --precision %s, "
+                   "or --precision auto (which keeps the checkpoint's), continues it",
+                   ck, precision, me, precision);
     } else if (strcmp(k, "grad_dtype") == 0) {
-        msg_printf(msg, n, "the checkpoint has gradient dtype %s (precision %s), this run asks for %s: --precision %s "
-                 "--grad-dtype %s continues it", ck, precision, me, precision, ck);
+        msg_printf(msg, n,
+                   "the checkpoint has gradient dtype %s (precision %s), this run asks for %s: --precision %s "
+                   "--grad-dtype %s continues it",
+                   ck, precision, me, precision, ck);
     } else {
         msg_printf(msg, n, "the checkpoint has %s %s, this run asks for %s", k, ck, me);
     }
@@ -176,8 +177,7 @@ static void refusal_text(const tr_ckpt_data_t *d, const tr_ckpt_difference_t *df
  * reported here (rank 0 prints it, every rank's abort carries it). */
 hora_status_t main_resume_apply(run_t *r)
 {
-    if (!r->resumed)
-        return HORA_OK;
+    if (!r->resumed) return HORA_OK;
     int32_t ok = 1;
     char msg[TR_RESUME_MSG_BYTES] = "";
     if (r->rank == 0) {
@@ -187,16 +187,18 @@ hora_status_t main_resume_apply(run_t *r)
             refusal_text(&r->resume, &df, status_message(), msg, sizeof(msg));
             ok = -1;
         } else if ((status = tr_ckpt_apply(&r->resume, r->model)) != HORA_OK) {
-            msg_printf(msg, sizeof(msg), "hora-train: cannot resume from %s: loading its tensors into the model "
-                     "failed: %s", r->resume.path, hora_status_string(status));
+            msg_printf(msg, sizeof(msg),
+                       "hora-train: cannot resume from %s: loading its tensors into the model "
+                       "failed: %s",
+                       r->resume.path, hora_status_string(status));
             ok = -1;
         } else {
             printf("hora-train: resuming from %s: epoch %" PRIu64 ", step %" PRIu64 " (written by %d ranks x batch "
-                   "%d)\n", r->resume.path, r->state.epoch + 1, r->state.step, r->saved.world_size, r->saved.batch);
+                   "%d)\n",
+                   r->resume.path, r->state.epoch + 1, r->state.step, r->saved.world_size, r->saved.batch);
             fflush(stdout);
         }
-        if (ok < 0)
-            main_report("%s", msg);
+        if (ok < 0) main_report("%s", msg);
         tr_ckpt_data_free(&r->resume);
     }
     CHECK(share_refusal(r, &ok, msg, sizeof(msg)));
@@ -208,16 +210,15 @@ hora_status_t main_resume_apply(run_t *r)
 hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
 {
     CHECK(tr_trainer_settle(r->trainer)); /* every rank: a failed all-reduce stops them all */
-    if (!r->ckpt || r->last_saved_step == r->state.step + 1)
-        return HORA_OK;
+    if (!r->ckpt || r->last_saved_step == r->state.step + 1) return HORA_OK;
     tr_run_state_t s = r->state;
     if (s.step_in_epoch >= spe_epoch) {
         s.epoch++;
         s.step_in_epoch = 0;
         s.epoch_sample_offset = 0;
     }
-    tr_ckpt_run_info_t info = {.arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch,
-                               .steps_per_epoch = spe};
+    tr_ckpt_run_info_t info = {
+        .arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch, .steps_per_epoch = spe};
     hora_status_t status = tr_ckpt_writer_save(r->ckpt, r->model, &s, &info);
     if (status != HORA_OK) {
         main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
@@ -227,8 +228,10 @@ hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
     double stall, write;
     uint64_t bytes;
     tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
-    main_log_json(r, "{\"type\":\"checkpoint\",\"step\":%" PRIu64 ",\"stall_s\":%.6f,\"previous_write_s\":%.6f,"
-             "\"previous_bytes\":%" PRIu64 "}", r->state.step, stall, write, bytes);
+    main_log_json(r,
+                  "{\"type\":\"checkpoint\",\"step\":%" PRIu64 ",\"stall_s\":%.6f,\"previous_write_s\":%.6f,"
+                  "\"previous_bytes\":%" PRIu64 "}",
+                  r->state.step, stall, write, bytes);
     return HORA_OK;
 }
 
@@ -240,15 +243,13 @@ void main_reshard(run_t *r, uint64_t spe, double peak_lr)
 {
     tr_run_state_t *st = &r->state;
     const int w0 = r->saved.world_size, b0 = r->saved.batch;
-    if (!r->resumed || (w0 == r->size && b0 == r->opt.batch))
-        return;
+    if (!r->resumed || (w0 == r->size && b0 == r->opt.batch)) return;
     const uint64_t g0 = (uint64_t)w0 * (uint64_t)b0, g1 = (uint64_t)r->size * (uint64_t)r->opt.batch;
     uint64_t consumed = st->epoch_sample_offset + st->step_in_epoch * g0;
     if (r->train_loader) {
         tr_loader_info_t info;
         tr_loader_info(r->train_loader, &info);
-        if (consumed > info.samples)
-            consumed = info.samples;
+        if (consumed > info.samples) consumed = info.samples;
         st->epoch_sample_offset = consumed;
         st->step_in_epoch = 0;
     } else {
@@ -260,7 +261,8 @@ void main_reshard(run_t *r, uint64_t spe, double peak_lr)
     if (r->rank == 0) {
         printf("hora-train: resumed on %d ranks x batch %d (global %" PRIu64 ") from a checkpoint of %d x %d (global "
                "%" PRIu64 "): %s; peak lr %.4g -> %.4g; epoch %" PRIu64 " continues after its first %" PRIu64
-               " samples, at step %" PRIu64 "\n", r->size, r->opt.batch, g1, w0, b0, g0,
+               " samples, at step %" PRIu64 "\n",
+               r->size, r->opt.batch, g1, w0, b0, g0,
                r->opt.keep_global_batch ? "--keep-global-batch kept the global batch"
                                         : "per-rank batch kept, lr scaled with the global batch",
                r->opt.lr * (double)g0 / 256.0, peak_lr, st->epoch + 1, consumed, st->step);

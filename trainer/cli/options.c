@@ -15,36 +15,36 @@
 #include "model.h"
 
 typedef enum {
-    OPT_STRING,  /* const char *, any text */
-    OPT_INT,     /* int in [min, max]; "auto" stores auto_value where allowed */
-    OPT_INT64,   /* int64_t in [min, max] */
-    OPT_DOUBLE,  /* double in [min, max] */
-    OPT_FLOAT,   /* float in [min, max] */
-    OPT_CHOICE,  /* int: the index of one of choices */
-    OPT_SET,     /* no value: stores set_value into an int */
-    OPT_SHAPE,   /* CxHxW into int[3]; "auto" stores zeros */
-    OPT_LIST,    /* const char *: comma-separated numbers in [min, max] */
-    OPT_SCALE,   /* double in [min, max], or "auto" (0) or "dynamic" (-1): --loss-scale */
+    OPT_STRING, /* const char *, any text */
+    OPT_INT,    /* int in [min, max]; "auto" stores auto_value where allowed */
+    OPT_INT64,  /* int64_t in [min, max] */
+    OPT_DOUBLE, /* double in [min, max] */
+    OPT_FLOAT,  /* float in [min, max] */
+    OPT_CHOICE, /* int: the index of one of choices */
+    OPT_SET,    /* no value: stores set_value into an int */
+    OPT_SHAPE,  /* CxHxW into int[3]; "auto" stores zeros */
+    OPT_LIST,   /* const char *: comma-separated numbers in [min, max] */
+    OPT_SCALE,  /* double in [min, max], or "auto" (0) or "dynamic" (-1): --loss-scale */
 } opt_type_t;
 
 typedef struct {
-    const char *name;          /* "--batch" */
-    const char *value_name;    /* "B" in the help; NULL for OPT_SET */
+    const char *name;       /* "--batch" */
+    const char *value_name; /* "B" in the help; NULL for OPT_SET */
     opt_type_t type;
     size_t offset;             /* field in tr_options_t */
     const char *default_value; /* parsed like a command-line value; NULL: none (OPT_SET aliases) */
     double min, max;
     const char *const *choices; /* OPT_CHOICE: NULL-terminated, in the enum's order */
-    int set_value;             /* OPT_SET */
-    int allow_auto;            /* OPT_INT: "auto" is accepted and stores auto_value */
+    int set_value;              /* OPT_SET */
+    int allow_auto;             /* OPT_INT: "auto" is accepted and stores auto_value */
     int auto_value;
-    const char *section;       /* heading in --help, on the first flag of a section */
+    const char *section; /* heading in --help, on the first flag of a section */
     const char *doc;
 } opt_t;
 
 #define F(field) offsetof(tr_options_t, field)
 
-static const char *const opt_progress[] = {"auto", "bar", "lines", NULL}; /* tr_progress_t */
+static const char *const opt_progress[] = {"auto", "bar", "lines", NULL};         /* tr_progress_t */
 static const char *const opt_grad_dtype[] = {"auto", "f32", "bf16", "f16", NULL}; /* tr_grad_choice_t */
 
 static const opt_t opt_table[] = {
@@ -57,8 +57,7 @@ static const opt_t opt_table[] = {
     {"--no-zero-init", NULL, OPT_SET, F(zero_init), "1", 0, 0, NULL, 0, 0, 0, NULL,
      "keep BN gamma = 1 on the last BN of each block (default: 0)"},
     {"--bn-eps", "E", OPT_FLOAT, F(bn_eps), "1e-5", 0, 1, NULL, 0, 0, 0, NULL, "batch-norm epsilon"},
-    {"--bn-momentum", "M", OPT_FLOAT, F(bn_momentum), "0.1", 0, 1, NULL, 0, 0, 0, NULL,
-     "running-statistics momentum"},
+    {"--bn-momentum", "M", OPT_FLOAT, F(bn_momentum), "0.1", 0, 1, NULL, 0, 0, 0, NULL, "running-statistics momentum"},
 
     {"--data", "DIR", OPT_STRING, F(data), NULL, 0, 0, NULL, 0, 0, 0, "Data",
      "IDX files (Fashion-MNIST) or hora-mkrecord shards"},
@@ -108,7 +107,8 @@ static const opt_t opt_table[] = {
     {"--no-wd-bn-bias", NULL, OPT_SET, F(optim.decay_bn_bias), "1", 0, 0, NULL, 0, 0, 0, NULL,
      "no weight decay on BN parameters and biases"},
     {"--lars", NULL, OPT_SET, F(optim.lars), "0", 0, 0, NULL, 1, 0, 0, NULL, "layer-wise adaptive rate scaling"},
-    {"--lars-eta", "ETA", OPT_DOUBLE, F(optim.lars_eta), "0.001", 0, 1e3, NULL, 0, 0, 0, NULL, "LARS trust coefficient"},
+    {"--lars-eta", "ETA", OPT_DOUBLE, F(optim.lars_eta), "0.001", 0, 1e3, NULL, 0, 0, 0, NULL,
+     "LARS trust coefficient"},
     {"--label-smoothing", "S", OPT_DOUBLE, F(label_smoothing), "0", 0, 1, NULL, 0, 0, 0, NULL, "label smoothing"},
 
     {"--precision", "P", OPT_CHOICE, F(precision), "auto", 0, 0, tr_precision_names, 0, 0, 0, "Precision",
@@ -128,8 +128,8 @@ static const opt_t opt_table[] = {
      "write checkpoints into DIR (rank 0; atomic; see trainer/ckpt/CHECKPOINT.md); none without it"},
     {"--checkpoint-every-epochs", "E", OPT_INT, F(checkpoint_every_epochs), "1", 0, 100000, NULL, 0, 0, 0, NULL,
      "a checkpoint after every E-th epoch (0: none per epoch); and one at the end of training"},
-    {"--checkpoint-every-steps", "N", OPT_INT64, F(checkpoint_every_steps), "0", 0, INT64_MAX / 2, NULL, 0, 0, 0,
-     NULL, "also a checkpoint every N steps (0: none)"},
+    {"--checkpoint-every-steps", "N", OPT_INT64, F(checkpoint_every_steps), "0", 0, INT64_MAX / 2, NULL, 0, 0, 0, NULL,
+     "also a checkpoint every N steps (0: none)"},
     {"--keep-checkpoints", "K", OPT_INT, F(keep_checkpoints), "3", 1, 1000000, NULL, 0, 0, 0, NULL,
      "the newest K checkpoints stay, older ones are removed"},
     {"--resume", "WHAT", OPT_STRING, F(resume), NULL, 0, 0, NULL, 0, 0, 0, NULL,
@@ -218,8 +218,7 @@ static int opt_number(const char *text, double *out)
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (errno || end == text || *end || !isfinite(v))
-        return -1;
+    if (errno || end == text || *end || !isfinite(v)) return -1;
     *out = v;
     return 0;
 }
@@ -232,8 +231,7 @@ int tr_options_lr_steps(const char *text, double *epochs, int max)
         char *end;
         errno = 0;
         double v = strtod(p, &end);
-        if (errno || end == p || !isfinite(v) || v < 0 || count == max)
-            return -1;
+        if (errno || end == p || !isfinite(v) || v < 0 || count == max) return -1;
         epochs[count++] = v;
         if (*end == ',')
             end++;
@@ -257,27 +255,23 @@ static int opt_parse(const opt_t *e, const char *text, tr_options_t *o)
             *(int *)field = e->auto_value;
             return 0;
         }
-        if (opt_number(text, &v) || v != floor(v) || v < e->min || v > e->max)
-            return opt_bad(e, text);
+        if (opt_number(text, &v) || v != floor(v) || v < e->min || v > e->max) return opt_bad(e, text);
         *(int *)field = (int)v;
         return 0;
     case OPT_INT64: {
         char *end;
         errno = 0;
         long long x = strtoll(text, &end, 10);
-        if (errno || end == text || *end || (double)x < e->min || (double)x > e->max)
-            return opt_bad(e, text);
+        if (errno || end == text || *end || (double)x < e->min || (double)x > e->max) return opt_bad(e, text);
         *(int64_t *)field = x;
         return 0;
     }
     case OPT_DOUBLE:
-        if (opt_number(text, &v) || !(v >= e->min && v <= e->max))
-            return opt_bad(e, text);
+        if (opt_number(text, &v) || !(v >= e->min && v <= e->max)) return opt_bad(e, text);
         *(double *)field = v;
         return 0;
     case OPT_FLOAT:
-        if (opt_number(text, &v) || !(v >= e->min && v <= e->max))
-            return opt_bad(e, text);
+        if (opt_number(text, &v) || !(v >= e->min && v <= e->max)) return opt_bad(e, text);
         *(float *)field = (float)v;
         return 0;
     case OPT_SCALE:
@@ -285,8 +279,7 @@ static int opt_parse(const opt_t *e, const char *text, tr_options_t *o)
             *(double *)field = text[0] == 'a' ? TR_LOSS_SCALE_OPT_AUTO : TR_LOSS_SCALE_OPT_DYNAMIC;
             return 0;
         }
-        if (opt_number(text, &v) || !(v >= e->min && v <= e->max))
-            return opt_bad(e, text);
+        if (opt_number(text, &v) || !(v >= e->min && v <= e->max)) return opt_bad(e, text);
         *(double *)field = v;
         return 0;
     case OPT_CHOICE:
@@ -315,10 +308,8 @@ static int opt_parse(const opt_t *e, const char *text, tr_options_t *o)
         double epochs[TR_LR_MAX_MILESTONES];
         int n = tr_options_lr_steps(text, epochs, TR_LR_MAX_MILESTONES);
         for (int i = 0; i < n; i++)
-            if (epochs[i] < e->min || epochs[i] > e->max)
-                n = -1;
-        if (n < 0)
-            return opt_bad(e, text);
+            if (epochs[i] < e->min || epochs[i] > e->max) n = -1;
+        if (n < 0) return opt_bad(e, text);
         *(const char **)field = text;
         return 0;
     }
@@ -329,8 +320,7 @@ static int opt_parse(const opt_t *e, const char *text, tr_options_t *o)
 static const opt_t *opt_find(const char *name, size_t len)
 {
     for (const opt_t *e = opt_table; e->name; e++)
-        if (strlen(e->name) == len && !strncmp(e->name, name, len))
-            return e;
+        if (strlen(e->name) == len && !strncmp(e->name, name, len)) return e;
     return NULL;
 }
 
@@ -338,14 +328,12 @@ static int opt_defaults(tr_options_t *o)
 {
     memset(o, 0, sizeof(*o));
     for (const opt_t *e = opt_table; e->name; e++) {
-        if (!e->default_value)
-            continue;
+        if (!e->default_value) continue;
         if (e->type == OPT_SET) {
             *(int *)opt_field(e, o) = atoi(e->default_value); /* the field's value before any flag */
             continue;
         }
-        if (opt_parse(e, e->default_value, o))
-            return -1; /* a bad row in the table */
+        if (opt_parse(e, e->default_value, o)) return -1; /* a bad row in the table */
     }
     return 0;
 }
@@ -354,12 +342,10 @@ void tr_options_usage(FILE *out)
 {
     fprintf(out, "usage: mpirun -np N hora-train [options]   (--flag VALUE or --flag=VALUE)\n");
     for (const opt_t *e = opt_table; e->name; e++) {
-        if (e->section)
-            fprintf(out, "%s\n", e->section);
+        if (e->section) fprintf(out, "%s\n", e->section);
         char head[64], def[96] = "", what[192] = "";
         snprintf(head, sizeof(head), "%s%s%s", e->name, e->value_name ? " " : "", e->value_name ? e->value_name : "");
-        if (e->type != OPT_SET && e->default_value)
-            snprintf(def, sizeof(def), " (default %s)", e->default_value);
+        if (e->type != OPT_SET && e->default_value) snprintf(def, sizeof(def), " (default %s)", e->default_value);
         if (e->type == OPT_CHOICE || e->type == OPT_INT || e->type == OPT_INT64 || e->type == OPT_DOUBLE ||
             e->type == OPT_FLOAT || e->type == OPT_SCALE) {
             opt_describe(e, what + 2, sizeof(what) - 2);
@@ -368,15 +354,14 @@ void tr_options_usage(FILE *out)
         }
         fprintf(out, "  %-27s %s%s%s\n", head, e->doc, def, what);
     }
-    fprintf(out, "Backends built in: %s. Models: %s.\n\nSettings of the runtime (environment):\n",
-            tr_backend_names(), tr_model_names());
+    fprintf(out, "Backends built in: %s. Models: %s.\n\nSettings of the runtime (environment):\n", tr_backend_names(),
+            tr_model_names());
     hora_config_print(out);
 }
 
 int tr_options_parse(int argc, char **argv, tr_options_t *o)
 {
-    if (opt_defaults(o))
-        return -1;
+    if (opt_defaults(o)) return -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -402,8 +387,7 @@ int tr_options_parse(int argc, char **argv, tr_options_t *o)
             fprintf(stderr, "hora-train: %s needs a value\n", e->name);
             return -1;
         }
-        if (opt_parse(e, value, o))
-            return -1;
+        if (opt_parse(e, value, o)) return -1;
     }
     if (!o->data && !o->synthetic) {
         fprintf(stderr, "hora-train: give --data DIR or --synthetic (see --help)\n");

@@ -26,19 +26,19 @@ typedef enum { TR_GRAD_AUTO = 0, TR_GRAD_F32 = 1, TR_GRAD_BF16 = 2, TR_GRAD_F16 
 typedef struct {
     /* Model */
     const char *model;
-    int classes;       /* 0: the dataset's (synthetic: the model's) */
-    int width;         /* 0: the model's */
+    int classes; /* 0: the dataset's (synthetic: the model's) */
+    int width;   /* 0: the model's */
     int zero_init;
     float bn_eps, bn_momentum;
     /* Data */
     const char *data;
     int synthetic;
-    int image[3];      /* synthetic C, H, W; 0: the model's */
+    int image[3]; /* synthetic C, H, W; 0: the model's */
     int steps_per_epoch;
     int data_threads;
-    int pad_crop;      /* -1: auto (4 below 64 pixels) */
+    int pad_crop; /* -1: auto (4 below 64 pixels) */
     int flip;
-    int rrc;           /* -1: auto (64 pixels and more) */
+    int rrc; /* -1: auto (64 pixels and more) */
     float jitter, lighting;
     int strict;
     /* Schedule */
@@ -47,37 +47,38 @@ typedef struct {
     int eval_batch;    /* 0: the training batch */
     int64_t max_steps; /* 0: no limit */
     double lr, warmup_lr, warmup_epochs, power, gamma;
-    int lr_decay;      /* tr_lr_decay_t */
+    int lr_decay; /* tr_lr_decay_t */
     const char *lr_steps;
     /* Optimizer */
     tr_optim_config_t optim;
     double label_smoothing;
     /* Precision */
-    int precision;             /* tr_precision_t, TR_PRECISION_AUTO included */
-    double loss_scale;         /* > 0 static, or TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC */
+    int precision;     /* tr_precision_t, TR_PRECISION_AUTO included */
+    double loss_scale; /* > 0 static, or TR_LOSS_SCALE_OPT_AUTO / _DYNAMIC */
     int64_t loss_scale_window;
-    int grad_dtype;            /* tr_grad_choice_t */
+    int grad_dtype; /* tr_grad_choice_t */
     /* Checkpoints */
-    const char *checkpoint_dir;      /* NULL: none */
-    int checkpoint_every_epochs;     /* 0: not per epoch */
-    int64_t checkpoint_every_steps;  /* 0: not per step */
+    const char *checkpoint_dir;     /* NULL: none */
+    int checkpoint_every_epochs;    /* 0: not per epoch */
+    int64_t checkpoint_every_steps; /* 0: not per step */
     int keep_checkpoints;
-    const char *resume;              /* NULL, "auto" or a file */
+    const char *resume; /* NULL, "auto" or a file */
     int keep_global_batch;
     /* Runtime */
     const char *backend;
     int threads;
-    int overlap;       /* tr_overlap_t */
-    int reproducible;  /* the gradient all-reduce's hora_reproducible_t: 0 HORA_REPRODUCIBLE's, 1 rank order, 2 exact */
+    int overlap;      /* tr_overlap_t */
+    int reproducible; /* the gradient all-reduce's hora_reproducible_t: 0 HORA_REPRODUCIBLE's, 1 rank order, 2 exact */
     int eval_every;
     int print_every;
     const char *log_path;
-    int progress;      /* tr_progress_t */
-    int cpu_layout;    /* index into tr_cpu_layout_names */
+    int progress;   /* tr_progress_t */
+    int cpu_layout; /* index into tr_cpu_layout_names */
     int64_t seed;
     int verbose;
     int profile;
-    int cudnn_autotune; /* --cudnn-autotune (tr_backend_config_t's autotune) */ /* --profile: the per-layer table (model.h's tr_model_profile) */
+    int cudnn_autotune; /* --cudnn-autotune (tr_backend_config_t's autotune) */ /* --profile: the per-layer table
+                                                                                   (model.h's tr_model_profile) */
 } tr_options_t;
 
 /* Defaults (from the table), then argv. Returns 0, 1 for --help (usage

@@ -20,25 +20,19 @@ void main_report(const char *fmt, ...)
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
     fprintf(stderr, "%s\n", line);
-    if (!first_error[0])
-        snprintf(first_error, sizeof(first_error), "%s", line);
+    if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", line);
 }
 
 void main_report_keep(const char *line)
 {
-    if (!first_error[0])
-        snprintf(first_error, sizeof(first_error), "%s", line);
+    if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", line);
 }
 
-const char *main_first_error(void)
-{
-    return first_error;
-}
+const char *main_first_error(void) { return first_error; }
 
 void main_log_json(run_t *r, const char *fmt, ...)
 {
-    if (!r->log)
-        return;
+    if (!r->log) return;
     va_list ap;
     va_start(ap, fmt);
     vfprintf(r->log, fmt, ap);

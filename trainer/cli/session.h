@@ -70,25 +70,24 @@ void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf,
  * hora_last_error(), the trainer's own (backends, model, data,
  * checkpoints: base/status.h) from status_message(), cleared before the
  * call so that it is this call's - and return its status. */
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        status_clear();                                                                                      \
-        hora_status_t status_ = (call);                                                                      \
-        if (status_ != HORA_OK) {                                                                            \
-            const char *message_ = strncmp(#call, "hora_", 5) == 0 ? hora_last_error() : status_message();  \
+#define CHECK(call)                                                                                              \
+    do {                                                                                                         \
+        status_clear();                                                                                          \
+        hora_status_t status_ = (call);                                                                          \
+        if (status_ != HORA_OK) {                                                                                \
+            const char *message_ = strncmp(#call, "hora_", 5) == 0 ? hora_last_error() : status_message();       \
             main_report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
-                   message_[0] ? " (" : "", message_, message_[0] ? ")" : "");                              \
-            return status_;                                                                                  \
-        }                                                                                                    \
+                        message_[0] ? " (" : "", message_, message_[0] ? ")" : "");                              \
+            return status_;                                                                                      \
+        }                                                                                                        \
     } while (0)
 
 /* A failed call of hora-train's own that has reported its failure itself
  * (with CHECK or main_report): return its status, without a second line. */
-#define RETURN_ON_ERROR(call)                                                                                \
-    do {                                                                                                     \
-        hora_status_t status_ = (call);                                                                      \
-        if (status_ != HORA_OK)                                                                              \
-            return status_;                                                                                  \
+#define RETURN_ON_ERROR(call)                   \
+    do {                                        \
+        hora_status_t status_ = (call);         \
+        if (status_ != HORA_OK) return status_; \
     } while (0)
 
 #endif

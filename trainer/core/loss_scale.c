@@ -13,12 +13,10 @@ void tr_loss_scale_begin(const tr_loss_scale_config_t *c, tr_loss_scale_state_t 
     s->consecutive_skips = 0;
 }
 
-hora_status_t tr_loss_scale_update(const tr_loss_scale_config_t *c, tr_loss_scale_state_t *s, int overflow,
-                                   int *skip)
+hora_status_t tr_loss_scale_update(const tr_loss_scale_config_t *c, tr_loss_scale_state_t *s, int overflow, int *skip)
 {
     *skip = 0;
-    if (c->mode == TR_LOSS_SCALE_NONE)
-        return HORA_OK;
+    if (c->mode == TR_LOSS_SCALE_NONE) return HORA_OK;
     if (!overflow) {
         s->consecutive_skips = 0;
         s->good_steps++;
@@ -35,13 +33,14 @@ hora_status_t tr_loss_scale_update(const tr_loss_scale_config_t *c, tr_loss_scal
     s->skipped_steps++;
     s->consecutive_skips++;
     s->good_steps = 0;
-    if (c->mode == TR_LOSS_SCALE_DYNAMIC)
-        s->scale *= 0.5;
+    if (c->mode == TR_LOSS_SCALE_DYNAMIC) s->scale *= 0.5;
     uint64_t limit = c->max_consecutive_skips > 0 ? (uint64_t)c->max_consecutive_skips : TR_LOSS_SCALE_MAX_SKIPS;
     if (s->consecutive_skips >= limit) {
-        fprintf(stderr, "hora-train: the gradients overflowed (inf/NaN) on %llu steps in a row, %s loss scale %g "
-                "now; the model has diverged: stopping\n", (unsigned long long)s->consecutive_skips,
-                c->mode == TR_LOSS_SCALE_DYNAMIC ? "dynamic" : "static", s->scale);
+        fprintf(stderr,
+                "hora-train: the gradients overflowed (inf/NaN) on %llu steps in a row, %s loss scale %g "
+                "now; the model has diverged: stopping\n",
+                (unsigned long long)s->consecutive_skips, c->mode == TR_LOSS_SCALE_DYNAMIC ? "dynamic" : "static",
+                s->scale);
         return HORA_ERR_INTERNAL;
     }
     return HORA_OK;

@@ -26,14 +26,14 @@
 #include "run.h"
 
 typedef enum {
-    TR_LOSS_SCALE_NONE = 0,    /* scale 1, gradients not checked (fp32 runs) */
+    TR_LOSS_SCALE_NONE = 0, /* scale 1, gradients not checked (fp32 runs) */
     TR_LOSS_SCALE_STATIC = 1,
     TR_LOSS_SCALE_DYNAMIC = 2,
 } tr_loss_scale_mode_t;
 
 typedef struct {
     tr_loss_scale_mode_t mode;
-    double initial; /* static: the scale; dynamic: the first one (65536) */
+    double initial;  /* static: the scale; dynamic: the first one (65536) */
     uint64_t window; /* dynamic: clean steps before the scale doubles (2000) */
     /* Overflowed steps in a row after which the run stops: the gradients
      * are not finite at any scale, the model has diverged (dynamic: the
@@ -59,7 +59,7 @@ static inline int tr_loss_scale_active(const tr_loss_scale_config_t *config)
  * inf/NaN. Updates state (scale, good_steps, skipped_steps) and sets *skip
  * (the optimizer step must not run). HORA_ERR_INTERNAL, with a message,
  * after max_consecutive_skips overflows in a row. */
-hora_status_t tr_loss_scale_update(const tr_loss_scale_config_t *config, tr_loss_scale_state_t *state,
-                                   int overflow, int *skip);
+hora_status_t tr_loss_scale_update(const tr_loss_scale_config_t *config, tr_loss_scale_state_t *state, int overflow,
+                                   int *skip);
 
 #endif

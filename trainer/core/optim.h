@@ -33,10 +33,10 @@ typedef struct {
     uint64_t warmup_steps;
     uint64_t total_steps;
     tr_lr_decay_t decay;
-    double power;                               /* poly */
-    double gamma;                               /* step: factor per milestone */
+    double power; /* poly */
+    double gamma; /* step: factor per milestone */
     int milestone_count;
-    uint64_t milestones[TR_LR_MAX_MILESTONES];  /* step: iterations */
+    uint64_t milestones[TR_LR_MAX_MILESTONES]; /* step: iterations */
 } tr_lr_schedule_t;
 
 double tr_lr_at(const tr_lr_schedule_t *schedule, uint64_t step);
@@ -46,12 +46,12 @@ extern const char *const tr_lr_decay_names[];
 int tr_lr_decay_parse(const char *name);
 
 typedef struct {
-    double momentum;      /* 0.9 */
-    double weight_decay;  /* 1e-4 */
+    double momentum;     /* 0.9 */
+    double weight_decay; /* 1e-4 */
     int nesterov;
-    int decay_bn_bias;    /* 0: no weight decay on BN gamma/beta and biases */
-    int lars;             /* layer-wise trust ratio (You et al.) */
-    double lars_eta;      /* 0.001 */
+    int decay_bn_bias; /* 0: no weight decay on BN gamma/beta and biases */
+    int lars;          /* layer-wise trust ratio (You et al.) */
+    double lars_eta;   /* 0.001 */
 } tr_optim_config_t;
 
 /* One step of every parameter with learning rate lr, from the grads arena

@@ -31,19 +31,16 @@ static const tr_dtype_t compute_dtypes[TR_PRECISION_COUNT] = {TR_DTYPE_F32, TR_D
 hora_status_t tr_precision_dtypes(tr_backend_t *backend, tr_precision_t p, int grad, tr_model_spec_t *spec,
                                   int *fell_back)
 {
-    if (fell_back)
-        *fell_back = 0;
+    if (fell_back) *fell_back = 0;
     if ((int)p < 0 || p >= TR_PRECISION_COUNT)
         return status_set(HORA_ERR_INVALID_ARG, "precision %d is not one a model computes in", (int)p);
     tr_dtype_t want = compute_dtypes[p];
     spec->compute_dtype = want;
     spec->grad_dtype = grad == TR_GRAD_DTYPE_AUTO ? want : (tr_dtype_t)grad;
     if (want != TR_DTYPE_F32 && backend->ops->compute_dtype(backend, want) != HORA_OK) {
-        if (want != TR_DTYPE_F16)
-            return HORA_ERR_UNSUPPORTED;
+        if (want != TR_DTYPE_F16) return HORA_ERR_UNSUPPORTED;
         spec->compute_dtype = TR_DTYPE_F32;
-        if (fell_back)
-            *fell_back = 1;
+        if (fell_back) *fell_back = 1;
     }
     return HORA_OK;
 }
@@ -81,8 +78,7 @@ static int compare_double(const void *a, const void *b)
 
 static hora_status_t reduce(void *buf, size_t count, hora_dtype_t dtype, hora_op_t op)
 {
-    if (!hora_initialized() || hora_size() < 2)
-        return HORA_OK;
+    if (!hora_initialized() || hora_size() < 2) return HORA_OK;
     hora_status_t status = hora_allreduce(buf, buf, count, dtype, op);
     if (status != HORA_OK) /* libhora's failure, into this program's store */
         status_set(status, "precision auto: allreduce failed: %s (%s)", hora_status_string(status), hora_last_error());
@@ -97,10 +93,8 @@ static hora_status_t timed_step(tr_backend_t *backend, candidate_t *c, const tr_
     double t0 = tr_now_s();
     float loss;
     hora_status_t status = tr_trainer_step(c->trainer, x, y, 1e-3, &loss, NULL);
-    if (status == HORA_OK)
-        status = tr_trainer_settle(c->trainer);
-    if (status == HORA_OK)
-        status = backend->ops->synchronize(backend);
+    if (status == HORA_OK) status = tr_trainer_settle(c->trainer);
+    if (status == HORA_OK) status = backend->ops->synchronize(backend);
     if (status != HORA_OK)
         status_set(status, "precision auto: a %s step failed: %s", c->prefix,
                    status_message()[0] ? status_message() : hora_status_string(status));
@@ -114,8 +108,7 @@ static hora_status_t find_candidates(tr_backend_t *backend, tr_precision_probe_t
     int32_t ok[TR_PRECISION_COUNT];
     for (int p = 0; p < TR_PRECISION_COUNT; p++) {
         ok[p] = 1;
-        if (p == TR_PRECISION_FP32)
-            continue;
+        if (p == TR_PRECISION_FP32) continue;
         if (backend->ops->compute_dtype(backend, compute_dtypes[p]) != HORA_OK) {
             ok[p] = 0;
             snprintf(out->refused[p], sizeof(out->refused[p]), "the %s backend does not compute %s natively: %s",
@@ -126,8 +119,10 @@ static hora_status_t find_candidates(tr_backend_t *backend, tr_precision_probe_t
     for (int p = 0; p < TR_PRECISION_COUNT && status == HORA_OK; p++) {
         out->candidate[p] = ok[p] != 0;
         if (!ok[p] && !out->refused[p][0])
-            snprintf(out->refused[p], sizeof(out->refused[p]), "another rank's %s backend does not compute %s "
-                     "natively", backend->ops->name, tr_dtype_name(compute_dtypes[p]));
+            snprintf(out->refused[p], sizeof(out->refused[p]),
+                     "another rank's %s backend does not compute %s "
+                     "natively",
+                     backend->ops->name, tr_dtype_name(compute_dtypes[p]));
     }
     return status;
 }
@@ -140,16 +135,14 @@ static hora_status_t build(tr_backend_t *backend, const tr_precision_probe_confi
     int32_t built[TR_PRECISION_COUNT] = {0};
     hora_status_t why_status[TR_PRECISION_COUNT] = {HORA_OK};
     for (int p = 0; p < TR_PRECISION_COUNT; p++) {
-        if (!out->candidate[p])
-            continue;
+        if (!out->candidate[p]) continue;
         tr_model_spec_t spec = cfg->spec;
         hora_status_t status = tr_precision_dtypes(backend, (tr_precision_t)p, cfg->grad, &spec, NULL);
         if (status == HORA_OK)
             status = tr_model_init(backend, &spec, cfg->batch, cfg->grads_shared, cfg->seed, &c[p].model);
         tr_step_config_t sc = cfg->step;
         tr_precision_loss_scale((tr_precision_t)p, cfg->loss_scale_opt, cfg->loss_scale_window, &sc.loss_scale);
-        if (sc.overlap == TR_OVERLAP_AUTO)
-            sc.overlap = TR_OVERLAP_OFF;
+        if (sc.overlap == TR_OVERLAP_AUTO) sc.overlap = TR_OVERLAP_OFF;
         snprintf(c[p].prefix, sizeof(c[p].prefix), "probe.%s.", tr_precision_names[p]);
         sc.name_prefix = c[p].prefix;
         c[p].state = tr_run_state_begin(cfg->seed);
@@ -157,20 +150,16 @@ static hora_status_t build(tr_backend_t *backend, const tr_precision_probe_confi
         /* Dynamic scaling from 2^16 would overflow on the first steps of
          * a fresh model and skip their optimizer step: time it from 1, so
          * every step is a whole one (the check still runs). */
-        if (sc.loss_scale.mode == TR_LOSS_SCALE_DYNAMIC)
-            c[p].state.loss_scale.scale = 1.0;
-        if (status == HORA_OK)
-            status = tr_trainer_init(c[p].model, &sc, &c[p].state, &c[p].trainer);
+        if (sc.loss_scale.mode == TR_LOSS_SCALE_DYNAMIC) c[p].state.loss_scale.scale = 1.0;
+        if (status == HORA_OK) status = tr_trainer_init(c[p].model, &sc, &c[p].state, &c[p].trainer);
         float mean[3] = {0.5f, 0.5f, 0.5f}, std[3] = {0.25f, 0.25f, 0.25f};
-        if (status == HORA_OK)
-            tr_model_set_input_norm(c[p].model, mean, std);
+        if (status == HORA_OK) tr_model_set_input_norm(c[p].model, mean, std);
         built[p] = status == HORA_OK;
         why_status[p] = status;
     }
     hora_status_t status = reduce(built, TR_PRECISION_COUNT, HORA_DTYPE_I32, HORA_OP_MIN);
     for (int p = 0; p < TR_PRECISION_COUNT; p++) {
-        if (!out->candidate[p] || built[p])
-            continue;
+        if (!out->candidate[p] || built[p]) continue;
         out->candidate[p] = 0;
         snprintf(out->refused[p], sizeof(out->refused[p]), "its model could not be built%s%s",
                  why_status[p] != HORA_OK ? ": " : " on another rank",
@@ -184,13 +173,12 @@ static hora_status_t build(tr_backend_t *backend, const tr_precision_probe_confi
 }
 
 /* Warm-up, then the timed rounds; out->ms and out->steps. */
-static hora_status_t measure(tr_backend_t *backend, const tr_precision_probe_config_t *cfg,
-                             tr_precision_probe_t *out, candidate_t *c, const tr_tensor_t *x, const int32_t *y)
+static hora_status_t measure(tr_backend_t *backend, const tr_precision_probe_config_t *cfg, tr_precision_probe_t *out,
+                             candidate_t *c, const tr_tensor_t *x, const int32_t *y)
 {
     int order[TR_PRECISION_COUNT], n = 0;
     for (int p = 0; p < TR_PRECISION_COUNT; p++)
-        if (out->candidate[p])
-            order[n++] = p;
+        if (out->candidate[p]) order[n++] = p;
     double warm[TR_PRECISION_COUNT] = {0};
     hora_status_t status = HORA_OK;
     for (int w = 0; w < TR_PRECISION_PROBE_WARMUP && status == HORA_OK; w++)
@@ -198,28 +186,23 @@ static hora_status_t measure(tr_backend_t *backend, const tr_precision_probe_con
             status = timed_step(backend, &c[order[j]], x, y, &warm[order[j]]);
     /* As many rounds as fit the budget by the slowest rank's last warm
      * step: the same count on every rank. */
-    if (status == HORA_OK)
-        status = reduce(warm, TR_PRECISION_COUNT, HORA_DTYPE_F64, HORA_OP_MAX);
-    if (status != HORA_OK)
-        return status;
+    if (status == HORA_OK) status = reduce(warm, TR_PRECISION_COUNT, HORA_DTYPE_F64, HORA_OP_MAX);
+    if (status != HORA_OK) return status;
     double round_ms = 0;
-    for (int j = 0; j < n; j++)
-        round_ms += warm[order[j]];
+    for (int j = 0; j < n; j++) round_ms += warm[order[j]];
     double budget_ms = 1e3 * (cfg->budget_s > 0 ? cfg->budget_s : 2.0);
     int rounds = round_ms > 0 ? (int)(budget_ms / round_ms) : TR_PRECISION_PROBE_MAX_ROUNDS;
-    rounds = rounds < TR_PRECISION_PROBE_MIN_ROUNDS ? TR_PRECISION_PROBE_MIN_ROUNDS
+    rounds = rounds < TR_PRECISION_PROBE_MIN_ROUNDS   ? TR_PRECISION_PROBE_MIN_ROUNDS
              : rounds > TR_PRECISION_PROBE_MAX_ROUNDS ? TR_PRECISION_PROBE_MAX_ROUNDS
                                                       : rounds;
     for (int j = 0; j < n; j++)
-        if (!(c[order[j]].ms = calloc((size_t)rounds, sizeof(double))))
-            return HORA_ERR_NO_MEMORY;
+        if (!(c[order[j]].ms = calloc((size_t)rounds, sizeof(double)))) return HORA_ERR_NO_MEMORY;
     for (int k = 0; k < rounds && status == HORA_OK; k++)
         for (int j = 0; j < n && status == HORA_OK; j++) {
             candidate_t *cand = &c[order[(j + k) % n]];
             status = timed_step(backend, cand, x, y, &cand->ms[k]);
         }
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     for (int j = 0; j < n; j++) {
         double *ms = c[order[j]].ms;
         qsort(ms, (size_t)rounds, sizeof(double), compare_double);
@@ -239,8 +222,7 @@ hora_status_t tr_precision_probe(tr_backend_t *backend, const tr_precision_probe
     double t0 = tr_now_s();
     hora_status_t status = find_candidates(backend, out);
     int n = 0;
-    for (int p = 0; p < TR_PRECISION_COUNT; p++)
-        n += out->candidate[p];
+    for (int p = 0; p < TR_PRECISION_COUNT; p++) n += out->candidate[p];
     if (status != HORA_OK || n < 2) {
         out->seconds = tr_now_s() - t0;
         return status; /* fp32 alone: nothing to measure */
@@ -261,20 +243,16 @@ hora_status_t tr_precision_probe(tr_backend_t *backend, const tr_precision_probe
             r = r * 6364136223846793005ULL + 1442695040888963407ULL;
             pixels[i] = (uint8_t)(r >> 56);
         }
-        for (int i = 0; i < cfg->batch; i++)
-            labels[i] = i % s->classes;
+        for (int i = 0; i < cfg->batch; i++) labels[i] = i % s->classes;
     }
     /* Every rank goes through the same collectives even after a local
      * failure of the batch: build and measure only when all have it. */
     int32_t have = status == HORA_OK;
     hora_status_t reduced = reduce(&have, 1, HORA_DTYPE_I32, HORA_OP_MIN);
-    if (status == HORA_OK)
-        status = reduced != HORA_OK ? reduced : have ? HORA_OK : HORA_ERR_NO_MEMORY;
-    if (status == HORA_OK)
-        status = build(backend, cfg, out, c);
+    if (status == HORA_OK) status = reduced != HORA_OK ? reduced : have ? HORA_OK : HORA_ERR_NO_MEMORY;
+    if (status == HORA_OK) status = build(backend, cfg, out, c);
     n = 0;
-    for (int p = 0; p < TR_PRECISION_COUNT; p++)
-        n += out->candidate[p];
+    for (int p = 0; p < TR_PRECISION_COUNT; p++) n += out->candidate[p];
     if (status == HORA_OK && n >= 2) {
         tr_tensor_t x = tr_tensor_plain(pixels, TR_DTYPE_U8, TR_MEMORY_HOST, 4,
                                         (const int[]){cfg->batch, s->in_channels, s->height, s->width});
@@ -290,8 +268,7 @@ hora_status_t tr_precision_probe(tr_backend_t *backend, const tr_precision_probe
         tr_model_free(c[p].model);
         free(c[p].ms);
     }
-    if (pixels)
-        backend->ops->host_free(backend, pixels);
+    if (pixels) backend->ops->host_free(backend, pixels);
     free(labels);
     out->seconds = tr_now_s() - t0;
     return status;
@@ -309,9 +286,11 @@ void tr_precision_describe(const tr_precision_probe_t *probe, char *buf, size_t 
                 sep = ", ";
             }
         if (used < len)
-            used += (size_t)snprintf(buf + used, len - used, " (median of %d steps each after %d warm-up, the "
-                                     "slowest rank's; %.1f s)", probe->steps - TR_PRECISION_PROBE_WARMUP,
-                                     TR_PRECISION_PROBE_WARMUP, probe->seconds);
+            used +=
+                (size_t)snprintf(buf + used, len - used,
+                                 " (median of %d steps each after %d warm-up, the "
+                                 "slowest rank's; %.1f s)",
+                                 probe->steps - TR_PRECISION_PROBE_WARMUP, TR_PRECISION_PROBE_WARMUP, probe->seconds);
         sep = "; ";
     } else if (used < len) {
         used += (size_t)snprintf(buf + used, len - used, ", the only candidate");
@@ -330,12 +309,10 @@ static size_t json_text(char *buf, size_t len, const char *s)
 {
     size_t used = 0;
     for (; *s && used + 2 < len; s++) {
-        if (*s == '"' || *s == '\\')
-            buf[used++] = '\\';
+        if (*s == '"' || *s == '\\') buf[used++] = '\\';
         buf[used++] = (unsigned char)*s < 0x20 ? ' ' : *s;
     }
-    if (len)
-        buf[used < len ? used : len - 1] = 0;
+    if (len) buf[used < len ? used : len - 1] = 0;
     return used;
 }
 
@@ -345,42 +322,36 @@ void tr_precision_json(const tr_precision_probe_t *probe, char *buf, size_t len)
     const char *sep = "";
     for (int p = 0; p < TR_PRECISION_COUNT && used < len; p++)
         if (probe->candidate[p] && probe->ms[p] > 0) {
-            used += (size_t)snprintf(buf + used, len - used, "%s\"%s\":%.3f", sep, tr_precision_names[p],
-                                     probe->ms[p]);
+            used += (size_t)snprintf(buf + used, len - used, "%s\"%s\":%.3f", sep, tr_precision_names[p], probe->ms[p]);
             sep = ",";
         }
     if (used < len)
-        used += (size_t)snprintf(buf + used, len - used, "},\"steps\":%d,\"probe_s\":%.3f,\"refused\":{",
-                                 probe->steps, probe->seconds);
+        used += (size_t)snprintf(buf + used, len - used, "},\"steps\":%d,\"probe_s\":%.3f,\"refused\":{", probe->steps,
+                                 probe->seconds);
     sep = "";
     for (int p = 0; p < TR_PRECISION_COUNT && used < len; p++)
         if (!probe->candidate[p] && probe->refused[p][0]) {
             used += (size_t)snprintf(buf + used, len - used, "%s\"%s\":\"", sep, tr_precision_names[p]);
-            if (used < len)
-                used += json_text(buf + used, len - used, probe->refused[p]);
-            if (used < len)
-                used += (size_t)snprintf(buf + used, len - used, "\"");
+            if (used < len) used += json_text(buf + used, len - used, probe->refused[p]);
+            if (used < len) used += (size_t)snprintf(buf + used, len - used, "\"");
             sep = ",";
         }
-    if (used < len)
-        snprintf(buf + used, len - used, "}");
+    if (used < len) snprintf(buf + used, len - used, "}");
 }
 
 hora_status_t tr_precision_auto(tr_backend_t *backend, const tr_precision_probe_config_t *config, int resumed,
-                                tr_precision_state_t *state, char *text, size_t text_len, char *json,
-                                size_t json_len, const char **source)
+                                tr_precision_state_t *state, char *text, size_t text_len, char *json, size_t json_len,
+                                const char **source)
 {
     tr_precision_probe_t probe;
     memset(&probe, 0, sizeof(probe));
     const int kept = resumed && state->choice >= 0 && state->choice < TR_PRECISION_COUNT;
     if (!kept) {
         hora_status_t status = tr_precision_probe(backend, config, &probe);
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
         state->choice = (int)probe.choice;
         state->measured = probe.steps > 0;
-        for (int p = 0; p < TR_PRECISION_COUNT; p++)
-            state->probe_ms[p] = probe.ms[p];
+        for (int p = 0; p < TR_PRECISION_COUNT; p++) state->probe_ms[p] = probe.ms[p];
     } else {
         probe.choice = (tr_precision_t)state->choice;
         for (int p = 0; p < TR_PRECISION_COUNT; p++) {
@@ -388,24 +359,21 @@ hora_status_t tr_precision_auto(tr_backend_t *backend, const tr_precision_probe_
             probe.candidate[p] = state->probe_ms[p] > 0;
         }
     }
-    if (source)
-        *source = kept ? "checkpoint" : probe.steps > 0 ? "measured" : "only-candidate";
+    if (source) *source = kept ? "checkpoint" : probe.steps > 0 ? "measured" : "only-candidate";
     if (text && kept) {
         size_t used = (size_t)snprintf(text, text_len, "%s, as the run that wrote the checkpoint chose it",
                                        tr_precision_names[probe.choice]);
         const char *sep = " (it measured ";
         for (int p = 0; p < TR_PRECISION_COUNT && state->measured && used < text_len; p++)
             if (probe.candidate[p]) {
-                used += (size_t)snprintf(text + used, text_len - used, "%s%s %.1f ms/step", sep,
-                                         tr_precision_names[p], probe.ms[p]);
+                used += (size_t)snprintf(text + used, text_len - used, "%s%s %.1f ms/step", sep, tr_precision_names[p],
+                                         probe.ms[p]);
                 sep = ", ";
             }
-        if (state->measured && used < text_len)
-            snprintf(text + used, text_len - used, ")");
+        if (state->measured && used < text_len) snprintf(text + used, text_len - used, ")");
     } else if (text) {
         tr_precision_describe(&probe, text, text_len);
     }
-    if (json)
-        tr_precision_json(&probe, json, json_len);
+    if (json) tr_precision_json(&probe, json, json_len);
     return HORA_OK;
 }

@@ -67,15 +67,15 @@ void tr_precision_loss_scale(tr_precision_t p, double scale_opt, int64_t window,
 #define TR_PRECISION_PROBE_MAX_ROUNDS 7
 
 typedef struct {
-    tr_model_spec_t spec;        /* the run's model (compute_dtype and grad_dtype are set per candidate) */
-    int batch;                   /* per rank */
-    int grad;                    /* --grad-dtype: a tr_dtype_t or TR_GRAD_DTYPE_AUTO */
-    double loss_scale_opt;       /* --loss-scale (tr_precision_loss_scale) */
+    tr_model_spec_t spec;  /* the run's model (compute_dtype and grad_dtype are set per candidate) */
+    int batch;             /* per rank */
+    int grad;              /* --grad-dtype: a tr_dtype_t or TR_GRAD_DTYPE_AUTO */
+    double loss_scale_opt; /* --loss-scale (tr_precision_loss_scale) */
     int64_t loss_scale_window;
-    tr_step_config_t step;       /* overlap (auto is timed as off), optimizer, label smoothing */
-    int grads_shared;            /* as the run's model (tr_model_init) */
+    tr_step_config_t step; /* overlap (auto is timed as off), optimizer, label smoothing */
+    int grads_shared;      /* as the run's model (tr_model_init) */
     uint64_t seed;
-    double budget_s;             /* the timed rounds' target length; 0: 2 s */
+    double budget_s; /* the timed rounds' target length; 0: 2 s */
 } tr_precision_probe_config_t;
 
 typedef struct {
@@ -102,8 +102,8 @@ hora_status_t tr_precision_probe(tr_backend_t *backend, const tr_precision_probe
  * (tr_precision_describe, tr_precision_json); *source (may be NULL):
  * "measured", "only-candidate" (fp32 alone) or "checkpoint". */
 hora_status_t tr_precision_auto(tr_backend_t *backend, const tr_precision_probe_config_t *config, int resumed,
-                                tr_precision_state_t *state, char *text, size_t text_len, char *json,
-                                size_t json_len, const char **source);
+                                tr_precision_state_t *state, char *text, size_t text_len, char *json, size_t json_len,
+                                const char **source);
 
 /* "bf16: fp32 151.2 ms/step, bf16 120.4 ms/step (7 steps each); fp16 not
  * a candidate: <why>" */

@@ -49,10 +49,10 @@ struct tr_trainer {
      * set as the caller's status message (base/status.h) by trainer_fail on
      * the thread that returns the failure. */
     char first_error_message[STATUS_MESSAGE_BYTES];
-    tr_overlap_state_t *overlap; /* the run state's */
+    tr_overlap_state_t *overlap;   /* the run state's */
     tr_loss_scale_state_t *scaler; /* the run state's */
-    hora_dtype_t grad_dtype;     /* the grads arena's, as hora names it */
-    int pending;                 /* requests[] queued on the device, not yet collected */
+    hora_dtype_t grad_dtype;       /* the grads arena's, as hora names it */
+    int pending;                   /* requests[] queued on the device, not yet collected */
 };
 
 double tr_now_s(void)
@@ -77,14 +77,12 @@ static hora_dtype_t hora_dtype_of(tr_dtype_t dtype)
 hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config, tr_run_state_t *state,
                               tr_trainer_t **out)
 {
-    if (!state || !config)
-        return HORA_ERR_INVALID_ARG;
+    if (!state || !config) return HORA_ERR_INVALID_ARG;
     tr_overlap_state_t *overlap = &state->overlap;
     if (!(state->loss_scale.scale > 0))
         return status_set(HORA_ERR_INVALID_ARG, "loss scale %g in the run state", state->loss_scale.scale);
     tr_trainer_t *t = calloc(1, sizeof(*t));
-    if (!t)
-        return HORA_ERR_NO_MEMORY;
+    if (!t) return HORA_ERR_NO_MEMORY;
     int n = tr_model_param_count(model);
     t->model = model;
     t->config = *config;
@@ -111,12 +109,10 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
 
 void tr_trainer_free(tr_trainer_t *t)
 {
-    if (!t)
-        return;
+    if (!t) return;
     if (t->requests) {
         for (int i = 0; i < tr_model_param_count(t->model); i++)
-            if (t->requests[i])
-                hora_request_free(t->requests[i]); /* waits for it first */
+            if (t->requests[i]) hora_request_free(t->requests[i]); /* waits for it first */
         free(t->requests);
     }
     free(t->names);
@@ -125,30 +121,23 @@ void tr_trainer_free(tr_trainer_t *t)
 
 hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
 {
-    if (!t->distributed)
-        return HORA_OK;
+    if (!t->distributed) return HORA_OK;
     const tr_tensor_t *p = tr_model_arena(t->model, TR_ARENA_PARAMS), *s = tr_model_arena(t->model, TR_ARENA_STATS);
     const tr_tensor_t *m = tr_model_arena(t->model, TR_ARENA_MOMENTUM);
     /* Device arenas too: hora's direct collectives take device pointers.
      * The backend's queued writes come first. */
     tr_backend_t *backend = tr_model_backend(t->model);
     hora_status_t status = backend->ops->synchronize(backend);
-    if (status == HORA_OK)
-        status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
-    if (status == HORA_OK)
-        status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
-    if (status == HORA_OK && momentum)
-        status = hora_broadcast(m->data, tr_tensor_count(m), HORA_DTYPE_F32, 0);
-    if (status == HORA_OK)
-        status = tr_model_sync_compute(t->model);
+    if (status == HORA_OK) status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK) status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK && momentum) status = hora_broadcast(m->data, tr_tensor_count(m), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK) status = tr_model_sync_compute(t->model);
     return status;
 }
 
-__attribute__((format(printf, 2, 3)))
-static void trainer_note(tr_trainer_t *t, const char *fmt, ...)
+__attribute__((format(printf, 2, 3))) static void trainer_note(tr_trainer_t *t, const char *fmt, ...)
 {
-    if (t->first_error_message[0])
-        return;
+    if (t->first_error_message[0]) return;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(t->first_error_message, sizeof(t->first_error_message), fmt, ap);
@@ -159,8 +148,7 @@ static void trainer_note(tr_trainer_t *t, const char *fmt, ...)
  * cleared): what the trainer's entry points return. */
 static hora_status_t trainer_fail(tr_trainer_t *t, hora_status_t status)
 {
-    if (status != HORA_OK && t->first_error_message[0])
-        status_set(status, "%s", t->first_error_message);
+    if (status != HORA_OK && t->first_error_message[0]) status_set(status, "%s", t->first_error_message);
     t->first_error_message[0] = '\0';
     return status;
 }
@@ -170,8 +158,7 @@ static hora_status_t collect(tr_trainer_t *t)
 {
     hora_status_t result = HORA_OK;
     for (int i = 0; i < tr_model_param_count(t->model); i++) {
-        if (!t->requests[i])
-            continue;
+        if (!t->requests[i]) continue;
         hora_status_t status = hora_wait(t->requests[i]);
         if (status != HORA_OK && result == HORA_OK) {
             trainer_note(t, "allreduce of %s failed: %s", tr_model_param(t->model, i)->name,
@@ -185,10 +172,7 @@ static hora_status_t collect(tr_trainer_t *t)
     return result;
 }
 
-hora_status_t tr_trainer_settle(tr_trainer_t *t)
-{
-    return t->pending ? trainer_fail(t, collect(t)) : HORA_OK;
-}
+hora_status_t tr_trainer_settle(tr_trainer_t *t) { return t->pending ? trainer_fail(t, collect(t)) : HORA_OK; }
 
 /* The all-reduce of parameter i's gradient, in place. event: the backend's
  * gradient_ready (NULL: ready now; a device event is for the GPU runtime,
@@ -197,13 +181,10 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
 {
     if (t->pending && t->first_error == HORA_OK)
         t->first_error = collect(t); /* the last step's, before the names are reused */
-    if (t->first_error != HORA_OK)
-        return;
+    if (t->first_error != HORA_OK) return;
     const tr_param_t *p = tr_model_param(t->model, i);
-    if (t->config.grad_hook)
-        t->config.grad_hook(t->config.grad_hook_ctx, i, &p->grad);
-    if (!t->distributed)
-        return; /* one rank: the gradient is the average already */
+    if (t->config.grad_hook) t->config.grad_hook(t->config.grad_hook_ctx, i, &p->grad);
+    if (!t->distributed) return; /* one rank: the gradient is the average already */
     /* Device gradients: ready when the backend's event is (its compute
      * stream got past the op that wrote them). */
     hora_opts_t opts = HORA_OPTS_INIT;
@@ -220,10 +201,7 @@ static void enqueue(tr_trainer_t *t, int i, tr_event_t event)
     }
 }
 
-static void on_grad_ready(void *ctx, int i, tr_event_t event)
-{
-    enqueue(ctx, i, event);
-}
+static void on_grad_ready(void *ctx, int i, tr_event_t event) { enqueue(ctx, i, event); }
 
 /* The step's all-reduces done before the optimizer runs: device
  * gradients on the device (collected later, see the top), host ones on
@@ -245,19 +223,16 @@ static hora_status_t wait_all(tr_trainer_t *t)
         }
     if (!device || result != HORA_OK) {
         hora_status_t status = collect(t);
-        if (result == HORA_OK)
-            result = status;
+        if (result == HORA_OK) result = status;
     }
     t->first_error = HORA_OK;
     return trainer_fail(t, result);
 }
 
-static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, int overlap,
-                               float *loss)
+static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, int overlap, float *loss)
 {
     hora_status_t status = tr_model_forward(t->model, x, 1);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     status = tr_model_backward(t->model, labels, t->config.label_smoothing, (float)t->scaler->scale,
                                overlap ? on_grad_ready : NULL, t, loss);
     if (status != HORA_OK) {
@@ -266,8 +241,7 @@ static hora_status_t gradients(tr_trainer_t *t, const tr_tensor_t *x, const int3
     }
     if (!overlap) {
         /* Same order as backprop would have used, all at once. */
-        for (int i = tr_model_param_count(t->model) - 1; i >= 0; i--)
-            enqueue(t, i, NULL);
+        for (int i = tr_model_param_count(t->model) - 1; i >= 0; i--) enqueue(t, i, NULL);
     }
     return wait_all(t);
 }
@@ -279,26 +253,20 @@ static hora_status_t probe(tr_trainer_t *t, const tr_tensor_t *x, const int32_t 
     int k = o->probe_step - TR_OVERLAP_PROBE_WARMUP, with = k < 0 || k % 2 == 0;
     double start = tr_now_s();
     hora_status_t status = gradients(t, x, labels, with, loss);
-    if (status == HORA_OK)
-        status = tr_trainer_settle(t); /* timed to the end of the all-reduces */
-    if (status != HORA_OK)
-        return status;
-    if (k >= 0)
-        o->probe_s[with] += tr_now_s() - start;
-    if (++o->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS)
-        return HORA_OK;
+    if (status == HORA_OK) status = tr_trainer_settle(t); /* timed to the end of the all-reduces */
+    if (status != HORA_OK) return status;
+    if (k >= 0) o->probe_s[with] += tr_now_s() - start;
+    if (++o->probe_step < TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS) return HORA_OK;
     /* Every rank takes the slowest rank's times, so all keep the same mode. */
     status = hora_allreduce(o->probe_s, o->probe_s, 2, HORA_DTYPE_F64, HORA_OP_MAX);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     o->mode = o->probe_s[1] <= o->probe_s[0];
     return HORA_OK;
 }
 
 static hora_status_t step_gradients(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, float *loss)
 {
-    if (t->overlap->mode < 0)
-        return probe(t, x, labels, loss);
+    if (t->overlap->mode < 0) return probe(t, x, labels, loss);
     return gradients(t, x, labels, t->overlap->mode, loss);
 }
 
@@ -314,15 +282,13 @@ int tr_trainer_overlap(const tr_trainer_t *t, double *ms_on, double *ms_off)
     const tr_overlap_state_t *o = t->overlap;
     int decided = t->config.overlap == TR_OVERLAP_AUTO && o->mode >= 0 && o->probe_step > 0;
     const double per_mode = TR_OVERLAP_PROBE_STEPS / 2;
-    if (ms_on)
-        *ms_on = decided ? 1e3 * o->probe_s[1] / per_mode : 0;
-    if (ms_off)
-        *ms_off = decided ? 1e3 * o->probe_s[0] / per_mode : 0;
+    if (ms_on) *ms_on = decided ? 1e3 * o->probe_s[1] / per_mode : 0;
+    if (ms_off) *ms_off = decided ? 1e3 * o->probe_s[0] / per_mode : 0;
     return o->mode;
 }
 
-hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, double lr,
-                              float *loss, int *skipped)
+hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32_t *labels, double lr, float *loss,
+                              int *skipped)
 {
     const double scale = t->scaler->scale; /* this step's: the update below may change it */
     int skip = 0;
@@ -336,14 +302,10 @@ hora_status_t tr_trainer_step(tr_trainer_t *t, const tr_tensor_t *x, const int32
         int overflow = 0;
         status = backend->ops->check_finite(backend, tr_model_arena(t->model, TR_ARENA_GRADS), &overflow);
         hora_status_t settled = tr_trainer_settle(t);
-        if (status == HORA_OK)
-            status = settled;
-        if (status == HORA_OK)
-            status = tr_loss_scale_update(&t->config.loss_scale, t->scaler, overflow, &skip);
+        if (status == HORA_OK) status = settled;
+        if (status == HORA_OK) status = tr_loss_scale_update(&t->config.loss_scale, t->scaler, overflow, &skip);
     }
-    if (skipped)
-        *skipped = skip;
-    if (status != HORA_OK || skip)
-        return status;
+    if (skipped) *skipped = skip;
+    if (status != HORA_OK || skip) return status;
     return tr_optim_step(t->model, &t->config.optim, lr, 1.0 / scale);
 }

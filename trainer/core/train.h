@@ -82,8 +82,7 @@ hora_status_t tr_trainer_step(tr_trainer_t *trainer, const tr_tensor_t *x, const
 /* Forward + backward + all-reduce without the check or the optimizer step
  * (tests): the grads arena holds the averaged gradients times the loss
  * scale in use (settled: see tr_trainer_settle). */
-hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels,
-                                   float *loss);
+hora_status_t tr_trainer_gradients(tr_trainer_t *trainer, const tr_tensor_t *x, const int32_t *labels, float *loss);
 
 /* A device backend's step returns with its all-reduces queued: the
  * optimizer waits for them on the device, and their statuses are read at

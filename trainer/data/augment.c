@@ -48,8 +48,7 @@ void tr_aug_random_resized_crop(tr_rng_t *rng, int src_w, int src_h, tr_rect_t *
     *rect = (tr_rect_t){(float)((src_w - w) / 2), (float)((src_h - h) / 2), (float)w, (float)h};
 }
 
-void tr_aug_centre_crop(int src_w, int src_h, int out_w, int out_h, float ratio,
-                        tr_rect_t *rect)
+void tr_aug_centre_crop(int src_w, int src_h, int out_w, int out_h, float ratio, tr_rect_t *rect)
 {
     /* Resizing the shorter side to S = min(out) / ratio makes one output pixel
      * cover k = shorter / S source pixels; the centred out_w x out_h window
@@ -65,16 +64,14 @@ void tr_aug_centre_crop(int src_w, int src_h, int out_w, int out_h, float ratio,
 
 /* One axis' taps: for each output coordinate the two source indices (times
  * stride) and the weight of the second. */
-static void resample_taps(float start, float size, int out_count, int src_count, int stride,
-                          int32_t *lo, int32_t *hi, float *frac)
+static void resample_taps(float start, float size, int out_count, int src_count, int stride, int32_t *lo, int32_t *hi,
+                          float *frac)
 {
     float scale = size / (float)out_count;
     for (int o = 0; o < out_count; o++) {
         float s = start + ((float)o + 0.5f) * scale - 0.5f;
-        if (s < 0.0f)
-            s = 0.0f;
-        if (s > (float)(src_count - 1))
-            s = (float)(src_count - 1);
+        if (s < 0.0f) s = 0.0f;
+        if (s > (float)(src_count - 1)) s = (float)(src_count - 1);
         int i = (int)s;
         lo[o] = i * stride;
         hi[o] = (i + 1 < src_count ? i + 1 : i) * stride;
@@ -84,10 +81,9 @@ static void resample_taps(float start, float size, int out_count, int src_count,
 
 /* The inner loops, instantiated for 1 and 3 channels so the channel loop
  * unrolls. */
-static inline void resample_rows(const uint8_t *src, int channels, const int32_t *x_lo,
-                                 const int32_t *x_hi, const float *x_frac, const int32_t *y_lo,
-                                 const int32_t *y_hi, const float *y_frac, float *out,
-                                 int out_w, int out_h)
+static inline void resample_rows(const uint8_t *src, int channels, const int32_t *x_lo, const int32_t *x_hi,
+                                 const float *x_frac, const int32_t *y_lo, const int32_t *y_hi, const float *y_frac,
+                                 float *out, int out_w, int out_h)
 {
     for (int oy = 0; oy < out_h; oy++) {
         const uint8_t *r0 = src + y_lo[oy], *r1 = src + y_hi[oy];
@@ -107,8 +103,8 @@ static inline void resample_rows(const uint8_t *src, int channels, const int32_t
     }
 }
 
-hora_status_t tr_aug_resample(const uint8_t *src, int src_w, int src_h, int channels,
-                              const tr_rect_t *rect, float *out, int out_w, int out_h)
+hora_status_t tr_aug_resample(const uint8_t *src, int src_w, int src_h, int channels, const tr_rect_t *rect, float *out,
+                              int out_w, int out_h)
 {
     size_t taps = (size_t)out_w + (size_t)out_h;
     int32_t *ints = malloc(2 * taps * sizeof(*ints));
@@ -128,8 +124,7 @@ hora_status_t tr_aug_resample(const uint8_t *src, int src_w, int src_h, int chan
     else if (channels == 1)
         resample_rows(src, 1, x_lo, x_hi, x_frac, y_lo, y_hi, y_frac, out, out_w, out_h);
     else
-        resample_rows(src, channels, x_lo, x_hi, x_frac, y_lo, y_hi, y_frac, out, out_w,
-                      out_h);
+        resample_rows(src, channels, x_lo, x_hi, x_frac, y_lo, y_hi, y_frac, out, out_w, out_h);
     free(ints);
     free(fracs);
     return HORA_OK;
@@ -150,8 +145,7 @@ static void mat3_mul(const float a[3][3], const float b[3][3], float out[3][3])
 {
     float t[3][3];
     for (int i = 0; i < 3; i++)
-        for (int j = 0; j < 3; j++)
-            t[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j] + a[i][2] * b[2][j];
+        for (int j = 0; j < 3; j++) t[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j] + a[i][2] * b[2][j];
     memcpy(out, t, sizeof(t));
 }
 
@@ -183,14 +177,13 @@ float tr_aug_mean_gray(const float *img, int pixel_count, int channels)
             sum += gray_weights[0] * p[0] + gray_weights[1] * p[1] + gray_weights[2] * p[2];
         }
     } else {
-        for (int i = 0; i < pixel_count; i++)
-            sum += img[(size_t)i * (size_t)channels];
+        for (int i = 0; i < pixel_count; i++) sum += img[(size_t)i * (size_t)channels];
     }
     return pixel_count > 0 ? (float)(sum / pixel_count) : 0.0f;
 }
 
-void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter, float hue,
-                       float lighting, int channels, float mean_gray, tr_color_t *color)
+void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter, float hue, float lighting,
+                       int channels, float mean_gray, tr_color_t *color)
 {
     memset(color, 0, sizeof(*color));
     if (jitter > 0.0f || hue > 0.0f) {
@@ -199,8 +192,7 @@ void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter
          * whether another is switched off. */
         float b = tr_rng_range(color_rng, lo, hi), c = tr_rng_range(color_rng, lo, hi);
         float s = tr_rng_range(color_rng, lo, hi), h = tr_rng_range(color_rng, -hue, hue);
-        if (jitter <= 0.0f)
-            b = c = s = 1.0f;
+        if (jitter <= 0.0f) b = c = s = 1.0f;
         /* brightness x -> b x; contrast x -> c x + (1 - c) b mean_gray;
          * saturation x -> s x + (1 - s) grey(x); hue: rotate I, Q by 2 pi h.
          * Grey maps to grey under the last two, so the contrast offset passes
@@ -209,8 +201,7 @@ void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter
         if (channels >= 3) {
             float sat[3][3];
             for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++)
-                    sat[i][j] = (i == j ? s : 0.0f) + (1.0f - s) * gray_weights[j];
+                for (int j = 0; j < 3; j++) sat[i][j] = (i == j ? s : 0.0f) + (1.0f - s) * gray_weights[j];
             float yiq_to_rgb[3][3], rot[3][3] = {{1, 0, 0}, {0, 0, 0}, {0, 0, 0}};
             float angle = 6.2831853f * h;
             rot[1][1] = cosf(angle);
@@ -223,23 +214,19 @@ void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter
             mat3_mul(yiq_to_rgb, hue_m, hue_m);
             mat3_mul(hue_m, sat, m);
             for (int i = 0; i < 3; i++)
-                for (int j = 0; j < 3; j++)
-                    m[i][j] *= b * c;
+                for (int j = 0; j < 3; j++) m[i][j] *= b * c;
         } else {
             m[0][0] = b * c;
         }
         memcpy(color->matrix, m, sizeof(m));
-        for (int i = 0; i < 3; i++)
-            color->offset[i] = (1.0f - c) * b * mean_gray;
+        for (int i = 0; i < 3; i++) color->offset[i] = (1.0f - c) * b * mean_gray;
         color->affine = 1;
     }
     if (lighting > 0.0f && channels >= 3) {
         float alpha[3];
-        for (int k = 0; k < 3; k++)
-            alpha[k] = lighting * tr_rng_normal(lighting_rng) * tr_aug_pca_eigval[k];
+        for (int k = 0; k < 3; k++) alpha[k] = lighting * tr_rng_normal(lighting_rng) * tr_aug_pca_eigval[k];
         for (int ch = 0; ch < 3; ch++)
-            color->shift[ch] = 255.0f * (tr_aug_pca_eigvec[ch][0] * alpha[0] +
-                                         tr_aug_pca_eigvec[ch][1] * alpha[1] +
+            color->shift[ch] = 255.0f * (tr_aug_pca_eigvec[ch][0] * alpha[0] + tr_aug_pca_eigvec[ch][1] * alpha[1] +
                                          tr_aug_pca_eigvec[ch][2] * alpha[2]);
         color->lighting = 1;
     }
@@ -250,7 +237,7 @@ static float clamp255(float v) { return v < 0.0f ? 0.0f : v > 255.0f ? 255.0f : 
 void tr_aug_color_apply(const tr_color_t *color, float *img, int pixel_count, int channels)
 {
     if (channels >= 3) {
-        const float (*m)[3] = color->matrix;
+        const float(*m)[3] = color->matrix;
         for (int i = 0; i < pixel_count; i++) {
             float *p = img + (size_t)i * (size_t)channels;
             float r = p[0], g = p[1], b = p[2];
@@ -275,8 +262,7 @@ void tr_aug_color_apply(const tr_color_t *color, float *img, int pixel_count, in
 
 /* ---- store ---- */
 
-void tr_aug_store(const float *work, int width, int height, int channels,
-                  const tr_store_t *store, void *dst)
+void tr_aug_store(const float *work, int width, int height, int channels, const tr_store_t *store, void *dst)
 {
     float *dst_f32 = store->dtype == TR_DTYPE_F32 ? dst : NULL;
     uint16_t *dst_f16 = store->dtype == TR_DTYPE_F16 ? dst : NULL;
@@ -291,12 +277,9 @@ void tr_aug_store(const float *work, int width, int height, int channels,
                 int sx = (store->flip ? width - 1 - x : x) + store->dx - store->pad;
                 float v = 0.0f;
                 if (row_inside && sx >= 0 && sx < width)
-                    v = work[((size_t)sy * (size_t)width + (size_t)sx) * (size_t)channels +
-                             (size_t)c];
-                size_t i = nchw ? ((size_t)c * (size_t)height + (size_t)y) * (size_t)width
-                                      + (size_t)x
-                                : ((size_t)y * (size_t)width + (size_t)x) * (size_t)channels
-                                      + (size_t)c;
+                    v = work[((size_t)sy * (size_t)width + (size_t)sx) * (size_t)channels + (size_t)c];
+                size_t i = nchw ? ((size_t)c * (size_t)height + (size_t)y) * (size_t)width + (size_t)x
+                                : ((size_t)y * (size_t)width + (size_t)x) * (size_t)channels + (size_t)c;
                 if (dst_u8) {
                     dst_u8[i] = v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f);
                     continue;

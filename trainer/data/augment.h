@@ -46,24 +46,23 @@ void tr_aug_random_resized_crop(tr_rng_t *rng, int src_w, int src_h, tr_rect_t *
 
 /* Validation: resize the shorter side to min(out) / ratio, centre-crop
  * out_w x out_h; returned as the source rectangle that maps onto it. */
-void tr_aug_centre_crop(int src_w, int src_h, int out_w, int out_h, float ratio,
-                        tr_rect_t *rect);
+void tr_aug_centre_crop(int src_w, int src_h, int out_w, int out_h, float ratio, tr_rect_t *rect);
 
 /* Bilinear resampling of rect of src (u8, HWC, channels 1 or 3) into out
  * (float, HWC, out_w x out_h): output pixel centre (ox + 0.5, oy + 0.5) maps
  * to rect.x + (ox + 0.5) * rect.w / out_w - 0.5 in the source, clamped to the
  * image. Scale 1 at an integer offset copies pixels exactly. HORA_ERR_NO_MEMORY
  * only (for its coordinate tables). */
-hora_status_t tr_aug_resample(const uint8_t *src, int src_w, int src_h, int channels,
-                              const tr_rect_t *rect, float *out, int out_w, int out_h);
+hora_status_t tr_aug_resample(const uint8_t *src, int src_w, int src_h, int channels, const tr_rect_t *rect, float *out,
+                              int out_w, int out_h);
 
 /* Colour jitter and lighting for one image, drawn once per sample. */
 typedef struct {
-    int affine;            /* apply matrix/offset, then clamp to [0, 255] */
-    float matrix[3][3];    /* out = matrix * rgb + offset */
+    int affine;         /* apply matrix/offset, then clamp to [0, 255] */
+    float matrix[3][3]; /* out = matrix * rgb + offset */
     float offset[3];
-    int lighting;          /* add shift after the clamp */
-    float shift[3];        /* in pixel units (255 = 1.0) */
+    int lighting;   /* add shift after the clamp */
+    float shift[3]; /* in pixel units (255 = 1.0) */
 } tr_color_t;
 
 /* The AlexNet PCA of ImageNet RGB (pixels in [0, 1]). */
@@ -76,8 +75,8 @@ extern const float tr_aug_pca_eigvec[3][3]; /* [channel][component] */
  * image's mean grey, mean_gray in [0, 255]); lighting alpha_k ~ N(0,
  * lighting), shift = 255 * eigvec * (alpha * eigval). channels 1 keeps
  * brightness and contrast only. */
-void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter, float hue,
-                       float lighting, int channels, float mean_gray, tr_color_t *color);
+void tr_aug_color_draw(tr_rng_t *color_rng, tr_rng_t *lighting_rng, float jitter, float hue, float lighting,
+                       int channels, float mean_gray, tr_color_t *color);
 /* Mean of 0.299 R + 0.587 G + 0.114 B (or of the one channel). */
 float tr_aug_mean_gray(const float *img, int pixel_count, int channels);
 void tr_aug_color_apply(const tr_color_t *color, float *img, int pixel_count, int channels);
@@ -101,7 +100,6 @@ typedef struct {
  * [0, 255], for a device that normalises (backend.h's input_import): the
  * same as the float path where v is an integer already (raw pixels, no
  * resampling or colour augmentation). */
-void tr_aug_store(const float *work, int width, int height, int channels,
-                  const tr_store_t *store, void *dst);
+void tr_aug_store(const float *work, int width, int height, int channels, const tr_store_t *store, void *dst);
 
 #endif

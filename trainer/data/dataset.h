@@ -29,8 +29,8 @@
 #include "record.h"
 
 typedef struct {
-    uint64_t count;          /* samples in the split */
-    int classes;             /* 1 + the largest label */
+    uint64_t count; /* samples in the split */
+    int classes;    /* 1 + the largest label */
     /* The first readable sample's kind and stored shape; the loader's
      * defaults (raw: output = stored size) come from it. */
     tr_payload_kind_t kind;
@@ -39,10 +39,10 @@ typedef struct {
 
     int is_idx;
     tr_idx_t idx;
-    char *images_path;           /* IDX: for messages */
+    char *images_path; /* IDX: for messages */
     unsigned shard_count;
     tr_record_reader_t **readers; /* (shard_count); NULL for a shard left out */
-    uint64_t *first;             /* (shard_count + 1): sample index of each shard's record 0 */
+    uint64_t *first;              /* (shard_count + 1): sample index of each shard's record 0 */
 } tr_dataset_t;
 
 /* A sample's bytes, valid until the next tr_dataset_read with the same
@@ -53,7 +53,7 @@ typedef struct {
     uint32_t channels, height, width;
     const uint8_t *data;
     uint64_t bytes;
-    const char *path;  /* where it came from, for messages */
+    const char *path; /* where it came from, for messages */
     uint64_t offset;
 } tr_sample_t;
 
@@ -66,11 +66,9 @@ void tr_dataset_free(tr_dataset_t *ds);
 /* Sample index (< ds->count) into *sample, reading through scratch (one per
  * thread). HORA_ERR_CORRUPT / HORA_ERR_SYSTEM for a bad record, with the
  * message in status_message(). */
-hora_status_t tr_dataset_read(const tr_dataset_t *ds, uint64_t index, tr_record_t *scratch,
-                              tr_sample_t *sample);
+hora_status_t tr_dataset_read(const tr_dataset_t *ds, uint64_t index, tr_record_t *scratch, tr_sample_t *sample);
 
 /* Where sample index is stored ("FILE: offset N"), for messages. */
-void tr_dataset_locate(const tr_dataset_t *ds, uint64_t index, const char **path,
-                       uint64_t *offset);
+void tr_dataset_locate(const tr_dataset_t *ds, uint64_t index, const char **path, uint64_t *offset);
 
 #endif

@@ -25,8 +25,7 @@ struct tr_gz {
 hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
-    if (!f)
-        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
+    if (!f) return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->z = gzopen(path, "rb");
     if (!f->z) {
         free(f);
@@ -42,8 +41,7 @@ hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
     if (n < 0) {
         int zerr;
         const char *msg = gzerror(f->z, &zerr);
-        if (zerr == Z_ERRNO)
-            return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
+        if (zerr == Z_ERRNO) return status_set(HORA_ERR_SYSTEM, "%s", strerror(errno));
         return status_set(HORA_ERR_CORRUPT, "%s", msg);
     }
     *got = (size_t)n;
@@ -52,8 +50,7 @@ hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 
 void tr_gz_close(tr_gz_t *f)
 {
-    if (!f)
-        return;
+    if (!f) return;
     gzclose(f->z);
     free(f);
 }
@@ -67,8 +64,7 @@ struct tr_gz {
 hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
 {
     tr_gz_t *f = malloc(sizeof(*f));
-    if (!f)
-        return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
+    if (!f) return status_at(HORA_ERR_NO_MEMORY, STATUS_FILE_AT(path, 0), "out of memory");
     f->file = fopen(path, "rb");
     if (!f->file) {
         free(f);
@@ -80,8 +76,8 @@ hora_status_t tr_gz_open(const char *path, tr_gz_t **out)
         fclose(f->file);
         free(f);
         return status_at(HORA_ERR_UNSUPPORTED, STATUS_FILE_AT(path, 0),
-                               "gzip-compressed, but this build has no zlib (meson -Dzlib=disabled or "
-                               "zlib not found): gunzip the file or rebuild with zlib");
+                         "gzip-compressed, but this build has no zlib (meson -Dzlib=disabled or "
+                         "zlib not found): gunzip the file or rebuild with zlib");
     }
     rewind(f->file);
     *out = f;
@@ -100,8 +96,7 @@ hora_status_t tr_gz_read(tr_gz_t *f, void *buf, size_t bytes, size_t *got)
 
 void tr_gz_close(tr_gz_t *f)
 {
-    if (!f)
-        return;
+    if (!f) return;
     fclose(f->file);
     free(f);
 }

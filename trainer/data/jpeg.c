@@ -27,13 +27,11 @@ int tr_jpeg_available(void) { return 1; }
 hora_status_t tr_jpeg_init(uint64_t max_pixels, int strict, tr_jpeg_t **jpeg_out)
 {
     tr_jpeg_t *jpeg = calloc(1, sizeof(*jpeg));
-    if (!jpeg)
-        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
+    if (!jpeg) return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     jpeg->handle = tjInitDecompress();
     if (!jpeg->handle) {
         free(jpeg);
-        return status_set(HORA_ERR_NO_MEMORY, "JPEG: tjInitDecompress: %s",
-                            tjGetErrorStr2(NULL));
+        return status_set(HORA_ERR_NO_MEMORY, "JPEG: tjInitDecompress: %s", tjGetErrorStr2(NULL));
     }
     jpeg->max_pixels = max_pixels ? max_pixels : TR_JPEG_MAX_PIXELS;
     jpeg->strict = strict;
@@ -43,37 +41,30 @@ hora_status_t tr_jpeg_init(uint64_t max_pixels, int strict, tr_jpeg_t **jpeg_out
 
 void tr_jpeg_free(tr_jpeg_t *jpeg)
 {
-    if (!jpeg)
-        return;
+    if (!jpeg) return;
     tjDestroy(jpeg->handle);
     free(jpeg->buffer);
     free(jpeg);
 }
 
-static hora_status_t jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                                 int *width, int *height, int *colorspace)
+static hora_status_t jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width, int *height,
+                                 int *colorspace)
 {
     int subsamp;
-    if (bytes < 4 || bytes > (size_t)(unsigned long)-1)
-        return status_set(HORA_ERR_CORRUPT, "JPEG: %zu bytes", bytes);
-    if (tjDecompressHeader3(jpeg->handle, data, (unsigned long)bytes, width, height, &subsamp,
-                            colorspace) != 0)
-        return status_set(HORA_ERR_CORRUPT, "JPEG header: %s",
-                            tjGetErrorStr2(jpeg->handle));
-    if (*width <= 0 || *height <= 0 ||
-        (uint64_t)*width * (uint64_t)*height > jpeg->max_pixels)
-        return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d is over the %llu-pixel limit",
-                            *width, *height, (unsigned long long)jpeg->max_pixels);
+    if (bytes < 4 || bytes > (size_t)(unsigned long)-1) return status_set(HORA_ERR_CORRUPT, "JPEG: %zu bytes", bytes);
+    if (tjDecompressHeader3(jpeg->handle, data, (unsigned long)bytes, width, height, &subsamp, colorspace) != 0)
+        return status_set(HORA_ERR_CORRUPT, "JPEG header: %s", tjGetErrorStr2(jpeg->handle));
+    if (*width <= 0 || *height <= 0 || (uint64_t)*width * (uint64_t)*height > jpeg->max_pixels)
+        return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d is over the %llu-pixel limit", *width, *height,
+                          (unsigned long long)jpeg->max_pixels);
     return HORA_OK;
 }
 
-hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width,
-                             int *height, int *channels)
+hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width, int *height, int *channels)
 {
     int colorspace;
     hora_status_t status = jpeg_header(jpeg, data, bytes, width, height, &colorspace);
-    if (status == HORA_OK && channels)
-        *channels = colorspace == TJCS_GRAY ? 1 : 3;
+    if (status == HORA_OK && channels) *channels = colorspace == TJCS_GRAY ? 1 : 3;
     return status;
 }
 
@@ -85,9 +76,7 @@ static tjscalingfactor jpeg_pick_scale(float min_scale)
     tjscalingfactor best = {1, 1};
     for (int i = 0; factors && i < count; i++) {
         float f = (float)factors[i].num / (float)factors[i].denom;
-        if (f <= 1.0f && f >= min_scale &&
-            f < (float)best.num / (float)best.denom)
-            best = factors[i];
+        if (f <= 1.0f && f >= min_scale && f < (float)best.num / (float)best.denom) best = factors[i];
     }
     return best;
 }
@@ -99,48 +88,44 @@ static int jpeg_has_end_marker(const uint8_t *data, size_t bytes)
 {
     size_t from = bytes > 1024 ? bytes - 1024 : 0;
     for (size_t i = bytes - 1; i > from; i--)
-        if (data[i - 1] == 0xFF && data[i] == 0xD9)
-            return 1;
+        if (data[i - 1] == 0xFF && data[i] == 0xD9) return 1;
     return 0;
 }
 
 static hora_status_t jpeg_grow(tr_jpeg_t *jpeg, size_t bytes)
 {
-    if (jpeg->buffer_bytes >= bytes)
-        return HORA_OK;
+    if (jpeg->buffer_bytes >= bytes) return HORA_OK;
     uint8_t *grown = realloc(jpeg->buffer, bytes);
-    if (!grown)
-        return status_set(HORA_ERR_NO_MEMORY, "JPEG: out of memory for %zu bytes", bytes);
+    if (!grown) return status_set(HORA_ERR_NO_MEMORY, "JPEG: out of memory for %zu bytes", bytes);
     jpeg->buffer = grown;
     jpeg->buffer_bytes = bytes;
     return HORA_OK;
 }
 
-hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                             float min_scale, tr_jpeg_image_t *image)
+hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, float min_scale,
+                             tr_jpeg_image_t *image)
 {
     int width, height, colorspace;
     hora_status_t status = jpeg_header(jpeg, data, bytes, &width, &height, &colorspace);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     tjscalingfactor f = jpeg_pick_scale(min_scale);
     int w = TJSCALED(width, f), h = TJSCALED(height, f);
     int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
     size_t pixel_bytes = cmyk ? 4 : 3;
     status = jpeg_grow(jpeg, (size_t)w * (size_t)h * pixel_bytes);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     int flags = TJFLAG_LIMITSCANS | (jpeg->strict ? TJFLAG_STOPONWARNING : 0);
-    if (tjDecompress2(jpeg->handle, data, (unsigned long)bytes, jpeg->buffer, w, 0, h,
-                      cmyk ? TJPF_CMYK : TJPF_RGB, flags) != 0) {
+    if (tjDecompress2(jpeg->handle, data, (unsigned long)bytes, jpeg->buffer, w, 0, h, cmyk ? TJPF_CMYK : TJPF_RGB,
+                      flags) != 0) {
         int fatal = tjGetErrorCode(jpeg->handle) == TJERR_FATAL;
         if (fatal || jpeg->strict)
-            return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d: %s%s", width, height,
-                                tjGetErrorStr2(jpeg->handle), fatal ? "" : " (strict)");
+            return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d: %s%s", width, height, tjGetErrorStr2(jpeg->handle),
+                              fatal ? "" : " (strict)");
         if (!jpeg_has_end_marker(data, bytes))
-            return status_set(HORA_ERR_CORRUPT, "JPEG %dx%d: %s, and no end-of-image "
-                                "marker: data cut short", width, height,
-                                tjGetErrorStr2(jpeg->handle));
+            return status_set(HORA_ERR_CORRUPT,
+                              "JPEG %dx%d: %s, and no end-of-image "
+                              "marker: data cut short",
+                              width, height, tjGetErrorStr2(jpeg->handle));
     }
     if (cmyk) {
         /* Adobe writes inverted CMYK: stored C = 255 - cyan, so R = C K / 255.
@@ -157,13 +142,11 @@ hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
     return HORA_OK;
 }
 
-hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels,
-                             int quality, uint8_t **out, size_t *out_bytes)
+hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels, int quality, uint8_t **out,
+                             size_t *out_bytes)
 {
-    if (width <= 0 || height <= 0 || (channels != 1 && channels != 3) || quality < 1 ||
-        quality > 100)
-        return status_set(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%dx%d quality %d", width,
-                            height, channels, quality);
+    if (width <= 0 || height <= 0 || (channels != 1 && channels != 3) || quality < 1 || quality > 100)
+        return status_set(HORA_ERR_INVALID_ARG, "JPEG encode: %dx%dx%d quality %d", width, height, channels, quality);
     int subsamp = channels == 1 ? TJSAMP_GRAY : TJSAMP_420;
     unsigned long capacity = tjBufSize(width, height, subsamp);
     if (capacity == (unsigned long)-1)
@@ -172,16 +155,15 @@ hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int c
     tjhandle handle = tjInitCompress();
     if (!buf || !handle) {
         free(buf);
-        if (handle)
-            tjDestroy(handle);
+        if (handle) tjDestroy(handle);
         return status_set(HORA_ERR_NO_MEMORY, "JPEG encode: out of memory");
     }
     /* Our buffer, big enough by tjBufSize: TurboJPEG must not swap it for
      * one of its own (which would need tjFree). */
     unsigned long size = capacity;
     hora_status_t status = HORA_OK;
-    if (tjCompress2(handle, pixels, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB, &buf,
-                    &size, subsamp, quality, TJFLAG_NOREALLOC) != 0) {
+    if (tjCompress2(handle, pixels, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB, &buf, &size, subsamp,
+                    quality, TJFLAG_NOREALLOC) != 0) {
         status = status_set(HORA_ERR_SYSTEM, "JPEG encode: %s", tjGetErrorStr2(handle));
         free(buf);
     } else {
@@ -192,27 +174,23 @@ hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int c
     return status;
 }
 
-hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                                     int shorter, int quality, uint8_t **out, size_t *out_bytes,
-                                     int *out_width, int *out_height)
+hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int shorter, int quality,
+                                     uint8_t **out, size_t *out_bytes, int *out_width, int *out_height)
 {
     int width, height, colorspace;
     hora_status_t status = jpeg_header(jpeg, data, bytes, &width, &height, &colorspace);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     int short_side = width < height ? width : height;
     *out = NULL;
     *out_width = width;
     *out_height = height;
-    if (shorter <= 0 || short_side <= shorter)
-        return HORA_OK;
+    if (shorter <= 0 || short_side <= shorter) return HORA_OK;
     double k = (double)shorter / short_side;
     int tw = width < height ? shorter : (int)lround(width * k);
     int th = width < height ? (int)lround(height * k) : shorter;
     tr_jpeg_image_t image;
     status = tr_jpeg_decode(jpeg, data, bytes, (float)k, &image);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     size_t count = (size_t)tw * (size_t)th * 3;
     float *work = malloc(count * sizeof(*work));
     uint8_t *pixels = malloc(count);
@@ -254,34 +232,31 @@ hora_status_t tr_jpeg_init(uint64_t max_pixels, int strict, tr_jpeg_t **jpeg_out
 
 void tr_jpeg_free(tr_jpeg_t *jpeg) { (void)jpeg; }
 
-hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width,
-                             int *height, int *channels)
+hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width, int *height, int *channels)
 {
     (void)jpeg, (void)data, (void)bytes, (void)width, (void)height, (void)channels;
     return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
-hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                             float min_scale, tr_jpeg_image_t *image)
+hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, float min_scale,
+                             tr_jpeg_image_t *image)
 {
     (void)jpeg, (void)data, (void)bytes, (void)min_scale, (void)image;
     return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
-hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels,
-                             int quality, uint8_t **out, size_t *out_bytes)
+hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels, int quality, uint8_t **out,
+                             size_t *out_bytes)
 {
-    (void)pixels, (void)width, (void)height, (void)channels, (void)quality, (void)out,
-        (void)out_bytes;
+    (void)pixels, (void)width, (void)height, (void)channels, (void)quality, (void)out, (void)out_bytes;
     return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 
-hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                                     int shorter, int quality, uint8_t **out, size_t *out_bytes,
-                                     int *out_width, int *out_height)
+hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int shorter, int quality,
+                                     uint8_t **out, size_t *out_bytes, int *out_width, int *out_height)
 {
-    (void)jpeg, (void)data, (void)bytes, (void)shorter, (void)quality, (void)out,
-        (void)out_bytes, (void)out_width, (void)out_height;
+    (void)jpeg, (void)data, (void)bytes, (void)shorter, (void)quality, (void)out, (void)out_bytes, (void)out_width,
+        (void)out_height;
     return status_set(HORA_ERR_UNSUPPORTED, "JPEG: built without libturbojpeg");
 }
 

@@ -46,13 +46,13 @@ void tr_jpeg_free(tr_jpeg_t *jpeg);
 /* Full-size width and height from the header, checked against max_pixels;
  * channels (if not NULL): 1 for greyscale, else 3 (what decoding gives is
  * always RGB). */
-hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width,
-                             int *height, int *channels);
+hora_status_t tr_jpeg_header(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int *width, int *height,
+                             int *channels);
 
 /* Decode at the smallest available scale factor f (f <= 1) with
  * f >= min_scale (1 if none is that large). */
-hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                             float min_scale, tr_jpeg_image_t *image);
+hora_status_t tr_jpeg_decode(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, float min_scale,
+                             tr_jpeg_image_t *image);
 
 /* 1 if this build decodes JPEG. */
 int tr_jpeg_available(void);
@@ -60,15 +60,14 @@ int tr_jpeg_available(void);
 /* Encode pixels (height, width, channels 1 or 3) as a baseline JPEG at
  * quality 1..100 (colour: 4:2:0). *out is malloc'd (free it). For
  * hora-mkrecord, the tests and the benchmark. */
-hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels,
-                             int quality, uint8_t **out, size_t *out_bytes);
+hora_status_t tr_jpeg_encode(const uint8_t *pixels, int width, int height, int channels, int quality, uint8_t **out,
+                             size_t *out_bytes);
 
 /* Shrink a JPEG so its shorter side is `shorter` pixels (aspect kept, sides
  * rounded): DCT-scaled decode to at most 2x the target, bilinear to the
  * target, re-encode at quality. An image whose shorter side is already <=
  * shorter is left alone (*out = NULL). Output is RGB (3 channels). */
-hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes,
-                                     int shorter, int quality, uint8_t **out, size_t *out_bytes,
-                                     int *out_width, int *out_height);
+hora_status_t tr_jpeg_resize_shorter(tr_jpeg_t *jpeg, const uint8_t *data, size_t bytes, int shorter, int quality,
+                                     uint8_t **out, size_t *out_bytes, int *out_width, int *out_height);
 
 #endif

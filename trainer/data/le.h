@@ -15,13 +15,11 @@ static inline void tr_le_put_u16(uint8_t *p, uint16_t v)
 }
 static inline void tr_le_put_u32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline void tr_le_put_u64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 static inline uint16_t tr_le_get_u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t tr_le_get_u32(const uint8_t *p)

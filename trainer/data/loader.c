@@ -64,7 +64,7 @@ typedef enum {
 typedef struct {
     tr_batch_t batch; /* first member: tr_loader_release finds the slot from it */
     slot_state_t state;
-    int pending;      /* samples of this step not yet made */
+    int pending;          /* samples of this step not yet made */
     hora_status_t status; /* first failure while filling */
     char error[1024];
 } loader_slot_t;
@@ -82,13 +82,13 @@ struct tr_loader {
     tr_dataset_t dataset;
     tr_pipeline_t pipeline;
     size_t sample_bytes;
-    uint64_t per_rank;     /* samples of this rank in the epoch in progress */
-    uint64_t offset;       /* train: samples of the permutation skipped at its start (a re-sharded resume) */
-    uint64_t val_begin;    /* val: first sample of this rank's part */
+    uint64_t per_rank;  /* samples of this rank in the epoch in progress */
+    uint64_t offset;    /* train: samples of the permutation skipped at its start (a re-sharded resume) */
+    uint64_t val_begin; /* val: first sample of this rank's part */
     uint64_t steps;
     int chunk;
 
-    uint32_t *perm;        /* train: (dataset.count) this epoch's permutation */
+    uint32_t *perm; /* train: (dataset.count) this epoch's permutation */
     atomic_uint_fast64_t bad_count;
     atomic_uchar *reported; /* (count / 8 + 1) bits: bad sample already reported */
 
@@ -101,28 +101,23 @@ struct tr_loader {
     int shutdown;
     uint64_t epoch;
     uint64_t claim_step, deliver_step;
-    int claim_offset;          /* next sample of claim_step to hand out */
-    int claim_slot;            /* slot of claim_step; -1 before its first chunk */
-    int in_flight;             /* chunks being made */
+    int claim_offset; /* next sample of claim_step to hand out */
+    int claim_slot;   /* slot of claim_step; -1 before its first chunk */
+    int in_flight;    /* chunks being made */
     loader_slot_t *slots;
     int slot_count;
     loader_worker_t *workers;
-    int worker_count;          /* threads started */
+    int worker_count; /* threads started */
 };
 
-
-uint64_t tr_loader_bad_count(const tr_loader_t *loader)
-{
-    return atomic_load(&((tr_loader_t *)loader)->bad_count);
-}
+uint64_t tr_loader_bad_count(const tr_loader_t *loader) { return atomic_load(&((tr_loader_t *)loader)->bad_count); }
 
 /* ---- order ---- */
 
 static void loader_build_permutation(tr_loader_t *l, uint64_t epoch)
 {
     uint64_t n = l->dataset.count;
-    for (uint64_t i = 0; i < n; i++)
-        l->perm[i] = (uint32_t)i;
+    for (uint64_t i = 0; i < n; i++) l->perm[i] = (uint32_t)i;
     tr_rng_t rng = tr_rng_for(l->config.seed, epoch, 0, TR_RNG_PURPOSE_PERMUTATION);
     for (uint64_t i = n - 1; i > 0; i--) { /* Fisher-Yates */
         uint64_t j = tr_rng_below(&rng, i + 1);
@@ -136,8 +131,7 @@ static void loader_build_permutation(tr_loader_t *l, uint64_t epoch)
 static int loader_step_count(const tr_loader_t *l, uint64_t step)
 {
     uint64_t begin = step * (uint64_t)l->config.batch;
-    if (begin >= l->per_rank)
-        return 0;
+    if (begin >= l->per_rank) return 0;
     uint64_t left = l->per_rank - begin;
     return left < (uint64_t)l->config.batch ? (int)left : l->config.batch;
 }
@@ -157,15 +151,13 @@ static uint64_t loader_order_position(const tr_loader_t *l, uint64_t position)
 static void loader_report_bad(tr_loader_t *l, uint64_t index)
 {
     unsigned char bit = (unsigned char)(1u << (index % 8));
-    if (atomic_fetch_or(&l->reported[index / 8], bit) & bit)
-        return;
+    if (atomic_fetch_or(&l->reported[index / 8], bit) & bit) return;
     fprintf(stderr, "hora loader: bad sample %" PRIu64 " skipped, the next good one used instead: %s\n", index,
             status_message());
 }
 
 /* Make this rank's sample `position` of the epoch into dst; *label. */
-static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t position,
-                                 void *dst, int32_t *label)
+static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t position, void *dst, int32_t *label)
 {
     tr_loader_t *l = w->loader;
     uint64_t n = l->dataset.count;
@@ -176,8 +168,7 @@ static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t po
         uint64_t index = l->perm ? l->perm[at] : at;
         tr_sample_t sample;
         hora_status_t status = tr_dataset_read(&l->dataset, index, &w->record, &sample);
-        if (status == HORA_OK)
-            status = tr_pipeline_sample(&l->pipeline, &w->scratch, epoch, index, &sample, dst);
+        if (status == HORA_OK) status = tr_pipeline_sample(&l->pipeline, &w->scratch, epoch, index, &sample, dst);
         if (status == HORA_OK) {
             *label = sample.label;
             return HORA_OK;
@@ -190,14 +181,14 @@ static hora_status_t loader_make(loader_worker_t *w, uint64_t epoch, uint64_t po
                               status_message());
         loader_report_bad(l, index);
     }
-    return status_set(HORA_ERR_CORRUPT, "%s: %" PRIu64 " bad samples in a row from epoch "
-                        "position %" PRIu64 "; last: %s", l->config.path, tries, q,
-                        status_message());
+    return status_set(HORA_ERR_CORRUPT,
+                      "%s: %" PRIu64 " bad samples in a row from epoch "
+                      "position %" PRIu64 "; last: %s",
+                      l->config.path, tries, q, status_message());
 }
 
 /* Samples [begin, end) of slot's batch; past its count: zeros, label -1. */
-static hora_status_t loader_make_chunk(loader_worker_t *w, loader_slot_t *slot, int begin,
-                                       int end)
+static hora_status_t loader_make_chunk(loader_worker_t *w, loader_slot_t *slot, int begin, int end)
 {
     tr_loader_t *l = w->loader;
     tr_batch_t *b = &slot->batch;
@@ -210,8 +201,7 @@ static hora_status_t loader_make_chunk(loader_worker_t *w, loader_slot_t *slot, 
         }
         uint64_t position = b->step * (uint64_t)l->config.batch + (uint64_t)j;
         hora_status_t status = loader_make(w, b->epoch, position, dst, &b->labels[j]);
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
     }
     return HORA_OK;
 }
@@ -221,15 +211,13 @@ static hora_status_t loader_make_chunk(loader_worker_t *w, loader_slot_t *slot, 
 static int loader_free_slot(const tr_loader_t *l)
 {
     for (int i = 0; i < l->slot_count; i++)
-        if (l->slots[i].state == SLOT_FREE)
-            return i;
+        if (l->slots[i].state == SLOT_FREE) return i;
     return -1;
 }
 
 static int loader_can_claim(const tr_loader_t *l)
 {
-    return l->active && l->claim_step < l->steps &&
-           (l->claim_slot >= 0 || loader_free_slot(l) >= 0);
+    return l->active && l->claim_step < l->steps && (l->claim_slot >= 0 || loader_free_slot(l) >= 0);
 }
 
 static void *loader_worker_main(void *arg)
@@ -238,10 +226,8 @@ static void *loader_worker_main(void *arg)
     tr_loader_t *l = w->loader;
     pthread_mutex_lock(&l->lock);
     for (;;) {
-        while (!l->shutdown && !loader_can_claim(l))
-            pthread_cond_wait(&l->work_cond, &l->lock);
-        if (l->shutdown)
-            break;
+        while (!l->shutdown && !loader_can_claim(l)) pthread_cond_wait(&l->work_cond, &l->lock);
+        if (l->shutdown) break;
         if (l->claim_slot < 0) {
             int s = loader_free_slot(l);
             loader_slot_t *slot = &l->slots[s];
@@ -279,8 +265,7 @@ static void *loader_worker_main(void *arg)
             slot->state = SLOT_READY;
             pthread_cond_broadcast(&l->ready_cond);
         }
-        if (l->in_flight == 0)
-            pthread_cond_broadcast(&l->idle_cond);
+        if (l->in_flight == 0) pthread_cond_broadcast(&l->idle_cond);
     }
     pthread_mutex_unlock(&l->lock);
     return NULL;
@@ -290,22 +275,16 @@ static void *loader_worker_main(void *arg)
 
 static hora_status_t loader_check_config(const tr_loader_config_t *c)
 {
-    if (!c->path)
-        return status_set(HORA_ERR_INVALID_ARG, "loader config: path is NULL");
+    if (!c->path) return status_set(HORA_ERR_INVALID_ARG, "loader config: path is NULL");
     if (c->split != TR_SPLIT_TRAIN && c->split != TR_SPLIT_VAL)
         return status_set(HORA_ERR_INVALID_ARG, "loader config: split %d", (int)c->split);
     if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-        return status_set(HORA_ERR_INVALID_ARG, "loader config: rank %d of world %d",
-                            c->rank, c->world);
-    if (c->batch < 1)
-        return status_set(HORA_ERR_INVALID_ARG, "loader config: batch %d: must be >= 1",
-                            c->batch);
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: rank %d of world %d", c->rank, c->world);
+    if (c->batch < 1) return status_set(HORA_ERR_INVALID_ARG, "loader config: batch %d: must be >= 1", c->batch);
     if (c->threads < 0 || c->threads > LOADER_MAX_THREADS)
-        return status_set(HORA_ERR_INVALID_ARG, "loader config: threads %d: 0..%d",
-                            c->threads, LOADER_MAX_THREADS);
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: threads %d: 0..%d", c->threads, LOADER_MAX_THREADS);
     if (c->prefetch < 0 || c->prefetch > LOADER_MAX_PREFETCH)
-        return status_set(HORA_ERR_INVALID_ARG, "loader config: prefetch %d: 0..%d",
-                            c->prefetch, LOADER_MAX_PREFETCH);
+        return status_set(HORA_ERR_INVALID_ARG, "loader config: prefetch %d: 0..%d", c->prefetch, LOADER_MAX_PREFETCH);
     return HORA_OK;
 }
 
@@ -334,10 +313,11 @@ static hora_status_t loader_plan_epoch(tr_loader_t *l)
         l->steps = c->drop_last ? shortest / batch : (longest + batch - 1) / batch;
     }
     if (l->steps == 0)
-        return status_set(HORA_ERR_INVALID_ARG, "%s: %" PRIu64 " samples in the %s split "
-                            "give no %sbatch of %d on each of %d ranks", c->path, n,
-                            c->split == TR_SPLIT_TRAIN ? "train" : "val",
-                            c->drop_last ? "full " : "", c->batch, c->world);
+        return status_set(HORA_ERR_INVALID_ARG,
+                          "%s: %" PRIu64 " samples in the %s split "
+                          "give no %sbatch of %d on each of %d ranks",
+                          c->path, n, c->split == TR_SPLIT_TRAIN ? "train" : "val", c->drop_last ? "full " : "",
+                          c->batch, c->world);
     return HORA_OK;
 }
 
@@ -347,19 +327,16 @@ static hora_status_t loader_alloc(tr_loader_t *l)
     int threads = c->threads > 0 ? c->threads : 1;
     l->slot_count = c->prefetch > 0 ? c->prefetch : 2 * threads;
     l->chunk = (c->batch + threads - 1) / threads;
-    if (l->chunk > LOADER_MAX_CHUNK)
-        l->chunk = LOADER_MAX_CHUNK;
+    if (l->chunk > LOADER_MAX_CHUNK) l->chunk = LOADER_MAX_CHUNK;
     l->sample_bytes = tr_pipeline_sample_bytes(&l->pipeline);
     if (c->split == TR_SPLIT_TRAIN) {
         l->perm = malloc(l->dataset.count * sizeof(*l->perm));
-        if (!l->perm)
-            return status_set(HORA_ERR_NO_MEMORY, "out of memory for the permutation");
+        if (!l->perm) return status_set(HORA_ERR_NO_MEMORY, "out of memory for the permutation");
     }
     l->reported = calloc(l->dataset.count / 8 + 1, sizeof(*l->reported));
     l->slots = calloc((size_t)l->slot_count, sizeof(*l->slots));
     l->workers = calloc((size_t)threads, sizeof(*l->workers));
-    if (!l->reported || !l->slots || !l->workers)
-        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
+    if (!l->reported || !l->slots || !l->workers) return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     if (!c->alloc != !c->dealloc)
         return status_set(HORA_ERR_INVALID_ARG, "loader config: alloc and dealloc go together");
     for (int i = 0; i < l->slot_count; i++) {
@@ -369,24 +346,23 @@ static hora_status_t loader_alloc(tr_loader_t *l)
         if (c->alloc) {
             b->data = c->alloc(c->alloc_ctx, data_bytes);
             if (!b->data)
-                return status_set(HORA_ERR_NO_MEMORY, "the batch allocator gave no memory for %d batches "
-                                    "of %zu bytes", l->slot_count, data_bytes);
+                return status_set(HORA_ERR_NO_MEMORY,
+                                  "the batch allocator gave no memory for %d batches "
+                                  "of %zu bytes",
+                                  l->slot_count, data_bytes);
         } else if (posix_memalign(&b->data, 64, data_bytes) != 0) {
             b->data = NULL;
-            return status_set(HORA_ERR_NO_MEMORY, "out of memory for %d batches of %zu bytes",
-                                l->slot_count, data_bytes);
+            return status_set(HORA_ERR_NO_MEMORY, "out of memory for %d batches of %zu bytes", l->slot_count,
+                              data_bytes);
         }
         b->labels = malloc((size_t)c->batch * sizeof(*b->labels));
-        if (!b->labels)
-            return status_set(HORA_ERR_NO_MEMORY, "out of memory");
+        if (!b->labels) return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     }
     int need_jpeg = l->dataset.kind == TR_PAYLOAD_KIND_JPEG;
     for (int i = 0; i < threads; i++) {
         l->workers[i].loader = l;
-        hora_status_t status = tr_pipeline_scratch_init(&l->pipeline, need_jpeg,
-                                                        &l->workers[i].scratch);
-        if (status != HORA_OK)
-            return status;
+        hora_status_t status = tr_pipeline_scratch_init(&l->pipeline, need_jpeg, &l->workers[i].scratch);
+        if (status != HORA_OK) return status;
     }
     return HORA_OK;
 }
@@ -416,14 +392,11 @@ static void loader_destroy(tr_loader_t *l)
 
 hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loader_out)
 {
-    if (!config || !loader_out)
-        return status_set(HORA_ERR_INVALID_ARG, "tr_loader_open: NULL argument");
+    if (!config || !loader_out) return status_set(HORA_ERR_INVALID_ARG, "tr_loader_open: NULL argument");
     hora_status_t status = loader_check_config(config);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     tr_loader_t *l = calloc(1, sizeof(*l));
-    if (!l)
-        return status_set(HORA_ERR_NO_MEMORY, "out of memory");
+    if (!l) return status_set(HORA_ERR_NO_MEMORY, "out of memory");
     l->config = *config;
     l->path_copy = strdup(config->path);
     if (!l->path_copy) {
@@ -434,17 +407,13 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
     atomic_init(&l->bad_count, 0);
     l->claim_slot = -1;
     status = tr_dataset_open(l->config.path, l->config.split, l->config.strict, &l->dataset);
-    if (status != HORA_OK)
-        goto err_free;
+    if (status != HORA_OK) goto err_free;
     /* Shards left out at open are bad data too. */
     atomic_store(&l->bad_count, l->dataset.bad_shard_count);
     status = tr_pipeline_init(&l->pipeline, &l->config, &l->dataset);
-    if (status == HORA_OK)
-        status = loader_plan_epoch(l);
-    if (status == HORA_OK)
-        status = loader_alloc(l);
-    if (status != HORA_OK)
-        goto err_free;
+    if (status == HORA_OK) status = loader_plan_epoch(l);
+    if (status == HORA_OK) status = loader_alloc(l);
+    if (status != HORA_OK) goto err_free;
     if (pthread_mutex_init(&l->lock, NULL) != 0) {
         status = status_set(HORA_ERR_SYSTEM, "pthread_mutex_init failed");
         goto err_free;
@@ -455,8 +424,7 @@ hora_status_t tr_loader_open(const tr_loader_config_t *config, tr_loader_t **loa
     int threads = l->config.threads > 0 ? l->config.threads : 1;
     for (int i = 0; i < threads; i++) {
         if (pthread_create(&l->workers[i].thread, NULL, loader_worker_main, &l->workers[i]) != 0) {
-            status = status_set(HORA_ERR_SYSTEM, "cannot start loader thread %d of %d", i,
-                                  threads);
+            status = status_set(HORA_ERR_SYSTEM, "cannot start loader thread %d of %d", i, threads);
             goto err_threads;
         }
         l->worker_count++;
@@ -475,14 +443,12 @@ err_free:
 
 void tr_loader_close(tr_loader_t *l)
 {
-    if (!l)
-        return;
+    if (!l) return;
     pthread_mutex_lock(&l->lock);
     l->shutdown = 1;
     pthread_cond_broadcast(&l->work_cond);
     pthread_mutex_unlock(&l->lock);
-    for (int i = 0; i < l->worker_count; i++)
-        pthread_join(l->workers[i].thread, NULL);
+    for (int i = 0; i < l->worker_count; i++) pthread_join(l->workers[i].thread, NULL);
     pthread_cond_destroy(&l->idle_cond);
     pthread_cond_destroy(&l->ready_cond);
     pthread_cond_destroy(&l->work_cond);
@@ -502,8 +468,7 @@ void tr_loader_info(const tr_loader_t *l, tr_loader_info_t *info)
 
 uint64_t tr_loader_epoch_steps(const tr_loader_t *l, uint64_t sample_offset)
 {
-    if (l->config.split != TR_SPLIT_TRAIN)
-        return l->steps;
+    if (l->config.split != TR_SPLIT_TRAIN) return l->steps;
     uint64_t per_rank, steps;
     loader_train_plan(l, sample_offset, &per_rank, &steps);
     return steps;
@@ -522,23 +487,22 @@ hora_status_t tr_loader_start_epoch_at(tr_loader_t *l, uint64_t epoch, uint64_t 
     else if (sample_offset)
         return status_set(HORA_ERR_INVALID_ARG, "start_epoch: a sample offset needs the train split");
     if (sample_offset > l->dataset.count)
-        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: sample offset %" PRIu64 " of %" PRIu64
-                            " samples", sample_offset, l->dataset.count);
+        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: sample offset %" PRIu64 " of %" PRIu64 " samples",
+                          sample_offset, l->dataset.count);
     if (first_step > steps)
-        return status_set(HORA_ERR_INVALID_ARG, "start_epoch: step %" PRIu64 " of an epoch "
-                            "of %" PRIu64, first_step, steps);
+        return status_set(HORA_ERR_INVALID_ARG,
+                          "start_epoch: step %" PRIu64 " of an epoch "
+                          "of %" PRIu64,
+                          first_step, steps);
     pthread_mutex_lock(&l->lock);
     l->active = 0;
-    while (l->in_flight > 0)
-        pthread_cond_wait(&l->idle_cond, &l->lock);
+    while (l->in_flight > 0) pthread_cond_wait(&l->idle_cond, &l->lock);
     for (int i = 0; i < l->slot_count; i++)
-        if (l->slots[i].state == SLOT_FILLING || l->slots[i].state == SLOT_READY)
-            l->slots[i].state = SLOT_FREE;
+        if (l->slots[i].state == SLOT_FILLING || l->slots[i].state == SLOT_READY) l->slots[i].state = SLOT_FREE;
     pthread_mutex_unlock(&l->lock);
 
     /* No worker reads perm now: none is in flight and none may claim. */
-    if (l->perm)
-        loader_build_permutation(l, epoch);
+    if (l->perm) loader_build_permutation(l, epoch);
 
     pthread_mutex_lock(&l->lock);
     l->epoch = epoch;
@@ -564,22 +528,20 @@ hora_status_t tr_loader_next(tr_loader_t *l, tr_batch_t **batch_out)
         status = status_set(HORA_ERR_INVALID_ARG, "tr_loader_next before tr_loader_start_epoch");
         goto out;
     }
-    if (l->deliver_step >= l->steps)
-        goto out; /* end of the epoch: NULL */
+    if (l->deliver_step >= l->steps) goto out; /* end of the epoch: NULL */
     for (;;) {
         for (int i = 0; i < l->slot_count && !found; i++) {
             loader_slot_t *s = &l->slots[i];
-            if (s->state == SLOT_READY && s->batch.step == l->deliver_step)
-                found = &l->slots[i];
+            if (s->state == SLOT_READY && s->batch.step == l->deliver_step) found = &l->slots[i];
         }
-        if (found)
-            break;
+        if (found) break;
         /* Nothing claimed for deliver_step yet and no slot to claim it into:
          * the caller holds every buffer and waiting would never end. */
         if (l->claim_step == l->deliver_step && l->claim_slot < 0 && loader_free_slot(l) < 0) {
-            status = status_set(HORA_ERR_INVALID_ARG, "tr_loader_next: all %d batch buffers "
-                                  "are held; release batches first (or raise prefetch)",
-                                  l->slot_count);
+            status = status_set(HORA_ERR_INVALID_ARG,
+                                "tr_loader_next: all %d batch buffers "
+                                "are held; release batches first (or raise prefetch)",
+                                l->slot_count);
             goto out;
         }
         pthread_cond_wait(&l->ready_cond, &l->lock);
@@ -596,15 +558,13 @@ hora_status_t tr_loader_next(tr_loader_t *l, tr_batch_t **batch_out)
     l->deliver_step++;
 out:
     pthread_mutex_unlock(&l->lock);
-    if (status == HORA_OK)
-        *batch_out = found ? &found->batch : NULL;
+    if (status == HORA_OK) *batch_out = found ? &found->batch : NULL;
     return status;
 }
 
 void tr_loader_release(tr_loader_t *l, tr_batch_t *batch)
 {
-    if (!batch)
-        return;
+    if (!batch) return;
     loader_slot_t *slot = (loader_slot_t *)batch; /* batch is the slot's first member */
     pthread_mutex_lock(&l->lock);
     if (slot >= l->slots && slot < l->slots + l->slot_count && slot->state == SLOT_HELD) {

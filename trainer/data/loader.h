@@ -46,7 +46,7 @@ typedef enum {
 } tr_split_t;
 
 typedef struct {
-    const char *path;   /* dataset directory */
+    const char *path; /* dataset directory */
     tr_split_t split;
     int rank, world;    /* this rank's shard of the data */
     int batch;          /* samples per batch on this rank */
@@ -69,30 +69,30 @@ typedef struct {
     void (*dealloc)(void *ctx, void *ptr);
     void *alloc_ctx;
     /* Augmentation (train split; ignored for val). */
-    int pad_crop;       /* small images: pad by this many zero pixels, random crop back */
-    int flip;           /* random horizontal flip, p = 0.5 */
+    int pad_crop;            /* small images: pad by this many zero pixels, random crop back */
+    int flip;                /* random horizontal flip, p = 0.5 */
     int random_resized_crop; /* JPEG: area 0.08-1, aspect 3/4-4/3, 10 tries */
-    float jitter;       /* brightness/contrast/saturation strength (0 = off) */
-    float hue;          /* hue jitter (0 = off) */
-    float lighting;     /* PCA lighting alpha std (0 = off; 0.1 in AlexNet) */
-    float val_resize_ratio; /* val JPEG: shorter side to size / ratio, centre crop; 0 = 0.875 */
+    float jitter;            /* brightness/contrast/saturation strength (0 = off) */
+    float hue;               /* hue jitter (0 = off) */
+    float lighting;          /* PCA lighting alpha std (0 = off; 0.1 in AlexNet) */
+    float val_resize_ratio;  /* val JPEG: shorter side to size / ratio, centre crop; 0 = 0.875 */
     /* Normalisation: (pixel / 255 - mean[c]) / std[c]; std 0 = leave at pixel / 255. */
     float mean[3], std[3];
 } tr_loader_config_t;
 
 /* One batch, owned by the loader until tr_loader_release. */
 typedef struct {
-    void *data;         /* (batch, C, H, W) in the configured layout and dtype */
-    int32_t *labels;    /* batch entries; -1 past count */
-    int count;          /* valid samples, <= batch (fewer only in a last partial batch) */
+    void *data;      /* (batch, C, H, W) in the configured layout and dtype */
+    int32_t *labels; /* batch entries; -1 past count */
+    int count;       /* valid samples, <= batch (fewer only in a last partial batch) */
     uint64_t epoch;
-    uint64_t step;      /* index of this batch in the epoch */
+    uint64_t step; /* index of this batch in the epoch */
 } tr_batch_t;
 
 typedef struct {
-    uint64_t samples;        /* in the split, all ranks */
-    uint64_t steps_per_epoch;/* batches this rank delivers per epoch */
-    int classes;             /* 1 + the largest label seen in the index/labels */
+    uint64_t samples;            /* in the split, all ranks */
+    uint64_t steps_per_epoch;    /* batches this rank delivers per epoch */
+    int classes;                 /* 1 + the largest label seen in the index/labels */
     int channels, height, width; /* of the delivered batches */
 } tr_loader_info_t;
 

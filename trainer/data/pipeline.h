@@ -26,14 +26,14 @@
 
 /* What to do to every sample; read-only once filled, shared by threads. */
 typedef struct {
-    int train;                  /* apply the train augmentations */
+    int train;                   /* apply the train augmentations */
     int channels, height, width; /* output */
     tr_layout_t layout;
     tr_dtype_t dtype;
     uint64_t seed;
-    int strict;                 /* JPEG warnings are errors */
-    int classes;                /* labels must be in [0, classes) */
-    uint64_t max_pixels;        /* JPEG pixel limit (0 = TR_JPEG_MAX_PIXELS) */
+    int strict;          /* JPEG warnings are errors */
+    int classes;         /* labels must be in [0, classes) */
+    uint64_t max_pixels; /* JPEG pixel limit (0 = TR_JPEG_MAX_PIXELS) */
     int pad_crop, flip, random_resized_crop;
     float jitter, hue, lighting, val_resize_ratio;
     float mean[3], std[3];
@@ -41,17 +41,15 @@ typedef struct {
 
 /* One thread's buffers. */
 typedef struct {
-    tr_jpeg_t *jpeg;  /* NULL when JPEG is not needed */
-    float *work;      /* (height, width, channels) */
+    tr_jpeg_t *jpeg; /* NULL when JPEG is not needed */
+    float *work;     /* (height, width, channels) */
 } tr_pipeline_scratch_t;
 
 /* Fill pipeline from a loader config and the opened split: output size and
  * channels (raw: stored; JPEG: 3 and 224 unless set), defaults, checks.
  * HORA_ERR_INVALID_ARG / HORA_ERR_UNSUPPORTED with a message. */
-hora_status_t tr_pipeline_init(tr_pipeline_t *pipeline, const tr_loader_config_t *config,
-                               const tr_dataset_t *dataset);
-hora_status_t tr_pipeline_scratch_init(const tr_pipeline_t *pipeline, int need_jpeg,
-                                       tr_pipeline_scratch_t *scratch);
+hora_status_t tr_pipeline_init(tr_pipeline_t *pipeline, const tr_loader_config_t *config, const tr_dataset_t *dataset);
+hora_status_t tr_pipeline_scratch_init(const tr_pipeline_t *pipeline, int need_jpeg, tr_pipeline_scratch_t *scratch);
 void tr_pipeline_scratch_free(tr_pipeline_scratch_t *scratch);
 
 /* Bytes one sample takes in a batch. */
@@ -61,8 +59,7 @@ size_t tr_pipeline_sample_bytes(const tr_pipeline_t *pipeline);
  * HORA_ERR_CORRUPT for bad data (undecodable, wrong shape or kind, label out
  * of range) with "FILE: offset N: what" in status_message();
  * HORA_ERR_NO_MEMORY. */
-hora_status_t tr_pipeline_sample(const tr_pipeline_t *pipeline, tr_pipeline_scratch_t *scratch,
-                                 uint64_t epoch, uint64_t index, const tr_sample_t *sample,
-                                 void *dst);
+hora_status_t tr_pipeline_sample(const tr_pipeline_t *pipeline, tr_pipeline_scratch_t *scratch, uint64_t epoch,
+                                 uint64_t index, const tr_sample_t *sample, void *dst);
 
 #endif

@@ -55,7 +55,6 @@ typedef struct {
 typedef struct tr_record_writer tr_record_writer_t;
 typedef struct tr_record_reader tr_record_reader_t;
 
-
 /* Create (truncate) path and write a provisional shard header. */
 hora_status_t tr_record_writer_open(const char *path, tr_record_writer_t **writer_out);
 /* Append one record. RAW_U8 needs payload_bytes == height*width*channels. */
@@ -82,17 +81,15 @@ hora_status_t tr_record_read(tr_record_reader_t *reader, uint64_t index, tr_reco
 /* Only the record header: its CRC and lengths checked as tr_record_read does,
  * label/kind/shape/payload_bytes filled, the buffer untouched (one small
  * pread: for listing labels without reading payloads). */
-hora_status_t tr_record_read_header(tr_record_reader_t *reader, uint64_t index,
-                                    tr_record_t *rec);
+hora_status_t tr_record_read_header(tr_record_reader_t *reader, uint64_t index, tr_record_t *rec);
 /* Release the buffer tr_record_read grew. */
 void tr_record_free(tr_record_t *rec);
 
 /* "PREFIX-00003-of-00008.hrec" into buf; HORA_ERR_INVALID_ARG if it does not fit. */
-hora_status_t tr_record_shard_name(const char *prefix, unsigned shard, unsigned shard_count,
-                                   char *buf, size_t buf_bytes);
+hora_status_t tr_record_shard_name(const char *prefix, unsigned shard, unsigned shard_count, char *buf,
+                                   size_t buf_bytes);
 /* Contiguous split of count items into part_count parts: part gets
  * [*begin, *end); sizes differ by at most one, the first parts larger. */
-void tr_record_partition(uint64_t count, unsigned part, unsigned part_count,
-                         uint64_t *begin, uint64_t *end);
+void tr_record_partition(uint64_t count, unsigned part, unsigned part_count, uint64_t *begin, uint64_t *end);
 
 #endif

@@ -48,8 +48,7 @@ static inline uint64_t tr_rng_next(tr_rng_t *rng)
 
 /* The stream for (seed, epoch, sample, purpose): each part is folded in
  * through the mixer, so nearby keys give unrelated streams. */
-static inline tr_rng_t tr_rng_for(uint64_t seed, uint64_t epoch, uint64_t sample,
-                                  tr_rng_purpose_t purpose)
+static inline tr_rng_t tr_rng_for(uint64_t seed, uint64_t epoch, uint64_t sample, tr_rng_purpose_t purpose)
 {
     uint64_t key = tr_rng_mix(seed + UINT64_C(0x9e3779b97f4a7c15));
     key = tr_rng_mix(key ^ (epoch + UINT64_C(0x632be59bd9b4e019)));
@@ -61,8 +60,7 @@ static inline tr_rng_t tr_rng_for(uint64_t seed, uint64_t epoch, uint64_t sample
 /* Uniform in [0, bound) without modulo bias (rejection on the top range). */
 static inline uint64_t tr_rng_below(tr_rng_t *rng, uint64_t bound)
 {
-    if (bound <= 1)
-        return 0;
+    if (bound <= 1) return 0;
     uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
     uint64_t x;
     do {
@@ -72,16 +70,10 @@ static inline uint64_t tr_rng_below(tr_rng_t *rng, uint64_t bound)
 }
 
 /* Uniform in [0, 1) with 24 random bits (every value exact in float). */
-static inline float tr_rng_uniform(tr_rng_t *rng)
-{
-    return (float)(tr_rng_next(rng) >> 40) * (1.0f / 16777216.0f);
-}
+static inline float tr_rng_uniform(tr_rng_t *rng) { return (float)(tr_rng_next(rng) >> 40) * (1.0f / 16777216.0f); }
 
 /* Uniform in [lo, hi). */
-static inline float tr_rng_range(tr_rng_t *rng, float lo, float hi)
-{
-    return lo + (hi - lo) * tr_rng_uniform(rng);
-}
+static inline float tr_rng_range(tr_rng_t *rng, float lo, float hi) { return lo + (hi - lo) * tr_rng_uniform(rng); }
 
 /* Standard normal (Box-Muller; the second value is dropped to keep one draw
  * per call simple: these are per-image, not per-pixel). */

@@ -47,9 +47,9 @@ typedef struct {
     int base_width;                  /* stem width; stage i: base * 2^i (x4 out for bottleneck) */
     int in_channels, height, width;  /* input image */
     int classes;
-    float bn_epsilon;                /* 1e-5 */
-    float bn_momentum;               /* 0.1 */
-    int zero_init_last_bn;           /* gamma = 0 on the last BN of each block */
+    float bn_epsilon;      /* 1e-5 */
+    float bn_momentum;     /* 0.1 */
+    int zero_init_last_bn; /* gamma = 0 on the last BN of each block */
     /* Mixed precision (zero: f32 throughout). compute_dtype: activations,
      * their gradients and the conv/linear weights the layers read (a
      * low-precision copy of the f32 master weights, the params_lp arena);
@@ -68,25 +68,25 @@ typedef enum {
 } tr_param_kind_t;
 
 typedef struct {
-    char name[64];          /* torchvision-style name */
+    char name[64]; /* torchvision-style name */
     tr_param_kind_t kind;
     int ndim;
-    int dims[4];            /* PyTorch shape */
+    int dims[4]; /* PyTorch shape */
     size_t count;
-    size_t offset;          /* in params (and momentum), elements */
-    size_t grad_offset;     /* in grads, elements of grad_dtype: at a HORA_ALIGN_BYTES multiple */
-    tr_tensor_t value;      /* views of the arenas, shape dims: the f32 master */
-    tr_tensor_t grad;       /* grad_dtype */
+    size_t offset;      /* in params (and momentum), elements */
+    size_t grad_offset; /* in grads, elements of grad_dtype: at a HORA_ALIGN_BYTES multiple */
+    tr_tensor_t value;  /* views of the arenas, shape dims: the f32 master */
+    tr_tensor_t grad;   /* grad_dtype */
     tr_tensor_t momentum;
-    tr_tensor_t compute;    /* what the layers read: value (f32), else its params_lp copy */
+    tr_tensor_t compute; /* what the layers read: value (f32), else its params_lp copy */
 } tr_param_t;
 
 /* A BN layer's running statistics: mean at stats + offset, var after it. */
 typedef struct {
-    char name[64];          /* "layer1.0.bn1" */
+    char name[64]; /* "layer1.0.bn1" */
     int channels;
     size_t offset;
-    tr_tensor_t mean, var;  /* views of the stats arena, (channels) */
+    tr_tensor_t mean, var; /* views of the stats arena, (channels) */
 } tr_bn_stats_t;
 
 typedef struct tr_model tr_model_t;
@@ -103,9 +103,9 @@ typedef void (*tr_grad_ready_fn)(void *ctx, int param_index, tr_event_t event);
 /* The model's arenas. */
 typedef enum {
     TR_ARENA_PARAMS = 0,
-    TR_ARENA_GRADS = 1,    /* backprop order, with zero gaps for alignment */
-    TR_ARENA_MOMENTUM = 2, /* the params' layout */
-    TR_ARENA_STATS = 3,    /* BN running means and variances */
+    TR_ARENA_GRADS = 1,     /* backprop order, with zero gaps for alignment */
+    TR_ARENA_MOMENTUM = 2,  /* the params' layout */
+    TR_ARENA_STATS = 3,     /* BN running means and variances */
     TR_ARENA_PARAMS_LP = 4, /* compute_dtype copy of params (empty in f32 runs) */
     TR_ARENA_COUNT = 5,
 } tr_arena_t;
@@ -123,17 +123,16 @@ const char *tr_model_names(void);
  * *count_out = how many there are (call with capacity 0 to size descs).
  * Lets a backend plan its convolutions ahead (cuda/cuda_conv.h).
  * HORA_ERR_NO_MEMORY. */
-hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity,
-                                  int *count_out);
+hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity, int *count_out);
 
 /* One parameter tensor of a spec's network, as a model without a backend
  * describes it (tr_model_describe). */
 typedef struct {
-    char name[64];          /* torchvision-style name, as in tr_param_t */
+    char name[64]; /* torchvision-style name, as in tr_param_t */
     tr_param_kind_t kind;
-    size_t count;           /* elements */
-    double forward_flops;   /* per sample, on a conv or linear weight: its layer's forward FLOPs
-                             * (2 x multiply-adds); 0 on BN parameters and the bias */
+    size_t count;         /* elements */
+    double forward_flops; /* per sample, on a conv or linear weight: its layer's forward FLOPs
+                           * (2 x multiply-adds); 0 on BN parameters and the bias */
 } tr_param_desc_t;
 
 /* Every parameter of spec's network in the order backprop makes their
@@ -149,8 +148,8 @@ hora_status_t tr_model_describe(const tr_model_spec_t *spec, tr_param_desc_t **d
  * must be initialised, with device support for the latter). Parameters are initialised from seed
  * (Kaiming normal for convs, PyTorch's default for the linear layer, BN
  * gamma 1 / beta 0, running var 1). */
-hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,
-                            int grads_shared, uint64_t seed, tr_model_t **model_out);
+hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch, int grads_shared,
+                            uint64_t seed, tr_model_t **model_out);
 void tr_model_free(tr_model_t *model);
 
 const tr_model_spec_t *tr_model_spec(const tr_model_t *model);

@@ -42,8 +42,7 @@ const char *tr_model_names(void)
 hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec)
 {
     for (size_t i = 0; i < sizeof(model_table) / sizeof(model_table[0]); i++) {
-        if (strcmp(name, model_table[i].name) != 0)
-            continue;
+        if (strcmp(name, model_table[i].name) != 0) continue;
         tr_model_spec_t s = {0};
         s.stem = model_table[i].stem;
         s.block = model_table[i].block;
@@ -65,14 +64,13 @@ hora_status_t tr_model_spec_from_name(const char *name, tr_model_spec_t *spec)
 
 /* ---- declaring ------------------------------------------------------------ */
 
-static int add_param(tr_model_t *m, const char *prefix, const char *suffix, tr_param_kind_t kind,
-                     int ndim, int d0, int d1, int d2, int d3)
+static int add_param(tr_model_t *m, const char *prefix, const char *suffix, tr_param_kind_t kind, int ndim, int d0,
+                     int d1, int d2, int d3)
 {
     if (m->param_count == m->param_capacity) {
         int cap = m->param_capacity ? 2 * m->param_capacity : 64;
         tr_param_t *p = realloc(m->params, (size_t)cap * sizeof(*p));
-        if (!p)
-            return -1;
+        if (!p) return -1;
         m->params = p;
         m->param_capacity = cap;
     }
@@ -97,8 +95,7 @@ static int add_bn_stats(tr_model_t *m, const char *name, int channels)
     if (m->bn_count == m->bn_capacity) {
         int cap = m->bn_capacity ? 2 * m->bn_capacity : 64;
         tr_bn_stats_t *b = realloc(m->bns, (size_t)cap * sizeof(*b));
-        if (!b)
-            return -1;
+        if (!b) return -1;
         m->bns = b;
         m->bn_capacity = cap;
     }
@@ -112,13 +109,18 @@ static int add_bn_stats(tr_model_t *m, const char *name, int channels)
 }
 
 /* Declare a conv_bn's parameters (first pass: shapes only). */
-static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv_name,
-                                    const char *bn_name, int c_in, int h, int w, int c_out,
-                                    int kernel, int stride, int relu)
+static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv_name, const char *bn_name, int c_in,
+                                    int h, int w, int c_out, int kernel, int stride, int relu)
 {
-    u->desc = (tr_conv_desc_t){.c_in = c_in, .h_in = h, .w_in = w, .c_out = c_out,
-                               .kernel = kernel, .stride = stride, .pad = kernel / 2,
-                               .dtype = m->spec.compute_dtype, .grad_dtype = m->spec.grad_dtype};
+    u->desc = (tr_conv_desc_t){.c_in = c_in,
+                               .h_in = h,
+                               .w_in = w,
+                               .c_out = c_out,
+                               .kernel = kernel,
+                               .stride = stride,
+                               .pad = kernel / 2,
+                               .dtype = m->spec.compute_dtype,
+                               .grad_dtype = m->spec.grad_dtype};
     u->h_out = conv_out_size(h, kernel, stride, kernel / 2);
     u->w_out = conv_out_size(w, kernel, stride, kernel / 2);
     u->relu = relu;
@@ -126,8 +128,7 @@ static hora_status_t convbn_declare(tr_model_t *m, convbn_t *u, const char *conv
     u->gamma = add_param(m, bn_name, ".weight", TR_PARAM_BN_GAMMA, 1, c_out, 0, 0, 0);
     u->beta = add_param(m, bn_name, ".bias", TR_PARAM_BN_BETA, 1, c_out, 0, 0, 0);
     u->stats = add_bn_stats(m, bn_name, c_out);
-    if (u->w < 0 || u->gamma < 0 || u->beta < 0 || u->stats < 0)
-        return HORA_ERR_NO_MEMORY;
+    if (u->w < 0 || u->gamma < 0 || u->beta < 0 || u->stats < 0) return HORA_ERR_NO_MEMORY;
     return HORA_OK;
 }
 
@@ -139,10 +140,9 @@ hora_status_t model_declare(tr_model_t *m)
     int h = s->height, w = s->width, c = s->base_width;
     hora_status_t status;
 
-    status = convbn_declare(m, &m->stem, "conv1", "bn1", s->in_channels, h, w, c, imagenet ? 7 : 3,
-                            imagenet ? 2 : 1, 1);
-    if (status != HORA_OK)
-        return status;
+    status =
+        convbn_declare(m, &m->stem, "conv1", "bn1", s->in_channels, h, w, c, imagenet ? 7 : 3, imagenet ? 2 : 1, 1);
+    if (status != HORA_OK) return status;
     h = m->stem.h_out;
     w = m->stem.w_out;
     if (imagenet) {
@@ -151,11 +151,9 @@ hora_status_t model_declare(tr_model_t *m)
     }
 
     m->block_count = 0;
-    for (int i = 0; i < s->stage_count; i++)
-        m->block_count += s->blocks[i];
+    for (int i = 0; i < s->stage_count; i++) m->block_count += s->blocks[i];
     m->blocks = calloc((size_t)m->block_count, sizeof(*m->blocks));
-    if (!m->blocks)
-        return HORA_ERR_NO_MEMORY;
+    if (!m->blocks) return HORA_ERR_NO_MEMORY;
 
     int bottleneck = s->block == TR_BLOCK_BOTTLENECK;
     int bi = 0;
@@ -176,20 +174,16 @@ hora_status_t model_declare(tr_model_t *m)
                 for (int j = 0; j < 3; j++) {
                     snprintf(cn, sizeof(cn), "%sconv%d", pre, j + 1);
                     snprintf(bn, sizeof(bn), "%sbn%d", pre, j + 1);
-                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], cout[j], ks[j],
-                                            ss[j], j < 2);
-                    if (status != HORA_OK)
-                        return status;
+                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], cout[j], ks[j], ss[j], j < 2);
+                    if (status != HORA_OK) return status;
                 }
             } else {
                 int cin[2] = {c, width}, hs[2] = {h, ho}, ws[2] = {w, wo}, ss[2] = {stride, 1};
                 for (int j = 0; j < 2; j++) {
                     snprintf(cn, sizeof(cn), "%sconv%d", pre, j + 1);
                     snprintf(bn, sizeof(bn), "%sbn%d", pre, j + 1);
-                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], width, 3, ss[j],
-                                            j < 1);
-                    if (status != HORA_OK)
-                        return status;
+                    status = convbn_declare(m, &b->cb[j], cn, bn, cin[j], hs[j], ws[j], width, 3, ss[j], j < 1);
+                    if (status != HORA_OK) return status;
                 }
             }
             b->has_proj = stride != 1 || c != c_out;
@@ -197,8 +191,7 @@ hora_status_t model_declare(tr_model_t *m)
                 snprintf(cn, sizeof(cn), "%sdownsample.0", pre);
                 snprintf(bn, sizeof(bn), "%sdownsample.1", pre);
                 status = convbn_declare(m, &b->proj, cn, bn, c, h, w, c_out, 1, stride, 0);
-                if (status != HORA_OK)
-                    return status;
+                if (status != HORA_OK) return status;
             }
             h = ho;
             w = wo;
@@ -207,29 +200,25 @@ hora_status_t model_declare(tr_model_t *m)
     }
     m->fc_w = add_param(m, "fc", ".weight", TR_PARAM_LINEAR_WEIGHT, 2, s->classes, c, 0, 0);
     m->fc_b = add_param(m, "fc", ".bias", TR_PARAM_LINEAR_BIAS, 1, s->classes, 0, 0, 0);
-    if (m->fc_w < 0 || m->fc_b < 0)
-        return HORA_ERR_NO_MEMORY;
+    if (m->fc_w < 0 || m->fc_b < 0) return HORA_ERR_NO_MEMORY;
     return HORA_OK;
 }
 
 /* The convolutions of spec in the order forward runs them, from the same
  * declaration tr_model_init uses (a model without a backend: shapes only). */
-hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity,
-                                  int *count_out)
+hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity, int *count_out)
 {
     tr_model_t m = {.spec = *spec};
     hora_status_t status = model_declare(&m);
     int count = 0;
     if (status == HORA_OK) {
         const convbn_t *stem = &m.stem;
-        if (count < capacity)
-            descs[count] = stem->desc;
+        if (count < capacity) descs[count] = stem->desc;
         count++;
         for (int i = 0; i < m.block_count; i++) {
             const block_t *b = &m.blocks[i];
             for (int j = 0; j < b->conv_count + b->has_proj; j++) {
-                if (count < capacity)
-                    descs[count] = j < b->conv_count ? b->cb[j].desc : b->proj.desc;
+                if (count < capacity) descs[count] = j < b->conv_count ? b->cb[j].desc : b->proj.desc;
                 count++;
             }
         }
@@ -276,22 +265,18 @@ hora_status_t model_init_values(tr_model_t *m, uint64_t seed)
         case TR_PARAM_CONV_WEIGHT: {
             /* Kaiming normal, fan_out mode, gain sqrt(2) (torchvision's ResNet). */
             double std = sqrt(2.0 / ((double)p->dims[0] * p->dims[2] * p->dims[3]));
-            for (size_t k = 0; k < p->count; k++)
-                v[k] = (float)(std * rng_normal(&rng));
+            for (size_t k = 0; k < p->count; k++) v[k] = (float)(std * rng_normal(&rng));
             break;
         }
         case TR_PARAM_BN_GAMMA:
-            for (size_t k = 0; k < p->count; k++)
-                v[k] = 1.0f;
+            for (size_t k = 0; k < p->count; k++) v[k] = 1.0f;
             break;
-        case TR_PARAM_BN_BETA:
-            break; /* zeros */
+        case TR_PARAM_BN_BETA: break; /* zeros */
         case TR_PARAM_LINEAR_WEIGHT:
         case TR_PARAM_LINEAR_BIAS: {
             /* nn.Linear's default: U(-1/sqrt(in), 1/sqrt(in)). */
             double bound = 1.0 / sqrt((double)fc_in);
-            for (size_t k = 0; k < p->count; k++)
-                v[k] = (float)(bound * (2.0 * rng_uniform(&rng) - 1.0));
+            for (size_t k = 0; k < p->count; k++) v[k] = (float)(bound * (2.0 * rng_uniform(&rng) - 1.0));
             break;
         }
         }
@@ -307,8 +292,7 @@ hora_status_t model_init_values(tr_model_t *m, uint64_t seed)
         for (int k = 0; k < m->bns[i].channels; k++)
             stats[m->bns[i].offset + (size_t)m->bns[i].channels + (size_t)k] = 1.0f;
     hora_status_t status = ops->upload(m->backend, &m->arenas[TR_ARENA_PARAMS], params);
-    if (status == HORA_OK)
-        status = ops->upload(m->backend, &m->arenas[TR_ARENA_STATS], stats);
+    if (status == HORA_OK) status = ops->upload(m->backend, &m->arenas[TR_ARENA_STATS], stats);
     free(params);
     free(stats);
     return status;

@@ -10,19 +10,16 @@
 
 #include "model_bufs.h"
 
-hora_status_t model_buf_add(tr_model_t *m, tr_tensor_t *t, int plain_ndim, int c, int h, int w,
-                                   tr_dtype_t dtype)
+hora_status_t model_buf_add(tr_model_t *m, tr_tensor_t *t, int plain_ndim, int c, int h, int w, tr_dtype_t dtype)
 {
     if (m->buf_count == m->buf_capacity) {
         int cap = m->buf_capacity ? 2 * m->buf_capacity : 128;
         model_buf_t *b = realloc(m->bufs, (size_t)cap * sizeof(*b));
-        if (!b)
-            return HORA_ERR_NO_MEMORY;
+        if (!b) return HORA_ERR_NO_MEMORY;
         m->bufs = b;
         m->buf_capacity = cap;
     }
-    m->bufs[m->buf_count++] =
-        (model_buf_t){.t = t, .plain_ndim = plain_ndim, .c = c, .h = h, .w = w, .dtype = dtype};
+    m->bufs[m->buf_count++] = (model_buf_t){.t = t, .plain_ndim = plain_ndim, .c = c, .h = h, .w = w, .dtype = dtype};
     return HORA_OK;
 }
 
@@ -34,8 +31,7 @@ hora_status_t model_act(tr_model_t *m, tr_tensor_t *t, int c, int h, int w)
 
 static void model_buf_release(tr_model_t *m, model_buf_t *b)
 {
-    if (!b->t->data)
-        return;
+    if (!b->t->data) return;
     if (b->plain_ndim)
         B_OPS(m)->buffer_free(m->backend, b->t->data);
     else
@@ -60,13 +56,11 @@ hora_status_t model_bufs_alloc(tr_model_t *m, int capacity)
         } else {
             status = ops->tensor_alloc(m->backend, capacity, b->c, b->h, b->w, b->dtype, b->t);
         }
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
         b->sample_bytes = b->t->bytes / (size_t)capacity;
     }
     float *host = realloc(m->logits_host, (size_t)capacity * (size_t)m->spec.classes * sizeof(float));
-    if (!host)
-        return HORA_ERR_NO_MEMORY;
+    if (!host) return HORA_ERR_NO_MEMORY;
     m->logits_host = host;
     m->capacity = m->batch = capacity;
     m->forward_train = 0;
@@ -84,11 +78,9 @@ void model_set_batch(tr_model_t *m, int n)
     m->batch = n;
 }
 
-
 /* Every per-sample tensor freed, and the list. */
 void model_bufs_free(tr_model_t *m)
 {
-    for (int i = 0; i < m->buf_count; i++)
-        model_buf_release(m, &m->bufs[i]);
+    for (int i = 0; i < m->buf_count; i++) model_buf_release(m, &m->bufs[i]);
     free(m->bufs);
 }

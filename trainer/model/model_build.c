@@ -31,14 +31,17 @@ static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t 
     hora_status_t status;
     u->in = in;
     status = ops->conv_create(m->backend, d, &u->conv);
-    if (status != HORA_OK)
-        return status;
-    tr_bn_desc_t bd = {.c = d->c_out, .h = u->h_out, .w = u->w_out, .epsilon = m->spec.bn_epsilon,
-                       .momentum = m->spec.bn_momentum, .fuse_relu = u->relu,
-                       .dtype = m->spec.compute_dtype, .grad_dtype = m->spec.grad_dtype};
+    if (status != HORA_OK) return status;
+    tr_bn_desc_t bd = {.c = d->c_out,
+                       .h = u->h_out,
+                       .w = u->w_out,
+                       .epsilon = m->spec.bn_epsilon,
+                       .momentum = m->spec.bn_momentum,
+                       .fuse_relu = u->relu,
+                       .dtype = m->spec.compute_dtype,
+                       .grad_dtype = m->spec.grad_dtype};
     status = ops->bn_create(m->backend, &bd, &u->bn);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     tr_tensor_t *ts[] = {&u->conv_out, &u->out, &u->d_conv, &u->d_out};
     for (int i = 0; i < (need_d_out ? 4 : 3) && status == HORA_OK; i++)
         status = model_act(m, ts[i], d->c_out, u->h_out, u->w_out);
@@ -48,10 +51,8 @@ static hora_status_t convbn_build(tr_model_t *m, convbn_t *u, const tr_tensor_t 
 static void convbn_free(tr_model_t *m, convbn_t *u)
 {
     const struct tr_backend_ops *ops = B_OPS(m);
-    if (u->conv)
-        ops->layer_free(u->conv);
-    if (u->bn)
-        ops->layer_free(u->bn);
+    if (u->conv) ops->layer_free(u->conv);
+    if (u->bn) ops->layer_free(u->bn);
 }
 
 static hora_status_t model_build_layers(tr_model_t *m)
@@ -61,26 +62,21 @@ static hora_status_t model_build_layers(tr_model_t *m)
     hora_status_t status;
 
     status = model_act(m, &m->input, s->in_channels, s->height, s->width);
-    if (status == HORA_OK)
-        status = convbn_build(m, &m->stem, &m->input, 1);
-    if (status != HORA_OK)
-        return status;
+    if (status == HORA_OK) status = convbn_build(m, &m->stem, &m->input, 1);
+    if (status != HORA_OK) return status;
     const tr_tensor_t *cur = &m->stem.out;
     tr_tensor_t *d_cur = &m->stem.d_out;
     int c = m->stem.desc.c_out, h = m->stem.h_out, w = m->stem.w_out;
     if (s->stem == TR_STEM_IMAGENET) {
-        tr_pool_desc_t pd = {.kind = TR_POOL_MAX, .c = c, .h = h, .w = w, .kernel = 3, .stride = 2, .pad = 1,
-                             .dtype = s->compute_dtype};
+        tr_pool_desc_t pd = {
+            .kind = TR_POOL_MAX, .c = c, .h = h, .w = w, .kernel = 3, .stride = 2, .pad = 1, .dtype = s->compute_dtype};
         status = ops->pool_create(m->backend, &pd, &m->maxpool);
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
         h = conv_out_size(h, 3, 2, 1);
         w = conv_out_size(w, 3, 2, 1);
         status = model_act(m, &m->pool_out, c, h, w);
-        if (status == HORA_OK)
-            status = model_act(m, &m->d_pool_out, c, h, w);
-        if (status != HORA_OK)
-            return status;
+        if (status == HORA_OK) status = model_act(m, &m->d_pool_out, c, h, w);
+        if (status != HORA_OK) return status;
         cur = &m->pool_out;
         d_cur = &m->d_pool_out;
     }
@@ -91,26 +87,20 @@ static hora_status_t model_build_layers(tr_model_t *m)
         const tr_tensor_t *x = cur;
         for (int j = 0; j < b->conv_count; j++) {
             status = convbn_build(m, &b->cb[j], x, j < b->conv_count - 1);
-            if (status != HORA_OK)
-                return status;
+            if (status != HORA_OK) return status;
             x = &b->cb[j].out;
         }
         if (b->has_proj) {
             status = convbn_build(m, &b->proj, cur, 0);
-            if (status != HORA_OK)
-                return status;
+            if (status != HORA_OK) return status;
         }
         const convbn_t *last = &b->cb[b->conv_count - 1];
         const int oc = last->desc.c_out, oh = last->h_out, ow = last->w_out;
         status = model_act(m, &b->out, oc, oh, ow);
-        if (status == HORA_OK)
-            status = model_act(m, &b->d_out, oc, oh, ow);
-        if (status == HORA_OK)
-            status = model_act(m, &b->d_main, c, h, w);
-        if (status == HORA_OK && b->has_proj)
-            status = model_act(m, &b->d_short, c, h, w);
-        if (status != HORA_OK)
-            return status;
+        if (status == HORA_OK) status = model_act(m, &b->d_out, oc, oh, ow);
+        if (status == HORA_OK) status = model_act(m, &b->d_main, c, h, w);
+        if (status == HORA_OK && b->has_proj) status = model_act(m, &b->d_short, c, h, w);
+        if (status != HORA_OK) return status;
         cur = &b->out;
         d_cur = &b->d_out;
         c = oc;
@@ -119,21 +109,14 @@ static hora_status_t model_build_layers(tr_model_t *m)
     }
     tr_pool_desc_t ad = {.kind = TR_POOL_GLOBAL_AVERAGE, .c = c, .h = h, .w = w, .dtype = s->compute_dtype};
     status = ops->pool_create(m->backend, &ad, &m->avgpool);
-    if (status == HORA_OK)
-        status = model_act(m, &m->avg_out, c, 1, 1);
-    if (status == HORA_OK)
-        status = model_act(m, &m->d_avg_out, c, 1, 1);
-    if (status != HORA_OK)
-        return status;
-    tr_linear_desc_t ld = {.c_in = c, .c_out = s->classes, .dtype = s->compute_dtype,
-                           .grad_dtype = s->grad_dtype};
+    if (status == HORA_OK) status = model_act(m, &m->avg_out, c, 1, 1);
+    if (status == HORA_OK) status = model_act(m, &m->d_avg_out, c, 1, 1);
+    if (status != HORA_OK) return status;
+    tr_linear_desc_t ld = {.c_in = c, .c_out = s->classes, .dtype = s->compute_dtype, .grad_dtype = s->grad_dtype};
     status = ops->linear_create(m->backend, &ld, &m->fc);
-    if (status == HORA_OK)
-        status = model_buf_add(m, &m->logits, 2, s->classes, 1, 1, TR_DTYPE_F32); /* (N, K) */
-    if (status == HORA_OK)
-        status = model_buf_add(m, &m->dlogits, 2, s->classes, 1, 1, s->compute_dtype);
-    if (status == HORA_OK)
-        status = model_buf_add(m, &m->labels, 1, 1, 1, 1, TR_DTYPE_I32); /* (N) */
+    if (status == HORA_OK) status = model_buf_add(m, &m->logits, 2, s->classes, 1, 1, TR_DTYPE_F32); /* (N, K) */
+    if (status == HORA_OK) status = model_buf_add(m, &m->dlogits, 2, s->classes, 1, 1, s->compute_dtype);
+    if (status == HORA_OK) status = model_buf_add(m, &m->labels, 1, 1, 1, 1, TR_DTYPE_I32); /* (N) */
     return status;
 }
 
@@ -152,8 +135,7 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
     for (int a = 0; a < TR_ARENA_COUNT; a++) {
         void *data = NULL;
         size_t bytes = counts[a] * tr_dtype_size(dtypes[a]);
-        if (a == TR_ARENA_PARAMS_LP && !low)
-            continue;
+        if (a == TR_ARENA_PARAMS_LP && !low) continue;
         hora_status_t status;
         if (counts[a] > INT32_MAX) {
             return status_set(HORA_ERR_INVALID_ARG, "%zu values in one arena: more than a tensor holds", counts[a]);
@@ -172,14 +154,12 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
         } else {
             status = ops->buffer_alloc(m->backend, bytes ? bytes : sizeof(float), &data);
         }
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
         m->arenas[a] = tr_tensor_plain(data, dtypes[a], ops->memory, 1, (const int[]){(int)counts[a]});
         /* Zero: momentum starts at 0, and the grads arena's alignment gaps
          * must stay 0 (all-reducing zeros gives zeros). */
         status = ops->fill_zero(m->backend, &m->arenas[a]);
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
     }
     for (int i = 0; i < m->param_count; i++) {
         tr_param_t *p = &m->params[i];
@@ -196,8 +176,8 @@ static hora_status_t model_alloc_arenas(tr_model_t *m, int grads_shared)
     return HORA_OK;
 }
 
-hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch,
-                            int grads_shared, uint64_t seed, tr_model_t **model_out)
+hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, int batch, int grads_shared,
+                            uint64_t seed, tr_model_t **model_out)
 {
     if (backend && spec) {
         /* The layers refuse a dtype the backend lacks too; saying so here,
@@ -205,8 +185,7 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
         if (spec->compute_dtype != TR_DTYPE_F32 && backend->ops->compute_dtype(backend, spec->compute_dtype) != HORA_OK)
             return status_set(HORA_ERR_UNSUPPORTED, "the %s backend cannot compute in %s: %s", backend->ops->name,
                               tr_dtype_name(spec->compute_dtype), status_message());
-        if (spec->grad_dtype != TR_DTYPE_F32 && spec->grad_dtype != TR_DTYPE_BF16 &&
-            spec->grad_dtype != TR_DTYPE_F16)
+        if (spec->grad_dtype != TR_DTYPE_F32 && spec->grad_dtype != TR_DTYPE_BF16 && spec->grad_dtype != TR_DTYPE_F16)
             return status_set(HORA_ERR_INVALID_ARG, "gradient dtype %s (f32, bf16 or f16)",
                               tr_dtype_name(spec->grad_dtype));
     }
@@ -215,13 +194,11 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
         spec->in_channels <= 0 || spec->height <= 0 || spec->width <= 0)
         return status_set(HORA_ERR_INVALID_ARG, "invalid model spec or batch %d", batch);
     tr_model_t *m = calloc(1, sizeof(*m));
-    if (!m)
-        return HORA_ERR_NO_MEMORY;
+    if (!m) return HORA_ERR_NO_MEMORY;
     m->backend = backend;
     m->spec = *spec;
     hora_status_t status = model_declare(m);
-    if (status != HORA_OK)
-        goto err_free;
+    if (status != HORA_OK) goto err_free;
 
     /* Gradients in the order backprop writes them: the reverse of the
      * parameter order (backward walks the network from the head, and each
@@ -237,22 +214,16 @@ hora_status_t tr_model_init(tr_backend_t *backend, const tr_model_spec_t *spec, 
     }
     m->grads_count = off;
     status = model_alloc_arenas(m, grads_shared);
-    if (status == HORA_OK)
-        status = model_build_layers(m);
-    if (status == HORA_OK)
-        status = model_bufs_alloc(m, batch);
+    if (status == HORA_OK) status = model_build_layers(m);
+    if (status == HORA_OK) status = model_bufs_alloc(m, batch);
     if (status == HORA_OK) {
         void *loss = NULL;
         status = backend->ops->buffer_alloc(backend, sizeof(float), &loss);
-        if (status == HORA_OK)
-            m->loss = tr_tensor_plain(loss, TR_DTYPE_F32, backend->ops->memory, 1, (const int[]){1});
+        if (status == HORA_OK) m->loss = tr_tensor_plain(loss, TR_DTYPE_F32, backend->ops->memory, 1, (const int[]){1});
     }
-    if (status == HORA_OK)
-        status = model_init_values(m, seed);
-    if (status == HORA_OK)
-        status = tr_model_sync_compute(m); /* the compute-dtype copy of the initial weights */
-    if (status != HORA_OK)
-        goto err_free;
+    if (status == HORA_OK) status = model_init_values(m, seed);
+    if (status == HORA_OK) status = tr_model_sync_compute(m); /* the compute-dtype copy of the initial weights */
+    if (status != HORA_OK) goto err_free;
     *model_out = m;
     return HORA_OK;
 
@@ -263,38 +234,30 @@ err_free:
 
 void tr_model_free(tr_model_t *m)
 {
-    if (!m)
-        return;
+    if (!m) return;
     const struct tr_backend_ops *ops = B_OPS(m);
     model_bufs_free(m);
     convbn_free(m, &m->stem);
-    if (m->maxpool)
-        ops->layer_free(m->maxpool);
+    if (m->maxpool) ops->layer_free(m->maxpool);
     if (m->blocks) {
         for (int i = 0; i < m->block_count; i++) {
             block_t *b = &m->blocks[i];
-            for (int j = 0; j < b->conv_count; j++)
-                convbn_free(m, &b->cb[j]);
-            if (b->has_proj)
-                convbn_free(m, &b->proj);
+            for (int j = 0; j < b->conv_count; j++) convbn_free(m, &b->cb[j]);
+            if (b->has_proj) convbn_free(m, &b->proj);
         }
         free(m->blocks);
     }
-    if (m->avgpool)
-        ops->layer_free(m->avgpool);
-    if (m->fc)
-        ops->layer_free(m->fc);
+    if (m->avgpool) ops->layer_free(m->avgpool);
+    if (m->fc) ops->layer_free(m->fc);
     free(m->profile);
     for (int a = 0; a < TR_ARENA_COUNT; a++) {
-        if (!m->arenas[a].data)
-            continue;
+        if (!m->arenas[a].data) continue;
         if (a == TR_ARENA_GRADS && m->grads_shared)
             hora_mem_free(m->arenas[a].data);
         else
             ops->buffer_free(m->backend, m->arenas[a].data);
     }
-    if (m->loss.data)
-        ops->buffer_free(m->backend, m->loss.data);
+    if (m->loss.data) ops->buffer_free(m->backend, m->loss.data);
     free(m->logits_host);
     free(m->params);
     free(m->bns);
@@ -311,13 +274,11 @@ static double convbn_flops(const convbn_t *u)
 
 hora_status_t tr_model_describe(const tr_model_spec_t *spec, tr_param_desc_t **descs_out, int *count_out)
 {
-    if (!spec || !descs_out || !count_out)
-        return HORA_ERR_INVALID_ARG;
+    if (!spec || !descs_out || !count_out) return HORA_ERR_INVALID_ARG;
     tr_model_t m = {.spec = *spec};
     tr_param_desc_t *descs = NULL;
     hora_status_t status = model_declare(&m);
-    if (status == HORA_OK && !(descs = calloc((size_t)m.param_count, sizeof(*descs))))
-        status = HORA_ERR_NO_MEMORY;
+    if (status == HORA_OK && !(descs = calloc((size_t)m.param_count, sizeof(*descs)))) status = HORA_ERR_NO_MEMORY;
     if (status == HORA_OK) {
         /* descs[last - i] describes parameter i (PyTorch's order reversed). */
         const int last = m.param_count - 1;
@@ -331,10 +292,8 @@ hora_status_t tr_model_describe(const tr_model_spec_t *spec, tr_param_desc_t **d
         descs[last - m.stem.w].forward_flops = convbn_flops(&m.stem);
         for (int i = 0; i < m.block_count; i++) {
             const block_t *b = &m.blocks[i];
-            for (int j = 0; j < b->conv_count; j++)
-                descs[last - b->cb[j].w].forward_flops = convbn_flops(&b->cb[j]);
-            if (b->has_proj)
-                descs[last - b->proj.w].forward_flops = convbn_flops(&b->proj);
+            for (int j = 0; j < b->conv_count; j++) descs[last - b->cb[j].w].forward_flops = convbn_flops(&b->cb[j]);
+            if (b->has_proj) descs[last - b->proj.w].forward_flops = convbn_flops(&b->proj);
         }
         const tr_param_t *fc = &m.params[m.fc_w];
         descs[last - m.fc_w].forward_flops = 2.0 * fc->dims[0] * fc->dims[1];
@@ -360,7 +319,6 @@ const tr_tensor_t *tr_model_arena(const tr_model_t *m, tr_arena_t arena) { retur
 
 hora_status_t tr_model_sync_compute(tr_model_t *m)
 {
-    if (m->spec.compute_dtype == TR_DTYPE_F32)
-        return HORA_OK;
+    if (m->spec.compute_dtype == TR_DTYPE_F32) return HORA_OK;
     return B_OPS(m)->cast(m->backend, &m->arenas[TR_ARENA_PARAMS], &m->arenas[TR_ARENA_PARAMS_LP]);
 }

@@ -23,15 +23,15 @@ typedef struct {
     tr_layer_t *bn;
     tr_conv_desc_t desc;
     int h_out, w_out;
-    int relu;               /* ReLU fused into the BN */
-    int w, gamma, beta;     /* parameter indices */
-    int stats;              /* index into model->bns */
-    const tr_tensor_t *in;  /* input activation (owned elsewhere) */
-    tr_tensor_t conv_out;   /* (N, c_out, h, w) before BN */
-    tr_tensor_t out;        /* after BN (+ ReLU) */
-    tr_tensor_t d_conv;     /* gradient w.r.t. conv_out */
-    tr_tensor_t d_out;      /* gradient w.r.t. out (written by the consumer); unallocated in a
-                             * block's last conv_bn and projection, which read the block's */
+    int relu;              /* ReLU fused into the BN */
+    int w, gamma, beta;    /* parameter indices */
+    int stats;             /* index into model->bns */
+    const tr_tensor_t *in; /* input activation (owned elsewhere) */
+    tr_tensor_t conv_out;  /* (N, c_out, h, w) before BN */
+    tr_tensor_t out;       /* after BN (+ ReLU) */
+    tr_tensor_t d_conv;    /* gradient w.r.t. conv_out */
+    tr_tensor_t d_out;     /* gradient w.r.t. out (written by the consumer); unallocated in a
+                            * block's last conv_bn and projection, which read the block's */
 } convbn_t;
 
 /* --profile (tr_model_profile): per conv+BN unit, the seconds its
@@ -50,16 +50,16 @@ typedef struct {
 } model_profile_t;
 
 typedef struct {
-    int conv_count;          /* 2 basic, 3 bottleneck */
+    int conv_count; /* 2 basic, 3 bottleneck */
     convbn_t cb[3];
     int has_proj;
     convbn_t proj;
     const tr_tensor_t *in;
-    tr_tensor_t *d_in;       /* where the gradient w.r.t. in goes; NULL: not needed */
-    tr_tensor_t out;         /* relu(cb[last].out + shortcut) */
+    tr_tensor_t *d_in; /* where the gradient w.r.t. in goes; NULL: not needed */
+    tr_tensor_t out;   /* relu(cb[last].out + shortcut) */
     tr_tensor_t d_out;
-    tr_tensor_t d_main;      /* scratch: gradient of in through the main path */
-    tr_tensor_t d_short;     /* scratch: through the projection */
+    tr_tensor_t d_main;  /* scratch: gradient of in through the main path */
+    tr_tensor_t d_short; /* scratch: through the projection */
 } block_t;
 
 /* A per-sample tensor of the model: an activation (tensor_alloc, the
@@ -67,18 +67,18 @@ typedef struct {
  * cols). */
 typedef struct {
     tr_tensor_t *t;
-    int plain_ndim;         /* 0: an activation; 1 or 2: plain */
-    int c, h, w;            /* activation: per-sample shape; plain: cols in c */
+    int plain_ndim; /* 0: an activation; 1 or 2: plain */
+    int c, h, w;    /* activation: per-sample shape; plain: cols in c */
     tr_dtype_t dtype;
-    size_t sample_bytes;    /* bytes per sample, set when allocated */
+    size_t sample_bytes; /* bytes per sample, set when allocated */
 } model_buf_t;
 
 struct tr_model {
     tr_backend_t *backend;
     tr_model_spec_t spec;
-    int capacity;           /* samples every per-sample tensor holds */
-    int batch;              /* the n of the per-sample tensors now */
-    int forward_train;      /* the last forward was a training one (backward may follow) */
+    int capacity;                      /* samples every per-sample tensor holds */
+    int batch;                         /* the n of the per-sample tensors now */
+    int forward_train;                 /* the last forward was a training one (backward may follow) */
     float input_mean[4], input_std[4]; /* u8 inputs' normalisation (tr_model_set_input_norm) */
     model_profile_t *profile;          /* NULL: not profiling */
 
@@ -105,7 +105,7 @@ struct tr_model {
     int fc_w, fc_b;
     tr_tensor_t input;
     tr_tensor_t logits, dlogits, labels, loss;
-    float *logits_host;     /* capacity x classes: tr_model_topk's download */
+    float *logits_host; /* capacity x classes: tr_model_topk's download */
 };
 
 static inline int conv_out_size(int in, int kernel, int stride, int pad)

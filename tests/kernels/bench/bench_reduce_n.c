@@ -28,19 +28,16 @@ static double now_s(void)
 }
 
 /* dst = reduce of srcs, the way the runtime did it before k_reduce_n. */
-static void chained(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
-                    int64_t divisor)
+static void chained(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, int64_t divisor)
 {
     k_reduce(dst, srcs[0], srcs[1], count, dtype, K_OP_SUM);
-    for (int j = 2; j < n; j++)
-        k_reduce(dst, dst, srcs[j], count, dtype, K_OP_SUM);
-    if (divisor > 1)
-        k_div(dst, dst, count, dtype, divisor);
+    for (int j = 2; j < n; j++) k_reduce(dst, dst, srcs[j], count, dtype, K_OP_SUM);
+    if (divisor > 1) k_div(dst, dst, count, dtype, divisor);
 }
 
 /* GB/s of one burst of calls lasting at least `seconds`. */
-static double burst(int use_n, void *dst, const void *const *srcs, int n, size_t count,
-                    k_dtype_t dtype, int64_t divisor, double seconds)
+static double burst(int use_n, void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
+                    int64_t divisor, double seconds)
 {
     double bytes = (double)(n + 1) * (double)count * (double)k_dtype_size(dtype);
     /* enough calls between two clock reads that reading it costs nothing */
@@ -64,8 +61,8 @@ static double burst(int use_n, void *dst, const void *const *srcs, int n, size_t
  * ran undisturbed. */
 #define BURSTS 30
 
-static void measure(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
-                    int64_t divisor, double seconds, double *chain_gbs, double *reduce_n_gbs)
+static void measure(void *dst, const void *const *srcs, int n, size_t count, k_dtype_t dtype, int64_t divisor,
+                    double seconds, double *chain_gbs, double *reduce_n_gbs)
 {
     *chain_gbs = *reduce_n_gbs = 0;
     for (int b = 0; b < BURSTS; b++) {
@@ -86,8 +83,8 @@ int main(int argc, char **argv)
         int n;
         int64_t divisor;
     } rows[] = {
-        {K_DTYPE_F32, "f32", 2, 1}, {K_DTYPE_F32, "f32", 2, 2}, {K_DTYPE_F32, "f32", 4, 1},
-        {K_DTYPE_F16, "f16", 2, 1}, {K_DTYPE_F16, "f16", 4, 1}, {K_DTYPE_F16, "f16", 4, 4},
+        {K_DTYPE_F32, "f32", 2, 1},   {K_DTYPE_F32, "f32", 2, 2}, {K_DTYPE_F32, "f32", 4, 1},
+        {K_DTYPE_F16, "f16", 2, 1},   {K_DTYPE_F16, "f16", 4, 1}, {K_DTYPE_F16, "f16", 4, 4},
         {K_DTYPE_BF16, "bf16", 4, 1},
     };
     size_t max_bytes = buffer_bytes[sizeof(buffer_bytes) / sizeof(buffer_bytes[0]) - 1];
@@ -104,25 +101,21 @@ int main(int argc, char **argv)
     }
     const void *srcs[N_MAX] = {buf[1], buf[2], buf[3], buf[4]};
 
-    printf("%-6s %-5s %2s %7s %10s %12s %12s %8s\n", "isa", "type", "n", "divisor", "bytes",
-           "chain GB/s", "reduce_n", "ratio");
+    printf("%-6s %-5s %2s %7s %10s %12s %12s %8s\n", "isa", "type", "n", "divisor", "bytes", "chain GB/s", "reduce_n",
+           "ratio");
     for (int i = 0; i < K_ISA_COUNT; i++) {
-        if (k_isa_set((k_isa_t)i) != 0)
-            continue;
+        if (k_isa_set((k_isa_t)i) != 0) continue;
         for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++) {
             for (size_t b = 0; b < sizeof(buffer_bytes) / sizeof(buffer_bytes[0]); b++) {
                 size_t count = buffer_bytes[b] / k_dtype_size(rows[r].dtype);
                 double chain, one;
-                measure(buf[0], srcs, rows[r].n, count, rows[r].dtype, rows[r].divisor, seconds,
-                        &chain, &one);
-                printf("%-6s %-5s %2d %7lld %10zu %12.1f %12.1f %8.2f\n", k_isa_name((k_isa_t)i),
-                       rows[r].name, rows[r].n, (long long)rows[r].divisor, buffer_bytes[b], chain,
-                       one, one / chain);
+                measure(buf[0], srcs, rows[r].n, count, rows[r].dtype, rows[r].divisor, seconds, &chain, &one);
+                printf("%-6s %-5s %2d %7lld %10zu %12.1f %12.1f %8.2f\n", k_isa_name((k_isa_t)i), rows[r].name,
+                       rows[r].n, (long long)rows[r].divisor, buffer_bytes[b], chain, one, one / chain);
                 fflush(stdout);
             }
         }
     }
-    for (int j = 0; j <= N_MAX; j++)
-        free(buf[j]);
+    for (int j = 0; j <= N_MAX; j++) free(buf[j]);
     return 0;
 }

@@ -9,14 +9,11 @@
  * k_reduce_n (3 sources, divisor 1 and 2), k_div, k_scale, k_cast. */
 static long narrow_expect(const char *what, k_isa_t isa, const void *got, const void *want, size_t bytes)
 {
-    if (memcmp(got, want, bytes) == 0)
-        return 0;
+    if (memcmp(got, want, bytes) == 0) return 0;
     printf("  %s on %s: got", what, k_isa_name(isa));
-    for (size_t i = 0; i < bytes; i++)
-        printf(" %02x", ((const uint8_t *)got)[i]);
+    for (size_t i = 0; i < bytes; i++) printf(" %02x", ((const uint8_t *)got)[i]);
     printf(", want");
-    for (size_t i = 0; i < bytes; i++)
-        printf(" %02x", ((const uint8_t *)want)[i]);
+    for (size_t i = 0; i < bytes; i++) printf(" %02x", ((const uint8_t *)want)[i]);
     printf("\n");
     return 1;
 }
@@ -27,10 +24,9 @@ static void test_narrow_limits(void)
     const k_isa_t saved = k_isa_current();
 #define NARROW_CHECK(what, got, want) (checks++, failures += narrow_expect(what, isa, got, want, sizeof(want)))
 /* The four reductions of the block's a and b into d, against its tables sum, prod, min and max. */
-#define NARROW_FOUR(dtype, tag)                                                                                        \
-    (k_reduce(d, a, b, 8, dtype, K_OP_SUM), NARROW_CHECK(tag " sum", d, sum),                                          \
-     k_reduce(d, a, b, 8, dtype, K_OP_PROD), NARROW_CHECK(tag " prod", d, prod),                                       \
-     k_reduce(d, a, b, 8, dtype, K_OP_MIN), NARROW_CHECK(tag " min", d, min),                                          \
+#define NARROW_FOUR(dtype, tag)                                                                                       \
+    (k_reduce(d, a, b, 8, dtype, K_OP_SUM), NARROW_CHECK(tag " sum", d, sum), k_reduce(d, a, b, 8, dtype, K_OP_PROD), \
+     NARROW_CHECK(tag " prod", d, prod), k_reduce(d, a, b, 8, dtype, K_OP_MIN), NARROW_CHECK(tag " min", d, min),     \
      k_reduce(d, a, b, 8, dtype, K_OP_MAX), NARROW_CHECK(tag " max", d, max))
     for (int i = 0; i <= (int)k_isa_best(); i++) {
         const k_isa_t isa = (k_isa_t)i;
@@ -127,8 +123,7 @@ void test_api(void)
 {
     long checks = 0, failures = 0;
     static const size_t sizes[K_DTYPE_COUNT] = {4, 2, 2, 8, 4, 8, 1, 1, 2, 2, 1};
-    for (int dt = 0; dt < K_DTYPE_COUNT; dt++, checks++)
-        failures += k_dtype_size((k_dtype_t)dt) != sizes[dt];
+    for (int dt = 0; dt < K_DTYPE_COUNT; dt++, checks++) failures += k_dtype_size((k_dtype_t)dt) != sizes[dt];
     checks += 3;
     failures += k_isa_set(K_ISA_COUNT) != -1;
     failures += k_isa_current() > k_isa_best();

@@ -41,7 +41,9 @@ static int64_t int_lo(k_dtype_t dtype)
     case K_DTYPE_I32: return INT32_MIN;
     case K_DTYPE_I8: return INT8_MIN;
     case K_DTYPE_I16: return INT16_MIN;
-    case K_DTYPE_U8: case K_DTYPE_U16: case K_DTYPE_BOOL: return 0;
+    case K_DTYPE_U8:
+    case K_DTYPE_U16:
+    case K_DTYPE_BOOL: return 0;
     default: return INT64_MIN;
     }
 }
@@ -63,17 +65,62 @@ static value_t load_value(k_dtype_t dtype, const void *p)
 {
     value_t v = {0, 0, 0};
     switch (dtype) {
-    case K_DTYPE_F32: { float f; memcpy(&f, p, 4); v.f = f; break; }
+    case K_DTYPE_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        v.f = f;
+        break;
+    }
     case K_DTYPE_F64: memcpy(&v.f, p, 8); break;
-    case K_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); v.f = ref_decode16(h, REF_F16); break; }
-    case K_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); v.f = ref_decode16(h, REF_BF16); break; }
-    case K_DTYPE_I32: { int32_t x; memcpy(&x, p, 4); v.is_int = 1; v.i = x; break; }
-    case K_DTYPE_I64: v.is_int = 1; memcpy(&v.i, p, 8); break;
-    case K_DTYPE_U8: v.is_int = 1; v.i = *(const uint8_t *)p; break;
-    case K_DTYPE_I8: v.is_int = 1; v.i = *(const int8_t *)p; break;
-    case K_DTYPE_I16: { int16_t x; memcpy(&x, p, 2); v.is_int = 1; v.i = x; break; }
-    case K_DTYPE_U16: { uint16_t x; memcpy(&x, p, 2); v.is_int = 1; v.i = x; break; }
-    case K_DTYPE_BOOL: v.is_int = 1; v.i = *(const uint8_t *)p != 0; break; /* any nonzero byte: true */
+    case K_DTYPE_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        v.f = ref_decode16(h, REF_F16);
+        break;
+    }
+    case K_DTYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        v.f = ref_decode16(h, REF_BF16);
+        break;
+    }
+    case K_DTYPE_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        v.is_int = 1;
+        v.i = x;
+        break;
+    }
+    case K_DTYPE_I64:
+        v.is_int = 1;
+        memcpy(&v.i, p, 8);
+        break;
+    case K_DTYPE_U8:
+        v.is_int = 1;
+        v.i = *(const uint8_t *)p;
+        break;
+    case K_DTYPE_I8:
+        v.is_int = 1;
+        v.i = *(const int8_t *)p;
+        break;
+    case K_DTYPE_I16: {
+        int16_t x;
+        memcpy(&x, p, 2);
+        v.is_int = 1;
+        v.i = x;
+        break;
+    }
+    case K_DTYPE_U16: {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        v.is_int = 1;
+        v.i = x;
+        break;
+    }
+    case K_DTYPE_BOOL:
+        v.is_int = 1;
+        v.i = *(const uint8_t *)p != 0;
+        break; /* any nonzero byte: true */
     case K_DTYPE_COUNT: break;
     }
     return v;
@@ -83,20 +130,37 @@ static value_t load_value(k_dtype_t dtype, const void *p)
 static void store_value(k_dtype_t dtype, void *p, value_t v)
 {
     switch (dtype) {
-    case K_DTYPE_F32: { float f = isnan(v.f) ? NAN : (float)v.f; memcpy(p, &f, 4); break; }
+    case K_DTYPE_F32: {
+        float f = isnan(v.f) ? NAN : (float)v.f;
+        memcpy(p, &f, 4);
+        break;
+    }
     case K_DTYPE_F64: memcpy(p, &v.f, 8); break;
-    case K_DTYPE_F16: case K_DTYPE_BF16: {
+    case K_DTYPE_F16:
+    case K_DTYPE_BF16: {
         ref_fmt_t fmt = *float_fmt(dtype);
         uint16_t h = isnan(v.f) ? (uint16_t)0x7FFF : ref_encode16(v.f, fmt);
         memcpy(p, &h, 2);
         break;
     }
-    case K_DTYPE_I32: { int32_t x = (int32_t)v.i; memcpy(p, &x, 4); break; }
+    case K_DTYPE_I32: {
+        int32_t x = (int32_t)v.i;
+        memcpy(p, &x, 4);
+        break;
+    }
     case K_DTYPE_I64: memcpy(p, &v.i, 8); break;
     case K_DTYPE_U8: *(uint8_t *)p = (uint8_t)v.i; break;
     case K_DTYPE_I8: *(int8_t *)p = (int8_t)v.i; break;
-    case K_DTYPE_I16: { int16_t x = (int16_t)v.i; memcpy(p, &x, 2); break; }
-    case K_DTYPE_U16: { uint16_t x = (uint16_t)v.i; memcpy(p, &x, 2); break; }
+    case K_DTYPE_I16: {
+        int16_t x = (int16_t)v.i;
+        memcpy(p, &x, 2);
+        break;
+    }
+    case K_DTYPE_U16: {
+        uint16_t x = (uint16_t)v.i;
+        memcpy(p, &x, 2);
+        break;
+    }
     case K_DTYPE_BOOL: *(uint8_t *)p = (uint8_t)v.i; break;
     case K_DTYPE_COUNT: break;
     }
@@ -112,13 +176,10 @@ static int64_t saturate(int64_t x, k_dtype_t dtype)
  * NaN -> 0 */
 static int64_t ref_double_to_int(double x, k_dtype_t dtype)
 {
-    if (isnan(x))
-        return 0;
+    if (isnan(x)) return 0;
     double r = copysign(ref_round_half_even(fabs(x)), x);
-    if (r >= 0x1p63)
-        return saturate(INT64_MAX, dtype);
-    if (r < -0x1p63)
-        return saturate(INT64_MIN, dtype);
+    if (r >= 0x1p63) return saturate(INT64_MAX, dtype);
+    if (r < -0x1p63) return saturate(INT64_MIN, dtype);
     return saturate((int64_t)r, dtype);
 }
 
@@ -128,13 +189,10 @@ static int64_t ref_double_to_int(double x, k_dtype_t dtype)
  * comparisons. */
 static int64_t ref_scale_to_int(double x, k_dtype_t dtype)
 {
-    if (isnan(x))
-        return 0;
+    if (isnan(x)) return 0;
     double t = copysign(floor(fabs(x)), x);
-    if (t >= 0x1p63)
-        return saturate(INT64_MAX, dtype);
-    if (t < -0x1p63)
-        return saturate(INT64_MIN, dtype);
+    if (t >= 0x1p63) return saturate(INT64_MAX, dtype);
+    if (t < -0x1p63) return saturate(INT64_MIN, dtype);
     return saturate((int64_t)t, dtype);
 }
 
@@ -159,32 +217,111 @@ static int values_equal(k_dtype_t dtype, const void *got, const void *want)
 {
     if (float_fmt(dtype)) {
         value_t g = load_value(dtype, got), w = load_value(dtype, want);
-        if (isnan(w.f))
-            return isnan(g.f);
+        if (isnan(w.f)) return isnan(g.f);
         return g.f == w.f && !signbit(g.f) == !signbit(w.f);
     }
     return memcmp(got, want, k_dtype_size(dtype)) == 0;
 }
 
 static const double representative_doubles[] = {
-    0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.5, 0.49999999999999994, 100.25, -7.75,
-    127.0, 128.0, 255.0, 255.5, 256.0, -300.0, 1000.0, 65504.0, 65519.99, 65520.0, 1e5,
-    2147483647.0, 2147483648.0, -2147483648.0, -2147483649.0, 4294967296.5, 0x1p53 + 2,
-    0x1p63, -0x1p63, 0x1p64, 1e30, -1e30, 3.4028234663852886e38, 3.5e38, 1e300, -1e300,
-    0x1p-14, 0x1p-24, 0x1p-25, 0x1.8p-25, 0x1p-126, 0x1p-133, 0x1p-149, 0x1p-150, 1e-310,
-    1.0 + 0x1p-11 + 0x1p-40,       /* f16 tie + tiny: must round up (double rounding trap) */
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    1.5,
+    2.5,
+    -2.5,
+    3.5,
+    0.49999999999999994,
+    100.25,
+    -7.75,
+    127.0,
+    128.0,
+    255.0,
+    255.5,
+    256.0,
+    -300.0,
+    1000.0,
+    65504.0,
+    65519.99,
+    65520.0,
+    1e5,
+    2147483647.0,
+    2147483648.0,
+    -2147483648.0,
+    -2147483649.0,
+    4294967296.5,
+    0x1p53 + 2,
+    0x1p63,
+    -0x1p63,
+    0x1p64,
+    1e30,
+    -1e30,
+    3.4028234663852886e38,
+    3.5e38,
+    1e300,
+    -1e300,
+    0x1p-14,
+    0x1p-24,
+    0x1p-25,
+    0x1.8p-25,
+    0x1p-126,
+    0x1p-133,
+    0x1p-149,
+    0x1p-150,
+    1e-310,
+    1.0 + 0x1p-11 + 0x1p-40, /* f16 tie + tiny: must round up (double rounding trap) */
     -(1.0 + 0x1p-11 + 0x1p-40),
-    1.0 + 0x1p-8 + 0x1p-40,        /* same trap for bf16 */
-    1.0 + 0x1p-24 + 0x1p-50,       /* and for f32 */
-    0.1, -0.1, 1.0 / 3.0, INFINITY, -INFINITY, NAN,
+    1.0 + 0x1p-8 + 0x1p-40,  /* same trap for bf16 */
+    1.0 + 0x1p-24 + 0x1p-50, /* and for f32 */
+    0.1,
+    -0.1,
+    1.0 / 3.0,
+    INFINITY,
+    -INFINITY,
+    NAN,
 };
 
 static const int64_t representative_ints[] = {
-    0, 1, -1, 2, -2, 3, 7, 100, -100, 127, 128, 200, 255, 256, -255, -256, 1000, 65504, 65519,
-    65520, 65535, 65536, -65520, (1 << 24) + 1, (1 << 24) + 3, 2147483647, -2147483647 - 1,
-    2147483648LL, -2147483649LL, (1LL << 40) + (1LL << 32) + 1, /* bf16 double-rounding trap */
-    -((1LL << 40) + (1LL << 32) + 1), (1LL << 53) + 1, (1LL << 62) + (1LL << 38) + 1,
-    INT64_MAX, INT64_MIN, INT64_MIN + 1, 0x7FFFFF7FFFFFFFFFLL,
+    0,
+    1,
+    -1,
+    2,
+    -2,
+    3,
+    7,
+    100,
+    -100,
+    127,
+    128,
+    200,
+    255,
+    256,
+    -255,
+    -256,
+    1000,
+    65504,
+    65519,
+    65520,
+    65535,
+    65536,
+    -65520,
+    (1 << 24) + 1,
+    (1 << 24) + 3,
+    2147483647,
+    -2147483647 - 1,
+    2147483648LL,
+    -2147483649LL,
+    (1LL << 40) + (1LL << 32) + 1, /* bf16 double-rounding trap */
+    -((1LL << 40) + (1LL << 32) + 1),
+    (1LL << 53) + 1,
+    (1LL << 62) + (1LL << 38) + 1,
+    INT64_MAX,
+    INT64_MIN,
+    INT64_MIN + 1,
+    0x7FFFFF7FFFFFFFFFLL,
 };
 
 #define N_DOUBLES (sizeof(representative_doubles) / sizeof(representative_doubles[0]))
@@ -209,7 +346,6 @@ static size_t representative_array(k_dtype_t dtype, void *src)
     return n;
 }
 
-
 static void test_cast(void)
 {
     for (int s = 0; s < K_DTYPE_COUNT; s++) {
@@ -230,8 +366,7 @@ static void test_cast(void)
                 const uint8_t *got = buf + GUARD_BYTES + i * dsize;
                 checks++;
                 if (!values_equal(dst_dtype, got, want) && failures++ < MAX_PRINTED) {
-                    printf("  %s -> %s: %.17g / %lld: got ", dtype_names[s], dtype_names[d],
-                           v.f, (long long)v.i);
+                    printf("  %s -> %s: %.17g / %lld: got ", dtype_names[s], dtype_names[d], v.f, (long long)v.i);
                     print_hex(got, dsize);
                     printf(" want ");
                     print_hex(want, dsize);
@@ -240,8 +375,7 @@ static void test_cast(void)
             }
             checks++;
             if (!guards_intact(buf, n * dsize))
-                failures++, printf("  %s -> %s: guard overwritten\n", dtype_names[s],
-                                   dtype_names[d]);
+                failures++, printf("  %s -> %s: guard overwritten\n", dtype_names[s], dtype_names[d]);
             char what[64];
             snprintf(what, sizeof(what), "cast %s -> %s", dtype_names[s], dtype_names[d]);
             report(what, checks, failures);
@@ -272,10 +406,10 @@ static value_t ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, dou
 
 static void test_div_scale(void)
 {
-    static const int64_t divisors[] = {1, 2, 3, 4, 7, 10, 255, 256, 1000, 1 << 20, 123456789,
-                                       (1LL << 40) + 1, INT64_MAX};
-    static const double factors[] = {1.0, 0.5, -1.5, 3.0, 1.0 / 3.0, 1e-3, 2.5, 0.0, 1e10,
-                                     -1e10, 65536.0, 1e-30, 0.3, -0.5, 2.9999, 0.9999};
+    static const int64_t divisors[] = {1,        2, 3, 4, 7, 10, 255, 256, 1000, 1 << 20, 123456789, (1LL << 40) + 1,
+                                       INT64_MAX};
+    static const double factors[] = {1.0,  0.5,   -1.5,    3.0,   1.0 / 3.0, 1e-3, 2.5,    0.0,
+                                     1e10, -1e10, 65536.0, 1e-30, 0.3,       -0.5, 2.9999, 0.9999};
     size_t n_div = sizeof(divisors) / sizeof(divisors[0]);
     size_t n_fac = sizeof(factors) / sizeof(factors[0]);
 
@@ -307,11 +441,9 @@ static void test_div_scale(void)
                         uint8_t want[8];
                         store_value(dtype, want, ref_div_or_scale(dtype, x, divisor, factor));
                         checks++;
-                        if (!values_equal(dtype, out + i * size, want) &&
-                            failures++ < MAX_PRINTED) {
+                        if (!values_equal(dtype, out + i * size, want) && failures++ < MAX_PRINTED) {
                             printf("  %s %s %.17g / %lld by %lld / %g: got ", dtype_names[dt],
-                                   which == 0 ? "div" : "scale", x.f, (long long)x.i,
-                                   (long long)divisor, factor);
+                                   which == 0 ? "div" : "scale", x.f, (long long)x.i, (long long)divisor, factor);
                             print_hex(out + i * size, size);
                             printf(" want ");
                             print_hex(want, size);
@@ -319,8 +451,7 @@ static void test_div_scale(void)
                         }
                     }
                     checks++;
-                    if (!guards_intact(buf, n * size))
-                        failures++, printf("  guard overwritten\n");
+                    if (!guards_intact(buf, n * size)) failures++, printf("  guard overwritten\n");
                 }
             }
             char what[64];
@@ -340,16 +471,53 @@ static void test_div_scale(void)
 #define UNARY_MAX_COUNT 65537
 
 static const int64_t unary_divisors[] = {
-    1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 16, 25, 100, 127, 128, 255, 256, 257, 641,
-    1000, 65535, 65536, 65537, 1000003, 123456789, 0x7FFFFFFF, 0x80000000LL, 0x80000001LL,
-    0xFFFFFFFFLL, 0x100000000LL, 0x100000001LL, (1LL << 40) + 1, (1LL << 53) + 1,
-    (1LL << 62) - 1, 1LL << 62, (1LL << 62) + 1, INT64_MAX - 1, INT64_MAX,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+    7,
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    16,
+    25,
+    100,
+    127,
+    128,
+    255,
+    256,
+    257,
+    641,
+    1000,
+    65535,
+    65536,
+    65537,
+    1000003,
+    123456789,
+    0x7FFFFFFF,
+    0x80000000LL,
+    0x80000001LL,
+    0xFFFFFFFFLL,
+    0x100000000LL,
+    0x100000001LL,
+    (1LL << 40) + 1,
+    (1LL << 53) + 1,
+    (1LL << 62) - 1,
+    1LL << 62,
+    (1LL << 62) + 1,
+    INT64_MAX - 1,
+    INT64_MAX,
 };
 #define N_UNARY_DIVISORS (sizeof(unary_divisors) / sizeof(unary_divisors[0]))
 
 static const double unary_factors[] = {
-    1.0, 0.5, 0.25, -1.0, -1.5, 1.0 / 3.0, 0.1, 3.0, 1e-3, 1e10, -1e10, 0.0, -0.0, 1e-30,
-    1e300, INFINITY, -INFINITY, NAN, 255.0 / 254.0, 0x1p-149, 4294967296.5,
+    1.0, 0.5,  0.25,  -1.0,  -1.5,     1.0 / 3.0, 0.1, 3.0,           1e-3,     1e10,         -1e10,
+    0.0, -0.0, 1e-30, 1e300, INFINITY, -INFINITY, NAN, 255.0 / 254.0, 0x1p-149, 4294967296.5,
 };
 #define N_UNARY_FACTORS (sizeof(unary_factors) / sizeof(unary_factors[0]))
 
@@ -382,9 +550,9 @@ static void div_edge_element(k_dtype_t dtype, int64_t divisor, void *p)
 
 /* Runs k_div (is_div) or k_scale on `isa` and on the scalar path, checks
  * every element and the guards. Returns the number of failed checks. */
-static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor, double factor,
-                       size_t count, size_t off, int in_place, uint8_t *src, uint8_t *buf,
-                       uint8_t *scalar_out, long *checks, long *printed)
+static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor, double factor, size_t count,
+                       size_t off, int in_place, uint8_t *src, uint8_t *buf, uint8_t *scalar_out, long *checks,
+                       long *printed)
 {
     size_t size = k_dtype_size(dtype);
     int is_int = !float_fmt(dtype);
@@ -409,8 +577,7 @@ static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor
     uint8_t *out = buf + GUARD_BYTES + off * size;
     const uint8_t *in = src;
     if (in_place) {
-        if (count)
-            memcpy(out, src, count * size);
+        if (count) memcpy(out, src, count * size);
         in = out;
     }
     k_isa_set(isa);
@@ -427,12 +594,11 @@ static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor
         *checks += 2;
         int ok_ref = values_equal(dtype, got, want);
         int ok_scalar = memcmp(got, scalar_out + i * size, size) == 0;
-        if (ok_ref && ok_scalar)
-            continue;
+        if (ok_ref && ok_scalar) continue;
         failures += !ok_ref + !ok_scalar;
         if ((*printed)++ < MAX_PRINTED) {
-            printf("  %s %s count %zu off %zu%s elem %zu: x=", dtype_names[dtype],
-                   is_div ? "div" : "scale", count, off, in_place ? " in place" : "", i);
+            printf("  %s %s count %zu off %zu%s elem %zu: x=", dtype_names[dtype], is_div ? "div" : "scale", count, off,
+                   in_place ? " in place" : "", i);
             print_hex(src + i * size, size);
             printf(" by %lld / %g: got ", (long long)divisor, factor);
             print_hex(got, size);
@@ -446,8 +612,7 @@ static long unary_case(k_isa_t isa, int is_div, k_dtype_t dtype, int64_t divisor
     (*checks)++;
     if (!guards_intact(buf + off * size, count * size)) {
         failures++;
-        if ((*printed)++ < MAX_PRINTED)
-            printf("  %s count %zu: guard overwritten\n", dtype_names[dtype], count);
+        if ((*printed)++ < MAX_PRINTED) printf("  %s count %zu: guard overwritten\n", dtype_names[dtype], count);
     }
     if (!in_place && count && memcmp(in, src, count * size) != 0)
         failures++, printf("  %s count %zu: input modified\n", dtype_names[dtype], count);
@@ -475,21 +640,18 @@ static void test_unary_isa(k_isa_t isa)
                  * divisors 1..9 and the first factors */
                 if (c < 10)
                     for (size_t count = 0; count <= 200; count++)
-                        failures += unary_case(isa, is_div, dtype, divisor, factor, count,
-                                               count % (MAX_OFFSET + 1), (int)(count & 1), src,
-                                               buf, scalar_out, &checks, &printed);
+                        failures += unary_case(isa, is_div, dtype, divisor, factor, count, count % (MAX_OFFSET + 1),
+                                               (int)(count & 1), src, buf, scalar_out, &checks, &printed);
                 for (int in_place = 0; in_place < 2; in_place++)
-                    failures += unary_case(isa, is_div, dtype, divisor, factor,
-                                           1021 + test_rng_below(&rng, 64),
-                                           test_rng_below(&rng, MAX_OFFSET + 1), in_place, src,
-                                           buf, scalar_out, &checks, &printed);
+                    failures += unary_case(isa, is_div, dtype, divisor, factor, 1021 + test_rng_below(&rng, 64),
+                                           test_rng_below(&rng, MAX_OFFSET + 1), in_place, src, buf, scalar_out,
+                                           &checks, &printed);
             }
-            failures += unary_case(isa, is_div, dtype, is_div ? 3 : 0, is_div ? 0 : 1.0 / 3.0,
-                                   UNARY_MAX_COUNT, 3, 1, src, buf, scalar_out, &checks,
-                                   &printed);
+            failures += unary_case(isa, is_div, dtype, is_div ? 3 : 0, is_div ? 0 : 1.0 / 3.0, UNARY_MAX_COUNT, 3, 1,
+                                   src, buf, scalar_out, &checks, &printed);
             char what[64];
-            snprintf(what, sizeof(what), "%s %-6s %s, random", is_div ? "div" : "scale",
-                     k_isa_name(isa), dtype_names[dt]);
+            snprintf(what, sizeof(what), "%s %-6s %s, random", is_div ? "div" : "scale", k_isa_name(isa),
+                     dtype_names[dt]);
             report(what, checks, failures);
         }
     }
@@ -506,8 +668,7 @@ static void test_div_int_exhaustive(k_isa_t isa)
 {
     long checks = 0, failures = 0;
     uint8_t u8_src[256], u8_out[256];
-    for (int x = 0; x < 256; x++)
-        u8_src[x] = (uint8_t)x;
+    for (int x = 0; x < 256; x++) u8_src[x] = (uint8_t)x;
     for (int64_t d = 1; d <= 1024; d++) {
         k_div(u8_out, u8_src, 256, K_DTYPE_U8, d);
         for (int x = 0; x < 256; x++, checks++)
@@ -517,8 +678,8 @@ static void test_div_int_exhaustive(k_isa_t isa)
 
     /* i8, i16, u16: every value by divisors 1..70 and a few large ones;
      * bool: every byte (normalised first) by the same */
-    static const int64_t narrow_divisors[] = {127, 128, 129, 255, 256, 32767, 32768, 32769, 65535,
-                                              65536, 1LL << 31, 1LL << 32, INT64_MAX};
+    static const int64_t narrow_divisors[] = {127,   128,   129,   255,       256,       32767,    32768,
+                                              32769, 65535, 65536, 1LL << 31, 1LL << 32, INT64_MAX};
     int16_t *n_src = malloc(65536 * 2), *n_out = malloc(65536 * 2);
     if (!n_src || !n_out) {
         printf("test_div_int_exhaustive: out of memory\n");
@@ -529,38 +690,32 @@ static void test_div_int_exhaustive(k_isa_t isa)
         int8_t *s8 = (int8_t *)n_src, *o8 = (int8_t *)n_out;
         uint8_t *sb = (uint8_t *)n_src, *ob = (uint8_t *)n_out;
         uint16_t *su = (uint16_t *)n_src, *ou = (uint16_t *)n_out;
-        for (int x = 0; x < 256; x++)
-            s8[x] = (int8_t)(x - 128);
+        for (int x = 0; x < 256; x++) s8[x] = (int8_t)(x - 128);
         k_div(o8, s8, 256, K_DTYPE_I8, d);
         for (int x = 0; x < 256; x++, checks++)
             if (o8[x] != (x - 128) / d && failures++ < MAX_PRINTED)
                 printf("  i8 %d / %lld: got %d\n", x - 128, (long long)d, o8[x]);
-        for (int x = 0; x < 256; x++)
-            sb[x] = (uint8_t)x;
+        for (int x = 0; x < 256; x++) sb[x] = (uint8_t)x;
         k_div(ob, sb, 256, K_DTYPE_BOOL, d);
         for (int x = 0; x < 256; x++, checks++)
             if (ob[x] != (x != 0) / d && failures++ < MAX_PRINTED)
                 printf("  bool %d / %lld: got %d\n", x, (long long)d, ob[x]);
-        for (int x = 0; x < 65536; x++)
-            n_src[x] = (int16_t)(x - 32768);
+        for (int x = 0; x < 65536; x++) n_src[x] = (int16_t)(x - 32768);
         k_div(n_out, n_src, 65536, K_DTYPE_I16, d);
         for (int x = 0; x < 65536; x++, checks++)
             if (n_out[x] != (x - 32768) / d && failures++ < MAX_PRINTED)
                 printf("  i16 %d / %lld: got %d\n", x - 32768, (long long)d, n_out[x]);
-        for (int x = 0; x < 65536; x++)
-            su[x] = (uint16_t)x;
+        for (int x = 0; x < 65536; x++) su[x] = (uint16_t)x;
         k_div(ou, su, 65536, K_DTYPE_U16, d);
         for (int x = 0; x < 65536; x++, checks++)
-            if (ou[x] != x / d && failures++ < MAX_PRINTED)
-                printf("  u16 %d / %lld: got %d\n", x, (long long)d, ou[x]);
+            if (ou[x] != x / d && failures++ < MAX_PRINTED) printf("  u16 %d / %lld: got %d\n", x, (long long)d, ou[x]);
     }
     free(n_src);
     free(n_out);
 
     int64_t divisors[4096 + 3 * 34];
     size_t n_div = 0;
-    for (int64_t d = 1; d <= 4096; d++)
-        divisors[n_div++] = d;
+    for (int64_t d = 1; d <= 4096; d++) divisors[n_div++] = d;
     for (int k = 1; k <= 34; k++) {
         divisors[n_div++] = (1LL << k) - 1;
         divisors[n_div++] = 1LL << k;
@@ -569,15 +724,14 @@ static void test_div_int_exhaustive(k_isa_t isa)
     for (size_t j = 0; j < n_div; j++) {
         int64_t d = divisors[j];
         int64_t top = INT32_MAX / d * d, bottom = INT32_MIN / d * d; /* largest multiples */
-        const int64_t candidates[] = {INT32_MIN, INT32_MIN + 1, INT32_MAX, INT32_MAX - 1, 0, 1,
-                                      -1, d - 1, d, d + 1, 1 - d, -d, -d - 1, top, top - 1,
-                                      top + 1, bottom, bottom - 1, bottom + 1, 2 * d - 1,
-                                      1 - 2 * d};
+        const int64_t candidates[] = {INT32_MIN,  INT32_MIN + 1, INT32_MAX, INT32_MAX - 1, 0,      1,
+                                      -1,         d - 1,         d,         d + 1,         1 - d,  -d,
+                                      -d - 1,     top,           top - 1,   top + 1,       bottom, bottom - 1,
+                                      bottom + 1, 2 * d - 1,     1 - 2 * d};
         int32_t src[32], out[32];
         size_t n = 0;
         for (size_t c = 0; c < sizeof(candidates) / sizeof(candidates[0]); c++)
-            if (candidates[c] >= INT32_MIN && candidates[c] <= INT32_MAX)
-                src[n++] = (int32_t)candidates[c];
+            if (candidates[c] >= INT32_MIN && candidates[c] <= INT32_MAX) src[n++] = (int32_t)candidates[c];
         while (n < 32) /* fill whole vectors so the SIMD body, not the tail, runs */
             src[n++] = (int32_t)test_rng_u64(&rng);
         k_div(out, src, n, K_DTYPE_I32, d);
@@ -613,7 +767,10 @@ typedef struct {
 static const scale_trunc_case_t scale_trunc_cases[] = {
     /* i32. 3.5 -> 3, -3.5 -> -3, 1.5 -> 1, 1073741823.5 -> 1073741823
      * (round: 4, -4, 2, 1073741824) */
-    {K_DTYPE_I32, 0.5, 11, {7, -7, 5, -5, 3, -3, 1, -1, 0, INT32_MAX, INT32_MIN},
+    {K_DTYPE_I32,
+     0.5,
+     11,
+     {7, -7, 5, -5, 3, -3, 1, -1, 0, INT32_MAX, INT32_MIN},
      {3, -3, 2, -2, 1, -1, 0, 0, 0, 1073741823, -1073741824}},
     /* 1.5 -> 1, 2.6999.. -> 2, 3.0 stays (round: 2, 3, 3) */
     {K_DTYPE_I32, 0.3, 7, {5, -5, 9, -9, 10, -10, 1}, {1, -1, 2, -2, 3, -3, 0}},
@@ -624,21 +781,30 @@ static const scale_trunc_case_t scale_trunc_cases[] = {
     /* just past the limits, +-0.2147..: the truncation still fits */
     {K_DTYPE_I32, 1.0000000001, 3, {INT32_MAX, INT32_MIN, INT32_MAX - 1}, {INT32_MAX, INT32_MIN, INT32_MAX - 1}},
     /* saturation at both ends; 2147483646 and 2147483649 exactly */
-    {K_DTYPE_I32, 3.0, 8, {INT32_MAX, INT32_MIN, 1000000000, -1000000000, 715827882, -715827882, 715827883, -715827883},
+    {K_DTYPE_I32,
+     3.0,
+     8,
+     {INT32_MAX, INT32_MIN, 1000000000, -1000000000, 715827882, -715827882, 715827883, -715827883},
      {INT32_MAX, INT32_MIN, INT32_MAX, INT32_MIN, 2147483646, -2147483646, INT32_MAX, INT32_MIN}},
     {K_DTYPE_I32, -1e10, 3, {1, -1, 0}, {INT32_MIN, INT32_MAX, 0}},
     {K_DTYPE_I32, -1.0, 2, {INT32_MIN, INT32_MAX}, {INT32_MAX, -INT32_MAX}},
     {K_DTYPE_I32, INFINITY, 3, {5, -5, 0}, {INT32_MAX, INT32_MIN, 0}}, /* 0 * inf is NaN */
     {K_DTYPE_I32, NAN, 6, {1, -1, 0, INT32_MAX, INT32_MIN, 7}, {0, 0, 0, 0, 0, 0}},
     /* i64: (double)x rounds first, INT64_MAX to 2^63 (so x 0.5 gives 2^62) */
-    {K_DTYPE_I64, 0.5, 10, {7, -7, 5, -5, 3, -3, 1, -1, INT64_MAX, INT64_MIN},
+    {K_DTYPE_I64,
+     0.5,
+     10,
+     {7, -7, 5, -5, 3, -3, 1, -1, INT64_MAX, INT64_MIN},
      {3, -3, 2, -2, 1, -1, 0, 0, 4611686018427387904LL, -4611686018427387904LL}},
     /* 1.5 -> 1, 2.1 -> 2, 2.6999.. -> 2 (round: 2, 2, 3) */
     {K_DTYPE_I64, 0.3, 6, {5, -5, 7, -7, 9, -9}, {1, -1, 2, -2, 2, -2}},
     {K_DTYPE_I64, -0.5, 2, {7, -7}, {-3, 3}},   /* round: -4, 4 */
     {K_DTYPE_I64, 2.9999, 2, {1, -1}, {2, -2}}, /* round: 3, -3 */
     /* 2^63 and beyond saturate, -2^63 itself fits */
-    {K_DTYPE_I64, 2.0, 6, {INT64_MAX, INT64_MIN, 1LL << 62, -(1LL << 62), 3, -3},
+    {K_DTYPE_I64,
+     2.0,
+     6,
+     {INT64_MAX, INT64_MIN, 1LL << 62, -(1LL << 62), 3, -3},
      {INT64_MAX, INT64_MIN, INT64_MAX, INT64_MIN, 6, -6}},
     {K_DTYPE_I64, -1.0, 2, {INT64_MIN, INT64_MAX}, {INT64_MAX, INT64_MIN}},
     {K_DTYPE_I64, -INFINITY, 3, {5, -5, 0}, {INT64_MIN, INT64_MAX, 0}},
@@ -649,7 +815,7 @@ static const scale_trunc_case_t scale_trunc_cases[] = {
     {K_DTYPE_U8, 0.3, 5, {5, 10, 9, 255, 1}, {1, 3, 2, 76, 0}},
     /* 382.5 and 256.5 saturate, 255.0 exact, 253.5 -> 253, 7.5 -> 7 (round: 254, 8) */
     {K_DTYPE_U8, 1.5, 6, {255, 170, 171, 169, 3, 5}, {255, 255, 255, 253, 4, 7}},
-    {K_DTYPE_U8, 0.9999, 2, {3, 255}, {2, 254}}, /* 2.9997, 254.9745 (round: 3, 255) */
+    {K_DTYPE_U8, 0.9999, 2, {3, 255}, {2, 254}},         /* 2.9997, 254.9745 (round: 3, 255) */
     {K_DTYPE_U8, -0.5, 4, {1, 0, 255, 2}, {0, 0, 0, 0}}, /* -0.5 truncates to 0, the rest saturate */
     {K_DTYPE_U8, INFINITY, 3, {0, 1, 255}, {0, 255, 255}},
     {K_DTYPE_U8, NAN, 4, {0, 1, 128, 255}, {0, 0, 0, 0}},
@@ -705,13 +871,11 @@ static void test_scale_trunc_by_hand(k_isa_t isa)
                 int in_place = layout >> 1;
                 memset(buf, POISON, sizeof(buf));
                 uint8_t *out = buf + GUARD_BYTES + off * size;
-                if (in_place)
-                    memcpy(out, src, count * size);
+                if (in_place) memcpy(out, src, count * size);
                 k_scale(out, in_place ? out : src, count, t->dtype, t->factor);
                 for (size_t i = 0; i < count; i++) {
                     checks++;
-                    if (memcmp(out + i * size, want + i * size, size) == 0)
-                        continue;
+                    if (memcmp(out + i * size, want + i * size, size) == 0) continue;
                     if (failures++ < MAX_PRINTED)
                         printf("  %s scale %lld by %.17g (count %zu off %zu%s elem %zu): got %lld want %lld\n",
                                dtype_names[t->dtype], (long long)t->x[i % t->count], t->factor, count, off,
@@ -726,8 +890,7 @@ static void test_scale_trunc_by_hand(k_isa_t isa)
         }
     }
     /* every integer dtype has its cases */
-    static const k_dtype_t int_dtypes[] = {K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8,
-                                           K_DTYPE_I8,  K_DTYPE_I16, K_DTYPE_U16};
+    static const k_dtype_t int_dtypes[] = {K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8, K_DTYPE_I8, K_DTYPE_I16, K_DTYPE_U16};
     for (size_t d = 0; d < sizeof(int_dtypes) / sizeof(int_dtypes[0]); d++, checks++)
         if (!dtype_seen[int_dtypes[d]])
             failures++, printf("  no by-hand scale case for %s\n", dtype_names[int_dtypes[d]]);

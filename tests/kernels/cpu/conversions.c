@@ -6,8 +6,8 @@
  */
 #include "kernels_test.h"
 
-static void test_half_exhaustive(const char *name, ref_fmt_t fmt, uint16_t quiet_bit,
-                                 float (*to_f32)(uint16_t), uint16_t (*from_f32)(float))
+static void test_half_exhaustive(const char *name, ref_fmt_t fmt, uint16_t quiet_bit, float (*to_f32)(uint16_t),
+                                 uint16_t (*from_f32)(float))
 {
     long checks = 0, failures = 0;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -30,8 +30,7 @@ static void test_half_exhaustive(const char *name, ref_fmt_t fmt, uint16_t quiet
 
 /* One float: the library's narrowing must equal the double-arithmetic
  * reference bit for bit (any NaN for NaN input). */
-static int check_narrow(float x, ref_fmt_t fmt, uint16_t (*from_f32)(float), long *failures,
-                        const char *name)
+static int check_narrow(float x, ref_fmt_t fmt, uint16_t (*from_f32)(float), long *failures, const char *name)
 {
     uint16_t got = from_f32(x);
     int ok = isnan(x) ? is_nan16(got, fmt) : got == ref_encode16(ref_round(x, fmt), fmt);
@@ -54,14 +53,12 @@ static void test_half_rounding(const char *name, ref_fmt_t fmt, uint16_t (*from_
     for (uint32_t hi = 0; hi < (1u << (32 - dropped)); hi++) {
         patterns[6] = (uint32_t)test_rng_u64(&rng) & low_mask;
         for (int p = 0; p < 7; p++)
-            checks += check_narrow(f32_from_bits((hi << dropped) | patterns[p]), fmt, from_f32,
-                                   &failures, name);
+            checks += check_narrow(f32_from_bits((hi << dropped) | patterns[p]), fmt, from_f32, &failures, name);
     }
     /* results in the format's subnormal range round at a higher bit: put a
      * tie at every bit position k of every f32 exponent near there */
     int e_lo = fmt.emin - fmt.mant_bits - 3 + 127, e_hi = fmt.emin + 1 + 127;
-    if (e_lo < 0)
-        e_lo = 0;
+    if (e_lo < 0) e_lo = 0;
     for (int e = e_lo; e <= e_hi; e++) {
         for (int k = 0; k < 23; k++) {
             for (int r = 0; r < 64; r++) {

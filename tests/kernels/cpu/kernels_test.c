@@ -17,10 +17,8 @@ int groups_failed;
 void report(const char *what, long checks, long failures)
 {
     groups_run++;
-    if (failures)
-        groups_failed++;
-    printf("%s %-44s %10ld checks%s\n", failures ? "FAIL" : "ok  ", what, checks,
-           failures ? " <--" : "");
+    if (failures) groups_failed++;
+    printf("%s %-44s %10ld checks%s\n", failures ? "FAIL" : "ok  ", what, checks, failures ? " <--" : "");
 }
 
 /* ---- reference binary formats, in double arithmetic --------------------- */
@@ -34,26 +32,21 @@ double ref_round_half_even(double q) /* q >= 0 */
 {
     double lo = floor(q);
     double frac = q - lo;
-    if (frac > 0.5)
-        return lo + 1;
-    if (frac < 0.5)
-        return lo;
+    if (frac > 0.5) return lo + 1;
+    if (frac < 0.5) return lo;
     return fmod(lo, 2.0) == 0.0 ? lo : lo + 1;
 }
 
 /* Exact: scaling by a power of two is exact and x has at most 53 bits. */
 double ref_round(double x, ref_fmt_t fmt)
 {
-    if (isnan(x) || isinf(x) || x == 0)
-        return x;
+    if (isnan(x) || isinf(x) || x == 0) return x;
     double mag = fabs(x);
     int e = ilogb(mag);
-    if (e < fmt.emin)
-        e = fmt.emin;
+    if (e < fmt.emin) e = fmt.emin;
     double quantum = ldexp(1.0, e - fmt.mant_bits);
     double r = ref_round_half_even(mag / quantum) * quantum;
-    if (r > ldexp(2.0 - ldexp(1.0, -fmt.mant_bits), fmt.emax))
-        r = INFINITY;
+    if (r > ldexp(2.0 - ldexp(1.0, -fmt.mant_bits), fmt.emax)) r = INFINITY;
     return copysign(r, x);
 }
 
@@ -63,8 +56,7 @@ double ref_round_i64(int64_t v, ref_fmt_t fmt)
 {
     uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
     int len = 0;
-    while (len < 64 && (mag >> len) != 0)
-        len++;
+    while (len < 64 && (mag >> len) != 0) len++;
     double r;
     if (len <= fmt.mant_bits + 1) {
         r = (double)mag;
@@ -73,12 +65,10 @@ double ref_round_i64(int64_t v, ref_fmt_t fmt)
         uint64_t q = mag >> shift;
         uint64_t rem = mag & ((UINT64_C(1) << shift) - 1);
         uint64_t half = UINT64_C(1) << (shift - 1);
-        if (rem > half || (rem == half && (q & 1)))
-            q++;
+        if (rem > half || (rem == half && (q & 1))) q++;
         r = ldexp((double)q, shift);
     }
-    if (r > ldexp(2.0 - ldexp(1.0, -fmt.mant_bits), fmt.emax))
-        r = INFINITY;
+    if (r > ldexp(2.0 - ldexp(1.0, -fmt.mant_bits), fmt.emax)) r = INFINITY;
     return v < 0 ? -r : r;
 }
 
@@ -90,10 +80,8 @@ double ref_decode16(uint16_t h, ref_fmt_t fmt)
     unsigned exp = (h >> fmt.mant_bits) & exp_all;
     unsigned mant = h & ((1u << fmt.mant_bits) - 1);
     double sign = (h & 0x8000) ? -1.0 : 1.0;
-    if (exp == exp_all)
-        return mant ? NAN : sign * INFINITY;
-    if (exp == 0)
-        return sign * ldexp(mant, fmt.emin - fmt.mant_bits);
+    if (exp == exp_all) return mant ? NAN : sign * INFINITY;
+    if (exp == 0) return sign * ldexp(mant, fmt.emin - fmt.mant_bits);
     return sign * ldexp(mant + (1u << fmt.mant_bits), (int)exp - (1 - fmt.emin) - fmt.mant_bits);
 }
 
@@ -104,10 +92,8 @@ uint16_t ref_encode16(double v, ref_fmt_t fmt)
     double mag = fabs(v);
     int bias = 1 - fmt.emin;
     unsigned exp_all = (1u << (15 - fmt.mant_bits)) - 1;
-    if (isinf(mag))
-        return (uint16_t)(sign | (exp_all << fmt.mant_bits));
-    if (mag < ldexp(1.0, fmt.emin))
-        return (uint16_t)(sign | (unsigned)(mag / ldexp(1.0, fmt.emin - fmt.mant_bits)));
+    if (isinf(mag)) return (uint16_t)(sign | (exp_all << fmt.mant_bits));
+    if (mag < ldexp(1.0, fmt.emin)) return (uint16_t)(sign | (unsigned)(mag / ldexp(1.0, fmt.emin - fmt.mant_bits)));
     int e = ilogb(mag);
     unsigned mant = (unsigned)(mag / ldexp(1.0, e - fmt.mant_bits)) - (1u << fmt.mant_bits);
     return (uint16_t)(sign | ((unsigned)(e + bias) << fmt.mant_bits) | mant);
@@ -115,8 +101,18 @@ uint16_t ref_encode16(double v, ref_fmt_t fmt)
 
 int is_nan16(uint16_t h, ref_fmt_t fmt) { return isnan(ref_decode16(h, fmt)); }
 
-float f32_from_bits(uint32_t b) { float f; memcpy(&f, &b, 4); return f; }
-uint32_t f32_bits(float f) { uint32_t b; memcpy(&b, &f, 4); return b; }
+float f32_from_bits(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+uint32_t f32_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
 
 /* ---- random inputs and the one-element reduce reference ----------------- */
 
@@ -130,9 +126,8 @@ void random_element(test_rng_t *gen, k_dtype_t dtype, void *p)
         if (kind < 80) {
             v = (test_rng_unit(gen) * 2 - 1) * ldexp(1.0, (int)test_rng_below(gen, 41) - 20);
         } else if (kind < 90) {
-            static const double specials[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN,
-                                              1.0, -1.0, 0x1p-149, -0x1p-140, 3.4e38, -3.4e38,
-                                              1e300, -1e-310};
+            static const double specials[] = {0.0,  -0.0,     INFINITY,  -INFINITY, NAN,     -NAN,  1.0,
+                                              -1.0, 0x1p-149, -0x1p-140, 3.4e38,    -3.4e38, 1e300, -1e-310};
             v = specials[test_rng_below(gen, sizeof(specials) / sizeof(specials[0]))];
         } else {
             uint64_t bits = test_rng_u64(gen);
@@ -156,9 +151,8 @@ void random_element(test_rng_t *gen, k_dtype_t dtype, void *p)
         uint16_t h = (uint16_t)test_rng_u64(gen);
         uint16_t exp_mask = dtype == K_DTYPE_F16 ? 0x7C00 : 0x7F80;
         if (kind < 75 && (h & exp_mask) == exp_mask)
-            h &= (uint16_t)~0x4000u; /* mostly finite: clear the top exponent bit */
-        if (kind >= 75 && kind < 85)
-            h &= (uint16_t)~exp_mask; /* zero / subnormal */
+            h &= (uint16_t)~0x4000u;                           /* mostly finite: clear the top exponent bit */
+        if (kind >= 75 && kind < 85) h &= (uint16_t)~exp_mask; /* zero / subnormal */
         memcpy(p, &h, 2);
         return;
     }
@@ -215,8 +209,7 @@ void random_element(test_rng_t *gen, k_dtype_t dtype, void *p)
     }
 }
 
-void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void *out,
-                int *any_nan_ok)
+void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void *out, int *any_nan_ok)
 {
     *any_nan_ok = 0;
     switch (dtype) {
@@ -224,11 +217,16 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         float a, b, r;
         memcpy(&a, pa, 4);
         memcpy(&b, pb, 4);
-        if (op == K_OP_SUM) r = a + b;
-        else if (op == K_OP_PROD) r = a * b;
-        else if (isnan(a)) r = a;
-        else if (isnan(b)) r = b;
-        else r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
+        if (op == K_OP_SUM)
+            r = a + b;
+        else if (op == K_OP_PROD)
+            r = a * b;
+        else if (isnan(a))
+            r = a;
+        else if (isnan(b))
+            r = b;
+        else
+            r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
         *any_nan_ok = (op == K_OP_SUM || op == K_OP_PROD) && isnan(r);
         memcpy(out, &r, 4);
         return;
@@ -237,11 +235,16 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         double a, b, r;
         memcpy(&a, pa, 8);
         memcpy(&b, pb, 8);
-        if (op == K_OP_SUM) r = a + b;
-        else if (op == K_OP_PROD) r = a * b;
-        else if (isnan(a)) r = a;
-        else if (isnan(b)) r = b;
-        else r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
+        if (op == K_OP_SUM)
+            r = a + b;
+        else if (op == K_OP_PROD)
+            r = a * b;
+        else if (isnan(a))
+            r = a;
+        else if (isnan(b))
+            r = b;
+        else
+            r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
         *any_nan_ok = (op == K_OP_SUM || op == K_OP_PROD) && isnan(r);
         memcpy(out, &r, 8);
         return;
@@ -265,8 +268,7 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         } else {
             int pick_b = op == K_OP_MIN ? fb < fa : fb > fa;
             r = pick_b ? b : a;
-            if (fa == fb)
-                r = b; /* ties (incl. +-0) return b; callers accept either zero */
+            if (fa == fb) r = b; /* ties (incl. +-0) return b; callers accept either zero */
         }
         memcpy(out, &r, 2);
         return;
@@ -276,9 +278,12 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         memcpy(&a, pa, 4);
         memcpy(&b, pb, 4);
         int64_t wide = op == K_OP_SUM ? (int64_t)a + b : (int64_t)a * b; /* exact */
-        if (op == K_OP_MIN) r = a < b ? a : b;
-        else if (op == K_OP_MAX) r = a > b ? a : b;
-        else r = (int32_t)(uint32_t)((uint64_t)wide & 0xFFFFFFFFu);
+        if (op == K_OP_MIN)
+            r = a < b ? a : b;
+        else if (op == K_OP_MAX)
+            r = a > b ? a : b;
+        else
+            r = (int32_t)(uint32_t)((uint64_t)wide & 0xFFFFFFFFu);
         memcpy(out, &r, 4);
         return;
     }
@@ -286,25 +291,32 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         int64_t a, b, r;
         memcpy(&a, pa, 8);
         memcpy(&b, pb, 8);
-        if (op == K_OP_MIN) r = a < b ? a : b;
-        else if (op == K_OP_MAX) r = a > b ? a : b;
+        if (op == K_OP_MIN)
+            r = a < b ? a : b;
+        else if (op == K_OP_MAX)
+            r = a > b ? a : b;
 #if defined(__SIZEOF_INT128__)
         /* exact 128-bit product, then keep the low 64 bits */
-        else if (op == K_OP_PROD) r = (int64_t)(uint64_t)(__extension__(unsigned __int128)(
-            (__extension__(__int128)a) * b));
+        else if (op == K_OP_PROD)
+            r = (int64_t)(uint64_t)(__extension__(unsigned __int128)((__extension__(__int128) a) * b));
 #else
-        else if (op == K_OP_PROD) r = (int64_t)((uint64_t)a * (uint64_t)b);
+        else if (op == K_OP_PROD)
+            r = (int64_t)((uint64_t)a * (uint64_t)b);
 #endif
-        else r = (int64_t)((uint64_t)a + (uint64_t)b);
+        else
+            r = (int64_t)((uint64_t)a + (uint64_t)b);
         memcpy(out, &r, 8);
         return;
     }
     case K_DTYPE_U8: {
         uint8_t a = *(const uint8_t *)pa, b = *(const uint8_t *)pb, r;
         unsigned wide = op == K_OP_SUM ? (unsigned)a + b : (unsigned)a * b;
-        if (op == K_OP_MIN) r = a < b ? a : b;
-        else if (op == K_OP_MAX) r = a > b ? a : b;
-        else r = (uint8_t)(wide & 0xFF);
+        if (op == K_OP_MIN)
+            r = a < b ? a : b;
+        else if (op == K_OP_MAX)
+            r = a > b ? a : b;
+        else
+            r = (uint8_t)(wide & 0xFF);
         memcpy(out, &r, 1);
         return;
     }
@@ -326,13 +338,14 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
         }
         int bits = dtype == K_DTYPE_I8 ? 8 : 16;
         int64_t modulus = (int64_t)1 << bits;
-        if (op == K_OP_MIN) r = a < b ? a : b;
-        else if (op == K_OP_MAX) r = a > b ? a : b;
+        if (op == K_OP_MIN)
+            r = a < b ? a : b;
+        else if (op == K_OP_MAX)
+            r = a > b ? a : b;
         else {
             r = op == K_OP_SUM ? a + b : a * b;
             r = ((r % modulus) + modulus) % modulus; /* 0 .. 2^bits - 1 */
-            if (dtype != K_DTYPE_U16 && r >= modulus / 2)
-                r -= modulus;
+            if (dtype != K_DTYPE_U16 && r >= modulus / 2) r -= modulus;
         }
         if (dtype == K_DTYPE_I8) {
             int8_t v = (int8_t)r;
@@ -359,9 +372,22 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
 int is_zero_bits(k_dtype_t dtype, const void *p)
 {
     switch (dtype) {
-    case K_DTYPE_F32: { float f; memcpy(&f, p, 4); return f == 0; }
-    case K_DTYPE_F64: { double d; memcpy(&d, p, 8); return d == 0; }
-    case K_DTYPE_F16: case K_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return (h & 0x7FFF) == 0; }
+    case K_DTYPE_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        return f == 0;
+    }
+    case K_DTYPE_F64: {
+        double d;
+        memcpy(&d, p, 8);
+        return d == 0;
+    }
+    case K_DTYPE_F16:
+    case K_DTYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return (h & 0x7FFF) == 0;
+    }
     default: return 0;
     }
 }
@@ -369,20 +395,35 @@ int is_zero_bits(k_dtype_t dtype, const void *p)
 int is_nan_bits(k_dtype_t dtype, const void *p)
 {
     switch (dtype) {
-    case K_DTYPE_F32: { float f; memcpy(&f, p, 4); return isnan(f); }
-    case K_DTYPE_F64: { double d; memcpy(&d, p, 8); return isnan(d); }
-    case K_DTYPE_F16: { uint16_t h; memcpy(&h, p, 2); return is_nan16(h, REF_F16); }
-    case K_DTYPE_BF16: { uint16_t h; memcpy(&h, p, 2); return is_nan16(h, REF_BF16); }
+    case K_DTYPE_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        return isnan(f);
+    }
+    case K_DTYPE_F64: {
+        double d;
+        memcpy(&d, p, 8);
+        return isnan(d);
+    }
+    case K_DTYPE_F16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return is_nan16(h, REF_F16);
+    }
+    case K_DTYPE_BF16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        return is_nan16(h, REF_BF16);
+    }
     default: return 0;
     }
 }
 
-int element_ok(k_dtype_t dtype, k_op_t op, const void *got, const void *want,
-               int any_nan_ok, const void *a, const void *b)
+int element_ok(k_dtype_t dtype, k_op_t op, const void *got, const void *want, int any_nan_ok, const void *a,
+               const void *b)
 {
     size_t size = k_dtype_size(dtype);
-    if (any_nan_ok)
-        return is_nan_bits(dtype, got);
+    if (any_nan_ok) return is_nan_bits(dtype, got);
     /* the header allows either zero for min/max of two zeros */
     if ((op == K_OP_MIN || op == K_OP_MAX) && is_zero_bits(dtype, a) && is_zero_bits(dtype, b))
         return is_zero_bits(dtype, got);
@@ -392,14 +433,12 @@ int element_ok(k_dtype_t dtype, k_op_t op, const void *got, const void *want,
 void print_hex(const void *p, size_t size)
 {
     const uint8_t *bytes = p;
-    for (size_t i = size; i-- > 0;)
-        printf("%02x", bytes[i]);
+    for (size_t i = size; i-- > 0;) printf("%02x", bytes[i]);
 }
 
 int guards_intact(const uint8_t *buf, size_t data_bytes)
 {
     for (size_t i = 0; i < GUARD_BYTES; i++)
-        if (buf[i] != POISON || buf[GUARD_BYTES + data_bytes + i] != POISON)
-            return 0;
+        if (buf[i] != POISON || buf[GUARD_BYTES + data_bytes + i] != POISON) return 0;
     return 1;
 }

@@ -68,23 +68,34 @@ uint32_t f32_bits(float f);
 /* One rounded f32 operation each: the volatile store is a rounding point
  * the compiler may not fuse across (the tests build without
  * -ffp-contract=off, and GCC would otherwise make FMAs where it can). */
-static inline float ref_mul_f32(float a, float b) { volatile float r = a * b; return r; }
-static inline float ref_add_f32(float a, float b) { volatile float r = a + b; return r; }
-static inline float ref_sub_f32(float a, float b) { volatile float r = a - b; return r; }
+static inline float ref_mul_f32(float a, float b)
+{
+    volatile float r = a * b;
+    return r;
+}
+static inline float ref_add_f32(float a, float b)
+{
+    volatile float r = a + b;
+    return r;
+}
+static inline float ref_sub_f32(float a, float b)
+{
+    volatile float r = a - b;
+    return r;
+}
 
 /* ---- one element of a reduce ------------------------------------------------------ */
 
 /* Expected a op b for one element, written to out (k_cpu.h's rules: f16/bf16
  * in fp32, wrapping integers, the first NaN operand wins MIN/MAX). Also says
  * whether the result is a NaN whose exact bits are not specified (SUM/PROD). */
-void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void *out,
-                int *any_nan_ok);
+void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void *out, int *any_nan_ok);
 int is_zero_bits(k_dtype_t dtype, const void *p);
 int is_nan_bits(k_dtype_t dtype, const void *p);
 /* got matches want: any NaN where any_nan_ok, either zero for MIN/MAX of the
  * two zeros a and b, else the same bits. */
-int element_ok(k_dtype_t dtype, k_op_t op, const void *got, const void *want,
-               int any_nan_ok, const void *a, const void *b);
+int element_ok(k_dtype_t dtype, k_op_t op, const void *got, const void *want, int any_nan_ok, const void *a,
+               const void *b);
 
 /* ---- guard bytes ------------------------------------------------------------------- */
 
@@ -100,16 +111,16 @@ int guards_intact(const uint8_t *buf, size_t data_bytes);
 
 /* ---- the groups, one entry point per concern (test_kernels.c runs them) ---------- */
 
-void test_api(void);                     /* api.c */
-void test_conversions(void);             /* conversions.c */
-void test_reduce(k_isa_t isa);           /* reduce.c */
-void test_div_scale_isa(k_isa_t isa);    /* cast_div_scale.c */
-void test_cast_div_scale(void);          /* cast_div_scale.c */
-void test_sgd_isa(k_isa_t isa);          /* sgd.c */
-void test_reduce_n(k_isa_t isa);         /* reduce_n.c */
-void test_reduce_n_api(void);            /* reduce_n.c */
-void test_mixed_isa(k_isa_t isa);        /* mixed.c */
-void test_mixed_api(void);               /* mixed.c */
-void test_reduce_exact(void);            /* reduce_exact.c: every ISA in one group */
+void test_api(void);                  /* api.c */
+void test_conversions(void);          /* conversions.c */
+void test_reduce(k_isa_t isa);        /* reduce.c */
+void test_div_scale_isa(k_isa_t isa); /* cast_div_scale.c */
+void test_cast_div_scale(void);       /* cast_div_scale.c */
+void test_sgd_isa(k_isa_t isa);       /* sgd.c */
+void test_reduce_n(k_isa_t isa);      /* reduce_n.c */
+void test_reduce_n_api(void);         /* reduce_n.c */
+void test_mixed_isa(k_isa_t isa);     /* mixed.c */
+void test_mixed_api(void);            /* mixed.c */
+void test_reduce_exact(void);         /* reduce_exact.c: every ISA in one group */
 
 #endif

@@ -97,8 +97,7 @@ static int ref_nonfinite_elem(k_dtype_t dtype, uint64_t bits)
 static int ref_nonfinite(k_dtype_t dtype, const void *src, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        if (ref_nonfinite_elem(dtype, get_bits(dtype, src, i)))
-            return 1;
+        if (ref_nonfinite_elem(dtype, get_bits(dtype, src, i))) return 1;
     return 0;
 }
 
@@ -161,8 +160,7 @@ static int float_row(k_dtype_t dtype)
  * finite. */
 static uint64_t random_finite(test_rng_t *gen, k_dtype_t dtype)
 {
-    if (test_rng_below(gen, 4) == 0)
-        return finite_bits[float_row(dtype)][test_rng_below(gen, 8)];
+    if (test_rng_below(gen, 4) == 0) return finite_bits[float_row(dtype)][test_rng_below(gen, 8)];
     uint64_t bits;
     do {
         uint8_t e[8];
@@ -175,8 +173,7 @@ static uint64_t random_finite(test_rng_t *gen, k_dtype_t dtype)
 /* Any element: one in ten non-finite, the rest random_finite. */
 static uint64_t random_any(test_rng_t *gen, k_dtype_t dtype)
 {
-    if (test_rng_below(gen, 10) == 0)
-        return nonfinite_bits[float_row(dtype)][test_rng_below(gen, 8)];
+    if (test_rng_below(gen, 10) == 0) return nonfinite_bits[float_row(dtype)][test_rng_below(gen, 8)];
     return random_finite(gen, dtype);
 }
 
@@ -196,14 +193,14 @@ static int nonfinite_scalar(const void *src, k_dtype_t dtype, size_t count)
 static const k_dtype_t float_dtypes[] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16, K_DTYPE_F64};
 
 /* One check: k_nonfinite(src) == want; pos is the element that matters. */
-static void nonfinite_expect(const void *src, k_dtype_t dtype, size_t count, int want, const char *what,
-                             size_t pos, long *checks, long *failures)
+static void nonfinite_expect(const void *src, k_dtype_t dtype, size_t count, int want, const char *what, size_t pos,
+                             long *checks, long *failures)
 {
     (*checks)++;
     int got = k_nonfinite(src, dtype, count);
     if (got != want && (*failures)++ < MAX_PRINTED)
-        printf("  nonfinite %s %s count %zu [%zu] = %llx: got %d want %d\n", dtype_names[dtype], what, count,
-               pos, count ? (unsigned long long)get_bits(dtype, src, pos) : 0ull, got, want);
+        printf("  nonfinite %s %s count %zu [%zu] = %llx: got %d want %d\n", dtype_names[dtype], what, count, pos,
+               count ? (unsigned long long)get_bits(dtype, src, pos) : 0ull, got, want);
 }
 
 static void test_nonfinite_isa(k_isa_t isa)
@@ -218,8 +215,7 @@ static void test_nonfinite_isa(k_isa_t isa)
         /* one non-finite at every position of a finite array */
         for (size_t count = 1; count <= 100; count++) {
             uint8_t *src = raw + (count % (MAX_OFFSET + 1)) * size;
-            for (size_t i = 0; i < count; i++)
-                put_bits(dtype, src, i, random_finite(&rng, dtype));
+            for (size_t i = 0; i < count; i++) put_bits(dtype, src, i, random_finite(&rng, dtype));
             nonfinite_expect(src, dtype, count, 0, "background", 0, &checks, &failures);
             for (size_t pos = 0; pos < count; pos++) {
                 uint64_t keep = get_bits(dtype, src, pos);
@@ -237,8 +233,7 @@ static void test_nonfinite_isa(k_isa_t isa)
         for (size_t b = 0; b < sizeof(big) / sizeof(big[0]); b++) {
             size_t count = big[b];
             uint8_t *src = raw + (b + 1) * size;
-            for (size_t i = 0; i < count; i++)
-                put_bits(dtype, src, i, random_finite(&rng, dtype));
+            for (size_t i = 0; i < count; i++) put_bits(dtype, src, i, random_finite(&rng, dtype));
             nonfinite_expect(src, dtype, count, 0, "large background", 0, &checks, &failures);
             size_t positions[128], n = 0;
             for (size_t edge = 512; edge <= 8192 && edge < count; edge += 512) {
@@ -247,8 +242,7 @@ static void test_nonfinite_isa(k_isa_t isa)
             }
             positions[n++] = 0;
             positions[n++] = count / 2;
-            for (size_t k = count - SMALL_COUNT_MAX; k < count; k++)
-                positions[n++] = k;
+            for (size_t k = count - SMALL_COUNT_MAX; k < count; k++) positions[n++] = k;
             for (size_t k = 0; k < n; k++) {
                 size_t pos = positions[k];
                 uint64_t keep = get_bits(dtype, src, pos);
@@ -266,8 +260,7 @@ static void test_nonfinite_isa(k_isa_t isa)
             uint8_t *src = raw + (k % (MAX_OFFSET + 1)) * size;
             for (int e = 0; e <= 8; e++) {
                 for (size_t i = 0; i < count; i++)
-                    put_bits(dtype, src, i,
-                             finite_bits[float_row(dtype)][e < 8 ? (size_t)e : test_rng_below(&rng, 8)]);
+                    put_bits(dtype, src, i, finite_bits[float_row(dtype)][e < 8 ? (size_t)e : test_rng_below(&rng, 8)]);
                 nonfinite_expect(src, dtype, count, 0, "finite extremes", 0, &checks, &failures);
             }
         }
@@ -280,15 +273,14 @@ static void test_nonfinite_isa(k_isa_t isa)
             int sparse = k % 2; /* odd k: one in ten thousand non-finite */
             for (size_t i = 0; i < count; i++)
                 put_bits(dtype, src, i,
-                         sparse && test_rng_below(&rng, 1000) ? random_finite(&rng, dtype)
-                                                              : random_any(&rng, dtype));
+                         sparse && test_rng_below(&rng, 1000) ? random_finite(&rng, dtype) : random_any(&rng, dtype));
             int want = ref_nonfinite(dtype, src, count);
             nonfinite_expect(src, dtype, count, want, "random", 0, &checks, &failures);
             checks++;
             int scalar = nonfinite_scalar(src, dtype, count);
             if (scalar != want && failures++ < MAX_PRINTED)
-                printf("  nonfinite %s random count %zu: scalar path %d want %d\n", dtype_names[dtype], count,
-                       scalar, want);
+                printf("  nonfinite %s random count %zu: scalar path %d want %d\n", dtype_names[dtype], count, scalar,
+                       want);
         }
     }
     free(raw);
@@ -303,16 +295,14 @@ static const k_dtype_t unscale_dtypes[] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF1
 
 /* 2^-16 and 1/1000 unscale; 65536 overflows f16 (and 2^100 f32) from
  * finite inputs, which must not raise the flag; 2^-126 makes subnormals. */
-static const float unscale_factors[] = {0x1p-16f, 1.0f / 1000.0f, 0.5f,      1.0f,
-                                        3.0f,     65536.0f,       0x1p-126f, 0x1p100f};
+static const float unscale_factors[] = {0x1p-16f, 1.0f / 1000.0f, 0.5f, 1.0f, 3.0f, 65536.0f, 0x1p-126f, 0x1p100f};
 #define N_FACTORS (sizeof(unscale_factors) / sizeof(unscale_factors[0]))
 
 /* One call on pool's count elements (copied into src), in place or out of place, at
  * offset off, checked element by element against the reference and the
  * scalar path, flag against the reference and k_nonfinite, guards. */
-static void unscale_case(k_dtype_t dtype, size_t count, float factor, int in_place, size_t off,
-                         const uint8_t *pool, uint8_t *buf_src, uint8_t *buf_dst, uint8_t *scalar_out,
-                         long *checks, long *failures)
+static void unscale_case(k_dtype_t dtype, size_t count, float factor, int in_place, size_t off, const uint8_t *pool,
+                         uint8_t *buf_src, uint8_t *buf_dst, uint8_t *scalar_out, long *checks, long *failures)
 {
     size_t size = k_dtype_size(dtype), bytes = count * size;
     size_t span = 2 * GUARD_BYTES + (MAX_OFFSET + count) * size;
@@ -320,8 +310,7 @@ static void unscale_case(k_dtype_t dtype, size_t count, float factor, int in_pla
     memset(buf_dst, POISON, span);
     uint8_t *src = buf_src + GUARD_BYTES + off * size;
     uint8_t *dst = in_place ? src : buf_dst + GUARD_BYTES + ((off + 3) % (MAX_OFFSET + 1)) * size;
-    if (count)
-        memcpy(src, pool, bytes);
+    if (count) memcpy(src, pool, bytes);
 
     int want_flag = ref_nonfinite(dtype, pool, count);
     int got = k_unscale_nonfinite(dst, src, dtype, count, factor);
@@ -335,15 +324,13 @@ static void unscale_case(k_dtype_t dtype, size_t count, float factor, int in_pla
 
     /* the scalar path on a copy, for the bit-for-bit comparison */
     k_isa_t isa = k_isa_current();
-    if (count)
-        memcpy(scalar_out, pool, bytes);
+    if (count) memcpy(scalar_out, pool, bytes);
     k_isa_set(K_ISA_SCALAR);
     int scalar_flag = k_unscale_nonfinite(scalar_out, scalar_out, dtype, count, factor);
     k_isa_set(isa);
     (*checks)++;
     if (scalar_flag != got && (*failures)++ < MAX_PRINTED)
-        printf("  unscale %s count %zu: flag %d, scalar path %d\n", dtype_names[dtype], count, got,
-               scalar_flag);
+        printf("  unscale %s count %zu: flag %d, scalar path %d\n", dtype_names[dtype], count, got, scalar_flag);
 
     for (size_t i = 0; i < count; i++) {
         uint64_t want = narrow(dtype, ref_mul_f32(widen(dtype, get_bits(dtype, pool, i)), factor));
@@ -352,15 +339,13 @@ static void unscale_case(k_dtype_t dtype, size_t count, float factor, int in_pla
         if ((have != want || scalar != want) && (*failures)++ < MAX_PRINTED)
             printf("  unscale %s count %zu factor %a in_place %d [%zu]: src %llx got %llx scalar path %llx "
                    "want %llx\n",
-                   dtype_names[dtype], count, (double)factor, in_place, i,
-                   (unsigned long long)get_bits(dtype, pool, i), (unsigned long long)have,
-                   (unsigned long long)scalar, (unsigned long long)want);
+                   dtype_names[dtype], count, (double)factor, in_place, i, (unsigned long long)get_bits(dtype, pool, i),
+                   (unsigned long long)have, (unsigned long long)scalar, (unsigned long long)want);
     }
 
     (*checks)++;
     if (!guards_intact(dst - GUARD_BYTES, bytes) && (*failures)++ < MAX_PRINTED)
-        printf("  unscale %s count %zu in_place %d: guard overwritten\n", dtype_names[dtype], count,
-               in_place);
+        printf("  unscale %s count %zu in_place %d: guard overwritten\n", dtype_names[dtype], count, in_place);
     if (!in_place) {
         (*checks)++;
         if (count && memcmp(src, pool, bytes) != 0 && (*failures)++ < MAX_PRINTED)
@@ -380,22 +365,20 @@ static void test_unscale_isa(k_isa_t isa)
             size_t count = count_at(k);
             for (int finite_only = 0; finite_only < 2; finite_only++) {
                 for (size_t i = 0; i < count; i++)
-                    put_bits(dtype, pool, i,
-                             finite_only ? random_finite(&rng, dtype) : random_any(&rng, dtype));
+                    put_bits(dtype, pool, i, finite_only ? random_finite(&rng, dtype) : random_any(&rng, dtype));
                 float factor = unscale_factors[(k + (size_t)finite_only * 3) % N_FACTORS];
                 for (int in_place = 0; in_place < 2; in_place++)
-                    unscale_case(dtype, count, factor, in_place, (k + (size_t)in_place) % (MAX_OFFSET + 1),
-                                 pool, buf_src, buf_dst, scalar_out, &checks, &failures);
+                    unscale_case(dtype, count, factor, in_place, (k + (size_t)in_place) % (MAX_OFFSET + 1), pool,
+                                 buf_src, buf_dst, scalar_out, &checks, &failures);
             }
         }
         /* one non-finite at every position: the flag of every lane and tail */
         for (size_t count = 1; count <= SMALL_COUNT_MAX; count++) {
             for (size_t pos = 0; pos < count; pos++) {
-                for (size_t i = 0; i < count; i++)
-                    put_bits(dtype, pool, i, random_finite(&rng, dtype));
+                for (size_t i = 0; i < count; i++) put_bits(dtype, pool, i, random_finite(&rng, dtype));
                 put_bits(dtype, pool, pos, nonfinite_bits[float_row(dtype)][(pos + count) % 8]);
-                unscale_case(dtype, count, unscale_factors[pos % N_FACTORS], (int)(pos % 2), count % 8, pool,
-                             buf_src, buf_dst, scalar_out, &checks, &failures);
+                unscale_case(dtype, count, unscale_factors[pos % N_FACTORS], (int)(pos % 2), count % 8, pool, buf_src,
+                             buf_dst, scalar_out, &checks, &failures);
             }
         }
     }
@@ -445,13 +428,11 @@ static float op_sub(float a, float b, int *meet)
 /* One element of k_sgd_step_mixed as k_cpu.h states it: updates *p and
  * (with momentum) *m; *meet_m / *meet_p say whether two NaNs met on the way
  * to the new m / p. */
-static void sgd_mixed_ref(float *p, float *m, float grad, float scale, const hyper_t *h, int *meet_m,
-                          int *meet_p)
+static void sgd_mixed_ref(float *p, float *m, float grad, float scale, const hyper_t *h, int *meet_m, int *meet_p)
 {
     int meet = 0;
     float g = op_mul(grad, scale, &meet);
-    if (h->weight_decay != 0.0f)
-        g = op_add(g, op_mul(h->weight_decay, *p, &meet), &meet);
+    if (h->weight_decay != 0.0f) g = op_add(g, op_mul(h->weight_decay, *p, &meet), &meet);
     float step = g;
     *meet_m = 0;
     if (h->momentum != 0.0f) {
@@ -469,12 +450,24 @@ static void sgd_mixed_ref(float *p, float *m, float grad, float scale, const hyp
 static float random_param(test_rng_t *gen)
 {
     static const float edges[] = {
-        65504.0f, -65504.0f, 0x1.ffdffep+15f /* rounds to 65504 in f16 */, 65520.0f /* to inf */,
-        -65520.0f, 70000.0f, 1e10f, 0x1.002p0f /* f16 tie */, 0x1.01p0f /* bf16 tie */, 0x1p-24f, 0x1p-25f,
-        0x1.8p-25f, 3e38f, -0.0f, 0x1p-149f, 0x1.ffp127f /* bf16 tie to inf */,
+        65504.0f,
+        -65504.0f,
+        0x1.ffdffep+15f /* rounds to 65504 in f16 */,
+        65520.0f /* to inf */,
+        -65520.0f,
+        70000.0f,
+        1e10f,
+        0x1.002p0f /* f16 tie */,
+        0x1.01p0f /* bf16 tie */,
+        0x1p-24f,
+        0x1p-25f,
+        0x1.8p-25f,
+        3e38f,
+        -0.0f,
+        0x1p-149f,
+        0x1.ffp127f /* bf16 tie to inf */,
     };
-    if (test_rng_below(gen, 8) == 0)
-        return edges[test_rng_below(gen, sizeof(edges) / sizeof(edges[0]))];
+    if (test_rng_below(gen, 8) == 0) return edges[test_rng_below(gen, sizeof(edges) / sizeof(edges[0]))];
     float f;
     random_element(gen, K_DTYPE_F32, &f);
     return f;
@@ -498,8 +491,8 @@ typedef struct {
     long met; /* elements where two NaNs met: any NaN passes there */
 } sgd_bufs_t;
 
-static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const hyper_t *h, float scale,
-                     size_t count, size_t off, sgd_bufs_t *b, long *checks, long *failures)
+static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const hyper_t *h, float scale, size_t count,
+                     size_t off, sgd_bufs_t *b, long *checks, long *failures)
 {
     size_t span = 2 * GUARD_BYTES + (MAX_OFFSET + count) * sizeof(float);
     int use_mom = h->momentum != 0.0f;
@@ -519,8 +512,8 @@ static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const
         b->want_p[i] = b->param0[i];
         b->want_m[i] = b->mom0[i];
         int mm, mp;
-        sgd_mixed_ref(&b->want_p[i], &b->want_m[i], widen(grad_dtype, get_bits(grad_dtype, b->grad, i)),
-                      scale, h, &mm, &mp);
+        sgd_mixed_ref(&b->want_p[i], &b->want_m[i], widen(grad_dtype, get_bits(grad_dtype, b->grad, i)), scale, h, &mm,
+                      &mp);
         b->meet_m[i] = (uint8_t)mm;
         b->meet_p[i] = (uint8_t)mp;
         b->met += mp;
@@ -528,13 +521,12 @@ static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const
     size_t fbytes = count * sizeof(float);
     if (count) {
         memcpy(param, b->param0, fbytes);
-        if (mom)
-            memcpy(mom, b->mom0, fbytes);
+        if (mom) memcpy(mom, b->mom0, fbytes);
         memcpy(b->scalar_p, b->param0, fbytes);
         memcpy(b->scalar_m, b->mom0, fbytes);
     }
-    k_sgd_step_mixed(param, lp, lp_dt, b->grad, grad_dtype, scale, mom, count, h->lr, h->momentum,
-                     h->weight_decay, h->nesterov);
+    k_sgd_step_mixed(param, lp, lp_dt, b->grad, grad_dtype, scale, mom, count, h->lr, h->momentum, h->weight_decay,
+                     h->nesterov);
     k_isa_t isa = k_isa_current();
     k_isa_set(K_ISA_SCALAR);
     k_sgd_step_mixed(b->scalar_p, lp ? b->scalar_lp : NULL, lp_dt, b->grad, grad_dtype, scale,
@@ -559,9 +551,9 @@ static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const
             printf("  sgd_mixed grad %s lp %s lr %g mom %g wd %g nesterov %d scale %a count %zu [%zu]: "
                    "p %a m %a g %llx -> p %a m %a lp %llx (scalar path p %a m %a lp %llx), want p %a m %a "
                    "lp %llx (NaNs met: %d %d)\n",
-                   dtype_names[grad_dtype], lp_name, (double)h->lr, (double)h->momentum,
-                   (double)h->weight_decay, h->nesterov, (double)scale, count, i, (double)b->param0[i],
-                   (double)b->mom0[i], (unsigned long long)get_bits(grad_dtype, b->grad, i), (double)param[i],
+                   dtype_names[grad_dtype], lp_name, (double)h->lr, (double)h->momentum, (double)h->weight_decay,
+                   h->nesterov, (double)scale, count, i, (double)b->param0[i], (double)b->mom0[i],
+                   (unsigned long long)get_bits(grad_dtype, b->grad, i), (double)param[i],
                    use_mom ? (double)mom[i] : 0.0, lp ? (unsigned long long)get_bits(lp_dt, lp, i) : 0ull,
                    (double)b->scalar_p[i], (double)b->scalar_m[i],
                    lp ? (unsigned long long)get_bits(lp_dt, b->scalar_lp, i) : 0ull, (double)b->want_p[i],
@@ -569,16 +561,13 @@ static void sgd_case(k_dtype_t grad_dtype, int lp_dtype /* -1: no copy */, const
     }
 
     (*checks)++;
-    int guards =
-        guards_intact(b->param_buf + off * sizeof(float), fbytes) &&
-        guards_intact(b->mom_buf + ((off + 1) % (MAX_OFFSET + 1)) * sizeof(float), use_mom ? fbytes : 0) &&
-        guards_intact(b->lp_buf + ((off + 2) % (MAX_OFFSET + 1)) * lp_size, lp ? count * lp_size : 0);
+    int guards = guards_intact(b->param_buf + off * sizeof(float), fbytes) &&
+                 guards_intact(b->mom_buf + ((off + 1) % (MAX_OFFSET + 1)) * sizeof(float), use_mom ? fbytes : 0) &&
+                 guards_intact(b->lp_buf + ((off + 2) % (MAX_OFFSET + 1)) * lp_size, lp ? count * lp_size : 0);
     if (!use_mom) /* no momentum: the (unused) buffer is not ours to touch */
-        for (size_t i = 0; i < span; i++)
-            guards &= b->mom_buf[i] == POISON;
+        for (size_t i = 0; i < span; i++) guards &= b->mom_buf[i] == POISON;
     if (!guards && (*failures)++ < MAX_PRINTED)
-        printf("  sgd_mixed grad %s lp %s count %zu: guard overwritten\n", dtype_names[grad_dtype], lp_name,
-               count);
+        printf("  sgd_mixed grad %s lp %s count %zu: guard overwritten\n", dtype_names[grad_dtype], lp_name, count);
 }
 
 /* Every grad dtype x copy dtype (or none) x hyper-parameter mix x count. */
@@ -591,8 +580,8 @@ static void test_sgd_mixed_isa(k_isa_t isa, sgd_bufs_t *b)
             for (size_t h = 0; h < N_HYPERS; h++) {
                 for (size_t k = 0; k < N_COUNTS; k++) {
                     float scale = grad_scales[(k + h) % (sizeof(grad_scales) / sizeof(grad_scales[0]))];
-                    sgd_case(unscale_dtypes[gd], lp < 0 ? -1 : (int)unscale_dtypes[lp], &hypers[h], scale,
-                             count_at(k), (k + h) % (MAX_OFFSET + 1), b, &checks, &failures);
+                    sgd_case(unscale_dtypes[gd], lp < 0 ? -1 : (int)unscale_dtypes[lp], &hypers[h], scale, count_at(k),
+                             (k + h) % (MAX_OFFSET + 1), b, &checks, &failures);
                 }
             }
         }
@@ -622,19 +611,16 @@ static void test_sgd_mixed_identity(k_isa_t isa, sgd_bufs_t *b)
                               random_param(&rng)};
                 int nan_at = -1;
                 for (int j = 0; j < 3; j++)
-                    if (isnan(v[j]) && nan_at < 0)
-                        nan_at = j;
+                    if (isnan(v[j]) && nan_at < 0) nan_at = j;
                 for (int j = 0; j < 3 && nan_at >= 0; j++)
-                    if (j != nan_at && !isfinite(v[j]))
-                        v[j] = 1.5f;
+                    if (j != nan_at && !isfinite(v[j])) v[j] = 1.5f;
                 p1[i] = p2[i] = v[0];
                 grad[i] = v[1];
                 m1[i] = m2[i] = use_mom ? v[2] : 0.0f;
             }
-            k_sgd_step(p1, grad, use_mom ? m1 : NULL, count, hp->lr, hp->momentum, hp->weight_decay,
-                       hp->nesterov);
-            k_sgd_step_mixed(p2, NULL, K_DTYPE_F32, grad, K_DTYPE_F32, 1.0f, use_mom ? m2 : NULL, count,
-                             hp->lr, hp->momentum, hp->weight_decay, hp->nesterov);
+            k_sgd_step(p1, grad, use_mom ? m1 : NULL, count, hp->lr, hp->momentum, hp->weight_decay, hp->nesterov);
+            k_sgd_step_mixed(p2, NULL, K_DTYPE_F32, grad, K_DTYPE_F32, 1.0f, use_mom ? m2 : NULL, count, hp->lr,
+                             hp->momentum, hp->weight_decay, hp->nesterov);
             for (size_t i = 0; i < count; i++) {
                 checks++;
                 if ((f32_bits(p1[i]) != f32_bits(p2[i]) || f32_bits(m1[i]) != f32_bits(m2[i])) &&
@@ -679,14 +665,12 @@ static void test_sgd_mixed_overflow(k_isa_t isa)
             grad[i] = (uint16_t)(i % 2 ? 0x8000 : 0); /* +-0 */
         }
         memset(lp, 0xA5, sizeof(lp));
-        k_sgd_step_mixed(param, lp, (k_dtype_t)lp_dtype, grad, K_DTYPE_BF16, 0.5f, NULL, N, 0.5f, 0.0f, 0.0f,
-                         0);
+        k_sgd_step_mixed(param, lp, (k_dtype_t)lp_dtype, grad, K_DTYPE_BF16, 0.5f, NULL, N, 0.5f, 0.0f, 0.0f, 0);
         for (size_t i = 0; i < N; i++) {
             uint16_t want = lp_dtype == K_DTYPE_F16 ? cases[i % n_cases].f16 : cases[i % n_cases].bf16;
             checks += 2;
             if (f32_bits(param[i]) != f32_bits(cases[i % n_cases].p) && failures++ < MAX_PRINTED)
-                printf("  overflow [%zu]: param %a changed to %a\n", i, (double)cases[i % n_cases].p,
-                       (double)param[i]);
+                printf("  overflow [%zu]: param %a changed to %a\n", i, (double)cases[i % n_cases].p, (double)param[i]);
             if (lp[i] != want && failures++ < MAX_PRINTED)
                 printf("  overflow %s [%zu]: %a -> %04x want %04x\n", dtype_names[lp_dtype], i,
                        (double)cases[i % n_cases].p, lp[i], want);
@@ -725,8 +709,7 @@ void test_mixed_isa(k_isa_t isa)
     test_sgd_mixed_identity(isa, &b);
     void *all[] = {b.param_buf, b.mom_buf,  b.lp_buf,   b.grad,      b.param0, b.mom0,  b.want_p,
                    b.want_m,    b.scalar_p, b.scalar_m, b.scalar_lp, b.meet_m, b.meet_p};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        free(all[i]);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) free(all[i]);
     test_sgd_mixed_overflow(isa);
     test_eltwise_isa(isa);
 }
@@ -769,8 +752,7 @@ static uint64_t elt_ref(int op, k_dtype_t dtype, uint64_t a, uint64_t b, int *an
     case ELT_RELU_BACKWARD: return va > 0.0f ? b : 0;
     default: {
         float sum = ref_add_f32(va, vb);
-        if (op == ELT_ADD_RELU && sum < 0.0f)
-            sum = 0.0f;
+        if (op == ELT_ADD_RELU && sum < 0.0f) sum = 0.0f;
         *any_nan = isnan(sum);
         *meet = isnan(va) && isnan(vb);
         return narrow(dtype, sum);
@@ -818,8 +800,7 @@ static void test_eltwise_isa(k_isa_t isa)
                     long wrong = rc != 0 || rc_scalar != 0 || !guards_intact(buf + off * size, count * size);
                     for (size_t i = 0; i < count; i++) {
                         int any_nan, meet;
-                        const uint64_t want =
-                            elt_ref(op, dt, get_bits(dt, a, i), get_bits(dt, b, i), &any_nan, &meet);
+                        const uint64_t want = elt_ref(op, dt, get_bits(dt, a, i), get_bits(dt, b, i), &any_nan, &meet);
                         const uint64_t got = get_bits(dt, y, i);
                         wrong += (any_nan ? !is_nan_elem(dt, got) : got != want) ||
                                  (!meet && got != get_bits(dt, scalar, i));
@@ -842,22 +823,21 @@ static void test_eltwise_isa(k_isa_t isa)
 static int all_poison(const uint8_t *p, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (p[i] != POISON)
-            return 0;
+        if (p[i] != POISON) return 0;
     return 1;
 }
 
 void test_mixed_api(void)
 {
     long checks = 0, failures = 0;
-#define EXPECT(cond, ...)                                                                                    \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond) && failures++ < MAX_PRINTED) {                                                           \
-            printf("  ");                                                                                    \
-            printf(__VA_ARGS__);                                                                             \
-            printf("\n");                                                                                    \
-        }                                                                                                    \
+#define EXPECT(cond, ...)                          \
+    do {                                           \
+        checks++;                                  \
+        if (!(cond) && failures++ < MAX_PRINTED) { \
+            printf("  ");                          \
+            printf(__VA_ARGS__);                   \
+            printf("\n");                          \
+        }                                          \
     } while (0)
 
     /* count 0: nothing read or written, NULL allowed */
@@ -889,20 +869,18 @@ void test_mixed_api(void)
     static const uint64_t looks_bad[] = {0xFFFFFFFFFFFFFFFF, 0x7FF0000000000000, 0x7F8000007F800000,
                                          0x7C007C007C007C00};
     uint64_t ints[41];
-    for (size_t i = 0; i < 41; i++)
-        ints[i] = looks_bad[i % 4];
+    for (size_t i = 0; i < 41; i++) ints[i] = looks_bad[i % 4];
     for (int dt = K_DTYPE_I32; dt < K_DTYPE_COUNT; dt++) /* i32 .. bool */
         EXPECT(k_nonfinite(ints, (k_dtype_t)dt, 41) == 0, "k_nonfinite(%s) != 0", dtype_names[dt]);
 
     /* unscale refuses the other dtypes and writes nothing */
-    static const int refused[] = {K_DTYPE_F64, K_DTYPE_I32, K_DTYPE_I64, K_DTYPE_U8,   K_DTYPE_I8,
+    static const int refused[] = {K_DTYPE_F64, K_DTYPE_I32, K_DTYPE_I64,  K_DTYPE_U8,    K_DTYPE_I8,
                                   K_DTYPE_I16, K_DTYPE_U16, K_DTYPE_BOOL, K_DTYPE_COUNT, -1};
     uint8_t dst[2 * GUARD_BYTES + 64];
     for (size_t r = 0; r < sizeof(refused) / sizeof(refused[0]); r++) {
         memset(dst, POISON, sizeof(dst));
         int got = k_unscale_nonfinite(dst + GUARD_BYTES, any, (k_dtype_t)refused[r], 8, 0.5f);
-        EXPECT(got == -1 && all_poison(dst, sizeof(dst)), "unscale dtype %d: returned %d or wrote",
-               refused[r], got);
+        EXPECT(got == -1 && all_poison(dst, sizeof(dst)), "unscale dtype %d: returned %d or wrote", refused[r], got);
     }
 
     /* sgd_mixed refuses bad grad dtypes, and bad copy dtypes when there is
@@ -913,21 +891,18 @@ void test_mixed_api(void)
         memset(param, POISON, sizeof(param));
         memset(mom, POISON, sizeof(mom));
         memset(lp, POISON, sizeof(lp));
-        k_sgd_step_mixed(param, lp, K_DTYPE_F16, grad, (k_dtype_t)refused[r], 1.0f, mom, 8, 0.1f, 0.9f, 0.0f,
-                         0);
+        k_sgd_step_mixed(param, lp, K_DTYPE_F16, grad, (k_dtype_t)refused[r], 1.0f, mom, 8, 0.1f, 0.9f, 0.0f, 0);
         EXPECT(all_poison((uint8_t *)param, sizeof(param)) && all_poison((uint8_t *)mom, sizeof(mom)) &&
                    all_poison(lp, sizeof(lp)),
                "sgd_mixed grad dtype %d wrote", refused[r]);
-        k_sgd_step_mixed(param, lp, (k_dtype_t)refused[r], grad, K_DTYPE_F32, 1.0f, mom, 8, 0.1f, 0.9f, 0.0f,
-                         0);
+        k_sgd_step_mixed(param, lp, (k_dtype_t)refused[r], grad, K_DTYPE_F32, 1.0f, mom, 8, 0.1f, 0.9f, 0.0f, 0);
         EXPECT(all_poison((uint8_t *)param, sizeof(param)) && all_poison((uint8_t *)mom, sizeof(mom)) &&
                    all_poison(lp, sizeof(lp)),
                "sgd_mixed lp dtype %d wrote", refused[r]);
     }
     /* ... but without a copy the copy's dtype is ignored */
     float p1[8], p2[8];
-    for (size_t i = 0; i < 8; i++)
-        p1[i] = p2[i] = (float)i - 3.5f;
+    for (size_t i = 0; i < 8; i++) p1[i] = p2[i] = (float)i - 3.5f;
     k_sgd_step(p1, grad, NULL, 8, 0.1f, 0.0f, 0.0f, 0);
     k_sgd_step_mixed(p2, NULL, K_DTYPE_COUNT, grad, K_DTYPE_F32, 1.0f, NULL, 8, 0.1f, 0.0f, 0.0f, 0);
     EXPECT(memcmp(p1, p2, sizeof(p1)) == 0, "sgd_mixed without a copy looked at its dtype");

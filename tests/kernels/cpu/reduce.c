@@ -14,10 +14,9 @@ static const size_t large_counts[] = {1021, 4099, 65537, 100003};
 
 /* Runs one k_reduce call and checks every element and the guards.
  * Returns the number of failed checks. */
-static long reduce_case(k_dtype_t dtype, k_op_t op, size_t count, int alias, size_t off_a,
-                        size_t off_b, size_t off_d, const uint8_t *pool_a, const uint8_t *pool_b,
-                        uint8_t *buf_a, uint8_t *buf_b, uint8_t *buf_d, long *checks,
-                        long *printed)
+static long reduce_case(k_dtype_t dtype, k_op_t op, size_t count, int alias, size_t off_a, size_t off_b, size_t off_d,
+                        const uint8_t *pool_a, const uint8_t *pool_b, uint8_t *buf_a, uint8_t *buf_b, uint8_t *buf_d,
+                        long *checks, long *printed)
 {
     size_t size = k_dtype_size(dtype);
     long failures = 0;
@@ -31,10 +30,8 @@ static long reduce_case(k_dtype_t dtype, k_op_t op, size_t count, int alias, siz
     uint8_t *d = buf_d + GUARD_BYTES + off_d * size;
     uint8_t *a = buf_a + GUARD_BYTES + off_a * size;
     uint8_t *b = buf_b + GUARD_BYTES + off_b * size;
-    if (alias == ALIAS_DST_A)
-        a = d;
-    if (alias == ALIAS_DST_B)
-        b = d;
+    if (alias == ALIAS_DST_A) a = d;
+    if (alias == ALIAS_DST_B) b = d;
     if (count) {
         memcpy(a, pool_a, count * size);
         memcpy(b, pool_b, count * size);
@@ -67,14 +64,12 @@ static long reduce_case(k_dtype_t dtype, k_op_t op, size_t count, int alias, siz
      * that are not dst must be unchanged */
     uint8_t *d_end = d + count * size;
     for (uint8_t *p = buf_d; p < buf_d + span; p++) {
-        if (p >= d && p < d_end)
-            continue;
+        if (p >= d && p < d_end) continue;
         (*checks)++;
         if (*p != POISON) {
             failures++;
             if ((*printed)++ < MAX_PRINTED)
-                printf("  count %zu alias %d: byte %td outside dst overwritten\n", count, alias,
-                       p - d);
+                printf("  count %zu alias %d: byte %td outside dst overwritten\n", count, alias, p - d);
             break;
         }
     }
@@ -84,7 +79,6 @@ static long reduce_case(k_dtype_t dtype, k_op_t op, size_t count, int alias, siz
         failures++, printf("  count %zu: input b modified\n", count);
     return failures;
 }
-
 
 static void test_reduce_isa(k_isa_t isa)
 {
@@ -114,8 +108,7 @@ static void test_reduce_isa(k_isa_t isa)
             k_op_t op = (k_op_t)o;
             long checks = 0, failures = 0, printed = 0;
             for (size_t count = 0; count <= SMALL_COUNT_MAX + 4; count++) {
-                size_t n = count <= SMALL_COUNT_MAX ? count
-                                                    : large_counts[count - SMALL_COUNT_MAX - 1];
+                size_t n = count <= SMALL_COUNT_MAX ? count : large_counts[count - SMALL_COUNT_MAX - 1];
                 for (int alias = ALIAS_NONE; alias <= ALIAS_DST_B; alias++) {
                     /* offsets in elements: vectors start misaligned in
                      * varying ways, different for a, b and dst */
@@ -123,14 +116,12 @@ static void test_reduce_isa(k_isa_t isa)
                     size_t off_b = (n / 3 + 1) % (MAX_OFFSET + 1);
                     size_t off_d = (n / 7 + 2 * (size_t)alias) % (MAX_OFFSET + 1);
                     size_t start = n <= SMALL_COUNT_MAX ? (n * 37) % SMALL_COUNT_MAX : 0;
-                    failures += reduce_case(dtype, op, n, alias, off_a, off_b, off_d,
-                                            pool_a + start * size, pool_b + start * size, buf_a,
-                                            buf_b, buf_d, &checks, &printed);
+                    failures += reduce_case(dtype, op, n, alias, off_a, off_b, off_d, pool_a + start * size,
+                                            pool_b + start * size, buf_a, buf_b, buf_d, &checks, &printed);
                 }
             }
             char what[64];
-            snprintf(what, sizeof(what), "reduce %-6s %-4s %s", k_isa_name(isa),
-                     dtype_names[dtype], op_names[op]);
+            snprintf(what, sizeof(what), "reduce %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
             report(what, checks, failures);
         }
     }
@@ -149,8 +140,7 @@ static void test_reduce_half_exhaustive(k_isa_t isa, k_dtype_t dtype)
     uint16_t quiet_bit = dtype == K_DTYPE_F16 ? 0x0200 : 0x0040;
     static uint16_t all[65536], out[65536];
     long checks = 0, failures = 0;
-    for (uint32_t h = 0; h < 65536; h++)
-        all[h] = (uint16_t)h;
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
     k_reduce(out, all, all, 65536, dtype, K_OP_MAX);
     for (uint32_t h = 0; h < 65536; h++) {
         uint16_t want = is_nan16((uint16_t)h, fmt) ? (uint16_t)(h | quiet_bit) : (uint16_t)h;
@@ -159,8 +149,7 @@ static void test_reduce_half_exhaustive(k_isa_t isa, k_dtype_t dtype)
             printf("  max(0x%04x, same) = 0x%04x, want 0x%04x\n", h, out[h], want);
     }
     char what[64];
-    snprintf(what, sizeof(what), "reduce %-6s %-4s max(x,x), all 65536", k_isa_name(isa),
-             dtype_names[dtype]);
+    snprintf(what, sizeof(what), "reduce %-6s %-4s max(x,x), all 65536", k_isa_name(isa), dtype_names[dtype]);
     report(what, checks, failures);
 }
 

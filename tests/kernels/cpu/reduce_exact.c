@@ -74,9 +74,12 @@ static void x_acc_input(x_acc_t *acc, float v)
     const uint32_t e = (b >> 23) & 0xFF, f = b & 0x7FFFFF;
     if (b != 0x80000000u) acc->all_neg_zero = 0;
     if (e == 0xFF) {
-        if (f) acc->nan = 1;
-        else if (b >> 31) acc->neg_inf = 1;
-        else acc->pos_inf = 1;
+        if (f)
+            acc->nan = 1;
+        else if (b >> 31)
+            acc->neg_inf = 1;
+        else
+            acc->pos_inf = 1;
         return;
     }
     if (e == 0 && f == 0) return;
@@ -183,7 +186,8 @@ static void x_element(int regime, int scale, int n, double *v, ref_fmt_t fmt)
              * fp32 sum of f16 / bf16 ones from 2^24 on (P 2^(m + 2) to
              * 2^(m + 15) below a): where only a too generous certificate
              * would go wrong. */
-            const int pe = fmt.mant_bits == 23 ? e : ilogb(fabs(v[a])) - fmt.mant_bits - 2 - (int)test_rng_below(&x_gen, 14);
+            const int pe =
+                fmt.mant_bits == 23 ? e : ilogb(fabs(v[a])) - fmt.mant_bits - 2 - (int)test_rng_below(&x_gen, 14);
             const double p = ldexp(1.0, pe);
             const double tiny = copysign(ldexp(p, -fmt.mant_bits), test_rng_below(&x_gen, 2) ? 1.0 : -1.0);
             v[b] = copysign(ulp / 2 + p, v[a]);
@@ -192,9 +196,15 @@ static void x_element(int regime, int scale, int n, double *v, ref_fmt_t fmt)
         return;
     }
     switch (test_rng_below(&x_gen, 10)) {
-    case 0: v[b] = -v[a]; break;                                   /* cancellation */
-    case 1: v[b] = -v[a]; v[c] = x_random_value(-100); break;      /* cancellation, tiny rest */
-    case 2: v[a] = x_random_value(100); v[b] = x_random_value(-100); break; /* exponents far apart */
+    case 0: v[b] = -v[a]; break; /* cancellation */
+    case 1:
+        v[b] = -v[a];
+        v[c] = x_random_value(-100);
+        break; /* cancellation, tiny rest */
+    case 2:
+        v[a] = x_random_value(100);
+        v[b] = x_random_value(-100);
+        break;                                                                            /* exponents far apart */
     case 3: v[a] = x_random_value(fmt.emin - 1 - (int)test_rng_below(&x_gen, 10)); break; /* subnormal */
     case 4: /* a tie of the dtype, then (n >= 3) a tiny push either way, 2^3
              * to 2^32 below the ulp: within the vector kernels' certified
@@ -205,10 +215,18 @@ static void x_element(int regime, int scale, int n, double *v, ref_fmt_t fmt)
             v[c] = x_random_value(e > fmt.emin - fmt.mant_bits ? e : fmt.emin - fmt.mant_bits);
         }
         break;
-    case 5: v[a] = 0x1.fffffep127; v[b] = 0x1.fffffep127; break;   /* past FLT_MAX */
-    case 6: for (int k = 0; k < n; k++) v[k] = test_rng_below(&x_gen, 2) ? -0.0 : 0.0; break;
+    case 5:
+        v[a] = 0x1.fffffep127;
+        v[b] = 0x1.fffffep127;
+        break; /* past FLT_MAX */
+    case 6:
+        for (int k = 0; k < n; k++) v[k] = test_rng_below(&x_gen, 2) ? -0.0 : 0.0;
+        break;
     case 7: v[a] = INFINITY; break;
-    case 8: v[a] = -INFINITY; if (n >= 2 && test_rng_below(&x_gen, 2)) v[b] = INFINITY; break;
+    case 8:
+        v[a] = -INFINITY;
+        if (n >= 2 && test_rng_below(&x_gen, 2)) v[b] = INFINITY;
+        break;
     default: v[a] = NAN; break;
     }
 }
@@ -275,8 +293,10 @@ void test_reduce_exact(void)
                         uint8_t *src = pristine + (size_t)k * slot * 4 + offset[k] * es;
                         if (regime == X_WILD) {
                             const uint32_t r = (uint32_t)test_rng_u64(&x_gen);
-                            if (dtype == K_DTYPE_F32) memcpy(src + i * 4, &r, 4);
-                            else memcpy(src + i * 2, &r, 2);
+                            if (dtype == K_DTYPE_F32)
+                                memcpy(src + i * 4, &r, 4);
+                            else
+                                memcpy(src + i * 2, &r, 2);
                         } else {
                             x_store(dtype, src, i, v[k]);
                         }
@@ -311,8 +331,8 @@ void test_reduce_exact(void)
                         if (bad && printed++ < MAX_PRINTED)
                             printf("  %s %s n %d count %zu divisor %lld regime %d alias %d%s: %ld wrong, "
                                    "first %zu: 0x%x, expected 0x%x\n",
-                                   k_isa_name((k_isa_t)isa), dtype_names[dtype], n, count, (long long)divisor,
-                                   regime, alias, reversed ? " reversed" : "", bad, first,
+                                   k_isa_name((k_isa_t)isa), dtype_names[dtype], n, count, (long long)divisor, regime,
+                                   alias, reversed ? " reversed" : "", bad, first,
                                    count ? x_bits(dtype, dst, first) : 0, count ? want[first] : 0);
                     }
                 }

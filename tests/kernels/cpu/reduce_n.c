@@ -36,8 +36,8 @@ static const size_t large_counts[] = {1021, 4099, MAX_COUNT};
 /* Rotated through the cases; 1 (no division, the common case) twice.
  * 2^62 + 2^38 + 1 goes to fp32 as 2^62 + 2^39, but to 2^62 through double
  * first (the tie 2^62 + 2^38 is a double). */
-static const int64_t divisors[] = {1, 3, 2, 7, 1, 10, 255, 16777217, (1LL << 40) + 1,
-                                   (1LL << 62) + (1LL << 38) + 1, INT64_MAX};
+static const int64_t divisors[] = {
+    1, 3, 2, 7, 1, 10, 255, 16777217, (1LL << 40) + 1, (1LL << 62) + (1LL << 38) + 1, INT64_MAX};
 #define N_DIVISORS (sizeof(divisors) / sizeof(divisors[0]))
 
 /* dst separate, dst == srcs[0], dst == srcs[n-1], srcs[n-1] == srcs[0] */
@@ -97,8 +97,8 @@ static void ref_quiet(k_dtype_t dtype, void *p)
  * i * size), written to out. *any_nan_ok: the result is a NaN of any
  * payload (SUM/PROD); *either_zero_ok: a MIN/MAX over zeros, whose sign the
  * header leaves open. */
-static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, int n, size_t i,
-                         int64_t divisor, void *out, int *any_nan_ok, int *either_zero_ok)
+static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, int n, size_t i, int64_t divisor,
+                         void *out, int *any_nan_ok, int *either_zero_ok)
 {
     const size_t size = k_dtype_size(dtype);
     *any_nan_ok = 0;
@@ -106,8 +106,7 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
     memcpy(out, src[0] + i * size, size);
     if (dtype == K_DTYPE_BOOL)
         *(uint8_t *)out = *(uint8_t *)out != 0; /* every bool output is 0 or 1, even from one source */
-    if (n == 1 && divisor == 1)
-        return; /* a copy: the bytes unchanged (bool: normalised) */
+    if (n == 1 && divisor == 1) return;         /* a copy: the bytes unchanged (bool: normalised) */
 
     if (is_minmax(op) || !is_float(dtype)) {
         /* MIN/MAX pick an input (no rounding, k_reduce's NaN rule) and the
@@ -120,8 +119,7 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
     if (!is_float(dtype)) { /* C's truncating division */
         int32_t x32;
         int64_t x64;
-        if (divisor == 1)
-            return;
+        if (divisor == 1) return;
         if (dtype == K_DTYPE_I32) {
             memcpy(&x32, out, 4);
             x32 = (int32_t)((int64_t)x32 / divisor);
@@ -154,8 +152,7 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
     double v = ref_value(dtype, out);
     if (is_minmax(op) && isnan(v)) {
         /* the first NaN, quieted by f16/bf16 widening or by the division */
-        if (is_half(dtype) || divisor > 1)
-            ref_quiet(dtype, out);
+        if (is_half(dtype) || divisor > 1) ref_quiet(dtype, out);
         return;
     }
     if (!is_minmax(op))
@@ -185,21 +182,18 @@ static void ref_reduce_n(k_dtype_t dtype, k_op_t op, const uint8_t *const *src, 
 /* What the library's chain (the f32, f64, integer and f16/bf16 MIN/MAX
  * results are defined as) computes: k_reduce source by source, then k_div;
  * out of place, into out. */
-static void library_chain(void *out, const void *const *srcs, int n, size_t count, k_dtype_t dtype,
-                          k_op_t op, int64_t divisor)
+static void library_chain(void *out, const void *const *srcs, int n, size_t count, k_dtype_t dtype, k_op_t op,
+                          int64_t divisor)
 {
-    if (count == 0)
-        return;
+    if (count == 0) return;
     if (n == 1 && dtype == K_DTYPE_BOOL)
         k_div(out, srcs[0], count, dtype, 1); /* bool's one source, normalised */
     else if (n == 1)
         memcpy(out, srcs[0], count * k_dtype_size(dtype));
     else
         k_reduce(out, srcs[0], srcs[1], count, dtype, op);
-    for (int j = 2; j < n; j++)
-        k_reduce(out, out, srcs[j], count, dtype, op);
-    if (divisor > 1)
-        k_div(out, out, count, dtype, divisor);
+    for (int j = 2; j < n; j++) k_reduce(out, out, srcs[j], count, dtype, op);
+    if (divisor > 1) k_div(out, out, count, dtype, divisor);
 }
 
 static int chain_defines(k_dtype_t dtype, k_op_t op) { return !is_half(dtype) || is_minmax(op); }
@@ -213,15 +207,13 @@ typedef struct {
     uint8_t *chain_out;      /* the library chain's result */
 } rn_bufs_t;
 
-static const char *const alias_names[ALIAS_COUNT] = {"", " dst=srcs[0]", " dst=srcs[n-1]",
-                                                     " srcs[n-1]=srcs[0]"};
+static const char *const alias_names[ALIAS_COUNT] = {"", " dst=srcs[0]", " dst=srcs[n-1]", " srcs[n-1]=srcs[0]"};
 
 static void print_case(k_dtype_t dtype, int n, size_t count, int64_t divisor, int alias, size_t i,
                        const uint8_t *const *src, const uint8_t *got, const void *want)
 {
     size_t size = k_dtype_size(dtype);
-    printf("  n %d count %zu divisor %lld%s elem %zu: srcs", n, count, (long long)divisor,
-           alias_names[alias], i);
+    printf("  n %d count %zu divisor %lld%s elem %zu: srcs", n, count, (long long)divisor, alias_names[alias], i);
     for (int j = 0; j < n; j++) {
         printf(" ");
         print_hex(src[j] + i * size, size);
@@ -237,9 +229,8 @@ static void print_case(k_dtype_t dtype, int n, size_t count, int64_t divisor, in
  * element by element against the reference, the scalar path and (where it
  * defines the result) the chain, plus guards and untouched inputs.
  * Returns the number of failed checks. */
-static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t count,
-                          int64_t divisor, int alias, size_t start, rn_bufs_t *b, long *checks,
-                          long *printed)
+static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t divisor, int alias,
+                          size_t start, rn_bufs_t *b, long *checks, long *printed)
 {
     const size_t size = k_dtype_size(dtype);
     const size_t span = 2 * GUARD_BYTES + (MAX_OFFSET + count) * size;
@@ -260,10 +251,8 @@ static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t
             continue;
         }
         uint8_t *p = b->buf[j] + GUARD_BYTES + ((count + 3 * (size_t)j + 1) % (MAX_OFFSET + 1)) * size;
-        if ((alias == ALIAS_FIRST && j == 0) || (alias == ALIAS_LAST && j == n - 1))
-            p = d;
-        if (count)
-            memcpy(p, ref_src[j], count * size);
+        if ((alias == ALIAS_FIRST && j == 0) || (alias == ALIAS_LAST && j == n - 1)) p = d;
+        if (count) memcpy(p, ref_src[j], count * size);
         srcs[j] = p;
     }
 
@@ -271,8 +260,7 @@ static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t
     k_reduce_n(b->scalar_out, (const void *const *)ref_src, n, count, dtype, op, divisor);
     k_isa_set(isa);
     int check_chain = chain_defines(dtype, op);
-    if (check_chain)
-        library_chain(b->chain_out, (const void *const *)ref_src, n, count, dtype, op, divisor);
+    if (check_chain) library_chain(b->chain_out, (const void *const *)ref_src, n, count, dtype, op, divisor);
 
     k_reduce_n(d, srcs, n, count, dtype, op, divisor);
 
@@ -281,7 +269,7 @@ static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t
         int any_nan_ok, either_zero_ok;
         ref_reduce_n(dtype, op, ref_src, n, i, divisor, want, &any_nan_ok, &either_zero_ok);
         const uint8_t *got = d + i * size;
-        int ok = any_nan_ok        ? is_nan_bits(dtype, got)
+        int ok = any_nan_ok       ? is_nan_bits(dtype, got)
                  : either_zero_ok ? is_zero_bits(dtype, got)
                                   : memcmp(got, want, size) == 0;
         (*checks)++;
@@ -297,8 +285,7 @@ static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t
             const uint8_t *other = b->chain_out + i * size;
             ok &= any_nan_ok ? is_nan_bits(dtype, other) : memcmp(got, other, size) == 0;
         }
-        if (ok)
-            continue;
+        if (ok) continue;
         failures++;
         if ((*printed)++ < MAX_PRINTED) {
             print_case(dtype, n, count, divisor, alias, i, ref_src, got, want);
@@ -315,12 +302,10 @@ static long reduce_n_case(k_isa_t isa, k_dtype_t dtype, k_op_t op, int n, size_t
     if (!guards_intact(b->buf[N_MAX] + off_d * size, count * size)) {
         failures++;
         if ((*printed)++ < MAX_PRINTED)
-            printf("  n %d count %zu%s: guard around dst overwritten\n", n, count,
-                   alias_names[alias]);
+            printf("  n %d count %zu%s: guard around dst overwritten\n", n, count, alias_names[alias]);
     }
     for (int j = 0; j < n; j++) {
-        if (srcs[j] == d || !count)
-            continue;
+        if (srcs[j] == d || !count) continue;
         (*checks)++;
         if (memcmp(srcs[j], ref_src[j], count * size) != 0) {
             failures++;
@@ -335,10 +320,8 @@ static void rn_bufs_alloc(rn_bufs_t *b)
 {
     size_t buf_bytes = 2 * GUARD_BYTES + (MAX_COUNT + MAX_OFFSET) * 8;
     int ok = 1;
-    for (int j = 0; j < N_MAX; j++)
-        ok &= (b->pool[j] = malloc((MAX_COUNT + SMALL_COUNT_MAX) * 8)) != NULL;
-    for (int j = 0; j <= N_MAX; j++)
-        ok &= (b->buf[j] = malloc(buf_bytes)) != NULL;
+    for (int j = 0; j < N_MAX; j++) ok &= (b->pool[j] = malloc((MAX_COUNT + SMALL_COUNT_MAX) * 8)) != NULL;
+    for (int j = 0; j <= N_MAX; j++) ok &= (b->buf[j] = malloc(buf_bytes)) != NULL;
     ok &= (b->scalar_out = malloc(MAX_COUNT * 8)) != NULL;
     ok &= (b->chain_out = malloc(MAX_COUNT * 8)) != NULL;
     if (!ok) {
@@ -349,10 +332,8 @@ static void rn_bufs_alloc(rn_bufs_t *b)
 
 static void rn_bufs_free(rn_bufs_t *b)
 {
-    for (int j = 0; j < N_MAX; j++)
-        free(b->pool[j]);
-    for (int j = 0; j <= N_MAX; j++)
-        free(b->buf[j]);
+    for (int j = 0; j < N_MAX; j++) free(b->pool[j]);
+    for (int j = 0; j <= N_MAX; j++) free(b->buf[j]);
     free(b->scalar_out);
     free(b->chain_out);
 }
@@ -383,20 +364,17 @@ static void test_reduce_n_random(k_isa_t isa, rn_bufs_t *b)
                     int64_t divisor = divisors[(count + (size_t)n) % N_DIVISORS];
                     int alias = (int)((count / N_DIVISORS + (size_t)n) % ALIAS_COUNT);
                     size_t start = (count * 37 + (size_t)n) % SMALL_COUNT_MAX;
-                    failures += reduce_n_case(isa, dtype, op, n, count, divisor, alias, start, b,
-                                              &checks, &printed);
+                    failures += reduce_n_case(isa, dtype, op, n, count, divisor, alias, start, b, &checks, &printed);
                 }
             }
             for (size_t c = 0; c < sizeof(large_counts) / sizeof(large_counts[0]); c++) {
                 static const int large_n[] = {2, 3, 8};
                 for (size_t k = 0; k < sizeof(large_n) / sizeof(large_n[0]); k++)
-                    failures += reduce_n_case(isa, dtype, op, large_n[k], large_counts[c],
-                                              divisors[(c + k) % 4], (int)((c + k) % ALIAS_COUNT),
-                                              0, b, &checks, &printed);
+                    failures += reduce_n_case(isa, dtype, op, large_n[k], large_counts[c], divisors[(c + k) % 4],
+                                              (int)((c + k) % ALIAS_COUNT), 0, b, &checks, &printed);
             }
             char what[64];
-            snprintf(what, sizeof(what), "reduce_n %-6s %-4s %s", k_isa_name(isa),
-                     dtype_names[dtype], op_names[op]);
+            snprintf(what, sizeof(what), "reduce_n %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
             report(what, checks, failures);
         }
     }
@@ -410,8 +388,7 @@ static uint16_t rn_random_half(ref_fmt_t fmt, int emin, int emax, int negative_o
     int e = emin + (int)test_rng_below(&gen, (uint32_t)(emax - emin + 1));
     double mant = 1.0 + ldexp((double)test_rng_below(&gen, 1u << fmt.mant_bits), -fmt.mant_bits);
     double v = ldexp(mant, e);
-    if (negative_ok && test_rng_below(&gen, 2))
-        v = -v;
+    if (negative_ok && test_rng_below(&gen, 2)) v = -v;
     return ref_encode16(v, fmt);
 }
 
@@ -424,8 +401,7 @@ static uint16_t ref_chained16(k_op_t op, const uint16_t *x, int n, int64_t divis
         double v = ref_decode16(x[j], fmt);
         acc = ref_round(ref_round(op == K_OP_SUM ? acc + v : acc * v, REF_F32), fmt);
     }
-    if (divisor > 1)
-        acc = ref_round(ref_round(acc / (double)divisor, REF_F32), fmt);
+    if (divisor > 1) acc = ref_round(ref_round(acc / (double)divisor, REF_F32), fmt);
     return ref_encode16(acc, fmt);
 }
 
@@ -441,7 +417,7 @@ static void test_reduce_n_single_rounding(k_isa_t isa, k_dtype_t dtype)
         k_op_t op;
         int n;
         int64_t divisor;
-    } combos[] = {{K_OP_SUM, 3, 1}, {K_OP_SUM, 4, 4}, {K_OP_SUM, 8, 3},
+    } combos[] = {{K_OP_SUM, 3, 1}, {K_OP_SUM, 4, 4},  {K_OP_SUM, 8, 3},
                   {K_OP_SUM, 2, 7}, {K_OP_PROD, 3, 1}, {K_OP_PROD, 4, 7}};
     ref_fmt_t fmt = dtype == K_DTYPE_F16 ? REF_F16 : REF_BF16;
     static uint16_t src[N_MAX][SINGLE_COUNT], out[SINGLE_COUNT], chain[SINGLE_COUNT];
@@ -457,14 +433,12 @@ static void test_reduce_n_single_rounding(k_isa_t isa, k_dtype_t dtype)
             int found = 0;
             for (int tries = 0; tries < 10000 && !found; tries++) {
                 for (int j = 0; j < n; j++)
-                    x[j] = op == K_OP_SUM ? rn_random_half(fmt, -3, 3, 1)
-                                          : rn_random_half(fmt, -1, 0, 0);
+                    x[j] = op == K_OP_SUM ? rn_random_half(fmt, -3, 3, 1) : rn_random_half(fmt, -1, 0, 0);
                 if (dtype == K_DTYPE_F16 && op == K_OP_SUM && divisor == 4 && i % 50 == 0)
                     for (int j = 0; j < n; j++) /* 4 x 60000 / 4: the chain overflows */
                         x[j] = ref_encode16(60000.0, fmt);
                 const uint8_t *ptr[N_MAX];
-                for (int j = 0; j < n; j++)
-                    ptr[j] = (const uint8_t *)&x[j];
+                for (int j = 0; j < n; j++) ptr[j] = (const uint8_t *)&x[j];
                 int any_nan_ok, either_zero_ok;
                 ref_reduce_n(dtype, op, ptr, n, 0, divisor, &single[i], &any_nan_ok, &either_zero_ok);
                 chained[i] = ref_chained16(op, x, n, divisor, fmt);
@@ -473,15 +447,13 @@ static void test_reduce_n_single_rounding(k_isa_t isa, k_dtype_t dtype)
             checks++;
             if (!found) {
                 failures++;
-                printf("  %s n %d divisor %lld: no input found where chained rounding differs\n",
-                       op_names[op], n, (long long)divisor);
+                printf("  %s n %d divisor %lld: no input found where chained rounding differs\n", op_names[op], n,
+                       (long long)divisor);
             }
-            for (int j = 0; j < n; j++)
-                src[j][i] = x[j];
+            for (int j = 0; j < n; j++) src[j][i] = x[j];
         }
         const void *srcs[N_MAX];
-        for (int j = 0; j < n; j++)
-            srcs[j] = src[j];
+        for (int j = 0; j < n; j++) srcs[j] = src[j];
         k_reduce_n(out, srcs, n, SINGLE_COUNT, dtype, op, divisor);
         library_chain(chain, srcs, n, SINGLE_COUNT, dtype, op, divisor);
         for (size_t i = 0; i < SINGLE_COUNT; i++) {
@@ -491,13 +463,11 @@ static void test_reduce_n_single_rounding(k_isa_t isa, k_dtype_t dtype)
             if ((!ok_single || !ok_chain) && failures <= MAX_PRINTED)
                 printf("  %s n %d divisor %lld elem %zu: k_reduce_n 0x%04x (single 0x%04x), "
                        "chain 0x%04x (chained 0x%04x)\n",
-                       op_names[op], n, (long long)divisor, i, out[i], single[i], chain[i],
-                       chained[i]);
+                       op_names[op], n, (long long)divisor, i, out[i], single[i], chain[i], chained[i]);
         }
     }
     char what[64];
-    snprintf(what, sizeof(what), "reduce_n %-6s %-4s rounds once (sum/avg/prod)", k_isa_name(isa),
-             dtype_names[dtype]);
+    snprintf(what, sizeof(what), "reduce_n %-6s %-4s rounds once (sum/avg/prod)", k_isa_name(isa), dtype_names[dtype]);
     report(what, checks, failures);
 }
 
@@ -530,22 +500,20 @@ void test_reduce_n_api(void)
         int dtype, op;
         size_t count;
     } bad[] = {
-        {0, 1, K_DTYPE_F32, K_OP_SUM, 4},   {-1, 1, K_DTYPE_F32, K_OP_SUM, 4},
-        {2, 0, K_DTYPE_F32, K_OP_SUM, 4},   {2, -3, K_DTYPE_F32, K_OP_SUM, 4},
-        {2, 1, K_DTYPE_COUNT, K_OP_SUM, 4}, {2, 1, K_DTYPE_F32, K_OP_COUNT, 4},
-        {2, 2, -1, K_OP_SUM, 4},            {2, 1, K_DTYPE_F32, K_OP_SUM, 0},
+        {0, 1, K_DTYPE_F32, K_OP_SUM, 4},  {-1, 1, K_DTYPE_F32, K_OP_SUM, 4},  {2, 0, K_DTYPE_F32, K_OP_SUM, 4},
+        {2, -3, K_DTYPE_F32, K_OP_SUM, 4}, {2, 1, K_DTYPE_COUNT, K_OP_SUM, 4}, {2, 1, K_DTYPE_F32, K_OP_COUNT, 4},
+        {2, 2, -1, K_OP_SUM, 4},           {2, 1, K_DTYPE_F32, K_OP_SUM, 0},
     };
     for (size_t c = 0; c < sizeof(bad) / sizeof(bad[0]); c++) {
         memset(buf, POISON, sizeof(buf));
-        k_reduce_n(buf + GUARD_BYTES, srcs, bad[c].n, bad[c].count, (k_dtype_t)bad[c].dtype,
-                   (k_op_t)bad[c].op, bad[c].divisor);
+        k_reduce_n(buf + GUARD_BYTES, srcs, bad[c].n, bad[c].count, (k_dtype_t)bad[c].dtype, (k_op_t)bad[c].op,
+                   bad[c].divisor);
         checks++;
         int untouched = 1;
-        for (size_t i = 0; i < sizeof(buf); i++)
-            untouched &= buf[i] == POISON;
+        for (size_t i = 0; i < sizeof(buf); i++) untouched &= buf[i] == POISON;
         if (!untouched && failures++ < MAX_PRINTED)
-            printf("  case %zu (n %d divisor %lld dtype %d op %d count %zu) wrote to dst\n", c,
-                   bad[c].n, (long long)bad[c].divisor, bad[c].dtype, bad[c].op, bad[c].count);
+            printf("  case %zu (n %d divisor %lld dtype %d op %d count %zu) wrote to dst\n", c, bad[c].n,
+                   (long long)bad[c].divisor, bad[c].dtype, bad[c].op, bad[c].count);
     }
     k_reduce_n(NULL, NULL, 3, 0, K_DTYPE_F16, K_OP_SUM, 1); /* count 0 touches nothing (or crashes) */
     report("reduce_n api: count 0, bad n/divisor/dtype/op", checks, failures);

@@ -5,8 +5,8 @@
 #include "kernels_test.h"
 
 /* torch.optim.SGD (dampening 0), as k_cpu.h specifies it. */
-static void sgd_reference(float *p, const float *grad, float *m, size_t count, float lr, float momentum,
-                          float wd, int nesterov)
+static void sgd_reference(float *p, const float *grad, float *m, size_t count, float lr, float momentum, float wd,
+                          int nesterov)
 {
     for (size_t i = 0; i < count; i++) {
         float g = wd != 0.0f ? ref_add_f32(grad[i], ref_mul_f32(wd, p[i])) : grad[i];

@@ -37,8 +37,7 @@
 
 int main(void)
 {
-    printf("test_kernels: best isa %s, seed 0x%016llx\n", k_isa_name(k_isa_best()),
-           (unsigned long long)rng.state);
+    printf("test_kernels: best isa %s, seed 0x%016llx\n", k_isa_name(k_isa_best()), (unsigned long long)rng.state);
     test_api();
     test_conversions();
 
@@ -71,7 +70,6 @@ int main(void)
     test_mixed_api();
     test_reduce_exact(); /* its own generator; sets every ISA itself */
 
-    printf("test_kernels: %s (%d groups, %d failed)\n", groups_failed ? "FAIL" : "PASS",
-           groups_run, groups_failed);
+    printf("test_kernels: %s (%d groups, %d failed)\n", groups_failed ? "FAIL" : "PASS", groups_run, groups_failed);
     return groups_failed ? 1 : 0;
 }

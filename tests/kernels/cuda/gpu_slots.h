@@ -47,15 +47,13 @@ static inline void slots_open(const char *test)
 {
     gpu_test_open(test);
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (int s = 0; s < SLOT_COUNT; s++)
-        CUDA_OK(cudaMalloc((void **)&slots[s], SLOT_BYTES));
+    for (int s = 0; s < SLOT_COUNT; s++) CUDA_OK(cudaMalloc((void **)&slots[s], SLOT_BYTES));
     host_back = xmalloc(SLOT_BYTES);
 }
 
 static inline void slots_close(void)
 {
-    for (int s = 0; s < SLOT_COUNT; s++)
-        cudaFree(slots[s]);
+    for (int s = 0; s < SLOT_COUNT; s++) cudaFree(slots[s]);
     cudaStreamDestroy(stream);
     free(host_back);
 }
@@ -87,10 +85,8 @@ static inline const unsigned char *slot_read(int s, size_t offset, size_t bytes,
     const size_t all = 2 * GUARD + offset + bytes;
     CUDA_OK(cudaMemcpy(host_back, slots[s], all, cudaMemcpyDeviceToHost));
     int ok = 1;
-    for (size_t i = 0; i < GUARD + offset; i++)
-        ok &= host_back[i] == TWIN_GUARD_BYTE;
-    for (size_t i = GUARD + offset + bytes; i < all; i++)
-        ok &= host_back[i] == TWIN_GUARD_BYTE;
+    for (size_t i = 0; i < GUARD + offset; i++) ok &= host_back[i] == TWIN_GUARD_BYTE;
+    for (size_t i = GUARD + offset + bytes; i < all; i++) ok &= host_back[i] == TWIN_GUARD_BYTE;
     *guards_ok = ok;
     return host_back + GUARD + offset;
 }

@@ -92,8 +92,7 @@ static void reduce_case(k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t
 {
     const size_t size = k_dtype_size(dtype), bytes = count * size;
     const size_t alike = twin_random_offset(&rng, size);
-    if (place == PLACE_ODD && size == 1)
-        place = PLACE_ELEMENT;
+    if (place == PLACE_ODD && size == 1) place = PLACE_ELEMENT;
     unsigned char *host[K_CUDA_MAX_SRCS];
     const void *dev_srcs[K_CUDA_MAX_SRCS], *twin_srcs[K_CUDA_MAX_SRCS];
     size_t offs[K_CUDA_MAX_SRCS];
@@ -104,8 +103,7 @@ static void reduce_case(k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t
             dev_srcs[j] = dev_srcs[0];
             offs[j] = offs[0];
         } else {
-            for (size_t i = 0; i < count; i++)
-                twin_random_element(&rng, dtype, specials, host[j] + i * size);
+            for (size_t i = 0; i < count; i++) twin_random_element(&rng, dtype, specials, host[j] + i * size);
             offs[j] = place_offset(place, size, alike);
             dev_srcs[j] = slot_fill(j, offs[j], bytes, host[j], 0);
         }
@@ -140,13 +138,11 @@ static void reduce_case(k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t
     CHECK(bad == 0, "%s: %ld elements differ", what, bad);
     CHECK(guards, "%s: a guard byte of dst changed", what);
     for (int j = 0; j < n; j++) {
-        if (j == in_place || (alias == ALIAS_REPEAT && j == n - 1 && n > 1))
-            continue;
+        if (j == in_place || (alias == ALIAS_REPEAT && j == n - 1 && n > 1)) continue;
         got = slot_read(j, offs[j], bytes, &guards);
         CHECK(guards && memcmp(got, host[j], bytes) == 0, "%s: source %d or its guards changed", what, j);
     }
-    for (int j = 0; j < n; j++)
-        free(host[j]);
+    for (int j = 0; j < n; j++) free(host[j]);
     free(twin_dst);
     cases++;
 }
@@ -160,8 +156,7 @@ static void test_reduce_n(void)
             for (int n = 1; n <= N_MAX; n++)
                 for (size_t count = 0; count <= SMALL_COUNT_MAX + N_LARGE; count++) {
                     const int large = count > SMALL_COUNT_MAX;
-                    if (large && n != 1 && n != 2 && n != 5 && n != N_MAX)
-                        continue;
+                    if (large && n != 1 && n != 2 && n != 5 && n != N_MAX) continue;
                     size_t c = large ? large_counts[count - SMALL_COUNT_MAX - 1] : count;
                     reduce_case((k_dtype_t)d, (k_op_t)o, n, c, twin_divisors[n_cases % TWIN_DIVISOR_COUNT],
                                 (int)(n_cases / 3 % ALIAS_COUNT), (int)(n_cases / 2 % 2),
@@ -186,11 +181,9 @@ static void scale_case(k_dtype_t dtype, double factor, size_t count, int place, 
 {
     const size_t size = k_dtype_size(dtype), bytes = count * size;
     const size_t alike = twin_random_offset(&rng, size);
-    if (place == PLACE_ODD && size == 1)
-        place = PLACE_ELEMENT;
+    if (place == PLACE_ODD && size == 1) place = PLACE_ELEMENT;
     unsigned char *in = xmalloc(bytes), *twin = xmalloc(bytes);
-    for (size_t i = 0; i < count; i++)
-        twin_random_element(&rng, dtype, specials, in + i * size);
+    for (size_t i = 0; i < count; i++) twin_random_element(&rng, dtype, specials, in + i * size);
     const size_t src_off = place_offset(place, size, alike);
     size_t dst_off = place_offset(place, size, alike);
     int dst_slot = 1;
@@ -223,15 +216,13 @@ static void test_scale(void)
     for (int d = 0; d < K_DTYPE_COUNT; d++)
         for (size_t f = 0; f < TWIN_FACTOR_COUNT; f++)
             for (size_t count = 0; count <= SMALL_COUNT_MAX + N_LARGE; count++) {
-                if (count <= SMALL_COUNT_MAX && count % 3 != f % 3)
-                    continue;
+                if (count <= SMALL_COUNT_MAX && count % 3 != f % 3) continue;
                 size_t c = count <= SMALL_COUNT_MAX ? count : large_counts[count - SMALL_COUNT_MAX - 1];
                 scale_case((k_dtype_t)d, twin_factors[f], c, (int)(n_cases % PLACE_COUNT), n_cases % 4 == 3,
                            (int)(n_cases / 2 % 2));
                 n_cases++;
             }
-    printf("%s scale: %ld cases, %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
-           checks - checks_before);
+    printf("%s scale: %ld cases, %d checks\n", failures == before ? "ok  " : "FAIL", n_cases, checks - checks_before);
 }
 
 /* ---- k_cuda_cast -------------------------------------------------------------------- */
@@ -262,16 +253,14 @@ static void cast_case(k_dtype_t sd, k_dtype_t dd, size_t count, int place)
 {
     const size_t ss = k_dtype_size(sd), ds = k_dtype_size(dd);
     const size_t wide = ss > ds ? ss : ds;
-    if (place == PLACE_ODD && ss == 1 && ds == 1)
-        place = PLACE_ELEMENT;
+    if (place == PLACE_ODD && ss == 1 && ds == 1) place = PLACE_ELEMENT;
     /* Alike: the same element index at a vector boundary on both sides. */
     const size_t head = test_rng_below(&rng, (uint32_t)(16 / wide));
     const size_t vec = 16 / wide;
     const size_t src_off = place == PLACE_ALIKE ? (vec - head) % vec * ss : place_offset(place, ss, 0);
     const size_t dst_off = place == PLACE_ALIKE ? (vec - head) % vec * ds : place_offset(place, ds, 0);
     unsigned char *in = xmalloc(count * ss), *twin = xmalloc(count * ds);
-    for (size_t i = 0; i < count; i++)
-        twin_random_element(&rng, sd, (int)(cases % 2), in + i * ss);
+    for (size_t i = 0; i < count; i++) twin_random_element(&rng, sd, (int)(cases % 2), in + i * ss);
     plant_cast_specials(sd, in, count);
     unsigned char *src = slot_fill(0, src_off, count * ss, in, 0);
     unsigned char *dst = slot_fill(1, dst_off, count * ds, NULL, cases & 1 ? TWIN_POISON_NAN : TWIN_POISON_FINITE);
@@ -321,8 +310,7 @@ static void copy_case(int n, size_t max_bytes, int big)
     size_t *dst_off = xmalloc(sizeof(size_t) * (size_t)(n ? n : 1));
     size_t *src_off = xmalloc(sizeof(size_t) * (size_t)(n ? n : 1));
     size_t src_arena = (size_t)(n ? n : 1) * (big ? big_bytes : max_bytes) + 65536;
-    if (src_arena > SLOT_BYTES - 2 * GUARD)
-        src_arena = SLOT_BYTES - 2 * GUARD;
+    if (src_arena > SLOT_BYTES - 2 * GUARD) src_arena = SLOT_BYTES - 2 * GUARD;
     for (int i = 0; i < n; i++) {
         size_t cap = big && i % 4 == 0 ? big_bytes : max_bytes;
         size_t bytes = test_rng_below(&rng, 10) == 0 ? 0 : test_rng_below(&rng, (uint32_t)cap + 1);
@@ -369,15 +357,13 @@ static void copy_case(int n, size_t max_bytes, int big)
 static void test_copy_batch(void)
 {
     const int before = failures, checks_before = checks;
-    for (int n = 0; n <= 40; n++)
-        copy_case(n, 300, 0);
-    copy_case(128, 1000, 0);  /* the small parameter block, full */
-    copy_case(129, 1000, 0);  /* the large one */
-    copy_case(3000, 200, 0);  /* three launches */
-    copy_case(1024, 64, 0);   /* one full large launch */
-    copy_case(12, 0, 1);      /* only big copies and empty ones */
-    for (int r = 0; r < 4; r++)
-        copy_case(20, 20000, 1);
+    for (int n = 0; n <= 40; n++) copy_case(n, 300, 0);
+    copy_case(128, 1000, 0); /* the small parameter block, full */
+    copy_case(129, 1000, 0); /* the large one */
+    copy_case(3000, 200, 0); /* three launches */
+    copy_case(1024, 64, 0);  /* one full large launch */
+    copy_case(12, 0, 1);     /* only big copies and empty ones */
+    for (int r = 0; r < 4; r++) copy_case(20, 20000, 1);
     printf("%s copy_batch: %d checks\n", failures == before ? "ok  " : "FAIL", checks - checks_before);
 }
 
@@ -389,8 +375,7 @@ static void test_api(void)
     const int bad = K_CUDA_ERR_INVALID_VALUE;
     unsigned char *a = slot_fill(0, 0, 64, NULL, 1), *b = slot_fill(1, 0, 64, NULL, 0x77);
     const void *srcs[K_CUDA_MAX_SRCS + 1];
-    for (int j = 0; j <= K_CUDA_MAX_SRCS; j++)
-        srcs[j] = a;
+    for (int j = 0; j <= K_CUDA_MAX_SRCS; j++) srcs[j] = a;
     CHECK(k_cuda_reduce_n(b, srcs, 0, 4, K_DTYPE_F32, K_OP_SUM, 1, NULL) == bad, "reduce_n n=0");
     CHECK(k_cuda_reduce_n(b, srcs, K_CUDA_MAX_SRCS + 1, 4, K_DTYPE_F32, K_OP_SUM, 1, NULL) == bad, "reduce_n n=65");
     CHECK(k_cuda_reduce_n(b, srcs, 2, 4, K_DTYPE_F32, K_OP_SUM, 0, NULL) == bad, "reduce_n divisor 0");
@@ -410,8 +395,7 @@ static void test_api(void)
     int guards;
     const unsigned char *got = slot_read(1, 0, 64, &guards);
     int untouched = guards;
-    for (int i = 0; i < 64; i++)
-        untouched &= got[i] == 0x77;
+    for (int i = 0; i < 64; i++) untouched &= got[i] == 0x77;
     CHECK(untouched, "a refused call wrote its output");
     printf("%s api: bad arguments refused, empty calls accepted\n", failures == before ? "ok  " : "FAIL");
 }
@@ -422,8 +406,7 @@ static void bench(void)
 {
     const size_t bytes = (size_t)32 << 20; /* per buffer, fits a slot */
     const void *srcs[N_MAX];
-    for (int j = 0; j < N_MAX; j++)
-        srcs[j] = slot_fill(j, 0, bytes, NULL, 0);
+    for (int j = 0; j < N_MAX; j++) srcs[j] = slot_fill(j, 0, bytes, NULL, 0);
     void *dst = slot_fill(K_CUDA_MAX_SRCS, 0, bytes, NULL, 0);
     const k_dtype_t dtypes[] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16};
     for (size_t d = 0; d < 3; d++)
@@ -433,8 +416,7 @@ static void bench(void)
             CUDA_OK(cudaStreamSynchronize(stream));
             const int reps = 20;
             double t0 = test_now_s();
-            for (int r = 0; r < reps; r++)
-                k_cuda_reduce_n(dst, srcs, n, count, dtypes[d], K_OP_SUM, n, stream);
+            for (int r = 0; r < reps; r++) k_cuda_reduce_n(dst, srcs, n, count, dtypes[d], K_OP_SUM, n, stream);
             CUDA_OK(cudaStreamSynchronize(stream));
             double t = (test_now_s() - t0) / reps;
             printf("bench reduce_n %s n=%d avg: %.1f us, %.0f GB/s (n + 1 buffers of %zu MiB)\n",
@@ -454,8 +436,7 @@ static void bench(void)
         CUDA_OK(cudaStreamSynchronize(stream));
         const int reps = 20;
         double t0 = test_now_s();
-        for (int r = 0; r < reps; r++)
-            k_cuda_copy_batch(copies, n, stream);
+        for (int r = 0; r < reps; r++) k_cuda_copy_batch(copies, n, stream);
         CUDA_OK(cudaStreamSynchronize(stream));
         double t = (test_now_s() - t0) / reps;
         printf("bench copy_batch %d x %zu KiB: %.1f us, %.0f GB/s (read + write)\n", n, each >> 10, t * 1e6,
@@ -464,8 +445,7 @@ static void bench(void)
     }
     {
         double t0 = test_now_s();
-        for (int r = 0; r < 20; r++)
-            CUDA_OK(cudaMemcpyAsync(dst, srcs[0], bytes, cudaMemcpyDeviceToDevice, stream));
+        for (int r = 0; r < 20; r++) CUDA_OK(cudaMemcpyAsync(dst, srcs[0], bytes, cudaMemcpyDeviceToDevice, stream));
         CUDA_OK(cudaStreamSynchronize(stream));
         double t = (test_now_s() - t0) / 20;
         printf("bench cudaMemcpyAsync %zu MiB: %.1f us, %.0f GB/s (read + write)\n", bytes >> 20, t * 1e6,
@@ -483,8 +463,7 @@ int main(int argc, char **argv)
     test_reduce_n();
     test_scale();
     test_cast();
-    if (argc > 1 && strcmp(argv[1], "bench") == 0)
-        bench();
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) bench();
 
     slots_close();
     printf("test_gpu_kernels: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");

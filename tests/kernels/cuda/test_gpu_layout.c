@@ -21,8 +21,8 @@
 
 static const k_dtype_t dtypes[] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16};
 
-static void check_case(test_rng_t *rng, cudaStream_t stream, size_t n, size_t c, size_t cs, size_t hw, int si,
-                       int di, int to_cl)
+static void check_case(test_rng_t *rng, cudaStream_t stream, size_t n, size_t c, size_t cs, size_t hw, int si, int di,
+                       int to_cl)
 {
     const k_dtype_t sd = dtypes[si], dd = dtypes[di];
     const size_t ss = k_dtype_size(sd), ds = k_dtype_size(dd);
@@ -72,8 +72,7 @@ int main(void)
     CUDA_OK(cudaMalloc((void **)&d, 64));
     CHECK(k_cuda_to_channels_last(d, K_DTYPE_F32, d + 8, K_DTYPE_F32, 1, 9, 8, 1, stream) == K_CUDA_ERR_INVALID_VALUE,
           "c > c_stored accepted");
-    CHECK(k_cuda_from_channels_last(d, K_DTYPE_I32, d + 8, K_DTYPE_F32, 1, 1, 1, 1, stream) ==
-              K_CUDA_ERR_INVALID_VALUE,
+    CHECK(k_cuda_from_channels_last(d, K_DTYPE_I32, d + 8, K_DTYPE_F32, 1, 1, 1, 1, stream) == K_CUDA_ERR_INVALID_VALUE,
           "an i32 destination accepted");
     cudaFree(d);
     cudaStreamDestroy(stream);

@@ -117,12 +117,10 @@ static void pair_compare(const pair_t *p, int dt, const char *what)
     for (size_t i = 0; i < p->bytes / size; i++) {
         const unsigned char *a = back + i * size, *b = p->host + i * size;
         int same = memcmp(a, b, size) == 0 || (dt >= 0 && raw_nan((k_dtype_t)dt, a) && raw_nan((k_dtype_t)dt, b));
-        if (!same && bad++ == 0)
-            first = i;
+        if (!same && bad++ == 0) first = i;
     }
     int guard = 1;
-    for (size_t i = 0; i < GUARD; i++)
-        guard &= back[p->bytes + i] == GUARD_BYTE;
+    for (size_t i = 0; i < GUARD; i++) guard &= back[p->bytes + i] == GUARD_BYTE;
     checks++;
     if (bad || !guard) {
         failures++;
@@ -141,27 +139,25 @@ static void pair_compare(const pair_t *p, int dt, const char *what)
 
 static void fill(pair_t *p, k_dtype_t dt, size_t count, double mu, double sigma)
 {
-    for (size_t i = 0; i < count; i++)
-        test_float_put(p->host, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
+    for (size_t i = 0; i < count; i++) test_float_put(p->host, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
     pair_upload(p);
 }
 
 static void fill_f32(pair_t *p, int c, double lo, double hi)
 {
-    for (int i = 0; i < c; i++)
-        test_float_put(p->host, K_DTYPE_F32, i, lo + (hi - lo) * test_rng_unit(&rng));
+    for (int i = 0; i < c; i++) test_float_put(p->host, K_DTYPE_F32, i, lo + (hi - lo) * test_rng_unit(&rng));
     pair_upload(p);
 }
 
 /* ---- batch norm ---------------------------------------------------------------------- */
 
-static void test_bn(size_t rows, int c, k_dtype_t dt, k_dtype_t gdt, int relu, int with_res, int plant_nan,
-                    double mu, int unaligned)
+static void test_bn(size_t rows, int c, k_dtype_t dt, k_dtype_t gdt, int relu, int with_res, int plant_nan, double mu,
+                    int unaligned)
 {
     const size_t size = k_dtype_size(dt), bytes = rows * c * size, cb = (size_t)c * 4;
     char what[160];
-    snprintf(what, sizeof(what), "bn %zux%d %s grad %s%s%s%s%s", rows, c, dname(dt), dname(gdt),
-             relu ? " relu" : "", with_res ? " +res" : "", plant_nan ? " nan" : "", unaligned ? " unaligned" : "");
+    snprintf(what, sizeof(what), "bn %zux%d %s grad %s%s%s%s%s", rows, c, dname(dt), dname(gdt), relu ? " relu" : "",
+             with_res ? " +res" : "", plant_nan ? " nan" : "", unaligned ? " unaligned" : "");
     pair_t x = pair_new_at(bytes, unaligned ? size : 0), res = pair_new(bytes), y = pair_new(bytes);
     pair_t dy = pair_new(bytes);
     pair_t dx = pair_new(bytes), dres = pair_new(bytes), yi = pair_new(bytes);
@@ -210,24 +206,22 @@ static void test_bn(size_t rows, int c, k_dtype_t dt, k_dtype_t gdt, int relu, i
     const int in_place = !with_res && !relu;
     pair_poison(&dx), pair_poison(&dres), pair_poison(&dgamma), pair_poison(&dbeta);
     void *out_dev = in_place ? dy.dev : dx.dev, *out_host = in_place ? dy.host : dx.host;
-    st = k_cuda_bn_backward(out_dev, with_res && relu ? dres.dev : NULL, x.dev, dy.dev, relu ? y.dev : NULL, dt,
-                            rows, c, (float *)gamma.dev, (float *)mean.dev, (float *)invstd.dev, dgamma.dev,
-                            dbeta.dev, gdt, ws, stream);
-    tt = k_twin_bn_backward(out_host, with_res && relu ? dres.host : NULL, x.host, dy.host, relu ? y.host : NULL,
-                            dt, rows, c, (float *)gamma.host, (float *)mean.host, (float *)invstd.host, dgamma.host,
+    st = k_cuda_bn_backward(out_dev, with_res && relu ? dres.dev : NULL, x.dev, dy.dev, relu ? y.dev : NULL, dt, rows,
+                            c, (float *)gamma.dev, (float *)mean.dev, (float *)invstd.dev, dgamma.dev, dbeta.dev, gdt,
+                            ws, stream);
+    tt = k_twin_bn_backward(out_host, with_res && relu ? dres.host : NULL, x.host, dy.host, relu ? y.host : NULL, dt,
+                            rows, c, (float *)gamma.host, (float *)mean.host, (float *)invstd.host, dgamma.host,
                             dbeta.host, gdt);
     CHECK(st == 0 && tt == 0, "%s: backward status %d, twin %d", what, st, tt);
     snprintf(sub, sizeof(sub), "%s: dx%s", what, in_place ? " in place" : "");
     pair_compare(in_place ? &dy : &dx, dt, sub);
-    if (with_res && relu)
-        snprintf(sub, sizeof(sub), "%s: dresidual", what), pair_compare(&dres, dt, sub);
+    if (with_res && relu) snprintf(sub, sizeof(sub), "%s: dresidual", what), pair_compare(&dres, dt, sub);
     snprintf(sub, sizeof(sub), "%s: dgamma", what), pair_compare(&dgamma, gdt, sub);
     snprintf(sub, sizeof(sub), "%s: dbeta", what), pair_compare(&dbeta, gdt, sub);
 
     CUDA_OK(cudaFree(ws));
     pair_t *all[] = {&x, &res, &y, &dy, &dx, &dres, &yi, &gamma, &beta, &rm, &rv, &mean, &invstd, &dgamma, &dbeta};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        pair_free(all[i]);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) pair_free(all[i]);
 }
 
 /* ---- pooling, element-wise ------------------------------------------------------------- */
@@ -237,8 +231,8 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties)
     const int ho = (p.h + 2 * p.pad - p.kernel) / p.stride + 1, wo = (p.w + 2 * p.pad - p.kernel) / p.stride + 1;
     const size_t in = (size_t)p.n * p.h * p.w * p.c, out = (size_t)p.n * ho * wo * p.c, size = k_dtype_size(dt);
     char what[128];
-    snprintf(what, sizeof(what), "maxpool %dx%dx%dx%d k%d s%d p%d %s%s", p.n, p.h, p.w, p.c, p.kernel, p.stride,
-             p.pad, dname(dt), ties ? " ties" : "");
+    snprintf(what, sizeof(what), "maxpool %dx%dx%dx%d k%d s%d p%d %s%s", p.n, p.h, p.w, p.c, p.kernel, p.stride, p.pad,
+             dname(dt), ties ? " ties" : "");
     pair_t x = pair_new(in * size), y = pair_new(out * size), am = pair_new(out), dy = pair_new(out * size);
     pair_t dx = pair_new(in * size);
     for (size_t i = 0; i < in; i++)
@@ -360,8 +354,8 @@ static void bench(void)
         CUDA_OK(cudaStreamSynchronize(stream));
         double t0 = test_now_s();
         for (int r = 0; r < reps; r++)
-            k_cuda_bn_forward_train(y, x, NULL, K_DTYPE_F16, rows, c, v, v + c, v + 2 * c, v + 3 * c, 0.1f, 1e-5f,
-                                    1, v + 4 * c, v + 5 * c, ws, stream);
+            k_cuda_bn_forward_train(y, x, NULL, K_DTYPE_F16, rows, c, v, v + c, v + 2 * c, v + 3 * c, 0.1f, 1e-5f, 1,
+                                    v + 4 * c, v + 5 * c, ws, stream);
         CUDA_OK(cudaStreamSynchronize(stream));
         double t1 = test_now_s();
         for (int r = 0; r < reps; r++)
@@ -391,7 +385,7 @@ int main(int argc, char **argv)
         size_t rows;
         int c;
         double mu;
-    } shapes[] = {{2, 1, 0.0}, {3, 5, 1.0}, {127, 3, -2.0}, {128, 7, 0.0}, {129, 13, 5.0}, {1000, 33, 0.0},
+    } shapes[] = {{2, 1, 0.0},    {3, 5, 1.0},      {127, 3, -2.0}, {128, 7, 0.0},    {129, 13, 5.0},   {1000, 33, 0.0},
                   {300, 64, 0.1}, {40000, 3, -1.0}, {257, 67, 3.0}, {6272, 256, 0.5}, {33000, 40, 30.0}};
     for (size_t k = 0; k < sizeof(shapes) / sizeof(shapes[0]); k++)
         for (int d = 0; d < 3; d++) {
@@ -400,25 +394,22 @@ int main(int argc, char **argv)
             test_bn(shapes[k].rows, shapes[k].c, dtypes[d], dtypes[(d + k + 1) % 3], 1, 1, 0, shapes[k].mu, 0);
             test_bn(shapes[k].rows, shapes[k].c, dtypes[d], K_DTYPE_F32, 0, 1, 0, shapes[k].mu, 1);
         }
-    const k_cuda_pool_t pools[] = {{2, 7, 5, 3, 3, 2, 1},     {1, 9, 9, 10, 3, 2, 1}, {3, 8, 6, 5, 2, 2, 0},
-                                   {1, 6, 7, 9, 3, 1, 1},     {2, 3, 4, 2, 1, 1, 0},  {2, 11, 13, 3, 4, 3, 2},
-                                   {1, 8, 9, 2, 2, 3, 0},     {4, 112, 112, 64, 3, 2, 1}};
+    const k_cuda_pool_t pools[] = {{2, 7, 5, 3, 3, 2, 1}, {1, 9, 9, 10, 3, 2, 1},    {3, 8, 6, 5, 2, 2, 0},
+                                   {1, 6, 7, 9, 3, 1, 1}, {2, 3, 4, 2, 1, 1, 0},     {2, 11, 13, 3, 4, 3, 2},
+                                   {1, 8, 9, 2, 2, 3, 0}, {4, 112, 112, 64, 3, 2, 1}};
     for (size_t k = 0; k < sizeof(pools) / sizeof(pools[0]); k++)
         for (int d = 0; d < 3; d++)
-            for (int ties = 0; ties < 2; ties++)
-                test_maxpool(pools[k], dtypes[d], ties);
+            for (int ties = 0; ties < 2; ties++) test_maxpool(pools[k], dtypes[d], ties);
     for (int d = 0; d < 3; d++) {
         test_avgpool(1, 1, 1, dtypes[d]);
         test_avgpool(3, 49, 67, dtypes[d]);
         test_avgpool(32, 49, 2048, dtypes[d]);
-        for (size_t count = 1; count < 80; count += 13)
-            test_elementwise(count, dtypes[d], (int)(count % 2));
+        for (size_t count = 1; count < 80; count += 13) test_elementwise(count, dtypes[d], (int)(count % 2));
         test_elementwise(1000003, dtypes[d], 0);
         test_elementwise(1000003, dtypes[d], 1);
     }
     test_bad_arguments();
-    if (argc > 1 && strcmp(argv[1], "bench") == 0)
-        bench();
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) bench();
     CUDA_OK(cudaStreamDestroy(stream));
     printf("%s: %d checks, %d failures\n", failures ? "FAIL" : "ok", checks, failures);
     return failures ? 1 : 0;

@@ -64,8 +64,7 @@ static void sync_case(const char *what, int rc)
 static void fill_random(unsigned char *p, k_dtype_t dtype, size_t count, int specials)
 {
     const size_t size = k_dtype_size(dtype);
-    for (size_t i = 0; i < count; i++)
-        twin_random_element(&rng, dtype, specials, p + i * size);
+    for (size_t i = 0; i < count; i++) twin_random_element(&rng, dtype, specials, p + i * size);
 }
 
 /* Offsets of a case's buffers: 0 (all alike: vectors), element multiples
@@ -89,7 +88,7 @@ static const k_dtype_t half_or_f32[3] = {K_DTYPE_F32, K_DTYPE_F16, K_DTYPE_BF16}
 /* ---- SGD ------------------------------------------------------------------------------- */
 
 static const twin_sgd_case_t sgd_cases[] = {
-    {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024}, {0.1f, 0.9f, 1e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 0.5f},
+    {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024}, {0.1f, 0.9f, 1e-4f, 0, 1.0f},     {0.05f, 0.9f, 0.0f, 1, 0.5f},
     {0.2f, 0.0f, 1e-4f, 0, 1.0f / 1024}, {0.4f, 0.9f, 5e-4f, 1, 65536.0f},
 };
 #define N_SGD_CASES (sizeof(sgd_cases) / sizeof(sgd_cases[0]))
@@ -111,22 +110,22 @@ static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const twin_sgd_ca
     void *dg = slot_fill(2, og, count * gs, g, 0);
     void *dl = slot_fill(3, ol, count * ls, NULL, TWIN_POISON_NAN);
     memset(l, TWIN_POISON_FINITE, count * ls);
-    k_twin_sgd_step_mixed((float *)p, with_lp ? l : NULL, ld, g, gd, c->grad_scale, with_buf ? (float *)m : NULL,
-                          count, c->lr, c->momentum, c->weight_decay, c->nesterov);
+    k_twin_sgd_step_mixed((float *)p, with_lp ? l : NULL, ld, g, gd, c->grad_scale, with_buf ? (float *)m : NULL, count,
+                          c->lr, c->momentum, c->weight_decay, c->nesterov);
     char what[160];
     snprintf(what, sizeof(what), "sgd %s grad, %s copy, count %zu, mom %g wd %g nesterov %d scale %g, %s",
              twin_dtype_name[gd], with_lp ? twin_dtype_name[ld] : "no", count, (double)c->momentum,
              (double)c->weight_decay, c->nesterov, (double)c->grad_scale, place_name[place]);
     sync_case(what, k_cuda_sgd_step_mixed(dp, with_lp ? dl : NULL, ld, dg, gd, c->grad_scale, with_buf ? dm : NULL,
                                           count, c->lr, c->momentum, c->weight_decay, c->nesterov, case_stream()));
-    int guards = slot_read_into(0, op, count * 4, pg) & slot_read_into(1, om, count * 4, mg) & slot_read_into(3, ol, count * ls, lg);
+    int guards = slot_read_into(0, op, count * 4, pg) & slot_read_into(1, om, count * 4, mg) &
+                 slot_read_into(3, ol, count * ls, lg);
     long bad = twin_compare(&report, what, K_DTYPE_F32, pg, p, count, 1);
     bad += twin_compare(&report, what, K_DTYPE_F32, mg, m, count, 1);
     if (with_lp)
         bad += twin_compare(&report, what, ld, lg, l, count, 1);
     else
-        for (size_t i = 0; i < count * ls; i++)
-            bad += lg[i] != TWIN_POISON_NAN;
+        for (size_t i = 0; i < count * ls; i++) bad += lg[i] != TWIN_POISON_NAN;
     CHECK(guards, "%s: a guard byte changed", what);
     free(p), free(m), free(g), free(l), free(pg), free(mg), free(lg);
     return bad;
@@ -183,8 +182,7 @@ static void test_nonfinite(void)
                     const size_t at = test_rng_below(&rng, (uint32_t)count);
                     unsigned char saved[8];
                     memcpy(saved, h + at * size, size);
-                    if (kind >= 0)
-                        twin_plant_special(h + at * size, dt, kind);
+                    if (kind >= 0) twin_plant_special(h + at * size, dt, kind);
                     const size_t off = place_offset(place, size);
                     const void *dsrc = slot_fill(0, off, count * size, h, 0);
                     int32_t want = 0, got;
@@ -300,10 +298,8 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
     float *logits = xmalloc(count * sizeof(float));
     int32_t *labels = xmalloc((size_t)n * sizeof(int32_t));
     unsigned char *want = xmalloc(count * size), *got = xmalloc(count * size);
-    for (size_t i = 0; i < count; i++)
-        logits[i] = (float)((test_rng_unit(&rng) * 2.0 - 1.0) * 6.0);
-    for (int i = 0; i < n; i++)
-        labels[i] = (int32_t)test_rng_below(&rng, (uint32_t)k);
+    for (size_t i = 0; i < count; i++) logits[i] = (float)((test_rng_unit(&rng) * 2.0 - 1.0) * 6.0);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)test_rng_below(&rng, (uint32_t)k);
     logits[test_rng_below(&rng, (uint32_t)count)] += 40.0f;
     if (variant == 1 && n >= 4) {
         logits[(size_t)1 * k + test_rng_below(&rng, (uint32_t)k)] = NAN;
@@ -312,8 +308,7 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
     }
     if (variant == 2) { /* bad labels */
         labels[n / 2] = test_rng_below(&rng, 2) ? k : -1;
-        if (n > 2)
-            labels[n - 1] = k + 5;
+        if (n > 2) labels[n - 1] = k + 5;
     }
     memset(want, TWIN_POISON_FINITE, count * size);
     float want_loss = 0.0f, got_loss;
@@ -328,7 +323,10 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
     flag_set(-1);
     char what[128];
     snprintf(what, sizeof(what), "softmax_xent %dx%d s %g scale %g %s%s", n, k, (double)s, (double)scale,
-             twin_dtype_name[dt], variant == 1 ? " with NaN/inf" : variant == 2 ? " with bad labels" : "");
+             twin_dtype_name[dt],
+             variant == 1   ? " with NaN/inf"
+             : variant == 2 ? " with bad labels"
+                            : "");
     sync_case(what, k_cuda_softmax_xent(dlog, dlab, n, k, s, scale, dloss, dd, dt, dws, device_flag(), case_stream()));
     CHECK(slot_read_into(2, od, count * size, got), "%s: a guard byte changed", what);
     CHECK(slot_read_into(3, 0, 4, &got_loss), "%s: a guard byte changed (loss)", what);
@@ -344,17 +342,17 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int varia
             fprintf(stderr, "FAIL %s: dlogits[%zu] gpu %.17g, twin %.17g\n", what, i, g, w);
     }
     CHECK(bad == 0, "%s: %ld dlogits out of bound", what, bad);
-    CHECK(test_float_within(got_loss, want_loss, test_float_ulp(K_DTYPE_F32, want_loss),
-                            0x1p-40 * (fabs(want_loss) + 1)),
-          "%s: loss gpu %.9g, twin %.9g", what, (double)got_loss, (double)want_loss);
+    CHECK(
+        test_float_within(got_loss, want_loss, test_float_ulp(K_DTYPE_F32, want_loss), 0x1p-40 * (fabs(want_loss) + 1)),
+        "%s: loss gpu %.9g, twin %.9g", what, (double)got_loss, (double)want_loss);
     free(logits), free(labels), free(want), free(got);
 }
 
 static void test_xent(void)
 {
     const int before = failures;
-    static const int shapes[][2] = {{1, 1}, {1, 2}, {3, 10}, {7, 33}, {5, 64}, {4, 1000}, {17, 100}, {256, 10},
-                                    {256, 1000}, {1500, 7}, {9, 65}};
+    static const int shapes[][2] = {{1, 1},    {1, 2},    {3, 10},     {7, 33},   {5, 64}, {4, 1000},
+                                    {17, 100}, {256, 10}, {256, 1000}, {1500, 7}, {9, 65}};
     static const float smoothing[] = {0.0f, 0.1f, 1.0f};
     static const float scales[] = {1.0f, 1024.0f, 1.0f / 3};
     long n = 0;
@@ -379,11 +377,14 @@ static void test_api(void)
     int32_t *flag = device_flag();
     const float mean[3] = {0}, std[3] = {1, 1, 1};
     CHECK(k_cuda_sgd_step_mixed(f, NULL, K_DTYPE_F32, d, K_DTYPE_F64, 1.0f, f, 8, 0.1f, 0.9f, 0, 0, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "sgd: f64 gradient accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "sgd: f64 gradient accepted");
     CHECK(k_cuda_sgd_step_mixed(f, d, K_DTYPE_I32, d, K_DTYPE_F32, 1.0f, f, 8, 0.1f, 0.9f, 0, 0, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "sgd: i32 copy accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "sgd: i32 copy accepted");
     CHECK(k_cuda_sgd_step_mixed(f, NULL, K_DTYPE_F32, d, K_DTYPE_F32, 1.0f, NULL, 8, 0.1f, 0.9f, 0, 0, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "sgd: momentum without a buffer accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "sgd: momentum without a buffer accepted");
     CHECK(k_cuda_sgd_step_mixed(NULL, NULL, K_DTYPE_F32, NULL, K_DTYPE_F32, 1.0f, NULL, 0, 0.1f, 0.9f, 0, 0, NULL) == 0,
           "sgd: count 0 refused");
     CHECK(k_cuda_nonfinite(d, K_DTYPE_COUNT, 8, flag, NULL) == K_CUDA_ERR_INVALID_VALUE, "nonfinite: bad dtype");
@@ -394,17 +395,19 @@ static void test_api(void)
     CHECK(k_cuda_input_normalize(d, K_DTYPE_F16, 9, d, 3, 8, mean, std, NULL) == K_CUDA_ERR_INVALID_VALUE,
           "input: 9 channels accepted");
     CHECK(k_cuda_softmax_xent(f, (int32_t *)d, 0, 4, 0.0f, 1.0f, f, d, K_DTYPE_F16, d, flag, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: n 0 accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: n 0 accepted");
     CHECK(k_cuda_softmax_xent(f, (int32_t *)d, 2, 4, 0.0f, NAN, f, d, K_DTYPE_F16, d, flag, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: NaN scale accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: NaN scale accepted");
     CHECK(k_cuda_softmax_xent(f, (int32_t *)d, 2, 4, 0.0f, 1.0f, f, d + 1, K_DTYPE_F16, d, flag, NULL) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: misaligned dlogits accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: misaligned dlogits accepted");
     CUDA_OK(cudaDeviceSynchronize());
     unsigned char back[256];
     slot_read_into(0, 0, 256, back);
     int untouched = 1;
-    for (int i = 0; i < 256; i++)
-        untouched &= back[i] == 0x77;
+    for (int i = 0; i < 256; i++) untouched &= back[i] == 0x77;
     CHECK(untouched, "a refused call wrote its output");
     printf("%s api: bad arguments refused, empty calls accepted\n", failures == before ? "ok  " : "FAIL");
 }
@@ -416,8 +419,7 @@ static void bench_one(const char *what, double bytes, int (*run)(void))
     cudaEvent_t a, b;
     CUDA_OK(cudaEventCreate(&a));
     CUDA_OK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; i++)
-        run();
+    for (int i = 0; i < 3; i++) run();
     float best = 1e30f;
     for (int rep = 0; rep < 10; rep++) {
         CUDA_OK(cudaEventRecord(a, stream));
@@ -426,8 +428,7 @@ static void bench_one(const char *what, double bytes, int (*run)(void))
         CUDA_OK(cudaEventSynchronize(b));
         float ms;
         CUDA_OK(cudaEventElapsedTime(&ms, a, b));
-        if (rc == 0 && ms < best)
-            best = ms;
+        if (rc == 0 && ms < best) best = ms;
     }
     printf("bench %-48s %8.3f ms  %7.1f GB/s\n", what, (double)best, bytes / (best * 1e-3) / 1e9);
     cudaEventDestroy(a);
@@ -447,8 +448,7 @@ static int bench_nonfinite(void)
 static int bench_input(void)
 {
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    return k_cuda_input_normalize(slots[1], K_DTYPE_F16, 4, slots[0], 3, (size_t)64 * 224 * 224, mean, std,
-                                  stream);
+    return k_cuda_input_normalize(slots[1], K_DTYPE_F16, 4, slots[0], 3, (size_t)64 * 224 * 224, mean, std, stream);
 }
 static int bench_xent(void)
 {
@@ -459,8 +459,7 @@ static int bench_xent(void)
 static void bench(void)
 {
     /* Every buffer finite: zeros (labels 0). */
-    for (int s = 0; s < 5; s++)
-        CUDA_OK(cudaMemset(slots[s], 0, SLOT_BYTES));
+    for (int s = 0; s < 5; s++) CUDA_OK(cudaMemset(slots[s], 0, SLOT_BYTES));
     bench_one("sgd_step_mixed f16 grad, f16 copy, 12.8M params", (double)BENCH_PARAMS / 2 * 16, bench_sgd);
     bench_one("nonfinite f16, 25.6M", (double)BENCH_PARAMS * 2, bench_nonfinite);
     bench_one("input_normalize 64x224x224 u8x3 -> f16x4", 64.0 * 224 * 224 * 11, bench_input);
@@ -477,8 +476,7 @@ int main(int argc, char **argv)
     test_nonfinite();
     test_input();
     test_xent();
-    if (argc > 1 && strcmp(argv[1], "bench") == 0)
-        bench();
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) bench();
 
     slots_close();
     printf("test_gpu_step: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");

@@ -53,7 +53,7 @@ static const size_t large_counts[] = {1000, 4099, 65537};
 #define N_LARGE (sizeof(large_counts) / sizeof(large_counts[0]))
 
 static test_rng_t rng;
-static int isa_count; /* paths this CPU has: K_ISA_SCALAR .. isa_count - 1 */
+static int isa_count;                                         /* paths this CPU has: K_ISA_SCALAR .. isa_count - 1 */
 static twin_report_t report = {"twin", "kernels/cpu", 20, 0}; /* the first 20 failures in detail */
 
 /* ---- buffers with guard bytes --------------------------------------------------- */
@@ -82,11 +82,9 @@ static void buf_free(buf_t *b) { free(b->mem); }
 static int buf_guards_ok(const buf_t *b)
 {
     for (size_t i = 0; i < GUARD + b->offset; i++)
-        if (b->mem[i] != TWIN_GUARD_BYTE)
-            return 0;
+        if (b->mem[i] != TWIN_GUARD_BYTE) return 0;
     for (size_t i = 0; i < GUARD + 1; i++)
-        if (b->p[b->bytes + i] != TWIN_GUARD_BYTE)
-            return 0;
+        if (b->p[b->bytes + i] != TWIN_GUARD_BYTE) return 0;
     return 1;
 }
 
@@ -133,8 +131,7 @@ static void test_conversions(void)
      * kept lsb 0 and 1. */
     for (uint32_t se = 0; se < 512; se++) {
         const uint32_t top = se << 23;
-        for (int i = 0; i < 512; i++)
-            narrow_one(top | ((uint32_t)test_rng_u64(&rng) & 0x7FFFFFu));
+        for (int i = 0; i < 512; i++) narrow_one(top | ((uint32_t)test_rng_u64(&rng) & 0x7FFFFFu));
         for (int d = 1; d <= 23; d++) {
             const uint32_t half = 1u << (d - 1), low_mask = (1u << d) - 1;
             const uint32_t lows[] = {0, 1, half - 1, half, half + 1, low_mask};
@@ -167,12 +164,10 @@ static void reduce_case(k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t
     for (int j = 0; j < n; j++) {
         src[j] = buf_new(bytes, random_offset(size));
         in[j] = malloc(bytes + 1);
-        for (size_t i = 0; i < count; i++)
-            twin_random_element(&rng, dtype, specials, src[j].p + i * size);
+        for (size_t i = 0; i < count; i++) twin_random_element(&rng, dtype, specials, src[j].p + i * size);
         memcpy(in[j], src[j].p, bytes);
     }
-    if (alias == ALIAS_REPEAT && n > 1)
-        memcpy(src[n - 1].p, src[0].p, bytes), memcpy(in[n - 1], in[0], bytes);
+    if (alias == ALIAS_REPEAT && n > 1) memcpy(src[n - 1].p, src[0].p, bytes), memcpy(in[n - 1], in[0], bytes);
     cpu_dst = buf_new(bytes, random_offset(size));
     twin_dst = buf_new(bytes, random_offset(size));
     const int swap = (int)(cases++ & 1);
@@ -183,10 +178,8 @@ static void reduce_case(k_dtype_t dtype, k_op_t op, int n, size_t count, int64_t
     const int in_place = alias == ALIAS_FIRST ? 0 : alias == ALIAS_LAST ? n - 1 : -1;
     const void *cpu_srcs[N_MAX], *twin_srcs[N_MAX];
     buf_t twin_src_copy = {0};
-    for (int j = 0; j < n; j++)
-        cpu_srcs[j] = twin_srcs[j] = src[j].p;
-    if (alias == ALIAS_REPEAT && n > 1)
-        cpu_srcs[n - 1] = twin_srcs[n - 1] = src[0].p;
+    for (int j = 0; j < n; j++) cpu_srcs[j] = twin_srcs[j] = src[j].p;
+    if (alias == ALIAS_REPEAT && n > 1) cpu_srcs[n - 1] = twin_srcs[n - 1] = src[0].p;
     void *cpu_out = cpu_dst.p, *twin_out = twin_dst.p;
     if (in_place >= 0) {
         twin_src_copy = buf_new(bytes, src[in_place].offset);
@@ -237,8 +230,7 @@ static void test_reduce_n(void)
             for (int n = 1; n <= N_MAX; n++) {
                 for (size_t count = 0; count <= SMALL_COUNT_MAX + N_LARGE; count++) {
                     const int large = count > SMALL_COUNT_MAX;
-                    if (large && n != 1 && n != 2 && n != 3 && n != N_MAX)
-                        continue;
+                    if (large && n != 1 && n != 2 && n != 3 && n != N_MAX) continue;
                     size_t c = large ? large_counts[count - SMALL_COUNT_MAX - 1] : count;
                     int64_t divisor = twin_divisors[n_cases % TWIN_DIVISOR_COUNT];
                     int alias = (int)(n_cases / 3 % ALIAS_COUNT);
@@ -267,14 +259,13 @@ static void test_scale(void)
                 const k_dtype_t dtype = (k_dtype_t)d;
                 const size_t size = k_dtype_size(dtype);
                 /* 300: k_scale's u8 table path (count >= 256). */
-                size_t c = count <= SMALL_COUNT_MAX ? count
+                size_t c = count <= SMALL_COUNT_MAX                 ? count
                            : count == SMALL_COUNT_MAX + N_LARGE + 1 ? 300
                                                                     : large_counts[count - SMALL_COUNT_MAX - 1];
                 buf_t src = buf_new(c * size, random_offset(size));
                 buf_t a = buf_new(c * size, random_offset(size)), b = buf_new(c * size, random_offset(size));
                 const int specials = (int)(n_cases % 2), in_place = n_cases % 4 == 3;
-                for (size_t i = 0; i < c; i++)
-                    twin_random_element(&rng, dtype, specials, src.p + i * size);
+                for (size_t i = 0; i < c; i++) twin_random_element(&rng, dtype, specials, src.p + i * size);
                 memset(a.p, n_cases & 1 ? TWIN_POISON_NAN : TWIN_POISON_FINITE, c * size);
                 memset(b.p, n_cases & 1 ? TWIN_POISON_FINITE : TWIN_POISON_NAN, c * size);
                 if (in_place) {
@@ -292,8 +283,8 @@ static void test_scale(void)
                 n_cases++;
             }
     k_isa_set(k_isa_best());
-    printf("%s scale: %ld cases (every dtype x %d factors), %d checks\n", failures == before ? "ok  " : "FAIL",
-           n_cases, TWIN_FACTOR_COUNT, checks - checks_before);
+    printf("%s scale: %ld cases (every dtype x %d factors), %d checks\n", failures == before ? "ok  " : "FAIL", n_cases,
+           TWIN_FACTOR_COUNT, checks - checks_before);
 }
 
 /* ---- k_twin_cast --------------------------------------------------------------------- */
@@ -334,16 +325,14 @@ static void test_cast(void)
                 size_t c = count <= SMALL_COUNT_MAX ? count : large_counts[count - SMALL_COUNT_MAX - 1];
                 buf_t src = buf_new(c * ss, random_offset(ss));
                 buf_t a = buf_new(c * ds, random_offset(ds)), b = buf_new(c * ds, random_offset(ds));
-                for (size_t i = 0; i < c; i++)
-                    twin_random_element(&rng, src_dtype, (int)(n_cases % 2), src.p + i * ss);
+                for (size_t i = 0; i < c; i++) twin_random_element(&rng, src_dtype, (int)(n_cases % 2), src.p + i * ss);
                 plant_cast_specials(src_dtype, src.p, c);
                 memset(a.p, n_cases & 1 ? TWIN_POISON_NAN : TWIN_POISON_FINITE, c * ds);
                 memset(b.p, n_cases & 1 ? TWIN_POISON_FINITE : TWIN_POISON_NAN, c * ds);
                 k_cast(a.p, dst_dtype, src.p, src_dtype, c);
                 int rc = k_twin_cast(b.p, dst_dtype, src.p, src_dtype, c);
                 char what[128];
-                snprintf(what, sizeof(what), "cast %s -> %s count=%zu", twin_dtype_name[sd], twin_dtype_name[dd],
-                         c);
+                snprintf(what, sizeof(what), "cast %s -> %s count=%zu", twin_dtype_name[sd], twin_dtype_name[dd], c);
                 CHECK(rc == 0, "%s: returned %d", what, rc);
                 /* NaN bits are specified for copies and among f32/f16/bf16. */
                 const int narrow = sd != K_DTYPE_F64 && dd != K_DTYPE_F64;
@@ -370,8 +359,7 @@ static void copy_case(int n, size_t max_bytes)
         fprintf(stderr, "FAIL: out of memory\n");
         exit(1);
     }
-    for (size_t i = 0; i < arena; i++)
-        src[i] = (unsigned char)test_rng_u64(&rng);
+    for (size_t i = 0; i < arena; i++) src[i] = (unsigned char)test_rng_u64(&rng);
     memset(dst, TWIN_GUARD_BYTE, arena);
     memcpy(want, dst, arena);
     for (int i = 0; i < n; i++) {
@@ -386,8 +374,7 @@ static void copy_case(int n, size_t max_bytes)
     }
     int rc = k_twin_copy_batch(copies, n);
     CHECK(rc == 0, "copy_batch n=%d: returned %d", n, rc);
-    CHECK(memcmp(dst, want, arena) == 0, "copy_batch n=%d max_bytes=%zu: the destination arena differs", n,
-          max_bytes);
+    CHECK(memcmp(dst, want, arena) == 0, "copy_batch n=%d max_bytes=%zu: the destination arena differs", n, max_bytes);
     free(src);
     free(dst);
     free(want);
@@ -397,8 +384,7 @@ static void copy_case(int n, size_t max_bytes)
 static void test_copy_batch(void)
 {
     const int before = failures, checks_before = checks;
-    for (int n = 0; n <= 40; n++)
-        copy_case(n, 300);
+    for (int n = 0; n <= 40; n++) copy_case(n, 300);
     copy_case(5, 200000);
     copy_case(3000, 64);
     printf("%s copy_batch: %d checks\n", failures == before ? "ok  " : "FAIL", checks - checks_before);
@@ -414,8 +400,7 @@ static void test_api(void)
     memset(a, 1, sizeof(a));
     memcpy(b, poison, sizeof(b));
     const void *srcs[K_CUDA_MAX_SRCS + 1];
-    for (int j = 0; j <= K_CUDA_MAX_SRCS; j++)
-        srcs[j] = a;
+    for (int j = 0; j <= K_CUDA_MAX_SRCS; j++) srcs[j] = a;
     const int bad = K_CUDA_ERR_INVALID_VALUE;
     CHECK(k_twin_reduce_n(b, srcs, 0, 4, K_DTYPE_F32, K_OP_SUM, 1) == bad, "reduce_n n=0");
     CHECK(k_twin_reduce_n(b, srcs, K_CUDA_MAX_SRCS + 1, 4, K_DTYPE_F32, K_OP_SUM, 1) == bad, "reduce_n n=65");
@@ -439,8 +424,7 @@ static void test_api(void)
     /* 64 sources, the most there may be. */
     float ones[3] = {1, 1, 1}, out[3] = {0, 0, 0};
     const void *many[K_CUDA_MAX_SRCS];
-    for (int j = 0; j < K_CUDA_MAX_SRCS; j++)
-        many[j] = ones;
+    for (int j = 0; j < K_CUDA_MAX_SRCS; j++) many[j] = ones;
     CHECK(k_twin_reduce_n(out, many, K_CUDA_MAX_SRCS, 3, K_DTYPE_F32, K_OP_SUM, 1) == 0 && out[0] == 64.0f &&
               out[2] == 64.0f,
           "reduce_n of 64 sources: %g", out[0]);

@@ -83,7 +83,8 @@ int main(void)
     };
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)
         for (int si = 0; si < 3; si++)
-            for (int di = 0; di < 3; di++) check_case(&rng, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], si, di);
+            for (int di = 0; di < 3; di++)
+                check_case(&rng, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], si, di);
     /* Refusals. */
     float a[8], b[8];
     CHECK(k_twin_to_channels_last(b, K_DTYPE_F32, a, K_DTYPE_F32, 1, 9, 8, 1) == K_CUDA_ERR_INVALID_VALUE,

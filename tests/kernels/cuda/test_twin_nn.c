@@ -68,8 +68,7 @@ static unsigned char *buf_new(size_t count, size_t size)
 static int guard_ok(const unsigned char *p, size_t bytes)
 {
     for (size_t i = 0; i < GUARD; i++)
-        if (p[bytes + i] != GUARD_BYTE)
-            return 0;
+        if (p[bytes + i] != GUARD_BYTE) return 0;
     return 1;
 }
 
@@ -89,8 +88,7 @@ static int near(const char *what, size_t i, double got, double want, double boun
 /* Values mu + sigma * (uniform in [-1, 1)), rounded to dtype. */
 static void fill(void *p, k_dtype_t dt, size_t count, double mu, double sigma)
 {
-    for (size_t i = 0; i < count; i++)
-        test_float_put(p, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
+    for (size_t i = 0; i < count; i++) test_float_put(p, dt, i, mu + sigma * (2.0 * test_rng_unit(&rng) - 1.0));
 }
 
 static float frand(double lo, double hi) { return (float)(lo + (hi - lo) * test_rng_unit(&rng)); }
@@ -104,8 +102,8 @@ typedef struct {
 } bn_case_t;
 
 static const bn_case_t bn_cases[] = {
-    {2, 1, 0.0, 1.0},      {3, 5, 1.0, 2.0},     {127, 3, -2.0, 0.5}, {128, 7, 0.0, 1.0},
-    {129, 13, 5.0, 1.0},   {1000, 33, 0.0, 3.0}, {4097, 10, 300.0, 1.0}, {300, 64, 0.1, 0.01},
+    {2, 1, 0.0, 1.0},      {3, 5, 1.0, 2.0},     {127, 3, -2.0, 0.5},     {128, 7, 0.0, 1.0},
+    {129, 13, 5.0, 1.0},   {1000, 33, 0.0, 3.0}, {4097, 10, 300.0, 1.0},  {300, 64, 0.1, 0.01},
     {40000, 3, -1.0, 2.0}, {257, 67, 0.0, 1.0},  {33000, 9, 1000.0, 1.0}, {20000, 5, 3000.0, 0.1},
 };
 #define N_BN_CASES (sizeof(bn_cases) / sizeof(bn_cases[0]))
@@ -128,13 +126,10 @@ static void check_bn_y(const char *what, const unsigned char *x, const unsigned 
         size_t i = r * c + ch;
         double xv = test_float_get(x, dt, i), rr = res ? test_float_get(res, dt, i) : 0.0;
         double want = (xv - mean) * scale + beta + rr;
-        if (relu && want < 0)
-            want = 0;
+        if (relu && want < 0) want = 0;
         double b = apply_bound(dt, xv, mean, scale, beta, rr, want);
-        if (stat_err != 0)
-            b += stat_err * fabs(xv - mean) * fabs(scale);
-        if (!near(what, i, test_float_get(y, dt, i), want, b))
-            break;
+        if (stat_err != 0) b += stat_err * fabs(xv - mean) * fabs(scale);
+        if (!near(what, i, test_float_get(y, dt, i), want, b)) break;
     }
 }
 
@@ -149,8 +144,7 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
     fill(x, dt, count, bc->mu, bc->sigma);
     fill(res, dt, count, 0.0, 1.0);
     const int nan_ch = plant_nan ? (int)test_rng_below(&rng, (uint32_t)c) : -1;
-    if (plant_nan)
-        test_float_put(x, dt, test_rng_below(&rng, (uint32_t)rows) * (size_t)c + (size_t)nan_ch, NAN);
+    if (plant_nan) test_float_put(x, dt, test_rng_below(&rng, (uint32_t)rows) * (size_t)c + (size_t)nan_ch, NAN);
     float *gamma = malloc(c * sizeof(float)), *beta = malloc(c * sizeof(float));
     float *rm = malloc(c * sizeof(float)), *rv = malloc(c * sizeof(float));
     float *rm0 = malloc(c * sizeof(float)), *rv0 = malloc(c * sizeof(float));
@@ -160,8 +154,8 @@ static void test_bn_forward(const bn_case_t *bc, k_dtype_t dt, int relu, int wit
         rm0[i] = rm[i] = frand(-1.0, 1.0), rv0[i] = rv[i] = frand(0.5, 2.0);
     }
     const float momentum = 0.1f, eps = 1e-5f;
-    int status = k_twin_bn_forward_train(y, x, with_res ? res : NULL, dt, rows, c, gamma, beta, rm, rv, momentum,
-                                         eps, relu, (float *)mean, (float *)invstd);
+    int status = k_twin_bn_forward_train(y, x, with_res ? res : NULL, dt, rows, c, gamma, beta, rm, rv, momentum, eps,
+                                         relu, (float *)mean, (float *)invstd);
     CHECK(status == 0, "%s: status %d", what, status);
     CHECK(guard_ok(y, count * size) && guard_ok(mean, 4 * (size_t)c) && guard_ok(invstd, 4 * (size_t)c),
           "%s: a guard changed", what);
@@ -221,8 +215,7 @@ static double bn_g_xh(const unsigned char *dy, const unsigned char *y, const uns
                       size_t i, float mean, float invstd, double *xh)
 {
     double g = test_float_get(dy, dt, i);
-    if (relu && !(test_float_get(y, dt, i) > 0))
-        g = 0;
+    if (relu && !(test_float_get(y, dt, i) > 0)) g = 0;
     *xh = (test_float_get(x, dt, i) - mean) * (double)invstd;
     return g;
 }
@@ -242,8 +235,7 @@ static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, i
     float *gamma = malloc(c * sizeof(float)), *beta = malloc(c * sizeof(float));
     float *rm = calloc(c, sizeof(float)), *rv = calloc(c, sizeof(float));
     float *mean = malloc(c * sizeof(float)), *invstd = malloc(c * sizeof(float));
-    for (int i = 0; i < c; i++)
-        gamma[i] = frand(0.5, 2.0), beta[i] = frand(-1.0, 1.0), rv[i] = 1.0f;
+    for (int i = 0; i < c; i++) gamma[i] = frand(0.5, 2.0), beta[i] = frand(-1.0, 1.0), rv[i] = 1.0f;
     CHECK(k_twin_bn_forward_train(y, x, NULL, dt, rows, c, gamma, beta, rm, rv, 0.1f, 1e-5f, relu, mean, invstd) == 0,
           "%s: forward", what);
     unsigned char *dgamma = buf_new((size_t)c, gsize), *dbeta = buf_new((size_t)c, gsize);
@@ -272,8 +264,7 @@ static void test_bn_backward(const bn_case_t *bc, k_dtype_t dt, k_dtype_t gdt, i
             double want = (g - k1 - xh * k2) * a;
             double e = fabs(a) * (4 * U * (fabs(g) + fabs(k1) + fabs(xh * k2)) + eb / m + U * fabs(k1) +
                                   fabs(xh) * (egx / m + U * fabs(k2)) + 3 * U * fabs(xh * k2));
-            if (!near(what, i, test_float_get(out, dt, i), want, e + test_float_ulp(dt, fabs(want) + e)))
-                break;
+            if (!near(what, i, test_float_get(out, dt, i), want, e + test_float_ulp(dt, fabs(want) + e))) break;
             if (with_dres && test_float_get(dres, dt, i) != g) {
                 CHECK(0, "%s: dresidual %zu is %g, want %g", what, i, test_float_get(dres, dt, i), g);
                 break;
@@ -309,8 +300,7 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
     for (size_t i = 0; i < in_count; i++)
         test_float_put(x, dt, i, ties ? (double)test_rng_below(&rng, 3) - 1.0 : 4.0 * test_rng_unit(&rng) - 2.0);
     if (nans)
-        for (int k = 0; k < 3; k++)
-            test_float_put(x, dt, test_rng_below(&rng, (uint32_t)in_count), NAN);
+        for (int k = 0; k < 3; k++) test_float_put(x, dt, test_rng_below(&rng, (uint32_t)in_count), NAN);
     fill(dy, dt, out_count, 0.0, 1.0);
     CHECK(k_twin_maxpool_forward(y, am, x, dt, &p) == 0, "%s: status", what);
     CHECK(guard_ok(y, out_count * size) && guard_ok(am, out_count), "%s: a guard changed", what);
@@ -324,18 +314,15 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
                     for (int kh = 0; kh < p.kernel; kh++)
                         for (int kw = 0; kw < p.kernel; kw++) {
                             int ih = oh * p.stride - p.pad + kh, iw = ow * p.stride - p.pad + kw;
-                            if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w)
-                                continue;
+                            if (ih < 0 || iw < 0 || ih >= p.h || iw >= p.w) continue;
                             double v = test_float_get(x, dt, (((size_t)n * p.h + ih) * p.w + iw) * p.c + ch);
-                            if (best >= 0 && isnan(bv))
-                                continue;
-                            if (best < 0 || isnan(v) || v > bv)
-                                best = kh * p.kernel + kw, bv = v;
+                            if (best >= 0 && isnan(bv)) continue;
+                            if (best < 0 || isnan(v) || v > bv) best = kh * p.kernel + kw, bv = v;
                         }
                     double got = test_float_get(y, dt, o);
                     int same = isnan(bv) ? isnan(got) : got == bv;
-                    CHECK(same && am[o] == best, "%s: output %zu: %g argmax %d, want %g at %d", what, o, got, am[o],
-                          bv, best);
+                    CHECK(same && am[o] == best, "%s: output %zu: %g argmax %d, want %g at %d", what, o, got, am[o], bv,
+                          best);
                 }
     CHECK(k_twin_maxpool_backward(dx, dy, am, dt, &p) == 0, "%s: backward status", what);
     CHECK(guard_ok(dx, in_count * size), "%s: backward guard", what);
@@ -352,8 +339,7 @@ static void test_maxpool(k_cuda_pool_t p, k_dtype_t dt, int ties, int nans)
                 }
     for (size_t i = 0; i < in_count; i++) {
         double e = hits[i] * U * mag[i];
-        if (!near(what, i, test_float_get(dx, dt, i), want[i], e + test_float_ulp(dt, fabs(want[i]) + e)))
-            break;
+        if (!near(what, i, test_float_get(dx, dt, i), want[i], e + test_float_ulp(dt, fabs(want[i]) + e))) break;
     }
     free(want), free(mag), free(hits), free(x), free(y), free(am), free(dy), free(dx);
 }
@@ -375,16 +361,14 @@ static void test_avgpool(int n, int hw, int c, k_dtype_t dt)
             sum += v, mag += fabs(v);
         }
         double want = sum / hw, e = (hw + 2) * U * mag / hw;
-        if (!near(what, o, test_float_get(y, dt, o), want, e + test_float_ulp(dt, fabs(want) + e)))
-            break;
+        if (!near(what, o, test_float_get(y, dt, o), want, e + test_float_ulp(dt, fabs(want) + e))) break;
     }
     /* backward with y as dy */
     CHECK(k_twin_avgpool_backward(dx, y, dt, n, hw, c) == 0 && guard_ok(dx, in_count * size), "%s: bwd status", what);
     for (size_t i = 0; i < in_count; i++) {
         size_t s = i / ((size_t)hw * c), ch = i % c;
         double want = test_float_get(y, dt, s * c + ch) / hw, e = U * fabs(want);
-        if (!near(what, i, test_float_get(dx, dt, i), want, e + test_float_ulp(dt, fabs(want) + e)))
-            break;
+        if (!near(what, i, test_float_get(dx, dt, i), want, e + test_float_ulp(dt, fabs(want) + e))) break;
     }
     free(x), free(y), free(dx);
 }
@@ -408,25 +392,21 @@ static void test_elementwise(k_dtype_t dt, size_t count)
         double v = test_float_get(a, dt, i), got = test_float_get(y, dt, i);
         int ok = isnan(v) ? isnan(got) : v > 0 ? got == v : (got == 0 && !signbit(got));
         CHECK(ok, "%s: relu(%g) = %g", what, v, got);
-        if (!ok)
-            break;
+        if (!ok) break;
     }
     CHECK(k_twin_relu_backward(dx, y, b, dt, count) == 0 && guard_ok(dx, count * size), "%s: relu bwd", what);
     for (size_t i = 0; i < count; i++) {
         double want = test_float_get(y, dt, i) > 0 ? test_float_get(b, dt, i) : 0.0, got = test_float_get(dx, dt, i);
         CHECK(got == want, "%s: relu backward %zu: %g, want %g", what, i, got, want);
-        if (got != want)
-            break;
+        if (got != want) break;
     }
     for (int relu = 0; relu < 2; relu++) {
         memset(y, 0xFF, count * size);
         CHECK(k_twin_add_forward(y, a, b, dt, count, relu) == 0 && guard_ok(y, count * size), "%s: add", what);
         for (size_t i = 3; i < count; i++) {
             double want = test_float_get(a, dt, i) + test_float_get(b, dt, i);
-            if (relu && want < 0)
-                want = 0;
-            if (!near(what, i, test_float_get(y, dt, i), want, U * fabs(want) + test_float_ulp(dt, fabs(want))))
-                break;
+            if (relu && want < 0) want = 0;
+            if (!near(what, i, test_float_get(y, dt, i), want, U * fabs(want) + test_float_ulp(dt, fabs(want)))) break;
         }
         CHECK(count <= 3 || isnan(test_float_get(y, dt, 0)), "%s: add of a NaN", what);
     }
@@ -453,8 +433,7 @@ static void test_bad_arguments(void)
     CHECK(k_twin_bn_forward_infer(out, v, NULL, K_DTYPE_F32, 4, 2, NULL, v, s, s, 1e-5f, 0) == E, "NULL gamma");
     CHECK(k_twin_bn_backward(out, v, v, v, NULL, K_DTYPE_F32, 4, 2, v, s, s, s, s, K_DTYPE_F32) == E,
           "dresidual without y");
-    CHECK(k_twin_bn_backward(out, out, v, v, v, K_DTYPE_F32, 4, 2, v, s, s, s, s, K_DTYPE_F32) == E,
-          "dresidual == dx");
+    CHECK(k_twin_bn_backward(out, out, v, v, v, K_DTYPE_F32, 4, 2, v, s, s, s, s, K_DTYPE_F32) == E, "dresidual == dx");
     CHECK(k_twin_bn_backward(out, NULL, v, v, NULL, K_DTYPE_F32, 4, 2, v, s, s, s, s, K_DTYPE_I32) == E,
           "grad dtype i32");
     k_cuda_pool_t bad[] = {{1, 4, 4, 1, 3, 2, 2}, {1, 4, 4, 1, 0, 1, 0}, {1, 4, 4, 1, 3, 0, 1},
@@ -471,8 +450,7 @@ static void test_bad_arguments(void)
     CHECK(k_twin_relu_forward(NULL, NULL, K_DTYPE_F32, 0) == 0, "relu of nothing");
     CHECK(k_twin_add_forward(out, v, NULL, K_DTYPE_F32, 2, 0) == E, "add NULL b");
     int untouched = 1;
-    for (int i = 0; i < 8; i++)
-        untouched &= isnan(out[i]);
+    for (int i = 0; i < 8; i++) untouched &= isnan(out[i]);
     CHECK(untouched, "a refused call wrote its output");
 }
 
@@ -493,21 +471,19 @@ int main(void)
             test_bn_backward(bc, dtypes[d], K_DTYPE_F32, 1, 0, 1);
         }
     const k_cuda_pool_t pools[] = {
-        {2, 7, 5, 3, 3, 2, 1}, {1, 9, 9, 10, 3, 2, 1}, {3, 8, 6, 5, 2, 2, 0}, {1, 6, 7, 9, 3, 1, 1},
+        {2, 7, 5, 3, 3, 2, 1}, {1, 9, 9, 10, 3, 2, 1},   {3, 8, 6, 5, 2, 2, 0}, {1, 6, 7, 9, 3, 1, 1},
         {2, 3, 4, 2, 1, 1, 0}, {1, 16, 16, 17, 3, 2, 1}, {1, 5, 5, 1, 5, 1, 2}, {2, 11, 13, 3, 4, 3, 2},
         {1, 8, 9, 2, 2, 3, 0}, /* stride past the kernel: inputs no window covers */
     };
     for (size_t k = 0; k < sizeof(pools) / sizeof(pools[0]); k++)
         for (int d = 0; d < 3; d++)
-            for (int ties = 0; ties < 2; ties++)
-                test_maxpool(pools[k], dtypes[d], ties, k % 2);
+            for (int ties = 0; ties < 2; ties++) test_maxpool(pools[k], dtypes[d], ties, k % 2);
     for (int d = 0; d < 3; d++) {
         test_avgpool(1, 1, 1, dtypes[d]);
         test_avgpool(3, 49, 67, dtypes[d]);
         test_avgpool(2, 64, 8, dtypes[d]);
         test_avgpool(5, 7, 2048, dtypes[d]);
-        for (size_t count = 0; count < 40; count += 13)
-            test_elementwise(dtypes[d], count);
+        for (size_t count = 0; count < 40; count += 13) test_elementwise(dtypes[d], count);
         test_elementwise(dtypes[d], 100003);
     }
     test_bad_arguments();

@@ -74,11 +74,9 @@ static buf_t buf_new(size_t bytes, size_t offset)
 static int buf_guards_ok(const buf_t *b)
 {
     for (const unsigned char *p = b->base; p < b->data; p++)
-        if (*p != TWIN_GUARD_BYTE)
-            return 0;
+        if (*p != TWIN_GUARD_BYTE) return 0;
     for (size_t i = 0; i < GUARD; i++)
-        if (b->data[b->bytes + i] != TWIN_GUARD_BYTE)
-            return 0;
+        if (b->data[b->bytes + i] != TWIN_GUARD_BYTE) return 0;
     return 1;
 }
 
@@ -87,8 +85,7 @@ static void buf_free(buf_t *b) { free(b->base); }
 static void fill_random(unsigned char *p, k_dtype_t dtype, size_t count, int specials)
 {
     const size_t size = k_dtype_size(dtype);
-    for (size_t i = 0; i < count; i++)
-        twin_random_element(&rng, dtype, specials, p + i * size);
+    for (size_t i = 0; i < count; i++) twin_random_element(&rng, dtype, specials, p + i * size);
 }
 
 static const size_t large_counts[] = {1000, 4099, 65537};
@@ -97,7 +94,7 @@ static const size_t large_counts[] = {1000, 4099, 65537};
 /* ---- SGD ----------------------------------------------------------------------------- */
 
 static const twin_sgd_case_t sgd_cases[] = {
-    {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024},  {0.1f, 0.9f, 1e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 0.5f},
+    {0.1f, 0.9f, 1e-4f, 1, 1.0f / 1024}, {0.1f, 0.9f, 1e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 0.5f},
     {0.2f, 0.0f, 1e-4f, 0, 1.0f / 1024}, {0.01f, 0.0f, 0.0f, 0, 1.0f}, {0.4f, 0.9f, 5e-4f, 1, 65536.0f},
     {-0.0f, 0.5f, -0.0f, 1, 3.0f},
 };
@@ -141,8 +138,7 @@ static long sgd_one(size_t count, k_dtype_t gd, int lp_choice, const twin_sgd_ca
     if (with_lp)
         bad += twin_compare(&report, what, ld, l_tw.data, l_ref.data, count, 1);
     else
-        for (size_t i = 0; i < count * ls; i++)
-            bad += l_tw.data[i] != TWIN_POISON_NAN;
+        for (size_t i = 0; i < count * ls; i++) bad += l_tw.data[i] != TWIN_POISON_NAN;
     CHECK(buf_guards_ok(&p_tw) && buf_guards_ok(&m_tw) && buf_guards_ok(&g_tw) && buf_guards_ok(&l_tw),
           "%s: a guard byte changed", what);
     buf_free(&p_ref), buf_free(&p_tw), buf_free(&m_ref), buf_free(&m_tw);
@@ -154,8 +150,7 @@ static void test_sgd(void)
 {
     long cases = 0, bad = 0;
     for (int isa = 0; isa < K_ISA_COUNT; isa++) {
-        if (k_isa_set((k_isa_t)isa) != 0)
-            continue;
+        if (k_isa_set((k_isa_t)isa) != 0) continue;
         for (int g = 0; g < 3; g++)
             for (int l = 0; l < 4; l++)
                 for (size_t c = 0; c < N_SGD_CASES; c++) {
@@ -185,8 +180,7 @@ static void test_nonfinite(void)
     long cases = 0;
     const int before = failures;
     for (int isa = 0; isa < K_ISA_COUNT; isa++) {
-        if (k_isa_set((k_isa_t)isa) != 0)
-            continue;
+        if (k_isa_set((k_isa_t)isa) != 0) continue;
         for (int d = 0; d < 4; d++) {
             const k_dtype_t dt = check_dtypes[d];
             const size_t size = k_dtype_size(dt);
@@ -200,8 +194,7 @@ static void test_nonfinite(void)
                         size_t at = test_rng_below(&rng, (uint32_t)n);
                         unsigned char saved[8];
                         memcpy(saved, b.data + at * size, size);
-                        if (kind >= 0)
-                            twin_plant_special(b.data + at * size, dt, kind);
+                        if (kind >= 0) twin_plant_special(b.data + at * size, dt, kind);
                         memcpy(a.data, b.data, n * size);
                         int want = k_nonfinite(a.data, dt, n);
                         int32_t flag = 0, set = 1;
@@ -223,8 +216,7 @@ static void test_nonfinite(void)
     memset(ints, 0xFF, sizeof(ints));
     CHECK(k_twin_nonfinite(ints, K_DTYPE_I32, 16, &flag) == 0 && flag == 5, "nonfinite i32 touched the flag");
     for (int dt = K_DTYPE_U8; dt < K_DTYPE_COUNT; dt++) /* u8, i8, i16, u16, bool: no inf or NaN */
-        CHECK(k_twin_nonfinite(ints, (k_dtype_t)dt, 16, &flag) == 0 && flag == 5, "nonfinite %d touched the flag",
-              dt);
+        CHECK(k_twin_nonfinite(ints, (k_dtype_t)dt, 16, &flag) == 0 && flag == 5, "nonfinite %d touched the flag", dt);
     CHECK(k_twin_nonfinite(ints, K_DTYPE_COUNT, 16, &flag) == K_CUDA_ERR_INVALID_VALUE,
           "nonfinite: bad dtype accepted");
     CHECK(k_twin_nonfinite(NULL, K_DTYPE_F32, 0, NULL) == 0, "nonfinite: count 0 refused");
@@ -236,8 +228,7 @@ static void test_nonfinite(void)
     long bad = 0;
     cases = 0;
     for (int isa = 0; isa < K_ISA_COUNT; isa++) {
-        if (k_isa_set((k_isa_t)isa) != 0)
-            continue;
+        if (k_isa_set((k_isa_t)isa) != 0) continue;
         for (int d = 0; d < 3; d++) {
             const k_dtype_t dt = check_dtypes[d];
             const size_t size = k_dtype_size(dt);
@@ -302,8 +293,8 @@ static void test_input(void)
                         uint8_t *src = malloc(pixels * (size_t)sc + 1);
                         for (size_t p = 0; p < pixels; p++)
                             for (int c = 0; c < sc; c++)
-                                src[p * sc + c] = p < 256 ? (uint8_t)((p + 37 * c) & 0xFF)
-                                                          : (uint8_t)test_rng_below(&rng, 256);
+                                src[p * sc + c] =
+                                    p < 256 ? (uint8_t)((p + 37 * c) & 0xFF) : (uint8_t)test_rng_below(&rng, 256);
                         const size_t bytes = pixels * (size_t)dc * esize;
                         buf_t out = buf_new(bytes, test_rng_below(&rng, 16));
                         memset(out.data, TWIN_POISON_NAN, bytes);
@@ -342,11 +333,14 @@ static void test_input(void)
     uint16_t dst[8];
     uint8_t src[3] = {1, 2, 3};
     CHECK(k_twin_input_normalize(dst, K_DTYPE_I32, 4, src, 3, 1, imagenet_mean, imagenet_std) ==
-              K_CUDA_ERR_INVALID_VALUE, "input: i32 accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "input: i32 accepted");
     CHECK(k_twin_input_normalize(dst, K_DTYPE_F16, 2, src, 3, 1, imagenet_mean, imagenet_std) ==
-              K_CUDA_ERR_INVALID_VALUE, "input: fewer dst channels accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "input: fewer dst channels accepted");
     CHECK(k_twin_input_normalize(dst, K_DTYPE_F16, 9, src, 3, 1, imagenet_mean, imagenet_std) ==
-              K_CUDA_ERR_INVALID_VALUE, "input: 9 channels accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "input: 9 channels accepted");
     printf("%s input_normalize: twin == tr_aug_store's formula in %ld cases (f16/bf16, 1..4 -> ..8 channels, every "
            "u8 value)\n",
            failures == before ? "ok  " : "FAIL", cases);
@@ -362,10 +356,8 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
     float *logits = malloc(count * sizeof(float));
     int32_t *labels = malloc((size_t)n * sizeof(int32_t));
     unsigned char *ref = malloc(count * size);
-    for (size_t i = 0; i < count; i++)
-        logits[i] = (float)((test_rng_unit(&rng) * 2.0 - 1.0) * 6.0);
-    for (int i = 0; i < n; i++)
-        labels[i] = (int32_t)test_rng_below(&rng, (uint32_t)k);
+    for (size_t i = 0; i < count; i++) logits[i] = (float)((test_rng_unit(&rng) * 2.0 - 1.0) * 6.0);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)test_rng_below(&rng, (uint32_t)k);
     logits[test_rng_below(&rng, (uint32_t)count)] += 40.0f; /* exp overflows without the max subtracted */
     if (specials && n >= 4) {
         logits[(size_t)1 * k + test_rng_below(&rng, (uint32_t)k)] = NAN;
@@ -406,8 +398,7 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
         const int row = n / 2;
         const int32_t saved = labels[row];
         labels[row] = test_rng_below(&rng, 2) ? k : -1;
-        if (n > 2)
-            labels[n - 1] = k + 5;
+        if (n > 2) labels[n - 1] = k + 5;
         memset(out.data, TWIN_POISON_FINITE, count * size);
         rc = k_twin_softmax_xent(logits, labels, n, k, s, scale, &loss, out.data, dt, &label_error);
         CHECK(rc == 0 && label_error == row + 1 && isnan(loss),
@@ -426,8 +417,7 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
         float loss_cpu = 789.0f;
         rc = k_softmax_xent(logits, labels, n, k, s, scale, &loss_cpu, ref, dt);
         long touched = 0;
-        for (size_t i = 0; i < count * size; i++)
-            touched += ref[i] != TWIN_POISON_FINITE;
+        for (size_t i = 0; i < count * size; i++) touched += ref[i] != TWIN_POISON_FINITE;
         CHECK(rc == row + 1 && loss_cpu == 789.0f && touched == 0,
               "%s, bad label in row %d: k_softmax_xent rc %d, loss %g, %ld bytes written", what, row, rc,
               (double)loss_cpu, touched);
@@ -441,8 +431,8 @@ static void xent_one(int n, int k, float s, float scale, k_dtype_t dt, int speci
 static void test_xent(void)
 {
     const int before = failures;
-    static const int shapes[][2] = {{1, 1}, {1, 2}, {3, 10}, {7, 33}, {5, 64}, {4, 1000}, {17, 100}, {256, 10},
-                                    {2, 31}, {9, 65}};
+    static const int shapes[][2] = {{1, 1},    {1, 2},    {3, 10},   {7, 33}, {5, 64},
+                                    {4, 1000}, {17, 100}, {256, 10}, {2, 31}, {9, 65}};
     static const float smoothing[] = {0.0f, 0.1f, 1.0f};
     static const float scales[] = {1.0f, 1024.0f, 1.0f / 3};
     long cases = 0;
@@ -458,13 +448,17 @@ static void test_xent(void)
     int32_t labels[2] = {0, 1}, err;
     uint16_t d[4];
     CHECK(k_twin_softmax_xent(logits, labels, 0, 2, 0.0f, 1.0f, &loss, d, K_DTYPE_F16, &err) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: n 0 accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: n 0 accepted");
     CHECK(k_twin_softmax_xent(logits, labels, 2, 2, 1.5f, 1.0f, &loss, d, K_DTYPE_F16, &err) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: smoothing 1.5 accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: smoothing 1.5 accepted");
     CHECK(k_twin_softmax_xent(logits, labels, 2, 2, 0.1f, INFINITY, &loss, d, K_DTYPE_F16, &err) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: scale inf accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: scale inf accepted");
     CHECK(k_twin_softmax_xent(logits, labels, 2, 2, 0.1f, 1.0f, &loss, d, K_DTYPE_F64, &err) ==
-              K_CUDA_ERR_INVALID_VALUE, "xent: f64 dlogits accepted");
+              K_CUDA_ERR_INVALID_VALUE,
+          "xent: f64 dlogits accepted");
     CHECK(k_softmax_xent(logits, labels, 0, 2, 0.0f, 1.0f, &loss, d, K_DTYPE_F16) == -1,
           "k_softmax_xent: n 0 accepted");
     CHECK(k_softmax_xent(logits, labels, 2, 0, 0.0f, 1.0f, &loss, d, K_DTYPE_F16) == -1,

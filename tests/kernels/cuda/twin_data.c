@@ -10,22 +10,53 @@
 #include <string.h>
 
 const char *const twin_dtype_name[K_DTYPE_COUNT] = {"f32", "f16", "bf16", "f64", "i32", "i64",
-                                                     "u8",  "i8",  "i16",  "u16", "bool"};
+                                                    "u8",  "i8",  "i16",  "u16", "bool"};
 const char *const twin_op_name[K_OP_COUNT] = {"sum", "min", "max", "prod"};
 
 /* 2^62 + 2^38 + 1 goes to fp32 as 2^62 + 2^39; 16777217 is not a float. */
-const int64_t twin_divisors[] = {1, 3, 2, 7, 1, 10, 255, 256, 16777217, (1LL << 32) + 5, (1LL << 40) + 1,
-                                 (1LL << 62) + (1LL << 38) + 1, INT64_MAX};
+const int64_t twin_divisors[] = {
+    1, 3, 2, 7, 1, 10, 255, 256, 16777217, (1LL << 32) + 5, (1LL << 40) + 1, (1LL << 62) + (1LL << 38) + 1, INT64_MAX};
 
-const double twin_factors[] = {1.0, 0.5, -1.0, 0.0, -0.0, 1.0 / 3, 2.5, -1.5, 1e-3, 3.7, 1e10, -1e30, 0.1,
-                               1e-40, 65504.0, 1e300, INFINITY, -INFINITY, NAN, 255.5, 4294967296.5};
+const double twin_factors[] = {1.0,   0.5, -1.0,  0.0,     -0.0,  1.0 / 3,  2.5,       -1.5, 1e-3,  3.7,         1e10,
+                               -1e30, 0.1, 1e-40, 65504.0, 1e300, INFINITY, -INFINITY, NAN,  255.5, 4294967296.5};
 
-const double twin_cast_f64s[] = {2.5, 3.5, -2.5, -0.5, 0.5, 255.5, 256.0, -1.0, 1e300, -1e300, 2147483647.5,
-                                 -2147483648.5, 9.3e18, -9.3e18, 1.0 + 0x1p-11 + 0x1p-40, 1.0 + 0x1p-8 + 0x1p-40,
-                                 65520.0, 65519.99, 0x1p-25, 0x1.8p-25, 3.5e38, NAN, -INFINITY, 0x1p-1074};
+const double twin_cast_f64s[] = {2.5,
+                                 3.5,
+                                 -2.5,
+                                 -0.5,
+                                 0.5,
+                                 255.5,
+                                 256.0,
+                                 -1.0,
+                                 1e300,
+                                 -1e300,
+                                 2147483647.5,
+                                 -2147483648.5,
+                                 9.3e18,
+                                 -9.3e18,
+                                 1.0 + 0x1p-11 + 0x1p-40,
+                                 1.0 + 0x1p-8 + 0x1p-40,
+                                 65520.0,
+                                 65519.99,
+                                 0x1p-25,
+                                 0x1.8p-25,
+                                 3.5e38,
+                                 NAN,
+                                 -INFINITY,
+                                 0x1p-1074};
 
-const int64_t twin_cast_i64s[] = {INT64_MAX, INT64_MIN, (1LL << 24) + 1, (1LL << 53) + 1, 65520, 65519, -65520,
-                                  (1LL << 11) + 1, ((1LL << 11) + 1) << 20 | 1, 256, -1, 4294967296LL};
+const int64_t twin_cast_i64s[] = {INT64_MAX,
+                                  INT64_MIN,
+                                  (1LL << 24) + 1,
+                                  (1LL << 53) + 1,
+                                  65520,
+                                  65519,
+                                  -65520,
+                                  (1LL << 11) + 1,
+                                  ((1LL << 11) + 1) << 20 | 1,
+                                  256,
+                                  -1,
+                                  4294967296LL};
 
 /* (The arrays above are declared with their counts in twin_data.h: a count
  * that no longer matches its initializer is a compile error.) */
@@ -57,8 +88,7 @@ int twin_raw_is_nan(k_dtype_t dtype, uint64_t raw)
 
 int twin_raw_same(k_dtype_t dtype, uint64_t a, uint64_t b, int loose_nan)
 {
-    if (a == b)
-        return 1;
+    if (a == b) return 1;
     return loose_nan && twin_raw_is_nan(dtype, a) && twin_raw_is_nan(dtype, b);
 }
 
@@ -72,12 +102,13 @@ static uint64_t random_float_bits(test_rng_t *rng, int exp_bits, int mant_bits, 
     uint32_t kind = test_rng_below(rng, 32);
     if (specials && kind < 8) {
         switch (kind) {
-        case 0: exp = 0, mant = 0; break;                                            /* +-0 */
-        case 1: exp = exp_max, mant = 0; break;                                      /* +-inf */
-        case 2: exp = exp_max, mant |= (uint64_t)1 << (mant_bits - 1); break;        /* quiet NaN */
-        case 3: exp = exp_max, mant = (mant >> 1) | 1; break;                        /* signalling NaN */
-        case 4: case 5: exp = 0, mant |= 1; break;                                   /* subnormal */
-        default: exp = exp_max - 1 - test_rng_below(rng, 2); break;                  /* huge */
+        case 0: exp = 0, mant = 0; break;                                     /* +-0 */
+        case 1: exp = exp_max, mant = 0; break;                               /* +-inf */
+        case 2: exp = exp_max, mant |= (uint64_t)1 << (mant_bits - 1); break; /* quiet NaN */
+        case 3: exp = exp_max, mant = (mant >> 1) | 1; break;                 /* signalling NaN */
+        case 4:
+        case 5: exp = 0, mant |= 1; break;                          /* subnormal */
+        default: exp = exp_max - 1 - test_rng_below(rng, 2); break; /* huge */
         }
     } else if (kind == 31) {
         exp = 0, mant = 0;
@@ -144,13 +175,11 @@ long twin_compare(twin_report_t *report, const char *what, k_dtype_t dtype, cons
     long bad = 0;
     for (size_t i = 0; i < count; i++) {
         uint64_t g = twin_raw_at(got + i * size, size), w = twin_raw_at(want + i * size, size);
-        if (twin_raw_same(dtype, g, w, loose_nan))
-            continue;
+        if (twin_raw_same(dtype, g, w, loose_nan)) continue;
         if (bad == 0 && report->printed < report->print_max) {
             report->printed++;
-            fprintf(stderr, "FAIL %s: element %zu of %zu: %s 0x%0*llx, %s 0x%0*llx\n", what, i, count,
-                    report->got_name, (int)(2 * size), (unsigned long long)g, report->want_name, (int)(2 * size),
-                    (unsigned long long)w);
+            fprintf(stderr, "FAIL %s: element %zu of %zu: %s 0x%0*llx, %s 0x%0*llx\n", what, i, count, report->got_name,
+                    (int)(2 * size), (unsigned long long)g, report->want_name, (int)(2 * size), (unsigned long long)w);
         }
         bad++;
     }

@@ -62,8 +62,13 @@ static double ar_expected(const struct ar_case *c, size_t i)
 void ar_case_init(struct ar_case *c, const char *tag, hora_dtype_t dtype, hora_op_t op, size_t count, int inplace,
                   int shared, unsigned salt)
 {
-    *c = (struct ar_case){.dtype = dtype, .op = op, .count = count, .inplace = inplace, .shared = shared,
-                          .salt = salt, .opts = HORA_OPTS_INIT};
+    *c = (struct ar_case){.dtype = dtype,
+                          .op = op,
+                          .count = count,
+                          .inplace = inplace,
+                          .shared = shared,
+                          .salt = salt,
+                          .opts = HORA_OPTS_INIT};
     snprintf(c->name, sizeof(c->name), "%s.%u.%s.%s.%zu.%s.%s", tag, salt, hora_dtype_name(dtype), hora_op_name(op),
              count, inplace ? "in" : "out", shared ? "shm" : "malloc");
 }

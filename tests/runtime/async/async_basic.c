@@ -294,10 +294,10 @@ void mode_basic(void)
     /* Allgather with a per-rank first dimension. */
     /* (bool's bytes other than 0/1 are moved unchanged: data, not truth values) */
     enum { N_AG = 8 };
-    struct ag_case ag[N_AG] = {{.dtype = HORA_DTYPE_F32, .ndim = 2}, {.dtype = HORA_DTYPE_I32, .ndim = 2},
+    struct ag_case ag[N_AG] = {{.dtype = HORA_DTYPE_F32, .ndim = 2},  {.dtype = HORA_DTYPE_I32, .ndim = 2},
                                {.dtype = HORA_DTYPE_BF16, .ndim = 2}, {.dtype = HORA_DTYPE_I64, .ndim = 0},
-                               {.dtype = HORA_DTYPE_I8, .ndim = 2},  {.dtype = HORA_DTYPE_I16, .ndim = 0},
-                               {.dtype = HORA_DTYPE_U16, .ndim = 2}, {.dtype = HORA_DTYPE_BOOL, .ndim = 2}};
+                               {.dtype = HORA_DTYPE_I8, .ndim = 2},   {.dtype = HORA_DTYPE_I16, .ndim = 0},
+                               {.dtype = HORA_DTYPE_U16, .ndim = 2},  {.dtype = HORA_DTYPE_BOOL, .ndim = 2}};
     for (int k = 0; k < N_AG; k++) {
         ag[k].salt = salt++;
         snprintf(ag[k].name, sizeof(ag[k].name), "ag.%d.%s.%dd", k, hora_dtype_name(ag[k].dtype), ag[k].ndim ? 2 : 1);

@@ -30,10 +30,7 @@ void fail(const char *fmt, ...)
 
 /* ---------------------------------------------------------------- helpers */
 
-void barrier(void)
-{
-    MPI_Barrier(test_comm);
-}
+void barrier(void) { MPI_Barrier(test_comm); }
 
 uint32_t mix3(uint32_t a, uint32_t b, uint32_t c)
 {

@@ -30,10 +30,10 @@ extern atomic_int failures, checks;
 void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Count a check; report when cond is false. */
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        atomic_fetch_add(&checks, 1);                                                                                  \
-        if (!(cond)) fail(__VA_ARGS__);                                                                                \
+#define CHECK(cond, ...)                \
+    do {                                \
+        atomic_fetch_add(&checks, 1);   \
+        if (!(cond)) fail(__VA_ARGS__); \
     } while (0)
 
 /* A value no request handle has: outputs must stay untouched on failure. */

@@ -82,14 +82,14 @@ static void errors_local(void)
     hora_request_t req;
     hora_status_t st;
 
-#define EXPECT_INVALID(what, call)                                                                                     \
-    do {                                                                                                               \
-        req = REQ_SENTINEL;                                                                                            \
-        st = (call);                                                                                                   \
-        CHECK(st == HORA_ERR_INVALID_ARG, "%s: returned %s, expected HORA_ERR_INVALID_ARG", what,                      \
-              hora_status_string(st));                                                                                 \
-        CHECK(req == REQ_SENTINEL, "%s: *req was written although the call failed", what);                             \
-        if (st == HORA_ERR_INVALID_ARG) CHECK(hora_last_error()[0] != '\0', "%s: hora_last_error is empty", what);     \
+#define EXPECT_INVALID(what, call)                                                                                 \
+    do {                                                                                                           \
+        req = REQ_SENTINEL;                                                                                        \
+        st = (call);                                                                                               \
+        CHECK(st == HORA_ERR_INVALID_ARG, "%s: returned %s, expected HORA_ERR_INVALID_ARG", what,                  \
+              hora_status_string(st));                                                                             \
+        CHECK(req == REQ_SENTINEL, "%s: *req was written although the call failed", what);                         \
+        if (st == HORA_ERR_INVALID_ARG) CHECK(hora_last_error()[0] != '\0', "%s: hora_last_error is empty", what); \
     } while (0)
 
     EXPECT_INVALID("bad dtype", hora_allreduce_async("bad.dtype", x, x, 4, (hora_dtype_t)99, HORA_OP_SUM, NULL, &req));
@@ -128,8 +128,7 @@ static void errors_expect_bytes(const char *what, hora_status_t st, hora_request
           hora_status_string(st));
     CHECK(req == REQ_SENTINEL, "%s with struct_bytes 0: *req was written although the call failed", what);
     CHECK(strstr(hora_last_error(), what) && strstr(hora_last_error(), "struct_bytes is 0"),
-          "%s with struct_bytes 0: the message '%s' names neither the call nor struct_bytes", what,
-          hora_last_error());
+          "%s with struct_bytes 0: the message '%s' names neither the call nor struct_bytes", what, hora_last_error());
 }
 
 /* hora_opts_t.struct_bytes (hora.h): every *_async call that takes options
@@ -226,12 +225,12 @@ static void errors_outside_runtime(const char *when)
     hora_request_t req = REQ_SENTINEL;
     hora_status_t st;
 
-#define EXPECT_NOT_INIT(what, call)                                                                                    \
-    do {                                                                                                               \
-        st = (call);                                                                                                   \
-        CHECK(st == HORA_ERR_NOT_INITIALIZED, "%s %s: returned %s, expected HORA_ERR_NOT_INITIALIZED", what, when,     \
-              hora_status_string(st));                                                                                 \
-        CHECK(req == REQ_SENTINEL, "%s %s: *req was written", what, when);                                             \
+#define EXPECT_NOT_INIT(what, call)                                                                                \
+    do {                                                                                                           \
+        st = (call);                                                                                               \
+        CHECK(st == HORA_ERR_NOT_INITIALIZED, "%s %s: returned %s, expected HORA_ERR_NOT_INITIALIZED", what, when, \
+              hora_status_string(st));                                                                             \
+        CHECK(req == REQ_SENTINEL, "%s %s: *req was written", what, when);                                         \
     } while (0)
 
     EXPECT_NOT_INIT("hora_allreduce_async",

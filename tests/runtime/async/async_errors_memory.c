@@ -21,8 +21,8 @@
 
 enum memory_call { MEMORY_ALLREDUCE, MEMORY_GROUPED, MEMORY_BROADCAST, MEMORY_ALLGATHER, MEMORY_CALL_COUNT };
 
-static const char *const memory_call_name[MEMORY_CALL_COUNT] = {
-    "hora_allreduce_async", "hora_grouped_allreduce_async", "hora_broadcast_async", "hora_allgather_async"};
+static const char *const memory_call_name[MEMORY_CALL_COUNT] = {"hora_allreduce_async", "hora_grouped_allreduce_async",
+                                                                "hora_broadcast_async", "hora_allgather_async"};
 /* The requests' names; the grouped call has two members. */
 static const char *const memory_request_name[MEMORY_CALL_COUNT][2] = {
     {"cuda.allreduce", NULL}, {"cuda.group.0", "cuda.group.1"}, {"cuda.broadcast", NULL}, {"cuda.allgather", NULL}};

@@ -227,8 +227,7 @@ out:
             printf("%.*s\n", (int)strcspn(line, "\n"), line);
         }
         if (!text || !strstr(text, want) || atomic_load(&failures))
-            fprintf(stderr, "---- rank 0 stderr during the straggler test ----\n%s---- end ----\n",
-                    text ? text : "");
+            fprintf(stderr, "---- rank 0 stderr during the straggler test ----\n%s---- end ----\n", text ? text : "");
         free(text);
     } else {
         CHECK(reported == -1, "straggler: rank %d reports a straggler (only rank 0 does)", rank);

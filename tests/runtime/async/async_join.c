@@ -18,10 +18,7 @@
 
 #define JOIN_TENSORS 4
 
-static int join_steps(int r)
-{
-    return 5 + 3 * r;
-}
+static int join_steps(int r) { return 5 + 3 * r; }
 
 static int join_value(int r, int t, size_t i, int s)
 {
@@ -90,8 +87,8 @@ static void join_each_first(void)
                     if (st != HORA_OK) *r = REQ_SENTINEL;
                 }
             int32_t ar_buf[3] = {rank, 1, -2 * rank};
-            hora_status_t st = hora_allreduce_async("jf.allreduce", ar_buf, ar_buf, 3, HORA_DTYPE_I32, HORA_OP_SUM,
-                                                    NULL, &ar);
+            hora_status_t st =
+                hora_allreduce_async("jf.allreduce", ar_buf, ar_buf, 3, HORA_DTYPE_I32, HORA_OP_SUM, NULL, &ar);
             CHECK(st == HORA_OK, "join first %d allreduce: enqueue returned %s", first, hora_status_string(st));
             for (int i = 0; i < 2 * KINDS; i++) {
                 char what[96];
@@ -180,8 +177,8 @@ void mode_join(void)
             if (s >= join_steps(0)) {
                 st = hora_wait(bc_req);
                 CHECK(st == HORA_ERR_INVALID_ARG && strstr(request_message(bc_req), "rank 0 has already joined"),
-                      "%s: after rank 0 joined it returned %s '%s', expected HORA_ERR_INVALID_ARG naming rank 0",
-                      what, hora_status_string(st), request_message(bc_req));
+                      "%s: after rank 0 joined it returned %s '%s', expected HORA_ERR_INVALID_ARG naming rank 0", what,
+                      hora_status_string(st), request_message(bc_req));
             } else if (wait_ok(bc_req, what)) {
                 const int32_t want_bc[4] = {size - 1, s, -(size - 1), 7};
                 compare(what, bc, want_bc, 4, HORA_DTYPE_I32);

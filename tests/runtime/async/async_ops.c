@@ -84,8 +84,7 @@ static void rs_case_start(struct rs_case *c, const char *group_name, int n, stru
     opts.postscale = c->postscale;
     c->req = REQ_SENTINEL;
     if (!group_name) {
-        hora_status_t st =
-            hora_reducescatter_async(c->name, c->send, c->recv, count, c->dtype, c->op, &opts, &c->req);
+        hora_status_t st = hora_reducescatter_async(c->name, c->send, c->recv, count, c->dtype, c->op, &opts, &c->req);
         CHECK(st == HORA_OK, "reducescatter %s: enqueue returned %s: %s", c->name, hora_status_string(st),
               hora_last_error());
         c->enqueued = st == HORA_OK;
@@ -179,8 +178,14 @@ static void ops_reducescatter(void)
     /* One name again and again: from the second time on it runs from the
      * response cache. */
     for (int it = 0; it < 4; it++) {
-        struct rs_case c = {.dtype = HORA_DTYPE_F32, .op = HORA_OP_SUM, .d0 = (size_t)(2 * size + 1), .row = 3,
-                            .prescale = 1.0, .postscale = 1.0, .shared = 1, .salt = (unsigned)(7000 + it)};
+        struct rs_case c = {.dtype = HORA_DTYPE_F32,
+                            .op = HORA_OP_SUM,
+                            .d0 = (size_t)(2 * size + 1),
+                            .row = 3,
+                            .prescale = 1.0,
+                            .postscale = 1.0,
+                            .shared = 1,
+                            .salt = (unsigned)(7000 + it)};
         snprintf(c.name, sizeof(c.name), "rs.again");
         rs_case_start(&c, NULL, 0, NULL);
         rs_case_finish(&c);
@@ -189,8 +194,13 @@ static void ops_reducescatter(void)
     /* A group of three with their own shapes. */
     struct rs_case group[3];
     for (int k = 0; k < 3; k++) {
-        group[k] = (struct rs_case){.dtype = HORA_DTYPE_F32, .op = HORA_OP_AVG, .d0 = (size_t)(size * k + k + 1),
-                                    .row = (size_t)(2 + k), .prescale = 2.0, .postscale = 0.5, .shared = k % 2,
+        group[k] = (struct rs_case){.dtype = HORA_DTYPE_F32,
+                                    .op = HORA_OP_AVG,
+                                    .d0 = (size_t)(size * k + k + 1),
+                                    .row = (size_t)(2 + k),
+                                    .prescale = 2.0,
+                                    .postscale = 0.5,
+                                    .shared = k % 2,
                                     .salt = (unsigned)(5000 + k)};
         snprintf(group[k].name, sizeof(group[k].name), "rsg.%d", k);
     }
@@ -257,8 +267,7 @@ static void ops_alltoall(void)
         snprintf(name, sizeof(name), "a2a.%d", t);
         snprintf(what, sizeof(what), "alltoall %s (%zu rows of %zu, splits %s)", name, d0, row, t ? "given" : "NULL");
         hora_request_t req = REQ_SENTINEL;
-        hora_status_t st =
-            hora_alltoall_async(name, send, d0 * row, dtypes[t], t == 0 ? NULL : splits, &opts, &req);
+        hora_status_t st = hora_alltoall_async(name, send, d0 * row, dtypes[t], t == 0 ? NULL : splits, &opts, &req);
         const int enqueued = st == HORA_OK;
         CHECK(enqueued, "%s: enqueue returned %s: %s", what, hora_status_string(st), hora_last_error());
         if (enqueued && wait_ok(req, what)) {
@@ -295,8 +304,8 @@ static void ops_alltoall(void)
         opts.ndim = 2;
         opts.dims[0] = size;
         opts.dims[1] = rank == 0 ? 2 : 3;
-        hora_status_t st = hora_alltoall_async("a2a.mismatch", send, (size_t)(size * opts.dims[1]), HORA_DTYPE_I32,
-                                               NULL, &opts, &req);
+        hora_status_t st =
+            hora_alltoall_async("a2a.mismatch", send, (size_t)(size * opts.dims[1]), HORA_DTYPE_I32, NULL, &opts, &req);
         CHECK(st == HORA_OK, "a2a.mismatch: enqueue returned %s: %s", hora_status_string(st), hora_last_error());
         if (st == HORA_OK) {
             st = hora_wait(req);

@@ -60,16 +60,14 @@ static void sets_submit(struct set_run *s)
     /* Broadcast from the set's highest world rank. */
     for (int i = 0; i < 6; i++) s->bc_buf[i] = rank * 1000 + i;
     st = hora_broadcast_async("bc", s->bc_buf, 6, HORA_DTYPE_I32, s->members[s->n - 1], &o, &s->bc);
-    CHECK(st == HORA_OK, "set %d broadcast: enqueue returned %s: %s", s->id, hora_status_string(st),
-          hora_last_error());
+    CHECK(st == HORA_OK, "set %d broadcast: enqueue returned %s: %s", s->id, hora_status_string(st), hora_last_error());
     /* Allgather: place + 1 rows of 2. */
     o.ndim = 2;
     o.dims[0] = s->place + 1;
     o.dims[1] = 2;
     for (int i = 0; i < 2 * (s->place + 1); i++) s->ag_send[i] = rank * 100 + i;
     st = hora_allgather_async("ag", s->ag_send, (size_t)(2 * (s->place + 1)), HORA_DTYPE_I32, &o, &s->ag);
-    CHECK(st == HORA_OK, "set %d allgather: enqueue returned %s: %s", s->id, hora_status_string(st),
-          hora_last_error());
+    CHECK(st == HORA_OK, "set %d allgather: enqueue returned %s: %s", s->id, hora_status_string(st), hora_last_error());
     /* Reducescatter of 2n+1 rows of 3 (uneven), AVG. */
     o.dims[0] = 2 * s->n + 1;
     o.dims[1] = 3;
@@ -84,11 +82,9 @@ static void sets_submit(struct set_run *s)
     for (size_t j = 0; j < d0; j++) s->a2a_send[j] = rank * 1000 + (int)j;
     o.ndim = 0;
     st = hora_alltoall_async("a2a", s->a2a_send, d0, HORA_DTYPE_I32, s->splits, &o, &s->a2a);
-    CHECK(st == HORA_OK, "set %d alltoall: enqueue returned %s: %s", s->id, hora_status_string(st),
-          hora_last_error());
+    CHECK(st == HORA_OK, "set %d alltoall: enqueue returned %s: %s", s->id, hora_status_string(st), hora_last_error());
     st = hora_barrier_async("bar", &o, &s->bar);
-    CHECK(st == HORA_OK, "set %d barrier: enqueue returned %s: %s", s->id, hora_status_string(st),
-          hora_last_error());
+    CHECK(st == HORA_OK, "set %d barrier: enqueue returned %s: %s", s->id, hora_status_string(st), hora_last_error());
     s->submitted = 1;
 }
 
@@ -100,8 +96,8 @@ static const size_t *result_check(hora_request_t req, const char *what, const in
     size_t total = 0;
     const size_t *rc = NULL;
     hora_status_t st = hora_request_result(req, &data, &total, &rc);
-    CHECK(st == HORA_OK && total == at && rc, "%s: result %s, %zu elements, expected %zu", what,
-          hora_status_string(st), total, at);
+    CHECK(st == HORA_OK && total == at && rc, "%s: result %s, %zu elements, expected %zu", what, hora_status_string(st),
+          total, at);
     if (st == HORA_OK && total == at && at) compare(what, data, want, at, HORA_DTYPE_I32);
     return rc;
 }
@@ -237,8 +233,8 @@ void mode_sets(void)
         char name[8];
         snprintf(name, sizeof(name), "x%d", t);
         for (int i = 0; i < 64; i++) world[t][i] = sets_value(rank, t, i);
-        hora_status_t st = hora_allreduce_async(name, world[t], world[t], 64, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
-                                                &wreq[t]);
+        hora_status_t st =
+            hora_allreduce_async(name, world[t], world[t], 64, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &wreq[t]);
         CHECK(st == HORA_OK, "world allreduce %s: %s: %s", name, hora_status_string(st), hora_last_error());
     }
     for (int k = 0; k < 3; k++)
@@ -298,8 +294,7 @@ void mode_sets(void)
         hora_opts_t o = sets_opts(99);
         hora_status_t st = hora_allreduce_async("unknown", x, x, 4, HORA_DTYPE_F32, HORA_OP_SUM, &o, &req);
         CHECK(st == HORA_ERR_INVALID_ARG && strstr(hora_last_error(), "does not exist"),
-              "a request on set 99: %s '%s', expected HORA_ERR_INVALID_ARG", hora_status_string(st),
-              hora_last_error());
+              "a request on set 99: %s '%s', expected HORA_ERR_INVALID_ARG", hora_status_string(st), hora_last_error());
         o = sets_opts(sets[2].id);
         if (sets[2].place >= 0) {
             st = hora_broadcast_async("bc.root", x, 4, HORA_DTYPE_F32, 1 % size == 0 ? 0 : 1, &o, &req);
@@ -316,8 +311,8 @@ void mode_sets(void)
         hora_opts_t o = sets_opts(sets[2].id);
         double d[2] = {0};
         hora_request_t req;
-        hora_status_t st = hora_allreduce_async("mm", d, d, 2, rank == 0 ? HORA_DTYPE_F32 : HORA_DTYPE_F64,
-                                                HORA_OP_SUM, &o, &req);
+        hora_status_t st =
+            hora_allreduce_async("mm", d, d, 2, rank == 0 ? HORA_DTYPE_F32 : HORA_DTYPE_F64, HORA_OP_SUM, &o, &req);
         CHECK(st == HORA_OK, "mismatch request: %s", hora_status_string(st));
         if (st == HORA_OK) {
             st = hora_wait(req);

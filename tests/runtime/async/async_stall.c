@@ -83,8 +83,8 @@ void mode_stall_shutdown(void)
             int done = 0;
             double t0 = test_now_s();
             st = poll_until(req, 12, &done, "never");
-            CHECK(done, "stall_shutdown: 'never' still pending after %.1f s (HORA_STALL_SHUTDOWN_S=%s)", test_now_s() - t0,
-                  getenv("HORA_STALL_SHUTDOWN_S") ? getenv("HORA_STALL_SHUTDOWN_S") : "unset");
+            CHECK(done, "stall_shutdown: 'never' still pending after %.1f s (HORA_STALL_SHUTDOWN_S=%s)",
+                  test_now_s() - t0, getenv("HORA_STALL_SHUTDOWN_S") ? getenv("HORA_STALL_SHUTDOWN_S") : "unset");
             if (done)
                 CHECK(st == HORA_ERR_SHUTDOWN, "stall_shutdown: 'never' ended with %s (%s), expected HORA_ERR_SHUTDOWN",
                       hora_status_string(st), request_message(req));

@@ -95,10 +95,7 @@ static uint16_t accuracy_input(hora_dtype_t dtype, uint64_t seed, int r, size_t 
 
 /* Bits as integers in value order (-0 and +0 both 0): their difference is
  * the distance in ulps. */
-static int32_t accuracy_ordered(uint16_t bits)
-{
-    return bits & 0x8000 ? -(int32_t)(bits & 0x7FFF) : (int32_t)bits;
-}
+static int32_t accuracy_ordered(uint16_t bits) { return bits & 0x8000 ? -(int32_t)(bits & 0x7FFF) : (int32_t)bits; }
 
 /* Everything the checks need about element i of one (dtype, count), the same
  * for every op and buffer variant. */
@@ -127,10 +124,7 @@ static void accuracy_ref_fill(struct accuracy_ref *ref, hora_dtype_t dtype, uint
 
 /* What the ring paths aim at, the exact sum (AVG: / n), and how far from it
  * they may land: (gamma(n-1) + 2^-22) * sum_i |x_i| (AVG: / n). */
-static double accuracy_exact(const struct accuracy_ref *ref, int avg)
-{
-    return avg ? ref->exact / size : ref->exact;
-}
+static double accuracy_exact(const struct accuracy_ref *ref, int avg) { return avg ? ref->exact / size : ref->exact; }
 
 static double accuracy_bound(const struct accuracy_ref *ref, hora_dtype_t dtype, int avg)
 {
@@ -153,9 +147,8 @@ struct accuracy_stats {
 
 /* ------------------------------------------------------------- the test */
 
-static void accuracy_allreduce(hora_dtype_t dtype, hora_op_t op, size_t count, int inplace, int shared,
-                               uint64_t seed, const struct accuracy_ref *ref, enum accuracy_path path,
-                               struct accuracy_stats *stats)
+static void accuracy_allreduce(hora_dtype_t dtype, hora_op_t op, size_t count, int inplace, int shared, uint64_t seed,
+                               const struct accuracy_ref *ref, enum accuracy_path path, struct accuracy_stats *stats)
 {
     const size_t bytes = count * sizeof(uint16_t);
     const int avg = op == HORA_OP_AVG;
@@ -242,8 +235,8 @@ int main(int argc, char **argv)
             printf("%s %s np%d %s %s: %zu of %zu differ (%zu > 1 ulp, max %d ulp), worst error %.2f of the ring "
                    "bound, %d calls\n",
                    hora_dtype_name(dtypes[d]), hora_op_name(ops[o]), size, hora_transport_name(),
-                   accuracy_path_name[path], stats[o].differ, stats[o].elements, stats[o].beyond_1ulp,
-                   stats[o].max_ulp, stats[o].worst_of_bound, stats[o].calls);
+                   accuracy_path_name[path], stats[o].differ, stats[o].elements, stats[o].beyond_1ulp, stats[o].max_ulp,
+                   stats[o].worst_of_bound, stats[o].calls);
     }
     free(ref);
     return test_summary("test_accuracy", failures, checks);

@@ -62,8 +62,7 @@ static void fill_input(void *buf, size_t offset, size_t count, hora_dtype_t dtyp
 static void expected_at(void *out, size_t j, size_t i, hora_dtype_t dtype, hora_op_t op)
 {
     int64_t acc = input_value(dtype, op, 0, i);
-    for (int r = 1; r < size; r++)
-        acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
+    for (int r = 1; r < size; r++) acc = (int64_t)exact_reduce(op, (double)acc, (double)input_value(dtype, op, r, i));
     if (op != HORA_OP_AVG) {
         exact_store_int(out, j, dtype, exact_truth(dtype, acc)); /* bool: 0 or 1 */
         return;
@@ -151,8 +150,8 @@ static void test_reduce_scatter(size_t count, hora_dtype_t dtype, hora_op_t op, 
     hora_shard(count, size, rank, &off, &shard);
     void *send = test_buf_alloc(shared, count * es), *recv = test_buf_alloc(shared, shard * es + 64);
     void *want = want_buf(shard * es + 1);
-    snprintf(what, sizeof(what), "reduce_scatter count=%zu %s %s %s", count, hora_dtype_name(dtype),
-             hora_op_name(op), shared ? "shared" : "malloc");
+    snprintf(what, sizeof(what), "reduce_scatter count=%zu %s %s %s", count, hora_dtype_name(dtype), hora_op_name(op),
+             shared ? "shared" : "malloc");
     fill_input(send, 0, count, dtype, op, rank);
     memset(recv, 0xA5, shard * es + 64);
     hora_status_t st = hora_reduce_scatter(send, recv, count, dtype, op);
@@ -297,8 +296,8 @@ int main(int argc, char **argv)
     rank = hora_rank();
     size = hora_size();
     if (rank == 0)
-        printf("test_collectives: %d ranks, transport %s, %d nodes%s\n", size, hora_transport_name(),
-               hora_node_count(), quick ? " (quick)" : "");
+        printf("test_collectives: %d ranks, transport %s, %d nodes%s\n", size, hora_transport_name(), hora_node_count(),
+               quick ? " (quick)" : "");
 
     test_errors();
     test_bool_refusals();

@@ -71,7 +71,7 @@ static struct value value_of(hora_dtype_t dtype, int s, size_t i)
     v.m = top | (h >> 8) % top; /* p significant bits */
     v.sign = (h >> 4) & 1 ? -1 : 1;
     switch (h % 4) {
-    case 0: v.e = (f16 ? 1 : 20) + (int)((h >> 5) % 10) - (p - 1); break;  /* big */
+    case 0: v.e = (f16 ? 1 : 20) + (int)((h >> 5) % 10) - (p - 1); break;    /* big */
     case 1: v.e = (f16 ? -14 : -40) + (int)((h >> 5) % 12) - (p - 1); break; /* small */
     case 2: v.e = (int)((h >> 5) % 8) - (p - 1); break;                      /* medium */
     default: {
@@ -250,7 +250,7 @@ int main(int argc, char **argv)
                 case 0: slots[r] = r; break;
                 case 1: slots[r] = size - 1 - r; break;
                 case 2: slots[r] = (r + 1) % size; break;
-                case 3: slots[r] = r < 3 ? 2 - r : -1; break;                  /* 2 1 0 [0 ...] */
+                case 3: slots[r] = r < 3 ? 2 - r : -1; break;                         /* 2 1 0 [0 ...] */
                 default: slots[r] = r == size - 1 ? 0 : r == 0 ? 2 : r == 1 ? 1 : -1; /* 2 1 .. 0 */
                 }
             }
@@ -269,8 +269,10 @@ int main(int argc, char **argv)
                     CHECK(bad == 0,
                           "%s case %d mode %s layout %s: %zu of %d elements differ, first %zu: 0x%x, expected 0x%x",
                           hora_dtype_name(dtype), c, mode == 1 ? "ranks" : "exact",
-                          layout == 0 ? "fused" : layout == 1 ? "fused-reversed" : "unfused", bad, TOTAL, first,
-                          bits_at(dtype, data, first), bits_at(dtype, want[mode], first));
+                          layout == 0   ? "fused"
+                          : layout == 1 ? "fused-reversed"
+                                        : "unfused",
+                          bad, TOTAL, first, bits_at(dtype, data, first), bits_at(dtype, want[mode], first));
                 }
             /* The direct all-reduce: HORA_REPRODUCIBLE's mode, or the default. */
             fill_input(dtype, slots[rank], data);
@@ -290,8 +292,8 @@ int main(int argc, char **argv)
     if (default_differs && !env_mode)
         CHECK(default_diff > 0, "the default all-reduce always gave the rank-order bits: the test cannot fail here");
     if (rank == 0)
-        printf("test_reproducible: np %d, fold != exact in %zu elements, default != rank order in %zu elements\n",
-               size, fold_differs, default_diff);
+        printf("test_reproducible: np %d, fold != exact in %zu elements, default != rank order in %zu elements\n", size,
+               fold_differs, default_diff);
     free(slots);
     free(data);
     for (int k = 0; k < 3; k++) free(want[k]);

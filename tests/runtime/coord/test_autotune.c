@@ -50,7 +50,8 @@ static double model_factor(double x, double best)
 static double model_throughput(const struct model *m, const struct autotune_params *p)
 {
     double shift = 64.0 * KIB;
-    return PEAK_BYTES_PER_S * model_factor((double)p->fusion_threshold + shift, (double)m->best.fusion_threshold + shift) *
+    return PEAK_BYTES_PER_S *
+           model_factor((double)p->fusion_threshold + shift, (double)m->best.fusion_threshold + shift) *
            model_factor(p->cycle_time_ms, m->best.cycle_time_ms) *
            model_factor((double)p->chunk_bytes, (double)m->best.chunk_bytes);
 }
@@ -110,9 +111,17 @@ static void check_fixed(const struct sim *s, const struct autotune_params *p, co
 /* Measurements a coordinator may report that must change nothing. */
 static void feed_ignored(struct autotune *at, struct sim *s)
 {
-    static const struct { uint64_t bytes; double seconds; } bad[] = {
-        {0, 1e-3}, {0, 0}, {BYTES_PER_CYCLE, 0}, {BYTES_PER_CYCLE, -1e-3}, {BYTES_PER_CYCLE, NAN},
-        {BYTES_PER_CYCLE, INFINITY}, {0, 1e9},
+    static const struct {
+        uint64_t bytes;
+        double seconds;
+    } bad[] = {
+        {0, 1e-3},
+        {0, 0},
+        {BYTES_PER_CYCLE, 0},
+        {BYTES_PER_CYCLE, -1e-3},
+        {BYTES_PER_CYCLE, NAN},
+        {BYTES_PER_CYCLE, INFINITY},
+        {0, 1e9},
     };
     for (int i = 0; i < COUNT_OF(bad); i++) {
         struct autotune_params next = {.fusion_threshold = 12345, .cycle_time_ms = -7, .chunk_bytes = 54321};
@@ -164,8 +173,8 @@ static void sim_run(struct autotune *at, struct sim *s, long max_calls)
     }
 }
 
-static struct autotune *make(const struct autotune_params *initial, unsigned fixed, const char *log_path,
-                             int warmup, int samples, int steps)
+static struct autotune *make(const struct autotune_params *initial, unsigned fixed, const char *log_path, int warmup,
+                             int samples, int steps)
 {
     struct autotune *at = NULL;
     struct autotune_config cfg = {
@@ -184,8 +193,14 @@ static struct autotune *make(const struct autotune_params *initial, unsigned fix
 
 static struct sim sim_new(const struct model *m, const struct autotune_params *initial, unsigned fixed)
 {
-    return (struct sim){.model = m, .initial = *initial, .cur = *initial, .fixed = fixed, .noise = 0x9e3779b97f4a7c15ull,
-                        .steps = 10, .warmup = 1, .samples = 5};
+    return (struct sim){.model = m,
+                        .initial = *initial,
+                        .cur = *initial,
+                        .fixed = fixed,
+                        .noise = 0x9e3779b97f4a7c15ull,
+                        .steps = 10,
+                        .warmup = 1,
+                        .samples = 5};
 }
 
 /* Defaults (zero counts), every parameter free: the known best, in the
@@ -429,8 +444,8 @@ static void test_log(void)
         double cycle = 0, seconds = 0, score = 0;
         unsigned long long bytes = 0;
         int kept = -1;
-        int fields = sscanf(line, "%ld,%15[a-z],%zu,%lf,%zu,%llu,%lf,%lf,%d", &number, phase, &fusion, &cycle,
-                            &chunk, &bytes, &seconds, &score, &kept);
+        int fields = sscanf(line, "%ld,%15[a-z],%zu,%lf,%zu,%llu,%lf,%lf,%d", &number, phase, &fusion, &cycle, &chunk,
+                            &bytes, &seconds, &score, &kept);
         if (commas != 8 || fields != 9) {
             bad_rows++;
             fprintf(stderr, "  bad row: %s\n", line);
@@ -442,8 +457,8 @@ static void test_log(void)
             CHECK(number == last_number + 1, "sample rows not numbered 1..N: %ld after %ld", number, last_number);
             last_number = number;
             CHECK(fabs(score - (double)bytes / seconds) <= 1e-6 * score, "sample score is not bytes/seconds");
-            CHECK(bytes == (unsigned long long)steps * BYTES_PER_CYCLE, "sample of %llu bytes, not %d cycles",
-                  bytes, steps);
+            CHECK(bytes == (unsigned long long)steps * BYTES_PER_CYCLE, "sample of %llu bytes, not %d cycles", bytes,
+                  steps);
             if (!strcmp(phase, "warmup")) {
                 warmup_rows++;
                 CHECK(kept == 0, "warm-up row kept");
@@ -471,8 +486,8 @@ static void test_log(void)
     CHECK(candidate_rows == candidates, "%d candidate rows, expected %d", candidate_rows, candidates);
     CHECK(winner_rows == 1, "%d winner rows", winner_rows);
     CHECK(after_winner == 0, "%d rows after the winner", after_winner);
-    CHECK(s.valid_calls == (long)candidates * (warmup + samples) * steps, "%ld cycles for %d candidates",
-          s.valid_calls, candidates);
+    CHECK(s.valid_calls == (long)candidates * (warmup + samples) * steps, "%ld cycles for %d candidates", s.valid_calls,
+          candidates);
     free(text);
     remove(path);
 }

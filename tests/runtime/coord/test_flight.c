@@ -23,14 +23,14 @@
 #include "file.h"
 
 static int failures;
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            failures++;                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
-            fprintf(stderr, __VA_ARGS__);                                                                              \
-            fputc('\n', stderr);                                                                                       \
-        }                                                                                                              \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+        }                                                        \
     } while (0)
 
 static char dir[] = "/tmp/hora_test_flight_XXXXXX";
@@ -96,14 +96,19 @@ static void test_ring(struct config *cfg)
                    *s6 = strstr(text, "\nseq 6 ");
         CHECK(s3 && s4 && s5 && s6 && s3 < s4 && s4 < s5 && s5 < s6, "entries 3..6 not oldest first");
         CHECK(!strstr(text, "\nseq 2 ") && !strstr(text, "\nseq 1 "), "overwritten entries dumped");
-        if (s3) CHECK(!strncmp(s3, "\nseq 3 occ 2 set 0 state done kind allreduce op sum dtype f32 bytes 48 "
-                                   "memory host status 0 transport shm peer 2 enqueue_ns 1002000 ", 131),
-                      "entry 3: %.140s", s3 + 1);
-        if (s4) CHECK(strstr(s4, "state failed") && strstr(s4, " status -") && strstr(s4, "name two?lines\n"),
-                      "entry 4: %.200s", s4 + 1);
-        if (s6) CHECK(!strncmp(s6, "\nseq 6 occ 3 ", 13) && strstr(s6, " state queued ") &&
-                          strstr(s6, " peer -1 ") && strstr(s6, " start_ns 0 end_ns 0 name a\n"),
-                      "entry 6: %.200s", s6 + 1);
+        if (s3)
+            CHECK(!strncmp(s3,
+                           "\nseq 3 occ 2 set 0 state done kind allreduce op sum dtype f32 bytes 48 "
+                           "memory host status 0 transport shm peer 2 enqueue_ns 1002000 ",
+                           131),
+                  "entry 3: %.140s", s3 + 1);
+        if (s4)
+            CHECK(strstr(s4, "state failed") && strstr(s4, " status -") && strstr(s4, "name two?lines\n"),
+                  "entry 4: %.200s", s4 + 1);
+        if (s6)
+            CHECK(!strncmp(s6, "\nseq 6 occ 3 ", 13) && strstr(s6, " state queued ") && strstr(s6, " peer -1 ") &&
+                      strstr(s6, " start_ns 0 end_ns 0 name a\n"),
+                  "entry 6: %.200s", s6 + 1);
         if (s5) {
             const char *name = strstr(s5, " name ");
             CHECK(name && strcspn(name + 6, "\n") == FLIGHT_NAME_BYTES - 1, "long name not cut to %d bytes",
@@ -145,8 +150,7 @@ static void test_fatal(struct config *cfg)
     waitpid(pid, &st, 0);
     CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "child did not die of SIGSEGV (status %#x)", st);
     char *text = dump_text(7);
-    CHECK(text && strstr(text, " reason SIGSEGV ") && strstr(text, " name before_the_crash\n"),
-          "no SIGSEGV dump");
+    CHECK(text && strstr(text, " reason SIGSEGV ") && strstr(text, " name before_the_crash\n"), "no SIGSEGV dump");
     free(text);
 }
 

@@ -80,8 +80,10 @@ static const char *json_digits(const char *p)
 static const char *json_number(const char *p)
 {
     if (*p == '-') p++;
-    if (*p == '0') p++;
-    else if (!(p = json_digits(p))) return NULL;
+    if (*p == '0')
+        p++;
+    else if (!(p = json_digits(p)))
+        return NULL;
     if (*p == '.' && !(p = json_digits(p + 1))) return NULL;
     if (*p == 'e' || *p == 'E') {
         p++;
@@ -234,20 +236,23 @@ static void test_every_event(const char *path)
         {"grad/conv1", "MEMCPY_OUT", 'B', 0, NULL},
         {"grad/conv1", "MEMCPY_OUT", 'E', 0, NULL},
         {"grad/conv1", "ALLREDUCE", 'E', 0, NULL},
-        {"grad/fc", "ALLREDUCE", 'E', 0, "not json {"},      /* kept as a string */
-        {"bcast/w", "BROADCAST", 'B', 1, "{\"root\":0}  "},   /* trailing blanks are fine */
+        {"grad/fc", "ALLREDUCE", 'E', 0, "not json {"},          /* kept as a string */
+        {"bcast/w", "BROADCAST", 'B', 1, "{\"root\":0}  "},      /* trailing blanks are fine */
         {"bcast/w", "BROADCAST", 'E', 0, "{\"a\":1} {\"b\":2}"}, /* two objects: not one */
-        {"bcast/w", "BROADCAST", 'i', 0, "{\"x\":\"\x01\"}"}, /* raw control char: not valid */
+        {"bcast/w", "BROADCAST", 'i', 0, "{\"x\":\"\x01\"}"},    /* raw control char: not valid */
     };
     size_t n = sizeof(steps) / sizeof(steps[0]);
     for (size_t i = 0; i < n; i++) {
-        if (steps[i].kind == 'B') timeline_begin(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
-        else if (steps[i].kind == 'E') timeline_end(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
-        else timeline_instant(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
+        if (steps[i].kind == 'B')
+            timeline_begin(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
+        else if (steps[i].kind == 'E')
+            timeline_end(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
+        else
+            timeline_instant(tl, steps[i].tensor, steps[i].phase, -1, steps[i].args);
         expect += 1 + steps[i].new_row;
         long got = count_events(path);
-        CHECK(got == expect, "after step %zu (%s %s %c): %ld events, want %ld", i, steps[i].tensor,
-              steps[i].phase, steps[i].kind, got, expect);
+        CHECK(got == expect, "after step %zu (%s %s %c): %ld events, want %ld", i, steps[i].tensor, steps[i].phase,
+              steps[i].kind, got, expect);
         if (i % 6 == 5) CHECK(python_loads(path), "python cannot load the timeline after step %zu", i);
         int64_t now = timeline_now_us(tl);
         CHECK(now >= last, "timeline_now_us went back: %lld after %lld", (long long)now, (long long)last);
@@ -263,7 +268,8 @@ static void test_every_event(const char *path)
     CHECK(file_contains(path, "\"args\":{\"ranks_ready_us\":[12,40]}"), "args_json not placed as args");
     CHECK(file_contains(path, "\"args\":{\"invalid_args\":\"not json {\"}"), "bad args not kept as a string");
     CHECK(file_contains(path, "\"ph\":\"i\",\"s\":\"t\""), "instant event lacks \"s\":\"t\"");
-    CHECK(file_contains(path, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"name\":\"bcast/w\"}}"),
+    CHECK(file_contains(path,
+                        "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":3,\"args\":{\"name\":\"bcast/w\"}}"),
           "third row not named after its tensor");
     CHECK(python_loads(path), "python cannot load the finished timeline");
     timeline_close(tl);
@@ -290,7 +296,10 @@ static void test_escaping(const char *path)
         {"new\nline\r\n", "new\nline\r\n"},
         {"tab\tctl\x01\x1f\x7f\b\f", "tab\tctl\x01\x1f\x7f\b\f"},
         {"caf\xc3\xa9 \xf0\x9f\x98\x80", "caf\xc3\xa9 \xf0\x9f\x98\x80"},
-        {"bad\xff" "byte", "bad\xef\xbf\xbd" "byte"},
+        {"bad\xff"
+         "byte",
+         "bad\xef\xbf\xbd"
+         "byte"},
         {"\xed\xa0\x80surrogate", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbdsurrogate"},
         {"\xc0\xafoverlong", "\xef\xbf\xbd\xef\xbf\xbdoverlong"},
         {"cut\xe2\x82", "cut\xef\xbf\xbd\xef\xbf\xbd"},
@@ -311,11 +320,12 @@ static void test_escaping(const char *path)
     CHECK(python_loads(path), "python cannot load the escaped names");
 
     char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "python3 -c 'import json,sys\n"
-             "for e in json.load(open(sys.argv[1], encoding=\"utf-8\")):\n"
-             "    print(e[\"args\"][\"name\"].encode().hex() if e[\"ph\"] == \"M\" else e[\"name\"].encode().hex())' '%s'",
-             path);
+    snprintf(
+        cmd, sizeof(cmd),
+        "python3 -c 'import json,sys\n"
+        "for e in json.load(open(sys.argv[1], encoding=\"utf-8\")):\n"
+        "    print(e[\"args\"][\"name\"].encode().hex() if e[\"ph\"] == \"M\" else e[\"name\"].encode().hex())' '%s'",
+        path);
     FILE *p = popen(cmd, "r");
     CHECK(p != NULL, "popen python3");
     if (!p) return;
@@ -383,13 +393,15 @@ static void test_max_bytes(const char *path, const char *log_path)
         timeline_begin(tl, tensor, "ALLREDUCE", -1, "{\"bytes\":4096}");
         long got = count_events(path);
         if (got < 0) break;
-        if (got == prev) stopped = 1;
-        else if (stopped) grew_after_stop = 1;
+        if (got == prev)
+            stopped = 1;
+        else if (stopped)
+            grew_after_stop = 1;
         prev = got;
     }
     stderr_restore(saved);
-    CHECK(stat(path, &st) == 0 && (size_t)st.st_size <= max, "file is %lld bytes, limit %zu",
-          (long long)st.st_size, max);
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size <= max, "file is %lld bytes, limit %zu", (long long)st.st_size,
+          max);
     CHECK(count_events(path) == prev && prev > 3 && prev < 100, "limited file: %ld events", count_events(path));
     CHECK(stopped && !grew_after_stop, "growth did not stop for good at the limit");
     CHECK(python_loads(path), "python cannot load the limited timeline");

@@ -51,22 +51,22 @@ struct ac_case {
     enum ac_coll coll;
     hora_dtype_t dtype;
     hora_op_t op;
-    size_t count;   /* this rank's element count (allgather: rows * cols) */
-    int inplace;    /* allreduce only (a broadcast works in place, an allgather into the runtime's result) */
+    size_t count; /* this rank's element count (allgather: rows * cols) */
+    int inplace;  /* allreduce only (a broadcast works in place, an allgather into the runtime's result) */
     enum gc_buf_kind kind;
-    size_t offset;  /* bytes from the allocation's start (a tensor view) */
+    size_t offset;       /* bytes from the allocation's start (a tensor view) */
     size_t arena_offset; /* arena cases: where in the arena */
-    int root;       /* broadcast */
-    size_t cols;    /* allgather: rank r sends (ag_rows + r) x cols */
+    int root;            /* broadcast */
+    size_t cols;         /* allgather: rank r sends (ag_rows + r) x cols */
     size_t ag_rows;
-    int group;      /* -1, or the first member's index: submitted together */
-    int arena;      /* buffers carved from the batch's arena (not freed alone, no guard) */
+    int group; /* -1, or the first member's index: submitted together */
+    int arena; /* buffers carved from the batch's arena (not freed alone, no guard) */
     unsigned salt;
     enum ac_ready ready;
     enum ac_done done;
     struct gc_dbuf send, recv; /* recv: out-of-place allreduces only */
     void *send_ptr, *recv_ptr;
-    size_t result_count; /* elements of the result on this rank */
+    size_t result_count;                /* elements of the result on this rank */
     unsigned char *in, *out, *out_send; /* pinned: the input (+ 0xff guard), the result, the send buffer after */
     cudaEvent_t event;
     hora_request_t req;
@@ -125,8 +125,8 @@ static void ac_describe(struct ac_case *c)
         snprintf(c->what, sizeof(c->what), "%s('%s') count=%zu %s %s %s %s%s%s, %s, %s",
                  c->group >= 0 ? "hora_grouped_allreduce_async" : "hora_allreduce_async", c->name, c->count,
                  hora_dtype_name(c->dtype), hora_op_name(c->op), c->inplace ? "in-place" : "out-of-place", kind,
-                 c->offset && !c->arena ? " +1 element" : "", c->group >= 0 ? " (group member)" : "", ac_ready_name[c->ready],
-                 ac_done_name[c->done]);
+                 c->offset && !c->arena ? " +1 element" : "", c->group >= 0 ? " (group member)" : "",
+                 ac_ready_name[c->ready], ac_done_name[c->done]);
         break;
     case AC_BROADCAST:
         snprintf(c->what, sizeof(c->what), "hora_broadcast_async('%s') count=%zu %s root=%d %s, %s, %s", c->name,
@@ -140,10 +140,7 @@ static void ac_describe(struct ac_case *c)
 }
 
 /* Allgather: rank r's rows and the global element offset of its block. */
-static size_t ac_ag_count(const struct ac_case *c, int r)
-{
-    return (c->ag_rows + (size_t)r) * c->cols;
-}
+static size_t ac_ag_count(const struct ac_case *c, int r) { return (c->ag_rows + (size_t)r) * c->cols; }
 
 static size_t ac_ag_offset(const struct ac_case *c, int r)
 {
@@ -158,16 +155,10 @@ static hora_op_t ac_input_op(const struct ac_case *c)
 }
 
 /* An out-of-place allreduce writes a buffer of its own. */
-static int ac_has_recv(const struct ac_case *c)
-{
-    return c->coll == AC_ALLREDUCE && !c->inplace;
-}
+static int ac_has_recv(const struct ac_case *c) { return c->coll == AC_ALLREDUCE && !c->inplace; }
 
 /* Whose send buffer must come back unchanged (a broadcast's is its result). */
-static int ac_keeps_send(const struct ac_case *c)
-{
-    return ac_has_recv(c) || c->coll == AC_ALLGATHER;
-}
+static int ac_keeps_send(const struct ac_case *c) { return ac_has_recv(c) || c->coll == AC_ALLGATHER; }
 
 /* ------------------------------------------------------------ the stages */
 
@@ -331,8 +322,7 @@ static void ac_read_back(struct ac_case *c)
         GC_CHECK(data != NULL || total == 0, "%s: the result is NULL", c->what);
         /* Host or device memory (hora.h does not say): cudaMemcpyDefault
          * copies from either. */
-        if (data && total == c->result_count)
-            GC_CUDA(cudaMemcpy(c->out, data, total * es, cudaMemcpyDefault));
+        if (data && total == c->result_count) GC_CUDA(cudaMemcpy(c->out, data, total * es, cudaMemcpyDefault));
     } else {
         GC_CUDA(cudaMemcpy(c->out, c->recv_ptr, bytes + guard, cudaMemcpyDeviceToHost));
     }
@@ -475,9 +465,9 @@ static void ac_batch_dtype(hora_dtype_t dtype)
                  * cudaMalloc'd. */
                 if (kind == GC_BUF_CUDA && op != HORA_OP_SUM && op != HORA_OP_MAX) continue;
                 if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG) continue; /* refused (hora.h) */
-                if (counts[c] == big && (kind == GC_BUF_CUDA ? op != HORA_OP_SUM
-                                                             : op != HORA_OP_SUM && op != HORA_OP_MIN &&
-                                                                   op != HORA_OP_AVG))
+                if (counts[c] == big &&
+                    (kind == GC_BUF_CUDA ? op != HORA_OP_SUM
+                                         : op != HORA_OP_SUM && op != HORA_OP_MIN && op != HORA_OP_AVG))
                     continue;
                 for (int inplace = 0; inplace < 2; inplace++)
                     ac_add(&b, AC_ALLREDUCE, dtype, (hora_op_t)op, counts[c], inplace, (enum gc_buf_kind)kind);
@@ -491,8 +481,8 @@ static void ac_batch_dtype(hora_dtype_t dtype)
     for (int g = 0; g < 2; g++) {
         const int first = b.n;
         for (int k = 0; k < 5; k++) {
-            struct ac_case *c = ac_add(&b, AC_ALLREDUCE, dtype, gops[g], gcounts[k], k % 2,
-                                       (enum gc_buf_kind)((k + g) % 2));
+            struct ac_case *c =
+                ac_add(&b, AC_ALLREDUCE, dtype, gops[g], gcounts[k], k % 2, (enum gc_buf_kind)((k + g) % 2));
             c->group = first;
             c->ready = b.cases[first].ready; /* one readiness for the whole group */
         }

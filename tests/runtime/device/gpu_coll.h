@@ -38,10 +38,10 @@ extern int gc_failures, gc_checks;
 #define GC_MAX_REPORTS 30
 
 void gc_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define GC_CHECK(cond, ...)                                                                                            \
-    do {                                                                                                               \
-        gc_checks++;                                                                                                   \
-        if (!(cond)) gc_fail(__VA_ARGS__);                                                                             \
+#define GC_CHECK(cond, ...)                \
+    do {                                   \
+        gc_checks++;                       \
+        if (!(cond)) gc_fail(__VA_ARGS__); \
     } while (0)
 
 /* This rank cannot go on (a CUDA call failed, out of host memory): say why,

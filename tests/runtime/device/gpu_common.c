@@ -70,8 +70,8 @@ void gc_dbuf_alloc(struct gc_dbuf *b, enum gc_buf_kind kind, size_t bytes, size_
         hora_status_t st = hora_mem_alloc_device(total, &b->base);
         if (st != HORA_OK)
             gc_fatal("hora_mem_alloc_device(%zu): %s: %s", total, hora_status_string(st), hora_last_error());
-        if ((uintptr_t)b->base % HORA_ALIGN_BYTES) gc_fail("hora_mem_alloc_device(%zu) = %p: not %d-byte aligned",
-                                                           total, b->base, HORA_ALIGN_BYTES);
+        if ((uintptr_t)b->base % HORA_ALIGN_BYTES)
+            gc_fail("hora_mem_alloc_device(%zu) = %p: not %d-byte aligned", total, b->base, HORA_ALIGN_BYTES);
     } else {
         GC_CUDA(cudaMalloc(&b->base, total));
     }
@@ -167,9 +167,12 @@ static double gc_fusion_threshold(void)
     char *end = NULL;
     double v = strtod(s, &end);
     switch (end && *end ? *end : ' ') {
-    case 'k': case 'K': v *= 1024; break;
-    case 'm': case 'M': v *= 1024.0 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    case 'k':
+    case 'K': v *= 1024; break;
+    case 'm':
+    case 'M': v *= 1024.0 * 1024; break;
+    case 'g':
+    case 'G': v *= 1024.0 * 1024 * 1024; break;
     default: break;
     }
     return v;

@@ -107,8 +107,7 @@ static void direct_allreduce(size_t count, hora_dtype_t dtype, hora_op_t op, int
         direct_download(got, out, bytes);
         gc_fill_expected(want, 0, count, dtype, op, salt);
         direct_check_out(what, got, want, count, dtype);
-        if (!inplace)
-            direct_check_send(what, got, send.ptr, in, count, dtype, 1);
+        if (!inplace) direct_check_send(what, got, send.ptr, in, count, dtype, 1);
     }
     direct_free(&send, &recv, in, got, want);
 }
@@ -242,8 +241,7 @@ static void direct_sweep(void)
                     for (int inplace = 0; inplace < 2 && !direct_broken; inplace++)
                         if (!(staged && count == big && op != HORA_OP_SUM))
                             direct_allreduce(count, dtype, (hora_op_t)op, inplace, (enum gc_buf_kind)kind, 0);
-                    if (!direct_broken)
-                        direct_reduce_scatter(count, dtype, (hora_op_t)op, (enum gc_buf_kind)kind, 0);
+                    if (!direct_broken) direct_reduce_scatter(count, dtype, (hora_op_t)op, (enum gc_buf_kind)kind, 0);
                 }
                 for (int inplace = 0; inplace < 2 && !direct_broken; inplace++)
                     direct_allgatherv(count == big ? count / (size_t)gc_size : count, dtype, inplace,
@@ -270,8 +268,7 @@ static void direct_offsets(void)
             for (int kind = 0; kind < GC_BUF_KIND_COUNT && !direct_broken; kind++) {
                 for (int inplace = 0; inplace < 2 && !direct_broken; inplace++)
                     direct_allreduce(counts[c], dtype, HORA_OP_SUM, inplace, (enum gc_buf_kind)kind, es);
-                if (!direct_broken)
-                    direct_reduce_scatter(counts[c], dtype, HORA_OP_MAX, (enum gc_buf_kind)kind, es);
+                if (!direct_broken) direct_reduce_scatter(counts[c], dtype, HORA_OP_MAX, (enum gc_buf_kind)kind, es);
                 if (!direct_broken) direct_broadcast(counts[c], dtype, gc_size - 1, (enum gc_buf_kind)kind, es);
             }
     }
@@ -285,7 +282,8 @@ void gc_direct(void)
     direct_sweep();
     direct_offsets();
     if (direct_broken)
-        fprintf(stderr, "rank %d: direct collectives stopped at the first failure (the runtime fails every later one)\n",
+        fprintf(stderr,
+                "rank %d: direct collectives stopped at the first failure (the runtime fails every later one)\n",
                 gc_rank);
     if (gc_rank == 0) printf("direct collectives: %.1f s\n", test_now_s() - t0);
 }

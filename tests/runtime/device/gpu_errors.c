@@ -156,8 +156,8 @@ static void err_memory_mismatch(int cuda_rank)
 
 enum err_refusal { ERR_OTHER_DEVICE, ERR_HOST_AS_CUDA, ERR_DEVICE_AS_HOST, ERR_REFUSAL_COUNT };
 static const char *const err_refusal_name[ERR_REFUSAL_COUNT] = {
-    "HORA_MEMORY_CUDA with opts.device another device than the runtime's",
-    "host buffers submitted as HORA_MEMORY_CUDA", "device buffers submitted as HORA_MEMORY_HOST"};
+    "HORA_MEMORY_CUDA with opts.device another device than the runtime's", "host buffers submitted as HORA_MEMORY_CUDA",
+    "device buffers submitted as HORA_MEMORY_HOST"};
 
 /* Submits the refusal's request (twin = 0), or the correct request of the
  * same memory kind (twin = 1: what a rank that refused submits when another
@@ -264,8 +264,10 @@ void gc_direct_mismatch(void)
     /* Every rank the same way: all staged (OK), or all a mismatch. */
     int mine = st == HORA_OK ? 1 : st == HORA_ERR_MISMATCH ? 2 : 4, any = 0;
     MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_BOR, gc_comm);
-    GC_CHECK(any == 1 || any == 2, "direct mismatch: ranks returned different outcomes or another status "
-             "(this rank %s: %s)", hora_status_string(st), msg);
+    GC_CHECK(any == 1 || any == 2,
+             "direct mismatch: ranks returned different outcomes or another status "
+             "(this rank %s: %s)",
+             hora_status_string(st), msg);
     if (st == HORA_OK) {
         err_bufs_check("direct mismatch (staged: the kinds meet in the host transport)", &b);
     } else if (st == HORA_ERR_MISMATCH) {

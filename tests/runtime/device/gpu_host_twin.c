@@ -86,10 +86,7 @@ cudaError_t twin_memset_async(void *p, int value, size_t bytes, cudaStream_t s)
     return twin_memset(p, value, bytes);
 }
 
-cudaError_t twin_synchronize(void)
-{
-    return cudaSuccess;
-}
+cudaError_t twin_synchronize(void) { return cudaSuccess; }
 
 cudaError_t twin_stream_create(cudaStream_t *s, unsigned flags)
 {

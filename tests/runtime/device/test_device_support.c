@@ -139,8 +139,7 @@ int main(int argc, char **argv)
     MPI_Allreduce(&ok, &ok_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     CHECK(ok_all == ok_any, "HORA_CUDA=1 on rank 0: hora_init succeeded on some ranks and failed on others");
     if (device < 0) {
-        CHECK(st == HORA_ERR_UNSUPPORTED, "HORA_CUDA=1 without devices: hora_init returned %s",
-              hora_status_string(st));
+        CHECK(st == HORA_ERR_UNSUPPORTED, "HORA_CUDA=1 without devices: hora_init returned %s", hora_status_string(st));
         CHECK(strstr(hora_last_error(), "HORA_CUDA=1") != NULL, "the message does not name HORA_CUDA=1: %s",
               hora_last_error());
         if (wrank == 0) printf("  HORA_CUDA=1 without a device: %s\n", hora_last_error());

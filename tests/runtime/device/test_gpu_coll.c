@@ -60,8 +60,8 @@ static void watchdog_fire(int sig)
 
 static void watchdog_arm(unsigned seconds)
 {
-    snprintf(watchdog_head, sizeof(watchdog_head), "rank %d FAIL: mode %s: no progress for %u s (hang); it was at: ",
-             gc_rank, gc_mode, seconds);
+    snprintf(watchdog_head, sizeof(watchdog_head),
+             "rank %d FAIL: mode %s: no progress for %u s (hang); it was at: ", gc_rank, gc_mode, seconds);
     gc_watchdog_s = seconds;
     signal(SIGALRM, watchdog_fire);
     alarm(seconds);
@@ -88,9 +88,9 @@ static enum probe_state probe_device(int local_rank, char *reason, size_t reason
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
         const char *driver = e == cudaErrorNoDevice ? NULL : probe_driver_present();
-        snprintf(reason, reason_bytes, "cudaGetDeviceCount: %s (%s)%s%s%s", cudaGetErrorName(e),
-                 cudaGetErrorString(e), driver ? ", although an NVIDIA driver is loaded (" : "",
-                 driver ? driver : "", driver ? " exists)" : "");
+        snprintf(reason, reason_bytes, "cudaGetDeviceCount: %s (%s)%s%s%s", cudaGetErrorName(e), cudaGetErrorString(e),
+                 driver ? ", although an NVIDIA driver is loaded (" : "", driver ? driver : "",
+                 driver ? " exists)" : "");
         return driver ? PROBE_BROKEN : PROBE_NO_GPU;
     }
     if (count <= 0) {
@@ -158,8 +158,8 @@ static int runtime_device_ok(void)
                 "and the build has CUDA (HORA_CUDA set to 0? see the runtime's log)\n",
                 gc_rank, gc_device);
     else if (!ok)
-        fprintf(stderr, "rank %d FAIL: hora_cuda_device() = %d, but the device current at hora_init was %d\n",
-                gc_rank, dev, gc_device);
+        fprintf(stderr, "rank %d FAIL: hora_cuda_device() = %d, but the device current at hora_init was %d\n", gc_rank,
+                dev, gc_device);
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, gc_comm);
     return all_ok;
 }
@@ -184,8 +184,7 @@ static int summary(void)
 
 int main(int argc, char **argv)
 {
-    static const char *const modes[] = {"all",  "direct",      "errors", "async",
-                                        "kill", "kill-staged", "direct-mismatch"};
+    static const char *const modes[] = {"all", "direct", "errors", "async", "kill", "kill-staged", "direct-mismatch"};
     int known = 0;
     if (argc > 1) gc_mode = argv[1];
     for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++) known |= !strcmp(gc_mode, modes[k]);
@@ -237,7 +236,7 @@ int main(int argc, char **argv)
     if (!runtime_device_ok()) {
         if (kill_mode) {
             test_report("setup", "the runtime does not use this rank's GPU (hora_cuda_device() = %d)",
-                      hora_cuda_device());
+                        hora_cuda_device());
             test_report("exit", "2");
             hora_shutdown();
             return 2;

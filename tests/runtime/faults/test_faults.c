@@ -80,7 +80,7 @@
 #include "report.h"
 
 #define FAULT_ITERS 200
-#define FAULT_AT 3 /* the victim's fault comes in this iteration */
+#define FAULT_AT 3                    /* the victim's fault comes in this iteration */
 #define FAULT_SMALL_ITERS 2000000000L /* the *-small modes: until the fault (a few ms after FAULT_AT) */
 
 static int rank = -1, size = 0, victim = -1;
@@ -262,20 +262,23 @@ static void run_fused(const char *mode, int sig, double cont_after_s, struct out
         for (int t = 0; t < FUSED_TENSORS; t++) {
             char name[32];
             snprintf(name, sizeof(name), "grad.%d", t);
-            st[t] = hora_allreduce_async(name, buf[t], buf[t], FUSED_COUNT, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
-                                         &req[t]);
+            st[t] = hora_allreduce_async(name, buf[t], buf[t], FUSED_COUNT, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req[t]);
             if (st[t] != HORA_OK && !message[0]) snprintf(message, sizeof(message), "%s", hora_last_error());
         }
         int first = -1;
         for (int t = 0; t < FUSED_TENSORS; t++) {
             if (st[t] == HORA_OK) {
                 st[t] = hora_wait(req[t]);
-                if (st[t] != HORA_OK && !message[0]) snprintf(message, sizeof(message), "%s", hora_request_error(req[t]));
+                if (st[t] != HORA_OK && !message[0])
+                    snprintf(message, sizeof(message), "%s", hora_request_error(req[t]));
                 hora_request_free(req[t]);
             }
             if (st[t] != HORA_OK && first < 0) first = t;
-            letters[t] = st[t] == HORA_OK ? 'o' : st[t] == HORA_ERR_TIMEOUT ? 't' : st[t] == HORA_ERR_TRANSPORT ? 'x'
-                       : st[t] == HORA_ERR_SHUTDOWN ? 's' : 'e';
+            letters[t] = st[t] == HORA_OK              ? 'o'
+                         : st[t] == HORA_ERR_TIMEOUT   ? 't'
+                         : st[t] == HORA_ERR_TRANSPORT ? 'x'
+                         : st[t] == HORA_ERR_SHUTDOWN  ? 's'
+                                                       : 'e';
         }
         letters[FUSED_TENSORS] = 0;
         if (first >= 0) {
@@ -397,8 +400,7 @@ static int async_step(const char *mode, int it, const char *name, float *buf, si
         snprintf(message, sizeof(message), "%s", hora_request_error(req));
         hora_request_free(req);
     }
-    if (st == HORA_OK)
-        return 0;
+    if (st == HORA_OK) return 0;
     report_failure(mode, it, st, message, test_now_s() - t0);
     return finish_with_shutdown();
 }
@@ -412,8 +414,7 @@ static int mode_shutdown_async(void)
         char name[64];
         snprintf(name, sizeof(name), "grad.%d", it);
         int code = async_step("shutdown-async", it, name, buf, count);
-        if (code != 0)
-            return code;
+        if (code != 0) return code;
     }
     report_failure("shutdown-async", -1, HORA_OK, "no request failed", 0);
     test_report("exit", "2");
@@ -433,8 +434,8 @@ static int mode_abort_async(void)
         for (int t = 0; t < ASYNC_TENSORS; t++) {
             char name[64];
             snprintf(name, sizeof(name), "grad.%d.%d", it, t);
-            hora_status_t st = hora_allreduce_async(name, buf[t], buf[t], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
-                                                    &req[t]);
+            hora_status_t st =
+                hora_allreduce_async(name, buf[t], buf[t], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &req[t]);
             if (st != HORA_OK) {
                 report_failure("abort-async", it, st, hora_last_error(), test_now_s() - t0);
                 test_report("exit", "2");
@@ -464,8 +465,8 @@ static int mode_abort_async(void)
             /* A request after the failure must fail too, at once. */
             hora_request_t late;
             double t1 = test_now_s();
-            hora_status_t st = hora_allreduce_async("late", buf[0], buf[0], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL,
-                                                    &late);
+            hora_status_t st =
+                hora_allreduce_async("late", buf[0], buf[0], count, HORA_DTYPE_F32, HORA_OP_SUM, NULL, &late);
             if (st == HORA_OK) {
                 st = hora_wait(late);
                 test_report("late_message", "%s", hora_request_error(late));
@@ -496,8 +497,7 @@ static int mode_stall(void)
         else
             snprintf(name, sizeof(name), "step.%d", it);
         int code = async_step("stall", it, name, rank == victim && it == FAULT_AT ? mine : buf, count);
-        if (code != 0)
-            return code;
+        if (code != 0) return code;
     }
     report_failure("stall", -1, HORA_OK, "no request failed", 0);
     test_report("exit", "2");

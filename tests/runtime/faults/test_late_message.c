@@ -62,7 +62,8 @@ int main(void)
     for (int i = 0; rank == 0 && i < COUNT; i++)
         if (out_buf[i] != PATTERN) {
             printf("rank 0: FAIL: the abandoned receive wrote 0x%016llx over the pattern (element %d) after the "
-                   "all-reduce failed\n", (unsigned long long)out_buf[i], i);
+                   "all-reduce failed\n",
+                   (unsigned long long)out_buf[i], i);
             fails++;
             break;
         }

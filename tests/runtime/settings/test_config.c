@@ -46,7 +46,7 @@ static void test_parse(void)
     CHECK(config_parse(entry("HORA_CHUNK_BYTES"), "8192", &cfg) == HORA_OK && cfg.chunk_bytes == 8192, "8192");
     expect_bad("HORA_CHUNK_BYTES", "12Q");
     expect_bad("HORA_CHUNK_BYTES", "-4K");
-    expect_bad("HORA_CHUNK_BYTES", "1");     /* below the minimum */
+    expect_bad("HORA_CHUNK_BYTES", "1"); /* below the minimum */
     expect_bad("HORA_CHUNK_BYTES", "");
     CHECK(config_parse(entry("HORA_DISABLE_SHM"), "yes", &cfg) == HORA_OK && cfg.disable_shm, "yes");
     CHECK(config_parse(entry("HORA_DISABLE_SHM"), "0", &cfg) == HORA_OK && !cfg.disable_shm, "0");
@@ -153,8 +153,7 @@ static void test_unknown(void)
         char needle[96];
         snprintf(needle, sizeof(needle), "unknown setting %s ", v->name);
         CHECK(text && !strstr(text, needle), "%s warns: '%s'", v->name, text ? text : "");
-        CHECK(!strncmp(v->name, "HORA_", 5) && v->reader && strlen(v->reader) > 10, "name and reader of %s",
-              v->name);
+        CHECK(!strncmp(v->name, "HORA_", 5) && v->reader && strlen(v->reader) > 10, "name and reader of %s", v->name);
         for (const struct config_entry *e = config_table; e->name; e++)
             CHECK(strcmp(e->name, v->name) != 0, "%s is both a setting and a tool's variable", v->name);
         snprintf(needle, sizeof(needle), "#   %s ", v->name);

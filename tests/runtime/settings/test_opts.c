@@ -22,14 +22,16 @@
 
 /* Each field of hora_opts_t, to compare two of them field by field (their
  * padding bytes may differ). */
-#define FIELD(f) {#f, offsetof(hora_opts_t, f), sizeof(((hora_opts_t *)0)->f)}
+#define FIELD(f)                                                    \
+    {                                                               \
+#f, offsetof(hora_opts_t, f), sizeof(((hora_opts_t *)0)->f) \
+    }
 static const struct {
     const char *name;
     size_t offset, bytes;
 } fields[] = {
-    FIELD(struct_bytes), FIELD(prescale), FIELD(postscale), FIELD(compression), FIELD(memory),
-    FIELD(ndim),         FIELD(dims),     FIELD(device),    FIELD(stream),      FIELD(ready_event),
-    FIELD(process_set),  FIELD(reproducible),
+    FIELD(struct_bytes), FIELD(prescale), FIELD(postscale), FIELD(compression), FIELD(memory),      FIELD(ndim),
+    FIELD(dims),         FIELD(device),   FIELD(stream),    FIELD(ready_event), FIELD(process_set), FIELD(reproducible),
 };
 #define FIELD_COUNT ((int)(sizeof(fields) / sizeof(fields[0])))
 
@@ -166,8 +168,7 @@ static void test_older_array(void)
     hora_status_t st = api_opts_read("test", "array", (const hora_opts_t *)(const void *)arr, 1, &out);
     CHECK(st == HORA_ERR_INVALID_ARG, "array member with another struct_bytes: %s, want HORA_ERR_INVALID_ARG",
           hora_status_string(st));
-    CHECK(strstr(hora_last_error(), "opts[1].struct_bytes") != NULL, "array member message: '%s'",
-          hora_last_error());
+    CHECK(strstr(hora_last_error(), "opts[1].struct_bytes") != NULL, "array member message: '%s'", hora_last_error());
     CHECK(!memcmp(&out, &untouched, sizeof(out)), "*out written although the read failed");
 }
 
@@ -225,8 +226,7 @@ static void test_refused(void)
 
 int main(void)
 {
-    printf("test_opts: hora_opts_t of %zu bytes (errors about struct_bytes are expected below)\n",
-           sizeof(hora_opts_t));
+    printf("test_opts: hora_opts_t of %zu bytes (errors about struct_bytes are expected below)\n", sizeof(hora_opts_t));
     test_null_and_current();
     test_older();
     test_older_array();

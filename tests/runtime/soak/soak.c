@@ -103,25 +103,30 @@ struct soak_options {
 
 static void soak_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: mpirun -np N hora-soak [options]\n"
-            "  --seconds S           run for S seconds (default 60)\n"
-            "  --iterations N        run N iterations instead\n"
-            "  --seed X              the plans' seed (default 0x50a4)\n"
-            "  --first-iteration I   start at iteration I (replays a failure with --iterations 1)\n"
-            "  --tensor-mib M        largest tensor (default 4)\n"
-            "  --iteration-mib M     tensor bytes of one iteration on one rank (default 16)\n"
-            "  --warmup-s W          RSS baseline after W s (default S/10, within 5..60)\n"
-            "  --rss-bound-mib B     fail when RSS grew by more than B MiB after the warm-up (default 16)\n"
-            "  --no-rss-check        report RSS only\n"
-            "  --progress-s P        a progress line every P s (default 60, 0: none)\n"
-            "  --watchdog-s W        fail a run that hangs (default: run time + 300 s)\n");
+    fprintf(out, "usage: mpirun -np N hora-soak [options]\n"
+                 "  --seconds S           run for S seconds (default 60)\n"
+                 "  --iterations N        run N iterations instead\n"
+                 "  --seed X              the plans' seed (default 0x50a4)\n"
+                 "  --first-iteration I   start at iteration I (replays a failure with --iterations 1)\n"
+                 "  --tensor-mib M        largest tensor (default 4)\n"
+                 "  --iteration-mib M     tensor bytes of one iteration on one rank (default 16)\n"
+                 "  --warmup-s W          RSS baseline after W s (default S/10, within 5..60)\n"
+                 "  --rss-bound-mib B     fail when RSS grew by more than B MiB after the warm-up (default 16)\n"
+                 "  --no-rss-check        report RSS only\n"
+                 "  --progress-s P        a progress line every P s (default 60, 0: none)\n"
+                 "  --watchdog-s W        fail a run that hangs (default: run time + 300 s)\n");
 }
 
 static int soak_parse(int argc, char **argv, struct soak_options *o)
 {
-    *o = (struct soak_options){.seconds = 60, .warmup_s = -1, .progress_s = 60, .rss_bound_mib = 16,
-                               .seed = 0x50a4, .tensor_mib = 4, .iteration_mib = 16, .rss_check = 1};
+    *o = (struct soak_options){.seconds = 60,
+                               .warmup_s = -1,
+                               .progress_s = 60,
+                               .rss_bound_mib = 16,
+                               .seed = 0x50a4,
+                               .tensor_mib = 4,
+                               .iteration_mib = 16,
+                               .rss_check = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
@@ -210,14 +215,13 @@ static double soak_mapping_rss(const void *probe)
         while (fgets(line, sizeof(line), f)) {
             char perms[8];
             unsigned long kb;
-            if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dev_major, &dev_minor, &inode) ==
-                7) {
+            if (sscanf(line, "%lx-%lx %7s %lx %x:%x %lu", &lo, &hi, perms, &off, &dev_major, &dev_minor, &inode) == 7) {
                 if (pass == 0 && (uintptr_t)probe >= lo && (uintptr_t)probe < hi) {
                     want_inode = inode, want_major = dev_major, want_minor = dev_minor;
                     found = 1;
                 }
-                counting = pass == 1 && found && inode == want_inode && dev_major == want_major &&
-                           dev_minor == want_minor;
+                counting =
+                    pass == 1 && found && inode == want_inode && dev_major == want_major && dev_minor == want_minor;
             } else if (counting && sscanf(line, "Rss: %lu kB", &kb) == 1) {
                 rss += (double)kb * 1024.0;
             }
@@ -269,9 +273,16 @@ static double soak_clock(void)
 /* What each rank sends rank 0 at the end. "Kept" is anon + pool, the part
  * the bound applies to. */
 enum {
-    R_WARM_TOTAL, R_WARM_ANON, R_WARM_POOL,
-    R_END_TOTAL, R_END_ANON, R_END_POOL,
-    R_PEAK, R_MIN_KEPT, R_MAX_KEPT, R_FIELDS
+    R_WARM_TOTAL,
+    R_WARM_ANON,
+    R_WARM_POOL,
+    R_END_TOTAL,
+    R_END_ANON,
+    R_END_POOL,
+    R_PEAK,
+    R_MIN_KEPT,
+    R_MAX_KEPT,
+    R_FIELDS
 };
 
 static void soak_rss_record(double *mine, int slot, struct soak_rss r)
@@ -285,8 +296,8 @@ static void soak_report(const struct soak_options *o, double elapsed, double war
                         int *failures_total)
 {
     double all[SOAK_MAX_RANKS * R_FIELDS];
-    uint64_t c[9] = {soak_count.iterations,    soak_count.requests,       soak_count.grouped_calls,
-                     soak_count.direct_calls,  soak_count.polls,          soak_count.bytes_reduced,
+    uint64_t c[9] = {soak_count.iterations,      soak_count.requests,       soak_count.grouped_calls,
+                     soak_count.direct_calls,    soak_count.polls,          soak_count.bytes_reduced,
                      soak_count.bytes_broadcast, soak_count.bytes_gathered, soak_count.checks};
     uint64_t checks_total = 0;
     MPI_Gather(mine, R_FIELDS, MPI_DOUBLE, all, R_FIELDS, MPI_DOUBLE, 0, soak_comm);
@@ -305,14 +316,15 @@ static void soak_report(const struct soak_options *o, double elapsed, double war
         for (int r = 0; r < soak_size; r++) {
             const double *v = all + r * R_FIELDS;
             const double kept_warm = v[R_WARM_ANON] + v[R_WARM_POOL], kept_end = v[R_END_ANON] + v[R_END_POOL];
-            const int over = o->rss_check && !SOAK_ASAN && warm_at >= 0 && kept_end - kept_warm > o->rss_bound_mib * MIB;
+            const int over =
+                o->rss_check && !SOAK_ASAN && warm_at >= 0 && kept_end - kept_warm > o->rss_bound_mib * MIB;
             bad += over;
             printf("hora-soak: RSS rank %d: after the warm-up (%.0f s) %.1f MiB = anon %.1f + pool %.1f + other %.1f; "
                    "end %.1f MiB = anon %.1f + pool %.1f + other %.1f; anon+pool %+.1f MiB (between %.1f and %.1f "
                    "at the quiet points), total %+.1f MiB; peak %.1f MiB%s\n",
                    r, warm_at, v[R_WARM_TOTAL] / MIB, v[R_WARM_ANON] / MIB, v[R_WARM_POOL] / MIB,
-                   (v[R_WARM_TOTAL] - v[R_WARM_ANON] - v[R_WARM_POOL]) / MIB, v[R_END_TOTAL] / MIB,
-                   v[R_END_ANON] / MIB, v[R_END_POOL] / MIB, (v[R_END_TOTAL] - v[R_END_ANON] - v[R_END_POOL]) / MIB,
+                   (v[R_WARM_TOTAL] - v[R_WARM_ANON] - v[R_WARM_POOL]) / MIB, v[R_END_TOTAL] / MIB, v[R_END_ANON] / MIB,
+                   v[R_END_POOL] / MIB, (v[R_END_TOTAL] - v[R_END_ANON] - v[R_END_POOL]) / MIB,
                    (kept_end - kept_warm) / MIB, v[R_MIN_KEPT] / MIB, v[R_MAX_KEPT] / MIB,
                    (v[R_END_TOTAL] - v[R_WARM_TOTAL]) / MIB, v[R_PEAK] / MIB, over ? " -> FAIL" : "");
         }
@@ -430,8 +442,8 @@ int main(int argc, char **argv)
             printf("hora-soak: %.0f s, %llu iterations, %llu requests, reduced %.2f GiB; rank 0 RSS %.1f MiB "
                    "(anon %.1f, pool %.1f)\n",
                    soak_clock() - t0, (unsigned long long)soak_count.iterations,
-                   (unsigned long long)soak_count.requests, (double)soak_count.bytes_reduced / GIB,
-                   r.total_bytes / MIB, r.anon_bytes / MIB, r.pool_bytes / MIB);
+                   (unsigned long long)soak_count.requests, (double)soak_count.bytes_reduced / GIB, r.total_bytes / MIB,
+                   r.anon_bytes / MIB, r.pool_bytes / MIB);
             fflush(stdout);
         }
         if (stop) {

@@ -19,8 +19,8 @@
 #include "hora.h"
 
 #define SOAK_MAX_RANKS 64
-#define SOAK_MAX_UNITS 24   /* submissions per iteration (a group is one) */
-#define SOAK_MAX_GROUP 6    /* members of a grouped allreduce */
+#define SOAK_MAX_UNITS 24 /* submissions per iteration (a group is one) */
+#define SOAK_MAX_GROUP 6  /* members of a grouped allreduce */
 #define SOAK_MAX_TENSORS (SOAK_MAX_UNITS * SOAK_MAX_GROUP)
 #define SOAK_MAX_DIRECT 3   /* direct collectives per iteration */
 #define SOAK_GUARD_BYTES 64 /* checked bytes after every private buffer */
@@ -53,24 +53,24 @@ struct soak_tensor {
     char name[48];
     enum soak_kind kind;
     hora_dtype_t dtype;
-    hora_op_t op;            /* allreduce and grouped */
-    size_t count;            /* elements on this rank (allgather: first[rank] * inner) */
+    hora_op_t op; /* allreduce and grouped */
+    size_t count; /* elements on this rank (allgather: first[rank] * inner) */
     double prescale, postscale;
     hora_compression_t compression;
-    int inplace;             /* allreduce: send == recv */
+    int inplace; /* allreduce: send == recv */
     enum soak_mem mem;
-    int root;                /* broadcast */
-    int ndim;                /* 0: no shape in the options */
-    int64_t inner;           /* allgather: elements per row (product of dims 1..) */
-    int64_t dims[3];         /* allgather dims 1.., broadcast's shape */
+    int root;                      /* broadcast */
+    int ndim;                      /* 0: no shape in the options */
+    int64_t inner;                 /* allgather: elements per row (product of dims 1..) */
+    int64_t dims[3];               /* allgather dims 1.., broadcast's shape */
     int64_t first[SOAK_MAX_RANKS]; /* allgather: each rank's first dimension */
-    uint64_t salt;           /* inputs are a function of (salt, rank, element) */
-    enum soak_finish finish; /* this rank's choice */
-    int deferred;            /* completed at the end of the next iteration (every rank) */
-    size_t arena_offset;     /* SOAK_MEM_ARENA: byte offset in the arena */
+    uint64_t salt;                 /* inputs are a function of (salt, rank, element) */
+    enum soak_finish finish;       /* this rank's choice */
+    int deferred;                  /* completed at the end of the next iteration (every rank) */
+    size_t arena_offset;           /* SOAK_MEM_ARENA: byte offset in the arena */
     /* state */
     void *send, *recv;
-    size_t alloc_bytes;      /* of send (and recv), guard included */
+    size_t alloc_bytes; /* of send (and recv), guard included */
     hora_request_t req;
     int submitted, done;
 };
@@ -97,7 +97,7 @@ struct soak_direct {
     size_t count;                  /* allgatherv: ignored (counts) */
     size_t counts[SOAK_MAX_RANKS]; /* allgatherv */
     int inplace, shared, root;
-    int position;                  /* runs before submission number `position` */
+    int position; /* runs before submission number `position` */
     uint64_t salt;
 };
 
@@ -106,9 +106,9 @@ struct soak_plan {
     int ntensors, nunits, ndirect;
     struct soak_tensor tensor[SOAK_MAX_TENSORS];
     struct soak_unit unit[SOAK_MAX_UNITS];
-    int order[SOAK_MAX_UNITS];              /* this rank's submission order (unit ids) */
+    int order[SOAK_MAX_UNITS]; /* this rank's submission order (unit ids) */
     struct soak_direct direct[SOAK_MAX_DIRECT];
-    uint64_t rank_seed;                     /* this rank's own choices (polls, finish order) */
+    uint64_t rank_seed; /* this rank's own choices (polls, finish order) */
     size_t arena_bytes;
     void *arena;
 };

@@ -40,10 +40,7 @@ static void *soak_scratch(size_t bytes)
     return soak_scratch_buf;
 }
 
-void soak_scratch_reserve(size_t bytes)
-{
-    memset(soak_scratch(bytes), 0, bytes); /* resident from now on */
-}
+void soak_scratch_reserve(size_t bytes) { memset(soak_scratch(bytes), 0, bytes); /* resident from now on */ }
 
 void soak_scratch_release(void)
 {
@@ -97,10 +94,7 @@ static void soak_buf_free(int shared, void *p)
     }
 }
 
-static size_t soak_tensor_bytes(const struct soak_tensor *t)
-{
-    return t->count * hora_dtype_size(t->dtype);
-}
+static size_t soak_tensor_bytes(const struct soak_tensor *t) { return t->count * hora_dtype_size(t->dtype); }
 
 static void soak_what(const struct soak_plan *p, const struct soak_tensor *t, char *out, size_t len)
 {
@@ -120,9 +114,9 @@ static void soak_tensor_alloc(struct soak_plan *p, struct soak_tensor *t)
         return;
     }
     t->send = soak_buf_alloc(shared, bytes);
-    t->recv = t->kind == SOAK_KIND_ALLGATHER ? NULL
+    t->recv = t->kind == SOAK_KIND_ALLGATHER                 ? NULL
               : t->kind == SOAK_KIND_BROADCAST || t->inplace ? t->send
-                                                            : soak_buf_alloc(shared, bytes);
+                                                             : soak_buf_alloc(shared, bytes);
 }
 
 static void soak_tensor_release(struct soak_tensor *t)
@@ -209,9 +203,7 @@ static void soak_submit_unit(struct soak_plan *p, const struct soak_unit *u)
     case SOAK_KIND_BROADCAST:
         st = hora_broadcast_async(t->name, t->send, t->count, t->dtype, t->root, t->ndim ? &opts : NULL, &t->req);
         break;
-    default:
-        st = hora_allgather_async(t->name, t->send, t->count, t->dtype, &opts, &t->req);
-        break;
+    default: st = hora_allgather_async(t->name, t->send, t->count, t->dtype, &opts, &t->req); break;
     }
     if (st != HORA_OK) {
         soak_what(p, t, what, sizeof(what));
@@ -238,12 +230,16 @@ static void soak_peek(struct soak_plan *p, struct soak_tensor *t)
 
 static void soak_direct_run(const struct soak_plan *p, const struct soak_direct *d)
 {
-    static const char *const kinds[] = {"hora_allreduce", "hora_reduce_scatter", "hora_allgatherv",
-                                        "hora_broadcast"};
+    static const char *const kinds[] = {"hora_allreduce", "hora_reduce_scatter", "hora_allgatherv", "hora_broadcast"};
     const size_t es = hora_dtype_size(d->dtype);
     /* The inputs of a plain allreduce tensor: the same values, no scales. */
-    struct soak_tensor v = {.kind = SOAK_KIND_ALLREDUCE, .dtype = d->dtype, .op = d->op, .count = d->count,
-                            .prescale = 1, .postscale = 1, .salt = d->salt};
+    struct soak_tensor v = {.kind = SOAK_KIND_ALLREDUCE,
+                            .dtype = d->dtype,
+                            .op = d->op,
+                            .count = d->count,
+                            .prescale = 1,
+                            .postscale = 1,
+                            .salt = d->salt};
     char what[200];
     hora_status_t st = HORA_OK;
     void *send = NULL, *recv = NULL, *want;
@@ -504,7 +500,4 @@ void soak_plan_finish(struct soak_plan *cur, struct soak_plan *prev)
     if (prev) soak_plan_retire(prev);
 }
 
-void soak_plan_drain(struct soak_plan *p)
-{
-    soak_plan_retire(p);
-}
+void soak_plan_drain(struct soak_plan *p) { soak_plan_retire(p); }

@@ -34,10 +34,7 @@ uint64_t soak_mix64(uint64_t x)
     return x;
 }
 
-static uint64_t soak_range(test_rng_t *rng, uint64_t lo, uint64_t hi)
-{
-    return lo + test_rng_u64(rng) % (hi - lo + 1);
-}
+static uint64_t soak_range(test_rng_t *rng, uint64_t lo, uint64_t hi) { return lo + test_rng_u64(rng) % (hi - lo + 1); }
 
 /* Elements of a tensor of elem_bytes per element, at most max_bytes. */
 static size_t soak_draw_count(test_rng_t *rng, size_t elem_bytes, size_t max_bytes)
@@ -104,8 +101,8 @@ static void soak_name(char *out, size_t len, uint64_t it, const char *kind, int 
 static void soak_plan_rank_choices(struct soak_plan *p, uint64_t common);
 
 /* A tensor of the plan with everything at its default; returns it. */
-static struct soak_tensor *soak_plan_add(struct soak_plan *p, enum soak_kind kind, hora_dtype_t dtype,
-                                         size_t bytes, enum soak_mem mem, int member)
+static struct soak_tensor *soak_plan_add(struct soak_plan *p, enum soak_kind kind, hora_dtype_t dtype, size_t bytes,
+                                         enum soak_mem mem, int member)
 {
     /* Member 0 starts a unit; a group's further members join it. */
     if (member == 0) p->unit[p->nunits++].first = p->ntensors;
@@ -136,16 +133,20 @@ static void soak_plan_make_max(struct soak_plan *p, uint64_t it, const struct so
         int members = (int)((ib + tb - 1) / tb);
         if (members > SOAK_MAX_GROUP) members = SOAK_MAX_GROUP;
         for (int m = 0; m < members; m++) {
-            struct soak_tensor *t = soak_plan_add(p, SOAK_KIND_GROUPED, HORA_DTYPE_F32, ib / (size_t)members,
-                                                  SOAK_MEM_MALLOC, m);
+            struct soak_tensor *t =
+                soak_plan_add(p, SOAK_KIND_GROUPED, HORA_DTYPE_F32, ib / (size_t)members, SOAK_MEM_MALLOC, m);
             t->inplace = 1;
             soak_name(t->name, sizeof(t->name), it, "max", 0, m, 0);
         }
         p->ndirect = 2;
-        p->direct[0] = (struct soak_direct){.kind = SOAK_DIRECT_ALLREDUCE, .dtype = HORA_DTYPE_F64,
-                                            .op = HORA_OP_SUM, .count = tb / 8, .salt = 1};
-        p->direct[1] = (struct soak_direct){.kind = SOAK_DIRECT_REDUCE_SCATTER, .dtype = HORA_DTYPE_I32,
-                                            .op = HORA_OP_MAX, .count = tb / 4, .position = 1, .salt = 2};
+        p->direct[0] = (struct soak_direct){
+            .kind = SOAK_DIRECT_ALLREDUCE, .dtype = HORA_DTYPE_F64, .op = HORA_OP_SUM, .count = tb / 8, .salt = 1};
+        p->direct[1] = (struct soak_direct){.kind = SOAK_DIRECT_REDUCE_SCATTER,
+                                            .dtype = HORA_DTYPE_I32,
+                                            .op = HORA_OP_MAX,
+                                            .count = tb / 4,
+                                            .position = 1,
+                                            .salt = 2};
     } else {
         struct soak_tensor *t = soak_plan_add(p, SOAK_KIND_BROADCAST, HORA_DTYPE_U8, tb, SOAK_MEM_MALLOC, 0);
         soak_name(t->name, sizeof(t->name), it, "max", 0, -1, 0);
@@ -158,10 +159,14 @@ static void soak_plan_make_max(struct soak_plan *p, uint64_t it, const struct so
         t = soak_plan_add(p, SOAK_KIND_ALLREDUCE, HORA_DTYPE_F16, tb, SOAK_MEM_MALLOC, 0);
         soak_name(t->name, sizeof(t->name), it, "max", 2, -1, 0);
         p->ndirect = 2;
-        p->direct[0] = (struct soak_direct){.kind = SOAK_DIRECT_BROADCAST, .dtype = HORA_DTYPE_U8, .count = tb,
-                                            .salt = 3};
-        p->direct[1] = (struct soak_direct){.kind = SOAK_DIRECT_ALLREDUCE, .dtype = HORA_DTYPE_BF16,
-                                            .op = HORA_OP_MAX, .count = tb / 2, .inplace = 1, .position = 2,
+        p->direct[0] =
+            (struct soak_direct){.kind = SOAK_DIRECT_BROADCAST, .dtype = HORA_DTYPE_U8, .count = tb, .salt = 3};
+        p->direct[1] = (struct soak_direct){.kind = SOAK_DIRECT_ALLREDUCE,
+                                            .dtype = HORA_DTYPE_BF16,
+                                            .op = HORA_OP_MAX,
+                                            .count = tb / 2,
+                                            .inplace = 1,
+                                            .position = 2,
                                             .salt = 4};
     }
 }
@@ -181,8 +186,10 @@ void soak_plan_make(struct soak_plan *p, uint64_t seed, uint64_t it, const struc
     p->nunits = 1 + (int)test_rng_below(&rng, SOAK_MAX_UNITS);
     for (int u = 0; u < p->nunits; u++) {
         uint32_t k = test_rng_below(&rng, 100);
-        enum soak_kind kind = k < 55 ? SOAK_KIND_ALLREDUCE : k < 67 ? SOAK_KIND_GROUPED : k < 85 ? SOAK_KIND_BROADCAST
-                                                                                            : SOAK_KIND_ALLGATHER;
+        enum soak_kind kind = k < 55   ? SOAK_KIND_ALLREDUCE
+                              : k < 67 ? SOAK_KIND_GROUPED
+                              : k < 85 ? SOAK_KIND_BROADCAST
+                                       : SOAK_KIND_ALLGATHER;
         int members = kind == SOAK_KIND_GROUPED ? 2 + (int)test_rng_below(&rng, SOAK_MAX_GROUP - 1) : 1;
         int fresh = test_rng_below(&rng, 10) < 3, deferred = test_rng_below(&rng, 5) == 0;
         hora_dtype_t dtype = (hora_dtype_t)test_rng_below(&rng, SOAK_DTYPE_COUNT);

@@ -141,10 +141,7 @@ size_t soak_compare(const char *what, const void *got, const void *want, size_t 
 }
 
 /* A pattern no collective produces by accident. */
-static unsigned char soak_guard_byte(size_t k)
-{
-    return (unsigned char)(0xC3 ^ (k * 29));
-}
+static unsigned char soak_guard_byte(size_t k) { return (unsigned char)(0xC3 ^ (k * 29)); }
 
 void soak_guard_fill(void *p, size_t bytes)
 {

@@ -70,6 +70,6 @@ int cudaSetDevice(int device)
 int cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes)
 {
     *total_bytes = (size_t)140 << 30;
-    *free_bytes = (size_t)279 << 29;    /* 139.5 GiB */
+    *free_bytes = (size_t)279 << 29; /* 139.5 GiB */
     return 0;
 }

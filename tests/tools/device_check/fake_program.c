@@ -18,8 +18,7 @@ static const char *fake_library_path(const char *soname)
 {
     struct link_map *map = NULL;
     void *handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-    if (handle == NULL || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL)
-        return "?";
+    if (handle == NULL || dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == NULL) return "?";
     return map->l_name;
 }
 
@@ -33,16 +32,14 @@ int main(int argc, char **argv)
     }
     self[n] = '\0';
     char **args = calloc((size_t)argc + 6, sizeof(*args));
-    if (args == NULL)
-        return 126;
+    if (args == NULL) return 126;
     args[0] = PYTHON;
     args[1] = "-S";
     args[2] = DRIVER;
     args[3] = self;
     args[4] = (char *)fake_library_path("libmpi.so.40");
     args[5] = (char *)fake_library_path("libcudart.so.13");
-    for (int i = 1; i < argc; i++)
-        args[5 + i] = argv[i];
+    for (int i = 1; i < argc; i++) args[5 + i] = argv[i];
     execv(PYTHON, args);
     perror("fake_program: " PYTHON);
     return 127;

@@ -52,8 +52,8 @@ static void test_ring_closed_form(void)
     CHECK(close_to(got, 4 * (alpha + 4 * 4 / bw)), "ring of 10 elements on 3: %.9g", got);
     /* One rank: nothing to do. */
     struct sim_topo one = topo(1, 1, 1e9, 1e-6, 1e9, 1e-6);
-    CHECK(sim_exchange_time(&one, SIM_ALGO_RING, 4096, NULL, 0, 4, NULL, &got) == HORA_OK && got == 0.0,
-          "one rank: %g", got);
+    CHECK(sim_exchange_time(&one, SIM_ALGO_RING, 4096, NULL, 0, 4, NULL, &got) == HORA_OK && got == 0.0, "one rank: %g",
+          got);
 }
 
 /* Ranks 0,1 on node 0 and 2,3 on node 1: two flows through node 0's NIC. */
@@ -93,8 +93,7 @@ static void test_contention(void)
     t.nic.eff_bidir = 0.5;
     CHECK(sim_phase_time(&t, places, 4, two, 1, 1, NULL, &got) == HORA_OK && close_to(got, alpha + b / (0.6 * bw)),
           "one connection at 0.6: %.9g", got);
-    CHECK(sim_phase_time(&t, places, 4, two, 2, 1, NULL, &got) == HORA_OK &&
-              close_to(got, alpha + 2 * b / (0.84 * bw)),
+    CHECK(sim_phase_time(&t, places, 4, two, 2, 1, NULL, &got) == HORA_OK && close_to(got, alpha + 2 * b / (0.84 * bw)),
           "two connections at 0.6 -> 0.84: %.9g", got);
     struct sim_flow pair[2] = {{0, 2, b, 1}, {2, 0, b, 1}};
     CHECK(sim_phase_time(&t, places, 4, pair, 2, 1, NULL, &got) == HORA_OK && close_to(got, alpha + b / (0.5 * bw)),
@@ -138,8 +137,12 @@ static struct coord_response *add_response(struct coord_responses *list, const c
     r->names = malloc(sizeof(char *));
     r->names[0] = strdup(name);
     r->metas = calloc(1, sizeof(struct coord_meta));
-    r->metas[0] = (struct coord_meta){.kind = COORD_KIND_ALLREDUCE, .dtype = dtype, .op = HORA_OP_AVG,
-                                      .count = count, .prescale = 1.0, .postscale = 1.0};
+    r->metas[0] = (struct coord_meta){.kind = COORD_KIND_ALLREDUCE,
+                                      .dtype = dtype,
+                                      .op = HORA_OP_AVG,
+                                      .count = count,
+                                      .prescale = 1.0,
+                                      .postscale = 1.0};
     return r;
 }
 

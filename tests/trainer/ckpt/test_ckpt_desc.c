@@ -26,8 +26,7 @@ static tr_backend_t *backend_start(void)
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = 1};
     tr_backend_t *b = NULL;
-    if (!ops || ops->init(&bc, &b) != HORA_OK)
-        return NULL;
+    if (!ops || ops->init(&bc, &b) != HORA_OK) return NULL;
     return b;
 }
 
@@ -35,18 +34,15 @@ static tr_model_t *model_make(tr_backend_t *b, const char *arch, int c, int hw, 
                               tr_dtype_t compute)
 {
     tr_model_spec_t spec;
-    if (tr_model_spec_from_name(arch, &spec) != HORA_OK)
-        return NULL;
+    if (tr_model_spec_from_name(arch, &spec) != HORA_OK) return NULL;
     spec.in_channels = c;
     spec.height = spec.width = hw;
     spec.classes = classes;
-    if (width)
-        spec.base_width = width;
+    if (width) spec.base_width = width;
     spec.compute_dtype = compute;
     spec.grad_dtype = compute;
     tr_model_t *m = NULL;
-    if (tr_model_init(b, &spec, 1, 0, 5, &m) != HORA_OK)
-        return NULL;
+    if (tr_model_init(b, &spec, 1, 0, 5, &m) != HORA_OK) return NULL;
     return m;
 }
 
@@ -71,14 +67,15 @@ static void check_round_trip(tr_backend_t *b, const char *arch, int c, int hw, i
         const tr_model_spec_t *s = tr_model_spec(m);
         CHECK(strcmp(d.arch, arch) == 0 && d.world_size == 3 && d.batch == 17, "%s: arch, world size, batch", arch);
         CHECK(d.spec.stem == s->stem && d.spec.block == s->block && d.spec.stage_count == s->stage_count &&
-              memcmp(d.spec.blocks, s->blocks, sizeof(s->blocks)) == 0 && d.spec.base_width == s->base_width &&
-              d.spec.in_channels == s->in_channels && d.spec.height == s->height && d.spec.width == s->width &&
-              d.spec.classes == s->classes && d.spec.compute_dtype == s->compute_dtype &&
-              d.spec.grad_dtype == s->grad_dtype && d.spec.bn_epsilon == s->bn_epsilon &&
-              d.spec.bn_momentum == s->bn_momentum && d.spec.zero_init_last_bn == s->zero_init_last_bn,
+                  memcmp(d.spec.blocks, s->blocks, sizeof(s->blocks)) == 0 && d.spec.base_width == s->base_width &&
+                  d.spec.in_channels == s->in_channels && d.spec.height == s->height && d.spec.width == s->width &&
+                  d.spec.classes == s->classes && d.spec.compute_dtype == s->compute_dtype &&
+                  d.spec.grad_dtype == s->grad_dtype && d.spec.bn_epsilon == s->bn_epsilon &&
+                  d.spec.bn_momentum == s->bn_momentum && d.spec.zero_init_last_bn == s->zero_init_last_bn,
               "%s: the spec back, exactly", arch);
         CHECK(d.params_count == tr_tensor_count(tr_model_arena(m, TR_ARENA_PARAMS)) &&
-              d.stats_count == tr_tensor_count(tr_model_arena(m, TR_ARENA_STATS)), "%s: arena counts", arch);
+                  d.stats_count == tr_tensor_count(tr_model_arena(m, TR_ARENA_STATS)),
+              "%s: arena counts", arch);
         CHECK(d.param_count == tr_model_param_count(m) && d.bn_count == tr_model_bn_count(m),
               "%s: %d params (model %d), %d BNs (model %d)", arch, d.param_count, tr_model_param_count(m), d.bn_count,
               tr_model_bn_count(m));
@@ -87,14 +84,14 @@ static void check_round_trip(tr_backend_t *b, const char *arch, int c, int hw, i
             const tr_ckpt_param_desc_t *q = &d.params[i];
             int same = strcmp(p->name, q->name) == 0 && p->kind == q->kind && p->ndim == q->ndim &&
                        p->offset == q->offset && p->count == q->count;
-            for (int k = 0; k < p->ndim; k++)
-                same &= p->dims[k] == q->dims[k];
+            for (int k = 0; k < p->ndim; k++) same &= p->dims[k] == q->dims[k];
             CHECK(same, "%s: param %d '%s' back as '%s'", arch, i, p->name, q->name);
         }
         for (int i = 0; i < d.bn_count && i < tr_model_bn_count(m); i++) {
             const tr_bn_stats_t *p = tr_model_bn(m, i);
             CHECK(strcmp(p->name, d.bns[i].name) == 0 && p->channels == d.bns[i].channels &&
-                  p->offset == d.bns[i].offset, "%s: bn %d '%s'", arch, i, p->name);
+                      p->offset == d.bns[i].offset,
+                  "%s: bn %d '%s'", arch, i, p->name);
         }
         tr_ckpt_desc_free(&d);
     }
@@ -125,16 +122,14 @@ static char *edit(int line, const char *with)
     for (int l = 1; *p; l++) {
         const char *end = strchr(p, '\n') + 1;
         if (l == line) {
-            if (with)
-                o += sprintf(o, "%s", with);
+            if (with) o += sprintf(o, "%s", with);
         } else {
             memcpy(o, p, (size_t)(end - p));
             o += end - p;
         }
         p = end;
     }
-    if (line == 0 && with)
-        o += sprintf(o, "%s", with);
+    if (line == 0 && with) o += sprintf(o, "%s", with);
     *o = '\0';
     return out;
 }
@@ -146,7 +141,7 @@ static void check_broken(void)
     CHECK(st == HORA_OK, "the small description parses: %s", status_message());
     if (st == HORA_OK) {
         CHECK(d.param_count == 5 && d.bn_count == 1 && d.params[3].dims[0] == 3 && d.params[3].dims[1] == 2 &&
-              d.spec.grad_dtype == TR_DTYPE_BF16 && d.spec.bn_epsilon == 1e-5f && d.spec.bn_momentum == 0.1f,
+                  d.spec.grad_dtype == TR_DTYPE_BF16 && d.spec.bn_epsilon == 1e-5f && d.spec.bn_momentum == 0.1f,
               "its fields");
         tr_ckpt_desc_free(&d);
     }
@@ -185,11 +180,11 @@ static void check_broken(void)
         st = tr_ckpt_desc_parse(text, "x.hckpt: section 'model'", &d);
         if (!cases[i].want) {
             CHECK(st == HORA_OK, "case %zu parses: %s", i, status_message());
-            if (st == HORA_OK)
-                tr_ckpt_desc_free(&d);
+            if (st == HORA_OK) tr_ckpt_desc_free(&d);
         } else {
             CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), "x.hckpt: section 'model': ", 26) == 0 &&
-                  strstr(status_message(), cases[i].want), "case %zu: %d '%s', want '%s'", i, st, status_message(), cases[i].want);
+                      strstr(status_message(), cases[i].want),
+                  "case %zu: %d '%s', want '%s'", i, st, status_message(), cases[i].want);
         }
         free(text);
     }
@@ -218,16 +213,14 @@ static int upload(tr_model_t *m, tr_arena_t arena, const float *host)
 static int param_offset(tr_model_t *m, const char *name)
 {
     for (int i = 0; i < tr_model_param_count(m); i++)
-        if (strcmp(tr_model_param(m, i)->name, name) == 0)
-            return (int)tr_model_param(m, i)->offset;
+        if (strcmp(tr_model_param(m, i)->name, name) == 0) return (int)tr_model_param(m, i)->offset;
     return -1;
 }
 
 static int bn_offset(tr_model_t *m, const char *name)
 {
     for (int i = 0; i < tr_model_bn_count(m); i++)
-        if (strcmp(tr_model_bn(m, i)->name, name) == 0)
-            return (int)tr_model_bn(m, i)->offset;
+        if (strcmp(tr_model_bn(m, i)->name, name) == 0) return (int)tr_model_bn(m, i)->offset;
     return -1;
 }
 
@@ -236,8 +229,7 @@ static int save(const char *dir, tr_model_t *m, const tr_run_state_t *s)
 {
     tr_ckpt_writer_t *w;
     tr_ckpt_run_info_t info = {.arch = "resnet8", .world_size = 2, .batch = 16, .steps_per_epoch = 60};
-    if (tr_ckpt_writer_open(dir, 3, &w) != HORA_OK ||
-        tr_ckpt_writer_save(w, m, s, &info) != HORA_OK ||
+    if (tr_ckpt_writer_open(dir, 3, &w) != HORA_OK || tr_ckpt_writer_save(w, m, s, &info) != HORA_OK ||
         tr_ckpt_writer_close(w) != HORA_OK) {
         fprintf(stderr, "fixture %s: %s\n", dir, status_message());
         return -1;
@@ -262,22 +254,16 @@ static int fixtures(const char *dir)
     size_t ns = tr_tensor_count(tr_model_arena(m, TR_ARENA_STATS));
     float *params = malloc(np * sizeof(float)), *mom = malloc(np * sizeof(float)), *stats = malloc(ns * sizeof(float));
     tr_tensor_t pa = *tr_model_arena(m, TR_ARENA_PARAMS);
-    if (!params || !mom || !stats || b->ops->download(b, &pa, params) != HORA_OK)
-        return 1;
-    for (size_t i = 0; i < np; i++)
-        mom[i] = (float)((int)(i % 17) - 8) / 1024.0f;
-    for (size_t i = 0; i < ns; i++)
-        stats[i] = 0.25f * (float)(i % 5);
+    if (!params || !mom || !stats || b->ops->download(b, &pa, params) != HORA_OK) return 1;
+    for (size_t i = 0; i < np; i++) mom[i] = (float)((int)(i % 17) - 8) / 1024.0f;
+    for (size_t i = 0; i < ns; i++) stats[i] = 0.25f * (float)(i % 5);
     int conv2 = param_offset(m, "layer1.0.conv2.weight"), fcb = param_offset(m, "fc.bias"),
         c1 = param_offset(m, "conv1.weight"), bn = bn_offset(m, "layer2.0.bn1");
-    if (conv2 < 0 || fcb < 0 || c1 < 0 || bn < 0)
-        return 1;
+    if (conv2 < 0 || fcb < 0 || c1 < 0 || bn < 0) return 1;
     int var3 = -1; /* layer2.0.bn1.running_var[3]: after the layer's running means */
     for (int i = 0; i < tr_model_bn_count(m); i++)
-        if (strcmp(tr_model_bn(m, i)->name, "layer2.0.bn1") == 0)
-            var3 = bn + tr_model_bn(m, i)->channels + 3;
-    if (var3 < 0)
-        return 1;
+        if (strcmp(tr_model_bn(m, i)->name, "layer2.0.bn1") == 0) var3 = bn + tr_model_bn(m, i)->channels + 3;
+    if (var3 < 0) return 1;
     params[conv2 + 7] = 0.5f;
     params[fcb + 2] = 0.125f;
     mom[c1] = 0.0f;
@@ -310,15 +296,13 @@ static int fixtures(const char *dir)
     free(stats);
     tr_model_free(m);
     b->ops->free(b);
-    if (rc)
-        fprintf(stderr, "fixtures: writing failed\n");
+    if (rc) fprintf(stderr, "fixtures: writing failed\n");
     return rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--fixtures") == 0)
-        return fixtures(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--fixtures") == 0) return fixtures(argv[2]);
     if (argc != 1) {
         fprintf(stderr, "usage: test_ckpt_desc [--fixtures DIR]\n");
         return 2;

@@ -44,13 +44,11 @@ static uint32_t le32(const uint8_t *p)
 static uint64_t le64(const uint8_t *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
 static void put32(uint8_t *p, uint32_t v)
 {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Write sections to path; the status. */
@@ -68,8 +66,7 @@ static hora_status_t write_file(const char *path, tr_ckpt_section_t *s, int n)
 static int put_bytes(const char *path, const void *data, size_t n)
 {
     FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     size_t w = fwrite(data, 1, n, f);
     return fclose(f) == 0 && w == n ? 0 : -1;
 }
@@ -113,8 +110,7 @@ static void test_layout(void)
     size_t len;
     uint8_t *b = (uint8_t *)test_read_file(path, &len);
     CHECK(b != NULL, "read back %s", path);
-    if (!b)
-        return;
+    if (!b) return;
     /* header 64 + table 3 x 64 = 256: model at 256 (3 bytes), empty at 320,
      * params at 320 (the empty one ends where it starts), file 330 bytes. */
     CHECK(s[0].offset == 256 && s[1].offset == 320 && s[2].offset == 320, "offsets %" PRIu64 " %" PRIu64 " %" PRIu64,
@@ -122,11 +118,10 @@ static void test_layout(void)
     CHECK(len == 330, "file is %zu bytes, want 330", len);
     CHECK(memcmp(b, "HORACKPT", 8) == 0, "magic");
     CHECK(le32(b + 8) == 1 && le32(b + 12) == 3, "version %u, count %u", le32(b + 8), le32(b + 12));
-    CHECK(le64(b + 16) == len && le64(b + 24) == 64 && le64(b + 32) == 192, "file_bytes %" PRIu64 " table %" PRIu64
-          " %" PRIu64, le64(b + 16), le64(b + 24), le64(b + 32));
+    CHECK(le64(b + 16) == len && le64(b + 24) == 64 && le64(b + 32) == 192,
+          "file_bytes %" PRIu64 " table %" PRIu64 " %" PRIu64, le64(b + 16), le64(b + 24), le64(b + 32));
     int zero = 1;
-    for (int i = 40; i < 60; i++)
-        zero &= b[i] == 0;
+    for (int i = 40; i < 60; i++) zero &= b[i] == 0;
     CHECK(zero, "header reserved bytes 40-59 zero");
     uint32_t crc = tr_crc32c(tr_crc32c(0, b, 60), b + 64, 192);
     CHECK(le32(b + 60) == crc, "header CRC 0x%08x, want 0x%08x (bytes 0-59 then the table)", le32(b + 60), crc);
@@ -137,15 +132,13 @@ static void test_layout(void)
     CHECK(le32(e + 40) == s[0].crc, "writer's crc field");
     zero = 1;
     for (int k = 0; k < 3; k++)
-        for (int i = 44; i < 64; i++)
-            zero &= b[64 + 64 * k + i] == 0;
+        for (int i = 44; i < 64; i++) zero &= b[64 + 64 * k + i] == 0;
     CHECK(zero, "entry reserved bytes zero");
     CHECK(le64(b + 128 + 24) == 320 && le64(b + 128 + 32) == 0 && le32(b + 128 + 40) == 0,
           "empty entry (CRC of nothing 0)");
     CHECK(memcmp(b + 256, "abc", 3) == 0 && memcmp(b + 320, "0123456789", 10) == 0, "section bytes in place");
     zero = 1;
-    for (int i = 259; i < 320; i++)
-        zero &= b[i] == 0;
+    for (int i = 259; i < 320; i++) zero &= b[i] == 0;
     CHECK(zero, "padding zero");
     free(b);
     CHECK(open_verify(path) == HORA_OK, "verify: %s", status_message());
@@ -172,8 +165,7 @@ static void test_round_trip(test_rng_t *rng)
             s[i].name[len] = '\0';
             s[i].bytes = sizes[test_rng_below(rng, trial < 20 ? 9 : 12)];
             data[i] = malloc(s[i].bytes + 1);
-            for (uint64_t k = 0; k < s[i].bytes; k++)
-                data[i][k] = (uint8_t)test_rng_u64(rng);
+            for (uint64_t k = 0; k < s[i].bytes; k++) data[i][k] = (uint8_t)test_rng_u64(rng);
             s[i].data = data[i];
         }
         CHECK(write_file(path, s, n) == HORA_OK, "trial %d: write: %s", trial, status_message());
@@ -190,14 +182,13 @@ static void test_round_trip(test_rng_t *rng)
             for (int i = 0; i < n && i < f.section_count; i++) {
                 const tr_ckpt_section_t *r = tr_ckpt_find(&f, s[i].name);
                 CHECK(r == &f.sections[i], "trial %d: find '%s'", trial, s[i].name);
-                if (!r)
-                    continue;
+                if (!r) continue;
                 CHECK(r->bytes == s[i].bytes && r->offset == s[i].offset && r->crc == s[i].crc && r->offset % 64 == 0,
                       "trial %d: section '%s' table entry", trial, s[i].name);
                 CHECK(r->crc == tr_crc32c(0, data[i], s[i].bytes), "trial %d: '%s' CRC", trial, s[i].name);
                 void *back = NULL;
-                CHECK(tr_ckpt_read_alloc(&f, r, &back) == HORA_OK, "trial %d: read '%s': %s",
-                      trial, s[i].name, status_message());
+                CHECK(tr_ckpt_read_alloc(&f, r, &back) == HORA_OK, "trial %d: read '%s': %s", trial, s[i].name,
+                      status_message());
                 if (back) {
                     CHECK(memcmp(back, data[i], s[i].bytes) == 0 && ((char *)back)[s[i].bytes] == '\0',
                           "trial %d: '%s' bytes back, NUL after them", trial, s[i].name);
@@ -208,8 +199,7 @@ static void test_round_trip(test_rng_t *rng)
             tr_ckpt_close(&f);
             CHECK(f.fd == -1, "close");
         }
-        for (int i = 0; i < n; i++)
-            free(data[i]);
+        for (int i = 0; i < n; i++) free(data[i]);
     }
 }
 
@@ -228,8 +218,7 @@ static void sample_make(sample_t *x, test_rng_t *rng)
         x->params[i] = (float)test_rng_u64(rng) / 1e19f;
         x->momentum[i] = -x->params[i];
     }
-    for (int i = 0; i < 130; i++)
-        x->stats[i] = (float)i;
+    for (int i = 0; i < 130; i++) x->stats[i] = (float)i;
     tr_ckpt_section_t s[5] = {
         {.name = "model", .data = model, .bytes = sizeof(model) - 1},
         {.name = "run_state", .data = state, .bytes = sizeof(state) - 1},
@@ -255,8 +244,7 @@ static void sample_run(sample_test_fn *test, test_rng_t *rng, const char *name, 
     CHECK(write_file(path, x->s, 5) == HORA_OK, "write: %s", status_message());
     size_t len;
     uint8_t *good = (uint8_t *)test_read_file(path, &len);
-    if (good)
-        test(x, good, len, bad, sizeof(bad));
+    if (good) test(x, good, len, bad, sizeof(bad));
     free(good);
     free(x);
 }
@@ -265,8 +253,7 @@ static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char 
 {
     (void)bad_size;
     uint8_t *b = malloc(len);
-    if (!b)
-        return;
+    if (!b) return;
 
     /* Every byte of the header and the table. */
     int header_ok = 1;
@@ -276,7 +263,8 @@ static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char 
         put_bytes(bad, b, len);
         hora_status_t st = open_verify(bad);
         const char *want = at < 8 ? "not a hora checkpoint" : "header";
-        if (st != HORA_ERR_CORRUPT || !strstr(status_message(), want) || !strstr(status_message(), "offset") || !strstr(status_message(), bad)) {
+        if (st != HORA_ERR_CORRUPT || !strstr(status_message(), want) || !strstr(status_message(), "offset") ||
+            !strstr(status_message(), bad)) {
             header_ok = 0;
             CHECK(0, "flip at byte %zu: status %d, message '%s' (want CORRUPT, '%s', the offset and the path)", at, st,
                   status_message(), want);
@@ -288,7 +276,8 @@ static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char 
     b[64 + 64 + 30] ^= 4;
     put_bytes(bad, b, len);
     open_verify(bad);
-    CHECK(strstr(status_message(), "offset 0: header and section table (384 bytes): CRC32C 0x") && strstr(status_message(), ", stored 0x"),
+    CHECK(strstr(status_message(), "offset 0: header and section table (384 bytes): CRC32C 0x") &&
+              strstr(status_message(), ", stored 0x"),
           "table flip message: %s", status_message());
 
     /* Bytes of each section: the open succeeds (the table is intact), the
@@ -303,13 +292,13 @@ static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char 
             tr_ckpt_file_t f;
             hora_status_t st = tr_ckpt_open(bad, &f);
             CHECK(st == HORA_OK, "section '%s' flipped at %" PRIu64 ": open: %s", s->name, where[k], status_message());
-            if (st != HORA_OK)
-                continue;
+            if (st != HORA_OK) continue;
             char want[4400];
             snprintf(want, sizeof(want), "%s: section '%s': offset %" PRIu64 ": CRC32C 0x", bad, s->name, s->offset);
             st = tr_ckpt_verify(&f);
-            CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), want, strlen(want)) == 0, "verify, '%s' flipped at %" PRIu64
-                  ": %d '%s', want '%s...'", s->name, where[k], st, status_message(), want);
+            CHECK(st == HORA_ERR_CORRUPT && strncmp(status_message(), want, strlen(want)) == 0,
+                  "verify, '%s' flipped at %" PRIu64 ": %d '%s', want '%s...'", s->name, where[k], st, status_message(),
+                  want);
             for (int j = 0; j < 5; j++) {
                 void *buf = NULL;
                 st = tr_ckpt_read_alloc(&f, tr_ckpt_find(&f, x->s[j].name), &buf);
@@ -332,25 +321,41 @@ static void test_flips(const sample_t *x, const uint8_t *good, size_t len, char 
     b[pad + 1] = 1;
     put_bytes(bad, b, len);
     CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "padding at offset") &&
-          strstr(status_message(), "before section 'run_state'"), "padding flip: %s", status_message());
+              strstr(status_message(), "before section 'run_state'"),
+          "padding flip: %s", status_message());
     free(b);
 }
 
 static void test_truncation(const sample_t *x, const uint8_t *good, size_t len, char *cut, size_t cut_size)
 {
-    size_t points[] = {0, 1, 7, 8, 40, 63, 64, 65, 200, 383, 384, (size_t)x->s[2].offset, (size_t)x->s[2].offset + 100,
-                       (size_t)x->s[4].offset, len - 1};
+    size_t points[] = {0,
+                       1,
+                       7,
+                       8,
+                       40,
+                       63,
+                       64,
+                       65,
+                       200,
+                       383,
+                       384,
+                       (size_t)x->s[2].offset,
+                       (size_t)x->s[2].offset + 100,
+                       (size_t)x->s[4].offset,
+                       len - 1};
     for (size_t i = 0; i < sizeof(points) / sizeof(points[0]); i++) {
         size_t n = points[i];
         put_bytes(cut, good, n);
         hora_status_t st = open_verify(cut);
         char sizes[128];
         snprintf(sizes, sizeof(sizes), "the file has %zu bytes", n);
-        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), "truncated") && strstr(status_message(), sizes) && strstr(status_message(), cut),
+        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), "truncated") && strstr(status_message(), sizes) &&
+                  strstr(status_message(), cut),
               "cut at %zu: %d '%s'", n, st, status_message());
         if (n >= 64) {
             snprintf(sizes, sizeof(sizes), "its header says %zu", len);
-            CHECK(strstr(status_message(), sizes) != NULL, "cut at %zu names the size the header gives: %s", n, status_message());
+            CHECK(strstr(status_message(), sizes) != NULL, "cut at %zu names the size the header gives: %s", n,
+                  status_message());
         }
     }
     /* Bytes past the end the header gives. */
@@ -361,9 +366,11 @@ static void test_truncation(const sample_t *x, const uint8_t *good, size_t len, 
           "trailing bytes: %s", status_message());
     /* Not a checkpoint at all. */
     put_bytes(cut, "HORAREC1 and more bytes", 23);
-    CHECK(open_verify(cut) == HORA_ERR_CORRUPT && strstr(status_message(), "not a hora checkpoint"), "%s", status_message());
+    CHECK(open_verify(cut) == HORA_ERR_CORRUPT && strstr(status_message(), "not a hora checkpoint"), "%s",
+          status_message());
     snprintf(cut, cut_size, "%s/does-not-exist.hckpt", tmpdir);
-    CHECK(open_verify(cut) == HORA_ERR_SYSTEM && strstr(status_message(), "No such file"), "missing: %s", status_message());
+    CHECK(open_verify(cut) == HORA_ERR_SYSTEM && strstr(status_message(), "No such file"), "missing: %s",
+          status_message());
     free(longer);
 }
 
@@ -373,8 +380,7 @@ static void test_table_rules(const sample_t *x, const uint8_t *good, size_t len,
     (void)x;
     (void)bad_size;
     uint8_t *b = malloc(len);
-    if (!b)
-        return;
+    if (!b) return;
     struct {
         const char *what, *want;
         int entry, field; /* field: 0 name, 24 offset, 32 bytes, 44 reserved */
@@ -414,14 +420,15 @@ static void test_table_rules(const sample_t *x, const uint8_t *good, size_t len,
         reseal(b);
         put_bytes(bad, b, len);
         hora_status_t st = open_verify(bad);
-        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), cases[c].want) && strstr(status_message(), "offset"), "%s: %d '%s' (want '%s')",
-              cases[c].what, st, status_message(), cases[c].want);
+        CHECK(st == HORA_ERR_CORRUPT && strstr(status_message(), cases[c].want) && strstr(status_message(), "offset"),
+              "%s: %d '%s' (want '%s')", cases[c].what, st, status_message(), cases[c].want);
     }
     /* Header fields the CRC cannot be computed without. */
     memcpy(b, good, len);
     put32(b + 12, 17);
     put_bytes(bad, b, len);
-    CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "offset 12: 17 sections"), "%s", status_message());
+    CHECK(open_verify(bad) == HORA_ERR_CORRUPT && strstr(status_message(), "offset 12: 17 sections"), "%s",
+          status_message());
     memcpy(b, good, len);
     put32(b + 8, 2);
     reseal(b);
@@ -438,10 +445,8 @@ static void test_writer_args(void)
     snprintf(path, sizeof(path), "%s/args.hckpt", tmpdir);
     tr_ckpt_section_t s[TR_CKPT_MAX_SECTIONS + 1];
     memset(s, 0, sizeof(s));
-    for (int i = 0; i <= TR_CKPT_MAX_SECTIONS; i++)
-        snprintf(s[i].name, sizeof(s[i].name), "s%d", i);
-    CHECK(write_file(path, s, TR_CKPT_MAX_SECTIONS + 1) == HORA_ERR_INVALID_ARG,
-          "17 sections: %s", status_message());
+    for (int i = 0; i <= TR_CKPT_MAX_SECTIONS; i++) snprintf(s[i].name, sizeof(s[i].name), "s%d", i);
+    CHECK(write_file(path, s, TR_CKPT_MAX_SECTIONS + 1) == HORA_ERR_INVALID_ARG, "17 sections: %s", status_message());
     strcpy(s[1].name, "s0");
     CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "two sections called 's0'"),
           "duplicate: %s", status_message());
@@ -452,21 +457,22 @@ static void test_writer_args(void)
     CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG, "24-character name: %s", status_message());
     strcpy(s[1].name, "nodata");
     s[1].bytes = 5;
-    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "no data"), "%s", status_message());
+    CHECK(write_file(path, s, 2) == HORA_ERR_INVALID_ARG && strstr(status_message(), "no data"), "%s",
+          status_message());
 }
 
 static void test_enospc(void)
 {
     int fd = open("/dev/full", O_WRONLY);
     CHECK(fd >= 0, "/dev/full: %s", strerror(errno));
-    if (fd < 0)
-        return;
+    if (fd < 0) return;
     static float big[4096];
     tr_ckpt_section_t s[2] = {{.name = "model", .data = "x", .bytes = 1},
                               {.name = "params", .data = big, .bytes = sizeof(big)}};
     hora_status_t st = tr_ckpt_write_fd(fd, "/ckpt/ckpt-0000000007.hckpt", s, 2);
-    CHECK(st == HORA_ERR_SYSTEM && strstr(status_message(), "No space left on device") && strstr(status_message(), "ckpt-0000000007.hckpt") &&
-          strstr(status_message(), "offset 0"), "/dev/full: %d '%s'", st, status_message());
+    CHECK(st == HORA_ERR_SYSTEM && strstr(status_message(), "No space left on device") &&
+              strstr(status_message(), "ckpt-0000000007.hckpt") && strstr(status_message(), "offset 0"),
+          "/dev/full: %d '%s'", st, status_message());
     close(fd);
 }
 
@@ -484,14 +490,11 @@ static void *drain(void *arg)
 {
     drain_t *d = arg;
     for (;;) {
-        if (d->len == d->cap)
-            break;
+        if (d->len == d->cap) break;
         size_t want = d->cap - d->len < 4096 ? d->cap - d->len : 4096;
         ssize_t r = read(d->fd, d->buf + d->len, want);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
         d->len += (size_t)r;
     }
     return NULL;
@@ -503,8 +506,7 @@ static void test_short_writes(test_rng_t *rng)
     snprintf(path, sizeof(path), "%s/pipe-ref.hckpt", tmpdir);
     size_t n = 3u << 20;
     uint8_t *data = malloc(n);
-    for (size_t i = 0; i < n; i++)
-        data[i] = (uint8_t)test_rng_u64(rng);
+    for (size_t i = 0; i < n; i++) data[i] = (uint8_t)test_rng_u64(rng);
     tr_ckpt_section_t s[2] = {{.name = "a", .data = data, .bytes = 1000}, {.name = "big", .data = data, .bytes = n}};
     CHECK(write_file(path, s, 2) == HORA_OK, "reference: %s", status_message());
     size_t ref_len;
@@ -558,8 +560,7 @@ int main(int argc, char **argv)
     test_short_writes(&rng);
     char cmd[4200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    if (failures == 0 && !getenv("KEEP") && system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", tmpdir);
+    if (failures == 0 && !getenv("KEEP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
     printf("test_ckpt_file: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

@@ -30,8 +30,10 @@ static k_dtype_t bc_k_dtype(tr_dtype_t dtype)
 void bc_round(float *a, size_t count, tr_dtype_t dtype)
 {
     for (size_t i = 0; i < count; i++) {
-        if (dtype == TR_DTYPE_F16) a[i] = k_f16_to_f32(k_f32_to_f16(a[i]));
-        else if (dtype == TR_DTYPE_BF16) a[i] = k_bf16_to_f32(k_f32_to_bf16(a[i]));
+        if (dtype == TR_DTYPE_F16)
+            a[i] = k_f16_to_f32(k_f32_to_f16(a[i]));
+        else if (dtype == TR_DTYPE_BF16)
+            a[i] = k_bf16_to_f32(k_f32_to_bf16(a[i]));
     }
 }
 

@@ -77,8 +77,8 @@ static int conv_side(bc_side_t *s, tr_layer_t *layer, const tr_conv_desc_t *d, i
 void bc_conv(const tr_conv_desc_t *d, const int *batches, int batch_count)
 {
     char what[128];
-    snprintf(what, sizeof(what), "conv %d->%d k%d s%d p%d %dx%d %s%s", d->c_in, d->c_out, d->kernel, d->stride,
-             d->pad, d->h_in, d->w_in, tr_dtype_name(d->dtype), grad_suffix(d->dtype, d->grad_dtype));
+    snprintf(what, sizeof(what), "conv %d->%d k%d s%d p%d %dx%d %s%s", d->c_in, d->c_out, d->kernel, d->stride, d->pad,
+             d->h_in, d->w_in, tr_dtype_name(d->dtype), grad_suffix(d->dtype, d->grad_dtype));
     if (!test_has(what, d->dtype)) return;
     tr_conv_desc_t dr = *d;
     ref_dtypes(d->dtype, d->grad_dtype, &dr.dtype, &dr.grad_dtype);
@@ -95,9 +95,9 @@ void bc_conv(const tr_conv_desc_t *d, const int *batches, int batch_count)
         float *w = bc_rand(w_count, 1.0f / sqrtf((float)(d->c_in * d->kernel * d->kernel)), d->dtype);
         float *dy = bc_rand(y_count, 1.0f, d->dtype);
         conv_out_t o[2];
-        for (int i = 0; i < 2; i++)
-            o[i] = (conv_out_t){bc_nan(y_count), bc_nan(x_count), bc_nan(w_count)};
-        const int ok = conv_side(&bc_ref, lr, &dr, n, x, w, dy, &o[0]) && conv_side(&bc_test, lt, d, n, x, w, dy, &o[1]);
+        for (int i = 0; i < 2; i++) o[i] = (conv_out_t){bc_nan(y_count), bc_nan(x_count), bc_nan(w_count)};
+        const int ok =
+            conv_side(&bc_ref, lr, &dr, n, x, w, dy, &o[0]) && conv_side(&bc_test, lt, d, n, x, w, dy, &o[1]);
         if (ok) {
             char line[192];
             snprintf(line, sizeof(line), "%s n%d forward y", what, n);
@@ -150,8 +150,8 @@ static int bn_side(bc_side_t *s, tr_layer_t *layer, const tr_bn_desc_t *d, int n
          bc_plain_alloc(s, d->grad_dtype, 1, &c, &tdg) && bc_plain_alloc(s, d->grad_dtype, 1, &c, &tdb);
     ok = ok && bc_act_put(s, &tx, in->x, 0) && bc_act_put(s, &tdy, in->dy, 0) && bc_plain_put(s, &tg, in->gamma) &&
          bc_plain_put(s, &tb, in->beta) && bc_plain_put(s, &tm, in->mean) && bc_plain_put(s, &tv, in->var);
-    ok = ok && bc_act_poison(s, &ty) && bc_act_poison(s, &tdx) && bc_act_poison(s, &tyi) &&
-         bc_plain_poison(s, &tdg) && bc_plain_poison(s, &tdb);
+    ok = ok && bc_act_poison(s, &ty) && bc_act_poison(s, &tdx) && bc_act_poison(s, &tyi) && bc_plain_poison(s, &tdg) &&
+         bc_plain_poison(s, &tdb);
     ok = ok && BC_OK(s->ops->bn_forward_train(layer, &tx, &tg, &tb, &tm, &tv, &ty)) && bc_act_get(s, &ty, out->y, 0) &&
          bc_plain_get(s, &tm, out->mean) && bc_plain_get(s, &tv, out->var);
     /* y stays as the forward wrote it: the fused relu's mask may be y. */
@@ -170,10 +170,7 @@ static int bn_side(bc_side_t *s, tr_layer_t *layer, const tr_bn_desc_t *d, int n
  * than 8 channels (their activations are stored padded; trainer/backends/cuda's
  * README): for those the check is that refusal, HORA_ERR_UNSUPPORTED. */
 #define BC_CUDA_MIN_CHANNELS 8
-static int bc_small(int c)
-{
-    return strcmp(bc_test.ops->name, "cuda") == 0 && c < BC_CUDA_MIN_CHANNELS;
-}
+static int bc_small(int c) { return strcmp(bc_test.ops->name, "cuda") == 0 && c < BC_CUDA_MIN_CHANNELS; }
 
 void bc_bn(const tr_bn_desc_t *d, const int *batches, int batch_count)
 {
@@ -255,10 +252,9 @@ static int pool_side(bc_side_t *s, tr_layer_t *layer, const tr_pool_desc_t *d, i
 {
     tr_tensor_t tx = {0}, ty = {0}, tdy = {0}, tdx = {0};
     int ok = bc_act_alloc(s, n, d->c, d->h, d->w, d->dtype, &tx) && bc_act_alloc(s, n, d->c, ho, wo, d->dtype, &ty) &&
-             bc_act_alloc(s, n, d->c, ho, wo, d->dtype, &tdy) &&
-             bc_act_alloc(s, n, d->c, d->h, d->w, d->dtype, &tdx);
-    ok = ok && bc_act_put(s, &tx, x, 0) && bc_act_put(s, &tdy, dy, 0) && bc_act_poison(s, &ty) &&
-         bc_act_poison(s, &tdx);
+             bc_act_alloc(s, n, d->c, ho, wo, d->dtype, &tdy) && bc_act_alloc(s, n, d->c, d->h, d->w, d->dtype, &tdx);
+    ok =
+        ok && bc_act_put(s, &tx, x, 0) && bc_act_put(s, &tdy, dy, 0) && bc_act_poison(s, &ty) && bc_act_poison(s, &tdx);
     ok = ok && BC_OK(s->ops->pool_forward(layer, &tx, &ty)) && bc_act_get(s, &ty, y, 0);
     ok = ok && BC_OK(s->ops->pool_backward(layer, &tdy, &tdx)) && bc_act_get(s, &tdx, dx, 0);
     bc_act_free_all(s, (tr_tensor_t *[]){&tx, &ty, &tdy, &tdx}, 4);
@@ -341,12 +337,12 @@ static int linear_side(bc_side_t *s, tr_layer_t *layer, const tr_linear_desc_t *
              bc_plain_alloc(s, d->grad_dtype, 2, wdims, &tdw) && bc_plain_alloc(s, d->grad_dtype, 1, &d->c_out, &tdb);
     ok = ok && bc_act_put(s, &tx, x, 0) && bc_plain_put(s, &tw, w) && bc_plain_put(s, &tb, bias) &&
          bc_plain_put(s, &tdy, dy);
-    ok = ok && bc_plain_poison(s, &ty) && bc_act_poison(s, &tdx) && bc_plain_poison(s, &tdw) &&
-         bc_plain_poison(s, &tdb);
+    ok =
+        ok && bc_plain_poison(s, &ty) && bc_act_poison(s, &tdx) && bc_plain_poison(s, &tdw) && bc_plain_poison(s, &tdb);
     ok = ok && BC_OK(s->ops->linear_forward(layer, &tx, &tw, &tb, &ty)) && bc_plain_get(s, &ty, out->y);
     ok = ok && BC_OK(s->ops->linear_backward_data(layer, &tdy, &tw, &tdx)) && bc_act_get(s, &tdx, out->dx, 0);
-    ok = ok && BC_OK(s->ops->linear_backward_weights(layer, &tx, &tdy, &tdw, &tdb)) &&
-         bc_plain_get(s, &tdw, out->dw) && bc_plain_get(s, &tdb, out->dbias);
+    ok = ok && BC_OK(s->ops->linear_backward_weights(layer, &tx, &tdy, &tdw, &tdb)) && bc_plain_get(s, &tdw, out->dw) &&
+         bc_plain_get(s, &tdb, out->dbias);
     bc_act_free_all(s, (tr_tensor_t *[]){&tx, &tdx}, 2);
     tr_tensor_t *plains[] = {&tw, &tb, &ty, &tdy, &tdw, &tdb};
     for (size_t i = 0; i < sizeof(plains) / sizeof(plains[0]); i++) bc_plain_free(s, plains[i]);

@@ -33,7 +33,8 @@ static int eltwise_side(bc_side_t *s, int n, int c, int h, int w, tr_dtype_t dty
     int ok = bc_act_alloc(s, n, c, h, w, dtype, &ta) && bc_act_alloc(s, n, c, h, w, dtype, &tb) &&
              bc_act_alloc(s, n, c, h, w, dtype, &ty) && bc_act_alloc(s, n, c, h, w, dtype, &tr);
     ok = ok && bc_act_put(s, &ta, a, 0) && bc_act_put(s, &tb, b, 0) && bc_act_put(s, &tr, y_relu, 0);
-    ok = ok && bc_act_poison(s, &ty) && BC_OK(s->ops->relu_forward(s->be, &ta, &ty)) && bc_act_get(s, &ty, out->relu, 0);
+    ok =
+        ok && bc_act_poison(s, &ty) && BC_OK(s->ops->relu_forward(s->be, &ta, &ty)) && bc_act_get(s, &ty, out->relu, 0);
     /* dx = dy where y > 0 (y: relu's output, here relu(a) on the host). */
     ok = ok && bc_act_poison(s, &ty) && BC_OK(s->ops->relu_backward(s->be, &tr, &tb, &ty)) &&
          bc_act_get(s, &ty, out->relu_dx, 0);
@@ -151,8 +152,12 @@ void bc_check_finite(size_t count, tr_dtype_t dtype)
         const char *name;
         size_t at;
         float value;
-    } cases[] = {{"clean", 0, 0.0f},          {"+inf first", 0, INFINITY},       {"nan middle", count / 2, NAN},
-                 {"-inf last", count - 1, -INFINITY}, {"nan last", count - 1, NAN}, {"+inf middle", count / 2, INFINITY}};
+    } cases[] = {{"clean", 0, 0.0f},
+                 {"+inf first", 0, INFINITY},
+                 {"nan middle", count / 2, NAN},
+                 {"-inf last", count - 1, -INFINITY},
+                 {"nan last", count - 1, NAN},
+                 {"+inf middle", count / 2, INFINITY}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const float keep = v[cases[i].at];
         const int inject = i > 0;
@@ -174,8 +179,8 @@ static int cast_side(bc_side_t *s, const float *src, size_t count, tr_dtype_t fr
 {
     const int dims[1] = {(int)count};
     tr_tensor_t ts = {0}, td = {0};
-    int ok = bc_plain_alloc(s, from, 1, dims, &ts) && bc_plain_alloc(s, to, 1, dims, &td) && bc_plain_put(s, &ts, src) &&
-             bc_plain_poison(s, &td) && BC_OK(s->ops->cast(s->be, &ts, &td)) &&
+    int ok = bc_plain_alloc(s, from, 1, dims, &ts) && bc_plain_alloc(s, to, 1, dims, &td) &&
+             bc_plain_put(s, &ts, src) && bc_plain_poison(s, &td) && BC_OK(s->ops->cast(s->be, &ts, &td)) &&
              BC_OK(s->ops->download(s->be, &td, dst_bits));
     bc_plain_free_all(s, (tr_tensor_t *[]){&ts, &td}, 2);
     return ok;
@@ -239,8 +244,8 @@ void bc_sgd(size_t count, tr_dtype_t grad_dtype, int lp, tr_dtype_t lp_dtype, in
     snprintf(what, sizeof(what), "sgd %zu grad %s%s%s momentum %g%s scale %g", count, tr_dtype_name(grad_dtype),
              lp ? " lp " : "", lp ? tr_dtype_name(lp_dtype) : "", (double)momentum, nesterov ? " nesterov" : "",
              (double)grad_scale);
-    const tr_sgd_args_t args = {.lr = 0.1f, .momentum = momentum, .weight_decay = 5e-4f, .nesterov = nesterov,
-                                .grad_scale = grad_scale};
+    const tr_sgd_args_t args = {
+        .lr = 0.1f, .momentum = momentum, .weight_decay = 5e-4f, .nesterov = nesterov, .grad_scale = grad_scale};
     const float unscaled = grad_scale == 0.0f ? 1.0f : 1.0f / grad_scale;
     float *param = bc_rand(count, 1.0f, TR_DTYPE_F32);
     const float *grads[2] = {bc_rand(count, unscaled, grad_dtype), bc_rand(count, unscaled, grad_dtype)};

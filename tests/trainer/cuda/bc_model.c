@@ -116,8 +116,7 @@ void bc_model(const char *name, tr_dtype_t compute_dtype, int batch, float loss_
         for (int v = 0; v < 2; v++) {
             float *sr = model_get(&bc_ref, views[0][v]), *st = model_get(&bc_test, views[1][v]);
             snprintf(line, sizeof(line), "%s %s.running_%s", what, br->name, v == 0 ? "mean" : "var");
-            if (sr && st)
-                bc_compare(line, st, sr, (size_t)br->channels, bc_tol(BC_TOL_MODEL_OUT, compute_dtype));
+            if (sr && st) bc_compare(line, st, sr, (size_t)br->channels, bc_tol(BC_TOL_MODEL_OUT, compute_dtype));
             free(sr);
             free(st);
         }

@@ -53,13 +53,11 @@ static int desc_equal(const tr_conv_desc_t *a, const tr_conv_desc_t *b)
 static int model_convs(const char *name, tr_conv_desc_t *distinct, int *uses, int *total_out)
 {
     tr_model_spec_t spec;
-    if (tr_model_spec_from_name(name, &spec) != HORA_OK)
-        return -1;
+    if (tr_model_spec_from_name(name, &spec) != HORA_OK) return -1;
     spec.compute_dtype = TR_DTYPE_F16;
     spec.grad_dtype = TR_DTYPE_F16;
     int count = 0;
-    if (tr_model_conv_descs(&spec, NULL, 0, &count) != HORA_OK || count <= 0)
-        return -1;
+    if (tr_model_conv_descs(&spec, NULL, 0, &count) != HORA_OK || count <= 0) return -1;
     tr_conv_desc_t *all = calloc((size_t)count, sizeof(*all));
     int again = 0;
     if (!all || tr_model_conv_descs(&spec, all, count, &again) != HORA_OK || again != count) {
@@ -71,11 +69,9 @@ static int model_convs(const char *name, tr_conv_desc_t *distinct, int *uses, in
         tr_conv_desc_t padded;
         cuda_conv_desc_padded(&all[i], &padded);
         int j = 0;
-        while (j < n && !desc_equal(&distinct[j], &padded))
-            j++;
+        while (j < n && !desc_equal(&distinct[j], &padded)) j++;
         if (j == n) {
-            if (n == TEST_MAX_CONVS)
-                break;
+            if (n == TEST_MAX_CONVS) break;
             distinct[n] = padded;
             uses[n++] = 0;
         }
@@ -96,8 +92,15 @@ static void check_refusals(const cuda_conv_device_t *device)
           "a JSON without device properties was accepted");
     cuda_conv_device_free(bad);
 
-    tr_conv_desc_t d = {.c_in = 8, .h_in = 4, .w_in = 4, .c_out = 16, .kernel = 7, .stride = 1, .pad = 0,
-                        .dtype = TR_DTYPE_F16, .grad_dtype = TR_DTYPE_F16};
+    tr_conv_desc_t d = {.c_in = 8,
+                        .h_in = 4,
+                        .w_in = 4,
+                        .c_out = 16,
+                        .kernel = 7,
+                        .stride = 1,
+                        .pad = 0,
+                        .dtype = TR_DTYPE_F16,
+                        .grad_dtype = TR_DTYPE_F16};
     cuda_conv_plan_t *plan = NULL;
     fprintf(stderr, "(expected: a refusal of a kernel larger than its padded input)\n");
     CHECK(cuda_conv_plan_create(device, CUDA_CONV_FORWARD, &d, 1, 0, &plan) == HORA_ERR_INVALID_ARG && !plan,
@@ -153,8 +156,8 @@ static void check_f32(const cuda_conv_device_t *device)
                       cuda_conv_op_name((cuda_conv_op_t)op), d.c_in, d.h_in, d.w_in, d.c_out, k,
                       cuda_conv_plan_text(plans[k]));
                 if (k == 0)
-                    printf("f32 %-15s %3dx%2dx%2d -> %3d k%d s%d: %s\n", cuda_conv_op_name((cuda_conv_op_t)op),
-                           d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, cuda_conv_plan_text(plans[k]));
+                    printf("f32 %-15s %3dx%2dx%2d -> %3d k%d s%d: %s\n", cuda_conv_op_name((cuda_conv_op_t)op), d.c_in,
+                           d.h_in, d.w_in, d.c_out, d.kernel, d.stride, cuda_conv_plan_text(plans[k]));
                 cuda_conv_plan_free(plans[k]);
             }
             planned += status == HORA_OK && count > 0;
@@ -173,8 +176,7 @@ static void keep_nvrtc_loaded(void)
 {
     char name[32];
     snprintf(name, sizeof(name), "libnvrtc.so.%d", CUDART_VERSION / 1000);
-    if (!dlopen(name, RTLD_LAZY | RTLD_NODELETE))
-        printf("(%s not loaded: %s)\n", name, dlerror());
+    if (!dlopen(name, RTLD_LAZY | RTLD_NODELETE)) printf("(%s not loaded: %s)\n", name, dlerror());
 }
 
 /* --dump-device OUT.json, on a GPU: device 0's properties as cuDNN
@@ -198,8 +200,7 @@ static int dump_device(const char *path)
             rc = 0;
         } else {
             printf("FAIL: cannot write %s\n", path);
-            if (f)
-                fclose(f);
+            if (f) fclose(f);
         }
     }
     free(json);
@@ -210,8 +211,7 @@ static int dump_device(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--dump-device") == 0)
-        return dump_device(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--dump-device") == 0) return dump_device(argv[2]);
     if (argc != 2) {
         fprintf(stderr, "usage: %s DEVICE-PROPERTIES.json | --dump-device OUT.json\n", argv[0]);
         return 2;
@@ -225,7 +225,8 @@ int main(int argc, char **argv)
     if (status != HORA_OK) {
         if (status == HORA_ERR_UNSUPPORTED)
             printf("FAIL: deviceless mode (a DEVICEPROP from %s, no GPU, no cudnnCreate) is unsupported by this "
-                   "cuDNN: no plan can be checked without a GPU (%s)\n", argv[1], status_message());
+                   "cuDNN: no plan can be checked without a GPU (%s)\n",
+                   argv[1], status_message());
         else
             printf("FAIL: no cuDNN device from %s (status %d: %s): no plan can be checked without a GPU\n", argv[1],
                    (int)status, status_message());
@@ -259,10 +260,9 @@ int main(int argc, char **argv)
         int total = 0;
         int n = model_convs(models[mi], convs, uses, &total);
         CHECK(n > 0, "%s: tr_model_conv_descs gave no convolutions", models[mi]);
-        if (n <= 0)
-            continue;
-        CHECK(total == model_conv_counts[mi], "%s: tr_model_conv_descs gave %d convolutions, not %d", models[mi],
-              total, model_conv_counts[mi]);
+        if (n <= 0) continue;
+        CHECK(total == model_conv_counts[mi], "%s: tr_model_conv_descs gave %d convolutions, not %d", models[mi], total,
+              model_conv_counts[mi]);
         distinct_total += n;
         printf("# %s: %d convolutions, %d distinct (f16, dw f16, c_in padded to %d)\n", models[mi], total, n,
                CUDA_CONV_CHANNEL_ALIGN);
@@ -274,8 +274,8 @@ int main(int argc, char **argv)
             for (size_t bi = 0; bi < sizeof(batches) / sizeof(batches[0]); bi++) {
                 for (int op = 0; op < CUDA_CONV_OP_COUNT; op++) {
                     cuda_conv_plan_t *plan = NULL;
-                    status = cuda_conv_plan_create(device, (cuda_conv_op_t)op, d, batches[bi],
-                                                   TEST_MAX_WORKSPACE_BYTES, &plan);
+                    status = cuda_conv_plan_create(device, (cuda_conv_op_t)op, d, batches[bi], TEST_MAX_WORKSPACE_BYTES,
+                                                   &plan);
                     if (status == HORA_OK) {
                         size_t ws = cuda_conv_plan_workspace(plan);
                         printf("%-9s %-36s %-15s %5d  %-56s %12zu\n", models[mi], shape,
@@ -293,9 +293,9 @@ int main(int argc, char **argv)
                          * workspace limit. */
                         cuda_conv_plan_t *cands[TEST_CANDIDATES] = {NULL};
                         int nc = 0;
-                        hora_status_t cs = cuda_conv_plan_candidates(device, (cuda_conv_op_t)op, d, batches[bi],
-                                                                     TEST_MAX_WORKSPACE_BYTES, TEST_CANDIDATES, cands,
-                                                                     &nc);
+                        hora_status_t cs =
+                            cuda_conv_plan_candidates(device, (cuda_conv_op_t)op, d, batches[bi],
+                                                      TEST_MAX_WORKSPACE_BYTES, TEST_CANDIDATES, cands, &nc);
                         CHECK(cs == HORA_OK && nc >= 1 && nc <= TEST_CANDIDATES &&
                                   strcmp(cuda_conv_plan_text(cands[0]), cuda_conv_plan_text(plan)) == 0,
                               "%s %s %s batch %d: candidates status %d, %d, the first %s, the plan %s", models[mi],
@@ -310,8 +310,7 @@ int main(int argc, char **argv)
                                       cuda_conv_plan_text(cands[c]));
                         }
                         candidates += cs == HORA_OK ? nc : 0;
-                        for (int c = 0; cs == HORA_OK && c < nc; c++)
-                            cuda_conv_plan_free(cands[c]);
+                        for (int c = 0; cs == HORA_OK && c < nc; c++) cuda_conv_plan_free(cands[c]);
                     } else {
                         printf("%-9s %-36s %-15s %5d  %-56s %12s\n", models[mi], shape,
                                cuda_conv_op_name((cuda_conv_op_t)op), batches[bi], "NO PLAN", "-");
@@ -328,8 +327,8 @@ int main(int argc, char **argv)
 
     printf("summary: %d distinct convolutions x %d ops x %d batches: %d plans, %d without a plan; %d on tensor "
            "cores; largest workspace %zu bytes (%s)\n",
-           distinct_total, CUDA_CONV_OP_COUNT, (int)(sizeof(batches) / sizeof(batches[0])), plans, missing,
-           tensor_core, max_workspace, max_where);
+           distinct_total, CUDA_CONV_OP_COUNT, (int)(sizeof(batches) / sizeof(batches[0])), plans, missing, tensor_core,
+           max_workspace, max_where);
     printf("autotune candidates: %d (at most %d per plan)\n", candidates, TEST_CANDIDATES);
     printf("%d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;

@@ -157,8 +157,8 @@ typedef struct {
 } conv_case_t;
 
 static const conv_case_t conv_cases[] = {
-    {3, 16, 32, 3, 1, 1, {4, 3}},  {16, 32, 17, 3, 2, 1, {3, 2}}, {16, 32, 17, 1, 2, 0, {3, 2}},
-    {32, 32, 9, 3, 1, 1, {2, 5}},  {3, 16, 23, 7, 2, 3, {2, 1}},  {64, 16, 7, 1, 1, 0, {2, 3}},
+    {3, 16, 32, 3, 1, 1, {4, 3}}, {16, 32, 17, 3, 2, 1, {3, 2}}, {16, 32, 17, 1, 2, 0, {3, 2}},
+    {32, 32, 9, 3, 1, 1, {2, 5}}, {3, 16, 23, 7, 2, 3, {2, 1}},  {64, 16, 7, 1, 1, 0, {2, 3}},
     {64, 64, 8, 3, 1, 1, {2, 1}},
 };
 
@@ -179,9 +179,12 @@ typedef struct {
 } pool_case_t;
 
 static const pool_case_t pool_cases[] = {
-    {TR_POOL_MAX, 16, 17, 3, 2, 1, {3, 2}},  {TR_POOL_MAX, 64, 12, 3, 2, 1, {2, 1}},
-    {TR_POOL_MAX, 8, 9, 2, 2, 0, {2, 3}},    {TR_POOL_MAX, 3, 7, 3, 2, 1, {2, 1}},
-    {TR_POOL_GLOBAL_AVERAGE, 64, 8, 0, 0, 0, {4, 3}}, {TR_POOL_GLOBAL_AVERAGE, 32, 7, 0, 0, 0, {2, 5}},
+    {TR_POOL_MAX, 16, 17, 3, 2, 1, {3, 2}},
+    {TR_POOL_MAX, 64, 12, 3, 2, 1, {2, 1}},
+    {TR_POOL_MAX, 8, 9, 2, 2, 0, {2, 3}},
+    {TR_POOL_MAX, 3, 7, 3, 2, 1, {2, 1}},
+    {TR_POOL_GLOBAL_AVERAGE, 64, 8, 0, 0, 0, {4, 3}},
+    {TR_POOL_GLOBAL_AVERAGE, 32, 7, 0, 0, 0, {2, 5}},
     {TR_POOL_GLOBAL_AVERAGE, 3, 5, 0, 0, 0, {2, 1}},
 };
 
@@ -216,30 +219,48 @@ static void run_layers(const char *only)
         if (family_on(only, "conv"))
             for (int i = 0; i < COUNT(conv_cases); i++) {
                 const conv_case_t *k = &conv_cases[i];
-                const tr_conv_desc_t d = {.c_in = k->c_in, .h_in = k->hw, .w_in = k->hw, .c_out = k->c_out,
-                                          .kernel = k->kernel, .stride = k->stride, .pad = k->pad, .dtype = dt,
+                const tr_conv_desc_t d = {.c_in = k->c_in,
+                                          .h_in = k->hw,
+                                          .w_in = k->hw,
+                                          .c_out = k->c_out,
+                                          .kernel = k->kernel,
+                                          .stride = k->stride,
+                                          .pad = k->pad,
+                                          .dtype = dt,
                                           .grad_dtype = grad_for(dt, i)};
                 bc_conv(&d, k->batches, 2);
             }
         if (family_on(only, "bn"))
             for (int i = 0; i < COUNT(bn_cases); i++) {
                 const bn_case_t *k = &bn_cases[i];
-                const tr_bn_desc_t d = {.c = k->c, .h = k->hw, .w = k->hw, .epsilon = 1e-5f, .momentum = 0.1f,
-                                        .fuse_relu = k->fuse_relu, .dtype = dt, .grad_dtype = grad_for(dt, i)};
+                const tr_bn_desc_t d = {.c = k->c,
+                                        .h = k->hw,
+                                        .w = k->hw,
+                                        .epsilon = 1e-5f,
+                                        .momentum = 0.1f,
+                                        .fuse_relu = k->fuse_relu,
+                                        .dtype = dt,
+                                        .grad_dtype = grad_for(dt, i)};
                 bc_bn(&d, k->batches, 2);
             }
         if (family_on(only, "pool"))
             for (int i = 0; i < COUNT(pool_cases); i++) {
                 const pool_case_t *k = &pool_cases[i];
-                const tr_pool_desc_t d = {.kind = k->kind, .c = k->c, .h = k->hw, .w = k->hw, .kernel = k->kernel,
-                                          .stride = k->stride, .pad = k->pad, .dtype = dt};
+                const tr_pool_desc_t d = {.kind = k->kind,
+                                          .c = k->c,
+                                          .h = k->hw,
+                                          .w = k->hw,
+                                          .kernel = k->kernel,
+                                          .stride = k->stride,
+                                          .pad = k->pad,
+                                          .dtype = dt};
                 bc_pool(&d, k->batches, 2);
             }
         if (family_on(only, "linear"))
             for (int i = 0; i < COUNT(linear_cases); i++) {
                 const linear_case_t *k = &linear_cases[i];
-                const tr_linear_desc_t d = {.c_in = k->c_in, .c_out = k->c_out, .dtype = dt,
-                                            .grad_dtype = grad_for(dt, i)};
+                const tr_linear_desc_t d = {
+                    .c_in = k->c_in, .c_out = k->c_out, .dtype = dt, .grad_dtype = grad_for(dt, i)};
                 bc_linear(&d, k->batches, 2);
             }
         if (family_on(only, "eltwise")) {
@@ -331,8 +352,7 @@ static int side_open(bc_side_t *side, const char *name, int channel_block)
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s [--backends TEST,REF] [--ref-f32] [--test-block 0|1|8|16] [--only FAMILY,...]\n",
-            argv0);
+    fprintf(stderr, "usage: %s [--backends TEST,REF] [--ref-f32] [--test-block 0|1|8|16] [--only FAMILY,...]\n", argv0);
     exit(2);
 }
 

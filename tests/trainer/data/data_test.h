@@ -32,14 +32,12 @@ static inline void data_test_rmtree(const char *dir)
 {
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 static inline void data_test_be32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
-    p[3] = (uint8_t)v;
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
 }
 
 /* Write bytes to path, gzip-compressed when gz (through zlib). */
@@ -47,14 +45,12 @@ static inline int data_test_write(const char *path, const void *data, size_t byt
 {
     if (gz) {
         gzFile f = gzopen(path, "wb");
-        if (!f)
-            return -1;
+        if (!f) return -1;
         int ok = gzwrite(f, data, (unsigned)bytes) == (int)bytes;
         return gzclose(f) == Z_OK && ok ? 0 : -1;
     }
     FILE *f = fopen(path, "wb");
-    if (!f)
-        return -1;
+    if (!f) return -1;
     int ok = fwrite(data, 1, bytes, f) == bytes;
     return fclose(f) == 0 && ok ? 0 : -1;
 }
@@ -65,9 +61,9 @@ typedef struct {
     int batch;
     size_t sample_count; /* floats (or halfs) per sample */
     size_t elem_bytes;
-    uint8_t *data;       /* (steps * batch, sample) */
-    int32_t *labels;     /* (steps * batch) */
-    int *counts;         /* (steps) */
+    uint8_t *data;        /* (steps * batch, sample) */
+    int32_t *labels;      /* (steps * batch) */
+    int *counts;          /* (steps) */
     hora_status_t status; /* first non-OK status from next, or OK */
 } data_test_epoch_t;
 
@@ -81,8 +77,7 @@ static inline void data_test_epoch_free(data_test_epoch_t *e)
 
 /* Run epoch from first_step to its end; batch i lands at index i - first_step.
  * Each batch's epoch and step fields are checked on the way. */
-static inline data_test_epoch_t data_test_collect(tr_loader_t *loader, int batch,
-                                                  size_t elem_bytes, uint64_t epoch,
+static inline data_test_epoch_t data_test_collect(tr_loader_t *loader, int batch, size_t elem_bytes, uint64_t epoch,
                                                   uint64_t first_step)
 {
     tr_loader_info_t info;
@@ -100,15 +95,13 @@ static inline data_test_epoch_t data_test_collect(tr_loader_t *loader, int batch
     for (uint64_t i = 0; e.status == HORA_OK; i++) {
         tr_batch_t *b = NULL;
         e.status = tr_loader_next(loader, &b);
-        if (e.status != HORA_OK || !b)
-            break;
+        if (e.status != HORA_OK || !b) break;
         CHECK(i < steps, "more batches than steps_per_epoch (%" PRIu64 ")", steps);
         CHECK(b->epoch == epoch && b->step == first_step + i,
-              "batch says epoch %" PRIu64 " step %" PRIu64 ", expected %" PRIu64 " %" PRIu64,
-              b->epoch, b->step, epoch, first_step + i);
+              "batch says epoch %" PRIu64 " step %" PRIu64 ", expected %" PRIu64 " %" PRIu64, b->epoch, b->step, epoch,
+              first_step + i);
         if (i < steps) {
-            memcpy(e.data + i * (size_t)batch * sample_bytes, b->data,
-                   (size_t)batch * sample_bytes);
+            memcpy(e.data + i * (size_t)batch * sample_bytes, b->data, (size_t)batch * sample_bytes);
             memcpy(e.labels + i * (size_t)batch, b->labels, (size_t)batch * sizeof(int32_t));
             e.counts[i] = b->count;
             e.steps = i + 1;
@@ -116,8 +109,7 @@ static inline data_test_epoch_t data_test_collect(tr_loader_t *loader, int batch
         tr_loader_release(loader, b);
     }
     if (e.status == HORA_OK)
-        CHECK(e.steps == steps, "got %" PRIu64 " batches, steps_per_epoch says %" PRIu64,
-              e.steps, steps);
+        CHECK(e.steps == steps, "got %" PRIu64 " batches, steps_per_epoch says %" PRIu64, e.steps, steps);
     return e;
 }
 

@@ -26,19 +26,15 @@ static void test_rng(void)
     tr_rng_t a = tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_CROP);
     tr_rng_t b = tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_CROP);
     int same = 1;
-    for (int i = 0; i < 100; i++)
-        same &= tr_rng_next(&a) == tr_rng_next(&b);
+    for (int i = 0; i < 100; i++) same &= tr_rng_next(&a) == tr_rng_next(&b);
     CHECK(same, "the same key gives different streams");
     uint64_t firsts[5];
-    tr_rng_t keys[5] = {
-        tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_CROP), tr_rng_for(2, 2, 3, TR_RNG_PURPOSE_CROP),
-        tr_rng_for(1, 3, 3, TR_RNG_PURPOSE_CROP), tr_rng_for(1, 2, 4, TR_RNG_PURPOSE_CROP),
-        tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_FLIP)};
+    tr_rng_t keys[5] = {tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_CROP), tr_rng_for(2, 2, 3, TR_RNG_PURPOSE_CROP),
+                        tr_rng_for(1, 3, 3, TR_RNG_PURPOSE_CROP), tr_rng_for(1, 2, 4, TR_RNG_PURPOSE_CROP),
+                        tr_rng_for(1, 2, 3, TR_RNG_PURPOSE_FLIP)};
+    for (int i = 0; i < 5; i++) firsts[i] = tr_rng_next(&keys[i]);
     for (int i = 0; i < 5; i++)
-        firsts[i] = tr_rng_next(&keys[i]);
-    for (int i = 0; i < 5; i++)
-        for (int j = i + 1; j < 5; j++)
-            CHECK(firsts[i] != firsts[j], "keys %d and %d share a stream", i, j);
+        for (int j = i + 1; j < 5; j++) CHECK(firsts[i] != firsts[j], "keys %d and %d share a stream", i, j);
     /* below(): unbiased enough to see every value, never out of range */
     tr_rng_t r = tr_rng_for(7, 0, 0, TR_RNG_PURPOSE_CROP);
     int hist[7] = {0}, out_of_range = 0;
@@ -50,21 +46,19 @@ static void test_rng(void)
             out_of_range++;
     }
     CHECK(out_of_range == 0, "below(7) gave %d values >= 7", out_of_range);
-    for (int k = 0; k < 7; k++)
-        CHECK(hist[k] > 9500 && hist[k] < 10500, "below(7): %d times %d", hist[k], k);
+    for (int k = 0; k < 7; k++) CHECK(hist[k] > 9500 && hist[k] < 10500, "below(7): %d times %d", hist[k], k);
     double sum = 0, sum2 = 0;
     for (int i = 0; i < 100000; i++) {
         double z = tr_rng_normal(&r);
         sum += z;
         sum2 += z * z;
     }
-    CHECK(fabs(sum / 1e5) < 0.02 && fabs(sum2 / 1e5 - 1) < 0.02, "normal: mean %g var %g",
-          sum / 1e5, sum2 / 1e5);
+    CHECK(fabs(sum / 1e5) < 0.02 && fabs(sum2 / 1e5 - 1) < 0.02, "normal: mean %g var %g", sum / 1e5, sum2 / 1e5);
 }
 
 static void test_random_resized_crop(void)
 {
-    const int sizes[][2] = {{500, 375}, {375, 500}, {224, 224}, {1, 1}, {2, 3},
+    const int sizes[][2] = {{500, 375}, {375, 500}, {224, 224},   {1, 1},  {2, 3},
                             {10, 1000}, {1000, 10}, {4000, 3000}, {33, 17}};
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
         int w = sizes[s][0], h = sizes[s][1];
@@ -74,10 +68,8 @@ static void test_random_resized_crop(void)
             tr_rng_t rng = tr_rng_for(11, 0, i, TR_RNG_PURPOSE_CROP);
             tr_rect_t r;
             tr_aug_random_resized_crop(&rng, w, h, &r);
-            int integral = r.x == floorf(r.x) && r.y == floorf(r.y) && r.w == floorf(r.w) &&
-                           r.h == floorf(r.h);
-            if (!integral || r.x < 0 || r.y < 0 || r.w < 1 || r.h < 1 || r.x + r.w > (float)w ||
-                r.y + r.h > (float)h)
+            int integral = r.x == floorf(r.x) && r.y == floorf(r.y) && r.w == floorf(r.w) && r.h == floorf(r.h);
+            if (!integral || r.x < 0 || r.y < 0 || r.w < 1 || r.h < 1 || r.x + r.w > (float)w || r.y + r.h > (float)h)
                 bad_bounds++;
             double area = (double)r.w * r.h / ((double)w * h), aspect = (double)r.w / r.h;
             /* an accepted try: area within [0.08, 1] and aspect in [3/4, 4/3],
@@ -86,8 +78,8 @@ static void test_random_resized_crop(void)
             int in_range = area >= 0.08 * (1 - 2 * slack_w) * (1 - 2 * slack_h) - 1e-9 &&
                            aspect >= 0.75 * (1 - slack_w) / (1 + slack_h) - 1e-9 &&
                            aspect <= (4.0 / 3) * (1 + slack_w) / (1 - slack_h) + 1e-9;
-            int centred = fabsf(r.x - (float)((w - (int)r.w) / 2)) < 1e-6f &&
-                          fabsf(r.y - (float)((h - (int)r.h) / 2)) < 1e-6f;
+            int centred =
+                fabsf(r.x - (float)((w - (int)r.w) / 2)) < 1e-6f && fabsf(r.y - (float)((h - (int)r.h) / 2)) < 1e-6f;
             if (!in_range) {
                 fallback++;
                 bad_shape += !centred;
@@ -95,14 +87,11 @@ static void test_random_resized_crop(void)
             area_min = fmin(area_min, area);
             area_max = fmax(area_max, area);
         }
-        CHECK(bad_bounds == 0, "%dx%d: %d crops out of bounds or not whole pixels", w, h,
-              bad_bounds);
-        CHECK(bad_shape == 0, "%dx%d: %d crops neither in range nor the centred fallback", w, h,
-              bad_shape);
+        CHECK(bad_bounds == 0, "%dx%d: %d crops out of bounds or not whole pixels", w, h, bad_bounds);
+        CHECK(bad_shape == 0, "%dx%d: %d crops neither in range nor the centred fallback", w, h, bad_shape);
         if (w >= 200 && h >= 200) {
             CHECK(fallback < 40, "%dx%d: %d fallbacks in 4000", w, h, fallback);
-            CHECK(area_min < 0.1 && area_max > 0.95, "%dx%d: areas only %.3f..%.3f", w, h,
-                  area_min, area_max);
+            CHECK(area_min < 0.1 && area_max > 0.95, "%dx%d: areas only %.3f..%.3f", w, h, area_min, area_max);
         }
     }
 }
@@ -113,12 +102,12 @@ static void test_centre_crop(void)
     tr_aug_centre_crop(500, 375, 224, 224, 0.875f, &r);
     /* shorter side 375 -> 256: one output pixel = 375/256 source pixels */
     float side = 224.0f * 375.0f / 256.0f;
-    CHECK(fabsf(r.w - side) < 1e-3f && fabsf(r.h - side) < 1e-3f &&
-              fabsf(r.x - (500 - side) / 2) < 1e-3f && fabsf(r.y - (375 - side) / 2) < 1e-3f,
+    CHECK(fabsf(r.w - side) < 1e-3f && fabsf(r.h - side) < 1e-3f && fabsf(r.x - (500 - side) / 2) < 1e-3f &&
+              fabsf(r.y - (375 - side) / 2) < 1e-3f,
           "centre crop %g,%g %gx%g", (double)r.x, (double)r.y, (double)r.w, (double)r.h);
     tr_aug_centre_crop(300, 600, 224, 224, 1.0f, &r); /* ratio 1: the whole shorter side */
-    CHECK(r.x == 0 && fabsf(r.w - 300) < 1e-3f && fabsf(r.y - 150) < 1e-3f,
-          "ratio 1: %g,%g %gx%g", (double)r.x, (double)r.y, (double)r.w, (double)r.h);
+    CHECK(r.x == 0 && fabsf(r.w - 300) < 1e-3f && fabsf(r.y - 150) < 1e-3f, "ratio 1: %g,%g %gx%g", (double)r.x,
+          (double)r.y, (double)r.w, (double)r.h);
 }
 
 static void test_resample(void)
@@ -127,8 +116,7 @@ static void test_resample(void)
     static uint8_t src[H * W * 3];
     for (int y = 0; y < H; y++)
         for (int x = 0; x < W; x++)
-            for (int c = 0; c < 3; c++)
-                src[(y * W + x) * 3 + c] = (uint8_t)(x * 5 + c * 7 + (y % 3));
+            for (int c = 0; c < 3; c++) src[(y * W + x) * 3 + c] = (uint8_t)(x * 5 + c * 7 + (y % 3));
     /* scale 1 at an integer offset: an exact copy */
     float out[20 * 10 * 3];
     tr_rect_t r = {7, 4, 20, 10};
@@ -136,37 +124,32 @@ static void test_resample(void)
     int bad = 0;
     for (int y = 0; y < 10; y++)
         for (int x = 0; x < 20; x++)
-            for (int c = 0; c < 3; c++)
-                bad += out[(y * 20 + x) * 3 + c] != (float)src[((y + 4) * W + x + 7) * 3 + c];
+            for (int c = 0; c < 3; c++) bad += out[(y * 20 + x) * 3 + c] != (float)src[((y + 4) * W + x + 7) * 3 + c];
     CHECK(bad == 0, "scale-1 copy: %d values differ", bad);
 
     /* A linear ramp v = 5 x shrunk 2x: output ox samples source x = 2 ox + 0.5,
      * so v = 10 ox + 2.5 exactly (rows: y % 3 is not linear, use row pairs
      * (0,1) -> 0.5 and check the channel offset only). */
     uint8_t ramp[W];
-    for (int x = 0; x < W; x++)
-        ramp[x] = (uint8_t)(5 * x);
+    for (int x = 0; x < W; x++) ramp[x] = (uint8_t)(5 * x);
     float half[W / 2];
     tr_rect_t whole = {0, 0, W, 1};
     CHECK(tr_aug_resample(ramp, W, 1, 1, &whole, half, W / 2, 1) == HORA_OK, "resample");
     bad = 0;
-    for (int x = 0; x < W / 2; x++)
-        bad += fabsf(half[x] - (10.0f * (float)x + 2.5f)) > 1e-4f;
+    for (int x = 0; x < W / 2; x++) bad += fabsf(half[x] - (10.0f * (float)x + 2.5f)) > 1e-4f;
     CHECK(bad == 0, "2x shrink of a ramp: %d values off", bad);
     /* Enlarging clamps at the borders: the first and last outputs are the
      * edge pixels. */
     float big[4 * W];
     CHECK(tr_aug_resample(ramp, W, 1, 1, &whole, big, 4 * W, 1) == HORA_OK, "resample");
-    CHECK(big[0] == 0.0f && big[4 * W - 1] == 5.0f * (W - 1), "edges %g %g", (double)big[0],
-          (double)big[4 * W - 1]);
+    CHECK(big[0] == 0.0f && big[4 * W - 1] == 5.0f * (W - 1), "edges %g %g", (double)big[0], (double)big[4 * W - 1]);
 }
 
 static void test_store(void)
 {
     enum { W = 6, H = 4, C = 3 };
     float work[H * W * C];
-    for (int i = 0; i < H * W * C; i++)
-        work[i] = (float)((i * 37) % 256);
+    for (int i = 0; i < H * W * C; i++) work[i] = (float)((i * 37) % 256);
     const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
     float nchw[C * H * W], nhwc[H * W * C], flipped[C * H * W], padded[C * H * W];
     uint16_t half[C * H * W];
@@ -195,17 +178,16 @@ static void test_store(void)
                 bad_f16 += half[(c * H + y) * W + x] != k_f32_to_f16(got);
                 bad_flip += flipped[(c * H + y) * W + (W - 1 - x)] != got;
                 int sx = x + 2, sy = y - 2;
-                float pv = sx < W && sy >= 0 ? nchw[(c * H + sy) * W + sx]
-                                             : (0.0f / 255.0f - mean[c]) / std[c];
+                float pv = sx < W && sy >= 0 ? nchw[(c * H + sy) * W + sx] : (0.0f / 255.0f - mean[c]) / std[c];
                 bad_pad += padded[(c * H + y) * W + x] != pv;
             }
     CHECK(bad_norm == 0 && bad_nhwc == 0 && bad_f16 == 0 && bad_flip == 0 && bad_pad == 0,
-          "store: norm %d, nhwc %d, f16 %d, flip %d, pad %d values wrong", bad_norm, bad_nhwc,
-          bad_f16, bad_flip, bad_pad);
+          "store: norm %d, nhwc %d, f16 %d, flip %d, pad %d values wrong", bad_norm, bad_nhwc, bad_f16, bad_flip,
+          bad_pad);
 }
 
-static void color_stats(float jitter, float hue, float lighting, const float rgb[3], int trials,
-                        double mean_out[3], double std_out[3])
+static void color_stats(float jitter, float hue, float lighting, const float rgb[3], int trials, double mean_out[3],
+                        double std_out[3])
 {
     double sum[3] = {0}, sum2[3] = {0};
     for (int t = 0; t < trials; t++) {
@@ -237,8 +219,7 @@ static void test_color(void)
     double want_std = 128.0 * 0.4 / sqrt(3.0);
     for (int k = 0; k < 3; k++) {
         CHECK(fabs(m[k] - 128.0) < 1.0, "brightness mean %g", m[k]);
-        CHECK(fabs(s[k] - want_std) < 0.05 * want_std, "brightness std %g, expected %g", s[k],
-              want_std);
+        CHECK(fabs(s[k] - want_std) < 0.05 * want_std, "brightness std %g, expected %g", s[k], want_std);
     }
     /* Grey stays grey under hue and saturation. */
     tr_rng_t c = tr_rng_for(9, 0, 0, TR_RNG_PURPOSE_COLOR), l = c;
@@ -262,15 +243,13 @@ static void test_color(void)
     }
     CHECK(bad_luma == 0, "hue changed luma %d times", bad_luma);
     color_stats(0.0f, 0.5f, 0.0f, muted, trials, m, s);
-    for (int k = 0; k < 3; k++)
-        CHECK(fabs(m[k] - y) < 0.6, "hue average channel %d: %g, luma %g", k, m[k], (double)y);
+    for (int k = 0; k < 3; k++) CHECK(fabs(m[k] - y) < 0.6, "hue average channel %d: %g, luma %g", k, m[k], (double)y);
     /* Saturation 0..2 on a colour, brightness/contrast at their means: the
      * mean is the colour itself (every factor has mean 1 and the map is
      * affine in each), up to clipping, which this colour avoids. */
     color_stats(0.3f, 0.0f, 0.0f, muted, trials, m, s);
     for (int k = 0; k < 3; k++)
-        CHECK(fabs(m[k] - muted[k]) < 1.5, "jitter mean channel %d: %g, expected %g", k, m[k],
-              (double)muted[k]);
+        CHECK(fabs(m[k] - muted[k]) < 1.5, "jitter mean channel %d: %g, expected %g", k, m[k], (double)muted[k]);
 }
 
 static void test_lighting(void)
@@ -287,10 +266,8 @@ static void test_lighting(void)
             var += t * t;
         }
         double want_std = 255.0 * lighting * sqrt(var);
-        CHECK(fabs(m[c] - 120.0) < 0.05 * want_std + 0.02, "lighting mean channel %d: %g", c,
-              m[c]);
-        CHECK(fabs(s[c] - want_std) < 0.03 * want_std, "lighting std channel %d: %g, expected %g",
-              c, s[c], want_std);
+        CHECK(fabs(m[c] - 120.0) < 0.05 * want_std + 0.02, "lighting mean channel %d: %g", c, m[c]);
+        CHECK(fabs(s[c] - want_std) < 0.03 * want_std, "lighting std channel %d: %g, expected %g", c, s[c], want_std);
     }
 }
 

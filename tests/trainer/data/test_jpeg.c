@@ -36,8 +36,7 @@ static char dir[256];
 
 typedef enum { PATTERN_GRADIENT, PATTERN_QUADRANTS, PATTERN_CLASS } pattern_t;
 
-static const uint8_t quadrant_rgb[4][3] = {
-    {230, 40, 40}, {40, 230, 40}, {40, 40, 230}, {230, 230, 40}};
+static const uint8_t quadrant_rgb[4][3] = {{230, 40, 40}, {40, 230, 40}, {40, 40, 230}, {230, 230, 40}};
 static const uint8_t class_rgb[3][3] = {{200, 60, 50}, {50, 180, 70}, {60, 70, 200}};
 
 static uint8_t *make_image(int w, int h, pattern_t pattern, int arg)
@@ -54,8 +53,7 @@ static uint8_t *make_image(int w, int h, pattern_t pattern, int arg)
                 int k = (y >= h / 2) * 2 + (x >= w / 2);
                 memcpy(q, quadrant_rgb[k], 3);
             } else { /* a class colour with a faint texture */
-                for (int c = 0; c < 3; c++)
-                    q[c] = (uint8_t)(class_rgb[arg][c] + ((x / 4 + y / 4) % 2) * 6);
+                for (int c = 0; c < 3; c++) q[c] = (uint8_t)(class_rgb[arg][c] + ((x / 4 + y / 4) % 2) * 6);
             }
         }
     return p;
@@ -64,8 +62,8 @@ static uint8_t *make_image(int w, int h, pattern_t pattern, int arg)
 static uint8_t *make_jpeg(int w, int h, pattern_t pattern, int arg, int quality, size_t *bytes)
 {
     uint8_t *pixels = make_image(w, h, pattern, arg), *jpeg = NULL;
-    CHECK(tr_jpeg_encode(pixels, w, h, 3, quality, &jpeg, bytes) == HORA_OK, "encode %dx%d: %s",
-          w, h, status_message());
+    CHECK(tr_jpeg_encode(pixels, w, h, 3, quality, &jpeg, bytes) == HORA_OK, "encode %dx%d: %s", w, h,
+          status_message());
     free(pixels);
     return jpeg;
 }
@@ -73,8 +71,7 @@ static uint8_t *make_jpeg(int w, int h, pattern_t pattern, int arg, int quality,
 static double mean_abs_diff(const uint8_t *a, const uint8_t *b, size_t n)
 {
     double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += abs((int)a[i] - (int)b[i]);
+    for (size_t i = 0; i < n; i++) sum += abs((int)a[i] - (int)b[i]);
     return sum / (double)n;
 }
 
@@ -91,11 +88,11 @@ static void test_decode(void)
         uint8_t *jpeg = make_jpeg(w, h, PATTERN_GRADIENT, 0, 95, &bytes);
         uint8_t *want = make_image(w, h, PATTERN_GRADIENT, 0);
         int hw, hh, ch;
-        CHECK(tr_jpeg_header(dec, jpeg, bytes, &hw, &hh, &ch) == HORA_OK && hw == w && hh == h &&
-                  ch == 3, "header %dx%d: %dx%dx%d", w, h, hw, hh, ch);
+        CHECK(tr_jpeg_header(dec, jpeg, bytes, &hw, &hh, &ch) == HORA_OK && hw == w && hh == h && ch == 3,
+              "header %dx%d: %dx%dx%d", w, h, hw, hh, ch);
         tr_jpeg_image_t img;
-        CHECK(tr_jpeg_decode(dec, jpeg, bytes, 1.0f, &img) == HORA_OK && img.width == w &&
-                  img.height == h, "decode %dx%d", w, h);
+        CHECK(tr_jpeg_decode(dec, jpeg, bytes, 1.0f, &img) == HORA_OK && img.width == w && img.height == h,
+              "decode %dx%d", w, h);
         double err = mean_abs_diff(img.pixels, want, (size_t)w * (size_t)h * 3);
         CHECK(err < 2.5, "%dx%d: mean abs error %.2f", w, h, err);
         free(jpeg);
@@ -105,15 +102,17 @@ static void test_decode(void)
     /* DCT scaling: the smallest n/8 >= min_scale, and the content scales. */
     size_t bytes;
     uint8_t *jpeg = make_jpeg(800, 600, PATTERN_GRADIENT, 0, 95, &bytes);
-    const struct { float min_scale; int w, h; } cases[] = {
-        {0.3f, 300, 225}, {0.5f, 400, 300}, {0.126f, 200, 150}, {0.01f, 100, 75}, {2.0f, 800, 600},
-        {0.85f, 700, 525}, {0.9f, 800, 600}};
+    const struct {
+        float min_scale;
+        int w, h;
+    } cases[] = {{0.3f, 300, 225}, {0.5f, 400, 300},  {0.126f, 200, 150}, {0.01f, 100, 75},
+                 {2.0f, 800, 600}, {0.85f, 700, 525}, {0.9f, 800, 600}};
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         tr_jpeg_image_t img;
-        CHECK(tr_jpeg_decode(dec, jpeg, bytes, cases[k].min_scale, &img) == HORA_OK &&
-                  img.width == cases[k].w && img.height == cases[k].h,
-              "min_scale %g: %dx%d, expected %dx%d", (double)cases[k].min_scale, img.width,
-              img.height, cases[k].w, cases[k].h);
+        CHECK(tr_jpeg_decode(dec, jpeg, bytes, cases[k].min_scale, &img) == HORA_OK && img.width == cases[k].w &&
+                  img.height == cases[k].h,
+              "min_scale %g: %dx%d, expected %dx%d", (double)cases[k].min_scale, img.width, img.height, cases[k].w,
+              cases[k].h);
         /* decoded pixel x covers full-size x' = (x + 0.5) / s - 0.5 */
         double s = (double)img.width / 800.0, err = 0;
         int n = 0;
@@ -133,25 +132,21 @@ static void test_decode(void)
               strstr(status_message(), "cut short") != NULL,
           "half a JPEG: %s", status_message());
     uint8_t garbage[4096];
-    for (size_t i = 0; i < sizeof(garbage); i++)
-        garbage[i] = (uint8_t)(i * 2654435761u >> 13);
-    CHECK(tr_jpeg_decode(dec, garbage, sizeof(garbage), 1.0f, &img) == HORA_ERR_CORRUPT,
-          "garbage decoded");
+    for (size_t i = 0; i < sizeof(garbage); i++) garbage[i] = (uint8_t)(i * 2654435761u >> 13);
+    CHECK(tr_jpeg_decode(dec, garbage, sizeof(garbage), 1.0f, &img) == HORA_ERR_CORRUPT, "garbage decoded");
     CHECK(tr_jpeg_decode(dec, garbage, 0, 1.0f, &img) == HORA_ERR_CORRUPT, "empty decoded");
     /* Damage inside the entropy-coded data: never a crash; under strict any
      * warning is an error. */
     uint8_t *damaged = malloc(bytes);
     memcpy(damaged, jpeg, bytes);
-    for (size_t i = bytes / 3; i < bytes / 3 + 40; i++)
-        damaged[i] ^= 0x5a;
+    for (size_t i = bytes / 3; i < bytes / 3 + 40; i++) damaged[i] ^= 0x5a;
     hora_status_t loose = tr_jpeg_decode(dec, damaged, bytes, 0.25f, &img);
     tr_jpeg_t *strict;
     CHECK(tr_jpeg_init(0, 1, &strict) == HORA_OK, "init strict");
     CHECK(tr_jpeg_decode(strict, damaged, bytes, 0.25f, &img) == HORA_ERR_CORRUPT,
           "strict decoded damaged data (non-strict: %d)", loose);
     CHECK(tr_jpeg_decode(strict, jpeg, bytes / 2, 1.0f, &img) == HORA_ERR_CORRUPT, "strict half");
-    CHECK(tr_jpeg_decode(strict, jpeg, bytes, 0.5f, &img) == HORA_OK, "strict good: %s",
-          status_message());
+    CHECK(tr_jpeg_decode(strict, jpeg, bytes, 0.5f, &img) == HORA_OK, "strict good: %s", status_message());
     tr_jpeg_free(strict);
     free(damaged);
     free(jpeg);
@@ -168,12 +163,10 @@ static void test_decode(void)
 
     /* Greyscale: channels 1 in the header, decoded as equal RGB. */
     uint8_t grey[40 * 30];
-    for (int i = 0; i < 40 * 30; i++)
-        grey[i] = (uint8_t)(i % 40 * 6);
+    for (int i = 0; i < 40 * 30; i++) grey[i] = (uint8_t)(i % 40 * 6);
     CHECK(tr_jpeg_encode(grey, 40, 30, 1, 95, &jpeg, &bytes) == HORA_OK, "encode grey");
     int w, h, ch;
-    CHECK(tr_jpeg_header(dec, jpeg, bytes, &w, &h, &ch) == HORA_OK && ch == 1, "grey channels %d",
-          ch);
+    CHECK(tr_jpeg_header(dec, jpeg, bytes, &w, &h, &ch) == HORA_OK && ch == 1, "grey channels %d", ch);
     CHECK(tr_jpeg_decode(dec, jpeg, bytes, 1.0f, &img) == HORA_OK, "decode grey");
     int unequal = 0;
     double err = 0;
@@ -182,8 +175,7 @@ static void test_decode(void)
         unequal += p[0] != p[1] || p[1] != p[2];
         err += abs(p[0] - grey[i]);
     }
-    CHECK(unequal == 0 && err / 1200 < 2, "grey: %d unequal pixels, error %.2f", unequal,
-          err / 1200);
+    CHECK(unequal == 0 && err / 1200 < 2, "grey: %d unequal pixels, error %.2f", unequal, err / 1200);
     free(jpeg);
 
     /* Adobe CMYK (stored inverted): R = C K / 255. TurboJPEG writes CMYK
@@ -194,13 +186,12 @@ static void test_decode(void)
     tjhandle enc = tjInitCompress();
     unsigned char *cmyk_jpeg = NULL;
     unsigned long cmyk_bytes = 0;
-    CHECK(tjCompress2(enc, cmyk, 32, 0, 32, TJPF_CMYK, &cmyk_jpeg, &cmyk_bytes, TJSAMP_444, 98,
-                      0) == 0, "CMYK encode: %s", tjGetErrorStr2(enc));
-    CHECK(tr_jpeg_decode(dec, cmyk_jpeg, cmyk_bytes, 1.0f, &img) == HORA_OK, "CMYK decode: %s",
-          status_message());
+    CHECK(tjCompress2(enc, cmyk, 32, 0, 32, TJPF_CMYK, &cmyk_jpeg, &cmyk_bytes, TJSAMP_444, 98, 0) == 0,
+          "CMYK encode: %s", tjGetErrorStr2(enc));
+    CHECK(tr_jpeg_decode(dec, cmyk_jpeg, cmyk_bytes, 1.0f, &img) == HORA_OK, "CMYK decode: %s", status_message());
     const uint8_t *p = img.pixels + 3 * (16 * 32 + 16);
-    CHECK(abs(p[0] - 200) <= 3 && abs(p[1] - 100) <= 3 && abs(p[2] - 50) <= 3,
-          "CMYK -> %d %d %d, expected 200 100 50", p[0], p[1], p[2]);
+    CHECK(abs(p[0] - 200) <= 3 && abs(p[1] - 100) <= 3 && abs(p[2] - 50) <= 3, "CMYK -> %d %d %d, expected 200 100 50",
+          p[0], p[1], p[2]);
     tjFree(cmyk_jpeg);
     tjDestroy(enc);
     tr_jpeg_free(dec);
@@ -210,8 +201,14 @@ static void test_decode(void)
 
 static tr_pipeline_t make_pipeline(tr_split_t split, int size)
 {
-    tr_loader_config_t c = {.path = "test", .split = split, .world = 1, .batch = 1, .seed = 77,
-                            .height = size, .width = size, .random_resized_crop = 1};
+    tr_loader_config_t c = {.path = "test",
+                            .split = split,
+                            .world = 1,
+                            .batch = 1,
+                            .seed = 77,
+                            .height = size,
+                            .width = size,
+                            .random_resized_crop = 1};
     tr_dataset_t fake = {.count = 1, .classes = 4, .kind = TR_PAYLOAD_KIND_JPEG, .channels = 3};
     tr_pipeline_t p;
     CHECK(tr_pipeline_init(&p, &c, &fake) == HORA_OK, "pipeline init: %s", status_message());
@@ -220,8 +217,7 @@ static tr_pipeline_t make_pipeline(tr_split_t split, int size)
 
 /* Every output pixel whose source point lies more than margin full-size
  * pixels from the colour edges has that quadrant's colour. */
-static void check_quadrants(const float *out, int size, int w, int h, const tr_rect_t *r,
-                            int flip, const char *what)
+static void check_quadrants(const float *out, int size, int w, int h, const tr_rect_t *r, int flip, const char *what)
 {
     const float margin = 10.0f;
     int checked = 0, wrong = 0;
@@ -231,9 +227,7 @@ static void check_quadrants(const float *out, int size, int w, int h, const tr_r
             float sx = r->x + ((float)sx_out + 0.5f) * r->w / (float)size - 0.5f;
             float sy = r->y + ((float)oy + 0.5f) * r->h / (float)size - 0.5f;
             /* the edges lie between pixels w/2 - 1 and w/2: at w/2 - 0.5 */
-            if (fabsf(sx - (float)(w / 2) + 0.5f) < margin ||
-                fabsf(sy - (float)(h / 2) + 0.5f) < margin)
-                continue;
+            if (fabsf(sx - (float)(w / 2) + 0.5f) < margin || fabsf(sy - (float)(h / 2) + 0.5f) < margin) continue;
             int k = (sy >= (float)(h / 2)) * 2 + (sx >= (float)(w / 2));
             checked++;
             for (int c = 0; c < 3; c++) {
@@ -242,8 +236,7 @@ static void check_quadrants(const float *out, int size, int w, int h, const tr_r
                 wrong += fabsf(v - (float)quadrant_rgb[k][c]) > 12.0f;
             }
         }
-    CHECK(wrong == 0 && checked > size * size / 4, "%s: %d wrong of %d checked pixels", what,
-          wrong, checked);
+    CHECK(wrong == 0 && checked > size * size / 4, "%s: %d wrong of %d checked pixels", what, wrong, checked);
 }
 
 static void test_pipeline(void)
@@ -251,8 +244,14 @@ static void test_pipeline(void)
     const int size = 64, w = 512, h = 384;
     size_t bytes;
     uint8_t *jpeg = make_jpeg(w, h, PATTERN_QUADRANTS, 0, 95, &bytes);
-    tr_sample_t sample = {.label = 1, .kind = TR_PAYLOAD_KIND_JPEG, .channels = 3, .height = h,
-                          .width = w, .data = jpeg, .bytes = bytes, .path = "quadrants.jpg"};
+    tr_sample_t sample = {.label = 1,
+                          .kind = TR_PAYLOAD_KIND_JPEG,
+                          .channels = 3,
+                          .height = h,
+                          .width = w,
+                          .data = jpeg,
+                          .bytes = bytes,
+                          .path = "quadrants.jpg"};
     tr_pipeline_t p = make_pipeline(TR_SPLIT_TRAIN, size);
     tr_pipeline_scratch_t scratch;
     CHECK(tr_pipeline_scratch_init(&p, 1, &scratch) == HORA_OK, "scratch");
@@ -260,8 +259,7 @@ static void test_pipeline(void)
     float *flipped = malloc(tr_pipeline_sample_bytes(&p));
     int mirrors = 0;
     for (uint64_t index = 0; index < 24; index++) {
-        CHECK(tr_pipeline_sample(&p, &scratch, 3, index, &sample, out) == HORA_OK, "sample: %s",
-              status_message());
+        CHECK(tr_pipeline_sample(&p, &scratch, 3, index, &sample, out) == HORA_OK, "sample: %s", status_message());
         tr_rng_t rng = tr_rng_for(p.seed, 3, index, TR_RNG_PURPOSE_CROP);
         tr_rect_t r;
         tr_aug_random_resized_crop(&rng, w, h, &r);
@@ -276,8 +274,7 @@ static void test_pipeline(void)
         for (int c = 0; c < 3 && mirror; c++)
             for (int y = 0; y < size; y++)
                 for (int x = 0; x < size; x++)
-                    mirror &= flipped[(c * size + y) * size + x] ==
-                              out[(c * size + y) * size + (size - 1 - x)];
+                    mirror &= flipped[(c * size + y) * size + x] == out[(c * size + y) * size + (size - 1 - x)];
         CHECK(same || mirror, "flipped sample %" PRIu64 " is neither plain nor mirrored", index);
         mirrors += mirror && !same;
     }
@@ -320,24 +317,20 @@ static int nearest_class(const float *s, int size)
 {
     double m[3] = {0};
     for (int c = 0; c < 3; c++) {
-        for (int i = 0; i < size * size; i++)
-            m[c] += s[(size_t)c * (size_t)size * (size_t)size + (size_t)i] * 255.0;
+        for (int i = 0; i < size * size; i++) m[c] += s[(size_t)c * (size_t)size * (size_t)size + (size_t)i] * 255.0;
         m[c] /= size * size;
     }
     int best = -1;
     double best_d = 1e30;
     for (int k = 0; k < 3; k++) {
         double d = 0;
-        for (int c = 0; c < 3; c++)
-            d += (m[c] - class_rgb[k][c]) * (m[c] - class_rgb[k][c]);
-        if (d < best_d)
-            best_d = d, best = k;
+        for (int c = 0; c < 3; c++) d += (m[c] - class_rgb[k][c]) * (m[c] - class_rgb[k][c]);
+        if (d < best_d) best_d = d, best = k;
     }
     return best_d < 30.0 * 30.0 ? best : -1;
 }
 
-static const int image_sizes[][2] = {{64, 48}, {100, 80}, {48, 64}, {300, 200}, {32, 32},
-                                     {75, 120}, {640, 480}};
+static const int image_sizes[][2] = {{64, 48}, {100, 80}, {48, 64}, {300, 200}, {32, 32}, {75, 120}, {640, 480}};
 #define IMAGES_PER_CLASS 7
 
 static int wrong_colours(const data_test_epoch_t *e, int size, size_t *samples)
@@ -373,8 +366,7 @@ static void test_mkrecord_round_trip(void)
         mkdir(path, 0755);
         for (int i = 0; i < IMAGES_PER_CLASS; i++) {
             size_t bytes;
-            uint8_t *jpeg = make_jpeg(image_sizes[i][0], image_sizes[i][1], PATTERN_CLASS, k, 92,
-                                      &bytes);
+            uint8_t *jpeg = make_jpeg(image_sizes[i][0], image_sizes[i][1], PATTERN_CLASS, k, 92, &bytes);
             snprintf(path, sizeof(path), "%s/%s/%02d.jpg", tree, classes[k], i);
             write_file(path, jpeg, bytes);
             snprintf(path, sizeof(path), "%s/v%d_%d.jpg", valdir, k, i);
@@ -388,8 +380,7 @@ static void test_mkrecord_round_trip(void)
     write_file(path, "this is not a JPEG file at all", 30);
 
     /* --strict: the garbage file is fatal */
-    snprintf(cmd, sizeof(cmd), "%s --from folder %s %s/strict --strict >/dev/null 2>&1",
-             HORA_MKRECORD, tree, dir);
+    snprintf(cmd, sizeof(cmd), "%s --from folder %s %s/strict --strict >/dev/null 2>&1", HORA_MKRECORD, tree, dir);
     CHECK(run(cmd) == 1, "mkrecord --strict accepted a garbage file");
     /* default: skipped and reported */
     snprintf(cmd, sizeof(cmd),
@@ -399,8 +390,8 @@ static void test_mkrecord_round_trip(void)
     CHECK(run(cmd) == 0, "mkrecord --from folder: %s", cmd);
     snprintf(cmd, sizeof(cmd), "grep -qx '1 %d grass' %s/train.classes", IMAGES_PER_CLASS, out);
     CHECK(run(cmd) == 0, "train.classes lacks \"1 %d grass\"", IMAGES_PER_CLASS);
-    snprintf(cmd, sizeof(cmd), "%s --from val %s %s/val_labels.txt %s/val --workers 3 >/dev/null",
-             HORA_MKRECORD, valdir, dir, out);
+    snprintf(cmd, sizeof(cmd), "%s --from val %s %s/val_labels.txt %s/val --workers 3 >/dev/null", HORA_MKRECORD,
+             valdir, dir, out);
     CHECK(run(cmd) == 0, "mkrecord --from val");
 
     /* --resize-shorter: the same shards for 1 and 3 workers, shorter side 40 */
@@ -426,11 +417,10 @@ static void test_mkrecord_round_trip(void)
         int want_w = short_side <= 40 ? iw : iw < ih ? 40 : (int)lround(iw * 40.0 / ih);
         int want_h = short_side <= 40 ? ih : iw < ih ? (int)lround(ih * 40.0 / iw) : 40;
         int jw, jh;
-        CHECK(tr_jpeg_header(dec, rec.payload, rec.payload_bytes, &jw, &jh, NULL) == HORA_OK &&
-                  jw == want_w && jh == want_h && rec.width == (uint32_t)jw &&
-                  rec.height == (uint32_t)jh,
-              "record %" PRIu64 ": %dx%d (header says %ux%u), expected %dx%d", i, jw, jh,
-              rec.width, rec.height, want_w, want_h);
+        CHECK(tr_jpeg_header(dec, rec.payload, rec.payload_bytes, &jw, &jh, NULL) == HORA_OK && jw == want_w &&
+                  jh == want_h && rec.width == (uint32_t)jw && rec.height == (uint32_t)jh,
+              "record %" PRIu64 ": %dx%d (header says %ux%u), expected %dx%d", i, jw, jh, rec.width, rec.height, want_w,
+              want_h);
     }
     tr_jpeg_free(dec);
     tr_record_free(&rec);
@@ -438,17 +428,25 @@ static void test_mkrecord_round_trip(void)
 
     /* The loader over train-*.hrec and val-*.hrec. */
     const int size = 32;
-    tr_loader_config_t c = {.path = out, .split = TR_SPLIT_TRAIN, .world = 1, .batch = 4,
-                            .seed = 5, .threads = 2, .height = size, .width = size,
-                            .random_resized_crop = 1, .flip = 1, .lighting = 0.0f};
+    tr_loader_config_t c = {.path = out,
+                            .split = TR_SPLIT_TRAIN,
+                            .world = 1,
+                            .batch = 4,
+                            .seed = 5,
+                            .threads = 2,
+                            .height = size,
+                            .width = size,
+                            .random_resized_crop = 1,
+                            .flip = 1,
+                            .lighting = 0.0f};
     tr_loader_t *l;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
     tr_loader_info_t info;
     tr_loader_info(l, &info);
-    CHECK(info.samples == 3 * IMAGES_PER_CLASS && info.classes == 3 && info.channels == 3 &&
-              info.height == size && info.width == size,
-          "info: %" PRIu64 " samples %d classes %dx%dx%d", info.samples, info.classes,
-          info.channels, info.height, info.width);
+    CHECK(info.samples == 3 * IMAGES_PER_CLASS && info.classes == 3 && info.channels == 3 && info.height == size &&
+              info.width == size,
+          "info: %" PRIu64 " samples %d classes %dx%dx%d", info.samples, info.classes, info.channels, info.height,
+          info.width);
     data_test_epoch_t e = data_test_collect(l, 4, 4, 0, 0);
     size_t n;
     int wrong = wrong_colours(&e, size, &n);
@@ -466,8 +464,7 @@ static void test_mkrecord_round_trip(void)
           "val: %d of %zu samples have another class's colour", wrong, n);
     /* unshuffled: the labels file order */
     int in_order = 1;
-    for (size_t k = 0; k < n; k++)
-        in_order &= e.labels[k] == (int)(k / IMAGES_PER_CLASS);
+    for (size_t k = 0; k < n; k++) in_order &= e.labels[k] == (int)(k / IMAGES_PER_CLASS);
     CHECK(in_order, "val not in input order");
     data_test_epoch_free(&e);
     tr_loader_close(l);
@@ -488,12 +485,14 @@ static void test_bad_records(void)
         int k = i % 3;
         uint8_t *jpeg = make_jpeg(80 + i, 60, PATTERN_CLASS, k, 90, &bytes);
         if (i == garbage_at)
-            for (size_t b = 0; b < bytes; b++)
-                jpeg[b] = (uint8_t)(b * 7 + 1);
-        if (i == cut_at)
-            bytes = bytes * 2 / 3;
-        tr_record_t rec = {.label = k, .kind = TR_PAYLOAD_KIND_JPEG, .height = 60,
-                           .width = (uint32_t)(80 + i), .channels = 3, .payload_bytes = bytes,
+            for (size_t b = 0; b < bytes; b++) jpeg[b] = (uint8_t)(b * 7 + 1);
+        if (i == cut_at) bytes = bytes * 2 / 3;
+        tr_record_t rec = {.label = k,
+                           .kind = TR_PAYLOAD_KIND_JPEG,
+                           .height = 60,
+                           .width = (uint32_t)(80 + i),
+                           .channels = 3,
+                           .payload_bytes = bytes,
                            .payload = jpeg};
         CHECK(tr_record_writer_append(w, &rec) == HORA_OK, "append");
         free(jpeg);
@@ -512,8 +511,14 @@ static void test_bad_records(void)
     fclose(f);
 
     const int size = 24;
-    tr_loader_config_t c = {.path = d, .split = TR_SPLIT_TRAIN, .world = 1, .batch = 4,
-                            .seed = 8, .threads = 3, .height = size, .width = size,
+    tr_loader_config_t c = {.path = d,
+                            .split = TR_SPLIT_TRAIN,
+                            .world = 1,
+                            .batch = 4,
+                            .seed = 8,
+                            .threads = 3,
+                            .height = size,
+                            .width = size,
                             .random_resized_crop = 1};
     tr_loader_t *l;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
@@ -554,13 +559,11 @@ static void test_bad_records(void)
     CHECK(run(cmd) == 0, "%s", cmd);
     c.path = d2;
     c.strict = 0;
-    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open with a truncated shard: %s",
-          status_message());
+    CHECK(tr_loader_open(&c, &l) == HORA_OK, "open with a truncated shard: %s", status_message());
     tr_loader_info_t info;
     tr_loader_info(l, &info);
     CHECK(info.samples == (3 * IMAGES_PER_CLASS + 1) / 2 && tr_loader_bad_count(l) == 1,
-          "truncated shard: %" PRIu64 " samples, bad count %" PRIu64, info.samples,
-          tr_loader_bad_count(l));
+          "truncated shard: %" PRIu64 " samples, bad count %" PRIu64, info.samples, tr_loader_bad_count(l));
     e = data_test_collect(l, 4, 4, 0, 0);
     wrong = wrong_colours(&e, size, &n);
     CHECK(e.status == HORA_OK && wrong == 0, "truncated shard epoch");

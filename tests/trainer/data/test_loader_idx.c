@@ -35,10 +35,8 @@ static char dir[256];
 /* Image i: pixels (0,0) and (0,1) spell i, the rest is a fixed function. */
 static uint8_t pixel(uint32_t i, int y, int x)
 {
-    if (y == 0 && x == 0)
-        return (uint8_t)(i & 0xff);
-    if (y == 0 && x == 1)
-        return (uint8_t)(i >> 8);
+    if (y == 0 && x == 0) return (uint8_t)(i & 0xff);
+    if (y == 0 && x == 1) return (uint8_t)(i >> 8);
     return (uint8_t)(i * 7 + (uint32_t)y * 13 + (uint32_t)x * 29 + 3);
 }
 static uint8_t label_of(uint32_t i) { return (uint8_t)((i * 5 + 1) % CLASSES); }
@@ -58,20 +56,14 @@ static void write_idx(const char *d, const char *stem, uint32_t n, int gz, const
     data_test_be32(lbl + 4, n);
     for (uint32_t i = 0; i < n; i++) {
         for (int y = 0; y < ROWS; y++)
-            for (int x = 0; x < COLS; x++)
-                img[16 + ((size_t)i * ROWS + (size_t)y) * COLS + (size_t)x] = pixel(i, y, x);
+            for (int x = 0; x < COLS; x++) img[16 + ((size_t)i * ROWS + (size_t)y) * COLS + (size_t)x] = pixel(i, y, x);
         lbl[8 + i] = label_of(i);
     }
-    if (bad && strcmp(bad, "magic") == 0)
-        img[3] = 0x02;
-    if (bad && strcmp(bad, "truncated") == 0)
-        image_bytes -= 5;
-    if (bad && strcmp(bad, "trailing") == 0)
-        img[image_bytes++] = 0;
-    if (bad && strcmp(bad, "count") == 0)
-        data_test_be32(lbl + 4, n - 1), label_bytes--;
-    if (bad && strcmp(bad, "zero-rows") == 0)
-        data_test_be32(img + 8, 0);
+    if (bad && strcmp(bad, "magic") == 0) img[3] = 0x02;
+    if (bad && strcmp(bad, "truncated") == 0) image_bytes -= 5;
+    if (bad && strcmp(bad, "trailing") == 0) img[image_bytes++] = 0;
+    if (bad && strcmp(bad, "count") == 0) data_test_be32(lbl + 4, n - 1), label_bytes--;
+    if (bad && strcmp(bad, "zero-rows") == 0) data_test_be32(img + 8, 0);
     char path[600];
     snprintf(path, sizeof(path), "%s/%s-images-idx3-ubyte%s", d, stem, gz ? ".gz" : "");
     CHECK(data_test_write(path, img, image_bytes, gz) == 0, "write %s", path);
@@ -83,9 +75,16 @@ static void write_idx(const char *d, const char *stem, uint32_t n, int gz, const
 
 static tr_loader_config_t base_config(const char *path, tr_split_t split)
 {
-    tr_loader_config_t c = {.path = path, .split = split, .rank = 0, .world = 1, .batch = 8,
-                            .seed = 1234, .threads = 3, .drop_last = split == TR_SPLIT_TRAIN,
-                            .layout = TR_LAYOUT_NCHW, .dtype = TR_DTYPE_F32};
+    tr_loader_config_t c = {.path = path,
+                            .split = split,
+                            .rank = 0,
+                            .world = 1,
+                            .batch = 8,
+                            .seed = 1234,
+                            .threads = 3,
+                            .drop_last = split == TR_SPLIT_TRAIN,
+                            .layout = TR_LAYOUT_NCHW,
+                            .dtype = TR_DTYPE_F32};
     memcpy(c.mean, mean1, sizeof(c.mean));
     memcpy(c.std, std1, sizeof(c.std));
     return c;
@@ -95,17 +94,18 @@ static tr_loader_t *open_or_die(const tr_loader_config_t *c)
 {
     tr_loader_t *l = NULL;
     hora_status_t status = tr_loader_open(c, &l);
-    CHECK(status == HORA_OK, "tr_loader_open(%s): %d %s", c->path, status,
-          status_message());
-    if (status != HORA_OK)
-        exit(1);
+    CHECK(status == HORA_OK, "tr_loader_open(%s): %d %s", c->path, status, status_message());
+    if (status != HORA_OK) exit(1);
     return l;
 }
 
 static data_test_epoch_t run_epoch(const tr_loader_config_t *c, uint64_t epoch, uint64_t first)
 {
     tr_loader_t *l = open_or_die(c);
-    data_test_epoch_t e = data_test_collect(l, c->batch, c->dtype == TR_DTYPE_F16 ? 2 : c->dtype == TR_DTYPE_U8 ? 1 : 4,
+    data_test_epoch_t e = data_test_collect(l, c->batch,
+                                            c->dtype == TR_DTYPE_F16  ? 2
+                                            : c->dtype == TR_DTYPE_U8 ? 1
+                                                                      : 4,
                                             epoch, first);
     CHECK(e.status == HORA_OK, "epoch %" PRIu64 ": %s", epoch, status_message());
     tr_loader_close(l);
@@ -117,12 +117,10 @@ static data_test_epoch_t run_epoch(const tr_loader_config_t *c, uint64_t epoch, 
 static long sample_index(const float *s, uint32_t n)
 {
     for (long i = 0; i < (long)n; i++) {
-        if (s[0] != norm(pixel((uint32_t)i, 0, 0)) || s[1] != norm(pixel((uint32_t)i, 0, 1)))
-            continue;
+        if (s[0] != norm(pixel((uint32_t)i, 0, 0)) || s[1] != norm(pixel((uint32_t)i, 0, 1))) continue;
         for (int y = 0; y < ROWS; y++)
             for (int x = 0; x < COLS; x++)
-                if (s[y * COLS + x] != norm(pixel((uint32_t)i, y, x)))
-                    return -1;
+                if (s[y * COLS + x] != norm(pixel((uint32_t)i, y, x))) return -1;
         return i;
     }
     return -1;
@@ -137,8 +135,7 @@ static void epoch_indices(const data_test_epoch_t *e, uint32_t n, long *out, siz
             size_t k = s * (size_t)e->batch + (size_t)j;
             long i = sample_index(data_test_sample(e, k), n);
             CHECK(i >= 0, "step %" PRIu64 " sample %d is no image's exact normalised pixels", s, j);
-            CHECK(i < 0 || e->labels[k] == label_of((uint32_t)i), "label %d for image %ld",
-                  e->labels[k], i);
+            CHECK(i < 0 || e->labels[k] == label_of((uint32_t)i), "label %d for image %ld", e->labels[k], i);
             out[(*count)++] = i;
         }
 }
@@ -149,10 +146,10 @@ static void test_train_order(void)
     tr_loader_t *l = open_or_die(&c);
     tr_loader_info_t info;
     tr_loader_info(l, &info);
-    CHECK(info.samples == N_TRAIN && info.classes == CLASSES && info.channels == 1 &&
-              info.height == ROWS && info.width == COLS,
-          "info: %" PRIu64 " samples, %d classes, %dx%dx%d", info.samples, info.classes,
-          info.channels, info.height, info.width);
+    CHECK(info.samples == N_TRAIN && info.classes == CLASSES && info.channels == 1 && info.height == ROWS &&
+              info.width == COLS,
+          "info: %" PRIu64 " samples, %d classes, %dx%dx%d", info.samples, info.classes, info.channels, info.height,
+          info.width);
     CHECK(info.steps_per_epoch == N_TRAIN / 8, "steps %" PRIu64, info.steps_per_epoch);
     tr_batch_t *b = NULL;
     CHECK(tr_loader_next(l, &b) == HORA_ERR_INVALID_ARG, "next before start_epoch");
@@ -165,8 +162,7 @@ static void test_train_order(void)
     epoch_indices(&e1, N_TRAIN, order1, &n1);
     CHECK(n0 == (N_TRAIN / 8) * 8 && n1 == n0, "drop_last: %zu and %zu samples", n0, n1);
     int seen[N_TRAIN] = {0}, dup = 0;
-    for (size_t k = 0; k < n0; k++)
-        dup += order0[k] >= 0 && seen[order0[k]]++ > 0;
+    for (size_t k = 0; k < n0; k++) dup += order0[k] >= 0 && seen[order0[k]]++ > 0;
     CHECK(dup == 0, "%d samples twice in one epoch", dup);
     CHECK(memcmp(order0, order1, n0 * sizeof(long)) != 0, "epochs 0 and 1 in the same order");
     c.seed = 99;
@@ -177,8 +173,7 @@ static void test_train_order(void)
 
     /* Not a trivial shuffle: the identity order would pass the checks above. */
     int in_place = 0;
-    for (size_t k = 0; k < n0; k++)
-        in_place += order0[k] == (long)k;
+    for (size_t k = 0; k < n0; k++) in_place += order0[k] == (long)k;
     CHECK(in_place < 10, "%d samples at their own index", in_place);
 
     /* drop_last off: every sample once, a short last batch. */
@@ -187,17 +182,14 @@ static void test_train_order(void)
     long all[N_TRAIN];
     size_t nf;
     epoch_indices(&ef, N_TRAIN, all, &nf);
-    CHECK(nf == N_TRAIN && ef.steps == (N_TRAIN + 7) / 8, "%zu samples in %" PRIu64 " steps",
-          nf, ef.steps);
+    CHECK(nf == N_TRAIN && ef.steps == (N_TRAIN + 7) / 8, "%zu samples in %" PRIu64 " steps", nf, ef.steps);
     CHECK(ef.counts[ef.steps - 1] == N_TRAIN % 8, "last count %d", ef.counts[ef.steps - 1]);
     for (int j = N_TRAIN % 8; j < 8; j++) {
         size_t k = (ef.steps - 1) * 8 + (size_t)j;
         const float *s = data_test_sample(&ef, k);
         int zero = 1;
-        for (size_t v = 0; v < ef.sample_count; v++)
-            zero &= s[v] == 0.0f;
-        CHECK(ef.labels[k] == -1 && zero, "padding entry %d: label %d, zeroed %d", j,
-              ef.labels[k], zero);
+        for (size_t v = 0; v < ef.sample_count; v++) zero &= s[v] == 0.0f;
+        CHECK(ef.labels[k] == -1 && zero, "padding entry %d: label %d, zeroed %d", j, ef.labels[k], zero);
     }
     CHECK(memcmp(all, order0, n0 * sizeof(long)) == 0, "drop_last changed the order");
     c.drop_last = 1;
@@ -232,8 +224,7 @@ static void test_threads_and_resume(void)
     data_test_epoch_t rest = run_epoch(&c, 3, 5);
     size_t skip = 5 * 8;
     CHECK(rest.steps == one.steps - 5 &&
-              memcmp(rest.data, one.data + skip * one.sample_count * 4,
-                     rest.steps * 8 * one.sample_count * 4) == 0 &&
+              memcmp(rest.data, one.data + skip * one.sample_count * 4, rest.steps * 8 * one.sample_count * 4) == 0 &&
               memcmp(rest.labels, one.labels + skip, rest.steps * 8 * 4) == 0,
           "resuming at step 5 differs");
     data_test_epoch_t none = run_epoch(&c, 3, one.steps);
@@ -249,12 +240,10 @@ static void test_threads_and_resume(void)
     tr_loader_release(l, b);
     data_test_epoch_t again = data_test_collect(l, 8, 4, 3, 2);
     CHECK(again.status == HORA_OK && again.steps == one.steps - 2 &&
-              memcmp(again.data, one.data + 16 * one.sample_count * 4,
-                     again.steps * 8 * one.sample_count * 4) == 0,
+              memcmp(again.data, one.data + 16 * one.sample_count * 4, again.steps * 8 * one.sample_count * 4) == 0,
           "restart on a busy loader differs");
     tr_loader_release(l, held);
-    CHECK(tr_loader_start_epoch(l, 0, one.steps + 1) == HORA_ERR_INVALID_ARG,
-          "start past the end accepted");
+    CHECK(tr_loader_start_epoch(l, 0, one.steps + 1) == HORA_ERR_INVALID_ARG, "start past the end accepted");
     tr_loader_close(l);
 
     data_test_epoch_free(&one);
@@ -284,21 +273,17 @@ static void test_ranks(void)
         long got[N_TRAIN];
         size_t m;
         epoch_indices(&e, N_TRAIN, got, &m);
-        if (r == 0)
-            steps0 = e.steps;
-        CHECK(e.steps == steps0 && e.steps == (N_TRAIN / world) / 8,
-              "rank %d: %" PRIu64 " steps", r, e.steps);
+        if (r == 0) steps0 = e.steps;
+        CHECK(e.steps == steps0 && e.steps == (N_TRAIN / world) / 8, "rank %d: %" PRIu64 " steps", r, e.steps);
         for (size_t p = 0; p < m; p++) {
             size_t q = (size_t)r + (size_t)world * p;
-            CHECK(q < n && got[p] == order[q], "rank %d sample %zu is %ld, expected %ld", r, p,
-                  got[p], q < n ? order[q] : -1);
-            if (got[p] >= 0)
-                seen[got[p]]++;
+            CHECK(q < n && got[p] == order[q], "rank %d sample %zu is %ld, expected %ld", r, p, got[p],
+                  q < n ? order[q] : -1);
+            if (got[p] >= 0) seen[got[p]]++;
         }
         data_test_epoch_free(&e);
     }
-    for (int i = 0; i < N_TRAIN; i++)
-        CHECK(seen[i] <= 1, "image %d on two ranks", i);
+    for (int i = 0; i < N_TRAIN; i++) CHECK(seen[i] <= 1, "image %d on two ranks", i);
     data_test_epoch_free(&single);
     data_test_epoch_free(&full);
 
@@ -313,25 +298,20 @@ static void test_ranks(void)
         v.flip = 1; /* ignored for val */
         v.pad_crop = 3;
         data_test_epoch_t e = run_epoch(&v, 4, 0);
-        CHECK(e.steps == (uint64_t)((N_VAL + world - 1) / world + 4) / 5, "val rank %d: %" PRIu64
-              " steps", r, e.steps);
+        CHECK(e.steps == (uint64_t)((N_VAL + world - 1) / world + 4) / 5, "val rank %d: %" PRIu64 " steps", r, e.steps);
         long got[N_VAL];
         size_t m;
         epoch_indices(&e, N_VAL, got, &m);
         for (size_t p = 0; p < m; p++) {
-            CHECK(got[p] == next_expected, "val rank %d sample %zu: %ld, expected %ld", r, p,
-                  got[p], next_expected);
-            if (got[p] >= 0 && got[p] < N_VAL)
-                val_seen[got[p]]++;
+            CHECK(got[p] == next_expected, "val rank %d sample %zu: %ld, expected %ld", r, p, got[p], next_expected);
+            if (got[p] >= 0 && got[p] < N_VAL) val_seen[got[p]]++;
             next_expected++;
         }
         for (uint64_t s = 0; s < e.steps; s++)
-            for (int j = e.counts[s]; j < 5; j++)
-                CHECK(e.labels[s * 5 + (size_t)j] == -1, "val padding label");
+            for (int j = e.counts[s]; j < 5; j++) CHECK(e.labels[s * 5 + (size_t)j] == -1, "val padding label");
         data_test_epoch_free(&e);
     }
-    for (int i = 0; i < N_VAL; i++)
-        CHECK(val_seen[i] == 1, "val image %d seen %d times", i, val_seen[i]);
+    for (int i = 0; i < N_VAL; i++) CHECK(val_seen[i] == 1, "val image %d seen %d times", i, val_seen[i]);
 }
 
 static void test_layouts(void)
@@ -365,8 +345,7 @@ static void test_layouts(void)
         for (int y = 0; y < ROWS; y++)
             for (int x = 0; x < COLS; x++)
                 bad_raw += order[k] >= 0 &&
-                           data_test_sample(&raw, k)[y * COLS + x] !=
-                               (float)pixel((uint32_t)order[k], y, x) / 255.0f;
+                           data_test_sample(&raw, k)[y * COLS + x] != (float)pixel((uint32_t)order[k], y, x) / 255.0f;
     CHECK(bad_raw == 0, "std 0: %zu values are not pixel / 255", bad_raw);
     data_test_epoch_free(&nchw);
     data_test_epoch_free(&nhwc);
@@ -412,8 +391,7 @@ static void test_u8(void)
     for (size_t k = 0; k < f32.steps * 8 && u8.steps == f32.steps; k++) {
         const uint8_t *q = u8.data + k * u8.sample_count;
         const float *a = data_test_sample(&f32, k);
-        for (size_t v = 0; v < f32.sample_count; v++)
-            bad += norm(q[v]) != a[v];
+        for (size_t v = 0; v < f32.sample_count; v++) bad += norm(q[v]) != a[v];
     }
     CHECK(bad == 0, "u8: %zu normalised pixels differ from the f32 batches", bad);
     tr_loader_t *l = NULL;
@@ -433,10 +411,8 @@ static int matches_shift(const float *a, const float *p, int pad, int dx, int dy
     for (int y = 0; y < ROWS; y++)
         for (int x = 0; x < COLS; x++) {
             int sx = (flip ? COLS - 1 - x : x) + dx - pad, sy = y + dy - pad;
-            float want = sx >= 0 && sx < COLS && sy >= 0 && sy < ROWS ? p[sy * COLS + sx]
-                                                                       : norm(0);
-            if (a[y * COLS + x] != want)
-                return 0;
+            float want = sx >= 0 && sx < COLS && sy >= 0 && sy < ROWS ? p[sy * COLS + sx] : norm(0);
+            if (a[y * COLS + x] != want) return 0;
         }
     return 1;
 }
@@ -470,14 +446,12 @@ static void test_pad_crop_flip(void)
                 }
         unmatched_pad += !found;
     }
-    CHECK(unmatched_flip == 0, "%d flipped samples are neither plain nor mirrored",
-          unmatched_flip);
+    CHECK(unmatched_flip == 0, "%d flipped samples are neither plain nor mirrored", unmatched_flip);
     CHECK(unmatched_pad == 0, "%d pad_crop samples match no offset", unmatched_pad);
     CHECK(flips > (int)n / 4 && flips < 3 * (int)n / 4, "%d of %zu flipped", flips, n);
     int distinct = 0;
     for (int dy = 0; dy < 5; dy++)
-        for (int dx = 0; dx < 5; dx++)
-            distinct += offsets_seen[dy][dx] > 0;
+        for (int dx = 0; dx < 5; dx++) distinct += offsets_seen[dy][dx] > 0;
     CHECK(distinct >= 15, "only %d of 25 crop offsets occurred in %zu samples", distinct, n);
     data_test_epoch_free(&plain);
     data_test_epoch_free(&flipped);
@@ -525,8 +499,7 @@ static void test_held_buffers_and_errors(void)
     for (int i = 0; i < n; i++) {
         tr_loader_t *l2 = NULL;
         hora_status_t status = tr_loader_open(&bad[i].config, &l2);
-        CHECK(status == bad[i].want && l2 == NULL, "%s: status %d, expected %d", bad[i].what,
-              status, bad[i].want);
+        CHECK(status == bad[i].want && l2 == NULL, "%s: status %d, expected %d", bad[i].what, status, bad[i].want);
         CHECK(status_message()[0] != '\0', "%s: no message", bad[i].what);
     }
 
@@ -541,10 +514,8 @@ static void test_held_buffers_and_errors(void)
             bc.batch = 2;
             tr_loader_t *l2 = NULL;
             hora_status_t status = tr_loader_open(&bc, &l2);
-            CHECK(status == HORA_ERR_CORRUPT && l2 == NULL &&
-                      strstr(status_message(), d) != NULL,
-                  "IDX %s (gz %d): status %d, message \"%s\"", cases[k], gz, status,
-                  status_message());
+            CHECK(status == HORA_ERR_CORRUPT && l2 == NULL && strstr(status_message(), d) != NULL,
+                  "IDX %s (gz %d): status %d, message \"%s\"", cases[k], gz, status, status_message());
             data_test_rmtree(d);
         }
 }
@@ -568,8 +539,8 @@ static void test_raw_shards(void)
     tr_loader_t *l = open_or_die(&c);
     tr_loader_info_t info;
     tr_loader_info(l, &info);
-    CHECK(info.samples == N_TRAIN && info.classes == CLASSES && info.channels == 1 &&
-              info.height == ROWS && info.width == COLS,
+    CHECK(info.samples == N_TRAIN && info.classes == CLASSES && info.channels == 1 && info.height == ROWS &&
+              info.width == COLS,
           "shards: %" PRIu64 " samples %d classes", info.samples, info.classes);
     data_test_epoch_t e = data_test_collect(l, 8, 4, 0, 0);
     tr_loader_close(l);
@@ -578,11 +549,9 @@ static void test_raw_shards(void)
     epoch_indices(&e, N_TRAIN, order, &n);
     int seen[N_TRAIN] = {0};
     for (size_t k = 0; k < n; k++)
-        if (order[k] >= 0)
-            seen[order[k]]++;
+        if (order[k] >= 0) seen[order[k]]++;
     int once = 0;
-    for (int i = 0; i < N_TRAIN; i++)
-        once += seen[i] == 1;
+    for (int i = 0; i < N_TRAIN; i++) once += seen[i] == 1;
     CHECK(n == N_TRAIN && once == N_TRAIN, "shards: %d of %d images exactly once", once, N_TRAIN);
     data_test_epoch_free(&e);
 
@@ -604,8 +573,7 @@ static void test_raw_shards(void)
     snprintf(cmd, sizeof(cmd), "rm %s/train-00001-of-00003.hrec", d);
     CHECK(system(cmd) == 0, "rm");
     tr_loader_t *l2 = NULL;
-    CHECK(tr_loader_open(&c, &l2) == HORA_ERR_CORRUPT &&
-              strstr(status_message(), "missing") != NULL,
+    CHECK(tr_loader_open(&c, &l2) == HORA_ERR_CORRUPT && strstr(status_message(), "missing") != NULL,
           "missing shard: %s", status_message());
     data_test_rmtree(d);
 #else
@@ -630,12 +598,11 @@ static int test_fashion_mnist(void)
         tr_loader_info_t info;
         tr_loader_info(l, &info);
         uint64_t want = split ? 10000 : 60000;
-        CHECK(info.samples == want && info.classes == 10 && info.channels == 1 &&
-                  info.height == 28 && info.width == 28,
-              "%s: %" PRIu64 " samples, %d classes, %dx%dx%d", split ? "t10k" : "train",
-              info.samples, info.classes, info.channels, info.height, info.width);
-        CHECK(info.steps_per_epoch == (split ? (want + 127) / 128 : want / 128),
-              "steps %" PRIu64, info.steps_per_epoch);
+        CHECK(info.samples == want && info.classes == 10 && info.channels == 1 && info.height == 28 && info.width == 28,
+              "%s: %" PRIu64 " samples, %d classes, %dx%dx%d", split ? "t10k" : "train", info.samples, info.classes,
+              info.channels, info.height, info.width);
+        CHECK(info.steps_per_epoch == (split ? (want + 127) / 128 : want / 128), "steps %" PRIu64,
+              info.steps_per_epoch);
         CHECK(tr_loader_start_epoch(l, 0, 0) == HORA_OK, "start");
         uint64_t label_counts[10] = {0}, batches = 0;
         double sum = 0;
@@ -643,12 +610,10 @@ static int test_fashion_mnist(void)
         while (tr_loader_next(l, &b) == HORA_OK && b) {
             for (int j = 0; j < b->count; j++) {
                 CHECK(b->labels[j] >= 0 && b->labels[j] < 10, "label %d", b->labels[j]);
-                if (b->labels[j] >= 0 && b->labels[j] < 10)
-                    label_counts[b->labels[j]]++;
+                if (b->labels[j] >= 0 && b->labels[j] < 10) label_counts[b->labels[j]]++;
             }
             const float *x = b->data;
-            for (size_t v = 0; v < (size_t)b->count * 784; v++)
-                sum += x[v];
+            for (size_t v = 0; v < (size_t)b->count * 784; v++) sum += x[v];
             batches++;
             tr_loader_release(l, b);
         }
@@ -656,14 +621,14 @@ static int test_fashion_mnist(void)
         /* Fashion-MNIST is balanced: 6000 / 1000 per class (train loses
          * 60000 mod 128 = 96 samples to drop_last). */
         for (int k = 0; k < 10; k++)
-            CHECK(label_counts[k] > (split ? 999u : 5900u) && label_counts[k] <= want / 10,
-                  "class %d: %" PRIu64, k, label_counts[k]);
+            CHECK(label_counts[k] > (split ? 999u : 5900u) && label_counts[k] <= want / 10, "class %d: %" PRIu64, k,
+                  label_counts[k]);
         /* Normalised with its own mean/std (padding adds zeros: a bit below 0). */
         double mean = sum / ((double)batches * 128 * 784);
         CHECK(fabs(mean) < 0.15, "normalised mean %.4f", mean);
         CHECK(tr_loader_bad_count(l) == 0, "bad samples in Fashion-MNIST");
-        printf("fashion-mnist %s: %" PRIu64 " batches, normalised mean %.4f\n",
-               split ? "t10k" : "train", batches, mean);
+        printf("fashion-mnist %s: %" PRIu64 " batches, normalised mean %.4f\n", split ? "t10k" : "train", batches,
+               mean);
         tr_loader_close(l);
     }
     return 0;

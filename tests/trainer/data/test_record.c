@@ -43,8 +43,7 @@ static void make_record(uint64_t i, tr_record_t *rec, uint8_t *buf)
         rec->channels = i % 2 ? 1 : 3;
         rec->payload_bytes = (uint64_t)rec->height * rec->width * rec->channels;
     }
-    for (uint64_t k = 0; k < rec->payload_bytes; k++)
-        buf[k] = (uint8_t)(i * 131 + k * 7);
+    for (uint64_t k = 0; k < rec->payload_bytes; k++) buf[k] = (uint8_t)(i * 131 + k * 7);
     rec->payload = buf;
 }
 
@@ -54,8 +53,7 @@ static int check_record(uint64_t i, const tr_record_t *got)
     tr_record_t want;
     make_record(i, &want, buf);
     return got->label == want.label && got->kind == want.kind && got->height == want.height &&
-           got->width == want.width && got->channels == want.channels &&
-           got->payload_bytes == want.payload_bytes &&
+           got->width == want.width && got->channels == want.channels && got->payload_bytes == want.payload_bytes &&
            (want.payload_bytes == 0 || memcmp(got->payload, buf, want.payload_bytes) == 0);
 }
 
@@ -76,16 +74,14 @@ static void write_shard(const char *path, uint64_t count)
 static uint8_t *slurp(const char *path, size_t *bytes)
 {
     uint8_t *buf = (uint8_t *)test_read_file(path, bytes);
-    if (!buf)
-        abort();
+    if (!buf) abort();
     return buf;
 }
 
 static void spill(const char *path, const uint8_t *buf, size_t bytes)
 {
     FILE *f = fopen(path, "wb");
-    if (!f || fwrite(buf, 1, bytes, f) != bytes)
-        abort();
+    if (!f || fwrite(buf, 1, bytes, f) != bytes) abort();
     fclose(f);
 }
 
@@ -106,8 +102,7 @@ static int read_all(const char *path, uint64_t *good_out)
         status = tr_record_read(r, i, &rec);
         if (status != HORA_OK) {
             CHECK_TRUE(strstr(status_message(), "offset"));
-            if (!first)
-                first = status;
+            if (!first) first = status;
             continue;
         }
         CHECK_TRUE(check_record(i, &rec)); /* never a silently wrong sample */
@@ -128,18 +123,15 @@ static void test_crc(void)
     CHECK_TRUE(tr_crc32c(0, zeros, 32) == 0x8A9136AAu); /* RFC 3720 B.4 */
     CHECK_TRUE(tr_crc32c(0, ones, 32) == 0x62A8AB43u);
     uint8_t data[1000];
-    for (int i = 0; i < 1000; i++)
-        data[i] = (uint8_t)(i * 29 + 3);
+    for (int i = 0; i < 1000; i++) data[i] = (uint8_t)(i * 29 + 3);
     for (size_t off = 0; off < 9; off++)
         for (size_t len = 0; len < 100; len += 7) {
             uint32_t a = tr_crc32c(0, data + off, len), b = tr_crc32c_sw(0, data + off, len);
             CHECK_TRUE(a == b);
-            uint32_t chained = tr_crc32c(tr_crc32c(0, data + off, len / 2), data + off + len / 2,
-                                         len - len / 2);
+            uint32_t chained = tr_crc32c(tr_crc32c(0, data + off, len / 2), data + off + len / 2, len - len / 2);
             CHECK_TRUE(chained == a);
         }
-    printf("crc32c: vectors ok (hardware path %s)\n",
-           tr_crc32c_hw_available() ? "used" : "unavailable");
+    printf("crc32c: vectors ok (hardware path %s)\n", tr_crc32c_hw_available() ? "used" : "unavailable");
 }
 
 static void test_round_trip(void)
@@ -176,8 +168,8 @@ static void test_round_trip(void)
     tr_record_writer_t *w;
     CHECK_TRUE(tr_record_writer_open(path, &w) == HORA_OK);
     uint8_t b[6] = {0};
-    tr_record_t bad = {.kind = TR_PAYLOAD_KIND_RAW_U8, .height = 2, .width = 2, .channels = 1,
-                       .payload_bytes = 6, .payload = b};
+    tr_record_t bad = {
+        .kind = TR_PAYLOAD_KIND_RAW_U8, .height = 2, .width = 2, .channels = 1, .payload_bytes = 6, .payload = b};
     CHECK_TRUE(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
     bad.kind = 9;
     CHECK_TRUE(tr_record_writer_append(w, &bad) == HORA_ERR_INVALID_ARG);
@@ -209,8 +201,7 @@ static void test_partition_and_names(void)
 
 static void put64(uint8_t *p, uint64_t v)
 {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
 /* Rewrite a record header with new fields and a correct CRC, so only the
@@ -219,8 +210,7 @@ static void forge_header(uint8_t *h, uint64_t payload_bytes)
 {
     put64(h, payload_bytes);
     uint32_t crc = tr_crc32c(0, h, 24);
-    for (int i = 0; i < 4; i++)
-        h[24 + i] = (uint8_t)(crc >> (8 * i));
+    for (int i = 0; i < 4; i++) h[24 + i] = (uint8_t)(crc >> (8 * i));
 }
 
 static void test_corruption(void)
@@ -244,10 +234,8 @@ static void test_corruption(void)
         spill(bad_path, buf, bytes);
         int status = read_all(bad_path, &good);
         CHECK_TRUE(status != 0);
-        if (status != 0 && good == 0 && status != HORA_OK)
-            open_failures++;
-        if (good == count - 1)
-            record_failures++;
+        if (status != 0 && good == 0 && status != HORA_OK) open_failures++;
+        if (good == count - 1) record_failures++;
         CHECK_TRUE(good == 0 || good == count - 1);
     }
     CHECK_TRUE(open_failures > 0 && record_failures > 0);
@@ -306,8 +294,7 @@ static void test_corruption(void)
         memcpy(buf, orig, bytes);
         put64(buf + 16, counts[k]);
         uint32_t crc = tr_crc32c(0, buf, 32);
-        for (int i = 0; i < 4; i++)
-            buf[32 + i] = (uint8_t)(crc >> (8 * i));
+        for (int i = 0; i < 4; i++) buf[32 + i] = (uint8_t)(crc >> (8 * i));
         spill(bad_path, buf, bytes);
         CHECK_TRUE(tr_record_reader_open(bad_path, &r) == TR_ERR_CORRUPT);
     }
@@ -358,9 +345,17 @@ static void test_shared_error(void)
     CHECK_TRUE(strcmp(status_message(), want) == 0);
     status_set(TR_ERR_CORRUPT, "%s", status_message()); /* copying a message onto itself */
     CHECK_TRUE(strcmp(status_message(), want) == 0);
-    status_at(HORA_ERR_CORRUPT, (status_where_t){.file = "f.hckpt", .section = "params", .tensor = "fc.bias",
-              .offset = 64, .has_offset = 1, .rank = 3, .has_rank = 1}, "CRC32C %d", 5);
-    CHECK_TRUE(strcmp(status_message(), "rank 3: f.hckpt: section 'params': tensor 'fc.bias': offset 64: CRC32C 5") == 0);
+    status_at(HORA_ERR_CORRUPT,
+              (status_where_t){.file = "f.hckpt",
+                               .section = "params",
+                               .tensor = "fc.bias",
+                               .offset = 64,
+                               .has_offset = 1,
+                               .rank = 3,
+                               .has_rank = 1},
+              "CRC32C %d", 5);
+    CHECK_TRUE(strcmp(status_message(), "rank 3: f.hckpt: section 'params': tensor 'fc.bias': offset 64: CRC32C 5") ==
+               0);
     status_at(HORA_ERR_CORRUPT, STATUS_SECTION_AT("f.hckpt", "model", 0), "x");
     CHECK_TRUE(strcmp(status_message(), "f.hckpt: section 'model': offset 0: x") == 0);
     status_at(HORA_ERR_CORRUPT, STATUS_FILE("f.hckpt"), "y");
@@ -370,8 +365,7 @@ static void test_shared_error(void)
     memset(long_path, 'p', sizeof(long_path) - 1);
     long_path[sizeof(long_path) - 1] = '\0';
     CHECK_TRUE(status_at(HORA_ERR_SYSTEM, STATUS_FILE_AT(long_path, 7), "x") == HORA_ERR_SYSTEM);
-    CHECK_TRUE(strlen(status_message()) < sizeof(long_path) - 1 &&
-          strncmp(status_message(), "ppp", 3) == 0);
+    CHECK_TRUE(strlen(status_message()) < sizeof(long_path) - 1 && strncmp(status_message(), "ppp", 3) == 0);
     printf("  shared message -> %s\n", want);
     printf("shared error message ok\n");
 }
@@ -397,8 +391,7 @@ static void check_mk_shards(const char *prefix)
         CHECK_TRUE(tr_record_shard_name(prefix, s, 3, path, sizeof(path)) == HORA_OK);
         tr_record_reader_t *r = NULL;
         CHECK_TRUE(tr_record_reader_open(path, &r) == HORA_OK);
-        if (!r)
-            continue;
+        if (!r) continue;
         CHECK_TRUE(tr_record_reader_count(r) == (n - s + 2) / 3);
         tr_record_t rec = {0};
         for (uint64_t j = 0; j < tr_record_reader_count(r); j++) {
@@ -407,8 +400,7 @@ static void check_mk_shards(const char *prefix)
             CHECK_TRUE(rec.label == (int32_t)(i % 4) && rec.kind == TR_PAYLOAD_KIND_RAW_U8);
             CHECK_TRUE(rec.height == rows && rec.width == cols && rec.channels == 1);
             int same = rec.payload_bytes == rows * cols;
-            for (uint32_t k = 0; same && k < rows * cols; k++)
-                same = rec.payload[k] == (uint8_t)((i * 17 + k) & 0xff);
+            for (uint32_t k = 0; same && k < rows * cols; k++) same = rec.payload[k] == (uint8_t)((i * 17 + k) & 0xff);
             CHECK_TRUE(same);
         }
         tr_record_free(&rec);
@@ -418,13 +410,12 @@ static void check_mk_shards(const char *prefix)
 
 /* hora-mkrecord into prefix whose folder cannot be made: exit 1, a message
  * naming want_in_message, and no shard. */
-static void check_mk_fails(const char *images, const char *labels, const char *prefix,
-                           const char *want_in_message)
+static void check_mk_fails(const char *images, const char *labels, const char *prefix, const char *want_in_message)
 {
     char cmd[4096], err_path[600], shard[700];
     snprintf(err_path, sizeof(err_path), "%s/mkdir-err.txt", dir);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null 2>%s",
-             HORA_MKRECORD, images, labels, prefix, err_path);
+    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null 2>%s", HORA_MKRECORD, images, labels,
+             prefix, err_path);
     int rc = system(cmd);
     CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
     char *message = test_read_file(err_path, NULL);
@@ -454,18 +445,15 @@ static void test_mkrecord(void)
     be32(fl, 0x801);
     be32(fl, n);
     for (uint32_t i = 0; i < n; i++) {
-        for (uint32_t k = 0; k < rows * cols; k++)
-            fputc((int)((i * 17 + k) & 0xff), fi);
+        for (uint32_t k = 0; k < rows * cols; k++) fputc((int)((i * 17 + k) & 0xff), fi);
         fputc((int)(i % 4), fl);
     }
     fclose(fi);
     fclose(fl);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
-             images, labels, prefix);
+    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, prefix);
     CHECK_TRUE(system(cmd) == 0);
     check_mk_shards(prefix);
-    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD,
-             prefix);
+    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD, prefix);
     CHECK_TRUE(system(cmd) == 0);
     /* Corrupt one payload byte of shard 1: --verify exits 1. */
     char path[600];
@@ -476,8 +464,7 @@ static void test_mkrecord(void)
     fseek(f, TR_RECORD_SHARD_HEADER_BYTES + TR_RECORD_HEADER_BYTES + 3, SEEK_SET);
     fputc(c ^ 0x10, f);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null 2>&1",
-             HORA_MKRECORD, prefix);
+    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null 2>&1", HORA_MKRECORD, prefix);
     int rc = system(cmd);
     CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
     printf("hora-mkrecord idx round trip and --verify ok\n");
@@ -486,8 +473,7 @@ static void test_mkrecord(void)
      * (also through "//"); the same shards land there. */
     char nested[600], classes[700];
     snprintf(nested, sizeof(nested), "%s/out/new//deeper/fm", dir);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD,
-             images, labels, nested);
+    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, nested);
     CHECK_TRUE(system(cmd) == 0);
     check_mk_shards(nested);
     snprintf(classes, sizeof(classes), "%s.classes", nested);
@@ -534,8 +520,7 @@ int main(void)
     test_mkrecord();
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
     printf("test_record: %d checks, %d failures -> %s\n", checks, failures, failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
 }

@@ -28,16 +28,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (fuzz_fd < 0) {
         fuzz_fd = memfd_create("fuzz_record", 0);
-        if (fuzz_fd < 0)
-            abort();
+        if (fuzz_fd < 0) abort();
         snprintf(fuzz_path, sizeof(fuzz_path), "/proc/self/fd/%d", fuzz_fd);
     }
-    if (ftruncate(fuzz_fd, 0) != 0 || (size > 0 && pwrite(fuzz_fd, data, size, 0) != (ssize_t)size))
-        abort();
+    if (ftruncate(fuzz_fd, 0) != 0 || (size > 0 && pwrite(fuzz_fd, data, size, 0) != (ssize_t)size)) abort();
     tr_record_reader_t *reader;
     if (tr_record_reader_open(fuzz_path, &reader) != HORA_OK) {
-        if (status_message()[0] == '\0')
-            abort(); /* a failure must say why */
+        if (status_message()[0] == '\0') abort(); /* a failure must say why */
         return 0;
     }
     tr_record_t rec = {0}, header = {0};
@@ -46,13 +43,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         hora_status_t head_status = tr_record_read_header(reader, i, &header);
         hora_status_t status = tr_record_read(reader, i, &rec);
         if (status == HORA_OK) {
-            if (head_status != HORA_OK || header.payload_bytes != rec.payload_bytes ||
-                header.kind != rec.kind || header.label != rec.label)
+            if (head_status != HORA_OK || header.payload_bytes != rec.payload_bytes || header.kind != rec.kind ||
+                header.label != rec.label)
                 abort();
             /* touch every payload byte: ASan catches a short buffer */
             volatile uint8_t sum = 0;
-            for (uint64_t k = 0; k < rec.payload_bytes; k++)
-                sum ^= rec.payload[k];
+            for (uint64_t k = 0; k < rec.payload_bytes; k++) sum ^= rec.payload[k];
             (void)sum;
         }
     }

@@ -12,8 +12,7 @@ int golden_failures;
 static int read_u32(FILE *f, uint32_t *v)
 {
     unsigned char b[4];
-    if (fread(b, 1, 4, f) != 4)
-        return -1;
+    if (fread(b, 1, 4, f) != 4) return -1;
     *v = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return 0;
 }
@@ -27,8 +26,8 @@ int golden_load(const char *path, golden_t *g)
     }
     char magic[8];
     uint32_t version, count;
-    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "HORAGLD1", 8) || read_u32(f, &version) ||
-        version != 1 || read_u32(f, &count) || count > 100000) {
+    if (fread(magic, 1, 8, f) != 8 || memcmp(magic, "HORAGLD1", 8) || read_u32(f, &version) || version != 1 ||
+        read_u32(f, &count) || count > 100000) {
         fprintf(stderr, "%s: not a version-1 golden file\n", path);
         fclose(f);
         return -1;
@@ -38,20 +37,17 @@ int golden_load(const char *path, golden_t *g)
     for (uint32_t i = 0; i < count; i++) {
         entry_t *e = &g->e[i];
         uint32_t nb;
-        if (read_u32(f, &nb) || nb >= sizeof(e->name) || fread(e->name, 1, nb, f) != nb ||
-            read_u32(f, &e->dtype) || e->dtype > 1 || read_u32(f, &e->ndim) || e->ndim > 8)
+        if (read_u32(f, &nb) || nb >= sizeof(e->name) || fread(e->name, 1, nb, f) != nb || read_u32(f, &e->dtype) ||
+            e->dtype > 1 || read_u32(f, &e->ndim) || e->ndim > 8)
             goto bad;
         e->count = 1;
         for (uint32_t k = 0; k < e->ndim; k++) {
-            if (read_u32(f, &e->dims[k]))
-                goto bad;
+            if (read_u32(f, &e->dims[k])) goto bad;
             e->count *= e->dims[k];
         }
-        if (e->count > (1u << 26))
-            goto bad;
+        if (e->count > (1u << 26)) goto bad;
         e->data = malloc(e->count * 4 + 4);
-        if (fread(e->data, 4, e->count, f) != e->count)
-            goto bad;
+        if (fread(e->data, 4, e->count, f) != e->count) goto bad;
     }
     fclose(f);
     return 0;
@@ -63,16 +59,14 @@ bad:
 
 void golden_free(golden_t *g)
 {
-    for (int i = 0; i < g->n; i++)
-        free(g->e[i].data);
+    for (int i = 0; i < g->n; i++) free(g->e[i].data);
     free(g->e);
 }
 
 const entry_t *golden_find(const golden_t *g, const char *name)
 {
     for (int i = 0; i < g->n; i++)
-        if (strcmp(g->e[i].name, name) == 0)
-            return &g->e[i];
+        if (strcmp(g->e[i].name, name) == 0) return &g->e[i];
     return NULL;
 }
 
@@ -81,8 +75,7 @@ const entry_t *golden_nth(const golden_t *g, const char *prefix, int index)
 {
     size_t pl = strlen(prefix);
     for (int i = 0; i < g->n; i++)
-        if (strncmp(g->e[i].name, prefix, pl) == 0 && index-- == 0)
-            return &g->e[i];
+        if (strncmp(g->e[i].name, prefix, pl) == 0 && index-- == 0) return &g->e[i];
     return NULL;
 }
 
@@ -99,8 +92,7 @@ int golden_spec(const entry_t *meta, const entry_t *hyper, tr_model_spec_t *spec
     spec->classes = mi[6];
     spec->base_width = mi[7];
     spec->stage_count = mi[8];
-    for (int i = 0; i < spec->stage_count && i < TR_MODEL_MAX_STAGES; i++)
-        spec->blocks[i] = mi[9 + i];
+    for (int i = 0; i < spec->stage_count && i < TR_MODEL_MAX_STAGES; i++) spec->blocks[i] = mi[9 + i];
     spec->bn_epsilon = hp[4];
     spec->bn_momentum = hp[5];
     return mi[2];
@@ -118,8 +110,8 @@ int golden_params_upload(const golden_t *g, tr_model_t *model)
         tr_tensor_t value = p->value;
         if (!e || e->count != p->count || (int)e->ndim != p->ndim ||
             backend->ops->upload(backend, &value, e->data) != HORA_OK) {
-            fprintf(stderr, "parameter %d (%s): golden has %s with %zu values\n", i, p->name,
-                    e ? e->name : "nothing", e ? e->count : 0);
+            fprintf(stderr, "parameter %d (%s): golden has %s with %zu values\n", i, p->name, e ? e->name : "nothing",
+                    e ? e->count : 0);
             return -1;
         }
     }

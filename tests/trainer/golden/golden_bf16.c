@@ -115,10 +115,7 @@
  */
 #define GOLDEN_BF16_ISA dnnl_cpu_isa_avx512_core_bf16
 
-static int emulated_enforced(void)
-{
-    return dnnl_get_effective_cpu_isa() == GOLDEN_BF16_ISA;
-}
+static int emulated_enforced(void) { return dnnl_get_effective_cpu_isa() == GOLDEN_BF16_ISA; }
 typedef enum {
     MIXED_LOGITS = 0, /* train-mode logits of step 1 */
     MIXED_LOSS,       /* step 1's loss */
@@ -136,14 +133,10 @@ static const struct {
     const char *name;
     double bound_autocast, cap, bound_emulated; /* cap 0: none */
 } mixed_groups[MIXED_GROUP_COUNT] = {
-    [MIXED_LOGITS] = {"logits", 1e-2, 1.0, 2e-3},
-    [MIXED_LOSS] = {"loss", 1e-3, 0.0, 2e-4},
-    [MIXED_GRAD_CONV] = {"grad conv", 4e-2, 0.25, 2e-3},
-    [MIXED_GRAD_BN] = {"grad bn", 4e-2, 0.25, 2e-3},
-    [MIXED_GRAD_FC] = {"grad fc", 1e-2, 1.0, 2e-3},
-    [MIXED_UPDATE1] = {"update step 1", 4e-2, 0.25, 2e-3},
-    [MIXED_UPDATE] = {"update", 0.6, 1.5, 5e-3},
-    [MIXED_STATS] = {"running stats", 2e-2, 1.5, 5e-3},
+    [MIXED_LOGITS] = {"logits", 1e-2, 1.0, 2e-3},        [MIXED_LOSS] = {"loss", 1e-3, 0.0, 2e-4},
+    [MIXED_GRAD_CONV] = {"grad conv", 4e-2, 0.25, 2e-3}, [MIXED_GRAD_BN] = {"grad bn", 4e-2, 0.25, 2e-3},
+    [MIXED_GRAD_FC] = {"grad fc", 1e-2, 1.0, 2e-3},      [MIXED_UPDATE1] = {"update step 1", 4e-2, 0.25, 2e-3},
+    [MIXED_UPDATE] = {"update", 0.6, 1.5, 5e-3},         [MIXED_STATS] = {"running stats", 2e-2, 1.5, 5e-3},
     [MIXED_EVAL] = {"logits eval", 4e-2, 1.5, 5e-3},
 };
 
@@ -162,8 +155,7 @@ static double norm_err(const float *a, const float *b, size_t n)
 {
     double d = 0, ref = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!isfinite(a[i]) || !isfinite(b[i]))
-            return INFINITY;
+        if (!isfinite(a[i]) || !isfinite(b[i])) return INFINITY;
         d = fmax(d, fabs((double)a[i] - b[i]));
         ref = fmax(ref, fabs((double)b[i]));
     }
@@ -176,22 +168,18 @@ static void compare_mixed(mixed_group_t group, const char *what, const float *go
                           size_t n)
 {
     double e[REF_COUNT + 1], max_ref = 0;
-    for (int r = 0; r < REF_COUNT; r++)
-        e[r] = norm_err(got, ref[r], n);
+    for (int r = 0; r < REF_COUNT; r++) e[r] = norm_err(got, ref[r], n);
     e[REF_COUNT] = norm_err(ref[REF_AUTOCAST], ref[REF_F32], n);
-    for (size_t i = 0; i < n; i++)
-        max_ref = fmax(max_ref, fabs((double)ref[REF_AUTOCAST][i]));
+    for (size_t i = 0; i < n; i++) max_ref = fmax(max_ref, fabs((double)ref[REF_AUTOCAST][i]));
     int bad_autocast = !(e[REF_AUTOCAST] <= mixed_groups[group].bound_autocast),
         bad_emulated = !(e[REF_EMULATED] <= mixed_groups[group].bound_emulated),
         bad = bad_autocast || (bad_emulated && emulated_enforced());
     mixed_failed[REF_AUTOCAST] += bad_autocast;
     mixed_failed[REF_EMULATED] += bad_emulated;
-    printf("  %-44s n=%-5zu max|ref| %.2e  autocast %.2e  emulated %.2e  f32 %.2e  (autocast vs f32 %.2e)  %s\n",
-           what, n, max_ref, e[REF_AUTOCAST], e[REF_EMULATED], e[REF_F32], e[REF_COUNT], bad ? "FAIL" : "ok");
-    for (int k = 0; k <= REF_COUNT; k++)
-        mixed_worst[group][k] = fmax(mixed_worst[group][k], e[k]);
-    if (bad)
-        golden_failures++;
+    printf("  %-44s n=%-5zu max|ref| %.2e  autocast %.2e  emulated %.2e  f32 %.2e  (autocast vs f32 %.2e)  %s\n", what,
+           n, max_ref, e[REF_AUTOCAST], e[REF_EMULATED], e[REF_F32], e[REF_COUNT], bad ? "FAIL" : "ok");
+    for (int k = 0; k <= REF_COUNT; k++) mixed_worst[group][k] = fmax(mixed_worst[group][k], e[k]);
+    if (bad) golden_failures++;
 }
 
 /* The groups' worst errors, and the caps against autocast's own error. */
@@ -229,16 +217,13 @@ static void mixed_summary(void)
 static hora_status_t download_f32(tr_backend_t *backend, const tr_tensor_t *t, float *host)
 {
     const struct tr_backend_ops *ops = backend->ops;
-    if (t->dtype == TR_DTYPE_F32)
-        return ops->download(backend, t, host);
+    if (t->dtype == TR_DTYPE_F32) return ops->download(backend, t, host);
     void *buf;
     hora_status_t status = ops->buffer_alloc(backend, tr_tensor_count(t) * sizeof(float), &buf);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     tr_tensor_t f = tr_tensor_plain(buf, TR_DTYPE_F32, ops->memory, t->ndim, (const int[]){t->n, t->c, t->h, t->w});
     status = ops->cast(backend, t, &f);
-    if (status == HORA_OK)
-        status = ops->download(backend, &f, host);
+    if (status == HORA_OK) status = ops->download(backend, &f, host);
     ops->buffer_free(backend, buf);
     return status;
 }
@@ -261,10 +246,8 @@ static void check_compute_copy(tr_model_t *model)
              ops->download(backend, lp, got) == HORA_OK && memcmp(want, got, bytes) == 0;
     }
     printf("  %-44s %s\n", "params_lp = bf16(params) after the steps", ok ? "ok" : "FAIL");
-    if (!ok)
-        golden_failures++;
-    if (buf)
-        ops->buffer_free(backend, buf);
+    if (!ok) golden_failures++;
+    if (buf) ops->buffer_free(backend, buf);
     free(want);
     free(got);
 }
@@ -285,8 +268,7 @@ static void compare_updates(const golden_t *g, tr_model_t *model, int step, mixe
         float *ref[REF_COUNT];
         char name[96], what[96];
         snprintf(name, sizeof(name), "param_after%d/%s", step, p->name);
-        if (!e0 || mixed_refs(g, name, p->count, ref))
-            continue;
+        if (!e0 || mixed_refs(g, name, p->count, ref)) continue;
         if (backend->ops->download(backend, &p->value, host) != HORA_OK) {
             golden_failures++;
             continue;
@@ -294,8 +276,7 @@ static void compare_updates(const golden_t *g, tr_model_t *model, int step, mixe
         const float *init = e0->data;
         for (size_t k = 0; k < p->count; k++) {
             delta[REF_COUNT][k] = host[k] - init[k];
-            for (int r = 0; r < REF_COUNT; r++)
-                delta[r][k] = ref[r][k] - init[k];
+            for (int r = 0; r < REF_COUNT; r++) delta[r][k] = ref[r][k] - init[k];
         }
         snprintf(what, sizeof(what), "update%s %s", step == 1 ? " step 1" : "", p->name);
         compare_mixed(group, what, delta[REF_COUNT], delta, p->count);
@@ -368,8 +349,7 @@ int run_mixed(const char *path, const golden_t *g)
     const int np = tr_model_param_count(model);
     const size_t classes = (size_t)spec.classes, pcount = tr_tensor_count(tr_model_arena(model, TR_ARENA_PARAMS));
     host = malloc((pcount + n * classes + 1) * sizeof(float));
-    for (int k = 0; k <= REF_COUNT; k++)
-        delta[k] = malloc((pcount + 1) * sizeof(float));
+    for (int k = 0; k <= REF_COUNT; k++) delta[k] = malloc((pcount + 1) * sizeof(float));
     if (!host || !delta[0] || !delta[1] || !delta[2] || !delta[3]) {
         golden_failures++;
         goto out;
@@ -377,10 +357,11 @@ int run_mixed(const char *path, const golden_t *g)
 
     /* The steps through the trainer: no loss scaling (bf16 has f32's
      * exponent range), PyTorch's SGD (weight decay on every parameter). */
-    tr_step_config_t sc = {.overlap = 0, .label_smoothing = 0,
-                           .optim = {.momentum = hp[1], .weight_decay = hp[2], .nesterov = hp[3] != 0,
-                                     .decay_bn_bias = 1},
-                           .loss_scale = {.mode = TR_LOSS_SCALE_NONE}};
+    tr_step_config_t sc = {
+        .overlap = 0,
+        .label_smoothing = 0,
+        .optim = {.momentum = hp[1], .weight_decay = hp[2], .nesterov = hp[3] != 0, .decay_bn_bias = 1},
+        .loss_scale = {.mode = TR_LOSS_SCALE_NONE}};
     tr_run_state_t state = tr_run_state_begin(1);
     if (tr_trainer_init(model, &sc, &state, &trainer) != HORA_OK) {
         golden_failures++;
@@ -389,7 +370,8 @@ int run_mixed(const char *path, const golden_t *g)
     tr_tensor_t x = tr_tensor_plain(input->data, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                                     (const int[]){n, spec.in_channels, spec.height, spec.width});
     printf("%s: bf16 compute and gradients, %d steps, against PyTorch autocast bf16, autocast with hora's head\n"
-           "  and bf16 gradients (emulated), and f32; max |hora - ref| / max |ref| per tensor\n", path, steps);
+           "  and bf16 gradients (emulated), and f32; max |hora - ref| / max |ref| per tensor\n",
+           path, steps);
     float *ref[REF_COUNT];
     for (int s = 0; s < steps; s++) {
         float l = NAN;
@@ -399,8 +381,7 @@ int run_mixed(const char *path, const golden_t *g)
             golden_failures++;
             goto out;
         }
-        if (s > 0)
-            continue;
+        if (s > 0) continue;
         /* Step 1's forward and backward ran on the initial weights; the
          * optimizer left the logits and the grads arena as they were. */
         if (tr_model_logits(model, host) != HORA_OK) {
@@ -409,21 +390,19 @@ int run_mixed(const char *path, const golden_t *g)
         }
         if (mixed_refs(g, "logits", n * classes, ref) == 0)
             compare_mixed(MIXED_LOGITS, "logits (train mode, step 1)", host, ref, n * classes);
-        if (mixed_refs(g, "loss", 1, ref) == 0)
-            compare_mixed(MIXED_LOSS, "loss (step 1)", &l, ref, 1);
+        if (mixed_refs(g, "loss", 1, ref) == 0) compare_mixed(MIXED_LOSS, "loss (step 1)", &l, ref, 1);
         for (int i = 0; i < np; i++) {
             const tr_param_t *p = tr_model_param(model, i);
             char name[96], what[96];
             snprintf(name, sizeof(name), "grad/%s", p->name);
-            if (mixed_refs(g, name, p->count, ref))
-                continue;
+            if (mixed_refs(g, name, p->count, ref)) continue;
             if (download_f32(backend, &p->grad, host) != HORA_OK) {
                 golden_failures++;
                 continue;
             }
-            mixed_group_t group = p->kind == TR_PARAM_CONV_WEIGHT                                  ? MIXED_GRAD_CONV
+            mixed_group_t group = p->kind == TR_PARAM_CONV_WEIGHT                               ? MIXED_GRAD_CONV
                                   : p->kind == TR_PARAM_BN_GAMMA || p->kind == TR_PARAM_BN_BETA ? MIXED_GRAD_BN
-                                                                                                  : MIXED_GRAD_FC;
+                                                                                                : MIXED_GRAD_FC;
             snprintf(what, sizeof(what), "grad %s", p->name);
             compare_mixed(group, what, host, ref, p->count);
         }
@@ -441,8 +420,7 @@ int run_mixed(const char *path, const golden_t *g)
         for (int v = 0; v < 2; v++) {
             char name[128], what[96];
             snprintf(name, sizeof(name), "buffer_after%d/%s.running_%s", steps, b->name, v ? "var" : "mean");
-            if (mixed_refs(g, name, b->channels, ref))
-                continue;
+            if (mixed_refs(g, name, b->channels, ref)) continue;
             if (ops->download(backend, v ? &b->var : &b->mean, host) != HORA_OK) {
                 golden_failures++;
                 continue;
@@ -450,8 +428,7 @@ int run_mixed(const char *path, const golden_t *g)
             const double base = v ? keep : 0.0;
             for (int c = 0; c < b->channels; c++) {
                 delta[REF_COUNT][c] = (float)(host[c] - base);
-                for (int r = 0; r < REF_COUNT; r++)
-                    delta[r][c] = (float)(ref[r][c] - base);
+                for (int r = 0; r < REF_COUNT; r++) delta[r][c] = (float)(ref[r][c] - base);
             }
             snprintf(what, sizeof(what), "running %s %s", v ? "var" : "mean", b->name);
             compare_mixed(MIXED_STATS, what, delta[REF_COUNT], delta, b->channels);
@@ -466,8 +443,7 @@ int run_mixed(const char *path, const golden_t *g)
 out:
     tr_trainer_free(trainer);
     free(host);
-    for (int k = 0; k <= REF_COUNT; k++)
-        free(delta[k]);
+    for (int k = 0; k <= REF_COUNT; k++) free(delta[k]);
     tr_model_free(model);
     ops->free(backend);
     return 0;

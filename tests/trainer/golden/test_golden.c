@@ -27,27 +27,21 @@
 #include "train.h"
 
 /* |a - b| <= atol + rtol |b| everywhere; prints the worst errors. */
-static void compare(const char *what, const float *got, const float *want, size_t n, double atol,
-                    double rtol)
+static void compare(const char *what, const float *got, const float *want, size_t n, double atol, double rtol)
 {
     double max_abs = 0, max_rel = 0, max_ref = 0;
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
         double ref = fabs((double)want[i]);
-        if (!(d <= atol + rtol * ref))
-            bad++;
-        if (!(d <= max_abs))
-            max_abs = isnan(d) ? INFINITY : d;
-        if (ref > 1e-6 && d / ref > max_rel)
-            max_rel = d / ref;
-        if (ref > max_ref)
-            max_ref = ref;
+        if (!(d <= atol + rtol * ref)) bad++;
+        if (!(d <= max_abs)) max_abs = isnan(d) ? INFINITY : d;
+        if (ref > 1e-6 && d / ref > max_rel) max_rel = d / ref;
+        if (ref > max_ref) max_ref = ref;
     }
-    printf("  %-44s n=%-6zu max|ref| %.3e  max abs err %.3e  max rel err %.3e  %s\n", what, n, max_ref,
-           max_abs, max_rel, bad ? "FAIL" : "ok");
-    if (bad)
-        golden_failures++;
+    printf("  %-44s n=%-6zu max|ref| %.3e  max abs err %.3e  max rel err %.3e  %s\n", what, n, max_ref, max_abs,
+           max_rel, bad ? "FAIL" : "ok");
+    if (bad) golden_failures++;
 }
 
 /* The loss of host logits with label smoothing, through the backend's op:
@@ -60,24 +54,19 @@ static hora_status_t smoothed_loss(tr_backend_t *backend, const float *logits, c
     const size_t bytes[4] = {(size_t)n * k * sizeof(float), (size_t)n * sizeof(int32_t), sizeof(float),
                              (size_t)n * k * sizeof(float)};
     hora_status_t status = HORA_OK;
-    for (int i = 0; i < 4 && status == HORA_OK; i++)
-        status = ops->buffer_alloc(backend, bytes[i], &buf[i]);
+    for (int i = 0; i < 4 && status == HORA_OK; i++) status = ops->buffer_alloc(backend, bytes[i], &buf[i]);
     if (status == HORA_OK) {
         tr_tensor_t lt = tr_tensor_plain(buf[0], TR_DTYPE_F32, ops->memory, 2, (const int[]){n, k});
         tr_tensor_t yt = tr_tensor_plain(buf[1], TR_DTYPE_I32, ops->memory, 1, (const int[]){n});
         tr_tensor_t st = tr_tensor_plain(buf[2], TR_DTYPE_F32, ops->memory, 1, (const int[]){1});
         tr_tensor_t dt = tr_tensor_plain(buf[3], TR_DTYPE_F32, ops->memory, 2, (const int[]){n, k});
         status = ops->upload(backend, &lt, logits);
-        if (status == HORA_OK)
-            status = ops->upload(backend, &yt, labels);
-        if (status == HORA_OK)
-            status = ops->softmax_xent(backend, &lt, &yt, smoothing, 1.0f, &st, &dt);
-        if (status == HORA_OK)
-            status = ops->download(backend, &st, loss);
+        if (status == HORA_OK) status = ops->upload(backend, &yt, labels);
+        if (status == HORA_OK) status = ops->softmax_xent(backend, &lt, &yt, smoothing, 1.0f, &st, &dt);
+        if (status == HORA_OK) status = ops->download(backend, &st, loss);
     }
     for (int i = 0; i < 4; i++)
-        if (buf[i])
-            ops->buffer_free(backend, buf[i]);
+        if (buf[i]) ops->buffer_free(backend, buf[i]);
     return status;
 }
 
@@ -120,8 +109,7 @@ static void eval_any_batch(tr_model_t *model, const tr_tensor_t *x, const float 
 static int run_file(const char *path)
 {
     golden_t g = {0};
-    if (golden_load(path, &g))
-        return -1;
+    if (golden_load(path, &g)) return -1;
     if (golden_find(&g, "mixed")) {
         int rc = run_mixed(path, &g);
         golden_free(&g);
@@ -129,8 +117,9 @@ static int run_file(const char *path)
     }
     printf("%s\n", path);
     const entry_t *meta = golden_find(&g, "meta"), *hyper = golden_find(&g, "hyper"), *input = golden_find(&g, "input"),
-                  *labels = golden_find(&g, "labels"), *logits = golden_find(&g, "logits"), *loss = golden_find(&g, "loss"),
-                  *loss_s = golden_find(&g, "loss_smooth"), *logits_eval = golden_find(&g, "logits_eval");
+                  *labels = golden_find(&g, "labels"), *logits = golden_find(&g, "logits"),
+                  *loss = golden_find(&g, "loss"), *loss_s = golden_find(&g, "loss_smooth"),
+                  *logits_eval = golden_find(&g, "logits_eval");
     if (!meta || !hyper || !input || !labels || !logits || !loss || !loss_s || !logits_eval || meta->count < 10) {
         fprintf(stderr, "%s: missing entries\n", path);
         golden_free(&g);
@@ -176,8 +165,7 @@ static int run_file(const char *path)
     }
     compare("logits (train mode)", host, logits->data, logits->count, 1e-4, 1e-4);
     float l_smooth;
-    if (smoothed_loss(backend, host, labels->data, n, spec.classes, hp[6], &l_smooth) != HORA_OK)
-        golden_failures++;
+    if (smoothed_loss(backend, host, labels->data, n, spec.classes, hp[6], &l_smooth) != HORA_OK) golden_failures++;
     compare("loss, label smoothing 0.1", &l_smooth, loss_s->data, 1, 1e-5, 1e-5);
     float l;
     if (tr_model_backward(model, labels->data, 0.0f, 1.0f, NULL, NULL, &l) != HORA_OK) {
@@ -193,18 +181,17 @@ static int run_file(const char *path)
          * zero; scale atol by the tensor's magnitude. */
         const entry_t *e = golden_nth(&g, "grad/", i);
         double mag = 0;
-        for (size_t k = 0; k < e->count; k++)
-            mag = fmax(mag, fabs(((float *)e->data)[k]));
-        if (ops->download(backend, &p->grad, host) != HORA_OK)
-            golden_failures++;
+        for (size_t k = 0; k < e->count; k++) mag = fmax(mag, fabs(((float *)e->data)[k]));
+        if (ops->download(backend, &p->grad, host) != HORA_OK) golden_failures++;
         compare(what, host, e->data, p->count, 1e-4 * mag + 1e-7, 1e-3);
     }
 
     /* Two Nesterov SGD steps on the same batch (PyTorch: weight decay on
      * every parameter). */
-    tr_step_config_t sc = {.overlap = 0, .label_smoothing = 0,
-                           .optim = {.momentum = hp[1], .weight_decay = hp[2], .nesterov = hp[3] != 0,
-                                     .decay_bn_bias = 1}};
+    tr_step_config_t sc = {
+        .overlap = 0,
+        .label_smoothing = 0,
+        .optim = {.momentum = hp[1], .weight_decay = hp[2], .nesterov = hp[3] != 0, .decay_bn_bias = 1}};
     tr_run_state_t state = tr_run_state_begin(1);
     tr_trainer_t *trainer;
     if (tr_trainer_init(model, &sc, &state, &trainer) != HORA_OK) {
@@ -224,20 +211,19 @@ static int run_file(const char *path)
             golden_failures++;
     }
     for (int s = 0; s < 2; s++)
-        if (tr_trainer_step(trainer, &x, labels->data, hp[0], &l, NULL) != HORA_OK)
-            golden_failures++;
+        if (tr_trainer_step(trainer, &x, labels->data, hp[0], &l, NULL) != HORA_OK) golden_failures++;
     tr_trainer_free(trainer);
     for (int i = 0; i < np; i++) {
         const tr_param_t *p = tr_model_param(model, i);
         char what[96];
         snprintf(what, sizeof(what), "after 2 steps %s", p->name);
-        if (ops->download(backend, &p->value, host) != HORA_OK)
-            golden_failures++;
+        if (ops->download(backend, &p->value, host) != HORA_OK) golden_failures++;
         compare(what, host, golden_nth(&g, "param_after2/", i)->data, p->count, 1e-5, 1e-4);
     }
     for (int i = 0; i < tr_model_bn_count(model); i++) {
         const tr_bn_stats_t *b = tr_model_bn(model, i);
-        const entry_t *mean = golden_nth(&g, "buffer_after2/", 2 * i), *var = golden_nth(&g, "buffer_after2/", 2 * i + 1);
+        const entry_t *mean = golden_nth(&g, "buffer_after2/", 2 * i),
+                      *var = golden_nth(&g, "buffer_after2/", 2 * i + 1);
         char what[96];
         if (!mean || !var || (int)mean->count != b->channels) {
             fprintf(stderr, "running statistics of %s missing\n", b->name);
@@ -272,8 +258,7 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int i = 1; i < argc; i++)
-        if (run_file(argv[i]) != 0)
-            golden_failures++;
+        if (run_file(argv[i]) != 0) golden_failures++;
     printf("%s: %d failure(s)\n", golden_failures ? "FAIL" : "PASS", golden_failures);
     return golden_failures ? 1 : 0;
 }

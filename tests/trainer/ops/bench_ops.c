@@ -45,15 +45,23 @@ static void die(const char *what, hora_status_t status)
     exit(1);
 }
 
-#define RUN(call)                                                                        \
-    do {                                                                                 \
-        hora_status_t status_ = (call);                                                  \
-        if (status_ != HORA_OK) die(#call, status_);                                     \
+#define RUN(call)                                    \
+    do {                                             \
+        hora_status_t status_ = (call);              \
+        if (status_ != HORA_OK) die(#call, status_); \
     } while (0)
 
 /* What one timed op needs: the op is a switch on kind over these fields. */
-typedef enum { OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_WEIGHTS, OP_BN_FWD, OP_BN_BWD, OP_ADD_RELU,
-               OP_POOL_FWD, OP_POOL_BWD } op_kind_t;
+typedef enum {
+    OP_CONV_FWD,
+    OP_CONV_BWD_DATA,
+    OP_CONV_BWD_WEIGHTS,
+    OP_BN_FWD,
+    OP_BN_BWD,
+    OP_ADD_RELU,
+    OP_POOL_FWD,
+    OP_POOL_BWD
+} op_kind_t;
 
 typedef struct {
     op_kind_t kind;
@@ -80,8 +88,7 @@ static void op_run(const op_t *o)
 static double op_time(const op_t *o)
 {
     double *t = malloc(iters * sizeof(double));
-    for (int i = 0; i < 3; i++)
-        op_run(o);
+    for (int i = 0; i < 3; i++) op_run(o);
     for (int i = 0; i < iters; i++) {
         double start = now_ms();
         op_run(o);
@@ -96,8 +103,7 @@ static double op_time(const op_t *o)
 static float *filled(size_t count, float v)
 {
     float *a = malloc(count * sizeof(float));
-    for (size_t i = 0; i < count; i++)
-        a[i] = v * (float)((i * 7919) % 13 - 6) / 6.0f;
+    for (size_t i = 0; i < count; i++) a[i] = v * (float)((i * 7919) % 13 - 6) / 6.0f;
     return a;
 }
 
@@ -114,8 +120,8 @@ static tr_tensor_t make(int n, int c, int h, int w)
 {
     tr_tensor_t t;
     RUN(ops->tensor_alloc(be, n, c, h, w, bench_dtype, &t));
-    tr_tensor_t host = tr_tensor_plain(filled(tr_tensor_count(&t), 1.0f), TR_DTYPE_F32, TR_MEMORY_HOST, 4,
-                                       (const int[]){n, c, h, w});
+    tr_tensor_t host =
+        tr_tensor_plain(filled(tr_tensor_count(&t), 1.0f), TR_DTYPE_F32, TR_MEMORY_HOST, 4, (const int[]){n, c, h, w});
     RUN(ops->tensor_import(be, &host, &t));
     free(host.data);
     return t;
@@ -155,14 +161,13 @@ static double bench_conv(conv_shape_t s, int n, int count)
     static const op_kind_t kinds[3] = {OP_CONV_FWD, OP_CONV_BWD_DATA, OP_CONV_BWD_WEIGHTS};
     for (int i = 0; i < 3; i++) {
         o.kind = kinds[i];
-        if (i == 1)
-            op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = &w_lp});
+        if (i == 1) op_run(&(op_t){.kind = OP_CONV_FWD, .layer = layer, .x = &x, .y = &y, .w = &w_lp});
         ms[i] = op_time(&o);
     }
     printf("conv %3dx%4dx%3dx%3d -> %4d k%d s%d p%d (x%d): fwd %7.3f ms %6.1f GF/s | bwd data %7.3f ms %6.1f GF/s"
            " | bwd weights %7.3f ms %6.1f GF/s\n",
-           n, d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, d.pad, count, ms[0], gflop / ms[0] * 1e3,
-           ms[1], gflop / ms[1] * 1e3, ms[2], gflop / ms[2] * 1e3);
+           n, d.c_in, d.h_in, d.w_in, d.c_out, d.kernel, d.stride, d.pad, count, ms[0], gflop / ms[0] * 1e3, ms[1],
+           gflop / ms[1] * 1e3, ms[2], gflop / ms[2] * 1e3);
     ops->layer_free(layer);
     ops->tensor_free(be, &x);
     ops->tensor_free(be, &y);
@@ -185,10 +190,19 @@ static void bench_bn(int n, int c, int h, int w)
     tr_tensor_t x = make(n, c, h, w), y = make(n, c, h, w), dy = make(n, c, h, w), dx = make(n, c, h, w);
     tr_tensor_t gamma = param(1, &c, 1.0f), beta = param(1, &c, 0.1f), rm = param(1, &c, 0.0f);
     tr_tensor_t rv = param(1, &c, 1.0f), dgamma = param(1, &c, 0.0f), dbeta = param(1, &c, 0.0f);
-    for (int i = 0; i < c; i++)
-        ((float *)rv.data)[i] = 1.0f;
-    op_t o = {.kind = OP_BN_FWD, .layer = layer, .x = &x, .y = &y, .dy = &dy, .dx = &dx, .gamma = &gamma,
-              .beta = &beta, .rm = &rm, .rv = &rv, .dgamma = &dgamma, .dbeta = &dbeta};
+    for (int i = 0; i < c; i++) ((float *)rv.data)[i] = 1.0f;
+    op_t o = {.kind = OP_BN_FWD,
+              .layer = layer,
+              .x = &x,
+              .y = &y,
+              .dy = &dy,
+              .dx = &dx,
+              .gamma = &gamma,
+              .beta = &beta,
+              .rm = &rm,
+              .rv = &rv,
+              .dgamma = &dgamma,
+              .dbeta = &dbeta};
     double fwd = op_time(&o);
     o.kind = OP_BN_BWD;
     double bwd = op_time(&o);
@@ -203,8 +217,7 @@ static void bench_bn(int n, int c, int h, int w)
     ops->tensor_free(be, &dy);
     ops->tensor_free(be, &dx);
     tr_tensor_t *params[] = {&gamma, &beta, &rm, &rv, &dgamma, &dbeta};
-    for (int i = 0; i < 6; i++)
-        free(params[i]->data);
+    for (int i = 0; i < 6; i++) free(params[i]->data);
 }
 
 static void bench_maxpool(int n, int c, int h, int w)
@@ -253,14 +266,13 @@ static void bench_resnet20(int n)
 static void bench_resnet50(int n)
 {
     static const conv_shape_t convs[] = {
-        {3, 224, 224, 64, 7, 2, 3},   {64, 56, 56, 64, 1, 1, 0},   {64, 56, 56, 64, 3, 1, 1},
-        {64, 56, 56, 256, 1, 1, 0},   {256, 56, 56, 64, 1, 1, 0},  {256, 56, 56, 128, 1, 1, 0},
-        {128, 56, 56, 128, 3, 2, 1},  {128, 28, 28, 128, 3, 1, 1}, {256, 14, 14, 256, 3, 1, 1},
-        {512, 7, 7, 512, 3, 1, 1},    {1024, 14, 14, 2048, 1, 2, 0},
+        {3, 224, 224, 64, 7, 2, 3},  {64, 56, 56, 64, 1, 1, 0},     {64, 56, 56, 64, 3, 1, 1},
+        {64, 56, 56, 256, 1, 1, 0},  {256, 56, 56, 64, 1, 1, 0},    {256, 56, 56, 128, 1, 1, 0},
+        {128, 56, 56, 128, 3, 2, 1}, {128, 28, 28, 128, 3, 1, 1},   {256, 14, 14, 256, 3, 1, 1},
+        {512, 7, 7, 512, 3, 1, 1},   {1024, 14, 14, 2048, 1, 2, 0},
     };
     printf("== ResNet-50 224x224x3, batch %d (main shapes)\n", n);
-    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
-        bench_conv(convs[i], n, 1);
+    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++) bench_conv(convs[i], n, 1);
     bench_bn(n, 64, 112, 112);
     bench_bn(n, 256, 56, 56);
     bench_maxpool(n, 64, 112, 112);
@@ -287,17 +299,17 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "-v") == 0)
             config.verbose = 1;
         else {
-            fprintf(stderr, "usage: %s [--net resnet20|resnet50] [--threads N] [--batch N] [--iters N] "
-                            "[--block 0|1|8|16|-1] [--dtype f32|bf16] [-v]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--net resnet20|resnet50] [--threads N] [--batch N] [--iters N] "
+                    "[--block 0|1|8|16|-1] [--dtype f32|bf16] [-v]\n",
+                    argv[0]);
             return 2;
         }
     }
-    if (iters < 1)
-        iters = 1;
+    if (iters < 1) iters = 1;
     setvbuf(stdout, NULL, _IOLBF, 0);
     ops = tr_backend_find("cpu");
-    if (ops == NULL)
-        return 1;
+    if (ops == NULL) return 1;
     RUN(ops->init(&config, &be));
     printf("bench_ops: %d threads, median of %d runs\n", config.threads, iters);
     if (strcmp(net, "resnet50") == 0)

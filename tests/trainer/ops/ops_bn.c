@@ -14,8 +14,7 @@
 /* y = gamma (x - mean) / sqrt(var + eps) + beta per channel, relu if asked;
  * mean, var: the batch's (biased) when stats_in is NULL, else stats_in. */
 static void bn_ref(const tr_bn_desc_t *d, int batch, const float *x, const float *gamma, const float *beta,
-                   const float *mean_in, const float *var_in, double *mean_out, double *var_out, double *y,
-                   int relu)
+                   const float *mean_in, const float *var_in, double *mean_out, double *var_out, double *y, int relu)
 {
     size_t hw = (size_t)d->h * d->w;
     for (int c = 0; c < d->c; c++) {
@@ -68,10 +67,8 @@ void test_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     const int cdim[1] = {d.c};
 
     bn_ctx_t b = {.layer = layer};
-    if (layer == NULL)
-        STATUS_OK(ops->bn_create(be, &d, &b.layer));
-    if (b.layer == NULL)
-        return;
+    if (layer == NULL) STATUS_OK(ops->bn_create(be, &d, &b.layer));
+    if (b.layer == NULL) return;
     b.x = tensor_make(n, d.c, d.h, d.w);
     b.y = tensor_make(n, d.c, d.h, d.w);
     tr_tensor_t dy = tensor_make(n, d.c, d.h, d.w), dx = tensor_make(n, d.c, d.h, d.w);
@@ -111,14 +108,12 @@ void test_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
         }
         bn_ref(&d, n, b.x_host, b.gamma, b.beta, NULL, NULL, mean, var, y_ref, 0);
         double closest = INFINITY;
-        for (size_t i = 0; i < count; i++)
-            closest = fmin(closest, fabs(y_ref[i]));
+        for (size_t i = 0; i < count; i++) closest = fmin(closest, fabs(y_ref[i]));
         drawn = !d.fuse_relu || closest > 6e-3;
     }
     CHECK(drawn, "%s: no input found that keeps away from the relu's kink", name);
     /* The perturbed element itself moves by about eps * gamma / sigma. */
-    for (size_t i = 0; i < count; i++)
-        skip[i] = d.fuse_relu && fabs(y_ref[i]) < 0.02;
+    for (size_t i = 0; i < count; i++) skip[i] = d.fuse_relu && fabs(y_ref[i]) < 0.02;
 
     /* forward (training) and the running statistics */
     float *rm0 = malloc(d.c * sizeof(float)), *rv0 = malloc(d.c * sizeof(float));
@@ -175,15 +170,13 @@ void test_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
         tr_tensor_t dg2_t = param_nan(1, cdim), db2_t = param_nan(1, cdim);
         const float *dg2 = dg2_t.data, *db2 = db2_t.data;
         bn_loss(&b); /* y_host = relu(bn(x)) */
-        for (size_t i = 0; i < count; i++)
-            masked[i] = b.y_host[i] > 0 ? b.r[i] : 0.0f;
+        for (size_t i = 0; i < count; i++) masked[i] = b.y_host[i] > 0 ? b.r[i] : 0.0f;
         STATUS_OK(ops->bn_forward_train(plain, &b.x, &b.gamma_t, &b.beta_t, &b.rm_t, &b.rv_t, &b.y));
         tensor_put(&dy, masked);
         STATUS_OK(ops->bn_backward(plain, &b.x, &dy, &b.gamma_t, &dx, &dg2_t, &db2_t));
         tensor_get(&dx, dx2);
         double *want = malloc((count + 2 * d.c) * sizeof(double));
-        for (size_t i = 0; i < count; i++)
-            want[i] = dx2[i];
+        for (size_t i = 0; i < count; i++) want[i] = dx2[i];
         snprintf(what, sizeof(what), "%s backward = unfused on masked dy", name);
         compare(what, dx_host, want, count, 1e-5);
         for (int c = 0; c < d.c; c++) {
@@ -208,8 +201,7 @@ void test_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
           "%s: backward at batch %d after a forward at %d accepted", name, n + 1, n);
     ops->tensor_free(be, &x_other);
 
-    if (layer == NULL)
-        ops->layer_free(b.layer);
+    if (layer == NULL) ops->layer_free(b.layer);
     ops->tensor_free(be, &b.x);
     ops->tensor_free(be, &b.y);
     ops->tensor_free(be, &dy);
@@ -232,4 +224,3 @@ void test_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     free(dbeta.data);
     free(skip);
 }
-

@@ -17,24 +17,21 @@ test_rng_t ops_rng = {0x9E3779B97F4A7C15ull};
 float *rand_array(size_t count, float scale)
 {
     float *a = malloc(count * sizeof(float) + 1);
-    for (size_t i = 0; i < count; i++)
-        a[i] = rng_sym(scale);
+    for (size_t i = 0; i < count; i++) a[i] = rng_sym(scale);
     return a;
 }
 
 float *nan_array(size_t count)
 {
     float *a = malloc(count * sizeof(float) + 1);
-    for (size_t i = 0; i < count; i++)
-        a[i] = NAN;
+    for (size_t i = 0; i < count; i++) a[i] = NAN;
     return a;
 }
 
 double dot(const float *y, const float *r, size_t count)
 {
     double s = 0.0;
-    for (size_t i = 0; i < count; i++)
-        s += (double)y[i] * (double)r[i];
+    for (size_t i = 0; i < count; i++) s += (double)y[i] * (double)r[i];
     return s;
 }
 
@@ -49,8 +46,7 @@ double fd_layer_loss(void *p)
 
 void fd_layer_free(fd_layer_t *c, const tr_layer_t *layer)
 {
-    if (layer == NULL)
-        ops->layer_free(c->layer);
+    if (layer == NULL) ops->layer_free(c->layer);
     ops->tensor_free(be, &c->x);
     ops->tensor_free(be, &c->y);
     free(c->x_host);
@@ -62,8 +58,8 @@ void fd_layer_free(fd_layer_t *c, const tr_layer_t *layer)
 /* Errors of got against want; pass when max_abs <= tol * max_ref and every
  * value is finite. */
 typedef struct {
-    double max_abs; /* max |got - want| */
-    double max_ref; /* max |want| */
+    double max_abs;  /* max |got - want| */
+    double max_ref;  /* max |want| */
     long count, bad; /* elements, and NaN / non-finite results */
 } err_t;
 
@@ -75,10 +71,8 @@ static void err_add(err_t *e, double got, double want)
         return;
     }
     double d = fabs(got - want);
-    if (d > e->max_abs)
-        e->max_abs = d;
-    if (fabs(want) > e->max_ref)
-        e->max_ref = fabs(want);
+    if (d > e->max_abs) e->max_abs = d;
+    if (fabs(want) > e->max_ref) e->max_ref = fabs(want);
 }
 
 static void err_report(const char *what, const err_t *e, double tol)
@@ -87,15 +81,14 @@ static void err_report(const char *what, const err_t *e, double tol)
     int ok = e->bad == 0 && e->count > 0 && rel <= tol;
     CHECK(ok, "%s: max abs %.3g, rel %.3g > %.1g or %ld non-finite of %ld", what, e->max_abs, rel, tol, e->bad,
           e->count);
-    printf("%s %-62s max abs %9.3g  rel %9.3g  (tol %.0e, %ld values)\n", ok ? "ok  " : "FAIL", what, e->max_abs,
-           rel, tol, e->count);
+    printf("%s %-62s max abs %9.3g  rel %9.3g  (tol %.0e, %ld values)\n", ok ? "ok  " : "FAIL", what, e->max_abs, rel,
+           tol, e->count);
 }
 
 void compare(const char *what, const float *got, const double *want, size_t count, double tol)
 {
     err_t e = {0};
-    for (size_t i = 0; i < count; i++)
-        err_add(&e, got[i], want[i]);
+    for (size_t i = 0; i < count; i++) err_add(&e, got[i], want[i]);
     err_report(what, &e, tol);
 }
 
@@ -153,13 +146,11 @@ void fd_check(const char *what, float *p, size_t count, const float *analytic, d
     err_t e = {0};
     /* The scale: the largest analytic gradient over the whole tensor. */
     for (size_t i = 0; i < count; i++)
-        if (isfinite(analytic[i]) && fabs(analytic[i]) > e.max_ref)
-            e.max_ref = fabs(analytic[i]);
+        if (isfinite(analytic[i]) && fabs(analytic[i]) > e.max_ref) e.max_ref = fabs(analytic[i]);
     size_t samples = count <= 2 * FD_SAMPLES ? count : FD_SAMPLES + 2;
     for (size_t k = 0; k < samples; k++) {
         size_t i = count <= 2 * FD_SAMPLES ? k : k == 0 ? 0 : k == 1 ? count - 1 : rng_u64() % count;
-        if (skip != NULL && skip[i])
-            continue;
+        if (skip != NULL && skip[i]) continue;
         float v = p[i];
         p[i] = (float)(v + eps);
         double up_eps = (double)p[i] - v; /* the step actually taken, after rounding */
@@ -175,8 +166,7 @@ void fd_check(const char *what, float *p, size_t count, const float *analytic, d
             continue;
         }
         double d = fabs(analytic[i] - numeric);
-        if (d > e.max_abs)
-            e.max_abs = d;
+        if (d > e.max_abs) e.max_abs = d;
     }
     err_report(what, &e, tol);
 }
@@ -184,17 +174,28 @@ void fd_check(const char *what, float *p, size_t count, const float *analytic, d
 /* sgd_ref (ops_test.h). One rounding per operation: a volatile store is a
  * rounding point the compiler may not fuse across (no FMA), whatever
  * -ffp-contract says. */
-static float f_mul(float a, float b) { volatile float r = a * b; return r; }
-static float f_add(float a, float b) { volatile float r = a + b; return r; }
-static float f_sub(float a, float b) { volatile float r = a - b; return r; }
+static float f_mul(float a, float b)
+{
+    volatile float r = a * b;
+    return r;
+}
+static float f_add(float a, float b)
+{
+    volatile float r = a + b;
+    return r;
+}
+static float f_sub(float a, float b)
+{
+    volatile float r = a - b;
+    return r;
+}
 
 void sgd_ref(float *p, const float *g_in, float *m_buf, size_t count, const tr_sgd_args_t *a)
 {
     const float scale = a->grad_scale == 0.0f ? 1.0f : a->grad_scale;
     for (size_t i = 0; i < count; i++) {
         float g = f_mul(g_in[i], scale);
-        if (a->weight_decay != 0.0f)
-            g = f_add(g, f_mul(a->weight_decay, p[i]));
+        if (a->weight_decay != 0.0f) g = f_add(g, f_mul(a->weight_decay, p[i]));
         float step = g;
         if (a->momentum != 0.0f) {
             m_buf[i] = f_add(f_mul(a->momentum, m_buf[i]), g);
@@ -228,8 +229,7 @@ void conv_ref(const tr_conv_desc_t *d, int batch, int ho, int wo, const float *x
                         for (int kh = 0; kh < d->kernel; kh++)
                             for (int kw = 0; kw < d->kernel; kw++) {
                                 int ih = oh * d->stride - d->pad + kh, iw = ow * d->stride - d->pad + kw;
-                                if (ih < 0 || ih >= d->h_in || iw < 0 || iw >= d->w_in)
-                                    continue;
+                                if (ih < 0 || ih >= d->h_in || iw < 0 || iw >= d->w_in) continue;
                                 size_t xi = ((size_t)(n * d->c_in + i) * d->h_in + ih) * d->w_in + iw;
                                 size_t wi = ((size_t)(o * d->c_in + i) * d->kernel + kh) * d->kernel + kw;
                                 y[yi] += (double)x[xi] * w[wi];
@@ -249,8 +249,7 @@ void bn_stats_ref(const float *x, int batch, int channels, size_t hw, int c, dou
     const double m = (double)batch * (double)hw;
     double sum = 0, sq = 0;
     for (int n = 0; n < batch; n++)
-        for (size_t i = 0; i < hw; i++)
-            sum += x[((size_t)n * channels + c) * hw + i];
+        for (size_t i = 0; i < hw; i++) sum += x[((size_t)n * channels + c) * hw + i];
     sum /= m;
     for (int n = 0; n < batch; n++)
         for (size_t i = 0; i < hw; i++) {

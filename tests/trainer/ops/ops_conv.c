@@ -16,17 +16,16 @@ static void conv_forward(fd_layer_t *c) { STATUS_OK(ops->conv_forward(c->layer, 
 void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
 {
     char what[128], name[96];
-    snprintf(name, sizeof(name), "conv %dx%dx%dx%d->%d k%d s%d p%d", n, d->c_in, d->h_in, d->w_in, d->c_out,
-             d->kernel, d->stride, d->pad);
-    int ho = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1, wo = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
+    snprintf(name, sizeof(name), "conv %dx%dx%dx%d->%d k%d s%d p%d", n, d->c_in, d->h_in, d->w_in, d->c_out, d->kernel,
+             d->stride, d->pad);
+    int ho = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1,
+        wo = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
     size_t x_count = (size_t)n * d->c_in * d->h_in * d->w_in, y_count = (size_t)n * d->c_out * ho * wo;
     const int w_dims[4] = {d->c_out, d->c_in, d->kernel, d->kernel};
 
     fd_layer_t c = {.layer = layer, .forward = conv_forward};
-    if (layer == NULL)
-        STATUS_OK(ops->conv_create(be, d, &c.layer));
-    if (c.layer == NULL)
-        return;
+    if (layer == NULL) STATUS_OK(ops->conv_create(be, d, &c.layer));
+    if (c.layer == NULL) return;
     c.x = tensor_make(n, d->c_in, d->h_in, d->w_in);
     c.y = tensor_make(n, d->c_out, ho, wo);
     tr_tensor_t dy = tensor_make(n, d->c_out, ho, wo), dx = tensor_make(n, d->c_in, d->h_in, d->w_in);
@@ -63,7 +62,8 @@ void test_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     tr_tensor_t wrong = tensor_make(n, d->c_out, ho + 1, wo);
     CHECK(ops->conv_forward(c.layer, &c.x, &c.w, &wrong) == HORA_ERR_INVALID_ARG, "%s: wrong y accepted", name);
     ops->tensor_free(be, &wrong);
-    tr_tensor_t w_wrong = host_tensor(c.w.data, TR_DTYPE_F32, 4, (const int[]){d->c_in, d->c_out, d->kernel, d->kernel});
+    tr_tensor_t w_wrong =
+        host_tensor(c.w.data, TR_DTYPE_F32, 4, (const int[]){d->c_in, d->c_out, d->kernel, d->kernel});
     if (d->c_in != d->c_out) /* else the transposed shape is the same shape */
         CHECK(ops->conv_forward(c.layer, &c.x, &w_wrong, &c.y) == HORA_ERR_INVALID_ARG,
               "%s: transposed weights accepted", name);

@@ -55,8 +55,7 @@ void test_eltwise(int n, int c, int h, int w)
         /* Keep the relu's input at least 0.05 from 0 (steps are 0.01). */
         for (size_t i = 0; i < e.count; i++) {
             float s = e.a_host[i] + (e.op ? e.b_host[i] : 0.0f);
-            if (fabsf(s) < 0.05f)
-                e.a_host[i] += s < 0 ? -0.1f : 0.1f;
+            if (fabsf(s) < 0.05f) e.a_host[i] += s < 0 ? -0.1f : 0.1f;
         }
         tensor_poison(&e.y);
         elt_loss(&e);
@@ -90,15 +89,13 @@ void test_eltwise(int n, int c, int h, int w)
     tensor_put(&e.a, e.a_host);
     STATUS_OK(ops->relu_forward(be, &e.a, &e.a));
     tensor_get(&e.a, e.y_host);
-    for (size_t i = 0; i < e.count; i++)
-        ref[i] = e.a_host[i] < 0 ? 0.0 : e.a_host[i];
+    for (size_t i = 0; i < e.count; i++) ref[i] = e.a_host[i] < 0 ? 0.0 : e.a_host[i];
     snprintf(what, sizeof(what), "relu %dx%dx%dx%d in place", n, c, h, w);
     compare(what, e.y_host, ref, e.count, 0.0);
     tensor_put(&dx, e.r);
     STATUS_OK(ops->relu_backward(be, &e.a, &dx, &dx));
     tensor_get(&dx, dx_host);
-    for (size_t i = 0; i < e.count; i++)
-        ref[i] = e.a_host[i] > 0 ? e.r[i] : 0.0;
+    for (size_t i = 0; i < e.count; i++) ref[i] = e.a_host[i] > 0 ? e.r[i] : 0.0;
     snprintf(what, sizeof(what), "relu backward %dx%dx%dx%d in place", n, c, h, w);
     compare(what, dx_host, ref, e.count, 0.0);
     /* A NaN goes through relu, as in torch.relu. */
@@ -157,17 +154,14 @@ void test_softmax_xent(int n, int k, float smoothing)
     char what[128];
     size_t count = (size_t)n * k;
     xent_ctx_t x = {rand_array(count, 3.0f), nan_array(count), smoothing, malloc(n * sizeof(int32_t)), n, k};
-    for (int i = 0; i < n; i++)
-        x.labels[i] = (int32_t)(rng_u64() % k);
+    for (int i = 0; i < n; i++) x.labels[i] = (int32_t)(rng_u64() % k);
     x.logits[0] += 40.0f; /* exp would overflow without the max subtracted */
     double *dref = malloc(count * sizeof(double)), loss_ref = 0;
     for (int i = 0; i < n; i++) {
         const float *z = x.logits + (size_t)i * k;
         double lse = 0, m = z[0];
-        for (int j = 0; j < k; j++)
-            m = fmax(m, z[j]);
-        for (int j = 0; j < k; j++)
-            lse += exp(z[j] - m);
+        for (int j = 0; j < k; j++) m = fmax(m, z[j]);
+        for (int j = 0; j < k; j++) lse += exp(z[j] - m);
         lse = m + log(lse);
         for (int j = 0; j < k; j++) {
             double t = (1.0 - smoothing) * (j == x.labels[i]) + smoothing / k;
@@ -208,8 +202,8 @@ void test_softmax_xent(int n, int k, float smoothing)
 void test_sgd(size_t count)
 {
     static const tr_sgd_args_t cases[] = {
-        {0.1f, 0.9f, 5e-4f, 1, 1.0f}, {0.1f, 0.9f, 5e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 1.0f}, {0.2f, 0.0f, 1e-4f, 0, 1.0f},
-        {0.01f, 0.5f, 0.0f, 0, 1.0f},
+        {0.1f, 0.9f, 5e-4f, 1, 1.0f}, {0.1f, 0.9f, 5e-4f, 0, 1.0f}, {0.05f, 0.9f, 0.0f, 1, 1.0f},
+        {0.2f, 0.0f, 1e-4f, 0, 1.0f}, {0.01f, 0.5f, 0.0f, 0, 1.0f},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         const tr_sgd_args_t *a = &cases[c];
@@ -225,15 +219,14 @@ void test_sgd(size_t count)
             STATUS_OK(ops->sgd_step(be, &pt, NULL, &gt, a->momentum != 0.0f ? &mt : NULL, a));
             sgd_ref(p_ref, g, m_ref, count, a);
             for (size_t i = 0; i < count; i++)
-                mismatches += memcmp(&p[i], &p_ref[i], sizeof(float)) != 0 ||
-                              memcmp(&m[i], &m_ref[i], sizeof(float)) != 0;
+                mismatches +=
+                    memcmp(&p[i], &p_ref[i], sizeof(float)) != 0 || memcmp(&m[i], &m_ref[i], sizeof(float)) != 0;
             free(g);
         }
-        CHECK(mismatches == 0, "sgd case %zu count %zu: %ld elements differ from the reference", c, count,
-              mismatches);
+        CHECK(mismatches == 0, "sgd case %zu count %zu: %ld elements differ from the reference", c, count, mismatches);
         printf("%s sgd lr %.2f momentum %.1f wd %.0e nesterov %d, %zu x 3 steps: %ld bit mismatches\n",
-               mismatches ? "FAIL" : "ok  ", (double)a->lr, (double)a->momentum, (double)a->weight_decay,
-               a->nesterov, count, mismatches);
+               mismatches ? "FAIL" : "ok  ", (double)a->lr, (double)a->momentum, (double)a->weight_decay, a->nesterov,
+               count, mismatches);
         free(p);
         free(p_ref);
         free(m);
@@ -245,6 +238,6 @@ void test_sgd(size_t count)
     tr_tensor_t t2 = host_tensor(two, TR_DTYPE_F32, 1, (const int[]){2});
     CHECK(ops->sgd_step(be, &t1, NULL, &t1, NULL, &bad) == HORA_ERR_INVALID_ARG, "sgd: nesterov without momentum");
     tr_sgd_args_t plain = {0.1f, 0.0f, 0.0f, 0, 1.0f};
-    CHECK(ops->sgd_step(be, &t2, NULL, &t1, NULL, &plain) == HORA_ERR_INVALID_ARG, "sgd: gradient of another shape accepted");
+    CHECK(ops->sgd_step(be, &t2, NULL, &t1, NULL, &plain) == HORA_ERR_INVALID_ARG,
+          "sgd: gradient of another shape accepted");
 }
-

@@ -93,10 +93,7 @@ float f32_from_bits(uint32_t bits);
 /* 1 when a and b have different signs (zeros and NaNs included); signbit
  * itself returns some non-zero int, not 1, and not the same one for float
  * and double. */
-static inline int sign_differs(double a, double b)
-{
-    return !__builtin_signbit(a) != !__builtin_signbit(b);
-}
+static inline int sign_differs(double a, double b) { return !__builtin_signbit(a) != !__builtin_signbit(b); }
 
 /* ---- tensors --------------------------------------------------------------- */
 

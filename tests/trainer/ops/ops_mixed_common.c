@@ -37,10 +37,7 @@ float f32_from_bits(uint32_t bits)
     return x;
 }
 
-uint16_t bits_of(float x, tr_dtype_t dtype)
-{
-    return dtype == TR_DTYPE_F16 ? k_f32_to_f16(x) : k_f32_to_bf16(x);
-}
+uint16_t bits_of(float x, tr_dtype_t dtype) { return dtype == TR_DTYPE_F16 ? k_f32_to_f16(x) : k_f32_to_bf16(x); }
 
 float widen(uint16_t bits, tr_dtype_t dtype)
 {
@@ -49,8 +46,7 @@ float widen(uint16_t bits, tr_dtype_t dtype)
 
 float round_to(float x, tr_dtype_t dtype)
 {
-    if (dtype != TR_DTYPE_BF16 && dtype != TR_DTYPE_F16)
-        return x;
+    if (dtype != TR_DTYPE_BF16 && dtype != TR_DTYPE_F16) return x;
     return widen(bits_of(x, dtype), dtype);
 }
 
@@ -59,15 +55,13 @@ float round_to(float x, tr_dtype_t dtype)
  * nearest integer, ties to even (the default rounding mode). */
 double ref_round(double x, int p, int emin, int emax_plus_1)
 {
-    if (isnan(x) || isinf(x) || x == 0.0)
-        return x;
+    if (isnan(x) || isinf(x) || x == 0.0) return x;
     int e;
     frexp(x, &e); /* |x| = f 2^e, f in [0.5, 1): the exponent of x is e - 1 */
     int exponent = e - 1 < emin ? emin : e - 1;
     double quantum = ldexp(1.0, exponent - (p - 1));
     double r = nearbyint(x / quantum) * quantum;
-    if (fabs(r) >= ldexp(1.0, emax_plus_1))
-        return copysign(INFINITY, x);
+    if (fabs(r) >= ldexp(1.0, emax_plus_1)) return copysign(INFINITY, x);
     return r == 0.0 ? copysign(0.0, x) : r;
 }
 
@@ -83,8 +77,7 @@ double ref_round_dtype(double x, tr_dtype_t dtype)
 float *rand_rounded(size_t count, float scale, tr_dtype_t dtype)
 {
     float *a = rand_array(count, scale);
-    for (size_t i = 0; i < count; i++)
-        a[i] = round_to(a[i], dtype);
+    for (size_t i = 0; i < count; i++) a[i] = round_to(a[i], dtype);
     return a;
 }
 
@@ -114,8 +107,7 @@ void plain_put(tr_tensor_t *t, const float *values)
         return;
     }
     uint16_t *d = t->data;
-    for (size_t i = 0; i < count; i++)
-        d[i] = bits_of(values[i], t->dtype);
+    for (size_t i = 0; i < count; i++) d[i] = bits_of(values[i], t->dtype);
 }
 
 void plain_get(const tr_tensor_t *t, float *values)
@@ -126,8 +118,7 @@ void plain_get(const tr_tensor_t *t, float *values)
         return;
     }
     const uint16_t *d = t->data;
-    for (size_t i = 0; i < count; i++)
-        values[i] = widen(d[i], t->dtype);
+    for (size_t i = 0; i < count; i++) values[i] = widen(d[i], t->dtype);
 }
 
 void plain_poison(tr_tensor_t *t)
@@ -135,13 +126,11 @@ void plain_poison(tr_tensor_t *t)
     size_t count = tr_tensor_count(t);
     if (t->dtype == TR_DTYPE_F32) {
         float *d = t->data;
-        for (size_t i = 0; i < count; i++)
-            d[i] = NAN;
+        for (size_t i = 0; i < count; i++) d[i] = NAN;
         return;
     }
     uint16_t *d = t->data;
-    for (size_t i = 0; i < count; i++)
-        d[i] = t->dtype == TR_DTYPE_F16 ? 0x7E00 : 0x7FC0; /* quiet NaN */
+    for (size_t i = 0; i < count; i++) d[i] = t->dtype == TR_DTYPE_F16 ? 0x7E00 : 0x7FC0; /* quiet NaN */
 }
 
 /* ---- comparing and the summary ----------------------------------------------- */
@@ -159,10 +148,8 @@ static int summary_count;
 static int summary_slot(const char *key, double tol)
 {
     for (int i = 0; i < summary_count; i++)
-        if (strcmp(summary[i].key, key) == 0)
-            return i;
-    if (summary_count == SUMMARY_MAX)
-        return -1;
+        if (strcmp(summary[i].key, key) == 0) return i;
+    if (summary_count == SUMMARY_MAX) return -1;
     int i = summary_count++;
     snprintf(summary[i].key, sizeof(summary[i].key), "%s", key);
     summary[i].tol = tol;
@@ -185,8 +172,7 @@ long compare_dtype(const char *what, const char *key, const float *got, const do
                 continue;
             }
             infs++;
-            if (!(isinf(g) && (g > 0) == (w > 0)))
-                bad++;
+            if (!(isinf(g) && (g > 0) == (w > 0))) bad++;
             continue;
         }
         values++;
@@ -194,24 +180,20 @@ long compare_dtype(const char *what, const char *key, const float *got, const do
             bad++;
             continue;
         }
-        if (fabs(g - w) > max_abs)
-            max_abs = fabs(g - w);
-        if (fabs(w) > max_ref)
-            max_ref = fabs(w);
+        if (fabs(g - w) > max_abs) max_abs = fabs(g - w);
+        if (fabs(w) > max_ref) max_ref = fabs(w);
     }
     double rel = max_ref > 0 ? max_abs / max_ref : max_abs;
     int ok = bad == 0 && count > 0 && rel <= tol;
-    CHECK(ok, "%s: max abs %.3g, rel %.3g > %.1g, or %ld wrong of %zu (%ld expected inf)", what, max_abs, rel, tol,
-          bad, count, infs);
-    printf("%s %-64s %-4s rel %9.3g (tol %.0e, %ld values", ok ? "ok  " : "FAIL", what, tr_dtype_name(dtype), rel,
-           tol, values);
-    if (infs || skipped)
-        printf(", %ld inf, %ld at the threshold", infs, skipped);
+    CHECK(ok, "%s: max abs %.3g, rel %.3g > %.1g, or %ld wrong of %zu (%ld expected inf)", what, max_abs, rel, tol, bad,
+          count, infs);
+    printf("%s %-64s %-4s rel %9.3g (tol %.0e, %ld values", ok ? "ok  " : "FAIL", what, tr_dtype_name(dtype), rel, tol,
+           values);
+    if (infs || skipped) printf(", %ld inf, %ld at the threshold", infs, skipped);
     printf(")\n");
     int s = summary_slot(key, tol);
     if (s >= 0) {
-        if (values > 0 && rel > summary[s].worst)
-            summary[s].worst = rel;
+        if (values > 0 && rel > summary[s].worst) summary[s].worst = rel;
         summary[s].runs++;
         summary[s].values += values + infs;
         summary[s].bad += !ok;
@@ -222,8 +204,7 @@ long compare_dtype(const char *what, const char *key, const float *got, const do
 void summary_exact(const char *key, long mismatches, long values)
 {
     int s = summary_slot(key, -1.0);
-    if (s < 0)
-        return;
+    if (s < 0) return;
     summary[s].worst += (double)mismatches;
     summary[s].runs++;
     summary[s].values += values;

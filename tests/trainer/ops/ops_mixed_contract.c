@@ -16,11 +16,11 @@
 
 static long refusals; /* checked, for the summary line */
 
-#define EXPECT_INVALID(call, ...)                                                                            \
-    do {                                                                                                     \
-        hora_status_t st_ = (call);                                                                          \
-        refusals++;                                                                                          \
-        CHECK(st_ == HORA_ERR_INVALID_ARG, __VA_ARGS__);                                                     \
+#define EXPECT_INVALID(call, ...)                        \
+    do {                                                 \
+        hora_status_t st_ = (call);                      \
+        refusals++;                                      \
+        CHECK(st_ == HORA_ERR_INVALID_ARG, __VA_ARGS__); \
     } while (0)
 
 /* ---- which dtypes, and the layers' creation ----------------------------------------- */
@@ -109,10 +109,7 @@ static void contract_grad_dtypes(void)
 /* ---- each op, each argument in the wrong dtype ------------------------------------------ */
 
 /* The dtype a tensor of a layer computing in dt must not have. */
-static tr_dtype_t other(tr_dtype_t dt)
-{
-    return dt == TR_DTYPE_F32 ? TR_DTYPE_BF16 : TR_DTYPE_F32;
-}
+static tr_dtype_t other(tr_dtype_t dt) { return dt == TR_DTYPE_F32 ? TR_DTYPE_BF16 : TR_DTYPE_F32; }
 
 static void contract_conv(tr_dtype_t dt, tr_dtype_t gdt)
 {
@@ -122,8 +119,7 @@ static void contract_conv(tr_dtype_t dt, tr_dtype_t gdt)
     const char *dn = tr_dtype_name(dt), *gn = tr_dtype_name(gdt);
     tr_layer_t *l = NULL;
     STATUS_OK(ops->conv_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) return;
     tr_tensor_t x = act_make(2, 16, 6, 6, dt), y = act_make(2, 16, 6, 6, dt);
     tr_tensor_t xo = act_make(2, 16, 6, 6, odt), yo = act_make(2, 16, 6, 6, odt);
     tr_tensor_t w = plain_make(dt, 4, w_dims), wo = plain_make(odt, 4, w_dims);
@@ -152,8 +148,7 @@ static void contract_conv(tr_dtype_t dt, tr_dtype_t gdt)
                    tr_dtype_name(ogdt));
     ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &y, &xo, &yo};
-    for (int i = 0; i < 4; i++)
-        ops->tensor_free(be, acts[i]);
+    for (int i = 0; i < 4; i++) ops->tensor_free(be, acts[i]);
     free(w.data);
     free(wo.data);
     free(dw.data);
@@ -169,8 +164,7 @@ static void contract_bn(tr_dtype_t dt, tr_dtype_t gdt)
     const char *dn = tr_dtype_name(dt), *gn = tr_dtype_name(gdt);
     tr_layer_t *l = NULL;
     STATUS_OK(ops->bn_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) return;
     tr_tensor_t x = act_make(2, 16, 5, 5, dt), y = act_make(2, 16, 5, 5, dt);
     tr_tensor_t dy = act_make(2, 16, 5, 5, dt), dx = act_make(2, 16, 5, 5, dt);
     tr_tensor_t xo = act_make(2, 16, 5, 5, odt), yo = act_make(2, 16, 5, 5, odt);
@@ -179,8 +173,7 @@ static void contract_bn(tr_dtype_t dt, tr_dtype_t gdt)
     tensor_put(&dy, xv);
     tr_tensor_t v[4], v16 = plain_make(TR_DTYPE_BF16, 1, cdim); /* gamma, beta, mean, var; a bf16 vector */
     float ones[16];
-    for (int i = 0; i < 16; i++)
-        ones[i] = 1.0f;
+    for (int i = 0; i < 16; i++) ones[i] = 1.0f;
     for (int i = 0; i < 4; i++) {
         v[i] = plain_make(TR_DTYPE_F32, 1, cdim);
         plain_put(&v[i], ones);
@@ -222,10 +215,8 @@ static void contract_bn(tr_dtype_t dt, tr_dtype_t gdt)
                    tr_dtype_name(ogdt));
     ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &y, &dy, &dx, &xo, &yo};
-    for (int i = 0; i < 6; i++)
-        ops->tensor_free(be, acts[i]);
-    for (int i = 0; i < 4; i++)
-        free(v[i].data);
+    for (int i = 0; i < 6; i++) ops->tensor_free(be, acts[i]);
+    for (int i = 0; i < 4; i++) free(v[i].data);
     free(v16.data);
     free(dg.data);
     free(db.data);
@@ -240,8 +231,7 @@ static void contract_pool(tr_dtype_t dt)
     const tr_pool_desc_t d = {TR_POOL_MAX, 16, 7, 7, 3, 2, 1, dt};
     tr_layer_t *l = NULL;
     STATUS_OK(ops->pool_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) return;
     tr_tensor_t x = act_make(2, 16, 7, 7, dt), y = act_make(2, 16, 4, 4, dt);
     tr_tensor_t xo = act_make(2, 16, 7, 7, odt), yo = act_make(2, 16, 4, 4, odt);
     STATUS_OK(ops->pool_forward(l, &x, &y));
@@ -253,8 +243,7 @@ static void contract_pool(tr_dtype_t dt)
     EXPECT_INVALID(ops->pool_backward(l, &y, &xo), "max pool %s: backward took a %s dx", dn, tr_dtype_name(odt));
     ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &y, &xo, &yo};
-    for (int i = 0; i < 4; i++)
-        ops->tensor_free(be, acts[i]);
+    for (int i = 0; i < 4; i++) ops->tensor_free(be, acts[i]);
 }
 
 static void contract_linear(tr_dtype_t dt, tr_dtype_t gdt)
@@ -265,8 +254,7 @@ static void contract_linear(tr_dtype_t dt, tr_dtype_t gdt)
     const int w_dims[2] = {10, 16}, y_dims[2] = {2, 10}, b_dims[1] = {10};
     tr_layer_t *l = NULL;
     STATUS_OK(ops->linear_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) return;
     tr_tensor_t x = act_make(2, 16, 1, 1, dt), xo = act_make(2, 16, 1, 1, odt);
     tr_tensor_t w = plain_make(dt, 2, w_dims), wo = plain_make(odt, 2, w_dims);
     tr_tensor_t bias = plain_make(TR_DTYPE_F32, 1, b_dims), bias16 = plain_make(TR_DTYPE_BF16, 1, b_dims);
@@ -276,10 +264,10 @@ static void contract_linear(tr_dtype_t dt, tr_dtype_t gdt)
     tr_tensor_t db = plain_make(gdt, 1, b_dims), dbo = plain_make(ogdt, 1, b_dims);
     float *vals = rand_array(160, 0.5f);
     tr_tensor_t *fill[] = {&w, &wo, &bias, &bias16, &dy, &dyo};
-    for (int i = 0; i < 6; i++)
-        plain_put(fill[i], vals);
+    for (int i = 0; i < 6; i++) plain_put(fill[i], vals);
     STATUS_OK(ops->linear_forward(l, &x, &w, &bias, &y));
-    EXPECT_INVALID(ops->linear_forward(l, &xo, &w, &bias, &y), "linear %s: forward took a %s x", dn, tr_dtype_name(odt));
+    EXPECT_INVALID(ops->linear_forward(l, &xo, &w, &bias, &y), "linear %s: forward took a %s x", dn,
+                   tr_dtype_name(odt));
     EXPECT_INVALID(ops->linear_forward(l, &x, &wo, &bias, &y), "linear %s: forward took %s weights", dn,
                    tr_dtype_name(odt));
     EXPECT_INVALID(ops->linear_forward(l, &x, &w, &bias16, &y), "linear %s: forward took a bf16 bias (it stays f32)",
@@ -305,10 +293,9 @@ static void contract_linear(tr_dtype_t dt, tr_dtype_t gdt)
     ops->layer_free(l);
     ops->tensor_free(be, &x);
     ops->tensor_free(be, &xo);
-    void *arrays[] = {w.data, wo.data, bias.data, bias16.data, y.data, y16.data, dy.data, dyo.data,
-                      dw.data, dwo.data, db.data, dbo.data, vals};
-    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-        free(arrays[i]);
+    void *arrays[] = {w.data,   wo.data, bias.data, bias16.data, y.data,   y16.data, dy.data,
+                      dyo.data, dw.data, dwo.data,  db.data,     dbo.data, vals};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
 }
 
 static void contract_eltwise(int f16_ok)
@@ -380,8 +367,7 @@ static void contract_plain_ops(void)
     }
     ops->tensor_free(be, &act);
     tr_tensor_t *all[] = {&p, &m, &g, &lp, &p16, &m16, &gi, &lpi, &lp9, &g9};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        free(all[i]->data);
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) free(all[i]->data);
 }
 
 void mixed_contract(void)
@@ -398,8 +384,10 @@ void mixed_contract(void)
     contract_grad_dtypes();
     int f16_ok = ops->compute_dtype(be, TR_DTYPE_F16) == HORA_OK;
     if (ops->compute_dtype(be, TR_DTYPE_BF16) == HORA_OK) {
-        static const tr_dtype_t pairs[][2] = {{TR_DTYPE_F32, TR_DTYPE_F32}, {TR_DTYPE_BF16, TR_DTYPE_F32},
-                                              {TR_DTYPE_BF16, TR_DTYPE_BF16}, {TR_DTYPE_F32, TR_DTYPE_F16}};
+        static const tr_dtype_t pairs[][2] = {{TR_DTYPE_F32, TR_DTYPE_F32},
+                                              {TR_DTYPE_BF16, TR_DTYPE_F32},
+                                              {TR_DTYPE_BF16, TR_DTYPE_BF16},
+                                              {TR_DTYPE_F32, TR_DTYPE_F16}};
         for (int i = 0; i < 4; i++) {
             contract_conv(pairs[i][0], pairs[i][1]);
             contract_bn(pairs[i][0], pairs[i][1]);

@@ -61,10 +61,7 @@ static const uint16_t add_pairs[2][PAIR_COUNT][2] = {
     },
 };
 
-static int dtype_row(tr_dtype_t dt)
-{
-    return dt == TR_DTYPE_F16;
-}
+static int dtype_row(tr_dtype_t dt) { return dt == TR_DTYPE_F16; }
 
 static uint16_t random_code(tr_dtype_t dt)
 {
@@ -81,8 +78,7 @@ static uint16_t random_code(tr_dtype_t dt)
 /* b for add: often close to a in magnitude, so the sum needs rounding. */
 static uint16_t random_partner(uint16_t a, tr_dtype_t dt)
 {
-    if (rng_unit() < 0.5)
-        return random_code(dt);
+    if (rng_unit() < 0.5) return random_code(dt);
     float f = widen(a, dt) * rng_sym(2.0f);
     return bits_of(isfinite(f) ? f : 1.0f, dt);
 }
@@ -92,8 +88,7 @@ static uint16_t random_partner(uint16_t a, tr_dtype_t dt)
  * result: any NaN). */
 static int code_wrong(uint16_t got, float s, tr_dtype_t dt)
 {
-    if (isnan(s))
-        return !isnan(widen(got, dt));
+    if (isnan(s)) return !isnan(widen(got, dt));
     double ref = ref_round_dtype(s, dt);
     float g = widen(got, dt);
     return got != bits_of(s, dt) || (double)g != ref || sign_differs(g, ref);
@@ -121,7 +116,7 @@ void mixed_eltwise_exact(int n, int c, int h, int w, tr_dtype_t dt)
     tr_tensor_t a = act_make(n, c, h, w, dt), b = act_make(n, c, h, w, dt), y = act_make(n, c, h, w, dt);
     uint16_t *ah = malloc(count * 2), *bh = malloc(count * 2);
     for (size_t i = 0; i < count; i++) {
-        ah[i] = i < PAIR_COUNT                 ? add_pairs[row][i][0]
+        ah[i] = i < PAIR_COUNT                   ? add_pairs[row][i][0]
                 : i < PAIR_COUNT + SPECIAL_COUNT ? special_codes[row][i - PAIR_COUNT]
                                                  : random_code(dt);
         bh[i] = i < PAIR_COUNT ? add_pairs[row][i][1] : random_partner(ah[i], dt);
@@ -205,8 +200,7 @@ void mixed_softmax_xent(int n, int k, float smoothing)
     size_t count = (size_t)n * k;
     float *logits = rand_array(count, 3.0f);
     int32_t *labels = malloc(n * sizeof(int32_t));
-    for (int i = 0; i < n; i++)
-        labels[i] = (int32_t)(rng_u64() % k);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)(rng_u64() % k);
     logits[0] += 40.0f; /* exp would overflow without the max subtracted */
     double *g1 = malloc(count * sizeof(double)), *want = malloc(count * sizeof(double)), loss_ref = 0;
     for (int i = 0; i < n; i++) {
@@ -227,10 +221,9 @@ void mixed_softmax_xent(int n, int k, float smoothing)
             float loss = NAN;
             STATUS_OK(xent_run(logits, labels, n, k, smoothing, scale, &loss, &dl));
             plain_get(&dl, got);
-            for (size_t i = 0; i < count; i++)
-                want[i] = g1[i] * scale; /* exact: a power of two */
-            snprintf(what, sizeof(what), "softmax xent %dx%d smoothing %.2f scale %g dlogits", n, k,
-                     (double)smoothing, (double)scale);
+            for (size_t i = 0; i < count; i++) want[i] = g1[i] * scale; /* exact: a power of two */
+            snprintf(what, sizeof(what), "softmax xent %dx%d smoothing %.2f scale %g dlogits", n, k, (double)smoothing,
+                     (double)scale);
             snprintf(key, sizeof(key), "softmax xent dlogits %s", tr_dtype_name(dt));
             /* f32 dlogits come from double: one f32 rounding, 6e-8. */
             compare_dtype(what, key, got, want, count, dt, dt == TR_DTYPE_F32 ? 1e-6 : tol_for(dt));
@@ -239,8 +232,7 @@ void mixed_softmax_xent(int n, int k, float smoothing)
             long wrong = 0, checked = 0;
             for (size_t i = 0; i < count; i++) {
                 double r = rounded_once(want[i], dt);
-                if (isnan(r))
-                    continue;
+                if (isnan(r)) continue;
                 checked++;
                 wrong += (double)got[i] != r;
             }
@@ -248,8 +240,8 @@ void mixed_softmax_xent(int n, int k, float smoothing)
                      (double)smoothing, (double)scale);
             CHECK(wrong == 0, "%s: %ld of %ld elements not the nearest %s to the exact value", what, wrong, checked,
                   tr_dtype_name(dt));
-            printf("%s %-64s %-4s %ld of %ld not correctly rounded\n", wrong ? "FAIL" : "ok  ", what,
-                   tr_dtype_name(dt), wrong, checked);
+            printf("%s %-64s %-4s %ld of %ld not correctly rounded\n", wrong ? "FAIL" : "ok  ", what, tr_dtype_name(dt),
+                   wrong, checked);
             snprintf(key, sizeof(key), "softmax xent dlogits %s rounded once", tr_dtype_name(dt));
             summary_exact(key, wrong, checked);
             /* The loss is unscaled, the same whatever the dlogits. */
@@ -258,14 +250,16 @@ void mixed_softmax_xent(int n, int k, float smoothing)
                 compare_dtype(what, "softmax xent loss f32", &loss, &loss_ref, 1, TR_DTYPE_F32, 1e-6);
                 loss_first = loss;
             }
-            CHECK(f32_bits(loss) == f32_bits(loss_first), "softmax xent: loss %.9g with scale %g and %s dlogits, %.9g first",
-                  (double)loss, (double)scale, tr_dtype_name(dt), (double)loss_first);
+            CHECK(f32_bits(loss) == f32_bits(loss_first),
+                  "softmax xent: loss %.9g with scale %g and %s dlogits, %.9g first", (double)loss, (double)scale,
+                  tr_dtype_name(dt), (double)loss_first);
             free(dl.data);
         }
     /* dlogits of an integer dtype, and a gradient scale that is not a
      * positive finite number, are refused. */
     float loss = 5.0f;
-    tr_tensor_t di32 = plain_make(TR_DTYPE_I32, 2, (const int[]){n, k}), df = plain_make(TR_DTYPE_F32, 2, (const int[]){n, k});
+    tr_tensor_t di32 = plain_make(TR_DTYPE_I32, 2, (const int[]){n, k}),
+                df = plain_make(TR_DTYPE_F32, 2, (const int[]){n, k});
     CHECK(xent_run(logits, labels, n, k, smoothing, 1.0f, &loss, &di32) == HORA_ERR_INVALID_ARG,
           "softmax_xent: i32 dlogits accepted");
     CHECK(xent_run(logits, labels, n, k, smoothing, 0.0f, &loss, &df) == HORA_ERR_INVALID_ARG &&
@@ -289,11 +283,9 @@ static int double_rounding_differs(double g, tr_dtype_t dtype)
     float f = (float)g;
     uint32_t b = f32_bits(f);
     double gap = fabs(g - (double)f), ulp32 = ldexp(fabs((double)f), -23);
-    if (gap < ldexp(ulp32, -20) || gap > ulp32 * (0.5 - 0x1p-20))
-        return 0;
+    if (gap < ldexp(ulp32, -20) || gap > ulp32 * (0.5 - 0x1p-20)) return 0;
     if (dtype == TR_DTYPE_BF16) {
-        if ((b & 0xFFFFu) != 0x8000u)
-            return 0;
+        if ((b & 0xFFFFu) != 0x8000u) return 0;
     } else if ((b & 0x1FFFu) != 0x1000u || !(fabsf(f) >= 0x1p-14f && fabsf(f) <= 65504.0f)) {
         return 0; /* f16 ties of normal values only */
     }
@@ -317,23 +309,19 @@ void mixed_softmax_rounding(void)
         int found = -1;
         long rows = 0;
         for (; rows < 4000000 && found < 0; rows++) {
-            for (int j = 0; j < K; j++)
-                logits[j] = rng_sym(3.0f);
+            for (int j = 0; j < K; j++) logits[j] = rng_sym(3.0f);
             labels[0] = (int32_t)(rng_u64() % K);
             test_ref_xent_row(logits, K, labels[0], 0.0f, N, scale, g, NULL);
             for (int j = 0; j < K && found < 0; j++)
-                if (double_rounding_differs(g[j], dt))
-                    found = j;
+                if (double_rounding_differs(g[j], dt)) found = j;
         }
         if (found < 0) {
             printf("note softmax xent %s: no row found where rounding through f32 differs (%ld tried)\n",
                    tr_dtype_name(dt), rows);
             continue;
         }
-        for (int i = K; i < N * K; i++)
-            logits[i] = rng_sym(3.0f);
-        for (int i = 1; i < N; i++)
-            labels[i] = (int32_t)(rng_u64() % K);
+        for (int i = K; i < N * K; i++) logits[i] = rng_sym(3.0f);
+        for (int i = 1; i < N; i++) labels[i] = (int32_t)(rng_u64() % K);
         tr_tensor_t dl = plain_make(dt, 2, (const int[]){N, K});
         float loss;
         STATUS_OK(xent_run(logits, labels, N, K, 0.0f, scale, &loss, &dl));
@@ -341,8 +329,9 @@ void mixed_softmax_rounding(void)
         double once = ref_round_dtype(g[found], dt);
         double twice = widen(bits_of((float)g[found], dt), dt);
         int ok = (double)widen(got, dt) == once;
-        CHECK(ok, "softmax_xent %s dlogits[0][%d]: exact %.17g rounds once to %.9g, got %.9g (= through f32: %.9g); "
-                  "logits row 0 = {%a, %a, %a, %a, %a, %a, %a, %a, %a, %a}, label %d, n %d, scale %g",
+        CHECK(ok,
+              "softmax_xent %s dlogits[0][%d]: exact %.17g rounds once to %.9g, got %.9g (= through f32: %.9g); "
+              "logits row 0 = {%a, %a, %a, %a, %a, %a, %a, %a, %a, %a}, label %d, n %d, scale %g",
               tr_dtype_name(dt), found, g[found], once, (double)widen(got, dt), twice, (double)logits[0],
               (double)logits[1], (double)logits[2], (double)logits[3], (double)logits[4], (double)logits[5],
               (double)logits[6], (double)logits[7], (double)logits[8], (double)logits[9], (int)labels[0], N,

@@ -23,25 +23,20 @@
 static double max_abs_d(const double *a, size_t count)
 {
     double m = 0;
-    for (size_t i = 0; i < count; i++)
-        m = fmax(m, fabs(a[i]));
+    for (size_t i = 0; i < count; i++) m = fmax(m, fabs(a[i]));
     return m;
 }
 
 static float max_abs_f(const float *a, size_t count)
 {
     float m = 0;
-    for (size_t i = 0; i < count; i++)
-        m = fmaxf(m, fabsf(a[i]));
+    for (size_t i = 0; i < count; i++) m = fmaxf(m, fabsf(a[i]));
     return m;
 }
 
 /* For the f16 overflow runs: the power of two k that takes a gradient whose
  * largest value is `largest` to about four times f16's range. */
-static int overflow_exponent(double largest)
-{
-    return largest > 0 ? (int)ceil(log2(4.0 * 65520.0 / largest)) : 0;
-}
+static int overflow_exponent(double largest) { return largest > 0 ? (int)ceil(log2(4.0 * 65520.0 / largest)) : 0; }
 
 /* The most an input of dtype may be scaled up (2^k): within 2^15 in f16
  * (finite, 65504 being its largest), within 2^40 otherwise (the f32 sums
@@ -56,15 +51,13 @@ static int headroom(const float *a, size_t count, tr_dtype_t dtype)
 static float *scaled(const float *a, size_t count, int k)
 {
     float *s = malloc(count * sizeof(float) + 1);
-    for (size_t i = 0; i < count; i++)
-        s[i] = ldexpf(a[i], k); /* exact: a power of two, within range (headroom) */
+    for (size_t i = 0; i < count; i++) s[i] = ldexpf(a[i], k); /* exact: a power of two, within range (headroom) */
     return s;
 }
 
 static void scale_d(double *a, size_t count, int k)
 {
-    for (size_t i = 0; i < count; i++)
-        a[i] = ldexp(a[i], k);
+    for (size_t i = 0; i < count; i++) a[i] = ldexp(a[i], k);
 }
 
 /* For a bilinear gradient (dw from x and dy) whose largest value is
@@ -113,16 +106,15 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     char what[160], name[112], key[64];
     snprintf(name, sizeof(name), "conv %dx%dx%dx%d->%d k%d s%d p%d %s/%s", n, d->c_in, d->h_in, d->w_in, d->c_out,
              d->kernel, d->stride, d->pad, tr_dtype_name(dt), tr_dtype_name(gdt));
-    int ho = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1, wo = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
+    int ho = (d->h_in + 2 * d->pad - d->kernel) / d->stride + 1,
+        wo = (d->w_in + 2 * d->pad - d->kernel) / d->stride + 1;
     size_t x_count = (size_t)n * d->c_in * d->h_in * d->w_in, y_count = (size_t)n * d->c_out * ho * wo;
     const int w_dims[4] = {d->c_out, d->c_in, d->kernel, d->kernel};
     size_t w_count = (size_t)d->c_out * d->c_in * d->kernel * d->kernel;
 
     tr_layer_t *l = layer;
-    if (l == NULL)
-        STATUS_OK(ops->conv_create(be, d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) STATUS_OK(ops->conv_create(be, d, &l));
+    if (l == NULL) return;
     tr_tensor_t x = act_make(n, d->c_in, d->h_in, d->w_in, dt), dx = act_make(n, d->c_in, d->h_in, d->w_in, dt);
     tr_tensor_t y = act_make(n, d->c_out, ho, wo, dt), dy = act_make(n, d->c_out, ho, wo, dt);
     tr_tensor_t w = plain_make(dt, 4, w_dims), dw = plain_make(gdt, 4, w_dims);
@@ -145,13 +137,13 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
     tensor_poison(&dx);
     STATUS_OK(ops->conv_backward_data(l, &dy, &w, &dx));
     tensor_get(&dx, dx_got);
-    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt),
-                 "conv backward data dx %s", tr_dtype_name(dt));
+    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt), "conv backward data dx %s",
+                 tr_dtype_name(dt));
 
     STATUS_OK(ops->conv_backward_weights(l, &x, &dy, &dw));
     plain_get(&dw, dw_got);
-    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt),
-                 "conv dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt), "conv dw %s (%s compute)",
+                 tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = corr(x, dy) is bilinear: scale x by 2^kx and dy by 2^kdy. */
@@ -170,14 +162,11 @@ void mixed_conv(tr_layer_t *layer, const tr_conv_desc_t *d, int n)
         free(sp.dys);
     }
 
-    if (layer == NULL)
-        ops->layer_free(l);
+    if (layer == NULL) ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &dx, &y, &dy};
-    for (int i = 0; i < 4; i++)
-        ops->tensor_free(be, acts[i]);
+    for (int i = 0; i < 4; i++) ops->tensor_free(be, acts[i]);
     void *arrays[] = {w.data, dw.data, x_host, w_host, dy_host, y_got, dx_got, dw_got, y_ref, dx_ref, dw_ref};
-    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-        free(arrays[i]);
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
 }
 
 /* ---- batch norm --------------------------------------------------------------- */
@@ -234,10 +223,8 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     const int cdim[1] = {d.c};
 
     tr_layer_t *l = layer;
-    if (l == NULL)
-        STATUS_OK(ops->bn_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) STATUS_OK(ops->bn_create(be, &d, &l));
+    if (l == NULL) return;
     tr_tensor_t x = act_make(n, d.c, d.h, d.w, dt), y = act_make(n, d.c, d.h, d.w, dt);
     tr_tensor_t dy = act_make(n, d.c, d.h, d.w, dt), dx = act_make(n, d.c, d.h, d.w, dt);
     float *x_host = malloc(count * sizeof(float)), *dy_host = rand_rounded(count, 1.0f, dt);
@@ -249,7 +236,7 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tr_tensor_t dgamma = plain_make(gdt, 1, cdim), dbeta = plain_make(gdt, 1, cdim);
     float *got = malloc(count * sizeof(float)), *dg_got = malloc(d.c * sizeof(float));
     float *db_got = malloc(d.c * sizeof(float));
-    bn_refs_t r = {malloc(d.c * sizeof(double)), malloc(d.c * sizeof(double)), malloc(count * sizeof(double)),
+    bn_refs_t r = {malloc(d.c * sizeof(double)),   malloc(d.c * sizeof(double)), malloc(count * sizeof(double)),
                    malloc(count * sizeof(double)), malloc(d.c * sizeof(double)), malloc(d.c * sizeof(double))};
     double *run_ref = malloc(2 * d.c * sizeof(double));
 
@@ -273,8 +260,7 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
         plain.fuse_relu = 0;
         bn_refs(&plain, n, x_host, gamma, beta, NULL, NULL, NULL, &r);
         double closest = INFINITY;
-        for (size_t i = 0; i < count; i++)
-            closest = fmin(closest, fabs(r.y[i]));
+        for (size_t i = 0; i < count; i++) closest = fmin(closest, fabs(r.y[i]));
         drawn = !d.fuse_relu || closest > 1e-3;
     }
     CHECK(drawn, "%s: no input found that keeps away from the relu's kink", name);
@@ -292,8 +278,8 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
         run_ref[c] = (1.0 - d.momentum) * rm0[c] + d.momentum * r.mean[c];
         run_ref[d.c + c] = (1.0 - d.momentum) * rv0[c] + d.momentum * r.var[c] * (double)m / (double)(m - 1);
     }
-    compare_part(name, "running mean", rm, run_ref, d.c, TR_DTYPE_F32, TOL_F32,
-                 "bn running mean f32 (%s x)", tr_dtype_name(dt));
+    compare_part(name, "running mean", rm, run_ref, d.c, TR_DTYPE_F32, TOL_F32, "bn running mean f32 (%s x)",
+                 tr_dtype_name(dt));
     compare_part(name, "running var (unbiased)", rv, run_ref + d.c, d.c, TR_DTYPE_F32, TOL_F32,
                  "bn running var f32 (%s x)", tr_dtype_name(dt));
 
@@ -310,8 +296,8 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tensor_poison(&y);
     STATUS_OK(ops->bn_forward_infer(l, &x, &gamma_t, &beta_t, &rm_t, &rv_t, &y));
     tensor_get(&y, got);
-    compare_part(name, "forward inference", got, y_infer, count, dt, tol_for(dt),
-                 "bn forward infer y %s", tr_dtype_name(dt));
+    compare_part(name, "forward inference", got, y_infer, count, dt, tol_for(dt), "bn forward infer y %s",
+                 tr_dtype_name(dt));
 
     /* backward after a training forward on the same x */
     STATUS_OK(ops->bn_forward_train(l, &x, &gamma_t, &beta_t, &rm_t, &rv_t, &y));
@@ -321,19 +307,18 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
     tensor_get(&dx, got);
     plain_get(&dgamma, dg_got);
     plain_get(&dbeta, db_got);
-    compare_part(name, "backward dx", got, r.dx, count, dt, tol_for(dt),
-                 "bn backward dx %s%s", tr_dtype_name(dt), d.fuse_relu ? " +relu" : "");
-    compare_part(name, "backward dgamma", dg_got, r.dgamma, d.c, gdt, tol_for(gdt),
-                 "bn dgamma %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_part(name, "backward dbeta", db_got, r.dbeta, d.c, gdt, tol_for(gdt),
-                 "bn dbeta %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward dx", got, r.dx, count, dt, tol_for(dt), "bn backward dx %s%s", tr_dtype_name(dt),
+                 d.fuse_relu ? " +relu" : "");
+    compare_part(name, "backward dgamma", dg_got, r.dgamma, d.c, gdt, tol_for(gdt), "bn dgamma %s (%s compute)",
+                 tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward dbeta", db_got, r.dbeta, d.c, gdt, tol_for(gdt), "bn dbeta %s (%s compute)",
+                 tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dgamma and dbeta are linear in dy. */
         double largest = fmax(max_abs_d(r.dgamma, d.c), max_abs_d(r.dbeta, d.c));
         int k = overflow_exponent(largest);
-        if (k > headroom(dy_host, count, dt))
-            k = headroom(dy_host, count, dt);
+        if (k > headroom(dy_host, count, dt)) k = headroom(dy_host, count, dt);
         float *dys = scaled(dy_host, count, k);
         tensor_put(&dy, dys);
         plain_poison(&dgamma);
@@ -352,15 +337,12 @@ void mixed_bn(tr_layer_t *layer, const tr_bn_desc_t *dp, int n)
         free(dys);
     }
 
-    if (layer == NULL)
-        ops->layer_free(l);
+    if (layer == NULL) ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &y, &dy, &dx};
-    for (int i = 0; i < 4; i++)
-        ops->tensor_free(be, acts[i]);
-    void *arrays[] = {x_host, dy_host, gamma, beta, rm, rv, rm0, rv0, dgamma.data, dbeta.data, got, dg_got, db_got,
-                      r.mean, r.var, r.y, r.dx, r.dgamma, r.dbeta, run_ref, y_infer, scratch};
-    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-        free(arrays[i]);
+    for (int i = 0; i < 4; i++) ops->tensor_free(be, acts[i]);
+    void *arrays[] = {x_host, dy_host, gamma,  beta,  rm,  rv,   rm0,      rv0,     dgamma.data, dbeta.data, got,
+                      dg_got, db_got,  r.mean, r.var, r.y, r.dx, r.dgamma, r.dbeta, run_ref,     y_infer,    scratch};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
 }
 
 /* ---- pooling -------------------------------------------------------------------- */
@@ -372,8 +354,7 @@ static float *distinct_values(size_t count, tr_dtype_t dtype)
 {
     float *a = malloc(count * sizeof(float) + 1);
     uint16_t code = bits_of(0x1p-6f, dtype);
-    for (size_t i = 0; i < count; i++)
-        a[i] = widen((uint16_t)(code + i), dtype) * (rng_unit() < 0.5 ? -1.0f : 1.0f);
+    for (size_t i = 0; i < count; i++) a[i] = widen((uint16_t)(code + i), dtype) * (rng_unit() < 0.5 ? -1.0f : 1.0f);
     for (size_t i = count; i > 1; i--) {
         size_t j = rng_u64() % i;
         float t = a[i - 1];
@@ -390,8 +371,8 @@ void mixed_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     char what[160], name[112], key[64];
     int is_max = d.kind == TR_POOL_MAX;
     if (is_max)
-        snprintf(name, sizeof(name), "max pool %dx%dx%dx%d k%d s%d p%d %s", n, d.c, d.h, d.w, d.kernel, d.stride,
-                 d.pad, tr_dtype_name(dt));
+        snprintf(name, sizeof(name), "max pool %dx%dx%dx%d k%d s%d p%d %s", n, d.c, d.h, d.w, d.kernel, d.stride, d.pad,
+                 tr_dtype_name(dt));
     else
         snprintf(name, sizeof(name), "global avg pool %dx%dx%dx%d %s", n, d.c, d.h, d.w, tr_dtype_name(dt));
     int ho = is_max ? (d.h + 2 * d.pad - d.kernel) / d.stride + 1 : 1;
@@ -399,10 +380,8 @@ void mixed_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     size_t x_count = (size_t)n * d.c * d.h * d.w, y_count = (size_t)n * d.c * ho * wo;
 
     tr_layer_t *l = layer;
-    if (l == NULL)
-        STATUS_OK(ops->pool_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) STATUS_OK(ops->pool_create(be, &d, &l));
+    if (l == NULL) return;
     tr_tensor_t x = act_make(n, d.c, d.h, d.w, dt), dx = act_make(n, d.c, d.h, d.w, dt);
     tr_tensor_t y = act_make(n, d.c, ho, wo, dt), dy = act_make(n, d.c, ho, wo, dt);
     float *x_host = is_max ? distinct_values(x_count, dt) : rand_rounded(x_count, 1.0f, dt);
@@ -415,11 +394,9 @@ void mixed_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
             size_t xo = ((size_t)s * d.c + c) * d.h * d.w, yo = ((size_t)s * d.c + c) * ho * wo;
             if (!is_max) {
                 double sum = 0;
-                for (int i = 0; i < d.h * d.w; i++)
-                    sum += x_host[xo + i];
+                for (int i = 0; i < d.h * d.w; i++) sum += x_host[xo + i];
                 y_ref[yo] = sum / (d.h * d.w);
-                for (int i = 0; i < d.h * d.w; i++)
-                    dx_ref[xo + i] = dy_host[yo] / (double)(d.h * d.w);
+                for (int i = 0; i < d.h * d.w; i++) dx_ref[xo + i] = dy_host[yo] / (double)(d.h * d.w);
                 continue;
             }
             for (int oh = 0; oh < ho; oh++)
@@ -453,14 +430,12 @@ void mixed_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     tensor_poison(&dx);
     STATUS_OK(ops->pool_backward(l, &dy, &dx));
     tensor_get(&dx, dx_got);
-    compare_part(name, "backward", dx_got, dx_ref, x_count, dt, tol_for(dt),
-                 "%s backward dx %s", is_max ? "max pool" : "avg pool", tr_dtype_name(dt));
+    compare_part(name, "backward", dx_got, dx_ref, x_count, dt, tol_for(dt), "%s backward dx %s",
+                 is_max ? "max pool" : "avg pool", tr_dtype_name(dt));
 
-    if (layer == NULL)
-        ops->layer_free(l);
+    if (layer == NULL) ops->layer_free(l);
     tr_tensor_t *acts[] = {&x, &dx, &y, &dy};
-    for (int i = 0; i < 4; i++)
-        ops->tensor_free(be, acts[i]);
+    for (int i = 0; i < 4; i++) ops->tensor_free(be, acts[i]);
     free(x_host);
     free(dy_host);
     free(y_got);
@@ -476,16 +451,13 @@ void mixed_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
     const tr_linear_desc_t d = *dp;
     const tr_dtype_t dt = d.dtype, gdt = d.grad_dtype;
     char what[160], name[112], key[64];
-    snprintf(name, sizeof(name), "linear %dx%d->%d %s/%s", n, d.c_in, d.c_out, tr_dtype_name(dt),
-             tr_dtype_name(gdt));
+    snprintf(name, sizeof(name), "linear %dx%d->%d %s/%s", n, d.c_in, d.c_out, tr_dtype_name(dt), tr_dtype_name(gdt));
     size_t x_count = (size_t)n * d.c_in, y_count = (size_t)n * d.c_out, w_count = (size_t)d.c_out * d.c_in;
     const int w_dims[2] = {d.c_out, d.c_in}, y_dims[2] = {n, d.c_out}, b_dims[1] = {d.c_out};
 
     tr_layer_t *l = layer;
-    if (l == NULL)
-        STATUS_OK(ops->linear_create(be, &d, &l));
-    if (l == NULL)
-        return;
+    if (l == NULL) STATUS_OK(ops->linear_create(be, &d, &l));
+    if (l == NULL) return;
     tr_tensor_t x = act_make(n, d.c_in, 1, 1, dt), dx = act_make(n, d.c_in, 1, 1, dt);
     tr_tensor_t w = plain_make(dt, 2, w_dims), dy = plain_make(dt, 2, y_dims);
     tr_tensor_t bias = plain_make(TR_DTYPE_F32, 1, b_dims), y = plain_make(TR_DTYPE_F32, 2, y_dims);
@@ -520,16 +492,16 @@ void mixed_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
     tensor_poison(&dx);
     STATUS_OK(ops->linear_backward_data(l, &dy, &w, &dx));
     tensor_get(&dx, dx_got);
-    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt),
-                 "linear backward data dx %s", tr_dtype_name(dt));
+    compare_part(name, "backward data", dx_got, dx_ref, x_count, dt, tol_for(dt), "linear backward data dx %s",
+                 tr_dtype_name(dt));
 
     STATUS_OK(ops->linear_backward_weights(l, &x, &dy, &dw, &db));
     plain_get(&dw, dw_got);
     plain_get(&db, db_got);
-    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt),
-                 "linear dw %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
-    compare_part(name, "backward bias", db_got, db_ref, d.c_out, gdt, tol_for(gdt),
-                 "linear dbias %s (%s compute)", tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward weights", dw_got, dw_ref, w_count, gdt, tol_for(gdt), "linear dw %s (%s compute)",
+                 tr_dtype_name(gdt), tr_dtype_name(dt));
+    compare_part(name, "backward bias", db_got, db_ref, d.c_out, gdt, tol_for(gdt), "linear dbias %s (%s compute)",
+                 tr_dtype_name(gdt), tr_dtype_name(dt));
 
     if (gdt == TR_DTYPE_F16) {
         /* dw = dy^T x is bilinear, dbias = sum dy linear: scale both. */
@@ -553,14 +525,12 @@ void mixed_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
         free(sp.dys);
     }
 
-    if (layer == NULL)
-        ops->layer_free(l);
+    if (layer == NULL) ops->layer_free(l);
     ops->tensor_free(be, &x);
     ops->tensor_free(be, &dx);
-    void *arrays[] = {w.data, dy.data, bias.data, y.data, dw.data, db.data, x_host, w_host, dy_host, b_host,
-                      y_got, dx_got, dw_got, db_got, y_ref, dx_ref, dw_ref, db_ref};
-    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-        free(arrays[i]);
+    void *arrays[] = {w.data, dy.data, bias.data, y.data, dw.data, db.data, x_host, w_host, dy_host,
+                      b_host, y_got,   dx_got,    dw_got, db_got,  y_ref,   dx_ref, dw_ref, db_ref};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) free(arrays[i]);
 }
 
 /* ---- tensors ------------------------------------------------------------------------- */
@@ -575,14 +545,15 @@ void mixed_tensor_roundtrip(int n, int c, int h, int w, tr_dtype_t dtype)
     float *in = rand_array(count, 3.0f), *out = nan_array(count);
     in[0] = NAN;
     in[count - 1] = -0.0f;
-    if (count > 2)
-        in[1] = f32_from_bits(0x3F808000u); /* 1 + 2^-8: a bf16 tie, to even (1) */
-    if (count > 3)
-        in[2] = -INFINITY;
+    if (count > 2) in[1] = f32_from_bits(0x3F808000u); /* 1 + 2^-8: a bf16 tie, to even (1) */
+    if (count > 3) in[2] = -INFINITY;
     tensor_put(&t, in);
     tensor_get(&t, out);
     /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
-    int block = t.layout == TR_LAYOUT_NCHW8C ? 8 : t.layout == TR_LAYOUT_NCHW16C ? 16 : t.layout == TR_LAYOUT_NHWC ? c : 1;
+    int block = t.layout == TR_LAYOUT_NCHW8C    ? 8
+                : t.layout == TR_LAYOUT_NCHW16C ? 16
+                : t.layout == TR_LAYOUT_NHWC    ? c
+                                                : 1;
     CHECK(t.dtype == dtype && t.bytes == count * tr_dtype_size(dtype) && t.ndim == 4 && t.memory == ops->memory,
           "%s tensor of %zu bytes for %zu elements", tr_dtype_name(t.dtype), t.bytes, count);
     long wrong = 0, misplaced = 0;
@@ -596,8 +567,8 @@ void mixed_tensor_roundtrip(int n, int c, int h, int w, tr_dtype_t dtype)
                 size_t pos = block == 1 ? k : (((size_t)s * (c / block) + ch / block) * hw + i) * block + ch % block;
                 misplaced += !isnan(want) && raw[pos] != bits_of(in[k], dtype);
             }
-    CHECK(wrong == 0 && misplaced == 0, "tensor %dx%dx%dx%d %s %s: %ld wrong after the round trip, %ld misplaced", n,
-          c, h, w, tr_dtype_name(dtype), tr_layout_name(t.layout), wrong, misplaced);
+    CHECK(wrong == 0 && misplaced == 0, "tensor %dx%dx%dx%d %s %s: %ld wrong after the round trip, %ld misplaced", n, c,
+          h, w, tr_dtype_name(dtype), tr_layout_name(t.layout), wrong, misplaced);
     long prefix_wrong = 0;
     if (n > 1) {
         const size_t per = count / (size_t)n;

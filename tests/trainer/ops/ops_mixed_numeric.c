@@ -46,8 +46,8 @@ static const struct {
     {0x7F7F8000u, 0x7F80, 0x7C00}, /* its tie: to even = inf */
     {0x7F7FFFFFu, 0x7F80, 0x7C00}, /* f32's largest */
     {0xFF7FFFFFu, 0xFF80, 0xFC00},
-    {0x7F800000u, 0x7F80, 0x7C00}, /* inf */
-    {0xFF800000u, 0xFF80, 0xFC00}, /* -inf */
+    {0x7F800000u, 0x7F80, 0x7C00},   /* inf */
+    {0xFF800000u, 0xFF80, 0xFC00},   /* -inf */
     {0x7FC00000u, ANY_NAN, ANY_NAN}, /* quiet NaN */
     {0x7F800001u, ANY_NAN, ANY_NAN}, /* signalling NaN: truncating would give inf */
     {0xFF800001u, ANY_NAN, ANY_NAN},
@@ -77,8 +77,9 @@ static int code_matches(uint16_t got, uint16_t want, tr_dtype_t dtype)
 static double f16_value(uint16_t h)
 {
     int sign = h >> 15, exponent = (h >> 10) & 31, mantissa = h & 1023;
-    double v = exponent == 0 ? ldexp(mantissa, -24) : exponent == 31 ? (mantissa ? NAN : INFINITY)
-                                                                     : ldexp(1024 + mantissa, exponent - 25);
+    double v = exponent == 0    ? ldexp(mantissa, -24)
+               : exponent == 31 ? (mantissa ? NAN : INFINITY)
+                                : ldexp(1024 + mantissa, exponent - 25);
     return sign ? -v : v;
 }
 
@@ -94,10 +95,10 @@ void mixed_rounding_reference(void)
         int ok = code_matches(b, rounding_cases[i].bf16, TR_DTYPE_BF16) &&
                  code_matches(h, rounding_cases[i].f16, TR_DTYPE_F16);
         double rb = ref_round_dtype(x, TR_DTYPE_BF16), rh = ref_round_dtype(x, TR_DTYPE_F16);
-        ok = ok && (isnan(x) ? isnan(rb) && isnan(rh)
-                             : rb == widen(rounding_cases[i].bf16, TR_DTYPE_BF16) &&
-                                   rh == f16_value(rounding_cases[i].f16) &&
-                                   !sign_differs(rb, x) && !sign_differs(rh, x));
+        ok = ok &&
+             (isnan(x) ? isnan(rb) && isnan(rh)
+                       : rb == widen(rounding_cases[i].bf16, TR_DTYPE_BF16) && rh == f16_value(rounding_cases[i].f16) &&
+                             !sign_differs(rb, x) && !sign_differs(rh, x));
         CHECK(ok, "rounding f32 0x%08X: bf16 0x%04X (want 0x%04X), f16 0x%04X (want 0x%04X), reference %a / %a",
               rounding_cases[i].f32, b, rounding_cases[i].bf16, h, rounding_cases[i].f16, rb, rh);
         wrong += !ok;
@@ -139,10 +140,7 @@ void mixed_rounding_reference(void)
 
 /* ---- cast ------------------------------------------------------------------------ */
 
-static tr_tensor_t plain_1d(tr_dtype_t dtype, size_t count)
-{
-    return plain_make(dtype, 1, (const int[]){(int)count});
-}
+static tr_tensor_t plain_1d(tr_dtype_t dtype, size_t count) { return plain_make(dtype, 1, (const int[]){(int)count}); }
 
 static void cast_run(const tr_tensor_t *src, tr_tensor_t *dst)
 {
@@ -172,8 +170,7 @@ void mixed_cast(size_t count)
     size_t split = count / 2 > ROUNDING_CASES ? count / 2 - ROUNDING_CASES / 2 : 0;
     for (size_t i = 0; i < ROUNDING_CASES && i < count; i++) {
         in[i] = f32_from_bits(rounding_cases[i].f32);
-        if (split + i < count)
-            in[split + i] = f32_from_bits(rounding_cases[i].f32);
+        if (split + i < count) in[split + i] = f32_from_bits(rounding_cases[i].f32);
     }
     tr_tensor_t src = plain_1d(TR_DTYPE_F32, count), back = plain_1d(TR_DTYPE_F32, count);
     memcpy(src.data, in, count * sizeof(float));
@@ -219,8 +216,7 @@ void mixed_cast_exhaustive(void)
         const tr_dtype_t dt = dtypes[d], other = dtypes[1 - d];
         tr_tensor_t codes = plain_1d(dt, count), wide = plain_1d(TR_DTYPE_F32, count), cross = plain_1d(other, count);
         uint16_t *c = codes.data;
-        for (size_t i = 0; i < count; i++)
-            c[i] = (uint16_t)i;
+        for (size_t i = 0; i < count; i++) c[i] = (uint16_t)i;
         cast_run(&codes, &wide);
         cast_run(&codes, &cross);
         long wrong = 0;
@@ -251,8 +247,8 @@ void mixed_cast_exhaustive(void)
 static uint32_t finite_code(tr_dtype_t dt)
 {
     static const uint32_t edge32[] = {0x7F7FFFFFu, 0xFF7FFFFFu, 0x00000001u, 0x807FFFFFu, 0x00000000u, 0x80000000u};
-    static const uint32_t edge16[] = {0x7F7F, 0xFF7F, 0x0001, 0x807F, 0x0000, 0x8000};   /* bf16 */
-    static const uint32_t edge_h[] = {0x7BFF, 0xFBFF, 0x0001, 0x83FF, 0x0000, 0x8000};  /* f16 */
+    static const uint32_t edge16[] = {0x7F7F, 0xFF7F, 0x0001, 0x807F, 0x0000, 0x8000}; /* bf16 */
+    static const uint32_t edge_h[] = {0x7BFF, 0xFBFF, 0x0001, 0x83FF, 0x0000, 0x8000}; /* f16 */
     uint64_t r = rng_u64();
     if (r % 3 == 0) {
         const uint32_t *e = dt == TR_DTYPE_F32 ? edge32 : dt == TR_DTYPE_BF16 ? edge16 : edge_h;
@@ -301,15 +297,13 @@ static int finite_run(const tr_tensor_t *t)
 static long finite_tensor(tr_dtype_t dt, size_t count, const size_t *positions, size_t position_count, long *calls)
 {
     tr_tensor_t t = plain_1d(dt, count);
-    for (size_t i = 0; i < count; i++)
-        code_store(t.data, dt, i, finite_code(dt));
+    for (size_t i = 0; i < count; i++) code_store(t.data, dt, i, finite_code(dt));
     long wrong = finite_run(&t) != 0;
     ++*calls;
     size_t n = positions != NULL ? position_count : count;
     for (size_t k = 0; k < n; k++) {
         size_t p = positions != NULL ? positions[k] : k;
-        if (p >= count)
-            continue;
+        if (p >= count) continue;
         uint32_t keep = code_load(t.data, dt, p);
         for (int which = 0; which < NONFINITE_KINDS; which++) {
             code_store(t.data, dt, p, nonfinite_code(dt, which));
@@ -332,8 +326,7 @@ static long finite_tensor(tr_dtype_t dt, size_t count, const size_t *positions, 
 static long finite_uniform(tr_dtype_t dt, size_t count, uint32_t code)
 {
     tr_tensor_t t = plain_1d(dt, count);
-    for (size_t i = 0; i < count; i++)
-        code_store(t.data, dt, i, code);
+    for (size_t i = 0; i < count; i++) code_store(t.data, dt, i, code);
     long wrong = finite_run(&t) != 0;
     free(t.data);
     return wrong;
@@ -345,17 +338,15 @@ void mixed_check_finite(void)
     for (int d = 0; d < 3; d++) {
         const tr_dtype_t dt = dtypes[d];
         long wrong = 0, calls = 0;
-        for (size_t count = 1; count <= 80; count++)
-            wrong += finite_tensor(dt, count, NULL, 0, &calls);
+        for (size_t count = 1; count <= 80; count++) wrong += finite_tensor(dt, count, NULL, 0, &calls);
         /* Long enough for the threaded path (the cpu backend splits from
          * 2^16 elements in chunks of whole 32-element groups): the ends,
          * around the split of 2, 3 and 4 threads, and random places. */
         const size_t big = 70001;
-        size_t pos[48] = {0, 1, 2, 31, 32, 33, big - 1, big - 2, big - 33, 35007, 35008, 35009, 35039, 35040,
-                          23359, 23360, 46719, 46720, 17503, 17504, 52511, 52512, big / 2};
+        size_t pos[48] = {0,     1,     2,     31,    32,    33,    big - 1, big - 2, big - 33, 35007, 35008,  35009,
+                          35039, 35040, 23359, 23360, 46719, 46720, 17503,   17504,   52511,    52512, big / 2};
         size_t np = 23;
-        while (np < 48)
-            pos[np++] = rng_u64() % big;
+        while (np < 48) pos[np++] = rng_u64() % big;
         wrong += finite_tensor(dt, big, pos, np, &calls);
         uint32_t max_finite = dt == TR_DTYPE_F32 ? 0x7F7FFFFFu : dt == TR_DTYPE_BF16 ? 0x7F7F : 0x7BFF;
         uint32_t neg_max = dt == TR_DTYPE_F32 ? 0xFF7FFFFFu : dt == TR_DTYPE_BF16 ? 0xFF7F : 0xFBFF;
@@ -363,7 +354,8 @@ void mixed_check_finite(void)
         const size_t sizes[] = {1, 7, 80, big};
         for (int s = 0; s < 4; s++) {
             wrong += finite_uniform(dt, sizes[s], max_finite) + finite_uniform(dt, sizes[s], neg_max) +
-                     finite_uniform(dt, sizes[s], subnormal) + finite_uniform(dt, sizes[s], subnormal | (dt == TR_DTYPE_F32 ? 0x80000000u : 0x8000u));
+                     finite_uniform(dt, sizes[s], subnormal) +
+                     finite_uniform(dt, sizes[s], subnormal | (dt == TR_DTYPE_F32 ? 0x80000000u : 0x8000u));
             calls += 4;
         }
         char what[96];
@@ -402,7 +394,8 @@ static long sgd_case(size_t count, tr_dtype_t grad_dtype, int lp_dtype, const tr
         STATUS_OK(ops->sgd_step(be, &pt, lp_dtype >= 0 ? &lpt : NULL, &gt, a->momentum != 0.0f ? &mt : NULL, a));
         sgd_ref(p_ref, g_wide, m_ref, count, a);
         for (size_t i = 0; i < count; i++) {
-            wrong += f32_bits(p[i]) != f32_bits(p_ref[i]) || (a->momentum != 0.0f && f32_bits(m[i]) != f32_bits(m_ref[i]));
+            wrong +=
+                f32_bits(p[i]) != f32_bits(p_ref[i]) || (a->momentum != 0.0f && f32_bits(m[i]) != f32_bits(m_ref[i]));
             if (lp_dtype == TR_DTYPE_F32)
                 wrong += f32_bits(((const float *)lpt.data)[i]) != f32_bits(p_ref[i]);
             else if (lp_dtype >= 0)
@@ -423,8 +416,8 @@ static long sgd_case(size_t count, tr_dtype_t grad_dtype, int lp_dtype, const tr
 void mixed_sgd(void)
 {
     static const tr_sgd_args_t cases[] = {
-        {0.1f, 0.9f, 5e-4f, 1, 0}, {0.1f, 0.9f, 5e-4f, 0, 0}, {0.05f, 0.9f, 0.0f, 1, 0}, {0.2f, 0.0f, 1e-4f, 0, 0},
-        {0.01f, 0.5f, 0.0f, 0, 0},
+        {0.1f, 0.9f, 5e-4f, 1, 0}, {0.1f, 0.9f, 5e-4f, 0, 0}, {0.05f, 0.9f, 0.0f, 1, 0},
+        {0.2f, 0.0f, 1e-4f, 0, 0}, {0.01f, 0.5f, 0.0f, 0, 0},
     };
     static const tr_dtype_t grads[] = {TR_DTYPE_BF16, TR_DTYPE_F16, TR_DTYPE_F32};
     static const int lps[] = {TR_DTYPE_BF16, TR_DTYPE_F16, TR_DTYPE_F32, -1};
@@ -437,15 +430,13 @@ void mixed_sgd(void)
                 for (int si = 0; si < 4; si++)
                     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
                         /* The long tensor: the 16-bit pairs with the usual scale, two cases. */
-                        if (ci == 2 && (gi == 2 || li >= 2 || si != 0 || (k != 0 && k != 3)))
-                            continue;
+                        if (ci == 2 && (gi == 2 || li >= 2 || si != 0 || (k != 0 && k != 3))) continue;
                         tr_sgd_args_t a = cases[k];
                         a.grad_scale = scales[si];
                         wrong += sgd_case(counts[ci], grads[gi], lps[li], &a);
                         runs++;
                     }
-                if (runs == 0)
-                    continue;
+                if (runs == 0) continue;
                 char what[128];
                 snprintf(what, sizeof(what), "sgd grad %s, param_lp %s, %zu params, %ld cases x 3 steps",
                          tr_dtype_name(grads[gi]), lps[li] >= 0 ? tr_dtype_name((tr_dtype_t)lps[li]) : "none",

@@ -18,8 +18,7 @@ static void pool_ref(const tr_pool_desc_t *d, int batch, int ho, int wo, const f
             double *yc = y + ((size_t)n * d->c + c) * ho * wo;
             if (d->kind == TR_POOL_GLOBAL_AVERAGE) {
                 double s = 0;
-                for (int i = 0; i < d->h * d->w; i++)
-                    s += xc[i];
+                for (int i = 0; i < d->h * d->w; i++) s += xc[i];
                 yc[0] = s / (d->h * d->w);
                 continue;
             }
@@ -47,8 +46,7 @@ void test_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     char what[128], name[96];
     int is_max = d.kind == TR_POOL_MAX;
     if (is_max)
-        snprintf(name, sizeof(name), "max pool %dx%dx%dx%d k%d s%d p%d", n, d.c, d.h, d.w, d.kernel, d.stride,
-                 d.pad);
+        snprintf(name, sizeof(name), "max pool %dx%dx%dx%d k%d s%d p%d", n, d.c, d.h, d.w, d.kernel, d.stride, d.pad);
     else
         snprintf(name, sizeof(name), "global avg pool %dx%dx%dx%d", n, d.c, d.h, d.w);
     int ho = is_max ? (d.h + 2 * d.pad - d.kernel) / d.stride + 1 : 1;
@@ -56,10 +54,8 @@ void test_pool(tr_layer_t *layer, const tr_pool_desc_t *dp, int n)
     size_t x_count = (size_t)n * d.c * d.h * d.w, y_count = (size_t)n * d.c * ho * wo;
 
     fd_layer_t c = {.layer = layer, .forward = pool_forward};
-    if (layer == NULL)
-        STATUS_OK(ops->pool_create(be, &d, &c.layer));
-    if (c.layer == NULL)
-        return;
+    if (layer == NULL) STATUS_OK(ops->pool_create(be, &d, &c.layer));
+    if (c.layer == NULL) return;
     c.x = tensor_make(n, d.c, d.h, d.w);
     c.y = tensor_make(n, d.c, ho, wo);
     tr_tensor_t dy = tensor_make(n, d.c, ho, wo), dx = tensor_make(n, d.c, d.h, d.w);
@@ -127,10 +123,8 @@ void test_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
     const int w_dims[2] = {d.c_out, d.c_in}, y_dims[2] = {n, d.c_out}, b_dims[1] = {d.c_out};
 
     linear_ctx_t c = {.layer = layer};
-    if (layer == NULL)
-        STATUS_OK(ops->linear_create(be, &d, &c.layer));
-    if (c.layer == NULL)
-        return;
+    if (layer == NULL) STATUS_OK(ops->linear_create(be, &d, &c.layer));
+    if (c.layer == NULL) return;
     c.x = tensor_make(n, d.c_in, 1, 1);
     tr_tensor_t dx = tensor_make(n, d.c_in, 1, 1);
     c.x_host = rand_array(x_count, 1.0f);
@@ -147,8 +141,7 @@ void test_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
     for (int s = 0; s < n; s++)
         for (int o = 0; o < d.c_out; o++) {
             double v = bias[o];
-            for (int i = 0; i < d.c_in; i++)
-                v += (double)c.x_host[s * d.c_in + i] * w[o * d.c_in + i];
+            for (int i = 0; i < d.c_in; i++) v += (double)c.x_host[s * d.c_in + i] * w[o * d.c_in + i];
             y_ref[s * d.c_out + o] = v;
         }
     snprintf(what, sizeof(what), "%s forward", name);
@@ -172,15 +165,12 @@ void test_linear(tr_layer_t *layer, const tr_linear_desc_t *dp, int n)
           "%s: y of %d rows accepted", name, n + 1);
     free(y_long.data);
 
-    if (layer == NULL)
-        ops->layer_free(c.layer);
+    if (layer == NULL) ops->layer_free(c.layer);
     ops->tensor_free(be, &c.x);
     ops->tensor_free(be, &dx);
     tr_tensor_t *hosts[] = {&c.w, &c.bias, &c.y, &c.r, &dw, &db};
-    for (int i = 0; i < 6; i++)
-        free(hosts[i]->data);
+    for (int i = 0; i < 6; i++) free(hosts[i]->data);
     free(c.x_host);
     free(dx_host);
     free(y_ref);
 }
-

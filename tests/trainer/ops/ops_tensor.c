@@ -19,7 +19,10 @@ void test_tensor_roundtrip(int n, int c, int h, int w)
     tensor_put(&t, in);
     tensor_get(&t, out);
     /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
-    int block = t.layout == TR_LAYOUT_NCHW8C ? 8 : t.layout == TR_LAYOUT_NCHW16C ? 16 : t.layout == TR_LAYOUT_NHWC ? c : 1;
+    int block = t.layout == TR_LAYOUT_NCHW8C    ? 8
+                : t.layout == TR_LAYOUT_NCHW16C ? 16
+                : t.layout == TR_LAYOUT_NHWC    ? c
+                                                : 1;
     long wrong = memcmp(in, out, count * sizeof(float)) != 0;
     /* Where each element sits: nChw<B>c puts (n, c, h, w) at
      * ((n * C/B + c/B) * H*W + h*W + w) * B + c%B (nhwc: B = C); nchw at the usual place. */
@@ -86,8 +89,7 @@ void test_data_movement(void)
     ok &= out[99] == in[99] && out[100] == 0.0f && out[149] == 0.0f && out[150] == in[150];
     STATUS_OK(ops->fill_zero(be, &t));
     STATUS_OK(ops->download(be, &t, out));
-    for (size_t i = 0; i < count; i++)
-        ok &= out[i] == 0.0f;
+    for (size_t i = 0; i < count; i++) ok &= out[i] == 0.0f;
     tr_event_t event = (tr_event_t)&event;
     STATUS_OK(ops->gradient_ready(be, &event));
     CHECK(ops->memory != TR_MEMORY_HOST || event == NULL, "gradient_ready on a host backend gave an event to wait on");
@@ -113,11 +115,9 @@ void test_input_import(int n, int c, int h, int w)
     uint8_t *pixels = NULL;
     STATUS_OK(ops->host_alloc(be, count, (void **)&pixels));
     long wrong = 0;
-    for (size_t i = 0; i < count; i++)
-        wrong += pixels[i] != 0;
+    for (size_t i = 0; i < count; i++) wrong += pixels[i] != 0;
     CHECK(wrong == 0, "host_alloc: %ld bytes not zeroed", wrong);
-    for (size_t i = 0; i < count; i++)
-        pixels[i] = (uint8_t)(i < 256 ? i : rng_u64() >> 56);
+    for (size_t i = 0; i < count; i++) pixels[i] = (uint8_t)(i < 256 ? i : rng_u64() >> 56);
     tr_tensor_t t = tensor_make(n, c, h, w);
     float *zeros = calloc(count, sizeof(float)), *got = nan_array(count);
     tensor_put(&t, zeros);
@@ -133,8 +133,7 @@ void test_input_import(int n, int c, int h, int w)
                 float want = std[k % 3] > 0.0f ? (v / 255.0f - mean[k % 3]) / std[k % 3] : v / 255.0f;
                 wrong += memcmp(&got[((size_t)s * c + k) * hw + p], &want, sizeof(float)) != 0;
             }
-    if (n > 1)
-        wrong += memcmp(got + count - per, zeros, per * sizeof(float)) != 0;
+    if (n > 1) wrong += memcmp(got + count - per, zeros, per * sizeof(float)) != 0;
     tr_tensor_t nchw = px;
     nchw.layout = TR_LAYOUT_NCHW;
     CHECK(ops->input_import(be, &nchw, mean, std, &t) == HORA_ERR_INVALID_ARG, "input_import of nchw pixels accepted");
@@ -183,8 +182,7 @@ void test_contract(void)
     hora_status_t st = ops->tensor_alloc(be, 2, 8, 5, 5, TR_DTYPE_BF16, &t);
     CHECK(st == HORA_ERR_UNSUPPORTED || (st == HORA_OK && t.dtype == TR_DTYPE_BF16),
           "tensor_alloc of bf16 activations: %d", (int)st);
-    if (st == HORA_OK)
-        ops->tensor_free(be, &t);
+    if (st == HORA_OK) ops->tensor_free(be, &t);
     /* The running statistics of another channel count. */
     tr_bn_desc_t bd = {8, 5, 5, 1e-5f, 0.1f, 0, TR_DTYPE_F32, TR_DTYPE_F32};
     tr_layer_t *bn = NULL;
@@ -208,7 +206,8 @@ void test_api(void)
     CHECK(tr_backend_find("no-such-backend") == NULL && tr_backend_find(NULL) == NULL, "unknown backend found");
     CHECK(strstr(tr_backend_names(), "cpu") != NULL, "tr_backend_names: %s", tr_backend_names());
     CHECK(strcmp(tr_layout_name(TR_LAYOUT_NCHW16C), "nChw16c") == 0, "layout name");
-    CHECK(tr_dtype_size(TR_DTYPE_BF16) == 2 && tr_dtype_size(TR_DTYPE_I32) == 4 && !strcmp(tr_dtype_name(TR_DTYPE_F16), "f16"),
+    CHECK(tr_dtype_size(TR_DTYPE_BF16) == 2 && tr_dtype_size(TR_DTYPE_I32) == 4 &&
+              !strcmp(tr_dtype_name(TR_DTYPE_F16), "f16"),
           "dtype sizes and names");
     tr_tensor_t t;
     CHECK(ops->tensor_alloc(be, 0, 1, 1, 1, TR_DTYPE_F32, &t) == HORA_ERR_INVALID_ARG, "tensor_alloc n = 0");
@@ -222,4 +221,3 @@ void test_api(void)
     STATUS_OK(ops->synchronize(be));
     printf("ok   api: find, layout names, argument checks, buffers\n");
 }
-

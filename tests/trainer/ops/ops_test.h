@@ -43,10 +43,10 @@ double dot(const float *y, const float *r, size_t count);
  * error relative to the tensor's scale) and every value is finite. */
 void compare(const char *what, const float *got, const double *want, size_t count, double tol);
 
-#define STATUS_OK(call)                                                                  \
-    do {                                                                                 \
-        hora_status_t st_ = (call);                                                      \
-        CHECK(st_ == HORA_OK, "%s returned %d", #call, (int)st_);                        \
+#define STATUS_OK(call)                                           \
+    do {                                                          \
+        hora_status_t st_ = (call);                               \
+        CHECK(st_ == HORA_OK, "%s returned %d", #call, (int)st_); \
     } while (0)
 
 /* Backend activations and host arrays in NCHW. */

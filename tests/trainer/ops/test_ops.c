@@ -62,16 +62,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_ops: cannot start the cpu backend\n");
         return 1;
     }
-    printf("test_ops: cpu backend, channel block %d (0 = auto), %d threads\n", config.channel_block,
-           config.threads);
+    printf("test_ops: cpu backend, channel block %d (0 = auto), %d threads\n", config.channel_block, config.threads);
 
     test_api();
     test_data_movement();
     test_input_import(3, 3, 5, 7);
     test_input_import(2, 1, 4, 4);
     test_contract();
-    static const int shapes[][4] = {{2, 1, 5, 5}, {2, 3, 7, 7}, {2, 8, 5, 6}, {1, 16, 3, 3}, {2, 24, 2, 3},
-                                    {3, 32, 1, 1}, {2, 48, 4, 4}};
+    static const int shapes[][4] = {{2, 1, 5, 5},  {2, 3, 7, 7},  {2, 8, 5, 6}, {1, 16, 3, 3},
+                                    {2, 24, 2, 3}, {3, 32, 1, 1}, {2, 48, 4, 4}};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         test_tensor_roundtrip(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3]);
 
@@ -86,13 +85,14 @@ int main(int argc, char **argv)
         {8, 5, 5, 16, 3, 1, 0, TR_DTYPE_F32, TR_DTYPE_F32},  /* no padding */
         {5, 6, 6, 7, 3, 1, 1, TR_DTYPE_F32, TR_DTYPE_F32},   /* odd channels: plain layout */
     };
-    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++)
-        test_conv(NULL, &convs[i], 2);
+    for (size_t i = 0; i < sizeof(convs) / sizeof(convs[0]); i++) test_conv(NULL, &convs[i], 2);
 
     static const int bns[][4] = {{2, 8, 6, 6}, {2, 16, 5, 5}, {2, 3, 7, 7}, {4, 32, 3, 3}};
     for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
         for (int relu = 0; relu < 2; relu++)
-            test_bn(NULL, &(tr_bn_desc_t){bns[i][1], bns[i][2], bns[i][3], 1e-5f, 0.1f, relu, TR_DTYPE_F32, TR_DTYPE_F32}, bns[i][0]);
+            test_bn(NULL,
+                    &(tr_bn_desc_t){bns[i][1], bns[i][2], bns[i][3], 1e-5f, 0.1f, relu, TR_DTYPE_F32, TR_DTYPE_F32},
+                    bns[i][0]);
 
     static const tr_pool_desc_t pools[] = {
         {TR_POOL_MAX, 16, 7, 7, 3, 2, 1, TR_DTYPE_F32},
@@ -103,8 +103,7 @@ int main(int argc, char **argv)
         {TR_POOL_GLOBAL_AVERAGE, 3, 4, 4, 0, 0, 0, TR_DTYPE_F32},
         {TR_POOL_GLOBAL_AVERAGE, 32, 7, 7, 0, 0, 0, TR_DTYPE_F32},
     };
-    for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++)
-        test_pool(NULL, &pools[i], 2);
+    for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++) test_pool(NULL, &pools[i], 2);
 
     test_linear(NULL, &(tr_linear_desc_t){16, 10, TR_DTYPE_F32, TR_DTYPE_F32}, 2);
     test_linear(NULL, &(tr_linear_desc_t){7, 5, TR_DTYPE_F32, TR_DTYPE_F32}, 3);
@@ -122,8 +121,7 @@ int main(int argc, char **argv)
         STATUS_OK(ops->pool_create(be, &pd, &pool));
         STATUS_OK(ops->linear_create(be, &ld, &linear));
         printf("== one layer of each kind at batch sizes");
-        for (int i = 0; i < BATCH_SWEEP_COUNT; i++)
-            printf(" %d", batch_sweep[i]);
+        for (int i = 0; i < BATCH_SWEEP_COUNT; i++) printf(" %d", batch_sweep[i]);
         printf("\n");
         for (int i = 0; i < BATCH_SWEEP_COUNT && conv && bn && pool && linear; i++) {
             test_conv(conv, &cd, batch_sweep[i]);

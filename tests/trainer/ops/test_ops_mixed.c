@@ -68,9 +68,12 @@ static void run_layers(tr_dtype_t dt)
     };
     static const int bns[][3] = {{8, 6, 6}, {16, 5, 5}, {3, 7, 7}, {32, 3, 3}};
     static const tr_pool_desc_t pools[] = {
-        {TR_POOL_MAX, 16, 7, 7, 3, 2, 1, 0},  {TR_POOL_MAX, 8, 6, 6, 3, 2, 1, 0},
-        {TR_POOL_MAX, 3, 5, 5, 3, 2, 1, 0},   {TR_POOL_MAX, 16, 6, 6, 2, 2, 0, 0},
-        {TR_POOL_GLOBAL_AVERAGE, 16, 5, 5, 0, 0, 0, 0}, {TR_POOL_GLOBAL_AVERAGE, 3, 4, 4, 0, 0, 0, 0},
+        {TR_POOL_MAX, 16, 7, 7, 3, 2, 1, 0},
+        {TR_POOL_MAX, 8, 6, 6, 3, 2, 1, 0},
+        {TR_POOL_MAX, 3, 5, 5, 3, 2, 1, 0},
+        {TR_POOL_MAX, 16, 6, 6, 2, 2, 0, 0},
+        {TR_POOL_GLOBAL_AVERAGE, 16, 5, 5, 0, 0, 0, 0},
+        {TR_POOL_GLOBAL_AVERAGE, 3, 4, 4, 0, 0, 0, 0},
         {TR_POOL_GLOBAL_AVERAGE, 32, 7, 7, 0, 0, 0, 0},
     };
     static const int linears[][2] = {{16, 10}, {7, 5}, {32, 10}};
@@ -83,8 +86,7 @@ static void run_layers(tr_dtype_t dt)
             d.grad_dtype = grad_dtypes[g];
             tr_layer_t *l = NULL;
             STATUS_OK(ops->conv_create(be, &d, &l));
-            for (int n = 2; n <= 3 && l != NULL; n++)
-                mixed_conv(l, &d, n);
+            for (int n = 2; n <= 3 && l != NULL; n++) mixed_conv(l, &d, n);
             ops->layer_free(l);
         }
     for (size_t i = 0; i < sizeof(bns) / sizeof(bns[0]); i++)
@@ -93,8 +95,7 @@ static void run_layers(tr_dtype_t dt)
                 tr_bn_desc_t d = {bns[i][0], bns[i][1], bns[i][2], 1e-5f, 0.1f, relu, dt, grad_dtypes[g]};
                 tr_layer_t *l = NULL;
                 STATUS_OK(ops->bn_create(be, &d, &l));
-                for (int n = 2; n <= 3 && l != NULL; n++)
-                    mixed_bn(l, &d, n);
+                for (int n = 2; n <= 3 && l != NULL; n++) mixed_bn(l, &d, n);
                 ops->layer_free(l);
             }
     for (size_t i = 0; i < sizeof(pools) / sizeof(pools[0]); i++) {
@@ -102,8 +103,7 @@ static void run_layers(tr_dtype_t dt)
         d.dtype = dt;
         tr_layer_t *l = NULL;
         STATUS_OK(ops->pool_create(be, &d, &l));
-        for (int n = 2; n <= 3 && l != NULL; n++)
-            mixed_pool(l, &d, n);
+        for (int n = 2; n <= 3 && l != NULL; n++) mixed_pool(l, &d, n);
         ops->layer_free(l);
     }
     for (size_t i = 0; i < sizeof(linears) / sizeof(linears[0]); i++)
@@ -111,8 +111,7 @@ static void run_layers(tr_dtype_t dt)
             tr_linear_desc_t d = {linears[i][0], linears[i][1], dt, grad_dtypes[g]};
             tr_layer_t *l = NULL;
             STATUS_OK(ops->linear_create(be, &d, &l));
-            for (int n = 2; n <= 3 && l != NULL; n++)
-                mixed_linear(l, &d, n);
+            for (int n = 2; n <= 3 && l != NULL; n++) mixed_linear(l, &d, n);
             ops->layer_free(l);
         }
 
@@ -127,8 +126,7 @@ static void run_layers(tr_dtype_t dt)
     STATUS_OK(ops->pool_create(be, &pd, &pool));
     STATUS_OK(ops->linear_create(be, &ld, &linear));
     printf("== one %s layer of each kind at batch sizes", tr_dtype_name(dt));
-    for (int i = 0; i < BATCH_SWEEP_COUNT; i++)
-        printf(" %d", batch_sweep[i]);
+    for (int i = 0; i < BATCH_SWEEP_COUNT; i++) printf(" %d", batch_sweep[i]);
     printf("\n");
     for (int i = 0; i < BATCH_SWEEP_COUNT && conv && bn && pool && linear; i++) {
         mixed_conv(conv, &cd, batch_sweep[i]);
@@ -141,8 +139,8 @@ static void run_layers(tr_dtype_t dt)
     ops->layer_free(pool);
     ops->layer_free(linear);
 
-    static const int shapes[][4] = {{2, 1, 5, 5}, {2, 3, 7, 7}, {2, 8, 5, 6}, {1, 16, 3, 3}, {2, 24, 2, 3},
-                                    {3, 32, 1, 1}, {2, 48, 4, 4}};
+    static const int shapes[][4] = {{2, 1, 5, 5},  {2, 3, 7, 7},  {2, 8, 5, 6}, {1, 16, 3, 3},
+                                    {2, 24, 2, 3}, {3, 32, 1, 1}, {2, 48, 4, 4}};
     for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++)
         mixed_tensor_roundtrip(shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], dt);
 
@@ -161,8 +159,7 @@ static void run_f32_layers_lp_grads(void)
         const tr_dtype_t gdt = grad_dtypes[g];
         const tr_conv_desc_t convs[] = {{3, 7, 7, 16, 3, 1, 1, TR_DTYPE_F32, gdt},
                                         {16, 6, 6, 16, 3, 1, 1, TR_DTYPE_F32, gdt}};
-        for (int i = 0; i < 2; i++)
-            mixed_conv(NULL, &convs[i], 2);
+        for (int i = 0; i < 2; i++) mixed_conv(NULL, &convs[i], 2);
         for (int relu = 0; relu < 2; relu++)
             mixed_bn(NULL, &(tr_bn_desc_t){16, 5, 5, 1e-5f, 0.1f, relu, TR_DTYPE_F32, gdt}, 2);
         mixed_linear(NULL, &(tr_linear_desc_t){16, 10, TR_DTYPE_F32, gdt}, 3);

@@ -42,36 +42,30 @@ static float *arena(tr_model_t *m, tr_arena_t a, size_t *count)
         fprintf(stderr, "the test reads arenas in host memory\n");
         exit(1);
     }
-    if (count)
-        *count = tr_tensor_count(t);
+    if (count) *count = tr_tensor_count(t);
     return t->data;
 }
-
 
 static void check(const char *what, const float *got, const float *want, size_t n, int rank)
 {
     double max_abs = 0, max_ref = 0;
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)got[i] - want[i]);
-        if (!(d <= max_abs))
-            max_abs = isnan(d) ? INFINITY : d;
+        if (!(d <= max_abs)) max_abs = isnan(d) ? INFINITY : d;
         max_ref = fmax(max_ref, fabs((double)want[i]));
     }
     /* Both sides compute the same per-block gradients with the same
      * primitives; only the averaging may round differently. */
     int ok = max_abs <= 1e-6 * (max_ref + 1e-3);
-    if (!ok)
-        failures++;
+    if (!ok) failures++;
     if (rank == 0 || !ok)
-        printf("rank %d: %-28s max|ref| %.3e max abs err %.3e %s\n", rank, what, max_ref, max_abs,
-               ok ? "ok" : "FAIL");
+        printf("rank %d: %-28s max|ref| %.3e max abs err %.3e %s\n", rank, what, max_ref, max_abs, ok ? "ok" : "FAIL");
 }
 
 static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
 {
     tr_model_spec_t spec;
-    if (tr_model_spec_from_name(model_name, &spec) != HORA_OK)
-        return -1;
+    if (tr_model_spec_from_name(model_name, &spec) != HORA_OK) return -1;
     spec.in_channels = 1;
     spec.height = spec.width = spec.stem == TR_STEM_IMAGENET ? 32 : 12;
     spec.base_width = 8;
@@ -80,8 +74,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
     const struct tr_backend_ops *ops = tr_backend_find("cpu");
     tr_backend_config_t bc = {.threads = 1};
     tr_backend_t *backend;
-    if (!ops || ops->init(&bc, &backend) != HORA_OK)
-        return -1;
+    if (!ops || ops->init(&bc, &backend) != HORA_OK) return -1;
     tr_model_t *dist, *ref;
     if (tr_model_init(backend, &spec, B, 1, 7, &dist) != HORA_OK ||
         tr_model_init(backend, &spec, B, 0, 7, &ref) != HORA_OK)
@@ -90,12 +83,10 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
                            .optim = {.momentum = 0.9, .weight_decay = 1e-3, .nesterov = 1, .decay_bn_bias = 0}};
     tr_run_state_t state = tr_run_state_begin(7);
     tr_trainer_t *trainer;
-    if (tr_trainer_init(dist, &sc, &state, &trainer) != HORA_OK)
-        return -1;
+    if (tr_trainer_init(dist, &sc, &state, &trainer) != HORA_OK) return -1;
     /* Rank 0's initial state everywhere (the seed is the same anyway; this
      * checks the broadcast keeps it). */
-    if (tr_trainer_broadcast_state(trainer, 0) != HORA_OK)
-        return -1;
+    if (tr_trainer_broadcast_state(trainer, 0) != HORA_OK) return -1;
     size_t np;
     float *ref_params = arena(ref, TR_ARENA_PARAMS, &np);
     memcpy(ref_params, arena(dist, TR_ARENA_PARAMS, NULL), np * sizeof(float));
@@ -110,10 +101,8 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
     int steps = overlap == TR_OVERLAP_AUTO ? TR_OVERLAP_PROBE_WARMUP + TR_OVERLAP_PROBE_STEPS + 2 : 3;
     for (int step = 0; step < steps; step++) {
         const int b = step == steps - 1 ? B - 1 : B; /* the last step: a partial batch */
-        for (size_t i = 0; i < (size_t)size * b * sample; i++)
-            x[i] = test_hash_signed(100 + step, i);
-        for (int i = 0; i < size * b; i++)
-            y[i] = (int32_t)((i * 7 + step) % spec.classes);
+        for (size_t i = 0; i < (size_t)size * b * sample; i++) x[i] = test_hash_signed(100 + step, i);
+        for (int i = 0; i < size * b; i++) y[i] = (int32_t)((i * 7 + step) % spec.classes);
 
         /* Reference: each block's gradients on the local copy, averaged
          * exactly as the all-reduce does (sum in rank order, then / size). */
@@ -125,11 +114,9 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
             if (tr_model_forward(ref, &xr, 1) != HORA_OK ||
                 tr_model_backward(ref, y + r * b, 0.0f, 1.0f, NULL, NULL, &loss) != HORA_OK)
                 return -1;
-            for (size_t k = 0; k < ng; k++)
-                avg[k] = r == 0 ? rg[k] : avg[k] + rg[k];
+            for (size_t k = 0; k < ng; k++) avg[k] = r == 0 ? rg[k] : avg[k] + rg[k];
         }
-        for (size_t k = 0; k < ng; k++)
-            avg[k] /= (float)size;
+        for (size_t k = 0; k < ng; k++) avg[k] /= (float)size;
 
         float loss;
         tr_tensor_t xm = tr_tensor_plain(x + (size_t)rank * b * sample, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
@@ -158,12 +145,13 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
         int range[2] = {-got, got}; /* every rank must have kept the same mode */
         hora_allreduce(range, range, 2, HORA_DTYPE_I32, HORA_OP_MAX);
         int ok = (got == 0 || got == 1) && -range[0] == range[1] && on > 0 && off > 0;
-        if (!ok)
-            failures++;
+        if (!ok) failures++;
         if (rank == 0 || !ok)
             printf("rank %d: auto kept overlap %s (%.2f ms/step on, %.2f off; %s on every rank) %s\n", rank,
-                   got == 1 ? "on" : got == 0 ? "off" : "undecided", on, off,
-                   -range[0] == range[1] ? "the same" : "NOT the same", ok ? "ok" : "FAIL");
+                   got == 1   ? "on"
+                   : got == 0 ? "off"
+                              : "undecided",
+                   on, off, -range[0] == range[1] ? "the same" : "NOT the same", ok ? "ok" : "FAIL");
     }
     free(x);
     free(y);
@@ -179,11 +167,9 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
 static int count_in_file(const char *path, const char *needle)
 {
     char *text = test_read_file(path, NULL);
-    if (!text)
-        return -1;
+    if (!text) return -1;
     int count = 0;
-    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
-        count++;
+    for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle)) count++;
     free(text);
     return count;
 }
@@ -199,8 +185,7 @@ int main(int argc, char **argv)
     static const tr_overlap_t modes[] = {TR_OVERLAP_ON, TR_OVERLAP_OFF, TR_OVERLAP_AUTO};
     static const char *const mode_names[] = {"on", "off", "auto"};
     for (int m = 0; m < 3; m++) {
-        if (rank == 0)
-            printf("== %s, %d ranks x batch %d, overlap %s\n", model, size, B, mode_names[m]);
+        if (rank == 0) printf("== %s, %d ranks x batch %d, overlap %s\n", model, size, B, mode_names[m]);
         if (run(model, modes[m], rank, size)) {
             fprintf(stderr, "rank %d: setup failed\n", rank);
             failures++;
@@ -218,7 +203,6 @@ int main(int argc, char **argv)
                copied, ok ? "ok" : "FAIL");
         total += !ok;
     }
-    if (rank == 0)
-        printf("%s: %d failure(s)\n", total ? "FAIL" : "PASS", total);
+    if (rank == 0) printf("%s: %d failure(s)\n", total ? "FAIL" : "PASS", total);
     return total ? 1 : 0;
 }

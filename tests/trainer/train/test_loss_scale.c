@@ -55,8 +55,8 @@
 #include "rand.h"
 #include "train.h"
 
-#define B 4             /* samples per rank */
-#define STEPS 14        /* --steps' default */
+#define B 4      /* samples per rank */
+#define STEPS 14 /* --steps' default */
 #define WINDOW 3
 #define STATIC_STEPS 3
 #define LR 0.05
@@ -91,37 +91,28 @@ typedef struct {
 static const fault_t faults[] = {
     {.step = 4, .rank = -1, .kind = FAULT_POS_INF, .param_kind = TR_PARAM_CONV_WEIGHT, .param_at = 0.5, .shift = 0},
     {.step = 9, .rank = -1, .kind = FAULT_NAN, .param_kind = TR_PARAM_BN_GAMMA, .param_at = 0.3, .shift = 1},
-    {.step = 10, .rank = 0, .kind = FAULT_NEG_INF, .param_kind = TR_PARAM_LINEAR_WEIGHT, .param_at = 0.5,
-     .shift = -1},
+    {.step = 10, .rank = 0, .kind = FAULT_NEG_INF, .param_kind = TR_PARAM_LINEAR_WEIGHT, .param_at = 0.5, .shift = -1},
 };
 #define FAULT_COUNT ((int)(sizeof(faults) / sizeof(faults[0])))
 
 static const fault_t *fault_at(int step)
 {
     for (int i = 0; i < FAULT_COUNT; i++)
-        if (faults[i].step == step)
-            return &faults[i];
+        if (faults[i].step == step) return &faults[i];
     return NULL;
 }
 
-static int fault_rank(const fault_t *f)
-{
-    return f->rank < 0 ? size - 1 : f->rank;
-}
+static int fault_rank(const fault_t *f) { return f->rank < 0 ? size - 1 : f->rank; }
 
 static int fault_param(const fault_t *f, const tr_model_t *m)
 {
     for (int i = (int)(f->param_at * tr_model_param_count(m)); i < tr_model_param_count(m); i++)
-        if (tr_model_param(m, i)->kind == f->param_kind)
-            return i;
+        if (tr_model_param(m, i)->kind == f->param_kind) return i;
     fprintf(stderr, "no parameter of kind %d after %g of the model\n", (int)f->param_kind, f->param_at);
     exit(1);
 }
 
-static size_t fault_element(const fault_t *f, size_t count)
-{
-    return (size_t)((long long)(count / 2) + f->shift);
-}
+static size_t fault_element(const fault_t *f, size_t count) { return (size_t)((long long)(count / 2) + f->shift); }
 
 /* The dtype's bit pattern of the fault, at element i of data. */
 static void fault_write(void *data, tr_dtype_t dtype, size_t i, fault_kind_t kind)
@@ -149,23 +140,21 @@ static int classify(const void *data, tr_dtype_t dtype, size_t i)
         uint16_t h;
         memcpy(&h, (const char *)data + 2 * i, 2);
         uint16_t e = dtype == TR_DTYPE_BF16 ? 0x7f80u : 0x7c00u;
-        neg = h >> 15, exp_all = (h & e) == e, mant = h & (uint16_t)~(e | 0x8000u);
+        neg = h >> 15, exp_all = (h & e) == e, mant = h & (uint16_t) ~(e | 0x8000u);
     }
-    if (!exp_all)
-        return 'f';
-    if (mant)
-        return FAULT_NAN;
+    if (!exp_all) return 'f';
+    if (mant) return FAULT_NAN;
     return neg ? FAULT_NEG_INF : FAULT_POS_INF;
 }
 
 typedef struct {
     const tr_model_t *model;
     tr_backend_t *backend; /* writes the fault where the gradient is device memory */
-    int step;           /* the step running now */
+    int step;              /* the step running now */
     int param_count;
-    int calls;          /* hook calls this step */
-    int fired;          /* faults written this step */
-    int failed;         /* faults the backend could not write this step */
+    int calls;           /* hook calls this step */
+    int fired;           /* faults written this step */
+    int failed;          /* faults the backend could not write this step */
     unsigned char *seen; /* per parameter: called this step */
 } hook_t;
 
@@ -173,11 +162,9 @@ static void grad_hook(void *ctx, int param_index, const tr_tensor_t *grad)
 {
     hook_t *h = ctx;
     h->calls++;
-    if (param_index >= 0 && param_index < h->param_count)
-        h->seen[param_index]++;
+    if (param_index >= 0 && param_index < h->param_count) h->seen[param_index]++;
     const fault_t *f = fault_at(h->step);
-    if (!f || fault_rank(f) != rank || fault_param(f, h->model) != param_index)
-        return;
+    if (!f || fault_rank(f) != rank || fault_param(f, h->model) != param_index) return;
     const size_t at = fault_element(f, tr_tensor_count(grad));
     if (grad->memory == TR_MEMORY_HOST) {
         fault_write(grad->data, grad->dtype, at, f->kind);
@@ -200,12 +187,9 @@ static void grad_hook(void *ctx, int param_index, const tr_tensor_t *grad)
 
 static void expect(int ok, const char *what)
 {
-    if (!ok)
-        failures++;
-    if (!ok)
-        printf("rank %d: %s FAIL\n", rank, what);
+    if (!ok) failures++;
+    if (!ok) printf("rank %d: %s FAIL\n", rank, what);
 }
-
 
 static size_t arena_bytes(tr_model_t *m, tr_arena_t a)
 {
@@ -242,8 +226,7 @@ static size_t changed_f32(tr_model_t *m, tr_arena_t a, const unsigned char *now,
                           size_t *count)
 {
     size_t n = arena_bytes(m, a) / 4, changed = 0;
-    for (size_t i = 0; i < n; i++)
-        changed += memcmp(now + 4 * i, before + 4 * i, 4) != 0;
+    for (size_t i = 0; i < n; i++) changed += memcmp(now + 4 * i, before + 4 * i, 4) != 0;
     *count = n;
     return changed;
 }
@@ -309,8 +292,7 @@ static int setup_build(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overl
                        const tr_loss_scale_config_t *ls, int with_hook)
 {
     tr_model_spec_t spec;
-    if (tr_model_spec_from_name("resnet8", &spec) != HORA_OK)
-        return -1;
+    if (tr_model_spec_from_name("resnet8", &spec) != HORA_OK) return -1;
     spec.in_channels = 3;
     spec.height = spec.width = 16;
     spec.base_width = 8;
@@ -320,10 +302,8 @@ static int setup_build(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overl
     spec.grad_dtype = grad;
     const struct tr_backend_ops *ops = tr_backend_find(backend_name);
     tr_backend_config_t bc = {.threads = 1};
-    if (!ops || ops->init(&bc, &s->backend) != HORA_OK)
-        return -1;
-    if (tr_model_init(s->backend, &spec, B, 1, 7, &s->model) != HORA_OK)
-        return -1;
+    if (!ops || ops->init(&bc, &s->backend) != HORA_OK) return -1;
+    if (tr_model_init(s->backend, &spec, B, 1, 7, &s->model) != HORA_OK) return -1;
     s->hook.model = s->model;
     s->hook.backend = s->backend;
     s->hook.param_count = tr_model_param_count(s->model);
@@ -337,16 +317,13 @@ static int setup_build(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overl
     };
     s->state = tr_run_state_begin(7);
     tr_loss_scale_begin(ls, &s->state.loss_scale);
-    if (tr_trainer_init(s->model, &s->config, &s->state, &s->trainer) != HORA_OK)
-        return -1;
+    if (tr_trainer_init(s->model, &s->config, &s->state, &s->trainer) != HORA_OK) return -1;
     /* This rank's fixed batch: a function of (rank, index). */
     const size_t sample = (size_t)spec.in_channels * spec.height * spec.width;
     s->x = malloc(B * sample * sizeof(float));
     s->y = malloc(B * sizeof(int32_t));
-    for (size_t i = 0; i < B * sample; i++)
-        s->x[i] = test_hash_signed(1000 + (uint64_t)rank, i);
-    for (int i = 0; i < B; i++)
-        s->y[i] = (int32_t)(((rank * B + i) * 3 + 1) % spec.classes);
+    for (size_t i = 0; i < B * sample; i++) s->x[i] = test_hash_signed(1000 + (uint64_t)rank, i);
+    for (int i = 0; i < B; i++) s->y[i] = (int32_t)(((rank * B + i) * 3 + 1) % spec.classes);
     s->xt = tr_tensor_plain(s->x, TR_DTYPE_F32, TR_MEMORY_HOST, 4,
                             (const int[]){B, spec.in_channels, spec.height, spec.width});
     return 0;
@@ -356,8 +333,7 @@ static void setup_free(setup_t *s)
 {
     tr_trainer_free(s->trainer);
     tr_model_free(s->model);
-    if (s->backend)
-        s->backend->ops->free(s->backend);
+    if (s->backend) s->backend->ops->free(s->backend);
     free(s->hook.seen);
     free(s->x);
     free(s->y);
@@ -383,11 +359,10 @@ static int setup_init(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overla
 
 static int run_overflow(const precision_t *p, tr_overlap_t overlap)
 {
-    const tr_loss_scale_config_t ls = {.mode = TR_LOSS_SCALE_DYNAMIC, .initial = p->initial_scale,
-                                       .window = WINDOW, .max_consecutive_skips = 5};
+    const tr_loss_scale_config_t ls = {
+        .mode = TR_LOSS_SCALE_DYNAMIC, .initial = p->initial_scale, .window = WINDOW, .max_consecutive_skips = 5};
     setup_t s;
-    if (setup_init(&s, p->compute, p->grad, overlap, &ls, 1))
-        return -1;
+    if (setup_init(&s, p->compute, p->grad, overlap, &ls, 1)) return -1;
     tr_model_t *m = s.model;
     const int lp = p->compute != TR_DTYPE_F32;
     const tr_dtype_t gdt = tr_model_arena(m, TR_ARENA_GRADS)->dtype;
@@ -418,13 +393,11 @@ static int run_overflow(const precision_t *p, tr_overlap_t overlap)
         /* Stop together: the checks below are collectives. */
         int bad = status != HORA_OK;
         hora_allreduce(&bad, &bad, 1, HORA_DTYPE_I32, HORA_OP_MAX);
-        if (bad)
-            break;
+        if (bad) break;
 
         /* The hook saw every gradient once, and the fault went in. */
         int once = s.hook.calls == s.hook.param_count;
-        for (int i = 0; i < s.hook.param_count; i++)
-            once &= s.hook.seen[i] == 1;
+        for (int i = 0; i < s.hook.param_count; i++) once &= s.hook.seen[i] == 1;
         snprintf(what, sizeof(what), "step %d: grad_hook called %d times for %d gradients", step, s.hook.calls,
                  s.hook.param_count);
         expect(once, what);
@@ -452,8 +425,7 @@ static int run_overflow(const precision_t *p, tr_overlap_t overlap)
         expect(s.state.loss_scale.skipped_steps == want_skipped, what);
         snprintf(what, sizeof(what), "step %d: loss %g not finite", step, (double)loss);
         expect(isfinite(loss), what);
-        if (step == 0)
-            first_loss = loss;
+        if (step == 0) first_loss = loss;
         last_loss = loss;
 
         unsigned char *params1 = snapshot(m, TR_ARENA_PARAMS), *mom1 = snapshot(m, TR_ARENA_MOMENTUM),
@@ -466,13 +438,11 @@ static int run_overflow(const precision_t *p, tr_overlap_t overlap)
              * gradient as what it was. */
             snprintf(what, sizeof(what), "step %d (skipped): %zu f32 master weights and %zu momenta changed", step,
                      changed, mchanged);
-            expect(changed == 0 && mchanged == 0 &&
-                       memcmp(params0, params1, arena_bytes(m, TR_ARENA_PARAMS)) == 0 &&
+            expect(changed == 0 && mchanged == 0 && memcmp(params0, params1, arena_bytes(m, TR_ARENA_PARAMS)) == 0 &&
                        memcmp(mom0, mom1, arena_bytes(m, TR_ARENA_MOMENTUM)) == 0,
                    what);
             snprintf(what, sizeof(what), "step %d (skipped): the %s weights changed", step, tr_dtype_name(p->compute));
-            if (lp)
-                expect(memcmp(lp0, lp1, arena_bytes(m, TR_ARENA_PARAMS_LP)) == 0, what);
+            if (lp) expect(memcmp(lp0, lp1, arena_bytes(m, TR_ARENA_PARAMS_LP)) == 0, what);
             snprintf(what, sizeof(what), "step %d: scale %g did not halve from %g", step, scale, scale0);
             expect(scale == scale0 / 2, what);
             const tr_param_t *fp = tr_model_param(m, fault_param(f, m));
@@ -504,8 +474,7 @@ static int run_overflow(const precision_t *p, tr_overlap_t overlap)
         params0 = params1, mom0 = mom1, lp0 = lp1;
 
         /* The same bits and the same decisions on every rank. */
-        int diff_p = ranks_differing(m, TR_ARENA_PARAMS, params1),
-            diff_m = ranks_differing(m, TR_ARENA_MOMENTUM, mom1),
+        int diff_p = ranks_differing(m, TR_ARENA_PARAMS, params1), diff_m = ranks_differing(m, TR_ARENA_MOMENTUM, mom1),
             diff_lp = ranks_differing(m, TR_ARENA_PARAMS_LP, lp1);
         snprintf(what, sizeof(what), "step %d: ranks differing from rank 0: %d weights, %d momentum, %d lp", step,
                  diff_p, diff_m, diff_lp);
@@ -514,8 +483,8 @@ static int run_overflow(const precision_t *p, tr_overlap_t overlap)
         range_f64(scale, &lo, &hi);
         range_f64(skipped, &klo, &khi);
         range_f64((double)s.state.loss_scale.skipped_steps, &nlo, &nhi);
-        snprintf(what, sizeof(what), "step %d: scale %g..%g, skipped %g..%g, skipped_steps %g..%g over ranks", step,
-                 lo, hi, klo, khi, nlo, nhi);
+        snprintf(what, sizeof(what), "step %d: scale %g..%g, skipped %g..%g, skipped_steps %g..%g over ranks", step, lo,
+                 hi, klo, khi, nlo, nhi);
         expect(lo == hi && klo == khi && nlo == nhi, what);
     }
     free(params0), free(mom0), free(lp0);
@@ -544,8 +513,7 @@ static int train_static(tr_dtype_t compute, tr_dtype_t grad, const tr_loss_scale
                         float **momentum, size_t *n, size_t *changed)
 {
     setup_t s;
-    if (setup_init(&s, compute, grad, TR_OVERLAP_OFF, ls, 0))
-        return -1;
+    if (setup_init(&s, compute, grad, TR_OVERLAP_OFF, ls, 0)) return -1;
     unsigned char *initial = snapshot(s.model, TR_ARENA_PARAMS);
     for (int step = 0; step < STATIC_STEPS; step++) {
         float loss;
@@ -557,8 +525,7 @@ static int train_static(tr_dtype_t compute, tr_dtype_t grad, const tr_loss_scale
         expect(status == HORA_OK && skipped == 0 && isfinite(loss) &&
                    s.state.loss_scale.scale == (ls->mode == TR_LOSS_SCALE_NONE ? 1.0 : ls->initial),
                what);
-        if (status != HORA_OK)
-            break;
+        if (status != HORA_OK) break;
     }
     *params = (float *)snapshot(s.model, TR_ARENA_PARAMS);
     *momentum = (float *)snapshot(s.model, TR_ARENA_MOMENTUM);
@@ -575,13 +542,11 @@ static void compare(const char *what, const float *a, const float *b, size_t n)
     for (size_t i = 0; i < n; i++) {
         differ += memcmp(&a[i], &b[i], sizeof(float)) != 0;
         double d = fabs((double)a[i] - b[i]);
-        if (!(d <= max_abs))
-            max_abs = isnan(d) ? INFINITY : d;
+        if (!(d <= max_abs)) max_abs = isnan(d) ? INFINITY : d;
         max_ref = fmax(max_ref, fabs((double)a[i]));
     }
     int ok = differ == 0;
-    if (!ok)
-        failures++;
+    if (!ok) failures++;
     if (rank == 0 || !ok)
         printf("  rank %d: %-10s max|w| %.3e max abs diff %.3e, %zu of %zu differ in bits %s\n", rank, what, max_ref,
                max_abs, differ, n, ok ? "ok" : "FAIL");
@@ -590,12 +555,13 @@ static void compare(const char *what, const float *a, const float *b, size_t n)
 static int run_static(const precision_t *p)
 {
     const tr_loss_scale_config_t none = {.mode = TR_LOSS_SCALE_NONE, .max_consecutive_skips = 5},
-                                 st = {.mode = TR_LOSS_SCALE_STATIC, .initial = 1024, .window = WINDOW,
+                                 st = {.mode = TR_LOSS_SCALE_STATIC,
+                                       .initial = 1024,
+                                       .window = WINDOW,
                                        .max_consecutive_skips = 5};
     float *p0, *m0, *p1, *m1;
     size_t n0, n1, c0, c1;
-    if (train_static(p->compute, p->grad, &none, &p0, &m0, &n0, &c0))
-        return -1;
+    if (train_static(p->compute, p->grad, &none, &p0, &m0, &n0, &c0)) return -1;
     if (train_static(p->compute, p->grad, &st, &p1, &m1, &n1, &c1)) {
         free(p0), free(m0);
         return -1;
@@ -655,8 +621,9 @@ static int backend_verdict(void)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: test_loss_scale [overflow|static|all] [--backend NAME] [--steps N]\n"
-                    "  --backend: cpu (default) or cuda; --steps: overflow's steps (default %d)\n",
+    fprintf(stderr,
+            "usage: test_loss_scale [overflow|static|all] [--backend NAME] [--steps N]\n"
+            "  --backend: cpu (default) or cuda; --steps: overflow's steps (default %d)\n",
             STEPS);
     return 2;
 }
@@ -670,8 +637,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--steps") && i + 1 < argc) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 10000)
-                return usage();
+            if (*end || v < 1 || v > 10000) return usage();
             steps = (int)v;
         } else if (argv[i][0] != '-') {
             mode = argv[i];
@@ -721,8 +687,8 @@ int main(int argc, char **argv)
             if (rank == 0)
                 printf("== overflow: %d ranks x batch %d, %s backend, %s, dynamic from %g window %d, overlap %s, %d "
                        "steps\n",
-                       size, B, backend_name, overflow_precisions[i].name, overflow_precisions[i].initial_scale,
-                       WINDOW, overlaps[o] == TR_OVERLAP_ON ? "on" : "off", steps);
+                       size, B, backend_name, overflow_precisions[i].name, overflow_precisions[i].initial_scale, WINDOW,
+                       overlaps[o] == TR_OVERLAP_ON ? "on" : "off", steps);
             if (run_overflow(&overflow_precisions[i], overlaps[o])) {
                 fprintf(stderr, "rank %d: setup failed\n", rank);
                 failures++;
@@ -740,7 +706,6 @@ int main(int argc, char **argv)
     int total = failures;
     hora_allreduce(&total, &total, 1, HORA_DTYPE_I32, HORA_OP_SUM);
     hora_shutdown();
-    if (rank == 0)
-        printf("%s: %d failure(s)\n", total ? "FAIL" : "PASS", total);
+    if (rank == 0) printf("%s: %d failure(s)\n", total ? "FAIL" : "PASS", total);
     return total ? 1 : 0;
 }

@@ -35,15 +35,13 @@ typedef struct {
 static hora_status_t model_update(const tr_loss_scale_config_t *c, model_t *m, int overflow, int *skip)
 {
     *skip = 0;
-    if (c->mode == TR_LOSS_SCALE_NONE)
-        return HORA_OK;
+    if (c->mode == TR_LOSS_SCALE_NONE) return HORA_OK;
     if (overflow) {
         *skip = 1;
         m->skipped++;
         m->overflows_in_a_row++;
         m->clean_in_a_row = 0;
-        if (c->mode == TR_LOSS_SCALE_DYNAMIC)
-            m->scale /= 2;
+        if (c->mode == TR_LOSS_SCALE_DYNAMIC) m->scale /= 2;
         return m->overflows_in_a_row >= (uint64_t)c->max_consecutive_skips ? HORA_ERR_INTERNAL : HORA_OK;
     }
     m->overflows_in_a_row = 0;
@@ -110,14 +108,16 @@ static hora_status_t overflow_forever(const tr_loss_scale_config_t *c, tr_loss_s
 int main(void)
 {
     /* ---- dynamic, traced by hand: start 2^16, window 3. */
-    const tr_loss_scale_config_t dyn = {.mode = TR_LOSS_SCALE_DYNAMIC, .initial = TR_LOSS_SCALE_DYNAMIC_INITIAL,
-                                        .window = 3, .max_consecutive_skips = 5};
+    const tr_loss_scale_config_t dyn = {.mode = TR_LOSS_SCALE_DYNAMIC,
+                                        .initial = TR_LOSS_SCALE_DYNAMIC_INITIAL,
+                                        .window = 3,
+                                        .max_consecutive_skips = 5};
     {
         /* step:        0     1     2      3      4      5      6      7      8      9     10 */
         /* event:       .     .     o      .      .      .      .      o      o      .      . */
         static const char events[] = "..o....oo..";
-        static const double want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536, 65536,
-                                            32768, 16384, 16384, 16384};
+        static const double want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536,
+                                            65536, 32768, 16384, 16384, 16384};
         static const int want_skip[] = {0, 0, 1, 0, 0, 0, 0, 1, 1, 0, 0};
         static const uint64_t want_skipped[] = {0, 0, 1, 1, 1, 1, 1, 2, 3, 3, 3};
         tr_loss_scale_state_t s;
@@ -158,8 +158,7 @@ int main(void)
 
     /* Overflow with a partly filled window: the count restarts. */
     run_pattern("dynamic: '..o..o...o.......'", &dyn, "..o..o...o.......");
-    run_pattern("dynamic: long random-ish pattern", &dyn,
-                "...o.o..oo....ooo.......o...o..oooo.........o.o.o.o.o..");
+    run_pattern("dynamic: long random-ish pattern", &dyn, "...o.o..oo....ooo.......o...o..oooo.........o.o.o.o.o..");
 
     /* Consecutive overflows: max_consecutive_skips (5) in a row is an error
      * at exactly the 5th; 4 in a row, then a clean step, are not. */
@@ -172,8 +171,7 @@ int main(void)
         tr_loss_scale_state_t s;
         int skip, n;
         hora_status_t status = overflow_forever(&dyn, &s, 100, &n, &skip);
-        check(status == HORA_ERR_INTERNAL && n == 5 && skip == 1 && s.scale == 65536.0 / 32 &&
-                  s.skipped_steps == 5,
+        check(status == HORA_ERR_INTERNAL && n == 5 && skip == 1 && s.scale == 65536.0 / 32 && s.skipped_steps == 5,
               "dynamic: overflow forever stops at 5, scale 2048");
     }
     {
@@ -198,8 +196,8 @@ int main(void)
 
     /* ---- static 1024: the scale never moves, overflows still skip. */
     {
-        const tr_loss_scale_config_t st = {.mode = TR_LOSS_SCALE_STATIC, .initial = 1024, .window = 3,
-                                           .max_consecutive_skips = 4};
+        const tr_loss_scale_config_t st = {
+            .mode = TR_LOSS_SCALE_STATIC, .initial = 1024, .window = 3, .max_consecutive_skips = 4};
         run_pattern("static 1024: '..o.....oo.o....'", &st, "..o.....oo.o....");
         tr_loss_scale_state_t s;
         tr_loss_scale_begin(&st, &s);
@@ -215,8 +213,8 @@ int main(void)
 
     /* ---- none: scale 1, never skips, never stops, whatever it is told. */
     {
-        const tr_loss_scale_config_t none = {.mode = TR_LOSS_SCALE_NONE, .initial = 1024, .window = 1,
-                                             .max_consecutive_skips = 1};
+        const tr_loss_scale_config_t none = {
+            .mode = TR_LOSS_SCALE_NONE, .initial = 1024, .window = 1, .max_consecutive_skips = 1};
         check(!tr_loss_scale_active(&none), "none: not active");
         tr_loss_scale_state_t s;
         tr_loss_scale_begin(&none, &s);

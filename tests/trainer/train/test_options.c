@@ -67,17 +67,20 @@ static void test_defaults_and_values(void)
     tr_options_t o;
     expect_ok((const char *[]){"--synthetic", NULL}, &o, "defaults");
     CHECK(o.batch == 64 && o.eval_batch == 0 && o.epochs == 1 && o.lr == 0.1 && o.optim.momentum == 0.9 &&
-              o.optim.nesterov == 1 && o.optim.decay_bn_bias == 1 && o.zero_init == 1 && o.flip == 1 &&
-              o.rrc == -1 && o.pad_crop == -1 && o.threads == 0 && o.seed == 42 && o.synthetic == 1 &&
-              o.overlap == TR_OVERLAP_AUTO && o.lr_decay == TR_LR_DECAY_POLY && o.progress == TR_PROGRESS_AUTO &&
-              !strcmp(o.model, "resnet20") && !strcmp(o.backend, "cpu") && o.max_steps == 0 && o.image[0] == 0,
+              o.optim.nesterov == 1 && o.optim.decay_bn_bias == 1 && o.zero_init == 1 && o.flip == 1 && o.rrc == -1 &&
+              o.pad_crop == -1 && o.threads == 0 && o.seed == 42 && o.synthetic == 1 && o.overlap == TR_OVERLAP_AUTO &&
+              o.lr_decay == TR_LR_DECAY_POLY && o.progress == TR_PROGRESS_AUTO && !strcmp(o.model, "resnet20") &&
+              !strcmp(o.backend, "cpu") && o.max_steps == 0 && o.image[0] == 0,
           "defaults: batch %d lr %g overlap %d decay %d flip %d rrc %d pad %d", o.batch, o.lr, o.overlap, o.lr_decay,
           o.flip, o.rrc, o.pad_crop);
-    expect_ok((const char *[]){"--data", "/d", "--batch=32", "--lr", "0.4", "--lr-decay", "cosine", "--image",
-                               "1x28x28", "--pad-crop", "2", "--no-overlap", "--lr-steps", "1,2.5", "--no-flip",
-                               "--rrc", "--seed", "7", "--steps", "150", "--bn-eps", "0.001", "--eval-batch",
-                               "100", "--progress", "lines", "--threads", "auto", NULL},
-              &o, "one of each kind");
+    expect_ok(
+        (const char *[]){
+            "--data",    "/d",           "--batch=32", "--lr",       "0.4",          "--lr-decay", "cosine",
+            "--image",   "1x28x28",      "--pad-crop", "2",          "--no-overlap", "--lr-steps", "1,2.5",
+            "--no-flip", "--rrc",        "--seed",     "7",          "--steps",      "150",        "--bn-eps",
+            "0.001",     "--eval-batch", "100",        "--progress", "lines",        "--threads",  "auto",
+            NULL},
+        &o, "one of each kind");
     CHECK(o.batch == 32 && o.lr == 0.4 && o.lr_decay == TR_LR_DECAY_COSINE && o.image[0] == 1 && o.image[1] == 28 &&
               o.image[2] == 28 && o.pad_crop == 2 && o.overlap == TR_OVERLAP_OFF && !strcmp(o.lr_steps, "1,2.5") &&
               o.flip == 0 && o.rrc == 1 && o.seed == 7 && o.max_steps == 150 && o.bn_eps == 0.001f &&
@@ -120,8 +123,7 @@ static void test_help_matches_parser(void)
         /* "  --flag VALUE           doc": the flag and its value name fill
          * a 27-column head, then one space and the doc. */
         char head[28] = "", name[64] = "", value[64] = "";
-        if (strncmp(line, "  --", 4))
-            continue;
+        if (strncmp(line, "  --", 4)) continue;
         flags++;
         CHECK(strlen(line) > 30 && line[29] == ' ', "--help: '%s' does not keep the 27-column head", line);
         memcpy(head, line + 2, sizeof(head) - 1);

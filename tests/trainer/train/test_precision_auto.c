@@ -52,20 +52,24 @@ int main(int argc, char **argv)
     tr_backend_config_t bc = {.threads = 1};
     tr_backend_t *backend = NULL;
     CHECK(ops && ops->init(&bc, &backend) == HORA_OK, "rank %d: the cpu backend", rank);
-    if (!backend)
-        return test_summary("test_precision_auto", failures, checks);
+    if (!backend) return test_summary("test_precision_auto", failures, checks);
 
     slow_t slow = {.slow = (tr_dtype_t)-1, .sleeper = rank == size - 1};
     if (!strcmp(mode, "slow-fp32"))
         slow.slow = TR_DTYPE_F32;
     else if (!strcmp(mode, "slow-bf16"))
         slow.slow = TR_DTYPE_BF16;
-    tr_precision_probe_config_t pc = {.batch = 16, .grad = TR_GRAD_DTYPE_AUTO,
-                                      .loss_scale_opt = TR_LOSS_SCALE_OPT_AUTO, .loss_scale_window = 2000,
-                                      .step = {.overlap = TR_OVERLAP_AUTO, .grad_hook = slow_hook,
+    tr_precision_probe_config_t pc = {.batch = 16,
+                                      .grad = TR_GRAD_DTYPE_AUTO,
+                                      .loss_scale_opt = TR_LOSS_SCALE_OPT_AUTO,
+                                      .loss_scale_window = 2000,
+                                      .step = {.overlap = TR_OVERLAP_AUTO,
+                                               .grad_hook = slow_hook,
                                                .grad_hook_ctx = &slow,
                                                .optim = {.momentum = 0.9, .nesterov = 1}},
-                                      .grads_shared = size > 1, .seed = 3, .budget_s = 1.0};
+                                      .grads_shared = size > 1,
+                                      .seed = 3,
+                                      .budget_s = 1.0};
     CHECK(tr_model_spec_from_name("resnet8", &pc.spec) == HORA_OK, "resnet8");
     pc.spec.in_channels = 3;
     pc.spec.height = pc.spec.width = 16;
@@ -84,20 +88,22 @@ int main(int argc, char **argv)
     CHECK(probe.candidate[TR_PRECISION_FP32], "fp32 is not a candidate");
     for (int p = 1; p < TR_PRECISION_COUNT; p++) {
         int native = backend->ops->compute_dtype(backend, dtypes[p]) == HORA_OK;
-        CHECK(probe.candidate[p] == native, "rank %d: %s candidate %d, the backend computes it natively: %d",
-              rank, tr_precision_names[p], probe.candidate[p], native);
+        CHECK(probe.candidate[p] == native, "rank %d: %s candidate %d, the backend computes it natively: %d", rank,
+              tr_precision_names[p], probe.candidate[p], native);
         CHECK(probe.candidate[p] || probe.refused[p][0], "%s left out without a reason", tr_precision_names[p]);
         lows += probe.candidate[p];
     }
     CHECK(probe.candidate[probe.choice], "chose %s, not a candidate", tr_precision_names[probe.choice]);
     if (lows > 0) {
         CHECK(probe.steps >= TR_PRECISION_PROBE_WARMUP + TR_PRECISION_PROBE_MIN_ROUNDS &&
-              probe.steps <= TR_PRECISION_PROBE_WARMUP + TR_PRECISION_PROBE_MAX_ROUNDS, "%d steps", probe.steps);
+                  probe.steps <= TR_PRECISION_PROBE_WARMUP + TR_PRECISION_PROBE_MAX_ROUNDS,
+              "%d steps", probe.steps);
         for (int p = 0; p < TR_PRECISION_COUNT; p++) {
             CHECK(!probe.candidate[p] || probe.ms[p] > 0, "%s: %.3f ms", tr_precision_names[p], probe.ms[p]);
-            CHECK(!probe.candidate[p] || probe.ms[probe.choice] <= probe.ms[p], "chose %s (%.2f ms), %s is faster "
-                  "(%.2f ms)", tr_precision_names[probe.choice], probe.ms[probe.choice], tr_precision_names[p],
-                  probe.ms[p]);
+            CHECK(!probe.candidate[p] || probe.ms[probe.choice] <= probe.ms[p],
+                  "chose %s (%.2f ms), %s is faster "
+                  "(%.2f ms)",
+                  tr_precision_names[probe.choice], probe.ms[probe.choice], tr_precision_names[p], probe.ms[p]);
         }
     } else {
         CHECK(probe.steps == 0 && probe.choice == TR_PRECISION_FP32, "fp32 alone: %d steps measured", probe.steps);
@@ -107,8 +113,10 @@ int main(int argc, char **argv)
               "fp32 made 150 ms slower, and still %s was chosen (fp32 %.1f, bf16 %.1f, fp16 %.1f ms)",
               tr_precision_names[probe.choice], probe.ms[0], probe.ms[1], probe.ms[2]);
     if (slow.slow == TR_DTYPE_BF16)
-        CHECK(probe.choice != TR_PRECISION_BF16, "bf16 made 150 ms slower, and still chosen (fp32 %.1f, bf16 %.1f "
-              "ms)", probe.ms[0], probe.ms[1]);
+        CHECK(probe.choice != TR_PRECISION_BF16,
+              "bf16 made 150 ms slower, and still chosen (fp32 %.1f, bf16 %.1f "
+              "ms)",
+              probe.ms[0], probe.ms[1]);
     if (rank == 0) {
         char text[1024];
         tr_precision_describe(&probe, text, sizeof(text));

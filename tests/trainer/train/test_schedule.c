@@ -20,8 +20,12 @@ int main(void)
 {
     /* The reference job: 0.1 x 16384/256 = 6.4 peak, 10 warmup epochs from
      * 0.001, poly-2 over the remaining 80 (1 step per "epoch" here x 100). */
-    tr_lr_schedule_t s = {.peak_lr = 6.4, .warmup_lr = 0.001, .warmup_steps = 1000, .total_steps = 9000,
-                          .decay = TR_LR_DECAY_POLY, .power = 2};
+    tr_lr_schedule_t s = {.peak_lr = 6.4,
+                          .warmup_lr = 0.001,
+                          .warmup_steps = 1000,
+                          .total_steps = 9000,
+                          .decay = TR_LR_DECAY_POLY,
+                          .power = 2};
     expect("warmup step 0", tr_lr_at(&s, 0), 0.001 + (6.4 - 0.001) * 1 / 1000.0);
     expect("warmup step 499", tr_lr_at(&s, 499), 0.001 + (6.4 - 0.001) * 0.5);
     expect("warmup last step reaches peak", tr_lr_at(&s, 999), 6.4);
@@ -32,8 +36,8 @@ int main(void)
     expect("past the end stays 0", tr_lr_at(&s, 12345), 0.0);
 
     /* The Fashion-MNIST recipe: warmup from 0 over one epoch of 468 steps. */
-    tr_lr_schedule_t f = {.peak_lr = 0.1, .warmup_steps = 468, .total_steps = 4680, .decay = TR_LR_DECAY_POLY,
-                          .power = 2};
+    tr_lr_schedule_t f = {
+        .peak_lr = 0.1, .warmup_steps = 468, .total_steps = 4680, .decay = TR_LR_DECAY_POLY, .power = 2};
     expect("fmnist step 0", tr_lr_at(&f, 0), 0.1 / 468);
     expect("fmnist after warmup + 1053 steps", tr_lr_at(&f, 468 + 1053), 0.1 * 0.75 * 0.75);
 
@@ -42,14 +46,18 @@ int main(void)
     expect("cosine middle", tr_lr_at(&c, 50), 1.0);
     expect("cosine end", tr_lr_at(&c, 100), 0.0);
 
-    tr_lr_schedule_t st = {.peak_lr = 0.4, .total_steps = 90, .decay = TR_LR_DECAY_STEP, .gamma = 0.1,
-                           .milestone_count = 3, .milestones = {30, 60, 80}};
+    tr_lr_schedule_t st = {.peak_lr = 0.4,
+                           .total_steps = 90,
+                           .decay = TR_LR_DECAY_STEP,
+                           .gamma = 0.1,
+                           .milestone_count = 3,
+                           .milestones = {30, 60, 80}};
     expect("step before 30", tr_lr_at(&st, 29), 0.4);
     expect("step at 30", tr_lr_at(&st, 30), 0.4 * 0.1);
     expect("step at 85", tr_lr_at(&st, 85), 0.4 * 0.1 * 0.1 * 0.1);
 
-    tr_lr_schedule_t none = {.peak_lr = 0.3, .warmup_lr = 0.1, .warmup_steps = 2, .total_steps = 10,
-                             .decay = TR_LR_DECAY_NONE};
+    tr_lr_schedule_t none = {
+        .peak_lr = 0.3, .warmup_lr = 0.1, .warmup_steps = 2, .total_steps = 10, .decay = TR_LR_DECAY_NONE};
     expect("constant after warmup", tr_lr_at(&none, 7), 0.3);
     expect("warmup midpoint", tr_lr_at(&none, 0), 0.2);
 

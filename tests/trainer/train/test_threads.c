@@ -30,8 +30,7 @@ static tr_cpu_mask_t mask_of(const int *cpus, int count)
 {
     tr_cpu_mask_t m;
     memset(&m, 0, sizeof(m));
-    for (int i = 0; i < count; i++)
-        m.words[cpus[i] / 64] |= 1ULL << (cpus[i] % 64);
+    for (int i = 0; i < count; i++) m.words[cpus[i] / 64] |= 1ULL << (cpus[i] % 64);
     return m;
 }
 
@@ -39,8 +38,7 @@ static tr_cpu_mask_t range(int first, int count)
 {
     tr_cpu_mask_t m;
     memset(&m, 0, sizeof(m));
-    for (int c = first; c < first + count; c++)
-        m.words[c / 64] |= 1ULL << (c % 64);
+    for (int c = first; c < first + count; c++) m.words[c / 64] |= 1ULL << (c % 64);
     return m;
 }
 
@@ -63,8 +61,7 @@ static void unit(void)
     CHECK(tr_threads_share(m, 2, 0, &sharers) == 2 && sharers == 1, "PE=2: %d", tr_threads_share(m, 2, 0, NULL));
     /* One process, 8 CPUs: 8. */
     m[0] = range(0, 8);
-    CHECK(tr_threads_share(m, 1, 0, &sharers) == 8 && sharers == 1, "alone on 8: %d",
-          tr_threads_share(m, 1, 0, NULL));
+    CHECK(tr_threads_share(m, 1, 0, &sharers) == 8 && sharers == 1, "alone on 8: %d", tr_threads_share(m, 1, 0, NULL));
     /* --bind-to none, 3 ranks on 8 CPUs: 8/3 -> 2 each. */
     m[0] = m[1] = m[2] = range(0, 8);
     CHECK(tr_threads_share(m, 3, 2, &sharers) == 2 && sharers == 3, "3 on 8: %d", tr_threads_share(m, 3, 2, NULL));
@@ -72,8 +69,7 @@ static void unit(void)
     m[0] = m[1] = m[2] = range(0, 3);
     CHECK(tr_threads_share(m, 3, 1, NULL) == 1, "3 on 3: %d", tr_threads_share(m, 3, 1, NULL));
     /* 6 ranks on 12 CPUs: 2 each. */
-    for (int i = 0; i < 6; i++)
-        m[i] = range(0, 12);
+    for (int i = 0; i < 6; i++) m[i] = range(0, 12);
     CHECK(tr_threads_share(m, 6, 5, NULL) == 2, "6 on 12: %d", tr_threads_share(m, 6, 5, NULL));
     /* Uneven: A {0..3}, B {0}, C {1}: A gets 1/2 + 1/2 + 1 + 1 = 3, B and C 1/2 -> 1. */
     m[0] = range(0, 4);
@@ -121,11 +117,15 @@ static void under_mpirun(const char *mode)
     CHECK(info.cpus == cpus, "rank %d: %d cpus, its mask has %d", rank, info.cpus, cpus);
     if (strcmp(mode, "none") == 0) {
         int want = cpus / local > 0 ? cpus / local : 1;
-        CHECK(threads == want && info.sharers == local, "rank %d, --bind-to none: %d threads and %d sharers, want "
-              "%d (%d CPUs / %d local ranks) and %d", rank, threads, info.sharers, want, cpus, local, local);
+        CHECK(threads == want && info.sharers == local,
+              "rank %d, --bind-to none: %d threads and %d sharers, want "
+              "%d (%d CPUs / %d local ranks) and %d",
+              rank, threads, info.sharers, want, cpus, local, local);
     } else {
-        CHECK(threads == cpus && info.sharers == 1, "rank %d, --bind-to core: %d threads and %d sharers, want %d "
-              "(its own %d CPU%s) and 1", rank, threads, info.sharers, cpus, cpus, cpus == 1 ? "" : "s");
+        CHECK(threads == cpus && info.sharers == 1,
+              "rank %d, --bind-to core: %d threads and %d sharers, want %d "
+              "(its own %d CPU%s) and 1",
+              rank, threads, info.sharers, cpus, cpus, cpus == 1 ? "" : "s");
     }
     /* The job-wide minimum, the same on every rank, and the cached result. */
     int lo = threads, hi, mins[2] = {info.min_threads, -info.min_threads};

@@ -35,10 +35,8 @@
 static int cpu_best_block(void)
 {
     unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
-    if ((isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core)
-        return 16;
-    if ((isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2)
-        return 8;
+    if ((isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core) return 16;
+    if ((isa & (unsigned)dnnl_cpu_isa_avx2) == (unsigned)dnnl_cpu_isa_avx2) return 8;
     return 1;
 }
 
@@ -51,26 +49,21 @@ static int cpu_best_block(void)
  * forces NHWC for every dtype, 1/8/16 blocks for every dtype. */
 static unsigned cpu_nhwc_dtypes(int channel_block)
 {
-    if (channel_block == -1)
-        return ~0u;
-    if (channel_block != 0 || !CPU_DNNL3)
-        return 0;
+    if (channel_block == -1) return ~0u;
+    if (channel_block != 0 || !CPU_DNNL3) return 0;
     return (1u << TR_DTYPE_BF16) | (1u << TR_DTYPE_F16);
 }
 
 static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **backend_out)
 {
-    if (config == NULL || backend_out == NULL)
-        return cpu_invalid("init: NULL argument");
-    if (config->threads < 0)
-        return cpu_invalid("init: threads %d (0 = automatic)", config->threads);
+    if (config == NULL || backend_out == NULL) return cpu_invalid("init: NULL argument");
+    if (config->threads < 0) return cpu_invalid("init: threads %d (0 = automatic)", config->threads);
     if (config->channel_block != 0 && config->channel_block != 1 && config->channel_block != 8 &&
         config->channel_block != 16 && config->channel_block != -1)
         return cpu_invalid("init: channel_block %d (0 = automatic, 1, 8, 16 or -1 for NHWC)", config->channel_block);
 
     cpu_backend_t *backend = cpu_alloc(sizeof(*backend), "the cpu backend");
-    if (backend == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (backend == NULL) return HORA_ERR_NO_MEMORY;
     backend->base.ops = &tr_backend_cpu_ops;
     backend->threads = config->threads > 0 ? config->threads : tr_threads_default(NULL);
     backend->verbose = config->verbose;
@@ -81,27 +74,20 @@ static hora_status_t cpu_init(const tr_backend_config_t *config, tr_backend_t **
     omp_set_num_threads(backend->threads);
 
     hora_status_t status = cpu_dnnl(dnnl_engine_create(&backend->engine, dnnl_cpu, 0), "engine");
-    if (status != HORA_OK)
-        goto err_free_backend;
-    status = cpu_dnnl(dnnl_stream_create(&backend->stream, backend->engine, dnnl_stream_default_flags),
-                      "stream");
-    if (status != HORA_OK)
-        goto err_destroy_engine;
+    if (status != HORA_OK) goto err_free_backend;
+    status = cpu_dnnl(dnnl_stream_create(&backend->stream, backend->engine, dnnl_stream_default_flags), "stream");
+    if (status != HORA_OK) goto err_destroy_engine;
     /* User scratchpad: the primitives share backend->scratch instead of each
      * keeping (or allocating per call) its own. */
     status = cpu_dnnl(dnnl_primitive_attr_create(&backend->attr), "primitive attributes");
-    if (status != HORA_OK)
-        goto err_destroy_stream;
-    status = cpu_dnnl(dnnl_primitive_attr_set_scratchpad_mode(backend->attr, dnnl_scratchpad_mode_user),
-                      "scratchpad mode");
-    if (status != HORA_OK)
-        goto err_destroy_attr;
+    if (status != HORA_OK) goto err_destroy_stream;
+    status =
+        cpu_dnnl(dnnl_primitive_attr_set_scratchpad_mode(backend->attr, dnnl_scratchpad_mode_user), "scratchpad mode");
+    if (status != HORA_OK) goto err_destroy_attr;
 
     if (backend->verbose) {
         const dnnl_version_t *v = dnnl_version();
-        const char *blocked = backend->channel_block == 1   ? "nchw"
-                              : backend->channel_block == 8 ? "nChw8c"
-                                                            : "nChw16c";
+        const char *blocked = backend->channel_block == 1 ? "nchw" : backend->channel_block == 8 ? "nChw8c" : "nChw16c";
         fprintf(stderr, "hora-train: cpu: oneDNN %d.%d.%d, isa %s, %d threads, activations f32 %s, bf16/f16 %s\n",
                 v->major, v->minor, v->patch, cpu_isa_name(), backend->threads,
                 backend->nhwc & (1u << TR_DTYPE_F32) ? "nhwc" : blocked,
@@ -124,8 +110,7 @@ err_free_backend:
 static void cpu_free(tr_backend_t *backend_base)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL)
-        return;
+    if (backend == NULL) return;
     dnnl_primitive_attr_destroy(backend->attr);
     dnnl_stream_destroy(backend->stream);
     dnnl_engine_destroy(backend->engine);
@@ -136,20 +121,17 @@ static void cpu_free(tr_backend_t *backend_base)
 static hora_status_t cpu_synchronize(tr_backend_t *backend_base)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL)
-        return cpu_invalid("synchronize: NULL backend");
+    if (backend == NULL) return cpu_invalid("synchronize: NULL backend");
     /* Every op already waited for its primitive; this is for symmetry. */
     return cpu_dnnl(dnnl_stream_wait(backend->stream), "stream wait");
 }
 
 static hora_status_t cpu_buffer_alloc(tr_backend_t *backend, size_t bytes, void **ptr_out)
 {
-    if (backend == NULL || ptr_out == NULL)
-        return cpu_invalid("buffer_alloc: NULL argument");
+    if (backend == NULL || ptr_out == NULL) return cpu_invalid("buffer_alloc: NULL argument");
     /* Zeroed: momentum buffers and gradient arenas start at 0. */
     void *p = cpu_alloc(bytes, "a backend buffer");
-    if (p == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (p == NULL) return HORA_ERR_NO_MEMORY;
     *ptr_out = p;
     return HORA_OK;
 }
@@ -162,8 +144,7 @@ static void cpu_buffer_free(tr_backend_t *backend, void *ptr)
 
 static void cpu_layer_free(tr_layer_t *layer)
 {
-    if (layer != NULL)
-        layer->free(layer);
+    if (layer != NULL) layer->free(layer);
 }
 
 /* ---- data movement -------------------------------------------------------
@@ -173,8 +154,7 @@ static void cpu_layer_free(tr_layer_t *layer)
 
 static hora_status_t cpu_check_moved(const tr_tensor_t *t, const void *host, const char *what)
 {
-    if (t == NULL || t->data == NULL || host == NULL)
-        return cpu_invalid("%s: NULL tensor or host array", what);
+    if (t == NULL || t->data == NULL || host == NULL) return cpu_invalid("%s: NULL tensor or host array", what);
     if (t->memory != TR_MEMORY_HOST || t->layout != TR_LAYOUT_NCHW)
         return cpu_invalid("%s: a plain tensor in host memory wanted, got %s %s", what, tr_layout_name(t->layout),
                            tr_memory_name(t->memory));
@@ -209,8 +189,7 @@ static hora_status_t cpu_fill_zero(tr_backend_t *backend, tr_tensor_t *t)
 static hora_status_t cpu_gradient_ready(tr_backend_t *backend, tr_event_t *event_out)
 {
     (void)backend;
-    if (event_out == NULL)
-        return cpu_invalid("gradient_ready: NULL event");
+    if (event_out == NULL) return cpu_invalid("gradient_ready: NULL event");
     *event_out = NULL; /* every op has finished when it returns */
     return HORA_OK;
 }
@@ -221,10 +200,8 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
                                       tr_tensor_t *t)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || t == NULL)
-        return cpu_invalid("tensor_alloc: NULL argument");
-    if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
-        return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
+    if (backend == NULL || t == NULL) return cpu_invalid("tensor_alloc: NULL argument");
+    if (n <= 0 || c <= 0 || h <= 0 || w <= 0) return cpu_invalid("tensor_alloc: bad shape %dx%dx%dx%d", n, c, h, w);
     if (cpu_compute_dtype_ok(dtype) != HORA_OK)
         return status_set(HORA_ERR_UNSUPPORTED, "cpu: tensor_alloc: no %s activations: %s", tr_dtype_name(dtype),
                           status_message());
@@ -234,18 +211,24 @@ static hora_status_t cpu_tensor_alloc(tr_backend_t *backend_base, int n, int c, 
     size_t bytes = dnnl_memory_desc_get_size(md);
     cpu_md_free(md);
     void *data = cpu_alloc(bytes, "an activation tensor");
-    if (data == NULL)
-        return HORA_ERR_NO_MEMORY;
-    *t = (tr_tensor_t){.ndim = 4, .n = n, .c = c, .h = h, .w = w, .dtype = dtype, .layout = layout,
-                       .memory = TR_MEMORY_HOST, .data = data, .bytes = bytes};
+    if (data == NULL) return HORA_ERR_NO_MEMORY;
+    *t = (tr_tensor_t){.ndim = 4,
+                       .n = n,
+                       .c = c,
+                       .h = h,
+                       .w = w,
+                       .dtype = dtype,
+                       .layout = layout,
+                       .memory = TR_MEMORY_HOST,
+                       .data = data,
+                       .bytes = bytes};
     return HORA_OK;
 }
 
 static void cpu_tensor_free(tr_backend_t *backend, tr_tensor_t *t)
 {
     (void)backend;
-    if (t == NULL)
-        return;
+    if (t == NULL) return;
     free(t->data);
     t->data = NULL;
     t->bytes = 0;
@@ -255,8 +238,7 @@ static void cpu_tensor_free(tr_backend_t *backend, tr_tensor_t *t)
  * never gives out. */
 static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
 {
-    if (t->layout != cpu_layout_for(backend, t->c, t->dtype))
-        return 0;
+    if (t->layout != cpu_layout_for(backend, t->c, t->dtype)) return 0;
     switch (t->layout) {
     case TR_LAYOUT_NCHW: return 1;
     case TR_LAYOUT_NCHW8C: return 8;
@@ -269,8 +251,8 @@ static int cpu_tensor_block(const cpu_backend_t *backend, const tr_tensor_t *t)
 /* t is an activation of this backend (f32, bf16 or f16) and host a plain f32
  * host tensor (n, c, h, w) of t's (c, h, w) and at most t's batch: the
  * first host->n samples. */
-static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t,
-                                           const tr_tensor_t *host, const char *what, int *block)
+static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const tr_tensor_t *t, const tr_tensor_t *host,
+                                           const char *what, int *block)
 {
     if (t == NULL || t->data == NULL || host == NULL || host->data == NULL)
         return cpu_invalid("%s: tensor not allocated", what);
@@ -279,8 +261,8 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
         t->memory != TR_MEMORY_HOST || *block == 0 || t->bytes != tr_tensor_count(t) * tr_dtype_size(t->dtype))
         return cpu_invalid("%s: not an f32, bf16 or f16 tensor from this backend's tensor_alloc", what);
     if (host->dtype != TR_DTYPE_F32 || host->memory != TR_MEMORY_HOST || host->layout != TR_LAYOUT_NCHW ||
-        host->ndim != 4 || host->c != t->c || host->h != t->h || host->w != t->w || host->n < 1 ||
-        host->n > t->n || host->bytes < tr_tensor_count(host) * sizeof(float)) {
+        host->ndim != 4 || host->c != t->c || host->h != t->h || host->w != t->w || host->n < 1 || host->n > t->n ||
+        host->bytes < tr_tensor_count(host) * sizeof(float)) {
         char got[96], want[96];
         tr_tensor_describe(host, got, sizeof(got));
         tr_tensor_describe(t, want, sizeof(want));
@@ -294,23 +276,23 @@ static hora_status_t cpu_tensor_check_edge(const cpu_backend_t *backend, const t
  * Block 1 is plain NCHW. The f32 host side is converted on the way (bf16:
  * rounded to nearest even, as everywhere). */
 #define CPU_F32_ID(x) (x)
-#define CPU_LAYOUT_COPY(name, src_t, dst_t, convert, to_blocked)                                   \
-    static void name(const src_t *src, dst_t *dst, int samples, const tr_tensor_t *t, int block)   \
-    {                                                                                              \
-        size_t hw = (size_t)t->h * (size_t)t->w;                                                   \
-        int blocks = t->c / block;                                                                 \
-        for (int n = 0; n < samples; n++)                                                          \
-            for (int cb = 0; cb < blocks; cb++) {                                                  \
-                size_t plain = ((size_t)n * t->c + (size_t)cb * block) * hw;                       \
-                size_t blocked = ((size_t)n * blocks + cb) * hw * block;                           \
-                for (int k = 0; k < block; k++)                                                    \
-                    for (size_t i = 0; i < hw; i++) {                                              \
-                        if (to_blocked)                                                            \
+#define CPU_LAYOUT_COPY(name, src_t, dst_t, convert, to_blocked)                                     \
+    static void name(const src_t *src, dst_t *dst, int samples, const tr_tensor_t *t, int block)     \
+    {                                                                                                \
+        size_t hw = (size_t)t->h * (size_t)t->w;                                                     \
+        int blocks = t->c / block;                                                                   \
+        for (int n = 0; n < samples; n++)                                                            \
+            for (int cb = 0; cb < blocks; cb++) {                                                    \
+                size_t plain = ((size_t)n * t->c + (size_t)cb * block) * hw;                         \
+                size_t blocked = ((size_t)n * blocks + cb) * hw * block;                             \
+                for (int k = 0; k < block; k++)                                                      \
+                    for (size_t i = 0; i < hw; i++) {                                                \
+                        if (to_blocked)                                                              \
                             dst[blocked + i * block + k] = convert(src[plain + (size_t)k * hw + i]); \
-                        else                                                                       \
+                        else                                                                         \
                             dst[plain + (size_t)k * hw + i] = convert(src[blocked + i * block + k]); \
-                    }                                                                              \
-            }                                                                                      \
+                    }                                                                                \
+            }                                                                                        \
     }
 CPU_LAYOUT_COPY(cpu_import_f32, float, float, CPU_F32_ID, 1)
 CPU_LAYOUT_COPY(cpu_import_bf16, float, uint16_t, k_num_f32_to_bf16, 1)
@@ -323,8 +305,7 @@ static hora_status_t cpu_tensor_import(tr_backend_t *backend_base, const tr_tens
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     int block;
-    if (backend == NULL)
-        return cpu_invalid("tensor_import: NULL backend");
+    if (backend == NULL) return cpu_invalid("tensor_import: NULL backend");
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_import", &block));
     if (t->dtype == TR_DTYPE_BF16)
         cpu_import_bf16(host->data, t->data, host->n, t, block);
@@ -366,8 +347,7 @@ static hora_status_t cpu_host_alloc(tr_backend_t *backend, size_t bytes, void **
 {
     (void)backend;
     void *p = NULL;
-    if (ptr_out == NULL)
-        return cpu_invalid("host_alloc: NULL argument");
+    if (ptr_out == NULL) return cpu_invalid("host_alloc: NULL argument");
     if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) {
         return status_set(HORA_ERR_NO_MEMORY, "cpu: host_alloc: %zu bytes: out of memory", bytes);
     }
@@ -386,8 +366,7 @@ static void cpu_host_free(tr_backend_t *backend, void *ptr)
 static hora_status_t cpu_request_wait(tr_backend_t *backend, hora_request_t req)
 {
     (void)backend;
-    if (req == NULL)
-        return cpu_invalid("request_wait: NULL request");
+    if (req == NULL) return cpu_invalid("request_wait: NULL request");
     return hora_wait(req);
 }
 
@@ -395,8 +374,7 @@ static hora_status_t cpu_tensor_export(tr_backend_t *backend_base, const tr_tens
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
     int block;
-    if (backend == NULL)
-        return cpu_invalid("tensor_export: NULL backend");
+    if (backend == NULL) return cpu_invalid("tensor_export: NULL backend");
     CPU_CHECK(cpu_tensor_check_edge(backend, t, host, "tensor_export", &block));
     if (t->dtype == TR_DTYPE_BF16)
         cpu_export_bf16(t->data, host->data, host->n, t, block);
@@ -441,15 +419,18 @@ static void cpu_relu_backward_range(const void *ctx, size_t begin, size_t end)
 static void cpu_add_range(const void *ctx, size_t begin, size_t end)
 {
     const cpu_eltwise_args_t *r = ctx;
-    (void)k_add(r->y + begin * r->size, r->a + begin * r->size, r->b + begin * r->size, r->dtype, end - begin,
-                r->relu);
+    (void)k_add(r->y + begin * r->size, r->a + begin * r->size, r->b + begin * r->size, r->dtype, end - begin, r->relu);
 }
 
 /* The arguments of an op over tensors of ref's dtype (checked by then). */
 static cpu_eltwise_args_t cpu_eltwise_args(const tr_tensor_t *ref, const void *a, const void *b, void *y, int relu)
 {
-    return (cpu_eltwise_args_t){.a = a, .b = b, .y = y, .size = tr_dtype_size(ref->dtype),
-                                .dtype = tr_dtype_kernel(ref->dtype), .relu = relu != 0};
+    return (cpu_eltwise_args_t){.a = a,
+                                .b = b,
+                                .y = y,
+                                .size = tr_dtype_size(ref->dtype),
+                                .dtype = tr_dtype_kernel(ref->dtype),
+                                .relu = relu != 0};
 }
 
 /* t has ref's shape and dtype; ref's dtype is one the element-wise ops
@@ -461,16 +442,15 @@ static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tenso
         return cpu_invalid("%s: %s tensor (the cpu backend's element-wise ops take f32, bf16 and f16)", what,
                            tr_dtype_name(ref->dtype));
     if (cpu_compute_dtype_ok(ref->dtype) != HORA_OK) /* no such tensor comes from tensor_alloc */
-        return cpu_invalid("%s: %s tensor, which this backend does not compute in: %s", what,
-                           tr_dtype_name(ref->dtype), status_message());
+        return cpu_invalid("%s: %s tensor, which this backend does not compute in: %s", what, tr_dtype_name(ref->dtype),
+                           status_message());
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
 static hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || x == NULL)
-        return cpu_invalid("relu_forward: NULL argument");
+    if (backend == NULL || x == NULL) return cpu_invalid("relu_forward: NULL argument");
     CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
     CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
     const cpu_eltwise_args_t args = cpu_eltwise_args(x, x->data, NULL, y->data, 0);
@@ -482,8 +462,7 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
                                        tr_tensor_t *dx)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || y == NULL)
-        return cpu_invalid("relu_backward: NULL argument");
+    if (backend == NULL || y == NULL) return cpu_invalid("relu_backward: NULL argument");
     CPU_CHECK(cpu_check_same(backend, y, y, "relu_backward y"));
     CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
     CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
@@ -492,12 +471,11 @@ static hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tens
     return HORA_OK;
 }
 
-static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a, const tr_tensor_t *b,
-                                     int relu, tr_tensor_t *y)
+static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
+                                     tr_tensor_t *y)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || a == NULL)
-        return cpu_invalid("add_forward: NULL argument");
+    if (backend == NULL || a == NULL) return cpu_invalid("add_forward: NULL argument");
     CPU_CHECK(cpu_check_same(backend, a, a, "add_forward a"));
     CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
     CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
@@ -511,12 +489,11 @@ static hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor
 /* F.cross_entropy(logits, labels, label_smoothing=s), mean over rows:
  * kernels/'s k_softmax_xent (k_cpu.h; the formulas in k_train_numeric.h,
  * in double, each result rounded once). */
-static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits_t,
-                                      const tr_tensor_t *labels_t, float label_smoothing, float grad_scale,
-                                      tr_tensor_t *loss_t, tr_tensor_t *dlogits_t)
+static hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits_t, const tr_tensor_t *labels_t,
+                                      float label_smoothing, float grad_scale, tr_tensor_t *loss_t,
+                                      tr_tensor_t *dlogits_t)
 {
-    if (backend == NULL || logits_t == NULL)
-        return cpu_invalid("softmax_xent: NULL argument");
+    if (backend == NULL || logits_t == NULL) return cpu_invalid("softmax_xent: NULL argument");
     const int n = logits_t->n, k = logits_t->c;
     if (n <= 0 || k <= 0 || !(label_smoothing >= 0.0f && label_smoothing <= 1.0f) ||
         !(grad_scale > 0.0f && isfinite(grad_scale)))
@@ -590,11 +567,16 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param
     const float grad_scale = args->grad_scale == 0.0f ? 1.0f : args->grad_scale;
     if (!(grad_scale > 0.0f && isfinite(grad_scale)))
         return cpu_invalid("sgd_step: gradient scale %g", (double)grad_scale);
-    const cpu_sgd_range_t r = {
-        .param = param_t->data, .momentum = momentum_t != NULL ? momentum_t->data : NULL,
-        .lp = lp_t != NULL ? lp_t->data : NULL, .grad = grad_t->data, .grad_size = tr_dtype_size(grad_t->dtype),
-        .lp_size = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0, .grad_dtype = tr_dtype_kernel(grad_t->dtype),
-        .lp_dtype = lp_t != NULL ? tr_dtype_kernel(lp_t->dtype) : K_DTYPE_F32, .grad_scale = grad_scale, .args = args};
+    const cpu_sgd_range_t r = {.param = param_t->data,
+                               .momentum = momentum_t != NULL ? momentum_t->data : NULL,
+                               .lp = lp_t != NULL ? lp_t->data : NULL,
+                               .grad = grad_t->data,
+                               .grad_size = tr_dtype_size(grad_t->dtype),
+                               .lp_size = lp_t != NULL ? tr_dtype_size(lp_t->dtype) : 0,
+                               .grad_dtype = tr_dtype_kernel(grad_t->dtype),
+                               .lp_dtype = lp_t != NULL ? tr_dtype_kernel(lp_t->dtype) : K_DTYPE_F32,
+                               .grad_scale = grad_scale,
+                               .args = args};
     cpu_split(backend, tr_tensor_count(param_t), cpu_sgd_range, &r);
     return HORA_OK;
 }
@@ -604,8 +586,7 @@ static hora_status_t cpu_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param
 static hora_status_t cpu_cast(tr_backend_t *backend_base, const tr_tensor_t *src, tr_tensor_t *dst)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || src == NULL || dst == NULL)
-        return cpu_invalid("cast: NULL argument");
+    if (backend == NULL || src == NULL || dst == NULL) return cpu_invalid("cast: NULL argument");
     const int dims[TR_TENSOR_MAX_DIMS] = {src->n, src->c, src->h, src->w};
     CPU_CHECK(cpu_check_plain(src, src->dtype, src->ndim, dims, "cast src"));
     CPU_CHECK(cpu_check_plain(dst, dst->dtype, src->ndim, dims, "cast dst"));
@@ -629,8 +610,7 @@ static void cpu_finite_range(const void *ctx, size_t begin, size_t end)
 static hora_status_t cpu_check_finite(tr_backend_t *backend_base, const tr_tensor_t *t, int *nonfinite_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || t == NULL || nonfinite_out == NULL)
-        return cpu_invalid("check_finite: NULL argument");
+    if (backend == NULL || t == NULL || nonfinite_out == NULL) return cpu_invalid("check_finite: NULL argument");
     if (!cpu_float_dtype(t->dtype))
         return cpu_invalid("check_finite: %s tensor (f32, bf16 or f16)", tr_dtype_name(t->dtype));
     const int dims[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};

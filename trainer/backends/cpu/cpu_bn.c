@@ -63,8 +63,7 @@ static void cpu_bn_free(tr_layer_t *layer)
 
 static hora_status_t bn_add_args(cpu_backend_t *backend, cpu_prim_t *p, const int *args, int count)
 {
-    for (int i = 0; i < count; i++)
-        CPU_CHECK(cpu_prim_add_arg(p, backend->engine, args[i]));
+    for (int i = 0; i < count; i++) CPU_CHECK(cpu_prim_add_arg(p, backend->engine, args[i]));
     return HORA_OK;
 }
 
@@ -76,20 +75,20 @@ static hora_status_t bn_make(const cpu_bn_t *layer, bn_batch_t *bn, int n, cpu_m
     unsigned relu = d->fuse_relu ? dnnl_fuse_norm_relu : 0;
     unsigned flags = dnnl_use_scale | dnnl_use_shift | relu;
 
-    CPU_CHECK(cpu_prim_made(backend, &bn->fwd_train, "bn forward (training)",
-                            cpu_pd_bn_forward(&bn->fwd_train.pd, backend, dnnl_forward_training, *data_md,
-                                              d->epsilon, flags)));
+    CPU_CHECK(cpu_prim_made(
+        backend, &bn->fwd_train, "bn forward (training)",
+        cpu_pd_bn_forward(&bn->fwd_train.pd, backend, dnnl_forward_training, *data_md, d->epsilon, flags)));
     CPU_CHECK(cpu_prim_made(backend, &bn->fwd_infer, "bn forward (inference)",
-                            cpu_pd_bn_forward(&bn->fwd_infer.pd, backend, dnnl_forward_inference, *data_md,
-                                              d->epsilon, flags | dnnl_use_global_stats)));
+                            cpu_pd_bn_forward(&bn->fwd_infer.pd, backend, dnnl_forward_inference, *data_md, d->epsilon,
+                                              flags | dnnl_use_global_stats)));
     CPU_CHECK(cpu_prim_made(backend, &bn->bwd, "bn backward",
                             cpu_pd_bn_backward(&bn->bwd.pd, backend, *data_md, d->epsilon, flags, bn->fwd_train.pd)));
 
-    static const int train_args[] = {DNNL_ARG_SRC,  DNNL_ARG_DST,  DNNL_ARG_SCALE,
+    static const int train_args[] = {DNNL_ARG_SRC,   DNNL_ARG_DST,  DNNL_ARG_SCALE,
                                      DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
-    static const int infer_args[] = {DNNL_ARG_SRC,  DNNL_ARG_DST,  DNNL_ARG_SCALE,
+    static const int infer_args[] = {DNNL_ARG_SRC,   DNNL_ARG_DST,  DNNL_ARG_SCALE,
                                      DNNL_ARG_SHIFT, DNNL_ARG_MEAN, DNNL_ARG_VARIANCE};
-    static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST,   DNNL_ARG_SCALE,      DNNL_ARG_MEAN,
+    static const int bwd_args[] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,      DNNL_ARG_MEAN,
                                    DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
     CPU_CHECK(bn_add_args(backend, &bn->fwd_train, train_args, 6));
     CPU_CHECK(bn_add_args(backend, &bn->fwd_infer, infer_args, 6));
@@ -99,22 +98,20 @@ static hora_status_t bn_make(const cpu_bn_t *layer, bn_batch_t *bn, int n, cpu_m
      * it (oneDNN 3 does not take it); backend.h's bn_backward has no beta,
      * so it gets zeros. */
     bn->bwd_shift = !CPU_DNNL3;
-    if (bn->bwd_shift)
-        CPU_CHECK(cpu_prim_add_arg(&bn->bwd, backend->engine, DNNL_ARG_SHIFT));
+    if (bn->bwd_shift) CPU_CHECK(cpu_prim_add_arg(&bn->bwd, backend->engine, DNNL_ARG_SHIFT));
 
     if (d->fuse_relu) {
         cpu_cmd_t ws_md = cpu_prim_md(&bn->fwd_train, DNNL_ARG_WORKSPACE);
         bn->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "bn relu workspace");
-        if (bn->workspace == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (bn->workspace == NULL) return HORA_ERR_NO_MEMORY;
         CPU_CHECK(cpu_prim_add_arg(&bn->fwd_train, backend->engine, DNNL_ARG_WORKSPACE));
         CPU_CHECK(cpu_prim_add_arg(&bn->bwd, backend->engine, DNNL_ARG_WORKSPACE));
     }
 
     if (backend->verbose)
-        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", n,
-                d->c, d->h, d->w, d->fuse_relu ? " +relu" : "", cpu_prim_impl(&bn->fwd_train),
-                cpu_prim_impl(&bn->fwd_infer), cpu_prim_impl(&bn->bwd));
+        fprintf(stderr, "hora-train: cpu: bn %dx%dx%dx%d%s: forward %s, inference %s, backward %s\n", n, d->c, d->h,
+                d->w, d->fuse_relu ? " +relu" : "", cpu_prim_impl(&bn->fwd_train), cpu_prim_impl(&bn->fwd_infer),
+                cpu_prim_impl(&bn->bwd));
     return HORA_OK;
 }
 
@@ -130,8 +127,7 @@ static hora_status_t bn_make_primitives(tr_layer_t *layer_base, void *entry, int
 hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || desc == NULL || layer_out == NULL)
-        return cpu_invalid("bn_create: NULL argument");
+    if (backend == NULL || desc == NULL || layer_out == NULL) return cpu_invalid("bn_create: NULL argument");
     if (desc->c <= 0 || desc->h <= 0 || desc->w <= 0 || !(desc->epsilon > 0.0f) ||
         !(desc->momentum >= 0.0f && desc->momentum <= 1.0f))
         return cpu_invalid("bn_create: bad shape %dx%dx%d, epsilon %g or momentum %g", desc->c, desc->h, desc->w,
@@ -139,8 +135,7 @@ hora_status_t cpu_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc
     CPU_CHECK(cpu_check_layer_dtypes(desc->dtype, desc->grad_dtype, "bn_create"));
 
     cpu_bn_t *bn = cpu_alloc(sizeof(*bn), "a bn layer");
-    if (bn == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (bn == NULL) return HORA_ERR_NO_MEMORY;
     bn->base.kind = CPU_LAYER_BN;
     bn->base.backend = backend;
     bn->base.free = cpu_bn_free;
@@ -198,8 +193,7 @@ static hora_status_t bn_check_forward(const cpu_bn_t *bn, int train, const tr_te
     };
     const char *const *what = names[train != 0];
     CPU_CHECK(bn_check_data(bn, x, y, what[0], what[1], n));
-    for (int i = 0; i < 4; i++)
-        CPU_CHECK(bn_check_channels(bn, vectors[i], TR_DTYPE_F32, what[2 + i]));
+    for (int i = 0; i < 4; i++) CPU_CHECK(bn_check_channels(bn, vectors[i], TR_DTYPE_F32, what[2 + i]));
     return HORA_OK;
 }
 
@@ -209,12 +203,11 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
 {
     cpu_bn_t *layer_bn = bn_of(layer);
     int n;
-    if (layer_bn == NULL)
-        return cpu_invalid("bn_forward_train: not a bn layer");
+    if (layer_bn == NULL) return cpu_invalid("bn_forward_train: not a bn layer");
     cpu_backend_t *backend = layer_bn->base.backend;
     const tr_bn_desc_t *d = &layer_bn->desc;
-    CPU_CHECK(bn_check_forward(layer_bn, 1, x,
-                               (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
+    CPU_CHECK(
+        bn_check_forward(layer_bn, 1, x, (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
     size_t m = (size_t)n * (size_t)d->h * (size_t)d->w; /* values per channel */
     if (m < 2) /* PyTorch refuses too: the unbiased variance needs two values */
         return cpu_invalid("bn_forward_train: one value per channel (%dx%dx%d) cannot be normalised", n, d->h, d->w);
@@ -225,8 +218,8 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
     layer_bn->stats_n = 0;
     static const int args[7] = {DNNL_ARG_SRC,  DNNL_ARG_DST,      DNNL_ARG_SCALE,    DNNL_ARG_SHIFT,
                                 DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_WORKSPACE};
-    const void *const ptrs[7] = {x->data, y->data, gamma->data, beta->data, layer_bn->mean, layer_bn->var,
-                                 bn->workspace};
+    const void *const ptrs[7] = {x->data,        y->data,       gamma->data,  beta->data,
+                                 layer_bn->mean, layer_bn->var, bn->workspace};
     CPU_CHECK(cpu_prim_run(backend, &bn->fwd_train, d->fuse_relu ? 7 : 6, args, ptrs));
     layer_bn->stats_n = n;
     bn->mask_valid = 1;
@@ -249,10 +242,9 @@ hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, cons
 {
     cpu_bn_t *layer_bn = bn_of(layer);
     int n;
-    if (layer_bn == NULL)
-        return cpu_invalid("bn_forward_infer: not a bn layer");
-    CPU_CHECK(bn_check_forward(layer_bn, 0, x,
-                               (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
+    if (layer_bn == NULL) return cpu_invalid("bn_forward_infer: not a bn layer");
+    CPU_CHECK(
+        bn_check_forward(layer_bn, 0, x, (const tr_tensor_t *const[4]){gamma, beta, running_mean, running_var}, y, &n));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, &entry));
     bn_batch_t *bn = entry;
@@ -262,13 +254,12 @@ hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, cons
     return cpu_prim_run(layer_bn->base.backend, &bn->fwd_infer, 6, args, ptrs);
 }
 
-hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                              const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
+hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, const tr_tensor_t *gamma,
+                              tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
 {
     cpu_bn_t *layer_bn = bn_of(layer);
     int n;
-    if (layer_bn == NULL)
-        return cpu_invalid("bn_backward: not a bn layer");
+    if (layer_bn == NULL) return cpu_invalid("bn_backward: not a bn layer");
     cpu_backend_t *backend = layer_bn->base.backend;
     const tr_bn_desc_t *d = &layer_bn->desc;
     CPU_CHECK(bn_check_data(layer_bn, x, dy, "bn_backward x", "bn_backward dy", &n));
@@ -277,9 +268,9 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     CPU_CHECK(bn_check_channels(layer_bn, dgamma, d->grad_dtype, "bn_backward dgamma"));
     CPU_CHECK(bn_check_channels(layer_bn, dbeta, d->grad_dtype, "bn_backward dbeta"));
     if (layer_bn->stats_n != n)
-        return layer_bn->stats_n ? cpu_invalid("bn_backward: batch %d, but the last bn_forward_train had %d", n,
-                                               layer_bn->stats_n)
-                                 : cpu_invalid("bn_backward: no bn_forward_train ran before it");
+        return layer_bn->stats_n
+                   ? cpu_invalid("bn_backward: batch %d, but the last bn_forward_train had %d", n, layer_bn->stats_n)
+                   : cpu_invalid("bn_backward: no bn_forward_train ran before it");
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_bn->batches, n, &entry));
     bn_batch_t *bn = entry;
@@ -292,8 +283,14 @@ hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_
     int convert = d->grad_dtype != TR_DTYPE_F32;
     int args[10] = {DNNL_ARG_SRC,      DNNL_ARG_DIFF_DST, DNNL_ARG_SCALE,      DNNL_ARG_MEAN,
                     DNNL_ARG_VARIANCE, DNNL_ARG_DIFF_SRC, DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT};
-    const void *ptrs[10] = {x->data,  dy->data, gamma->data, layer_bn->mean, layer_bn->var, dx->data,
-                            convert ? layer_bn->dgamma : dgamma->data, convert ? layer_bn->dbeta : dbeta->data};
+    const void *ptrs[10] = {x->data,
+                            dy->data,
+                            gamma->data,
+                            layer_bn->mean,
+                            layer_bn->var,
+                            dx->data,
+                            convert ? layer_bn->dgamma : dgamma->data,
+                            convert ? layer_bn->dbeta : dbeta->data};
     int count = 8;
     if (d->fuse_relu) {
         args[count] = DNNL_ARG_WORKSPACE;

@@ -85,11 +85,9 @@ static void cpu_conv_free(tr_layer_t *layer)
 /* At least bytes in b (the old contents are not kept). */
 static hora_status_t conv_buffer_reserve(conv_buffer_t *b, size_t bytes, const char *what)
 {
-    if (b->bytes >= bytes)
-        return HORA_OK;
+    if (b->bytes >= bytes) return HORA_OK;
     float *bigger = cpu_alloc(bytes, what);
-    if (bigger == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (bigger == NULL) return HORA_ERR_NO_MEMORY;
     free(b->data);
     b->data = bigger;
     b->bytes = bytes;
@@ -101,10 +99,8 @@ static hora_status_t conv_buffer_reserve(conv_buffer_t *b, size_t bytes, const c
 static hora_status_t conv_weights_reorder(cpu_backend_t *backend, cpu_prim_t *reorder, cpu_cmd_t plain_md,
                                           cpu_cmd_t chosen_md, int to_plain, const char *what)
 {
-    if (dnnl_memory_desc_equal(plain_md, chosen_md))
-        return HORA_OK;
-    if (to_plain)
-        return cpu_prim_init_reorder(backend, reorder, what, chosen_md, plain_md);
+    if (dnnl_memory_desc_equal(plain_md, chosen_md)) return HORA_OK;
+    if (to_plain) return cpu_prim_init_reorder(backend, reorder, what, chosen_md, plain_md);
     return cpu_prim_init_reorder(backend, reorder, what, plain_md, chosen_md);
 }
 
@@ -118,8 +114,7 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
                                                   cpu_cmd_t src_any_md, cpu_cmd_t w_any_md, cpu_cmd_t dst_md,
                                                   const dnnl_dims_t strides, const dnnl_dims_t pad)
 {
-    if (strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) != 0)
-        return HORA_OK;
+    if (strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) != 0) return HORA_OK;
     cpu_prim_t retry = {0};
     hora_status_t status = cpu_prim_made(
         backend, &retry, "conv backward data",
@@ -131,15 +126,21 @@ static hora_status_t conv_fix_plain_backward_data(cpu_backend_t *backend, conv_b
     cpu_prim_free(&conv->bwd_data);
     conv->bwd_data = retry;
     cpu_cmd_t chosen = cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC);
-    if (dnnl_memory_desc_equal(chosen, src_md))
-        return HORA_OK;
+    if (dnnl_memory_desc_equal(chosen, src_md)) return HORA_OK;
     return cpu_prim_init_reorder(backend, &conv->dx_to_plain, "conv dx reorder", chosen, src_md);
 }
 
 /* The memory descriptors conv_make uses (cpu_md_t, released together). */
 enum {
-    CONV_SRC, CONV_SRC_ANY, CONV_DST, CONV_W_ANY, CONV_W_PLAIN, CONV_DW_ANY, CONV_DW_PLAIN,
-    CONV_SRC_F32, CONV_DST_F32, /* the widened copies' (conv_widen_backward_weights) */
+    CONV_SRC,
+    CONV_SRC_ANY,
+    CONV_DST,
+    CONV_W_ANY,
+    CONV_W_PLAIN,
+    CONV_DW_ANY,
+    CONV_DW_PLAIN,
+    CONV_SRC_F32,
+    CONV_DST_F32, /* the widened copies' (conv_widen_backward_weights) */
     CONV_MD_COUNT
 };
 
@@ -154,18 +155,17 @@ static hora_status_t conv_widen_backward_weights(const cpu_conv_t *layer, conv_b
 {
     cpu_backend_t *backend = layer->base.backend;
     const tr_conv_desc_t *d = &layer->desc;
-    if (d->dtype == TR_DTYPE_F32 || strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) != 0)
-        return HORA_OK;
+    if (d->dtype == TR_DTYPE_F32 || strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) != 0) return HORA_OK;
     /* The activations' own layout, in f32: the casts are flat. */
     CPU_CHECK(cpu_md_4d(&md[CONV_SRC_F32], n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in, d->dtype),
                         TR_DTYPE_F32));
     CPU_CHECK(cpu_md_4d(&md[CONV_DST_F32], n, d->c_out, layer->h_out, layer->w_out,
                         cpu_layout_for(backend, d->c_out, d->dtype), TR_DTYPE_F32));
     cpu_prim_t wide = {0};
-    hora_status_t status = cpu_prim_made(
-        backend, &wide, "conv backward weights (f32 on widened copies)",
-        cpu_pd_conv_backward_weights(&wide.pd, backend, md[CONV_SRC_F32], md[CONV_DW_ANY], md[CONV_DST_F32], strides,
-                                     pad, NULL));
+    hora_status_t status =
+        cpu_prim_made(backend, &wide, "conv backward weights (f32 on widened copies)",
+                      cpu_pd_conv_backward_weights(&wide.pd, backend, md[CONV_SRC_F32], md[CONV_DW_ANY],
+                                                   md[CONV_DST_F32], strides, pad, NULL));
     if (status != HORA_OK || strncmp(cpu_prim_impl(&wide), "ref", 3) == 0) {
         cpu_prim_free(&wide); /* keep the native one: slow, but it works */
         return status == HORA_ERR_UNSUPPORTED ? HORA_OK : status;
@@ -181,9 +181,10 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
 {
     cpu_backend_t *backend = layer->base.backend;
     const tr_conv_desc_t *d = &layer->desc;
-    CPU_CHECK(cpu_md_4d(&md[CONV_SRC], n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in, d->dtype), d->dtype));
-    CPU_CHECK(cpu_md_4d(&md[CONV_DST], n, d->c_out, layer->h_out, layer->w_out, cpu_layout_for(backend, d->c_out, d->dtype),
-                        d->dtype));
+    CPU_CHECK(
+        cpu_md_4d(&md[CONV_SRC], n, d->c_in, d->h_in, d->w_in, cpu_layout_for(backend, d->c_in, d->dtype), d->dtype));
+    CPU_CHECK(cpu_md_4d(&md[CONV_DST], n, d->c_out, layer->h_out, layer->w_out,
+                        cpu_layout_for(backend, d->c_out, d->dtype), d->dtype));
     dnnl_dims_t src_dims = {n, d->c_in, d->h_in, d->w_in};
     dnnl_dims_t w_dims = {d->c_out, d->c_in, d->kernel, d->kernel};
     const dnnl_data_type_t dt = cpu_dnnl_dtype(d->dtype);
@@ -200,18 +201,17 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
     /* Direct convolution, not "auto": auto may pick Winograd, whose
      * rounding differs from PyTorch's direct/GEMM results by more than
      * float noise. */
-    CPU_CHECK(cpu_prim_made(backend, &conv->fwd, "conv forward",
-                            cpu_pd_conv_forward(&conv->fwd.pd, backend, md[CONV_SRC], md[CONV_W_ANY], md[CONV_DST],
-                                                strides, pad)));
+    CPU_CHECK(cpu_prim_made(
+        backend, &conv->fwd, "conv forward",
+        cpu_pd_conv_forward(&conv->fwd.pd, backend, md[CONV_SRC], md[CONV_W_ANY], md[CONV_DST], strides, pad)));
     CPU_CHECK(cpu_prim_made(backend, &conv->bwd_data, "conv backward data",
                             cpu_pd_conv_backward_data(&conv->bwd_data.pd, backend, md[CONV_SRC], md[CONV_W_ANY],
                                                       md[CONV_DST], strides, pad, conv->fwd.pd)));
-    CPU_CHECK(conv_fix_plain_backward_data(backend, conv, md[CONV_SRC], md[CONV_SRC_ANY], md[CONV_W_ANY],
-                                           md[CONV_DST], strides, pad));
+    CPU_CHECK(conv_fix_plain_backward_data(backend, conv, md[CONV_SRC], md[CONV_SRC_ANY], md[CONV_W_ANY], md[CONV_DST],
+                                           strides, pad));
     CPU_CHECK(cpu_prim_made(backend, &conv->bwd_weights, "conv backward weights",
-                            cpu_pd_conv_backward_weights(&conv->bwd_weights.pd, backend, md[CONV_SRC],
-                                                         md[CONV_DW_ANY], md[CONV_DST], strides, pad,
-                                                         conv->fwd.pd)));
+                            cpu_pd_conv_backward_weights(&conv->bwd_weights.pd, backend, md[CONV_SRC], md[CONV_DW_ANY],
+                                                         md[CONV_DST], strides, pad, conv->fwd.pd)));
     CPU_CHECK(conv_widen_backward_weights(layer, conv, n, md, strides, pad));
 
     CPU_CHECK(cpu_prim_add_arg(&conv->fwd, backend->engine, DNNL_ARG_SRC));
@@ -223,8 +223,7 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
     if (conv->dx_to_plain.pd != NULL) {
         conv->dx_blocked = cpu_alloc(dnnl_memory_desc_get_size(cpu_prim_md(&conv->bwd_data, DNNL_ARG_DIFF_SRC)),
                                      "conv dx before its reorder");
-        if (conv->dx_blocked == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (conv->dx_blocked == NULL) return HORA_ERR_NO_MEMORY;
     }
     CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_SRC));
     CPU_CHECK(cpu_prim_add_arg(&conv->bwd_weights, backend->engine, DNNL_ARG_DIFF_DST));
@@ -244,16 +243,15 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
         CPU_CHECK(conv_weights_reorder(backend, &conv->w_to_bwd, md[CONV_W_PLAIN], bwd_w_md, 0,
                                        "conv weights reorder (backward data)"));
     }
-    CPU_CHECK(conv_weights_reorder(backend, &conv->dw_to_plain, md[CONV_DW_PLAIN], dw_md, 1,
-                                   "conv weight gradient reorder"));
+    CPU_CHECK(
+        conv_weights_reorder(backend, &conv->dw_to_plain, md[CONV_DW_PLAIN], dw_md, 1, "conv weight gradient reorder"));
 
     /* The reference kernels are orders of magnitude slower (~1 GFLOP/s):
      * say so even when not verbose where that costs more than a few ms per
      * pass. It is usually a channel count that is not a multiple of the
      * block, mixing layouts the fast kernels do not take; the tiny test
      * networks do that on purpose, hence the threshold. */
-    double flops =
-        2.0 * n * d->c_out * layer->h_out * layer->w_out * (double)d->c_in * d->kernel * d->kernel;
+    double flops = 2.0 * n * d->c_out * layer->h_out * layer->w_out * (double)d->c_in * d->kernel * d->kernel;
     int slow = flops > 5e6 && (strncmp(cpu_prim_impl(&conv->fwd), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_data), "ref", 3) == 0 ||
                                strncmp(cpu_prim_impl(&conv->bwd_weights), "ref", 3) == 0);
@@ -261,10 +259,9 @@ static hora_status_t conv_make(const cpu_conv_t *layer, conv_batch_t *conv, int 
         fprintf(stderr,
                 "hora-train: cpu: %sconv %dx%dx%dx%d -> %dx%dx%d k%d s%d p%d: forward %s, "
                 "backward data %s, backward weights %s%s\n",
-                slow ? "warning: oneDNN reference kernel (slow) in " : "", n, d->c_in, d->h_in, d->w_in,
-                d->c_out, layer->h_out, layer->w_out, d->kernel,
-                d->stride, d->pad, cpu_prim_impl(&conv->fwd), cpu_prim_impl(&conv->bwd_data),
-                cpu_prim_impl(&conv->bwd_weights),
+                slow ? "warning: oneDNN reference kernel (slow) in " : "", n, d->c_in, d->h_in, d->w_in, d->c_out,
+                layer->h_out, layer->w_out, d->kernel, d->stride, d->pad, cpu_prim_impl(&conv->fwd),
+                cpu_prim_impl(&conv->bwd_data), cpu_prim_impl(&conv->bwd_weights),
                 conv->bwd_w_source == CONV_BWD_W_OWN_COPY ? " (own backward weight copy)" : "");
     return HORA_OK;
 }
@@ -281,18 +278,16 @@ static hora_status_t conv_make_primitives(tr_layer_t *layer_base, void *entry, i
 hora_status_t cpu_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || desc == NULL || layer_out == NULL)
-        return cpu_invalid("conv_create: NULL argument");
+    if (backend == NULL || desc == NULL || layer_out == NULL) return cpu_invalid("conv_create: NULL argument");
     const tr_conv_desc_t *d = desc;
     if (d->c_in <= 0 || d->h_in <= 0 || d->w_in <= 0 || d->c_out <= 0 || d->kernel <= 0 || d->stride <= 0 ||
         d->pad < 0 || d->h_in + 2 * d->pad < d->kernel || d->w_in + 2 * d->pad < d->kernel)
-        return cpu_invalid("conv_create: bad shape c_in %d %dx%d c_out %d kernel %d stride %d pad %d", d->c_in,
-                           d->h_in, d->w_in, d->c_out, d->kernel, d->stride, d->pad);
+        return cpu_invalid("conv_create: bad shape c_in %d %dx%d c_out %d kernel %d stride %d pad %d", d->c_in, d->h_in,
+                           d->w_in, d->c_out, d->kernel, d->stride, d->pad);
     CPU_CHECK(cpu_check_layer_dtypes(d->dtype, d->grad_dtype, "conv_create"));
 
     cpu_conv_t *conv = cpu_alloc(sizeof(*conv), "a conv layer");
-    if (conv == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (conv == NULL) return HORA_ERR_NO_MEMORY;
     conv->base.kind = CPU_LAYER_CONV;
     conv->base.backend = backend;
     conv->base.free = cpu_conv_free;
@@ -349,13 +344,13 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
 {
     cpu_conv_t *layer_conv = conv_of(layer);
     int n;
-    if (layer_conv == NULL)
-        return cpu_invalid("conv_forward: not a conv layer");
+    if (layer_conv == NULL) return cpu_invalid("conv_forward: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
     CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, d->dtype, "conv_forward x", &n));
     CPU_CHECK(conv_check_weights(layer_conv, w, d->dtype, "conv_forward w"));
-    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype, "conv_forward y"));
+    CPU_CHECK(
+        cpu_check_tensor(backend, y, n, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype, "conv_forward y"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_conv->batches, n, &entry));
     conv_batch_t *conv = entry;
@@ -369,13 +364,11 @@ hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr
                         (const void *const[]){x->data, weights, y->data});
 }
 
-hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                     tr_tensor_t *dx)
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx)
 {
     cpu_conv_t *layer_conv = conv_of(layer);
     int n;
-    if (layer_conv == NULL)
-        return cpu_invalid("conv_backward_data: not a conv layer");
+    if (layer_conv == NULL) return cpu_invalid("conv_backward_data: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
     CPU_CHECK(cpu_check_input(backend, dy, d->c_out, layer_conv->h_out, layer_conv->w_out, d->dtype,
@@ -393,8 +386,7 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
         /* backend.h promises w equals the last forward's weights at this
          * batch size, so the forward's reordered copy is reused; without
          * that forward (or after one at another size, another format), make it. */
-        if (layer_conv->w_fwd_n != n)
-            CPU_CHECK(conv_forward_weights(layer_conv, conv, w, n));
+        if (layer_conv->w_fwd_n != n) CPU_CHECK(conv_forward_weights(layer_conv, conv, w, n));
         weights = layer_conv->w_fwd.data;
         break;
     case CONV_BWD_W_OWN_COPY:
@@ -406,18 +398,15 @@ hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, c
     CPU_CHECK(cpu_prim_run(backend, &conv->bwd_data, 3,
                            (const int[]){DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
                            (const void *const[]){dy->data, weights, out}));
-    if (conv->dx_to_plain.pd == NULL)
-        return HORA_OK;
+    if (conv->dx_to_plain.pd == NULL) return HORA_OK;
     return conv_reorder(backend, &conv->dx_to_plain, conv->dx_blocked, dx->data);
 }
 
-hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                                        tr_tensor_t *dw)
+hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, tr_tensor_t *dw)
 {
     cpu_conv_t *layer_conv = conv_of(layer);
     int n;
-    if (layer_conv == NULL)
-        return cpu_invalid("conv_backward_weights: not a conv layer");
+    if (layer_conv == NULL) return cpu_invalid("conv_backward_weights: not a conv layer");
     cpu_backend_t *backend = layer_conv->base.backend;
     const tr_conv_desc_t *d = &layer_conv->desc;
     CPU_CHECK(cpu_check_input(backend, x, d->c_in, d->h_in, d->w_in, d->dtype, "conv_backward_weights x", &n));
@@ -443,7 +432,6 @@ hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x,
     CPU_CHECK(cpu_prim_run(backend, &conv->bwd_weights, 3,
                            (const int[]){DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS},
                            (const void *const[]){src, diff_dst, out}));
-    if (conv->dw_to_plain.pd == NULL)
-        return HORA_OK;
+    if (conv->dw_to_plain.pd == NULL) return HORA_OK;
     return conv_reorder(backend, &conv->dw_to_plain, layer_conv->dw_blocked.data, dw->data);
 }

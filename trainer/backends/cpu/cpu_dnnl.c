@@ -19,8 +19,7 @@ void *cpu_alloc(size_t bytes, const char *what)
     /* aligned_alloc wants a multiple of the alignment; 64 bytes is a cache
      * line and one AVX-512 vector. */
     size_t rounded = (bytes + 63) / 64 * 64;
-    if (rounded == 0)
-        rounded = 64;
+    if (rounded == 0) rounded = 64;
     void *p = aligned_alloc(64, rounded);
     if (p == NULL) {
         status_set(HORA_ERR_NO_MEMORY, "cpu: out of memory allocating %zu bytes for %s", bytes, what);
@@ -33,15 +32,12 @@ void *cpu_alloc(size_t bytes, const char *what)
 tr_layout_t cpu_layout_for(const cpu_backend_t *backend, int c, tr_dtype_t dtype)
 {
     /* NHWC is one block of all C channels: no padding either. */
-    if (backend->nhwc & (1u << dtype))
-        return TR_LAYOUT_NHWC;
+    if (backend->nhwc & (1u << dtype)) return TR_LAYOUT_NHWC;
     /* Blocked layouts only where C fills whole blocks: then no tensor has
      * padding channels, so element-wise ops may run over t->bytes flat and
      * an (n, c, 1, 1) tensor is the same bytes as a plain (n, c) matrix. */
-    if (backend->channel_block == 16 && c % 16 == 0)
-        return TR_LAYOUT_NCHW16C;
-    if (backend->channel_block >= 8 && c % 8 == 0)
-        return TR_LAYOUT_NCHW8C;
+    if (backend->channel_block == 16 && c % 16 == 0) return TR_LAYOUT_NCHW16C;
+    if (backend->channel_block >= 8 && c % 8 == 0) return TR_LAYOUT_NCHW8C;
     return TR_LAYOUT_NCHW;
 }
 
@@ -94,8 +90,8 @@ static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
     enum { SRC, DST, W, DW, MD_COUNT };
     cpu_md_t md[MD_COUNT] = {0};
     dnnl_primitive_desc_t pd[5] = {0};
-    const char *what[5] = {"convolution", "convolution backward data", "convolution backward weights",
-                           "batch norm", "batch norm backward"};
+    const char *what[5] = {"convolution", "convolution backward data", "convolution backward weights", "batch norm",
+                           "batch norm backward"};
     dnnl_dims_t data_dims = {2, 16, 8, 8}, weight_dims = {16, 16, 3, 3}, strides = {1, 1}, pad = {1, 1};
     dnnl_data_type_t dt = cpu_dnnl_dtype(dtype);
     unsigned bn_flags = dnnl_use_scale | dnnl_use_shift | dnnl_fuse_norm_relu;
@@ -111,29 +107,26 @@ static int cpu_dtype_probe(tr_dtype_t dtype, char *why, size_t why_len)
         switch (k) {
         case 0: st = cpu_pd_conv_forward(&pd[k], &probe, md[SRC], md[W], md[DST], strides, pad); break;
         case 1: st = cpu_pd_conv_backward_data(&pd[k], &probe, md[SRC], md[W], md[DST], strides, pad, pd[0]); break;
-        case 2:
-            st = cpu_pd_conv_backward_weights(&pd[k], &probe, md[SRC], md[DW], md[DST], strides, pad, pd[0]);
-            break;
+        case 2: st = cpu_pd_conv_backward_weights(&pd[k], &probe, md[SRC], md[DW], md[DST], strides, pad, pd[0]); break;
         case 3: st = cpu_pd_bn_forward(&pd[k], &probe, dnnl_forward_training, md[SRC], 1e-5f, bn_flags); break;
         case 4: st = cpu_pd_bn_backward(&pd[k], &probe, md[SRC], 1e-5f, bn_flags, pd[3]); break;
         }
         const char *impl = "";
         /* A slow backward weights in a low precision is no obstacle: the
          * conv layer then runs it in f32 on widened copies (cpu_conv.c). */
-        if (st != dnnl_success || dnnl_primitive_desc_query(pd[k], dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+        if (st != dnnl_success ||
+            dnnl_primitive_desc_query(pd[k], dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
             (strncmp(impl, "ref", 3) == 0 && !(k == 2 && dtype != TR_DTYPE_F32)))
             failed = k;
     }
-    if (!made)
-        failed = 0;
+    if (!made) failed = 0;
     if (failed >= 0) {
         const dnnl_version_t *v = dnnl_version();
         snprintf(why, why_len, "oneDNN %d.%d.%d has no %s%s %s on this CPU (isa %s)", v->major, v->minor, v->patch,
                  pd[failed] != NULL ? "fast " : "", tr_dtype_name(dtype), what[failed], cpu_isa_name());
     }
     for (int k = 0; k < 5; k++)
-        if (pd[k] != NULL)
-            dnnl_primitive_desc_destroy(pd[k]);
+        if (pd[k] != NULL) dnnl_primitive_desc_destroy(pd[k]);
     cpu_md_free_all(md, MD_COUNT);
     dnnl_engine_destroy(probe.engine);
     return failed < 0;
@@ -146,15 +139,11 @@ hora_status_t cpu_compute_dtype_ok(tr_dtype_t dtype)
     static int known[4] = {1, -1, -1, 0};
     static char reasons[4][160];
     int i = (int)dtype;
-    if (i < 0 || i >= 4)
-        return status_set(HORA_ERR_UNSUPPORTED, "dtype %d is not a tensor dtype", i);
-    if (dtype == TR_DTYPE_I32)
-        snprintf(reasons[i], sizeof(reasons[i]), "layers do not compute in i32");
+    if (i < 0 || i >= 4) return status_set(HORA_ERR_UNSUPPORTED, "dtype %d is not a tensor dtype", i);
+    if (dtype == TR_DTYPE_I32) snprintf(reasons[i], sizeof(reasons[i]), "layers do not compute in i32");
 #pragma omp critical(cpu_dtype_probe)
-    if (known[i] < 0)
-        known[i] = cpu_dtype_probe(dtype, reasons[i], sizeof(reasons[i]));
-    if (known[i])
-        return HORA_OK;
+    if (known[i] < 0) known[i] = cpu_dtype_probe(dtype, reasons[i], sizeof(reasons[i]));
+    if (known[i]) return HORA_OK;
     return status_set(HORA_ERR_UNSUPPORTED, "%s", reasons[i]);
 }
 
@@ -184,13 +173,10 @@ hora_status_t cpu_md_4d(cpu_md_t *md, int n, int c, int h, int w, tr_layout_t la
 
 hora_status_t cpu_md_plain(cpu_md_t *md, int ndims, const int *dims, tr_dtype_t dtype)
 {
-    static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc,
-                                             dnnl_abcd};
-    if (ndims < 1 || ndims > 4)
-        return cpu_invalid("plain descriptor with %d dimensions", ndims);
+    static const dnnl_format_tag_t tags[] = {dnnl_format_tag_undef, dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd};
+    if (ndims < 1 || ndims > 4) return cpu_invalid("plain descriptor with %d dimensions", ndims);
     dnnl_dims_t d;
-    for (int i = 0; i < ndims; i++)
-        d[i] = dims[i];
+    for (int i = 0; i < ndims; i++) d[i] = dims[i];
     return cpu_md_tag(md, ndims, d, cpu_dnnl_dtype(dtype), tags[ndims]);
 }
 
@@ -209,8 +195,7 @@ void cpu_split(const cpu_backend_t *backend, size_t count, cpu_range_fn fn, cons
         size_t per = ((count + nt - 1) / nt + 31) / 32 * 32;
         size_t begin = t * per < count ? t * per : count;
         size_t end = begin + per < count ? begin + per : count;
-        if (begin < end)
-            fn(ctx, begin, end);
+        if (begin < end) fn(ctx, begin, end);
     }
 }
 
@@ -251,20 +236,16 @@ hora_status_t cpu_prim_made(cpu_backend_t *backend, cpu_prim_t *p, const char *w
 {
     p->what = what;
     hora_status_t status = cpu_dnnl(made, what);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     status = cpu_dnnl(dnnl_primitive_create(&p->prim, p->pd), p->what);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
 
     cpu_cmd_t scratch_md = cpu_prim_md(p, DNNL_ARG_SCRATCHPAD);
     size_t scratch_bytes = scratch_md ? dnnl_memory_desc_get_size(scratch_md) : 0;
-    if (scratch_bytes == 0)
-        return HORA_OK;
+    if (scratch_bytes == 0) return HORA_OK;
     if (scratch_bytes > backend->scratch_bytes) {
         void *bigger = cpu_alloc(scratch_bytes, "the oneDNN scratchpad");
-        if (bigger == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (bigger == NULL) return HORA_ERR_NO_MEMORY;
         free(backend->scratch);
         backend->scratch = bigger;
         backend->scratch_bytes = scratch_bytes;
@@ -275,9 +256,9 @@ hora_status_t cpu_prim_made(cpu_backend_t *backend, cpu_prim_t *p, const char *w
 hora_status_t cpu_prim_init_reorder(cpu_backend_t *backend, cpu_prim_t *p, const char *what, cpu_cmd_t src_md,
                                     cpu_cmd_t dst_md)
 {
-    CPU_CHECK(cpu_prim_made(backend, p, what,
-                            dnnl_reorder_primitive_desc_create(&p->pd, src_md, backend->engine, dst_md,
-                                                               backend->engine, backend->attr)));
+    CPU_CHECK(cpu_prim_made(
+        backend, p, what,
+        dnnl_reorder_primitive_desc_create(&p->pd, src_md, backend->engine, dst_md, backend->engine, backend->attr)));
     CPU_CHECK(cpu_prim_add_arg(p, backend->engine, DNNL_ARG_FROM));
     return cpu_prim_add_arg(p, backend->engine, DNNL_ARG_TO);
 }
@@ -290,8 +271,7 @@ cpu_cmd_t cpu_prim_md(const cpu_prim_t *p, int arg)
 const char *cpu_prim_impl(const cpu_prim_t *p)
 {
     const char *impl = NULL;
-    if (p->pd == NULL ||
-        dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+    if (p->pd == NULL || dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
         impl == NULL)
         return "?";
     return impl;
@@ -299,15 +279,12 @@ const char *cpu_prim_impl(const cpu_prim_t *p)
 
 hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
 {
-    if (p->nargs == CPU_PRIM_MAX_ARGS)
-        return cpu_invalid("%s: more than %d arguments", p->what, CPU_PRIM_MAX_ARGS);
+    if (p->nargs == CPU_PRIM_MAX_ARGS) return cpu_invalid("%s: more than %d arguments", p->what, CPU_PRIM_MAX_ARGS);
     cpu_cmd_t md = cpu_prim_md(p, arg);
-    if (md == NULL)
-        return cpu_dnnl(dnnl_invalid_arguments, p->what);
+    if (md == NULL) return cpu_dnnl(dnnl_invalid_arguments, p->what);
     dnnl_memory_t mem;
     hora_status_t status = cpu_dnnl(dnnl_memory_create(&mem, md, engine, DNNL_MEMORY_NONE), p->what);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     p->args[p->nargs].arg = arg;
     p->args[p->nargs].memory = mem;
     p->nargs++;
@@ -317,8 +294,7 @@ hora_status_t cpu_prim_add_arg(cpu_prim_t *p, dnnl_engine_t engine, int arg)
 static hora_status_t cpu_prim_set(cpu_prim_t *p, int arg, const void *ptr)
 {
     for (int i = 0; i < p->nargs; i++) {
-        if (p->args[i].arg != arg)
-            continue;
+        if (p->args[i].arg != arg) continue;
         /* oneDNN takes void *; inputs are only read. Our descriptors have
          * no padding except in reordered weights, which are our own
          * buffers, so the zero-padding this call may do never writes to a
@@ -332,43 +308,34 @@ static hora_status_t cpu_prim_exec(cpu_backend_t *backend, cpu_prim_t *p)
 {
     hora_status_t status;
     for (int i = 0; i < p->nargs; i++) {
-        if (p->args[i].arg != DNNL_ARG_SCRATCHPAD)
-            continue;
+        if (p->args[i].arg != DNNL_ARG_SCRATCHPAD) continue;
         /* The scratchpad may have moved since this primitive was made. */
         status = cpu_prim_set(p, DNNL_ARG_SCRATCHPAD, backend->scratch);
-        if (status != HORA_OK)
-            return status;
+        if (status != HORA_OK) return status;
     }
     status = cpu_dnnl(dnnl_primitive_execute(p->prim, backend->stream, p->nargs, p->args), p->what);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     return cpu_dnnl(dnnl_stream_wait(backend->stream), p->what);
 }
 
-hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args,
-                           const void *const *ptrs)
+hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args, const void *const *ptrs)
 {
-    for (int i = 0; i < count; i++)
-        CPU_CHECK(cpu_prim_set(p, args[i], ptrs[i]));
+    for (int i = 0; i < count; i++) CPU_CHECK(cpu_prim_set(p, args[i], ptrs[i]));
     return cpu_prim_exec(backend, p);
 }
 
 void cpu_prim_free(cpu_prim_t *p)
 {
-    for (int i = 0; i < p->nargs; i++)
-        dnnl_memory_destroy(p->args[i].memory);
-    if (p->prim)
-        dnnl_primitive_destroy(p->prim);
-    if (p->pd)
-        dnnl_primitive_desc_destroy(p->pd);
+    for (int i = 0; i < p->nargs; i++) dnnl_memory_destroy(p->args[i].memory);
+    if (p->prim) dnnl_primitive_destroy(p->prim);
+    if (p->pd) dnnl_primitive_desc_destroy(p->pd);
     memset(p, 0, sizeof(*p));
 }
 
-hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
-                               int w, tr_dtype_t dtype, const char *what)
+hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h, int w,
+                               tr_dtype_t dtype, const char *what)
 {
-    if (t == NULL || t->data == NULL)
-        return cpu_invalid("%s: tensor not allocated", what);
+    if (t == NULL || t->data == NULL) return cpu_invalid("%s: tensor not allocated", what);
     if (t->ndim != 4 || t->n != n || t->c != c || t->h != h || t->w != w) {
         char got[96];
         tr_tensor_describe(t, got, sizeof(got));
@@ -387,8 +354,7 @@ hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *
 
 hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what)
 {
-    if (t == NULL || t->data == NULL)
-        return cpu_invalid("%s: tensor not allocated", what);
+    if (t == NULL || t->data == NULL) return cpu_invalid("%s: tensor not allocated", what);
     const int have[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
     int same = t->ndim == ndim;
     for (int i = 0; i < TR_TENSOR_MAX_DIMS && same; i++) same = have[i] == (i < ndim ? dims[i] : 1);
@@ -406,14 +372,13 @@ hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, 
 
 hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n)
 {
-    if (x == NULL || x->n < 1)
-        return cpu_invalid("%s: no tensor, or a batch of %d", what, x ? x->n : 0);
+    if (x == NULL || x->n < 1) return cpu_invalid("%s: no tensor, or a batch of %d", what, x ? x->n : 0);
     *n = x->n;
     return HORA_OK;
 }
 
-hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
-                              tr_dtype_t dtype, const char *what, int *n)
+hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w, tr_dtype_t dtype,
+                              const char *what, int *n)
 {
     CPU_CHECK(cpu_check_batch(x, what, n));
     return cpu_check_tensor(backend, x, *n, c, h, w, dtype, what);
@@ -431,21 +396,18 @@ hora_status_t cpu_batch_get(tr_layer_t *layer, cpu_batch_cache_t *cache, int n, 
     if (slot == NULL) {
         /* An empty slot, else the least recently used one. */
         for (int i = 0; i < CPU_BATCH_SLOTS && slot == NULL; i++)
-            if (cache->slots[i].n == 0)
-                slot = &cache->slots[i];
+            if (cache->slots[i].n == 0) slot = &cache->slots[i];
         if (slot == NULL) {
             slot = &cache->slots[0];
             for (int i = 1; i < CPU_BATCH_SLOTS; i++)
-                if (cache->slots[i].used < slot->used)
-                    slot = &cache->slots[i];
+                if (cache->slots[i].used < slot->used) slot = &cache->slots[i];
             cache->drop(slot->entry);
             free(slot->entry);
             slot->n = 0;
             slot->entry = NULL;
         }
         void *entry = cpu_alloc(cache->entry_bytes, "a layer's batch state");
-        if (entry == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (entry == NULL) return HORA_ERR_NO_MEMORY;
         hora_status_t status = cache->fill(layer, entry, n);
         if (status != HORA_OK) {
             cache->drop(entry);

@@ -105,10 +105,10 @@ typedef struct {
 /* ---- cpu_dnnl.c ---------------------------------------------------------- */
 
 /* Propagate a failed status (its message set where it was detected). */
-#define CPU_CHECK(call)                                                                  \
-    do {                                                                                 \
-        hora_status_t cpu_check_status_ = (call);                                        \
-        if (cpu_check_status_ != HORA_OK) return cpu_check_status_;                      \
+#define CPU_CHECK(call)                                             \
+    do {                                                            \
+        hora_status_t cpu_check_status_ = (call);                   \
+        if (cpu_check_status_ != HORA_OK) return cpu_check_status_; \
     } while (0)
 
 /* The layout tensor_alloc gives an (n, c, h, w) tensor of dtype on this
@@ -147,8 +147,7 @@ cpu_cmd_t cpu_prim_md(const cpu_prim_t *p, int arg);
 
 /* A memory descriptor of dims[0..ndims) with a format tag (or
  * dnnl_format_tag_any). */
-hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt,
-                         dnnl_format_tag_t tag);
+hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt, dnnl_format_tag_t tag);
 void cpu_md_free(cpu_md_t md); /* NULL is fine */
 void cpu_md_free_all(cpu_md_t *mds, int count);
 
@@ -167,8 +166,8 @@ dnnl_status_t cpu_pd_bn_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *
                                 cpu_cmd_t data, float epsilon, unsigned flags);
 dnnl_status_t cpu_pd_bn_backward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, cpu_cmd_t data, float epsilon,
                                  unsigned flags, const_dnnl_primitive_desc_t hint);
-dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg,
-                                  cpu_cmd_t src, cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t kernel,
+dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg, cpu_cmd_t src,
+                                  cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t kernel,
                                   const dnnl_dims_t pad_l, const dnnl_dims_t pad_r);
 dnnl_status_t cpu_pd_pool_backward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg,
                                    cpu_cmd_t diff_src, cpu_cmd_t diff_dst, const dnnl_dims_t strides,
@@ -185,8 +184,7 @@ dnnl_status_t cpu_pd_ip_backward_weights(dnnl_primitive_desc_t *pd, const cpu_ba
 const char *cpu_prim_impl(const cpu_prim_t *p);
 /* Point count arguments (args[i] at ptrs[i]) and run it, waiting for it:
  * callers read the results right after. */
-hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args,
-                           const void *const *ptrs);
+hora_status_t cpu_prim_run(cpu_backend_t *backend, cpu_prim_t *p, int count, const int *args, const void *const *ptrs);
 /* Release everything cpu_prim_init and cpu_prim_add_arg made; a zeroed
  * cpu_prim_t is fine. */
 void cpu_prim_free(cpu_prim_t *p);
@@ -201,8 +199,8 @@ void cpu_batch_clear(cpu_batch_cache_t *cache);
 
 /* Checks shared by the layer files. An activation: allocated, host, dtype,
  * (n, c, h, w) in the layout this backend gives c, no padding. */
-hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h,
-                               int w, tr_dtype_t dtype, const char *what);
+hora_status_t cpu_check_tensor(const cpu_backend_t *backend, const tr_tensor_t *t, int n, int c, int h, int w,
+                               tr_dtype_t dtype, const char *what);
 /* A plain tensor (parameter, gradient, statistics, logits, labels):
  * allocated, host, dtype, the layout NCHW (row-major), shape dims[0..ndim). */
 hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
@@ -210,8 +208,8 @@ hora_status_t cpu_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, 
 hora_status_t cpu_check_batch(const tr_tensor_t *x, const char *what, int *n);
 /* The activation that sets a call's batch: cpu_check_batch, then
  * cpu_check_tensor at that batch. */
-hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w,
-                              tr_dtype_t dtype, const char *what, int *n);
+hora_status_t cpu_check_input(const cpu_backend_t *backend, const tr_tensor_t *x, int c, int h, int w, tr_dtype_t dtype,
+                              const char *what, int *n);
 
 /* fn(ctx, begin, end) over [0, count), split across the backend's threads
  * in blocks of 32 elements (whole cache lines for 16- and 32-bit values, so
@@ -234,8 +232,7 @@ void cpu_grad_store(tr_tensor_t *dst, const float *f32, size_t count);
 
 hora_status_t cpu_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cpu_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y);
-hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                     tr_tensor_t *dx);
+hora_status_t cpu_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx);
 hora_status_t cpu_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                         tr_tensor_t *dw);
 
@@ -246,19 +243,17 @@ hora_status_t cpu_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, cons
 hora_status_t cpu_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
                                    const tr_tensor_t *beta, const tr_tensor_t *running_mean,
                                    const tr_tensor_t *running_var, tr_tensor_t *y);
-hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                              const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
+hora_status_t cpu_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, const tr_tensor_t *gamma,
+                              tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
 
 hora_status_t cpu_pool_create(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
 hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
 
-hora_status_t cpu_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc,
-                                tr_layer_t **layer_out);
-hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
-                                 const tr_tensor_t *bias, tr_tensor_t *y);
-hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                       tr_tensor_t *dx);
+hora_status_t cpu_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc, tr_layer_t **layer_out);
+hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, const tr_tensor_t *bias,
+                                 tr_tensor_t *y);
+hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx);
 hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                           tr_tensor_t *dw, tr_tensor_t *dbias);
 

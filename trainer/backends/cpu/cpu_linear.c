@@ -71,12 +71,12 @@ static hora_status_t linear_make_in(const cpu_linear_t *layer, linear_batch_t *l
     CPU_CHECK(cpu_md_plain(&md[LIN_Y], 2, (const int[]){n, d->c_out}, TR_DTYPE_F32));
     CPU_CHECK(cpu_md_plain(&md[LIN_DY], 2, (const int[]){n, d->c_out}, dt));
 
-    CPU_CHECK(cpu_prim_made(backend, &linear->fwd, "linear forward",
-                            cpu_pd_ip_forward(&linear->fwd.pd, backend, md[LIN_X], md[LIN_W], md[LIN_BIAS],
-                                              md[LIN_Y])));
-    CPU_CHECK(cpu_prim_made(backend, &linear->bwd_data, "linear backward data",
-                            cpu_pd_ip_backward_data(&linear->bwd_data.pd, backend, md[LIN_X], md[LIN_W], md[LIN_DY],
-                                                    linear->fwd.pd)));
+    CPU_CHECK(
+        cpu_prim_made(backend, &linear->fwd, "linear forward",
+                      cpu_pd_ip_forward(&linear->fwd.pd, backend, md[LIN_X], md[LIN_W], md[LIN_BIAS], md[LIN_Y])));
+    CPU_CHECK(cpu_prim_made(
+        backend, &linear->bwd_data, "linear backward data",
+        cpu_pd_ip_backward_data(&linear->bwd_data.pd, backend, md[LIN_X], md[LIN_W], md[LIN_DY], linear->fwd.pd)));
     CPU_CHECK(cpu_prim_made(backend, &linear->bwd_weights, "linear backward weights",
                             cpu_pd_ip_backward_weights(&linear->bwd_weights.pd, backend, md[LIN_X], md[LIN_DW],
                                                        md[LIN_BIAS], md[LIN_DY], linear->fwd.pd)));
@@ -127,8 +127,8 @@ static hora_status_t linear_make(cpu_linear_t *layer, linear_batch_t *linear, in
     CPU_CHECK(cpu_prim_add_arg(&linear->bwd_weights, backend->engine, DNNL_ARG_DIFF_BIAS));
 
     if (backend->verbose)
-        fprintf(stderr, "hora-train: cpu: linear %dx%d -> %d: forward %s, backward data %s, backward weights %s\n",
-                n, d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
+        fprintf(stderr, "hora-train: cpu: linear %dx%d -> %d: forward %s, backward data %s, backward weights %s\n", n,
+                d->c_in, d->c_out, cpu_prim_impl(&linear->fwd), cpu_prim_impl(&linear->bwd_data),
                 cpu_prim_impl(&linear->bwd_weights));
     return HORA_OK;
 }
@@ -142,19 +142,16 @@ static hora_status_t linear_make_primitives(tr_layer_t *layer_base, void *entry,
     return status;
 }
 
-hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc_t *desc,
-                                tr_layer_t **layer_out)
+hora_status_t cpu_linear_create(tr_backend_t *backend_base, const tr_linear_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || desc == NULL || layer_out == NULL)
-        return cpu_invalid("linear_create: NULL argument");
+    if (backend == NULL || desc == NULL || layer_out == NULL) return cpu_invalid("linear_create: NULL argument");
     if (desc->c_in <= 0 || desc->c_out <= 0)
         return cpu_invalid("linear_create: bad shape c_in %d c_out %d", desc->c_in, desc->c_out);
     CPU_CHECK(cpu_check_layer_dtypes(desc->dtype, desc->grad_dtype, "linear_create"));
 
     cpu_linear_t *linear = cpu_alloc(sizeof(*linear), "a linear layer");
-    if (linear == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (linear == NULL) return HORA_ERR_NO_MEMORY;
     linear->base.kind = CPU_LAYER_LINEAR;
     linear->base.backend = backend;
     linear->base.free = cpu_linear_free;
@@ -194,13 +191,12 @@ static hora_status_t linear_check_rows(const cpu_linear_t *l, const tr_tensor_t 
     return cpu_check_plain(y, dtype, 2, (const int[]){n, l->desc.c_out}, what);
 }
 
-hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
-                                 const tr_tensor_t *bias, tr_tensor_t *y)
+hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, const tr_tensor_t *bias,
+                                 tr_tensor_t *y)
 {
     cpu_linear_t *layer_linear = linear_of(layer);
     int n;
-    if (layer_linear == NULL)
-        return cpu_invalid("linear_forward: not a linear layer");
+    if (layer_linear == NULL) return cpu_invalid("linear_forward: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
     CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, d->dtype, "linear_forward x", &n));
@@ -221,13 +217,11 @@ hora_status_t cpu_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const 
                         (const void *const[]){src, weights, bias->data, y->data});
 }
 
-hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                       tr_tensor_t *dx)
+hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx)
 {
     cpu_linear_t *layer_linear = linear_of(layer);
     int n;
-    if (layer_linear == NULL)
-        return cpu_invalid("linear_backward_data: not a linear layer");
+    if (layer_linear == NULL) return cpu_invalid("linear_backward_data: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
     CPU_CHECK(cpu_check_batch(dy, "linear_backward_data dy", &n));
@@ -255,8 +249,7 @@ hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *
 {
     cpu_linear_t *layer_linear = linear_of(layer);
     int n;
-    if (layer_linear == NULL)
-        return cpu_invalid("linear_backward_weights: not a linear layer");
+    if (layer_linear == NULL) return cpu_invalid("linear_backward_weights: not a linear layer");
     cpu_backend_t *backend = layer_linear->base.backend;
     const tr_linear_desc_t *d = &layer_linear->desc;
     CPU_CHECK(cpu_check_input(backend, x, d->c_in, 1, 1, d->dtype, "linear_backward_weights x", &n));

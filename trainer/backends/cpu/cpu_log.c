@@ -9,8 +9,7 @@
 
 hora_status_t cpu_dnnl(dnnl_status_t dnnl_status, const char *what)
 {
-    if (dnnl_status == dnnl_success)
-        return HORA_OK;
+    if (dnnl_status == dnnl_success) return HORA_OK;
     hora_status_t status = dnnl_status == dnnl_out_of_memory   ? HORA_ERR_NO_MEMORY
                            : dnnl_status == dnnl_unimplemented ? HORA_ERR_UNSUPPORTED
                                                                : HORA_ERR_INTERNAL;

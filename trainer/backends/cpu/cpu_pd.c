@@ -18,15 +18,13 @@
 
 static const dnnl_dims_t cpu_no_dilation = {0, 0};
 
-hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt,
-                         dnnl_format_tag_t tag)
+hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
 #if CPU_DNNL3
     return cpu_dnnl(dnnl_memory_desc_create_with_tag(md, ndims, dims, dt, tag), "memory descriptor");
 #else
     dnnl_memory_desc_t *d = malloc(sizeof(*d));
-    if (d == NULL)
-        return cpu_dnnl(dnnl_out_of_memory, "memory descriptor");
+    if (d == NULL) return cpu_dnnl(dnnl_out_of_memory, "memory descriptor");
     hora_status_t status = cpu_dnnl(dnnl_memory_desc_init_by_tag(d, ndims, dims, dt, tag), "memory descriptor");
     if (status != HORA_OK) {
         free(d);
@@ -39,8 +37,7 @@ hora_status_t cpu_md_tag(cpu_md_t *md, int ndims, const dnnl_dims_t dims, dnnl_d
 
 void cpu_md_free(cpu_md_t md)
 {
-    if (md == NULL)
-        return;
+    if (md == NULL) return;
 #if CPU_DNNL3
     dnnl_memory_desc_destroy(md);
 #else
@@ -60,14 +57,13 @@ dnnl_status_t cpu_pd_conv_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t
                                   cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t pad)
 {
 #if CPU_DNNL3
-    return dnnl_convolution_forward_primitive_desc_create(pd, b->engine, dnnl_forward_training,
-                                                          dnnl_convolution_direct, src, w, NULL, dst, strides,
-                                                          cpu_no_dilation, pad, pad, b->attr);
+    return dnnl_convolution_forward_primitive_desc_create(pd, b->engine, dnnl_forward_training, dnnl_convolution_direct,
+                                                          src, w, NULL, dst, strides, cpu_no_dilation, pad, pad,
+                                                          b->attr);
 #else
     dnnl_convolution_desc_t desc;
-    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_training,
-                                                                 dnnl_convolution_direct, src, w, NULL, dst,
-                                                                 strides, cpu_no_dilation, pad, pad);
+    dnnl_status_t s = dnnl_dilated_convolution_forward_desc_init(&desc, dnnl_forward_training, dnnl_convolution_direct,
+                                                                 src, w, NULL, dst, strides, cpu_no_dilation, pad, pad);
     return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &desc, b->attr, b->engine, NULL);
 #endif
 }
@@ -77,13 +73,13 @@ dnnl_status_t cpu_pd_conv_backward_data(dnnl_primitive_desc_t *pd, const cpu_bac
                                         const dnnl_dims_t pad, const_dnnl_primitive_desc_t hint)
 {
 #if CPU_DNNL3
-    return dnnl_convolution_backward_data_primitive_desc_create(pd, b->engine, dnnl_convolution_direct, diff_src,
-                                                                w, diff_dst, strides, cpu_no_dilation, pad, pad,
-                                                                hint, b->attr);
+    return dnnl_convolution_backward_data_primitive_desc_create(pd, b->engine, dnnl_convolution_direct, diff_src, w,
+                                                                diff_dst, strides, cpu_no_dilation, pad, pad, hint,
+                                                                b->attr);
 #else
     dnnl_convolution_desc_t desc;
-    dnnl_status_t s = dnnl_dilated_convolution_backward_data_desc_init(
-        &desc, dnnl_convolution_direct, diff_src, w, diff_dst, strides, cpu_no_dilation, pad, pad);
+    dnnl_status_t s = dnnl_dilated_convolution_backward_data_desc_init(&desc, dnnl_convolution_direct, diff_src, w,
+                                                                       diff_dst, strides, cpu_no_dilation, pad, pad);
     return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &desc, b->attr, b->engine, hint);
 #endif
 }
@@ -93,9 +89,9 @@ dnnl_status_t cpu_pd_conv_backward_weights(dnnl_primitive_desc_t *pd, const cpu_
                                            const dnnl_dims_t pad, const_dnnl_primitive_desc_t hint)
 {
 #if CPU_DNNL3
-    return dnnl_convolution_backward_weights_primitive_desc_create(pd, b->engine, dnnl_convolution_direct, src,
-                                                                   diff_w, NULL, diff_dst, strides,
-                                                                   cpu_no_dilation, pad, pad, hint, b->attr);
+    return dnnl_convolution_backward_weights_primitive_desc_create(pd, b->engine, dnnl_convolution_direct, src, diff_w,
+                                                                   NULL, diff_dst, strides, cpu_no_dilation, pad, pad,
+                                                                   hint, b->attr);
 #else
     dnnl_convolution_desc_t desc;
     dnnl_status_t s = dnnl_dilated_convolution_backward_weights_desc_init(
@@ -130,8 +126,8 @@ dnnl_status_t cpu_pd_bn_backward(dnnl_primitive_desc_t *pd, const cpu_backend_t 
 #endif
 }
 
-dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg,
-                                  cpu_cmd_t src, cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t kernel,
+dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t *b, dnnl_alg_kind_t alg, cpu_cmd_t src,
+                                  cpu_cmd_t dst, const dnnl_dims_t strides, const dnnl_dims_t kernel,
                                   const dnnl_dims_t pad_l, const dnnl_dims_t pad_r)
 {
 #if CPU_DNNL3
@@ -139,8 +135,8 @@ dnnl_status_t cpu_pd_pool_forward(dnnl_primitive_desc_t *pd, const cpu_backend_t
                                                       kernel, cpu_no_dilation, pad_l, pad_r, b->attr);
 #else
     dnnl_pooling_desc_t desc;
-    dnnl_status_t s = dnnl_pooling_forward_desc_init(&desc, dnnl_forward_training, alg, src, dst, strides, kernel,
-                                                     pad_l, pad_r);
+    dnnl_status_t s =
+        dnnl_pooling_forward_desc_init(&desc, dnnl_forward_training, alg, src, dst, strides, kernel, pad_l, pad_r);
     return s != dnnl_success ? s : dnnl_primitive_desc_create(pd, &desc, b->attr, b->engine, NULL);
 #endif
 }
@@ -177,8 +173,7 @@ dnnl_status_t cpu_pd_ip_backward_data(dnnl_primitive_desc_t *pd, const cpu_backe
                                       cpu_cmd_t w, cpu_cmd_t diff_dst, const_dnnl_primitive_desc_t hint)
 {
 #if CPU_DNNL3
-    return dnnl_inner_product_backward_data_primitive_desc_create(pd, b->engine, diff_src, w, diff_dst, hint,
-                                                                  b->attr);
+    return dnnl_inner_product_backward_data_primitive_desc_create(pd, b->engine, diff_src, w, diff_dst, hint, b->attr);
 #else
     dnnl_inner_product_desc_t desc;
     dnnl_status_t s = dnnl_inner_product_backward_data_desc_init(&desc, diff_src, w, diff_dst);
@@ -191,8 +186,8 @@ dnnl_status_t cpu_pd_ip_backward_weights(dnnl_primitive_desc_t *pd, const cpu_ba
                                          const_dnnl_primitive_desc_t hint)
 {
 #if CPU_DNNL3
-    return dnnl_inner_product_backward_weights_primitive_desc_create(pd, b->engine, src, diff_w, diff_bias,
-                                                                     diff_dst, hint, b->attr);
+    return dnnl_inner_product_backward_weights_primitive_desc_create(pd, b->engine, src, diff_w, diff_bias, diff_dst,
+                                                                     hint, b->attr);
 #else
     dnnl_inner_product_desc_t desc;
     dnnl_status_t s = dnnl_inner_product_backward_weights_desc_init(&desc, src, diff_w, diff_bias, diff_dst);

@@ -50,8 +50,7 @@ static void cpu_pool_free(tr_layer_t *layer)
     free(pool);
 }
 
-static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int n, cpu_md_t *src_md,
-                               cpu_md_t *dst_md)
+static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int n, cpu_md_t *src_md, cpu_md_t *dst_md)
 {
     cpu_backend_t *backend = layer->base.backend;
     const tr_pool_desc_t *d = &layer->desc;
@@ -62,8 +61,7 @@ static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int 
     if (widen) {
         pool->wide_in = cpu_alloc(dnnl_memory_desc_get_size(*src_md), "max pool f32 input");
         pool->wide_out = cpu_alloc(dnnl_memory_desc_get_size(*dst_md), "max pool f32 output");
-        if (pool->wide_in == NULL || pool->wide_out == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (pool->wide_in == NULL || pool->wide_out == NULL) return HORA_ERR_NO_MEMORY;
     }
 
     dnnl_alg_kind_t alg;
@@ -86,9 +84,9 @@ static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int 
     dnnl_dims_t pad_r = {(layer->h_out - 1) * strides[0] + kernel[0] - d->h - pad[0],
                          (layer->w_out - 1) * strides[1] + kernel[1] - d->w - pad[1]};
 
-    CPU_CHECK(cpu_prim_made(backend, &pool->fwd, "pool forward",
-                            cpu_pd_pool_forward(&pool->fwd.pd, backend, alg, *src_md, *dst_md, strides, kernel, pad,
-                                                pad_r)));
+    CPU_CHECK(
+        cpu_prim_made(backend, &pool->fwd, "pool forward",
+                      cpu_pd_pool_forward(&pool->fwd.pd, backend, alg, *src_md, *dst_md, strides, kernel, pad, pad_r)));
     CPU_CHECK(cpu_prim_made(backend, &pool->bwd, "pool backward",
                             cpu_pd_pool_backward(&pool->bwd.pd, backend, alg, *src_md, *dst_md, strides, kernel, pad,
                                                  pad_r, pool->fwd.pd)));
@@ -100,16 +98,15 @@ static hora_status_t pool_make(const cpu_pool_t *layer, pool_batch_t *pool, int 
     if (d->kind == TR_POOL_MAX) {
         cpu_cmd_t ws_md = cpu_prim_md(&pool->fwd, DNNL_ARG_WORKSPACE);
         pool->workspace = cpu_alloc(dnnl_memory_desc_get_size(ws_md), "max pool workspace");
-        if (pool->workspace == NULL)
-            return HORA_ERR_NO_MEMORY;
+        if (pool->workspace == NULL) return HORA_ERR_NO_MEMORY;
         CPU_CHECK(cpu_prim_add_arg(&pool->fwd, backend->engine, DNNL_ARG_WORKSPACE));
         CPU_CHECK(cpu_prim_add_arg(&pool->bwd, backend->engine, DNNL_ARG_WORKSPACE));
     }
 
     if (backend->verbose)
         fprintf(stderr, "hora-train: cpu: %s pool %dx%dx%dx%d -> %dx%d: forward %s, backward %s\n",
-                d->kind == TR_POOL_MAX ? "max" : "global average", n, d->c, d->h, d->w, layer->h_out,
-                layer->w_out, cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
+                d->kind == TR_POOL_MAX ? "max" : "global average", n, d->c, d->h, d->w, layer->h_out, layer->w_out,
+                cpu_prim_impl(&pool->fwd), cpu_prim_impl(&pool->bwd));
     return HORA_OK;
 }
 
@@ -126,23 +123,20 @@ static hora_status_t pool_make_primitives(tr_layer_t *layer_base, void *entry, i
 hora_status_t cpu_pool_create(tr_backend_t *backend_base, const tr_pool_desc_t *desc, tr_layer_t **layer_out)
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || desc == NULL || layer_out == NULL)
-        return cpu_invalid("pool_create: NULL argument");
+    if (backend == NULL || desc == NULL || layer_out == NULL) return cpu_invalid("pool_create: NULL argument");
     const tr_pool_desc_t *d = desc;
     if (d->c <= 0 || d->h <= 0 || d->w <= 0 || (d->kind != TR_POOL_MAX && d->kind != TR_POOL_GLOBAL_AVERAGE))
         return cpu_invalid("pool_create: bad kind %d or shape %dx%dx%d", (int)d->kind, d->c, d->h, d->w);
     /* PyTorch's own limits: padding at most half the kernel (so no window
      * lies wholly in the padding), and the input at least one window. */
-    if (d->kind == TR_POOL_MAX &&
-        (d->kernel <= 0 || d->stride <= 0 || d->pad < 0 || 2 * d->pad > d->kernel ||
-         d->h + 2 * d->pad < d->kernel || d->w + 2 * d->pad < d->kernel))
-        return cpu_invalid("pool_create: bad max pool kernel %d stride %d pad %d for %dx%d", d->kernel,
-                           d->stride, d->pad, d->h, d->w);
+    if (d->kind == TR_POOL_MAX && (d->kernel <= 0 || d->stride <= 0 || d->pad < 0 || 2 * d->pad > d->kernel ||
+                                   d->h + 2 * d->pad < d->kernel || d->w + 2 * d->pad < d->kernel))
+        return cpu_invalid("pool_create: bad max pool kernel %d stride %d pad %d for %dx%d", d->kernel, d->stride,
+                           d->pad, d->h, d->w);
     CPU_CHECK(cpu_check_layer_dtypes(d->dtype, TR_DTYPE_F32, "pool_create"));
 
     cpu_pool_t *pool = cpu_alloc(sizeof(*pool), "a pool layer");
-    if (pool == NULL)
-        return HORA_ERR_NO_MEMORY;
+    if (pool == NULL) return HORA_ERR_NO_MEMORY;
     pool->base.kind = CPU_LAYER_POOL;
     pool->base.backend = backend;
     pool->base.free = cpu_pool_free;
@@ -169,8 +163,7 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
 {
     cpu_pool_t *layer_pool = pool_of(layer);
     int n;
-    if (layer_pool == NULL)
-        return cpu_invalid("pool_forward: not a pool layer");
+    if (layer_pool == NULL) return cpu_invalid("pool_forward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
     CPU_CHECK(cpu_check_input(backend, x, d->c, d->h, d->w, d->dtype, "pool_forward x", &n));
@@ -182,8 +175,7 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
     /* The workspace (max pooling's argmax) is the last argument, where there is one. */
     static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
     pool->have_argmax = 0;
-    if (pool->wide_in != NULL)
-        cpu_widen(backend, pool->wide_in, x);
+    if (pool->wide_in != NULL) cpu_widen(backend, pool->wide_in, x);
     CPU_CHECK(cpu_prim_run(backend, &pool->fwd, pool->workspace ? 3 : 2, args,
                            (const void *const[]){pool->wide_in != NULL ? pool->wide_in : x->data,
                                                  pool->wide_out != NULL ? pool->wide_out : y->data, pool->workspace}));
@@ -197,11 +189,11 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
 {
     cpu_pool_t *layer_pool = pool_of(layer);
     int n;
-    if (layer_pool == NULL)
-        return cpu_invalid("pool_backward: not a pool layer");
+    if (layer_pool == NULL) return cpu_invalid("pool_backward: not a pool layer");
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_backward dy", &n));
+    CPU_CHECK(
+        cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_backward dy", &n));
     CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, d->dtype, "pool_backward dx"));
     void *entry;
     CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
@@ -210,8 +202,7 @@ hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_ten
         return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
     static const int args[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC, DNNL_ARG_WORKSPACE};
-    if (pool->wide_out != NULL)
-        cpu_widen(backend, pool->wide_out, dy);
+    if (pool->wide_out != NULL) cpu_widen(backend, pool->wide_out, dy);
     CPU_CHECK(cpu_prim_run(backend, &pool->bwd, pool->workspace ? 3 : 2, args,
                            (const void *const[]){pool->wide_out != NULL ? pool->wide_out : dy->data,
                                                  pool->wide_in != NULL ? pool->wide_in : dx->data, pool->workspace}));

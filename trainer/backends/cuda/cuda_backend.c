@@ -27,8 +27,8 @@ hora_status_t cuda_rt(cudaError_t err, const char *what)
 {
     if (err == cudaSuccess) return HORA_OK;
     cudaGetLastError(); /* a non-sticky error must not resurface in the next call */
-    return cuda_fail(err == cudaErrorMemoryAllocation ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s",
-                     what, cudaGetErrorName(err), cudaGetErrorString(err));
+    return cuda_fail(err == cudaErrorMemoryAllocation ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s", what,
+                     cudaGetErrorName(err), cudaGetErrorString(err));
 }
 
 hora_status_t cuda_kernel(int err, const char *what)
@@ -61,8 +61,10 @@ static hora_status_t cuda_pick_device(int *device_out)
     /* Several ranks all-reduce and broadcast the device arenas: libhora must
      * take device pointers. */
     if (device < 0 && hora_initialized() && hora_size() > 1)
-        return cuda_fail(HORA_ERR_UNSUPPORTED, "%d ranks need libhora's device support for device gradients "
-                         "(HORA_CUDA is 0 here, or hora found no device for this rank)", hora_size());
+        return cuda_fail(HORA_ERR_UNSUPPORTED,
+                         "%d ranks need libhora's device support for device gradients "
+                         "(HORA_CUDA is 0 here, or hora found no device for this rank)",
+                         hora_size());
     if (device < 0) device = hora_initialized() && hora_local_rank() >= 0 ? hora_local_rank() % count : 0;
     *device_out = device;
     return HORA_OK;
@@ -179,8 +181,10 @@ static hora_status_t cuda_buffer_alloc(tr_backend_t *backend_base, size_t bytes,
         hora_status_t st = hora_mem_alloc_device(bytes ? bytes : 1, &p);
         if (st != HORA_OK && st != HORA_ERR_NO_MEMORY) return st;
         if (st == HORA_ERR_NO_MEMORY && b->verbose)
-            fprintf(stderr, "hora-train: cuda: a %zu-byte buffer does not fit libhora's device pool "
-                            "(HORA_CUDA_POOL_BYTES): cudaMalloc, all-reduced through a fusion copy\n", bytes);
+            fprintf(stderr,
+                    "hora-train: cuda: a %zu-byte buffer does not fit libhora's device pool "
+                    "(HORA_CUDA_POOL_BYTES): cudaMalloc, all-reduced through a fusion copy\n",
+                    bytes);
     }
     if (p == NULL) CUDA_CHECK(cuda_rt(cudaMalloc(&p, bytes ? bytes : 1), "buffer_alloc: cudaMalloc"));
     hora_status_t status = cuda_rt(cudaMemsetAsync(p, 0, bytes, b->stream), "buffer_alloc: cudaMemsetAsync");
@@ -314,9 +318,11 @@ static hora_status_t cuda_input_import(tr_backend_t *backend_base, const tr_tens
     CUDA_CHECK(cuda_input_stage(b, slot, bytes));
     /* The copy waits for the normalisation that last read this slot; the
      * compute stream waits for the copy. */
-    CUDA_CHECK(cuda_rt(cudaStreamWaitEvent(b->copy_stream, b->input_read[slot], 0), "input_import: cudaStreamWaitEvent"));
-    CUDA_CHECK(cuda_rt(cudaMemcpyAsync(b->input_stage[slot], pixels->data, bytes, cudaMemcpyHostToDevice, b->copy_stream),
-                       "input_import: cudaMemcpyAsync"));
+    CUDA_CHECK(
+        cuda_rt(cudaStreamWaitEvent(b->copy_stream, b->input_read[slot], 0), "input_import: cudaStreamWaitEvent"));
+    CUDA_CHECK(
+        cuda_rt(cudaMemcpyAsync(b->input_stage[slot], pixels->data, bytes, cudaMemcpyHostToDevice, b->copy_stream),
+                "input_import: cudaMemcpyAsync"));
     CUDA_CHECK(cuda_rt(cudaEventRecord(b->input_copied[slot], b->copy_stream), "input_import: cudaEventRecord"));
     CUDA_CHECK(cuda_rt(cudaStreamWaitEvent(b->stream, b->input_copied[slot], 0), "input_import: cudaStreamWaitEvent"));
     CUDA_CHECK(cuda_kernel(k_cuda_input_normalize(t->data, tr_dtype_kernel(t->dtype), stored, b->input_stage[slot],
@@ -339,10 +345,7 @@ static hora_status_t cuda_request_wait(tr_backend_t *backend_base, hora_request_
 
 /* ---- tensors -------------------------------------------------------------- */
 
-int cuda_stored_channels(int c)
-{
-    return c < CUDA_CONV_CHANNEL_ALIGN ? cuda_conv_pad_channels(c) : c;
-}
+int cuda_stored_channels(int c) { return c < CUDA_CONV_CHANNEL_ALIGN ? cuda_conv_pad_channels(c) : c; }
 
 hora_status_t cuda_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what)
 {
@@ -399,18 +402,27 @@ static hora_status_t cuda_tensor_alloc(tr_backend_t *backend_base, int n, int c,
         size_t free_bytes = 0, total = 0;
         cudaGetLastError();
         cudaMemGetInfo(&free_bytes, &total);
-        return cuda_fail(HORA_ERR_NO_MEMORY,
-                         "tensor_alloc: a (%d, %d, %d, %d) %s activation needs %zu bytes, the device has %zu free of %zu "
-                         "(a smaller --batch?)",
-                         n, c, h, w, tr_dtype_name(dtype), bytes, free_bytes, total);
+        return cuda_fail(
+            HORA_ERR_NO_MEMORY,
+            "tensor_alloc: a (%d, %d, %d, %d) %s activation needs %zu bytes, the device has %zu free of %zu "
+            "(a smaller --batch?)",
+            n, c, h, w, tr_dtype_name(dtype), bytes, free_bytes, total);
     }
     hora_status_t status = cuda_rt(cudaMemsetAsync(data, 0, bytes, b->stream), "tensor_alloc: cudaMemsetAsync");
     if (status != HORA_OK) {
         cudaFree(data);
         return status;
     }
-    *t = (tr_tensor_t){.ndim = 4, .n = n, .c = c, .h = h, .w = w, .dtype = dtype, .layout = TR_LAYOUT_NHWC,
-                       .memory = TR_MEMORY_DEVICE, .data = data, .bytes = bytes};
+    *t = (tr_tensor_t){.ndim = 4,
+                       .n = n,
+                       .c = c,
+                       .h = h,
+                       .w = w,
+                       .dtype = dtype,
+                       .layout = TR_LAYOUT_NHWC,
+                       .memory = TR_MEMORY_DEVICE,
+                       .data = data,
+                       .bytes = bytes};
     return HORA_OK;
 }
 

@@ -48,10 +48,7 @@ struct cuda_conv_plan {
 
 static const char *const conv_op_names[CUDA_CONV_OP_COUNT] = {"forward", "backward data", "backward filter"};
 
-const char *cuda_conv_op_name(cuda_conv_op_t op)
-{
-    return (unsigned)op < CUDA_CONV_OP_COUNT ? conv_op_names[op] : "?";
-}
+const char *cuda_conv_op_name(cuda_conv_op_t op) { return (unsigned)op < CUDA_CONV_OP_COUNT ? conv_op_names[op] : "?"; }
 
 int cuda_conv_pad_channels(int c)
 {
@@ -70,41 +67,37 @@ void cuda_conv_desc_padded(const tr_conv_desc_t *desc, tr_conv_desc_t *out)
  * error message. */
 static hora_status_t conv_cudnn(cudnnStatus_t s, const char *call, const char *what)
 {
-    if (s == CUDNN_STATUS_SUCCESS)
-        return HORA_OK;
+    if (s == CUDNN_STATUS_SUCCESS) return HORA_OK;
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof(detail));
-    return cuda_fail(s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? HORA_ERR_NO_MEMORY
-                                                                             : HORA_ERR_INTERNAL,
-                     "%s: %s: %s (%d)%s%s", what, call, cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "",
-                     detail);
+    return cuda_fail(s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL,
+                     "%s: %s: %s (%d)%s%s", what, call, cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "", detail);
 }
 
 /* Every cuDNN call goes through CONV_CUDNN_AS (or is checked by hand where
  * a failure is an expected answer, such as an engine config that does not
  * finalise); status and the label out are the enclosing function's. */
-#define CONV_CUDNN_AS(call, call_name, what)                                   \
-    do {                                                                       \
-        hora_status_t conv_status_ = conv_cudnn((call), (call_name), (what));  \
-        if (conv_status_ != HORA_OK) {                                         \
-            status = conv_status_;                                             \
-            goto out;                                                          \
-        }                                                                      \
+#define CONV_CUDNN_AS(call, call_name, what)                                  \
+    do {                                                                      \
+        hora_status_t conv_status_ = conv_cudnn((call), (call_name), (what)); \
+        if (conv_status_ != HORA_OK) {                                        \
+            status = conv_status_;                                            \
+            goto out;                                                         \
+        }                                                                     \
     } while (0)
 #define CONV_CUDNN(call, what) CONV_CUDNN_AS(call, #call, what)
 
 /* Set one attribute; the message names it:
  * "cudnnBackendSetAttribute(CUDNN_ATTR_TENSOR_STRIDES)". */
-#define CONV_SET(desc, name, type, count, value, what)                                                 \
-    CONV_CUDNN_AS(cudnnBackendSetAttribute((desc), (name), (type), (count), (value)),                \
+#define CONV_SET(desc, name, type, count, value, what)                                \
+    CONV_CUDNN_AS(cudnnBackendSetAttribute((desc), (name), (type), (count), (value)), \
                   "cudnnBackendSetAttribute(" #name ")", (what))
 
 static void conv_destroy(cudnnBackendDescriptor_t *d)
 {
     if (*d) {
         cudnnStatus_t s = cudnnBackendDestroyDescriptor(*d);
-        if (s != CUDNN_STATUS_SUCCESS)
-            conv_cudnn(s, "cudnnBackendDestroyDescriptor", "freeing a descriptor");
+        if (s != CUDNN_STATUS_SUCCESS) conv_cudnn(s, "cudnnBackendDestroyDescriptor", "freeing a descriptor");
         *d = NULL;
     }
 }
@@ -133,8 +126,7 @@ static int conv_cudnn_dtype(tr_dtype_t dtype, cudnnDataType_t *out)
 
 void cuda_conv_device_free(cuda_conv_device_t *device)
 {
-    if (!device)
-        return;
+    if (!device) return;
     conv_destroy(&device->prop);
     free(device);
 }
@@ -145,8 +137,7 @@ static hora_status_t conv_device_make(const char *json, size_t json_bytes, cudnn
 {
     hora_status_t status = HORA_OK;
     cuda_conv_device_t *device = calloc(1, sizeof(*device));
-    if (!device)
-        return HORA_ERR_NO_MEMORY;
+    if (!device) return HORA_ERR_NO_MEMORY;
     cudnnStatus_t s = cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR, &device->prop);
     if (s != CUDNN_STATUS_SUCCESS) {
         device->prop = NULL;
@@ -157,8 +148,8 @@ static hora_status_t conv_device_make(const char *json, size_t json_bytes, cudnn
                                "cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR): %s",
                                version, cudnnGetErrorString(s));
         else
-            status = conv_cudnn(s, "cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR)",
-                                "device properties");
+            status =
+                conv_cudnn(s, "cudnnBackendCreateDescriptor(CUDNN_BACKEND_DEVICEPROP_DESCRIPTOR)", "device properties");
         goto out;
     }
     if (json) {
@@ -168,11 +159,11 @@ static hora_status_t conv_device_make(const char *json, size_t json_bytes, cudnn
         if (s != CUDNN_STATUS_SUCCESS) {
             char detail[256] = "";
             cudnnGetLastErrorString(detail, sizeof(detail));
-            status = cuda_fail(s / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000 ? HORA_ERR_UNSUPPORTED
-                                                                             : HORA_ERR_INVALID_ARG,
-                               "cuDNN %zu refused the device-properties JSON (deviceless mode): "
-                               "cudnnBackendFinalize(DEVICEPROP): %s (%d)%s%s",
-                               cudnnGetVersion(), cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "", detail);
+            status =
+                cuda_fail(s / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000 ? HORA_ERR_UNSUPPORTED : HORA_ERR_INVALID_ARG,
+                          "cuDNN %zu refused the device-properties JSON (deviceless mode): "
+                          "cudnnBackendFinalize(DEVICEPROP): %s (%d)%s%s",
+                          cudnnGetVersion(), cudnnGetErrorString(s), (int)s, detail[0] ? ": " : "", detail);
             goto out;
         }
     } else {
@@ -199,8 +190,7 @@ hora_status_t cuda_conv_device_from_json(const char *json, size_t json_bytes, cu
 hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **device_out)
 {
     FILE *f = fopen(path, "rb");
-    if (!f)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "cannot open the device-properties JSON %s", path);
+    if (!f) return cuda_fail(HORA_ERR_INVALID_ARG, "cannot open the device-properties JSON %s", path);
     char *json = NULL;
     size_t len = 0, cap = 0;
     for (;;) {
@@ -216,15 +206,14 @@ hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **
         }
         size_t got = fread(json + len, 1, cap - len, f);
         len += got;
-        if (got == 0)
-            break;
+        if (got == 0) break;
     }
     int bad = ferror(f);
     fclose(f);
     hora_status_t status;
     if (bad || len == 0)
-        status = cuda_fail(HORA_ERR_INVALID_ARG, "cannot read the device-properties JSON %s%s", path,
-                           bad ? "" : " (empty)");
+        status =
+            cuda_fail(HORA_ERR_INVALID_ARG, "cannot read the device-properties JSON %s%s", path, bad ? "" : " (empty)");
     else
         status = cuda_conv_device_from_json(json, len, device_out);
     free(json);
@@ -233,8 +222,7 @@ hora_status_t cuda_conv_device_from_file(const char *path, cuda_conv_device_t **
 
 hora_status_t cuda_conv_device_from_handle(cudnnHandle_t handle, cuda_conv_device_t **device_out)
 {
-    if (!handle || !device_out)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "device properties: no cuDNN handle");
+    if (!handle || !device_out) return cuda_fail(HORA_ERR_INVALID_ARG, "device properties: no cuDNN handle");
     return conv_device_make(NULL, 0, handle, device_out);
 }
 
@@ -247,11 +235,10 @@ hora_status_t cuda_conv_device_json(const cuda_conv_device_t *device, char **jso
                                         &count, NULL),
                "serialising the device properties");
     json = malloc((size_t)count + 1);
-    if (!json)
-        return HORA_ERR_NO_MEMORY;
+    if (!json) return HORA_ERR_NO_MEMORY;
     int64_t got = 0;
-    CONV_CUDNN(cudnnBackendGetAttribute(device->prop, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
-                                        count, &got, json),
+    CONV_CUDNN(cudnnBackendGetAttribute(device->prop, CUDNN_ATTR_DEVICEPROP_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, count,
+                                        &got, json),
                "serialising the device properties");
     json[got < count ? got : count] = '\0';
 out:
@@ -307,8 +294,14 @@ struct conv_named_attr {
     cudnnBackendAttributeName_t value;
     const char *call;
 };
-#define CONV_TYPE(t) {t, "cudnnBackendCreateDescriptor(" #t ", &operation)"}
-#define CONV_ATTR(a) {a, "cudnnBackendSetAttribute(" #a ")"}
+#define CONV_TYPE(t)                                          \
+    {                                                         \
+        t, "cudnnBackendCreateDescriptor(" #t ", &operation)" \
+    }
+#define CONV_ATTR(a)                          \
+    {                                         \
+        a, "cudnnBackendSetAttribute(" #a ")" \
+    }
 static const struct conv_op_attrs {
     struct conv_named_type type;
     struct conv_named_attr x, w, y, conv, alpha, beta;
@@ -339,7 +332,7 @@ static const struct conv_op_attrs {
 #undef CONV_ATTR
 
 /* CONV_SET with an attribute from conv_op_attrs (its error text included). */
-#define CONV_SET_NAMED(desc, attr, type, count, data, what)                                                      \
+#define CONV_SET_NAMED(desc, attr, type, count, data, what) \
     CONV_CUDNN_AS(cudnnBackendSetAttribute((desc), (attr).value, (type), (count), (data)), (attr).call, (what))
 
 /* The finalised operation graph of one convolution op. */
@@ -356,16 +349,13 @@ static hora_status_t conv_graph(cuda_conv_op_t op, const tr_conv_desc_t *d, int 
     int64_t dims[4], strides[4];
     conv_channels_last(batch, d->c_in, d->h_in, d->w_in, dims, strides);
     status = conv_tensor(CONV_UID_X, act_type, dims, strides, "conv tensor x", &x);
-    if (status != HORA_OK)
-        goto out;
+    if (status != HORA_OK) goto out;
     conv_channels_last(d->c_out, d->c_in, d->kernel, d->kernel, dims, strides);
     status = conv_tensor(CONV_UID_W, w_type, dims, strides, "conv tensor w", &w);
-    if (status != HORA_OK)
-        goto out;
+    if (status != HORA_OK) goto out;
     conv_channels_last(batch, d->c_out, h_out, w_out, dims, strides);
     status = conv_tensor(CONV_UID_Y, act_type, dims, strides, "conv tensor y", &y);
-    if (status != HORA_OK)
-        goto out;
+    if (status != HORA_OK) goto out;
 
     const char *what = "conv descriptor";
     int64_t spatial = 2, pads[2] = {d->pad, d->pad}, conv_strides[2] = {d->stride, d->stride}, dilations[2] = {1, 1};
@@ -431,12 +421,12 @@ static hora_status_t conv_engine_info(cudnnBackendDescriptor_t cfg, conv_engine_
     int64_t count = 0;
     memset(info, 0, sizeof(*info));
     CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine), what);
-    CONV_CUDNN(cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
-                                        &engine),
-               what);
-    CONV_CUDNN(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count,
-                                        &info->index),
-               what);
+    CONV_CUDNN(
+        cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine),
+        what);
+    CONV_CUDNN(
+        cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &count, &info->index),
+        what);
     cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
     CONV_CUDNN(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                         CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &count, notes),
@@ -490,8 +480,7 @@ out:
 
 void cuda_conv_plan_free(cuda_conv_plan_t *plan)
 {
-    if (!plan)
-        return;
+    if (!plan) return;
     conv_destroy(&plan->plan);
     conv_destroy(&plan->cfg);
     free(plan);
@@ -539,9 +528,9 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
         }
         CONV_CUDNN_AS(s, "cudnnBackendFinalize(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR)", what);
     }
-    CONV_CUDNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                        NULL),
-               what);
+    CONV_CUDNN(
+        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, NULL),
+        what);
     if (count <= 0) {
         status = HORA_ERR_UNSUPPORTED;
         goto out;
@@ -554,36 +543,30 @@ static hora_status_t conv_plan_from_heur(const cuda_conv_device_t *device, cudnn
     }
     for (; created < count; created++)
         CONV_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[created]), what);
-    CONV_CUDNN(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                        cfgs),
-               what);
-    if (got < count)
-        count = got; /* the rest are destroyed below, unused */
+    CONV_CUDNN(
+        cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, cfgs),
+        what);
+    if (got < count) count = got; /* the rest are destroyed below, unused */
     for (int64_t i = 0; i < count; i++) {
         status = conv_engine_info(cfgs[i], &infos[i]);
-        if (status != HORA_OK)
-            goto out;
+        if (status != HORA_OK) goto out;
     }
     /* Tensor-core engines first (pass 0), in cuDNN's ranking; the others
      * only when none of those finalises. */
     status = HORA_ERR_UNSUPPORTED;
     for (int pass = 0; pass < 2 && made < max; pass++) {
         /* The other kind only when the first gave none. */
-        if (pass == 1 && made > 0)
-            break;
+        if (pass == 1 && made > 0) break;
         for (int64_t i = 0; i < count && made < max; i++) {
-            if (infos[i].tensor_core != (pass == 0))
-                continue;
+            if (infos[i].tensor_core != (pass == 0)) continue;
             /* f32 stays f32: on f32 operands a tensor-core engine is TF32
              * (PyTorch's allow_tf32 = False filters the same notes). */
-            if (strict_f32 && (infos[i].tensor_core || infos[i].down_convert))
-                continue;
+            if (strict_f32 && (infos[i].tensor_core || infos[i].down_convert)) continue;
             size_t workspace = 0;
             cudnnBackendDescriptor_t finalised = NULL;
             (*tried_out)++;
             hora_status_t tried = conv_plan_try(device, cfgs[i], &finalised, &workspace);
-            if (tried == HORA_ERR_UNSUPPORTED)
-                continue;
+            if (tried == HORA_ERR_UNSUPPORTED) continue;
             if (tried != HORA_OK) {
                 status = tried;
                 goto out;
@@ -622,8 +605,7 @@ out:
         made = 0;
     }
     *made_out = made;
-    for (int64_t i = 0; i < created; i++)
-        conv_destroy(&cfgs[i]);
+    for (int64_t i = 0; i < created; i++) conv_destroy(&cfgs[i]);
     free(cfgs);
     free(infos);
     conv_destroy(&heur);
@@ -633,8 +615,7 @@ out:
 static hora_status_t conv_check_desc(const tr_conv_desc_t *d, int batch)
 {
     cudnnDataType_t t;
-    if (!d)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no descriptor");
+    if (!d) return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no descriptor");
     if (batch < 1 || d->c_in < 1 || d->h_in < 1 || d->w_in < 1 || d->c_out < 1 || d->kernel < 1 || d->stride < 1 ||
         d->pad < 0 || d->h_in + 2 * d->pad < d->kernel || d->w_in + 2 * d->pad < d->kernel)
         return cuda_fail(HORA_ERR_INVALID_ARG,
@@ -647,23 +628,21 @@ static hora_status_t conv_check_desc(const tr_conv_desc_t *d, int batch)
     return HORA_OK;
 }
 
-hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op,
-                                        const tr_conv_desc_t *desc, int batch, size_t max_workspace, int max,
-                                        cuda_conv_plan_t **plans_out, int *count_out)
+hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op, const tr_conv_desc_t *desc,
+                                        int batch, size_t max_workspace, int max, cuda_conv_plan_t **plans_out,
+                                        int *count_out)
 {
     if (!device || !plans_out || !count_out || max < 1 || (unsigned)op >= CUDA_CONV_OP_COUNT)
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no device, no output, max %d or a bad op", max);
     hora_status_t status = conv_check_desc(desc, batch);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     cudnnBackendDescriptor_t graph = NULL;
     status = conv_graph(op, desc, batch, &graph);
     int tried[3] = {0, 0, 0}, made = 0;
     for (int m = 0; status == HORA_OK && m < (int)(sizeof(conv_heur_modes) / sizeof(conv_heur_modes[0])); m++) {
         status = conv_plan_from_heur(device, graph, m, op, desc->dtype == TR_DTYPE_F32, max_workspace, max, plans_out,
                                      &made, &tried[m]);
-        if (status == HORA_OK)
-            break;
+        if (status == HORA_OK) break;
         if (status == HORA_ERR_UNSUPPORTED)
             status = HORA_OK; /* the next mode */
         else
@@ -677,8 +656,7 @@ hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_c
                            desc->stride, desc->pad, batch, conv_dtype_name(desc->dtype),
                            conv_dtype_name(desc->grad_dtype), tried[0], tried[1], tried[2], max_workspace);
     conv_destroy(&graph);
-    if (status != HORA_OK)
-        return status;
+    if (status != HORA_OK) return status;
     *count_out = made;
     return HORA_OK;
 }
@@ -687,30 +665,20 @@ hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_
                                     int batch, size_t max_workspace, cuda_conv_plan_t **plan_out)
 {
     int count = 0;
-    if (!plan_out)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no output");
+    if (!plan_out) return cuda_fail(HORA_ERR_INVALID_ARG, "conv plan: no output");
     return cuda_conv_plan_candidates(device, op, desc, batch, max_workspace, 1, plan_out, &count);
 }
 
-size_t cuda_conv_plan_workspace(const cuda_conv_plan_t *plan)
-{
-    return plan->workspace;
-}
+size_t cuda_conv_plan_workspace(const cuda_conv_plan_t *plan) { return plan->workspace; }
 
-const char *cuda_conv_plan_text(const cuda_conv_plan_t *plan)
-{
-    return plan->text;
-}
+const char *cuda_conv_plan_text(const cuda_conv_plan_t *plan) { return plan->text; }
 
-int cuda_conv_plan_tensor_core(const cuda_conv_plan_t *plan)
-{
-    return plan->tensor_core;
-}
+int cuda_conv_plan_tensor_core(const cuda_conv_plan_t *plan) { return plan->tensor_core; }
 
 /* ---- executing ------------------------------------------------------------ */
 
-hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t handle, const void *a,
-                                     const void *b, void *out, void *workspace)
+hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t handle, const void *a, const void *b,
+                                     void *out, void *workspace)
 {
     if (!plan || !handle || !a || !b || !out || (plan->workspace && !workspace))
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv %s: a pointer or the handle is NULL",

@@ -106,17 +106,16 @@ typedef struct cuda_conv_plan cuda_conv_plan_t;
  * FALLBACK (the next mode only when one gives no config that finalises);
  * within a mode, the first in cuDNN's ranking that finalises and needs at
  * most max_workspace bytes, tensor-core engines before the others. */
-hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_op_t op,
-                                    const tr_conv_desc_t *desc, int batch, size_t max_workspace,
-                                    cuda_conv_plan_t **plan_out);
+hora_status_t cuda_conv_plan_create(const cuda_conv_device_t *device, cuda_conv_op_t op, const tr_conv_desc_t *desc,
+                                    int batch, size_t max_workspace, cuda_conv_plan_t **plan_out);
 void cuda_conv_plan_free(cuda_conv_plan_t *plan);
 /* The candidates a tuner times (--cudnn-autotune): up to max plans, the
  * engine configs of the first heuristics mode that has any, in
  * cuda_conv_plan_create's order (its choice is plans_out[0]), each a plan
  * of its own (free each); *count_out >= 1 on HORA_OK. */
-hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op,
-                                        const tr_conv_desc_t *desc, int batch, size_t max_workspace, int max,
-                                        cuda_conv_plan_t **plans_out, int *count_out);
+hora_status_t cuda_conv_plan_candidates(const cuda_conv_device_t *device, cuda_conv_op_t op, const tr_conv_desc_t *desc,
+                                        int batch, size_t max_workspace, int max, cuda_conv_plan_t **plans_out,
+                                        int *count_out);
 
 /* Workspace bytes the plan needs (<= max_workspace; may be 0). */
 size_t cuda_conv_plan_workspace(const cuda_conv_plan_t *plan);
@@ -133,7 +132,7 @@ int cuda_conv_plan_tensor_core(const cuda_conv_plan_t *plan);
  *   backward data    a = dy, b = w,  out = dx
  *   backward filter  a = x,  b = dy, out = dw
  * out is overwritten (beta 0). A plan runs from one thread at a time. */
-hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t handle, const void *a,
-                                     const void *b, void *out, void *workspace);
+hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t handle, const void *a, const void *b,
+                                     void *out, void *workspace);
 
 #endif

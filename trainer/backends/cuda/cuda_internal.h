@@ -29,7 +29,7 @@ typedef struct {
     tr_backend_t base;
     int device;
     int verbose;
-    int autotune; /* tr_backend_config_t's */
+    int autotune;        /* tr_backend_config_t's */
     cudaStream_t stream; /* every op runs on it */
     cudnnHandle_t cudnn; /* on stream */
     cublasLtHandle_t lt;
@@ -67,9 +67,9 @@ hora_status_t cuda_rt(cudaError_t err, const char *what);
  * otherwise, the message k_cuda_error_string's (cuda_fail). */
 hora_status_t cuda_kernel(int err, const char *what);
 
-#define CUDA_CHECK(call)                                             \
-    do {                                                             \
-        hora_status_t cuda_check_status_ = (call);                   \
+#define CUDA_CHECK(call)                                              \
+    do {                                                              \
+        hora_status_t cuda_check_status_ = (call);                    \
         if (cuda_check_status_ != HORA_OK) return cuda_check_status_; \
     } while (0)
 
@@ -84,16 +84,14 @@ int cuda_stored_channels(int c);
 
 /* t is an allocated NHWC activation of this backend of dtype (any batch up
  * to its own) with the given (c, h, w) when c > 0. */
-hora_status_t cuda_check_activation(const tr_tensor_t *t, tr_dtype_t dtype, int c, int h, int w,
-                                    const char *what);
+hora_status_t cuda_check_activation(const tr_tensor_t *t, tr_dtype_t dtype, int c, int h, int w, const char *what);
 /* t is an allocated plain device tensor of dtype and shape dims[0..ndim). */
 hora_status_t cuda_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
 
 /* ---- cuda_layers.c: the ops table's convolution and linear slots ---- */
 hora_status_t cuda_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y);
-hora_status_t cuda_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                      tr_tensor_t *dx);
+hora_status_t cuda_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx);
 hora_status_t cuda_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                          tr_tensor_t *dw);
 hora_status_t cuda_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc, tr_layer_t **layer_out);
@@ -112,14 +110,13 @@ hora_status_t cuda_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, con
 hora_status_t cuda_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
                                     const tr_tensor_t *beta, const tr_tensor_t *running_mean,
                                     const tr_tensor_t *running_var, tr_tensor_t *y);
-hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                               const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
+hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, const tr_tensor_t *gamma,
+                               tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
 hora_status_t cuda_pool_create(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
 hora_status_t cuda_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
 hora_status_t cuda_relu_forward(tr_backend_t *backend, const tr_tensor_t *x, tr_tensor_t *y);
-hora_status_t cuda_relu_backward(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy,
-                                 tr_tensor_t *dx);
+hora_status_t cuda_relu_backward(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy, tr_tensor_t *dx);
 hora_status_t cuda_add_forward(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
                                tr_tensor_t *y);
 
@@ -127,8 +124,8 @@ hora_status_t cuda_add_forward(tr_backend_t *backend, const tr_tensor_t *a, cons
 hora_status_t cuda_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits, const tr_tensor_t *labels,
                                 float label_smoothing, float grad_scale, tr_tensor_t *loss, tr_tensor_t *dlogits);
 hora_status_t cuda_check_finite(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
-hora_status_t cuda_sgd_step(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp,
-                            const tr_tensor_t *grad, tr_tensor_t *momentum, const tr_sgd_args_t *args);
+hora_status_t cuda_sgd_step(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp, const tr_tensor_t *grad,
+                            tr_tensor_t *momentum, const tr_sgd_args_t *args);
 /* f32, f16 or bf16 (kernels/'s name for a dtype: tr_dtype_kernel, tensor.h). */
 int cuda_float_dtype(tr_dtype_t dtype);
 

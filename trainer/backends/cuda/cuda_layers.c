@@ -58,8 +58,9 @@ hora_status_t cuda_conv_create(tr_backend_t *backend_base, const tr_conv_desc_t 
         return cuda_fail(HORA_ERR_INVALID_ARG, "conv_create: NULL argument");
     if (desc->c_in < 1 || desc->c_out < 1 || desc->kernel < 1 || desc->stride < 1 || desc->pad < 0 ||
         desc->h_in + 2 * desc->pad < desc->kernel || desc->w_in + 2 * desc->pad < desc->kernel)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "conv_create: bad descriptor (c %d -> %d, %dx%d, kernel %d stride %d pad %d)",
-                         desc->c_in, desc->c_out, desc->h_in, desc->w_in, desc->kernel, desc->stride, desc->pad);
+        return cuda_fail(HORA_ERR_INVALID_ARG,
+                         "conv_create: bad descriptor (c %d -> %d, %dx%d, kernel %d stride %d pad %d)", desc->c_in,
+                         desc->c_out, desc->h_in, desc->w_in, desc->kernel, desc->stride, desc->pad);
     cuda_conv_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "conv_create: out of memory");
     l->base.backend = b;
@@ -110,7 +111,8 @@ static hora_status_t conv_tune(cuda_conv_t *l, cuda_conv_op_t op, int batch, cud
         if (status == HORA_OK) status = cuda_rt(cudaEventRecord(stop, be->stream), "autotune: cudaEventRecord");
         if (status == HORA_OK) status = cuda_rt(cudaEventSynchronize(stop), "autotune: cudaEventSynchronize");
         float ms = 0;
-        if (status == HORA_OK) status = cuda_rt(cudaEventElapsedTime(&ms, start, stop), "autotune: cudaEventElapsedTime");
+        if (status == HORA_OK)
+            status = cuda_rt(cudaEventElapsedTime(&ms, start, stop), "autotune: cudaEventElapsedTime");
         if (status != HORA_OK) break;
         ms /= CONV_TUNE_RUNS;
         if (be->verbose)
@@ -179,8 +181,7 @@ hora_status_t cuda_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const t
     CUDA_CHECK(cuda_check_activation(x, d->dtype, d->c_in, d->h_in, d->w_in, "conv_forward x"));
     CUDA_CHECK(conv_check_weights(l, w, d->dtype, "conv_forward w"));
     CUDA_CHECK(cuda_check_activation(y, d->dtype, d->c_out, l->h_out, l->w_out, "conv_forward y"));
-    if (y->n != x->n)
-        return cuda_fail(HORA_ERR_INVALID_ARG, "conv_forward: batch of y %d, of x %d", y->n, x->n);
+    if (y->n != x->n) return cuda_fail(HORA_ERR_INVALID_ARG, "conv_forward: batch of y %d, of x %d", y->n, x->n);
     const k_dtype_t kd = tr_dtype_kernel(d->dtype);
     CUDA_CHECK(cuda_kernel(k_cuda_to_channels_last(l->w_krsc, kd, w->data, kd, (size_t)d->c_out, (size_t)d->c_in,
                                                    (size_t)l->padded.c_in, (size_t)d->kernel * (size_t)d->kernel,
@@ -284,8 +285,8 @@ static hora_status_t linear_plan(cuda_linear_t *l, cuda_linear_op_t op, int batc
         slot->batch = batch;
     }
     if (slot->plan[op] == NULL)
-        CUDA_CHECK(cuda_linear_plan_create(l->base.backend->lt, op, &l->desc, batch, CUDA_MAX_WORKSPACE,
-                                           &slot->plan[op]));
+        CUDA_CHECK(
+            cuda_linear_plan_create(l->base.backend->lt, op, &l->desc, batch, CUDA_MAX_WORKSPACE, &slot->plan[op]));
     *plan_out = slot->plan[op];
     return cuda_workspace(l->base.backend, cuda_linear_plan_workspace(*plan_out), workspace_out);
 }
@@ -306,8 +307,7 @@ hora_status_t cuda_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const
                                 l->base.backend->stream);
 }
 
-hora_status_t cuda_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w,
-                                        tr_tensor_t *dx)
+hora_status_t cuda_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx)
 {
     cuda_linear_t *l = (cuda_linear_t *)layer;
     cuda_linear_plan_t *plan;

@@ -28,17 +28,17 @@ static const char *const linear_op_names[] = {"forward", "backward data", "backw
 static hora_status_t linear_lt(cublasStatus_t s, const char *call, const char *what)
 {
     if (s == CUBLAS_STATUS_SUCCESS) return HORA_OK;
-    return cuda_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s (%d)",
-                       what, call, cublasLtGetStatusString(s), (int)s);
+    return cuda_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? HORA_ERR_NO_MEMORY : HORA_ERR_INTERNAL, "%s: %s: %s (%d)", what,
+                     call, cublasLtGetStatusString(s), (int)s);
 }
 
-#define LINEAR_LT(call, what)                                                  \
-    do {                                                                       \
-        hora_status_t linear_status_ = linear_lt((call), #call, (what));       \
-        if (linear_status_ != HORA_OK) {                                       \
-            status = linear_status_;                                           \
-            goto out;                                                          \
-        }                                                                      \
+#define LINEAR_LT(call, what)                                            \
+    do {                                                                 \
+        hora_status_t linear_status_ = linear_lt((call), #call, (what)); \
+        if (linear_status_ != HORA_OK) {                                 \
+            status = linear_status_;                                     \
+            goto out;                                                    \
+        }                                                                \
     } while (0)
 
 static int linear_cuda_dtype(tr_dtype_t dtype, cudaDataType_t *out)
@@ -61,8 +61,8 @@ void cuda_linear_plan_free(cuda_linear_plan_t *plan)
     free(plan);
 }
 
-hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, const tr_linear_desc_t *desc,
-                                      int batch, size_t max_workspace, cuda_linear_plan_t **plan_out)
+hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, const tr_linear_desc_t *desc, int batch,
+                                      size_t max_workspace, cuda_linear_plan_t **plan_out)
 {
     cudaDataType_t dt, gdt;
     if (!plan_out || !desc || (unsigned)op > CUDA_LINEAR_BACKWARD_WEIGHTS)
@@ -70,10 +70,10 @@ hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, 
     *plan_out = NULL;
     if (desc->c_in < 1 || desc->c_out < 1 || batch < 1)
         return cuda_fail(HORA_ERR_INVALID_ARG, "linear %s: c_in %d, c_out %d, batch %d (each must be >= 1)",
-                           linear_op_names[op], desc->c_in, desc->c_out, batch);
+                         linear_op_names[op], desc->c_in, desc->c_out, batch);
     if (!linear_cuda_dtype(desc->dtype, &dt) || !linear_cuda_dtype(desc->grad_dtype, &gdt))
         return cuda_fail(HORA_ERR_INVALID_ARG, "linear %s: dtype %d / grad_dtype %d (f32, f16 or bf16)",
-                           linear_op_names[op], (int)desc->dtype, (int)desc->grad_dtype);
+                         linear_op_names[op], (int)desc->dtype, (int)desc->grad_dtype);
     const uint64_t cin = (uint64_t)desc->c_in, cout = (uint64_t)desc->c_out, n = (uint64_t)batch;
 
     cuda_linear_plan_t *p = calloc(1, sizeof(*p));
@@ -139,16 +139,17 @@ hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, 
     LINEAR_LT(cublasLtMatmulAlgoGetHeuristic(lt, p->desc, p->a, p->b, p->d, p->d, pref, 1, &result, &found), what);
     if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
         status = cuda_fail(HORA_ERR_UNSUPPORTED,
-                             "linear %s %dx%d batch %d: cuBLASLt has no algorithm (workspace up to %zu bytes)", what,
-                             desc->c_in, desc->c_out, batch, max_workspace);
+                           "linear %s %dx%d batch %d: cuBLASLt has no algorithm (workspace up to %zu bytes)", what,
+                           desc->c_in, desc->c_out, batch, max_workspace);
         goto out;
     }
     p->algo = result.algo;
     p->workspace = result.workspaceSize;
     snprintf(p->text, sizeof(p->text), "linear %s %dx%d batch %d: %s in, f32 accumulate, %s epilogue, workspace %zu",
              what, desc->c_in, desc->c_out, batch, desc->dtype == TR_DTYPE_F32 ? "f32" : "16-bit",
-             epilogue == CUBLASLT_EPILOGUE_BIAS ? "bias" : epilogue == CUBLASLT_EPILOGUE_BGRADB ? "bias-gradient"
-                                                                                               : "no",
+             epilogue == CUBLASLT_EPILOGUE_BIAS     ? "bias"
+             : epilogue == CUBLASLT_EPILOGUE_BGRADB ? "bias-gradient"
+                                                    : "no",
              p->workspace);
 out:
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
@@ -164,8 +165,8 @@ size_t cuda_linear_plan_workspace(const cuda_linear_plan_t *plan) { return plan-
 
 const char *cuda_linear_plan_text(const cuda_linear_plan_t *plan) { return plan->text; }
 
-hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t *plan, const void *a,
-                                   const void *b, void *out, void *vec, void *workspace, cudaStream_t stream)
+hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t *plan, const void *a, const void *b,
+                                   void *out, void *vec, void *workspace, cudaStream_t stream)
 {
     const float one = 1.0f, zero = 0.0f;
     hora_status_t status = HORA_OK;

@@ -41,8 +41,8 @@ typedef struct cuda_linear_plan cuda_linear_plan_t;
  * max_workspace bytes. HORA_ERR_INVALID_ARG for a bad descriptor or batch,
  * HORA_ERR_UNSUPPORTED when cuBLASLt offers no algorithm, HORA_ERR_INTERNAL
  * when a cuBLASLt call fails (logged, naming the call), HORA_ERR_NO_MEMORY. */
-hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, const tr_linear_desc_t *desc,
-                                      int batch, size_t max_workspace, cuda_linear_plan_t **plan_out);
+hora_status_t cuda_linear_plan_create(cublasLtHandle_t lt, cuda_linear_op_t op, const tr_linear_desc_t *desc, int batch,
+                                      size_t max_workspace, cuda_linear_plan_t **plan_out);
 void cuda_linear_plan_free(cuda_linear_plan_t *plan);
 
 /* Workspace bytes the plan's algorithm needs (<= max_workspace). */
@@ -59,7 +59,7 @@ const char *cuda_linear_plan_text(const cuda_linear_plan_t *plan);
  * one thread at a time (the backend's). cublasLtCreate needs a GPU, so
  * plans cannot be made deviceless (unlike cuDNN's): only a GPU run can
  * check them (against the cpu backend, issue 15). */
-hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t *plan, const void *a,
-                                   const void *b, void *out, void *vec, void *workspace, cudaStream_t stream);
+hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t *plan, const void *a, const void *b,
+                                   void *out, void *vec, void *workspace, cudaStream_t stream);
 
 #endif

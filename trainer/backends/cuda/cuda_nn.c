@@ -42,7 +42,8 @@ static void bn_free(tr_layer_t *layer)
 hora_status_t cuda_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *desc, tr_layer_t **layer_out)
 {
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
-    if (b == NULL || desc == NULL || layer_out == NULL) return cuda_fail(HORA_ERR_INVALID_ARG, "bn_create: NULL argument");
+    if (b == NULL || desc == NULL || layer_out == NULL)
+        return cuda_fail(HORA_ERR_INVALID_ARG, "bn_create: NULL argument");
     if (desc->c < 1 || desc->h < 1 || desc->w < 1 || !(desc->epsilon > 0.0f) || desc->momentum < 0.0f ||
         desc->momentum > 1.0f)
         return cuda_fail(HORA_ERR_INVALID_ARG, "bn_create: c %d, %dx%d, epsilon %g, momentum %g", desc->c, desc->h,
@@ -51,8 +52,9 @@ hora_status_t cuda_bn_create(tr_backend_t *backend_base, const tr_bn_desc_t *des
      * do not stride over; in a ResNet only the input is, and a convolution
      * reads it. */
     if (desc->c < CUDA_CONV_CHANNEL_ALIGN)
-        return cuda_fail(HORA_ERR_UNSUPPORTED, "bn_create: %d channels (the cuda backend's batch norm takes %d or more)",
-                         desc->c, CUDA_CONV_CHANNEL_ALIGN);
+        return cuda_fail(HORA_ERR_UNSUPPORTED,
+                         "bn_create: %d channels (the cuda backend's batch norm takes %d or more)", desc->c,
+                         CUDA_CONV_CHANNEL_ALIGN);
     cuda_bn_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return cuda_fail(HORA_ERR_NO_MEMORY, "bn_create: out of memory");
     l->base.backend = b;
@@ -96,11 +98,11 @@ hora_status_t cuda_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, con
     if (rows < 2)
         return cuda_fail(HORA_ERR_INVALID_ARG, "bn_forward_train: %zu value(s) per channel (training needs 2)", rows);
     CUDA_CHECK(bn_workspace(l, rows, &ws));
-    CUDA_CHECK(cuda_kernel(k_cuda_bn_forward_train(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c,
-                                                   gamma->data, beta->data, running_mean->data, running_var->data,
-                                                   d->momentum, d->epsilon, d->fuse_relu, l->save_mean,
-                                                   l->save_invstd, ws, l->base.backend->stream),
-                           "bn_forward_train"));
+    CUDA_CHECK(
+        cuda_kernel(k_cuda_bn_forward_train(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c, gamma->data,
+                                            beta->data, running_mean->data, running_var->data, d->momentum, d->epsilon,
+                                            d->fuse_relu, l->save_mean, l->save_invstd, ws, l->base.backend->stream),
+                    "bn_forward_train"));
     l->y = y->data;
     l->batch = x->n;
     return HORA_OK;
@@ -120,14 +122,14 @@ hora_status_t cuda_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, con
     if (y->n != x->n) return cuda_fail(HORA_ERR_INVALID_ARG, "bn_forward_infer: batch of y %d, of x %d", y->n, x->n);
     const size_t rows = (size_t)x->n * (size_t)d->h * (size_t)d->w;
     CUDA_CHECK(bn_workspace(l, rows, &ws));
-    return cuda_kernel(k_cuda_bn_forward_infer(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c, gamma->data,
-                                               beta->data, running_mean->data, running_var->data, d->epsilon,
-                                               d->fuse_relu, ws, l->base.backend->stream),
+    return cuda_kernel(k_cuda_bn_forward_infer(y->data, x->data, NULL, tr_dtype_kernel(d->dtype), rows, d->c,
+                                               gamma->data, beta->data, running_mean->data, running_var->data,
+                                               d->epsilon, d->fuse_relu, ws, l->base.backend->stream),
                        "bn_forward_infer");
 }
 
-hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
-                               const tr_tensor_t *gamma, tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
+hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, const tr_tensor_t *gamma,
+                               tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta)
 {
     cuda_bn_t *l = (cuda_bn_t *)layer;
     const tr_bn_desc_t *d = &l->desc;
@@ -210,9 +212,9 @@ hora_status_t cuda_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tens
     if (y->n != x->n) return cuda_fail(HORA_ERR_INVALID_ARG, "pool_forward: batch of y %d, of x %d", y->n, x->n);
     cudaStream_t stream = l->base.backend->stream;
     if (d->kind == TR_POOL_GLOBAL_AVERAGE)
-        return cuda_kernel(k_cuda_avgpool_forward(y->data, x->data, tr_dtype_kernel(d->dtype), x->n, d->h * d->w, d->c,
-                                                  stream),
-                           "pool_forward (global average)");
+        return cuda_kernel(
+            k_cuda_avgpool_forward(y->data, x->data, tr_dtype_kernel(d->dtype), x->n, d->h * d->w, d->c, stream),
+            "pool_forward (global average)");
     const size_t need = (size_t)x->n * (size_t)l->h_out * (size_t)l->w_out * (size_t)d->c;
     if (need > l->argmax_bytes) {
         CUDA_CHECK(cuda_rt(cudaStreamSynchronize(stream), "pool_forward: cudaStreamSynchronize"));
@@ -238,9 +240,9 @@ hora_status_t cuda_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_te
     if (dx->n != dy->n) return cuda_fail(HORA_ERR_INVALID_ARG, "pool_backward: batch of dx %d, of dy %d", dx->n, dy->n);
     cudaStream_t stream = l->base.backend->stream;
     if (d->kind == TR_POOL_GLOBAL_AVERAGE)
-        return cuda_kernel(k_cuda_avgpool_backward(dx->data, dy->data, tr_dtype_kernel(d->dtype), dy->n, d->h * d->w, d->c,
-                                                   stream),
-                           "pool_backward (global average)");
+        return cuda_kernel(
+            k_cuda_avgpool_backward(dx->data, dy->data, tr_dtype_kernel(d->dtype), dy->n, d->h * d->w, d->c, stream),
+            "pool_backward (global average)");
     if (l->batch != dy->n)
         return cuda_fail(HORA_ERR_INVALID_ARG, "pool_backward: batch %d but the last forward's was %d", dy->n,
                          l->batch);
@@ -274,8 +276,9 @@ hora_status_t cuda_relu_backward(tr_backend_t *backend_base, const tr_tensor_t *
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     CUDA_CHECK(nn_same(y, dy, "relu_backward"));
     CUDA_CHECK(nn_same(y, dx, "relu_backward"));
-    return cuda_kernel(k_cuda_relu_backward(dx->data, y->data, dy->data, tr_dtype_kernel(y->dtype), nn_count(y), b->stream),
-                       "relu_backward");
+    return cuda_kernel(
+        k_cuda_relu_backward(dx->data, y->data, dy->data, tr_dtype_kernel(y->dtype), nn_count(y), b->stream),
+        "relu_backward");
 }
 
 hora_status_t cuda_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a, const tr_tensor_t *bt, int relu,
@@ -284,7 +287,7 @@ hora_status_t cuda_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a,
     cuda_backend_t *b = (cuda_backend_t *)backend_base;
     CUDA_CHECK(nn_same(a, bt, "add_forward"));
     CUDA_CHECK(nn_same(a, y, "add_forward"));
-    return cuda_kernel(k_cuda_add_forward(y->data, a->data, bt->data, tr_dtype_kernel(a->dtype), nn_count(a), relu,
-                                          b->stream),
-                       "add_forward");
+    return cuda_kernel(
+        k_cuda_add_forward(y->data, a->data, bt->data, tr_dtype_kernel(a->dtype), nn_count(a), relu, b->stream),
+        "add_forward");
 }

@@ -17,8 +17,8 @@
 /* The flag's value once the queued work has written it. */
 static hora_status_t step_read_flag(cuda_backend_t *b, const char *what, int32_t *value)
 {
-    CUDA_CHECK(cuda_rt(cudaMemcpyAsync(b->host_flag, b->dev_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream),
-                       what));
+    CUDA_CHECK(
+        cuda_rt(cudaMemcpyAsync(b->host_flag, b->dev_flag, sizeof(int32_t), cudaMemcpyDeviceToHost, b->stream), what));
     CUDA_CHECK(cuda_rt(cudaStreamSynchronize(b->stream), what));
     *value = *b->host_flag;
     return HORA_OK;
@@ -44,10 +44,10 @@ hora_status_t cuda_softmax_xent(tr_backend_t *backend_base, const tr_tensor_t *l
                          tr_dtype_name(dlogits->dtype));
     CUDA_CHECK(cuda_check_plain(dlogits, dlogits->dtype, 2, (const int[]){n, k}, "softmax_xent dlogits"));
     CUDA_CHECK(cuda_workspace(b, K_CUDA_XENT_WORKSPACE_BYTES(n), &ws));
-    CUDA_CHECK(cuda_kernel(k_cuda_softmax_xent(logits->data, labels->data, n, k, label_smoothing, grad_scale,
-                                               loss->data, dlogits->data, tr_dtype_kernel(dlogits->dtype), ws,
-                                               b->dev_flag, b->stream),
-                           "softmax_xent"));
+    CUDA_CHECK(
+        cuda_kernel(k_cuda_softmax_xent(logits->data, labels->data, n, k, label_smoothing, grad_scale, loss->data,
+                                        dlogits->data, tr_dtype_kernel(dlogits->dtype), ws, b->dev_flag, b->stream),
+                    "softmax_xent"));
     int32_t bad = 0;
     CUDA_CHECK(step_read_flag(b, "softmax_xent: the label check", &bad));
     if (bad != 0) {
@@ -69,9 +69,9 @@ hora_status_t cuda_check_finite(tr_backend_t *backend_base, const tr_tensor_t *t
     const int dims[TR_TENSOR_MAX_DIMS] = {t->n, t->c, t->h, t->w};
     CUDA_CHECK(cuda_check_plain(t, t->dtype, t->ndim, dims, "check_finite"));
     CUDA_CHECK(cuda_rt(cudaMemsetAsync(b->dev_flag, 0, sizeof(int32_t), b->stream), "check_finite: cudaMemsetAsync"));
-    CUDA_CHECK(cuda_kernel(k_cuda_nonfinite(t->data, tr_dtype_kernel(t->dtype), tr_tensor_count(t), b->dev_flag,
-                                            b->stream),
-                           "check_finite"));
+    CUDA_CHECK(
+        cuda_kernel(k_cuda_nonfinite(t->data, tr_dtype_kernel(t->dtype), tr_tensor_count(t), b->dev_flag, b->stream),
+                    "check_finite"));
     int32_t found = 0;
     CUDA_CHECK(step_read_flag(b, "check_finite: the flag", &found));
     *nonfinite_out = found != 0;
@@ -106,8 +106,8 @@ hora_status_t cuda_sgd_step(tr_backend_t *backend_base, tr_tensor_t *param, tr_t
         return cuda_fail(HORA_ERR_INVALID_ARG, "sgd_step: gradient scale %g", (double)grad_scale);
     return cuda_kernel(k_cuda_sgd_step_mixed(param->data, param_lp ? param_lp->data : NULL,
                                              param_lp ? tr_dtype_kernel(param_lp->dtype) : K_DTYPE_F32, grad->data,
-                                             tr_dtype_kernel(grad->dtype), grad_scale,
-                                             momentum ? momentum->data : NULL, tr_tensor_count(param), args->lr,
-                                             args->momentum, args->weight_decay, args->nesterov, b->stream),
+                                             tr_dtype_kernel(grad->dtype), grad_scale, momentum ? momentum->data : NULL,
+                                             tr_tensor_count(param), args->lr, args->momentum, args->weight_decay,
+                                             args->nesterov, b->stream),
                        "sgd_step");
 }
