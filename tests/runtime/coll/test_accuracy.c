@@ -48,7 +48,7 @@ enum accuracy_path { ACCURACY_ONESHOT, ACCURACY_RING, ACCURACY_HIERARCHICAL };
 static const char *const accuracy_path_name[] = {"one-shot", "ring", "hierarchical"};
 
 /* The algorithm the runtime runs for a flat or hierarchical allreduce under
- * this environment (the rules of runtime/hora.c and coll.c, from outside):
+ * this environment (the rules of runtime/api/hora.c and coll.c, from outside):
  * hierarchical when there is more than one node, the same number of ranks >
  * 1 on each, and HORA_HIERARCHICAL is not 0; otherwise one-shot on shm
  * unless HORA_ALGORITHM=ring; the ring on every other transport. */

@@ -8,9 +8,10 @@
  *
  * Validity is checked after every event by a small strict JSON validator here
  * and, a handful of times, by Python's json module (python3 is in CI).
- * Build: meson (tests/meson.build), or by hand:
- *   mpicc -std=gnu11 -Iruntime/include -Iruntime tests/runtime/coord/test_timeline.c
- *         runtime/timeline.c runtime/log.c runtime/status.c -lpthread
+ * Build: meson (tests/runtime/coord/meson.build), or by hand:
+ *   mpicc -std=gnu11 -Iruntime/include -Iruntime -Itests/common tests/runtime/coord/test_timeline.c
+ *         runtime/coord/timeline.c runtime/base/log.c runtime/base/status.c runtime/base/status_hora.c
+ *         -lpthread
  * Run: test_timeline   (exit 0 = all passed)
  */
 #define _GNU_SOURCE
