@@ -213,42 +213,29 @@ void ref_reduce(k_dtype_t dtype, k_op_t op, const void *pa, const void *pb, void
 {
     *any_nan_ok = 0;
     switch (dtype) {
-    case K_DTYPE_F32: {
-        float a, b, r;
-        memcpy(&a, pa, 4);
-        memcpy(&b, pb, 4);
-        if (op == K_OP_SUM)
-            r = a + b;
-        else if (op == K_OP_PROD)
-            r = a * b;
-        else if (isnan(a))
-            r = a;
-        else if (isnan(b))
-            r = b;
-        else
-            r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
-        *any_nan_ok = (op == K_OP_SUM || op == K_OP_PROD) && isnan(r);
-        memcpy(out, &r, 4);
-        return;
+        /* f32 in float, f64 in double: each type's own arithmetic. */
+#define REF_REDUCE_FLOAT(T)                                            \
+    {                                                                  \
+        T a, b, r;                                                     \
+        memcpy(&a, pa, sizeof(a));                                     \
+        memcpy(&b, pb, sizeof(b));                                     \
+        if (op == K_OP_SUM)                                            \
+            r = a + b;                                                 \
+        else if (op == K_OP_PROD)                                      \
+            r = a * b;                                                 \
+        else if (isnan(a))                                             \
+            r = a;                                                     \
+        else if (isnan(b))                                             \
+            r = b;                                                     \
+        else                                                           \
+            r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);    \
+        *any_nan_ok = (op == K_OP_SUM || op == K_OP_PROD) && isnan(r); \
+        memcpy(out, &r, sizeof(r));                                    \
+        return;                                                        \
     }
-    case K_DTYPE_F64: {
-        double a, b, r;
-        memcpy(&a, pa, 8);
-        memcpy(&b, pb, 8);
-        if (op == K_OP_SUM)
-            r = a + b;
-        else if (op == K_OP_PROD)
-            r = a * b;
-        else if (isnan(a))
-            r = a;
-        else if (isnan(b))
-            r = b;
-        else
-            r = op == K_OP_MIN ? (b < a ? b : a) : (b > a ? b : a);
-        *any_nan_ok = (op == K_OP_SUM || op == K_OP_PROD) && isnan(r);
-        memcpy(out, &r, 8);
-        return;
-    }
+    case K_DTYPE_F32: REF_REDUCE_FLOAT(float)
+    case K_DTYPE_F64: REF_REDUCE_FLOAT(double)
+#undef REF_REDUCE_FLOAT
     case K_DTYPE_F16:
     case K_DTYPE_BF16: {
         ref_fmt_t fmt = dtype == K_DTYPE_F16 ? REF_F16 : REF_BF16;
