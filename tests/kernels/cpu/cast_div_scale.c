@@ -172,15 +172,20 @@ static int64_t saturate(int64_t x, k_dtype_t dtype)
     return x < lo ? lo : x > hi ? hi : x;
 }
 
+/* An integral double saturated to dtype's range (and int64_t's first). */
+static int64_t ref_integral_to_int(double r, k_dtype_t dtype)
+{
+    if (r >= 0x1p63) return saturate(INT64_MAX, dtype);
+    if (r < -0x1p63) return saturate(INT64_MIN, dtype);
+    return saturate((int64_t)r, dtype);
+}
+
 /* double -> integer dtype as k_cast converts: round half even, saturate,
  * NaN -> 0 */
 static int64_t ref_double_to_int(double x, k_dtype_t dtype)
 {
     if (isnan(x)) return 0;
-    double r = copysign(ref_round_half_even(fabs(x)), x);
-    if (r >= 0x1p63) return saturate(INT64_MAX, dtype);
-    if (r < -0x1p63) return saturate(INT64_MIN, dtype);
-    return saturate((int64_t)r, dtype);
+    return ref_integral_to_int(copysign(ref_round_half_even(fabs(x)), x), dtype);
 }
 
 /* An integer k_scale's product -> integer dtype: truncated toward zero
@@ -190,10 +195,7 @@ static int64_t ref_double_to_int(double x, k_dtype_t dtype)
 static int64_t ref_scale_to_int(double x, k_dtype_t dtype)
 {
     if (isnan(x)) return 0;
-    double t = copysign(floor(fabs(x)), x);
-    if (t >= 0x1p63) return saturate(INT64_MAX, dtype);
-    if (t < -0x1p63) return saturate(INT64_MIN, dtype);
-    return saturate((int64_t)t, dtype);
+    return ref_integral_to_int(copysign(floor(fabs(x)), x), dtype);
 }
 
 /* The value `v` converted to dtype exactly as k_cast must do it. */
