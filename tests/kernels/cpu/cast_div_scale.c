@@ -72,51 +72,28 @@ static value_t load_value(k_dtype_t dtype, const void *p)
         break;
     }
     case K_DTYPE_F64: memcpy(&v.f, p, 8); break;
-    case K_DTYPE_F16: {
-        uint16_t h;
-        memcpy(&h, p, 2);
-        v.f = ref_decode16(h, REF_F16);
-        break;
-    }
+    case K_DTYPE_F16:
     case K_DTYPE_BF16: {
         uint16_t h;
         memcpy(&h, p, 2);
-        v.f = ref_decode16(h, REF_BF16);
+        v.f = ref_decode16(h, *float_fmt(dtype));
         break;
     }
-    case K_DTYPE_I32: {
-        int32_t x;
-        memcpy(&x, p, 4);
-        v.is_int = 1;
-        v.i = x;
-        break;
+#define LOAD_INT(T)              \
+    {                            \
+        T x;                     \
+        memcpy(&x, p, sizeof x); \
+        v.is_int = 1;            \
+        v.i = (int64_t)x;        \
+        break;                   \
     }
-    case K_DTYPE_I64:
-        v.is_int = 1;
-        memcpy(&v.i, p, 8);
-        break;
-    case K_DTYPE_U8:
-        v.is_int = 1;
-        v.i = *(const uint8_t *)p;
-        break;
-    case K_DTYPE_I8:
-        v.is_int = 1;
-        v.i = *(const int8_t *)p;
-        break;
-    case K_DTYPE_I16: {
-        int16_t x;
-        memcpy(&x, p, 2);
-        v.is_int = 1;
-        v.i = x;
-        break;
-    }
-    case K_DTYPE_U16: {
-        uint16_t x;
-        memcpy(&x, p, 2);
-        v.is_int = 1;
-        v.i = x;
-        break;
-    }
+    case K_DTYPE_I32: LOAD_INT(int32_t)
+    case K_DTYPE_I64: LOAD_INT(int64_t)
+    case K_DTYPE_U8: LOAD_INT(uint8_t)
+    case K_DTYPE_I8: LOAD_INT(int8_t)
+    case K_DTYPE_I16: LOAD_INT(int16_t)
+    case K_DTYPE_U16: LOAD_INT(uint16_t)
+#undef LOAD_INT
     case K_DTYPE_BOOL:
         v.is_int = 1;
         v.i = *(const uint8_t *)p != 0;
