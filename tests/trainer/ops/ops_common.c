@@ -117,6 +117,26 @@ void tensor_get(const tr_tensor_t *t, float *host)
     STATUS_OK(ops->tensor_export(be, t, &h));
 }
 
+long tensor_prefix_wrong(tr_tensor_t *t, const float *in, const float *expect)
+{
+    const int n = t->n, c = t->c, h = t->h, w = t->w;
+    const size_t count = tr_tensor_count(t), per = count / (size_t)n;
+    float *zeros = calloc(count, sizeof(float)), *out = nan_array(count);
+    long wrong = 0;
+    tr_tensor_t head = host_tensor(out, TR_DTYPE_F32, 4, (const int[]){n - 1, c, h, w});
+    STATUS_OK(ops->tensor_export(be, t, &head));
+    wrong += memcmp(out, expect, (count - per) * sizeof(float)) != 0 || !isnan(out[count - per]);
+    tensor_put(t, zeros);
+    tr_tensor_t src = host_tensor((void *)in, TR_DTYPE_F32, 4, (const int[]){n - 1, c, h, w});
+    STATUS_OK(ops->tensor_import(be, &src, t));
+    tensor_get(t, out);
+    wrong += memcmp(out, expect, (count - per) * sizeof(float)) != 0 ||
+             memcmp(out + count - per, zeros, per * sizeof(float)) != 0;
+    free(zeros);
+    free(out);
+    return wrong;
+}
+
 void tensor_poison(tr_tensor_t *t)
 {
     float *nan = nan_array(tr_tensor_count(t));

@@ -569,22 +569,7 @@ void mixed_tensor_roundtrip(int n, int c, int h, int w, tr_dtype_t dtype)
             }
     CHECK(wrong == 0 && misplaced == 0, "tensor %dx%dx%dx%d %s %s: %ld wrong after the round trip, %ld misplaced", n, c,
           h, w, tr_dtype_name(dtype), tr_layout_name(t.layout), wrong, misplaced);
-    long prefix_wrong = 0;
-    if (n > 1) {
-        const size_t per = count / (size_t)n;
-        float *zeros = calloc(count, sizeof(float)), *out2 = nan_array(count);
-        tr_tensor_t head = host_tensor(out2, TR_DTYPE_F32, 4, (const int[]){n - 1, c, h, w});
-        STATUS_OK(ops->tensor_export(be, &t, &head));
-        prefix_wrong += memcmp(out2, out, (count - per) * sizeof(float)) != 0 || !isnan(out2[count - per]);
-        tensor_put(&t, zeros);
-        tr_tensor_t src = host_tensor(in, TR_DTYPE_F32, 4, (const int[]){n - 1, c, h, w});
-        STATUS_OK(ops->tensor_import(be, &src, &t));
-        tensor_get(&t, out2);
-        prefix_wrong += memcmp(out2, out, (count - per) * sizeof(float)) != 0 ||
-                        memcmp(out2 + count - per, zeros, per * sizeof(float)) != 0;
-        free(zeros);
-        free(out2);
-    }
+    long prefix_wrong = n > 1 ? tensor_prefix_wrong(&t, in, out) : 0;
     CHECK(prefix_wrong == 0, "tensor %dx%dx%dx%d %s: batch prefix import/export wrong", n, c, h, w,
           tr_dtype_name(dtype));
     printf("%s tensor %dx%dx%dx%d %s %-8s import/export round trip, positions, prefix\n",

@@ -53,6 +53,11 @@ void compare(const char *what, const float *got, const double *want, size_t coun
 tr_tensor_t tensor_make(int n, int c, int h, int w);
 void tensor_put(tr_tensor_t *t, const float *host);
 void tensor_get(const tr_tensor_t *t, float *host);
+/* A batch prefix of t (n > 1 samples): the first n - 1 exported must equal
+ * expect (the slot after them untouched: NaN), and importing the first n - 1
+ * of in over a zeroed t must give expect there and leave the last sample 0.
+ * Returns how many of the two checks failed. */
+long tensor_prefix_wrong(tr_tensor_t *t, const float *in, const float *expect);
 void tensor_poison(tr_tensor_t *t);
 /* A plain host tensor over data (parameters, logits, ...): the cpu
  * backend's memory is the host's. */
