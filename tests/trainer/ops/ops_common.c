@@ -117,6 +117,15 @@ void tensor_get(const tr_tensor_t *t, float *host)
     STATUS_OK(ops->tensor_export(be, t, &h));
 }
 
+int tensor_layout_block(const tr_tensor_t *t)
+{
+    /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
+    return t->layout == TR_LAYOUT_NCHW8C    ? 8
+           : t->layout == TR_LAYOUT_NCHW16C ? 16
+           : t->layout == TR_LAYOUT_NHWC    ? t->c
+                                            : 1;
+}
+
 long tensor_prefix_wrong(tr_tensor_t *t, const float *in, const float *expect)
 {
     const int n = t->n, c = t->c, h = t->h, w = t->w;

@@ -549,11 +549,7 @@ void mixed_tensor_roundtrip(int n, int c, int h, int w, tr_dtype_t dtype)
     if (count > 3) in[2] = -INFINITY;
     tensor_put(&t, in);
     tensor_get(&t, out);
-    /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
-    int block = t.layout == TR_LAYOUT_NCHW8C    ? 8
-                : t.layout == TR_LAYOUT_NCHW16C ? 16
-                : t.layout == TR_LAYOUT_NHWC    ? c
-                                                : 1;
+    int block = tensor_layout_block(&t);
     CHECK(t.dtype == dtype && t.bytes == count * tr_dtype_size(dtype) && t.ndim == 4 && t.memory == ops->memory,
           "%s tensor of %zu bytes for %zu elements", tr_dtype_name(t.dtype), t.bytes, count);
     long wrong = 0, misplaced = 0;

@@ -18,11 +18,7 @@ void test_tensor_roundtrip(int n, int c, int h, int w)
     float *in = rand_array(count, 1.0f), *out = nan_array(count);
     tensor_put(&t, in);
     tensor_get(&t, out);
-    /* NHWC, (n, h, w, c) row-major, is nChw<C>c: one block of all channels. */
-    int block = t.layout == TR_LAYOUT_NCHW8C    ? 8
-                : t.layout == TR_LAYOUT_NCHW16C ? 16
-                : t.layout == TR_LAYOUT_NHWC    ? c
-                                                : 1;
+    int block = tensor_layout_block(&t);
     long wrong = memcmp(in, out, count * sizeof(float)) != 0;
     /* Where each element sits: nChw<B>c puts (n, c, h, w) at
      * ((n * C/B + c/B) * H*W + h*W + w) * B + c%B (nhwc: B = C); nchw at the usual place. */

@@ -58,6 +58,8 @@ void tensor_get(const tr_tensor_t *t, float *host);
  * of in over a zeroed t must give expect there and leave the last sample 0.
  * Returns how many of the two checks failed. */
 long tensor_prefix_wrong(tr_tensor_t *t, const float *in, const float *expect);
+/* The channel block of t's layout: 8 or 16 for nChw8c / nChw16c, c for NHWC, 1 for NCHW. */
+int tensor_layout_block(const tr_tensor_t *t);
 void tensor_poison(tr_tensor_t *t);
 /* A plain host tensor over data (parameters, logits, ...): the cpu
  * backend's memory is the host's. */
