@@ -114,7 +114,7 @@ int guards_intact(const uint8_t *buf, size_t data_bytes);
 void test_api(void);                  /* api.c */
 void test_conversions(void);          /* conversions.c */
 void test_reduce(k_isa_t isa);        /* reduce.c */
-void test_div_scale_isa(k_isa_t isa); /* cast_div_scale.c */
+void test_div_scale_isa(k_isa_t isa); /* div_scale_isa.c */
 void test_cast_div_scale(void);       /* cast_div_scale.c */
 void test_sgd_isa(k_isa_t isa);       /* sgd.c */
 void test_reduce_n(k_isa_t isa);      /* reduce_n.c */

@@ -8,7 +8,8 @@
  *  - reduce.c: k_reduce, every ISA this CPU has x dtype x op, odd counts,
  *    unaligned, in place, guard bytes;
  *  - cast_div_scale.c: k_cast (all 121 pairs), k_div and k_scale on
- *    representative values and on every ISA;
+ *    representative values against the exact-value reference;
+ *    div_scale_isa.c: k_div and k_scale on every ISA against it;
  *  - sgd.c: k_sgd_step on every ISA, bit for bit;
  *  - reduce_n.c: k_reduce_n on every ISA (n sources, fp32 accumulation and
  *    one rounding for f16/bf16), against its reference, the scalar path and
