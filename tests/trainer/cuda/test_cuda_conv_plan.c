@@ -26,7 +26,7 @@
 #include <cuda_runtime_api.h>
 
 #include "check.h"
-#include "cuda/cuda_conv.h"
+#include "cuda/cuda_cudnn.h"
 #include "model.h"
 
 /* What the backend will give a plan at most (its workspace pool). */

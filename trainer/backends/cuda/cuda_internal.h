@@ -12,7 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend.h"
-#include "cuda_conv.h"
+#include "cuda_cudnn.h"
 #include "cuda_linear.h"
 #include "cuda_log.h"
 #include "k_cpu.h" /* k_dtype_t */

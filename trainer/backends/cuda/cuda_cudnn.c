@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/cuda_conv.h"
+#include "cuda/cuda_cudnn.h"
 #include "cuda/cuda_log.h"
 
 /* Pointer alignment the plans may assume: tensors are views into arenas
