@@ -13,7 +13,7 @@
 
 #include "backend.h"
 #include "cuda_cudnn.h"
-#include "cuda_linear.h"
+#include "cuda_cublaslt.h"
 #include "cuda_log.h"
 #include "k_cpu.h" /* k_dtype_t */
 

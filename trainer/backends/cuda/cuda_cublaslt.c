@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_linear.h"
+#include "cuda_cublaslt.h"
 #include "cuda_log.h"
 
 /* Pointer alignment the heuristics may assume: tensors are views into
