@@ -58,6 +58,10 @@ struct tr_layer {
     void (*free)(tr_layer_t *layer);
 };
 
+/* Batch sizes a conv or FC layer keeps plans for (training, the last
+ * partial batch, evaluation, one spare); the oldest goes first. */
+#define CUDA_LAYER_BATCHES 4
+
 /* HORA_OK for cudaSuccess, else the message naming what set (cuda_fail;
  * HORA_ERR_NO_MEMORY for cudaErrorMemoryAllocation, HORA_ERR_INTERNAL
  * otherwise). */
@@ -88,12 +92,14 @@ hora_status_t cuda_check_activation(const tr_tensor_t *t, tr_dtype_t dtype, int 
 /* t is an allocated plain device tensor of dtype and shape dims[0..ndim). */
 hora_status_t cuda_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
 
-/* ---- cuda_layers.c: the ops table's convolution and linear slots ---- */
+/* ---- cuda_conv.c: the convolution layer ---- */
 hora_status_t cuda_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_conv_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w, tr_tensor_t *y);
 hora_status_t cuda_conv_backward_data(tr_layer_t *layer, const tr_tensor_t *dy, const tr_tensor_t *w, tr_tensor_t *dx);
 hora_status_t cuda_conv_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                          tr_tensor_t *dw);
+
+/* ---- cuda_linear.c: the fully connected layer ---- */
 hora_status_t cuda_linear_create(tr_backend_t *backend, const tr_linear_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_linear_forward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *w,
                                   const tr_tensor_t *bias, tr_tensor_t *y);
