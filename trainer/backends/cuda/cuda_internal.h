@@ -108,7 +108,7 @@ hora_status_t cuda_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy
 hora_status_t cuda_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                            tr_tensor_t *dw, tr_tensor_t *dbias);
 
-/* ---- cuda_nn.c: batch norm, pooling, element-wise ---- */
+/* ---- cuda_bn.c: batch norm ---- */
 hora_status_t cuda_bn_create(tr_backend_t *backend, const tr_bn_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_bn_forward_train(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *gamma,
                                     const tr_tensor_t *beta, tr_tensor_t *running_mean, tr_tensor_t *running_var,
@@ -118,9 +118,13 @@ hora_status_t cuda_bn_forward_infer(tr_layer_t *layer, const tr_tensor_t *x, con
                                     const tr_tensor_t *running_var, tr_tensor_t *y);
 hora_status_t cuda_bn_backward(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy, const tr_tensor_t *gamma,
                                tr_tensor_t *dx, tr_tensor_t *dgamma, tr_tensor_t *dbeta);
+
+/* ---- cuda_pool.c: pooling ---- */
 hora_status_t cuda_pool_create(tr_backend_t *backend, const tr_pool_desc_t *desc, tr_layer_t **layer_out);
 hora_status_t cuda_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y);
 hora_status_t cuda_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx);
+
+/* ---- cuda_eltwise.c: ReLU, its backward, the residual add ---- */
 hora_status_t cuda_relu_forward(tr_backend_t *backend, const tr_tensor_t *x, tr_tensor_t *y);
 hora_status_t cuda_relu_backward(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy, tr_tensor_t *dx);
 hora_status_t cuda_add_forward(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
