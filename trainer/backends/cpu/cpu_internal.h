@@ -257,4 +257,11 @@ hora_status_t cpu_linear_backward_data(tr_layer_t *layer, const tr_tensor_t *dy,
 hora_status_t cpu_linear_backward_weights(tr_layer_t *layer, const tr_tensor_t *x, const tr_tensor_t *dy,
                                           tr_tensor_t *dw, tr_tensor_t *dbias);
 
+/* ---- cpu_eltwise.c: ReLU, its backward, the residual add ------------------ */
+
+hora_status_t cpu_relu_forward(tr_backend_t *backend, const tr_tensor_t *x, tr_tensor_t *y);
+hora_status_t cpu_relu_backward(tr_backend_t *backend, const tr_tensor_t *y, const tr_tensor_t *dy, tr_tensor_t *dx);
+hora_status_t cpu_add_forward(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
+                              tr_tensor_t *y);
+
 #endif
