@@ -264,4 +264,12 @@ hora_status_t cpu_relu_backward(tr_backend_t *backend, const tr_tensor_t *y, con
 hora_status_t cpu_add_forward(tr_backend_t *backend, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
                               tr_tensor_t *y);
 
+/* ---- cpu_step.c: the loss, the SGD step, the overflow check --------------- */
+
+hora_status_t cpu_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits, const tr_tensor_t *labels,
+                               float label_smoothing, float grad_scale, tr_tensor_t *loss, tr_tensor_t *dlogits);
+hora_status_t cpu_sgd_step(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp, const tr_tensor_t *grad,
+                           tr_tensor_t *momentum, const tr_sgd_args_t *args);
+hora_status_t cpu_check_finite(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
+
 #endif
