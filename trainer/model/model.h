@@ -121,7 +121,7 @@ const char *tr_model_names(void);
  * then each block's convs and its projection; repeats included), as
  * tr_model_init makes them: the first min(capacity, count) into descs,
  * *count_out = how many there are (call with capacity 0 to size descs).
- * Lets a backend plan its convolutions ahead (cuda/cuda_conv.h).
+ * Lets a backend plan its convolutions ahead (cuda/cuda_cudnn.h).
  * HORA_ERR_NO_MEMORY. */
 hora_status_t tr_model_conv_descs(const tr_model_spec_t *spec, tr_conv_desc_t *descs, int capacity, int *count_out);
 

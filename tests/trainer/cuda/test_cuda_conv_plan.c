@@ -1,6 +1,6 @@
 /*
  * test_cuda_conv_plan.c - deviceless cuDNN plans for every convolution the
- * cuda backend will run (trainer/backends/cuda/cuda_conv.h). No GPU, no driver, no
+ * cuda backend will run (trainer/backends/cuda/cuda_cudnn.h). No GPU, no driver, no
  * cudnnCreate: the device is a DEVICEPROP made from a JSON of device
  * properties (argv[1], tests/trainer/cuda/h200-device-properties.json).
  *
@@ -31,7 +31,7 @@
 
 /* What the backend will give a plan at most (its workspace pool). */
 #define TEST_MAX_WORKSPACE_BYTES ((size_t)512 << 20)
-/* --cudnn-autotune times up to this many (trainer/backends/cuda/cuda_layers.c). */
+/* --cudnn-autotune times up to this many (trainer/backends/cuda/cuda_conv.c). */
 #define TEST_CANDIDATES 4
 #define TEST_MAX_CONVS 256
 

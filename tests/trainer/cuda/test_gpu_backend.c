@@ -37,7 +37,7 @@
  *                                      forward (no ties: bc_pool), casts
  *                                      (bit for bit), round trips
  *   conv        2e-3    2e-3    1.6e-2 f32: cuDNN may take TF32 tensor-core
- *                                      engines (cuda_conv.c ranks tensor-core
+ *                                      engines (cuda_cudnn.c ranks tensor-core
  *                                      engines first; PyTorch allows TF32 for
  *                                      cuDNN convolutions too): inputs cut to
  *                                      a 10-bit mantissa, ~2^-11 per product,

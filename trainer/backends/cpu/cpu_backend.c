@@ -1,11 +1,13 @@
 /*
  * cpu_backend.c - the "cpu" compute backend (struct tr_backend_ops on
- * oneDNN 2.x): the ops table, the backend handle (one engine, one stream,
- * one shared scratchpad, the thread count), host buffers and the data
- * movement ops, activation tensors in oneDNN's blocked layouts and their
- * import/export, the element-wise ops, the loss and the optimizer step. The layers live in
- * cpu_conv.c, cpu_bn.c, cpu_pool.c and cpu_linear.c; cpu_dnnl.c holds the
- * oneDNN plumbing they share.
+ * oneDNN): the ops table, the backend handle (one engine, one stream, one
+ * shared scratchpad, the thread count), host buffers and the data movement
+ * ops, activation tensors in oneDNN's blocked layouts and their
+ * import/export, casts and the dtypes it computes in. The layers live in
+ * cpu_conv.c, cpu_linear.c, cpu_bn.c and cpu_pool.c, the element-wise ops
+ * in cpu_eltwise.c, the loss, the SGD step and the overflow check in
+ * cpu_step.c (the same files as the cuda backend's); cpu_dnnl.c and
+ * cpu_pd.c hold the oneDNN plumbing the layers share.
  *
  * Threads: oneDNN here runs on OpenMP, so the thread count is OpenMP's
  * (omp_set_num_threads at init, on the calling thread: call the ops from

@@ -3,12 +3,14 @@
  * movement: the device and its compute stream, cuDNN and cuBLASLt handles,
  * the plans' workspace, buffers (the device pool of libhora where it has
  * one, so fused all-reduces of the gradients run zero-copy), upload /
- * download, NHWC activation tensors and their import / export, the events
- * gradient_ready hands to libhora, and the dtypes it computes in.
+ * download, NHWC activation tensors and their import / export, casts, the
+ * events gradient_ready hands to libhora, and the dtypes it computes in.
  *
- * The layers and ops live in cuda_layers.c, cuda_nn.c and cuda_step.c;
- * the table at the end joins backend.c's wherever trainer/backends/cuda builds. Not
- * yet run on a GPU (issue 15).
+ * The layers live in cuda_conv.c, cuda_linear.c, cuda_bn.c and cuda_pool.c,
+ * the element-wise ops in cuda_eltwise.c, the loss, the finite check and
+ * the SGD step in cuda_step.c (the same files as the cpu backend's); the
+ * table at the end joins backend.c's wherever trainer/backends/cuda builds.
+ * Not yet run on a GPU (issue 15).
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /*
- * cuda_linear.c - the fully connected layer's three matmuls through
- * cuBLASLt (cuda_linear.h says which matrices are which).
+ * cuda_cublaslt.c - the fully connected layer's three matmuls through
+ * cuBLASLt (cuda_cublaslt.h says which matrices are which).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -170,7 +170,7 @@ hora_status_t cuda_linear_plan_run(cublasLtHandle_t lt, const cuda_linear_plan_t
 {
     const float one = 1.0f, zero = 0.0f;
     hora_status_t status = HORA_OK;
-    const void *mat_a = a, *mat_b = b; /* cuBLASLt's A and B (cuda_linear.h) */
+    const void *mat_a = a, *mat_b = b; /* cuBLASLt's A and B (cuda_cublaslt.h) */
     if (plan->op != CUDA_LINEAR_BACKWARD_WEIGHTS) mat_a = b, mat_b = a;
     if (!a || !b || !out || (plan->op != CUDA_LINEAR_BACKWARD_DATA && !vec) || (plan->workspace && !workspace))
         return cuda_fail(HORA_ERR_INVALID_ARG, "%s: NULL pointer", plan->text);

@@ -1,7 +1,8 @@
 /*
- * cuda_linear.h - the cuda backend's fully connected layer through cuBLASLt:
- * one matmul plan per (op, layer, batch), chosen by cuBLASLt's heuristics
- * once and run as often as wanted.
+ * cuda_cublaslt.h - the cuda backend's fully connected matmuls through
+ * cuBLASLt: one matmul plan per (op, layer, batch), chosen by cuBLASLt's
+ * heuristics once and run as often as wanted (by the FC layer,
+ * cuda_linear.c).
  *
  * Shapes are the backend contract's (trainer/backends/backend.h), all row-major:
  * x (N, c_in) and dx in dtype, w (c_out, c_in) in dtype, y (N, c_out) f32
@@ -19,8 +20,8 @@
  *
  * Build: trainer/backends/cuda/meson.build (with CUDA and cuBLASLt).
  */
-#ifndef TR_CUDA_LINEAR_H
-#define TR_CUDA_LINEAR_H
+#ifndef TR_CUDA_CUBLASLT_H
+#define TR_CUDA_CUBLASLT_H
 
 #include <stddef.h>
 

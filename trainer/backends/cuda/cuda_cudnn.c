@@ -1,6 +1,6 @@
 /*
- * cuda_conv.c - convolution plans through cuDNN's graph (backend) API
- * (cuda_conv.h says which tensors are which and how they are laid out).
+ * cuda_cudnn.c - convolution plans through cuDNN's graph (backend) API
+ * (cuda_cudnn.h says which tensors are which and how they are laid out).
  *
  * A plan is built in five steps, each a backend descriptor finalised in
  * turn: tensors (x, w, y with their uids), the convolution (padding, stride,
@@ -686,7 +686,7 @@ hora_status_t cuda_conv_plan_execute(const cuda_conv_plan_t *plan, cudnnHandle_t
     hora_status_t status = HORA_OK;
     cudnnBackendDescriptor_t pack = NULL;
     const char *what = "conv variant pack";
-    /* Which uid each pointer is (cuda_conv.h's table). */
+    /* Which uid each pointer is (cuda_cudnn.h's table). */
     int64_t uids[3];
     void *ptrs[3] = {(void *)a, (void *)b, out};
     switch (plan->op) {

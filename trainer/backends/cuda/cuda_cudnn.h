@@ -1,7 +1,8 @@
 /*
- * cuda_conv.h - the cuda backend's convolutions through cuDNN's graph
+ * cuda_cudnn.h - the cuda backend's convolution plans through cuDNN's graph
  * (backend) API: one execution plan per (op, shape, batch), chosen by
- * cuDNN's heuristics once and executed as often as wanted.
+ * cuDNN's heuristics once and executed as often as wanted (by the conv
+ * layer, cuda_conv.c).
  *
  * Layouts (cuDNN's dimensions are always given as N, C, H, W; the strides
  * say the memory order):
@@ -40,8 +41,8 @@
  * Build: trainer/backends/cuda/meson.build (with CUDA and cuDNN), compiled with
  * -DCUDNN_WARN_DEPRECATED -Werror=deprecated-declarations.
  */
-#ifndef TR_CUDA_CONV_H
-#define TR_CUDA_CONV_H
+#ifndef TR_CUDA_CUDNN_H
+#define TR_CUDA_CUDNN_H
 
 #include <stddef.h>
 

@@ -1,6 +1,7 @@
 /*
  * cuda_internal.h - what the cuda backend's files share: the backend handle,
- * the layer header, error reporting and the tensor checks. Private to
+ * the layer header, error reporting, the tensor checks, and the ops each
+ * file fills the table (cuda_backend.c) with. Private to
  * trainer/backends/cuda/.
  */
 #ifndef TR_CUDA_INTERNAL_H
@@ -91,6 +92,8 @@ int cuda_stored_channels(int c);
 hora_status_t cuda_check_activation(const tr_tensor_t *t, tr_dtype_t dtype, int c, int h, int w, const char *what);
 /* t is an allocated plain device tensor of dtype and shape dims[0..ndim). */
 hora_status_t cuda_check_plain(const tr_tensor_t *t, tr_dtype_t dtype, int ndim, const int *dims, const char *what);
+/* f32, f16 or bf16 (kernels/'s name for a dtype: tr_dtype_kernel, tensor.h). */
+int cuda_float_dtype(tr_dtype_t dtype);
 
 /* ---- cuda_conv.c: the convolution layer ---- */
 hora_status_t cuda_conv_create(tr_backend_t *backend, const tr_conv_desc_t *desc, tr_layer_t **layer_out);
@@ -136,7 +139,5 @@ hora_status_t cuda_softmax_xent(tr_backend_t *backend, const tr_tensor_t *logits
 hora_status_t cuda_check_finite(tr_backend_t *backend, const tr_tensor_t *t, int *nonfinite_out);
 hora_status_t cuda_sgd_step(tr_backend_t *backend, tr_tensor_t *param, tr_tensor_t *param_lp, const tr_tensor_t *grad,
                             tr_tensor_t *momentum, const tr_sgd_args_t *args);
-/* f32, f16 or bf16 (kernels/'s name for a dtype: tr_dtype_kernel, tensor.h). */
-int cuda_float_dtype(tr_dtype_t dtype);
 
 #endif
