@@ -193,48 +193,37 @@ static void bench_mismatch_report(const bench_pattern_t *pattern, const void *bu
             want);
 }
 
-/* One checked call out of place: fresh inputs, poisoned output and guard.
- * Returns the wrong elements; adds damage outside the output (guard bytes,
- * changed send elements) to *out_of_bounds. With device memory the inputs
- * go up before the call and output, guard and send come back after it. */
-static size_t bench_check_out_of_place(const bench_pattern_t *pattern, bench_buffers_t *buffers, size_t count,
-                                       size_t *out_of_bounds)
+/* One checked call with fresh inputs: out of place (the inputs in send,
+ * recv and its guard poisoned) or in place (recv holds the inputs and
+ * receives the result; its guard poisoned). Returns the wrong elements;
+ * adds damage outside the output (guard bytes, changed send elements) to
+ * *out_of_bounds. With device memory the inputs go up before the call and
+ * output, guard and send come back after it. */
+static size_t bench_check_call(const bench_pattern_t *pattern, bench_buffers_t *buffers, size_t count, int in_place,
+                               size_t *out_of_bounds)
 {
     size_t bytes = count * pattern->elem_bytes;
-    size_t first = 0;
-    bench_pattern_fill(pattern, buffers->host_send, count);
-    bench_buffers_upload(buffers, buffers->send, buffers->host_send, bytes);
-    bench_buffers_fill(buffers, buffers->recv, BENCH_POISON_BYTE, bytes + BENCH_GUARD_BYTES);
-    bench_allreduce_or_abort(buffers->send, buffers->recv, count, pattern->dtype, pattern->op);
-    bench_buffers_synchronize(buffers);
-    bench_buffers_download(buffers, buffers->host_recv, buffers->recv, bytes + BENCH_GUARD_BYTES);
-    bench_buffers_download(buffers, buffers->host_send, buffers->send, bytes);
-
-    size_t wrong = bench_pattern_count_wrong(pattern, buffers->host_recv, count, &first);
-    bench_mismatch_report(pattern, buffers->host_recv, count, "out of place", wrong, first);
-    size_t changed = bench_pattern_count_changed(pattern, buffers->host_send, count, &first);
-    if (changed != 0 && bench_mismatch_reports++ < BENCH_MAX_MISMATCH_REPORTS)
-        fprintf(stderr, BENCH_NAME ": rank %d: out-of-place call changed %zu elements of its send buffer\n",
-                hora_rank(), changed);
-    *out_of_bounds += changed + bench_guard_damage(buffers->host_recv + bytes);
-    return wrong;
-}
-
-/* The same in place: recv holds the inputs and receives the result. */
-static size_t bench_check_in_place(const bench_pattern_t *pattern, bench_buffers_t *buffers, size_t count,
-                                   size_t *out_of_bounds)
-{
-    size_t bytes = count * pattern->elem_bytes;
-    size_t first = 0;
-    bench_pattern_fill(pattern, buffers->host_recv, count);
-    bench_buffers_upload(buffers, buffers->recv, buffers->host_recv, bytes);
-    bench_buffers_fill(buffers, buffers->recv + bytes, BENCH_POISON_BYTE, BENCH_GUARD_BYTES);
-    bench_allreduce_or_abort(buffers->recv, buffers->recv, count, pattern->dtype, pattern->op);
+    size_t first = 0, poisoned_from = in_place ? bytes : 0;
+    unsigned char *in = in_place ? buffers->recv : buffers->send;
+    unsigned char *host_in = in_place ? buffers->host_recv : buffers->host_send;
+    bench_pattern_fill(pattern, host_in, count);
+    bench_buffers_upload(buffers, in, host_in, bytes);
+    bench_buffers_fill(buffers, buffers->recv + poisoned_from, BENCH_POISON_BYTE,
+                       bytes + BENCH_GUARD_BYTES - poisoned_from);
+    bench_allreduce_or_abort(in, buffers->recv, count, pattern->dtype, pattern->op);
     bench_buffers_synchronize(buffers);
     bench_buffers_download(buffers, buffers->host_recv, buffers->recv, bytes + BENCH_GUARD_BYTES);
 
     size_t wrong = bench_pattern_count_wrong(pattern, buffers->host_recv, count, &first);
-    bench_mismatch_report(pattern, buffers->host_recv, count, "in place", wrong, first);
+    bench_mismatch_report(pattern, buffers->host_recv, count, in_place ? "in place" : "out of place", wrong, first);
+    if (!in_place) {
+        bench_buffers_download(buffers, buffers->host_send, buffers->send, bytes);
+        size_t changed = bench_pattern_count_changed(pattern, buffers->host_send, count, &first);
+        if (changed != 0 && bench_mismatch_reports++ < BENCH_MAX_MISMATCH_REPORTS)
+            fprintf(stderr, BENCH_NAME ": rank %d: out-of-place call changed %zu elements of its send buffer\n",
+                    hora_rank(), changed);
+        *out_of_bounds += changed;
+    }
     *out_of_bounds += bench_guard_damage(buffers->host_recv + bytes);
     return wrong;
 }
@@ -284,10 +273,10 @@ static void bench_row_run(const bench_options_t *options, const bench_pattern_t 
     bench_buffers_upload(buffers, buffers->recv, buffers->host_recv, bytes);
 
     row->oop_time_us = bench_time_us(options, buffers, BENCH_CALL_HORA, buffers->send, buffers->recv, count, dtype, op);
-    if (options->check) wrong[0] = bench_check_out_of_place(pattern, buffers, count, &out_of_bounds);
+    if (options->check) wrong[0] = bench_check_call(pattern, buffers, count, 0, &out_of_bounds);
 
     row->ip_time_us = bench_time_us(options, buffers, BENCH_CALL_HORA, buffers->recv, buffers->recv, count, dtype, op);
-    if (options->check) wrong[1] = bench_check_in_place(pattern, buffers, count, &out_of_bounds);
+    if (options->check) wrong[1] = bench_check_call(pattern, buffers, count, 1, &out_of_bounds);
 
     /* The peer runs last: its in-place calls leave recv to the next row's
      * fresh inputs. The copy moves the same bytes send -> recv. */

@@ -215,7 +215,8 @@ hora_status_t hora_abort(hora_status_t status, const char *message)
     if (!message || !*message) message = hora_status_string(status);
     if (hora_rt.aborted) return status;
     hora_rt.aborted = 1;
-    log_error("hora_abort: %s (%s): telling the peers and stopping", message, hora_status_string(status));
+    /* The caller prints the error (once); this only traces the abort. */
+    log_debug("hora_abort: %s (%s): telling the peers and stopping", message, hora_status_string(status));
     /* Peers first (they wait for us; the notice also fails this process's
      * own waits), then our coordinator, which the notice unblocks. */
     coll_abort(&hora_rt.coll, status, message);

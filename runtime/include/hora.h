@@ -153,6 +153,8 @@ HORA_API int hora_initialized(void);
  *     hora_abort(st, msg);                     // msg: what a peer should print
  *     exit(1);                                 // no hora_shutdown, no MPI_Finalize
  *
+ * It prints nothing at the default log level: the error is the caller's to
+ * print, once (as above); HORA_LOG_LEVEL=debug shows the abort itself.
  * What it does, in this order, without waiting for any peer to agree:
  *  - every rank on this host learns of it through shared memory at once
  *    (their blocked waits wake up); every rank, on this host or another,

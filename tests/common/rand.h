@@ -51,6 +51,19 @@ static inline uint32_t test_rng_below(test_rng_t *rng, uint32_t n) { return (uin
 /* Double in [0, 1) with 53 random bits (every value a multiple of 2^-53). */
 static inline double test_rng_unit(test_rng_t *rng) { return (double)(test_rng_u64(rng) >> 11) * 0x1p-53; }
 
+/* splitmix64's finaliser: a bijection of 64-bit values that mixes every
+ * input bit into every output bit; a hash step for tests that derive
+ * inputs from (rank, index, ...) or fingerprint bytes. */
+static inline uint64_t test_mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= UINT64_C(0xBF58476D1CE4E5B9);
+    x ^= x >> 27;
+    x *= UINT64_C(0x94D049BB133111EB);
+    x ^= x >> 31;
+    return x;
+}
+
 /* Random access instead of a stream: a value in [-1, 1) that depends only
  * on (seed, i), from a splitmix64-style mix of the two (53 bits, then
  * rounded to float), so that every rank, thread or process computes the

@@ -355,7 +355,11 @@ int main(int argc, char **argv)
     /* An error ends the job: the peers learn it from the runtime's abort
      * (their pending work fails with this rank's message) instead of waiting
      * for gradients that will not come; hora_shutdown then returns at once. */
-    if (status != HORA_OK) hora_abort(status, main_first_error()[0] ? main_first_error() : "hora-train failed");
+    if (status != HORA_OK) {
+        if (!main_first_error()[0])
+            main_report("hora-train: rank %d: failed (%s)", r->rank, hora_status_string(status));
+        hora_abort(status, main_first_error());
+    }
     teardown(r);
     hora_status_t st2 = hora_shutdown();
     if (status == HORA_OK) status = st2;

@@ -116,7 +116,7 @@ static void test_narrow_limits(void)
 #undef NARROW_FOUR
 #undef NARROW_CHECK
     k_isa_set(saved);
-    report("narrow integers and bool: limits, by hand", checks, failures);
+    report(checks, failures, "narrow integers and bool: limits, by hand");
 }
 
 void test_api(void)
@@ -129,6 +129,6 @@ void test_api(void)
     failures += k_isa_current() > k_isa_best();
     failures += k_isa_best() < K_ISA_AVX2 && k_isa_set(K_ISA_AVX512) != -1;
     k_reduce(NULL, NULL, NULL, 0, K_DTYPE_F32, K_OP_SUM); /* count 0 touches nothing */
-    report("api: sizes, isa selection, empty reduce", checks, failures);
+    report(checks, failures, "api: sizes, isa selection, empty reduce");
     test_narrow_limits();
 }

@@ -349,9 +349,7 @@ static void test_cast(void)
             checks++;
             if (!guards_intact(buf, n * dsize))
                 failures++, printf("  %s -> %s: guard overwritten\n", dtype_names[s], dtype_names[d]);
-            char what[64];
-            snprintf(what, sizeof(what), "cast %s -> %s", dtype_names[s], dtype_names[d]);
-            report(what, checks, failures);
+            report(checks, failures, "cast %s -> %s", dtype_names[s], dtype_names[d]);
         }
     }
 }
@@ -377,6 +375,27 @@ value_t cds_ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, double
     return r;
 }
 
+void cds_div_or_scale(void *out, const void *src, size_t count, k_dtype_t dtype, int is_div, int64_t divisor,
+                      double factor, int in_place)
+{
+    const void *in = src;
+    if (in_place) {
+        if (count) memcpy(out, src, count * k_dtype_size(dtype));
+        in = out;
+    }
+    if (is_div)
+        k_div(out, in, count, dtype, divisor);
+    else
+        k_scale(out, in, count, dtype, factor);
+}
+
+value_t cds_want(k_dtype_t dtype, const void *x_bytes, int64_t divisor, double factor, uint8_t *want)
+{
+    value_t x = cds_load_value(dtype, x_bytes);
+    cds_store_value(dtype, want, cds_ref_div_or_scale(dtype, x, divisor, factor));
+    return x;
+}
+
 static void test_div_scale(void)
 {
     static const int64_t divisors[] = {1,        2, 3, 4, 7, 10, 255, 256, 1000, 1 << 20, 123456789, (1LL << 40) + 1,
@@ -400,19 +419,10 @@ static void test_div_scale(void)
                 for (int in_place = 0; in_place < 2; in_place++) {
                     memset(buf, POISON, sizeof(buf));
                     uint8_t *out = buf + GUARD_BYTES;
-                    const void *in = src;
-                    if (in_place) {
-                        memcpy(out, src, n * size);
-                        in = out;
-                    }
-                    if (which == 0)
-                        k_div(out, in, n, dtype, divisor);
-                    else
-                        k_scale(out, in, n, dtype, factor);
+                    cds_div_or_scale(out, src, n, dtype, which == 0, divisor, factor, in_place);
                     for (size_t i = 0; i < n; i++) {
-                        value_t x = cds_load_value(dtype, src + i * size);
                         uint8_t want[8];
-                        cds_store_value(dtype, want, cds_ref_div_or_scale(dtype, x, divisor, factor));
+                        value_t x = cds_want(dtype, src + i * size, divisor, factor, want);
                         checks++;
                         if (!cds_values_equal(dtype, out + i * size, want) && failures++ < MAX_PRINTED) {
                             printf("  %s %s %.17g / %lld by %lld / %g: got ", dtype_names[dt],
@@ -427,9 +437,7 @@ static void test_div_scale(void)
                     if (!guards_intact(buf, n * size)) failures++, printf("  guard overwritten\n");
                 }
             }
-            char what[64];
-            snprintf(what, sizeof(what), "%s %s", which == 0 ? "div" : "scale", dtype_names[dt]);
-            report(what, checks, failures);
+            report(checks, failures, "%s %s", which == 0 ? "div" : "scale", dtype_names[dt]);
         }
     }
 }

@@ -27,6 +27,13 @@ int64_t cds_saturate(int64_t x, k_dtype_t dtype);
 /* x / divisor (divisor != 0) or x * factor, converted to dtype as k_div /
  * k_scale must. */
 value_t cds_ref_div_or_scale(k_dtype_t dtype, value_t x, int64_t divisor, double factor);
+/* k_div (is_div, by divisor) or k_scale (by factor) of count elements of
+ * src into out; in place: src is copied into out first and out is both. */
+void cds_div_or_scale(void *out, const void *src, size_t count, k_dtype_t dtype, int is_div, int64_t divisor,
+                      double factor, int in_place);
+/* The element at x_bytes, and into want (8 bytes) what k_div by divisor
+ * (non-zero) or k_scale by factor must make of it. */
+value_t cds_want(k_dtype_t dtype, const void *x_bytes, int64_t divisor, double factor, uint8_t *want);
 /* Equal: floats by value and sign (any NaN equals any NaN), integers bitwise. */
 int cds_values_equal(k_dtype_t dtype, const void *got, const void *want);
 

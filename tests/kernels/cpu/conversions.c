@@ -23,9 +23,7 @@ static void test_half_exhaustive(const char *name, ref_fmt_t fmt, uint16_t quiet
         if (!ok && failures++ < MAX_PRINTED)
             printf("  %s 0x%04x -> %a -> 0x%04x (want %a)\n", name, h, got, back, want);
     }
-    char what[64];
-    snprintf(what, sizeof(what), "%s <-> f32 round trip, all 65536", name);
-    report(what, checks, failures);
+    report(checks, failures, "%s <-> f32 round trip, all 65536", name);
 }
 
 /* One float: the library's narrowing must equal the double-arithmetic
@@ -72,9 +70,7 @@ static void test_half_rounding(const char *name, ref_fmt_t fmt, uint16_t (*from_
             }
         }
     }
-    char what[64];
-    snprintf(what, sizeof(what), "f32 -> %s rounding (ties, subnormal, inf)", name);
-    report(what, checks, failures);
+    report(checks, failures, "f32 -> %s rounding (ties, subnormal, inf)", name);
 }
 
 void test_conversions(void)

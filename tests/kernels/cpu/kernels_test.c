@@ -3,6 +3,8 @@
  * the group report, the random stream, reference binary formats in double
  * arithmetic, random elements, the one-element reduce reference, guards.
  */
+#include <stdarg.h>
+
 #include "kernels_test.h"
 
 test_rng_t rng = {TEST_RNG_SEED};
@@ -14,8 +16,13 @@ const char *const op_names[K_OP_COUNT] = {"sum", "min", "max", "prod"};
 int groups_run;
 int groups_failed;
 
-void report(const char *what, long checks, long failures)
+void report(long checks, long failures, const char *fmt, ...)
 {
+    char what[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
     groups_run++;
     if (failures) groups_failed++;
     printf("%s %-44s %10ld checks%s\n", failures ? "FAIL" : "ok  ", what, checks, failures ? " <--" : "");

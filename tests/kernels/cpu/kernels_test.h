@@ -25,9 +25,10 @@ extern const char *const op_names[K_OP_COUNT];
 
 extern int groups_run, groups_failed;
 
-/* One summary line per group of checks; the first few failures of a group
- * are printed by the group itself (at most MAX_PRINTED). */
-void report(const char *what, long checks, long failures);
+/* One summary line per group of checks, the group named by a printf format;
+ * the first few failures of a group are printed by the group itself (at most
+ * MAX_PRINTED). */
+void report(long checks, long failures, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #define MAX_PRINTED 5
 

@@ -126,9 +126,7 @@ static void test_nonfinite_isa(k_isa_t isa)
         }
     }
     free(raw);
-    char what[64];
-    snprintf(what, sizeof(what), "nonfinite %-6s planted, finite, random", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "nonfinite %-6s planted, finite, random", k_isa_name(isa));
 }
 
 /* ---- k_unscale_nonfinite -------------------------------------------------- */
@@ -228,9 +226,7 @@ static void test_unscale_isa(k_isa_t isa)
     free(buf_src);
     free(buf_dst);
     free(scalar_out);
-    char what[64];
-    snprintf(what, sizeof(what), "unscale %-6s f32/f16/bf16, in/out of place", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "unscale %-6s f32/f16/bf16, in/out of place", k_isa_name(isa));
 }
 
 void test_mixed_isa(k_isa_t isa)
@@ -330,5 +326,5 @@ void test_mixed_api(void)
     k_sgd_step_mixed(p2, NULL, K_DTYPE_COUNT, grad, K_DTYPE_F32, 1.0f, NULL, 8, 0.1f, 0.0f, 0.0f, 0);
     EXPECT(memcmp(p1, p2, sizeof(p1)) == 0, "sgd_mixed without a copy looked at its dtype");
 #undef EXPECT
-    report("mixed api: count 0, refused dtypes", checks, failures);
+    report(checks, failures, "mixed api: count 0, refused dtypes");
 }

@@ -101,7 +101,5 @@ void mixed_test_eltwise_isa(k_isa_t isa)
         }
     }
     free(a), free(b), free(buf), free(scalar);
-    char what[64];
-    snprintf(what, sizeof(what), "relu/relu backward/add %s", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "relu/relu backward/add %s", k_isa_name(isa));
 }

@@ -196,9 +196,7 @@ static void test_sgd_mixed_isa(k_isa_t isa, sgd_bufs_t *b)
             }
         }
     }
-    char what[64];
-    snprintf(what, sizeof(what), "sgd_mixed %-6s grad x copy dtype x hyper", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "sgd_mixed %-6s grad x copy dtype x hyper", k_isa_name(isa));
     printf("     (of which %ld elements met two NaNs in one operation: any NaN passes there)\n", b->met);
 }
 
@@ -242,9 +240,7 @@ static void test_sgd_mixed_identity(k_isa_t isa, sgd_bufs_t *b)
             }
         }
     }
-    char what[64];
-    snprintf(what, sizeof(what), "sgd_mixed %-6s = k_sgd_step (f32, scale 1)", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "sgd_mixed %-6s = k_sgd_step (f32, scale 1)", k_isa_name(isa));
 }
 
 /* Copies of values past a format's range: f16 rounds to inf from 65520
@@ -286,9 +282,7 @@ static void test_sgd_mixed_overflow(k_isa_t isa)
                        (double)cases[i % n_cases].p, lp[i], want);
         }
     }
-    char what[64];
-    snprintf(what, sizeof(what), "sgd_mixed %-6s f16/bf16 copies past range", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "sgd_mixed %-6s f16/bf16 copies past range", k_isa_name(isa));
 }
 
 void mixed_test_sgd_isa(k_isa_t isa)

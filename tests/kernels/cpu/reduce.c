@@ -120,9 +120,7 @@ static void test_reduce_isa(k_isa_t isa)
                                             pool_b + start * size, buf_a, buf_b, buf_d, &checks, &printed);
                 }
             }
-            char what[64];
-            snprintf(what, sizeof(what), "reduce %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
-            report(what, checks, failures);
+            report(checks, failures, "reduce %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
         }
     }
     free(pool_a);
@@ -148,9 +146,7 @@ static void test_reduce_half_exhaustive(k_isa_t isa, k_dtype_t dtype)
         if (out[h] != want && failures++ < MAX_PRINTED)
             printf("  max(0x%04x, same) = 0x%04x, want 0x%04x\n", h, out[h], want);
     }
-    char what[64];
-    snprintf(what, sizeof(what), "reduce %-6s %-4s max(x,x), all 65536", k_isa_name(isa), dtype_names[dtype]);
-    report(what, checks, failures);
+    report(checks, failures, "reduce %-6s %-4s max(x,x), all 65536", k_isa_name(isa), dtype_names[dtype]);
 }
 
 void test_reduce(k_isa_t isa)

@@ -265,7 +265,7 @@ void test_reduce_exact(void)
     uint8_t *out = malloc(2 * GUARD_BYTES + slot * 4);
     uint32_t *want = malloc(max_count * 4);
     if (!pristine || !work || !out || !want) {
-        report("k_reduce_n_exact: out of memory", 1, 1);
+        report(1, 1, "k_reduce_n_exact: out of memory");
         return;
     }
     long checks[K_ISA_COUNT] = {0}, failures[K_ISA_COUNT] = {0};
@@ -345,7 +345,7 @@ void test_reduce_exact(void)
             printf("skip %s: not supported by this CPU\n", what);
             continue;
         }
-        report(what, checks[isa], failures[isa]);
+        report(checks[isa], failures[isa], "%s", what);
     }
     k_isa_set(k_isa_best());
     free(pristine);

@@ -373,9 +373,7 @@ static void test_reduce_n_random(k_isa_t isa, rn_bufs_t *b)
                     failures += reduce_n_case(isa, dtype, op, large_n[k], large_counts[c], divisors[(c + k) % 4],
                                               (int)((c + k) % ALIAS_COUNT), 0, b, &checks, &printed);
             }
-            char what[64];
-            snprintf(what, sizeof(what), "reduce_n %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
-            report(what, checks, failures);
+            report(checks, failures, "reduce_n %-6s %-4s %s", k_isa_name(isa), dtype_names[dtype], op_names[op]);
         }
     }
 }
@@ -466,9 +464,7 @@ static void test_reduce_n_single_rounding(k_isa_t isa, k_dtype_t dtype)
                        op_names[op], n, (long long)divisor, i, out[i], single[i], chain[i], chained[i]);
         }
     }
-    char what[64];
-    snprintf(what, sizeof(what), "reduce_n %-6s %-4s rounds once (sum/avg/prod)", k_isa_name(isa), dtype_names[dtype]);
-    report(what, checks, failures);
+    report(checks, failures, "reduce_n %-6s %-4s rounds once (sum/avg/prod)", k_isa_name(isa), dtype_names[dtype]);
 }
 
 /* ---- entry points ----------------------------------------------------------------- */
@@ -516,5 +512,5 @@ void test_reduce_n_api(void)
                    (long long)bad[c].divisor, bad[c].dtype, bad[c].op, bad[c].count);
     }
     k_reduce_n(NULL, NULL, 3, 0, K_DTYPE_F16, K_OP_SUM, 1); /* count 0 touches nothing (or crashes) */
-    report("reduce_n api: count 0, bad n/divisor/dtype/op", checks, failures);
+    report(checks, failures, "reduce_n api: count 0, bad n/divisor/dtype/op");
 }

@@ -84,7 +84,5 @@ void test_sgd_isa(k_isa_t isa)
         free(bufs[b]);
         free(want[b]);
     }
-    char what[64];
-    snprintf(what, sizeof(what), "sgd %-6s all hyper-parameter mixes", k_isa_name(isa));
-    report(what, checks, failures);
+    report(checks, failures, "sgd %-6s all hyper-parameter mixes", k_isa_name(isa));
 }

@@ -34,13 +34,7 @@ void barrier(void) { MPI_Barrier(test_comm); }
 
 uint32_t mix3(uint32_t a, uint32_t b, uint32_t c)
 {
-    uint32_t h = a * 0x9E3779B1u ^ (b * 0x85EBCA77u + c * 0xC2B2AE3Du + 0x27D4EB2Fu);
-    h ^= h >> 15;
-    h *= 0x2C1B3C6Du;
-    h ^= h >> 12;
-    h *= 0x297A2D39u;
-    h ^= h >> 15;
-    return h;
+    return (uint32_t)(test_mix64(a * UINT64_C(0x9E3779B97F4A7C15) + b * UINT64_C(0xC2B2AE3D27D4EB4F) + c) >> 32);
 }
 
 void shuffle(int *a, int n, uint64_t seed)

@@ -139,7 +139,6 @@ extern int soak_failures;
 void soak_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* soak_plan.c */
-uint64_t soak_mix64(uint64_t x);
 void soak_plan_make(struct soak_plan *p, uint64_t seed, uint64_t iteration, const struct soak_limits *lim);
 /* "allreduce f16 max count 7 pre 2 post 0.5 fp16-wire in-place arena" */
 void soak_tensor_describe(const struct soak_tensor *t, char *out, size_t len);

@@ -23,17 +23,6 @@
  * test_collectives and test_async. */
 #define SOAK_DTYPE_COUNT ((int)HORA_DTYPE_U8 + 1)
 
-uint64_t soak_mix64(uint64_t x)
-{
-    /* splitmix64's finaliser */
-    x ^= x >> 30;
-    x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27;
-    x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return x;
-}
-
 static uint64_t soak_range(test_rng_t *rng, uint64_t lo, uint64_t hi) { return lo + test_rng_u64(rng) % (hi - lo + 1); }
 
 /* Elements of a tensor of elem_bytes per element, at most max_bytes. */
@@ -116,7 +105,7 @@ static struct soak_tensor *soak_plan_add(struct soak_plan *p, enum soak_kind kin
     t->prescale = t->postscale = 1;
     t->mem = mem;
     t->root = soak_size - 1;
-    t->salt = soak_mix64(p->iteration * 131 + (uint64_t)p->ntensors);
+    t->salt = test_mix64(p->iteration * 131 + (uint64_t)p->ntensors);
     return t;
 }
 
@@ -173,7 +162,7 @@ static void soak_plan_make_max(struct soak_plan *p, uint64_t it, const struct so
 
 void soak_plan_make(struct soak_plan *p, uint64_t seed, uint64_t it, const struct soak_limits *lim)
 {
-    test_rng_t rng = test_rng_seeded(soak_mix64(seed ^ soak_mix64(it + 1)));
+    test_rng_t rng = test_rng_seeded(test_mix64(seed ^ test_mix64(it + 1)));
     size_t budget = lim->iteration_bytes;
 
     memset(p, 0, sizeof(*p));
@@ -297,7 +286,7 @@ void soak_plan_make(struct soak_plan *p, uint64_t seed, uint64_t it, const struc
 /* This rank's own choices: submission order, how each request completes. */
 static void soak_plan_rank_choices(struct soak_plan *p, uint64_t common)
 {
-    p->rank_seed = soak_mix64(common + (uint64_t)soak_rank * 0x9E3779B97F4A7C15ull + 1);
+    p->rank_seed = test_mix64(common + (uint64_t)soak_rank * 0x9E3779B97F4A7C15ull + 1);
     test_rng_t mine = test_rng_seeded(p->rank_seed);
     for (int u = 0; u < p->nunits; u++) p->order[u] = u;
     for (int u = p->nunits - 1; u > 0; u--) {

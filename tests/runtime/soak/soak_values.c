@@ -17,6 +17,7 @@
 
 #include "exact.h"
 #include "k_cpu.h"
+#include "rand.h"
 #include "soak.h"
 
 #define SOAK_MAX_WRONG_SHOWN 4
@@ -55,7 +56,7 @@ static double soak_scale(hora_dtype_t d, double v, double factor)
 
 static uint64_t soak_elem_hash(uint64_t salt, int r, size_t i)
 {
-    return soak_mix64(salt ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(r + 1) << 56));
+    return test_mix64(salt ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)(r + 1) << 56));
 }
 
 double soak_ar_input(const struct soak_tensor *t, int r, size_t i)

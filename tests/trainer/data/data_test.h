@@ -8,9 +8,11 @@
 
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -33,6 +35,20 @@ static inline void data_test_rmtree(const char *dir)
     char cmd[600];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* Runs the shell command that fmt makes; its exit status, or -1 when it did
+ * not exit. */
+static inline int data_test_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int data_test_sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 static inline void data_test_be32(uint8_t *p, uint32_t v)

@@ -199,16 +199,21 @@ static void test_decode(void)
 
 /* ---- pipeline ---- */
 
+/* A loader configuration for one rank: square size x size crops, random
+ * resized where the split is train; the rest as the caller sets it. */
+static tr_loader_config_t jpeg_config(const char *path, tr_split_t split, int batch, uint64_t seed, int threads,
+                                      int size)
+{
+    tr_loader_config_t c = {.path = path, .split = split, .world = 1, .batch = batch, .seed = seed};
+    c.threads = threads;
+    c.height = c.width = size;
+    c.random_resized_crop = 1;
+    return c;
+}
+
 static tr_pipeline_t make_pipeline(tr_split_t split, int size)
 {
-    tr_loader_config_t c = {.path = "test",
-                            .split = split,
-                            .world = 1,
-                            .batch = 1,
-                            .seed = 77,
-                            .height = size,
-                            .width = size,
-                            .random_resized_crop = 1};
+    tr_loader_config_t c = jpeg_config("test", split, 1, 77, 0, size);
     tr_dataset_t fake = {.count = 1, .classes = 4, .kind = TR_PAYLOAD_KIND_JPEG, .channels = 3};
     tr_pipeline_t p;
     CHECK(tr_pipeline_init(&p, &c, &fake) == HORA_OK, "pipeline init: %s", status_message());
@@ -301,12 +306,6 @@ static void test_pipeline(void)
 
 /* ---- hora-mkrecord and the loader ---- */
 
-static int run(const char *cmd)
-{
-    int rc = system(cmd);
-    return rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
-
 static void write_file(const char *path, const void *data, size_t bytes)
 {
     CHECK(data_test_write(path, data, bytes, 0) == 0, "write %s", path);
@@ -349,7 +348,7 @@ static int wrong_colours(const data_test_epoch_t *e, int size, size_t *samples)
 
 static void test_mkrecord_round_trip(void)
 {
-    char tree[512], path[700], cmd[4096], out[512];
+    char tree[512], path[700], out[512];
     snprintf(tree, sizeof(tree), "%s/img", dir);
     snprintf(out, sizeof(out), "%s/ds", dir);
     mkdir(tree, 0755);
@@ -380,28 +379,28 @@ static void test_mkrecord_round_trip(void)
     write_file(path, "this is not a JPEG file at all", 30);
 
     /* --strict: the garbage file is fatal */
-    snprintf(cmd, sizeof(cmd), "%s --from folder %s %s/strict --strict >/dev/null 2>&1", HORA_MKRECORD, tree, dir);
-    CHECK(run(cmd) == 1, "mkrecord --strict accepted a garbage file");
+    CHECK(data_test_sh("%s --from folder %s %s/strict --strict >/dev/null 2>&1", HORA_MKRECORD, tree, dir) == 1,
+          "mkrecord --strict accepted a garbage file");
     /* default: skipped and reported */
-    snprintf(cmd, sizeof(cmd),
-             "%s --from folder %s %s/train --shards 2 --workers 2 >%s/mk.out 2>%s/mk.err && "
-             "grep -q 'zz_not_a_jpeg.jpg.*skipped' %s/mk.err && grep -q '3 classes' %s/mk.out",
-             HORA_MKRECORD, tree, out, dir, dir, dir, dir);
-    CHECK(run(cmd) == 0, "mkrecord --from folder: %s", cmd);
-    snprintf(cmd, sizeof(cmd), "grep -qx '1 %d grass' %s/train.classes", IMAGES_PER_CLASS, out);
-    CHECK(run(cmd) == 0, "train.classes lacks \"1 %d grass\"", IMAGES_PER_CLASS);
-    snprintf(cmd, sizeof(cmd), "%s --from val %s %s/val_labels.txt %s/val --workers 3 >/dev/null", HORA_MKRECORD,
-             valdir, dir, out);
-    CHECK(run(cmd) == 0, "mkrecord --from val");
+    CHECK(data_test_sh("%s --from folder %s %s/train --shards 2 --workers 2 >%s/mk.out 2>%s/mk.err", HORA_MKRECORD,
+                       tree, out, dir, dir) == 0,
+          "mkrecord --from folder failed");
+    CHECK(data_test_sh("grep -q 'zz_not_a_jpeg.jpg.*skipped' %s/mk.err", dir) == 0,
+          "mkrecord --from folder did not report the skipped file");
+    CHECK(data_test_sh("grep -q '3 classes' %s/mk.out", dir) == 0, "mkrecord --from folder did not report 3 classes");
+    CHECK(data_test_sh("grep -qx '1 %d grass' %s/train.classes", IMAGES_PER_CLASS, out) == 0,
+          "train.classes lacks \"1 %d grass\"", IMAGES_PER_CLASS);
+    CHECK(data_test_sh("%s --from val %s %s/val_labels.txt %s/val --workers 3 >/dev/null", HORA_MKRECORD, valdir, dir,
+                       out) == 0,
+          "mkrecord --from val");
 
     /* --resize-shorter: the same shards for 1 and 3 workers, shorter side 40 */
-    snprintf(cmd, sizeof(cmd),
-             "%s --from folder %s %s/r1 --resize-shorter 40 --quality 90 --workers 1 "
-             ">/dev/null 2>&1 && %s --from folder %s %s/r3 --resize-shorter 40 --quality 90 "
-             "--workers 3 >/dev/null 2>&1 && cmp -s %s/r1-00000-of-00001.hrec "
-             "%s/r3-00000-of-00001.hrec",
-             HORA_MKRECORD, tree, dir, HORA_MKRECORD, tree, dir, dir, dir);
-    CHECK(run(cmd) == 0, "resized shards differ between --workers 1 and 3");
+    for (int workers = 1; workers <= 3; workers += 2)
+        CHECK(data_test_sh("%s --from folder %s %s/r%d --resize-shorter 40 --quality 90 --workers %d >/dev/null 2>&1",
+                           HORA_MKRECORD, tree, dir, workers, workers) == 0,
+              "mkrecord --resize-shorter 40 --workers %d", workers);
+    CHECK(data_test_sh("cmp -s %s/r1-00000-of-00001.hrec %s/r3-00000-of-00001.hrec", dir, dir) == 0,
+          "resized shards differ between --workers 1 and 3");
     snprintf(path, sizeof(path), "%s/r3-00000-of-00001.hrec", dir);
     tr_record_reader_t *reader;
     CHECK(tr_record_reader_open(path, &reader) == HORA_OK, "open %s", path);
@@ -428,17 +427,8 @@ static void test_mkrecord_round_trip(void)
 
     /* The loader over train-*.hrec and val-*.hrec. */
     const int size = 32;
-    tr_loader_config_t c = {.path = out,
-                            .split = TR_SPLIT_TRAIN,
-                            .world = 1,
-                            .batch = 4,
-                            .seed = 5,
-                            .threads = 2,
-                            .height = size,
-                            .width = size,
-                            .random_resized_crop = 1,
-                            .flip = 1,
-                            .lighting = 0.0f};
+    tr_loader_config_t c = jpeg_config(out, TR_SPLIT_TRAIN, 4, 5, 2, size);
+    c.flip = 1;
     tr_loader_t *l;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
     tr_loader_info_t info;
@@ -511,15 +501,7 @@ static void test_bad_records(void)
     fclose(f);
 
     const int size = 24;
-    tr_loader_config_t c = {.path = d,
-                            .split = TR_SPLIT_TRAIN,
-                            .world = 1,
-                            .batch = 4,
-                            .seed = 8,
-                            .threads = 3,
-                            .height = size,
-                            .width = size,
-                            .random_resized_crop = 1};
+    tr_loader_config_t c = jpeg_config(d, TR_SPLIT_TRAIN, 4, 8, 3, size);
     tr_loader_t *l;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open: %s", status_message());
     data_test_epoch_t e = data_test_collect(l, 4, 4, 0, 0);
@@ -549,14 +531,12 @@ static void test_bad_records(void)
     tr_loader_close(l);
 
     /* A truncated shard next to a good one: left out (strict: open fails). */
-    char d2[600], cmd[2048];
+    char d2[600];
     snprintf(d2, sizeof(d2), "%s/trunc", dir);
     mkdir(d2, 0755);
-    snprintf(cmd, sizeof(cmd),
-             "cp %s/ds/train-00000-of-00002.hrec %s/train-00000-of-00002.hrec && "
-             "head -c 3000 %s/ds/train-00001-of-00002.hrec > %s/train-00001-of-00002.hrec",
-             dir, d2, dir, d2);
-    CHECK(run(cmd) == 0, "%s", cmd);
+    CHECK(data_test_sh("cp %s/ds/train-00000-of-00002.hrec %s/train-00000-of-00002.hrec", dir, d2) == 0, "cp");
+    CHECK(data_test_sh("head -c 3000 %s/ds/train-00001-of-00002.hrec > %s/train-00001-of-00002.hrec", dir, d2) == 0,
+          "head");
     c.path = d2;
     c.strict = 0;
     CHECK(tr_loader_open(&c, &l) == HORA_OK, "open with a truncated shard: %s", status_message());

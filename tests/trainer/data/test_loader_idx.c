@@ -525,15 +525,15 @@ static void test_held_buffers_and_errors(void)
 static void test_raw_shards(void)
 {
 #ifdef HORA_MKRECORD
-    char d[256], cmd[2048];
+    char d[256];
     data_test_mkdtemp(d, sizeof(d), "test_loader_hrec");
-    snprintf(cmd, sizeof(cmd),
-             "%s --from idx %s/train-images-idx3-ubyte.gz %s/train-labels-idx1-ubyte.gz "
-             "%s/train --shards 3 >/dev/null && "
-             "%s --from idx %s/t10k-images-idx3-ubyte %s/t10k-labels-idx1-ubyte "
-             "%s/val --shards 2 >/dev/null",
-             HORA_MKRECORD, dir, dir, d, HORA_MKRECORD, dir, dir, d);
-    CHECK(system(cmd) == 0, "%s", cmd);
+    CHECK(data_test_sh("%s --from idx %s/train-images-idx3-ubyte.gz %s/train-labels-idx1-ubyte.gz %s/train --shards 3 "
+                       ">/dev/null",
+                       HORA_MKRECORD, dir, dir, d) == 0,
+          "hora-mkrecord --from idx: the training shards");
+    CHECK(data_test_sh("%s --from idx %s/t10k-images-idx3-ubyte %s/t10k-labels-idx1-ubyte %s/val --shards 2 >/dev/null",
+                       HORA_MKRECORD, dir, dir, d) == 0,
+          "hora-mkrecord --from idx: the validation shards");
     tr_loader_config_t c = base_config(d, TR_SPLIT_TRAIN);
     c.drop_last = 0;
     tr_loader_t *l = open_or_die(&c);
@@ -570,8 +570,7 @@ static void test_raw_shards(void)
     data_test_epoch_free(&ev);
 
     /* A missing shard is an error, not a smaller dataset. */
-    snprintf(cmd, sizeof(cmd), "rm %s/train-00001-of-00003.hrec", d);
-    CHECK(system(cmd) == 0, "rm");
+    CHECK(data_test_sh("rm %s/train-00001-of-00003.hrec", d) == 0, "rm");
     tr_loader_t *l2 = NULL;
     CHECK(tr_loader_open(&c, &l2) == HORA_ERR_CORRUPT && strstr(status_message(), "missing") != NULL,
           "missing shard: %s", status_message());

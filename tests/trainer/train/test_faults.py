@@ -68,6 +68,9 @@ def judge(name, out, seconds, needles, before):
             failures.append(f"{name}: the output does not match '{n}'")
     if "final test top-1" in out:
         failures.append(f"{name}: some rank finished training")
+    # Printed once, by hora-train's main: its hora_abort prints nothing more.
+    if "hora_abort" in out:
+        failures.append(f"{name}: an abort printed the error again")
     left = [s for s in hora_shm() if s not in before]
     if left:
         failures.append(f"{name}: left in /dev/shm: {left}")
