@@ -13,7 +13,7 @@
 #include "file.h"
 #include "rand.h"
 
-int rank, size, quick;
+int rank, size, quick, iterations;
 atomic_int failures, checks;
 MPI_Comm test_comm;
 

@@ -18,8 +18,9 @@
 
 /* This process in test_comm (private to the test: the coordinator thread never
  * uses it, and it works whatever state the runtime is in). quick comes from
- * TEST_ASYNC_QUICK. */
-extern int rank, size, quick;
+ * TEST_ASYNC_QUICK, iterations (0: the mode's own count) from
+ * TEST_ASYNC_ITERATIONS. */
+extern int rank, size, quick, iterations;
 extern MPI_Comm test_comm;
 /* Over every thread of this rank; main() sums them over the ranks. */
 extern atomic_int failures, checks;

@@ -127,7 +127,7 @@ void mode_stress(void)
     size_t arena_bytes = 0;
 
     if (!runtime_start("stress")) return;
-    stress_iterations = quick ? 300 : 2000;
+    stress_iterations = iterations ? iterations : quick ? 300 : 2000;
     for (int j = 0; j < STRESS_TENSORS; j++) {
         struct stress_tensor *t = &stress_t[j];
         snprintf(t->name, sizeof(t->name), "t%02d", j);

@@ -55,7 +55,9 @@
  * (struct ar_case) in async_ar_case.c.
  *
  * Run: mpirun -np N test_async MODE   (N = 2..4; exit 0 = all passed)
- *      TEST_ASYNC_QUICK=1 shortens stress and timeline.
+ *      TEST_ASYNC_QUICK=1 shortens stress and timeline;
+ *      TEST_ASYNC_ITERATIONS=N runs stress N iterations (the sanitizer
+ *      builds: an iteration there costs ten times as much).
  */
 #include <mpi.h>
 #include <signal.h>
@@ -125,6 +127,17 @@ int main(int argc, char **argv)
     MPI_Comm_rank(test_comm, &rank);
     MPI_Comm_size(test_comm, &size);
     quick = q && q[0] && strcmp(q, "0") != 0;
+    const char *n = getenv("TEST_ASYNC_ITERATIONS");
+    if (n && n[0]) {
+        char *end;
+        long v = strtol(n, &end, 10);
+        if (*end || v < 1 || v > 1000000) {
+            if (rank == 0) fprintf(stderr, "test_async: TEST_ASYNC_ITERATIONS=%s is not a count from 1 to 1000000\n", n);
+            MPI_Finalize();
+            return 2;
+        }
+        iterations = (int)v;
+    }
     for (size_t k = 0; k < sizeof(modes) / sizeof(modes[0]); k++)
         if (!strcmp(mode, modes[k].name)) m = (int)k;
     if (m < 0 || size < 2) {

@@ -145,6 +145,14 @@ static void report_failure(const char *mode, int iteration, hora_status_t st, co
     test_report("fail_at", "%.6f", test_now_real());
 }
 
+/* How long a rank that gave up waits before it exits: in the abort modes
+ * the victim is still timing its own hora_abort when its peers have failed
+ * (their failure comes within milliseconds through shared memory), and
+ * mpirun kills what is left of a job as soon as one rank exits non-zero. A
+ * second lets the victim report, even on a loaded machine; a victim whose
+ * hora_abort hangs is still killed and fails the test. */
+static double linger_s;
+
 /* After a failure the program gives up the way a real one should. */
 static int give_up(hora_status_t st, const char *message)
 {
@@ -154,6 +162,7 @@ static int give_up(hora_status_t st, const char *message)
     hora_abort(st, copy);
     test_report("abort_s", "%.3f", test_now_s() - t0);
     test_report("exit", "1");
+    if (linger_s > 0) test_sleep_s(linger_s);
     return 1;
 }
 
@@ -338,6 +347,7 @@ static int victim_aborts(const char *mode)
 static int mode_abort(void)
 {
     const size_t count = (size_t)1 << 20;
+    linger_s = 1.0;
     float *buf = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {
         if (rank == victim && it == FAULT_AT)
@@ -424,6 +434,7 @@ static int mode_shutdown_async(void)
 static int mode_abort_async(void)
 {
     const size_t count = 4096;
+    linger_s = 1.0;
     float *buf[ASYNC_TENSORS];
     for (int t = 0; t < ASYNC_TENSORS; t++) buf[t] = shared_floats(count);
     for (int it = 0; it < FAULT_ITERS; it++) {

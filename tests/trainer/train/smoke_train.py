@@ -20,8 +20,8 @@ usage: smoke_train.py HORA_TRAIN MODE [HORA_MKRECORD]
              escape, although mpirun gives the rank a pseudo-terminal; into a
              terminal (a pty here) the live bar; --progress bar and lines
              force either way
-  accuracy   the demo's recipe (ResNet-20 on Fashion-MNIST, 2 ranks, the
-             precision auto picks) cut to 2 epochs reaches 86% test top-1
+  accuracy   the demo's recipe (Fashion-MNIST, 2 ranks, the precision auto
+             picks) on ResNet-8 cut to 2 epochs reaches 82% test top-1
 """
 import json, os, re, shlex, subprocess, sys, tempfile, threading
 
@@ -154,16 +154,16 @@ def precision(exe):
 
 
 def accuracy(exe):
-    """The demo's recipe (tools/demo: ResNet-20, 2 ranks x batch 64, lr 0.2, wd
-    5e-4, poly decay, pad-crop and flip, the default --precision auto) over 2
-    epochs instead of 10, with a half-epoch warmup instead of one, must reach
-    86% test top-1. Measured: 87.29% (epochs: 79.9, 87.3%) in fp32 on an Intel
-    Xeon without AMX, where auto picks fp32 (219 s under a load of 5-10). The
-    3-epoch version of this test (89.0% in bf16) took 160-290 s of CI's 20
-    minutes. The whole 10 epochs (92%+) are tools/demo's to show."""
+    """The demo's recipe (tools/demo: 2 ranks x batch 64, lr 0.2, wd 5e-4, poly
+    decay, pad-crop and flip, the default --precision auto) on ResNet-8 instead
+    of ResNet-20, over 2 epochs instead of 10, with a half-epoch warmup instead
+    of one, must reach 82% test top-1. Measured: 83.80% in 41 s in fp32 (what
+    auto picks on an Intel Xeon without AMX). ResNet-20 over the same 2 epochs
+    (87.29%) took 114 s of CI's 20 minutes; the whole demo (ResNet-20, 10
+    epochs, 92%+) is tools/demo's to show."""
     if not os.path.exists(os.path.join(FMNIST, "train-images-idx3-ubyte.gz")):
         return f"{FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)"
-    p = mpirun(2, [exe, "--model", "resnet20", "--data", FMNIST, "--epochs", "2", "--batch", "64", "--lr", "0.2",
+    p = mpirun(2, [exe, "--model", "resnet8", "--data", FMNIST, "--epochs", "2", "--batch", "64", "--lr", "0.2",
                    "--wd", "5e-4", "--warmup-epochs", "0.5", "--pad-crop", "2", "--flip", "--threads", "1",
                    "--progress", "lines"], timeout=900)
     if p.returncode != 0:
@@ -175,8 +175,8 @@ def accuracy(exe):
     if not top:
         return "no final line"
     print(f"{chosen.group(1)} (precision auto): final top-1 {top[0]}% top-5 {top[1]}%")
-    if top[0] < 86.0:
-        return f"{chosen.group(1)} reached {top[0]}% top-1 in 2 epochs, below 86%"
+    if top[0] < 82.0:
+        return f"{chosen.group(1)} reached {top[0]}% top-1 in 2 epochs, below 82%"
     return None
 
 
