@@ -132,7 +132,8 @@ int main(int argc, char **argv)
         char *end;
         long v = strtol(n, &end, 10);
         if (*end || v < 1 || v > 1000000) {
-            if (rank == 0) fprintf(stderr, "test_async: TEST_ASYNC_ITERATIONS=%s is not a count from 1 to 1000000\n", n);
+            if (rank == 0)
+                fprintf(stderr, "test_async: TEST_ASYNC_ITERATIONS=%s is not a count from 1 to 1000000\n", n);
             MPI_Finalize();
             return 2;
         }
