@@ -61,39 +61,43 @@ static hora_status_t cpu_check_same(const cpu_backend_t *backend, const tr_tenso
     return cpu_check_tensor(backend, t, ref->n, ref->c, ref->h, ref->w, ref->dtype, what);
 }
 
-hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
+/* Checks an op's operands (named in its messages "op name": each of a's
+ * shape and dtype; b absent where its name is NULL) and runs range over
+ * them, split across the backend's threads. */
+static hora_status_t cpu_eltwise_run(tr_backend_t *backend_base, const char *op, const char *const names[3],
+                                     const tr_tensor_t *a, const tr_tensor_t *b, tr_tensor_t *y, int relu,
+                                     void (*range)(const void *, size_t, size_t))
 {
     cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || x == NULL) return cpu_invalid("relu_forward: NULL argument");
-    CPU_CHECK(cpu_check_same(backend, x, x, "relu_forward x"));
-    CPU_CHECK(cpu_check_same(backend, x, y, "relu_forward y"));
-    const cpu_eltwise_args_t args = cpu_eltwise_args(x, x->data, NULL, y->data, 0);
-    cpu_split(backend, tr_tensor_count(x), cpu_relu_range, &args);
+    if (backend == NULL || a == NULL) return cpu_invalid("%s: NULL argument", op);
+    const tr_tensor_t *operands[3] = {a, b, y};
+    for (int i = 0; i < 3; i++) {
+        if (names[i] == NULL) continue;
+        char what[64];
+        snprintf(what, sizeof(what), "%s %s", op, names[i]);
+        CPU_CHECK(cpu_check_same(backend, a, operands[i], what));
+    }
+    const cpu_eltwise_args_t args = cpu_eltwise_args(a, a->data, b != NULL ? b->data : NULL, y->data, relu);
+    cpu_split(backend, tr_tensor_count(a), range, &args);
     return HORA_OK;
+}
+
+hora_status_t cpu_relu_forward(tr_backend_t *backend_base, const tr_tensor_t *x, tr_tensor_t *y)
+{
+    static const char *const names[3] = {"x", NULL, "y"};
+    return cpu_eltwise_run(backend_base, "relu_forward", names, x, NULL, y, 0, cpu_relu_range);
 }
 
 hora_status_t cpu_relu_backward(tr_backend_t *backend_base, const tr_tensor_t *y, const tr_tensor_t *dy,
                                 tr_tensor_t *dx)
 {
-    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || y == NULL) return cpu_invalid("relu_backward: NULL argument");
-    CPU_CHECK(cpu_check_same(backend, y, y, "relu_backward y"));
-    CPU_CHECK(cpu_check_same(backend, y, dy, "relu_backward dy"));
-    CPU_CHECK(cpu_check_same(backend, y, dx, "relu_backward dx"));
-    const cpu_eltwise_args_t args = cpu_eltwise_args(y, y->data, dy->data, dx->data, 0);
-    cpu_split(backend, tr_tensor_count(y), cpu_relu_backward_range, &args);
-    return HORA_OK;
+    static const char *const names[3] = {"y", "dy", "dx"};
+    return cpu_eltwise_run(backend_base, "relu_backward", names, y, dy, dx, 0, cpu_relu_backward_range);
 }
 
 hora_status_t cpu_add_forward(tr_backend_t *backend_base, const tr_tensor_t *a, const tr_tensor_t *b, int relu,
                               tr_tensor_t *y)
 {
-    cpu_backend_t *backend = (cpu_backend_t *)backend_base;
-    if (backend == NULL || a == NULL) return cpu_invalid("add_forward: NULL argument");
-    CPU_CHECK(cpu_check_same(backend, a, a, "add_forward a"));
-    CPU_CHECK(cpu_check_same(backend, a, b, "add_forward b"));
-    CPU_CHECK(cpu_check_same(backend, a, y, "add_forward y"));
-    const cpu_eltwise_args_t args = cpu_eltwise_args(a, a->data, b->data, y->data, relu);
-    cpu_split(backend, tr_tensor_count(a), cpu_add_range, &args);
-    return HORA_OK;
+    static const char *const names[3] = {"a", "b", "y"};
+    return cpu_eltwise_run(backend_base, "add_forward", names, a, b, y, relu, cpu_add_range);
 }

@@ -159,18 +159,35 @@ static cpu_pool_t *pool_of(tr_layer_t *layer)
     return layer != NULL && layer->kind == CPU_LAYER_POOL ? (cpu_pool_t *)layer : NULL;
 }
 
-hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y)
+/* What both passes start with: the layer; the incoming tensor (x, or dy
+ * at the output's size) and the outgoing one (y, or dx at the input's
+ * size), checked against it; the primitives of their batch size n. */
+static hora_status_t pool_begin(tr_layer_t *layer, int backward, const tr_tensor_t *in, const tr_tensor_t *out,
+                                pool_batch_t **pool_out, int *n_out)
 {
+    const char *pass = backward ? "pool_backward" : "pool_forward";
     cpu_pool_t *layer_pool = pool_of(layer);
-    int n;
-    if (layer_pool == NULL) return cpu_invalid("pool_forward: not a pool layer");
+    if (layer_pool == NULL) return cpu_invalid("%s: not a pool layer", pass);
     cpu_backend_t *backend = layer_pool->base.backend;
     const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(cpu_check_input(backend, x, d->c, d->h, d->w, d->dtype, "pool_forward x", &n));
-    CPU_CHECK(cpu_check_tensor(backend, y, n, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_forward y"));
+    const int h[2] = {d->h, layer_pool->h_out}, w[2] = {d->w, layer_pool->w_out};
+    char what[32];
+    snprintf(what, sizeof(what), "%s %s", pass, backward ? "dy" : "x");
+    CPU_CHECK(cpu_check_input(backend, in, d->c, h[backward], w[backward], d->dtype, what, n_out));
+    snprintf(what, sizeof(what), "%s %s", pass, backward ? "dx" : "y");
+    CPU_CHECK(cpu_check_tensor(backend, out, *n_out, d->c, h[!backward], w[!backward], d->dtype, what));
     void *entry;
-    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
-    pool_batch_t *pool = entry;
+    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, *n_out, &entry));
+    *pool_out = entry;
+    return HORA_OK;
+}
+
+hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tensor_t *y)
+{
+    pool_batch_t *pool = NULL;
+    int n;
+    CPU_CHECK(pool_begin(layer, 0, x, y, &pool, &n));
+    cpu_backend_t *backend = pool_of(layer)->base.backend;
 
     /* The workspace (max pooling's argmax) is the last argument, where there is one. */
     static const int args[3] = {DNNL_ARG_SRC, DNNL_ARG_DST, DNNL_ARG_WORKSPACE};
@@ -187,17 +204,10 @@ hora_status_t cpu_pool_forward(tr_layer_t *layer, const tr_tensor_t *x, tr_tenso
 
 hora_status_t cpu_pool_backward(tr_layer_t *layer, const tr_tensor_t *dy, tr_tensor_t *dx)
 {
-    cpu_pool_t *layer_pool = pool_of(layer);
+    pool_batch_t *pool = NULL;
     int n;
-    if (layer_pool == NULL) return cpu_invalid("pool_backward: not a pool layer");
-    cpu_backend_t *backend = layer_pool->base.backend;
-    const tr_pool_desc_t *d = &layer_pool->desc;
-    CPU_CHECK(
-        cpu_check_input(backend, dy, d->c, layer_pool->h_out, layer_pool->w_out, d->dtype, "pool_backward dy", &n));
-    CPU_CHECK(cpu_check_tensor(backend, dx, n, d->c, d->h, d->w, d->dtype, "pool_backward dx"));
-    void *entry;
-    CPU_CHECK(cpu_batch_get(layer, &layer_pool->batches, n, &entry));
-    pool_batch_t *pool = entry;
+    CPU_CHECK(pool_begin(layer, 1, dy, dx, &pool, &n));
+    cpu_backend_t *backend = pool_of(layer)->base.backend;
     if (pool->workspace != NULL && !pool->have_argmax)
         return cpu_invalid("pool_backward: no pool_forward at batch %d ran before it", n);
 
