@@ -34,6 +34,19 @@ static void timeline_check_json(const char *path, const char *when)
     CHECK(run_ok(cmd), "timeline %s: '%s' is not valid JSON (python3 -m json.tool failed)", when, path);
 }
 
+/* Wait for the sum of stress_input(t, i, it, rank) over the ranks into buf,
+ * check it exactly and free req. */
+static void timeline_finish(hora_request_t req, const float *buf, size_t count, int t, int it, const char *what)
+{
+    if (wait_ok(req, what)) {
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; i++)
+            wrong += buf[i] != (float)stress_expected(t, i, it, HORA_OP_SUM, HORA_DTYPE_F32);
+        CHECK(wrong == 0, "%s: %zu of %zu elements wrong", what, wrong, count);
+    }
+    hora_request_free(req);
+}
+
 void mode_timeline(void)
 {
     enum { N = 6 };
@@ -66,15 +79,8 @@ void mode_timeline(void)
         if (rank == 0 && it == iterations / 2) timeline_check_json(path, "mid-run, requests in flight");
         for (int t = 0; t < N; t++) {
             char what[64];
-            if (!ok[t]) continue;
             snprintf(what, sizeof(what), "timeline iteration %d tl.%d", it, t);
-            if (wait_ok(req[t], what)) {
-                size_t wrong = 0;
-                for (size_t i = 0; i < counts[t]; i++)
-                    wrong += ((float *)buf[t])[i] != (float)stress_expected(t, i, it, HORA_OP_SUM, HORA_DTYPE_F32);
-                CHECK(wrong == 0, "%s: %zu of %zu elements wrong", what, wrong, counts[t]);
-            }
-            hora_request_free(req[t]);
+            if (ok[t]) timeline_finish(req[t], buf[t], counts[t], t, it, what);
         }
     }
     for (int t = 0; t < N; t++)
@@ -128,15 +134,8 @@ static void dynamic_allreduces(const char *prefix, int count, int salt, void (*h
     if (hook) hook(arg);
     for (int t = 0; t < count; t++) {
         char what[96];
-        if (!ok[t]) continue;
         snprintf(what, sizeof(what), "timeline_dynamic %s.%d", prefix, t);
-        if (wait_ok(req[t], what)) {
-            size_t wrong = 0;
-            for (size_t i = 0; i < N; i++)
-                wrong += buf[t][i] != (float)stress_expected(t, i, salt, HORA_OP_SUM, HORA_DTYPE_F32);
-            CHECK(wrong == 0, "%s: %zu of %d elements wrong", what, wrong, N);
-        }
-        hora_request_free(req[t]);
+        if (ok[t]) timeline_finish(req[t], buf[t], N, t, salt, what);
     }
 }
 
