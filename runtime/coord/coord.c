@@ -41,6 +41,7 @@ static void coord_free_tables(struct coord *c)
     coord_map_free(&c->pending);
     coord_cache_free(&c->cache);
     coord_table_free(&c->table);
+    pthread_cond_destroy(&c->cycle_cond);
     pthread_mutex_destroy(&c->cycle_lock);
     pthread_cond_destroy(&c->queue.done_cond);
     pthread_cond_destroy(&c->queue.work_cond);
@@ -60,6 +61,7 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     pthread_cond_init(&c->queue.done_cond, NULL);
     pthread_cond_init(&c->queue.work_cond, NULL);
     pthread_mutex_init(&c->cycle_lock, NULL);
+    pthread_cond_init(&c->cycle_cond, NULL);
     c->cfg = cfg;
     c->coll = env->coll;
     c->pool = env->pool;
@@ -185,13 +187,31 @@ hora_status_t coord_timeline_open(const struct coord *c, const char *path, struc
     return status;
 }
 
+/* cycle_lock for a swap: a mutex is not fair, and a busy coordinator, whose
+ * nap is short, would take it again before us for many cycles; the count
+ * makes its next cycle wait for one swap to be done (coord_cycle_main), so
+ * a swap waits a cycle or so, and swaps in a loop cannot stop the cycles. */
+static void coord_swap_lock(struct coord *c)
+{
+    atomic_fetch_add(&c->swaps_waiting, 1);
+    pthread_mutex_lock(&c->cycle_lock);
+}
+
+static void coord_swap_unlock(struct coord *c)
+{
+    c->swaps_done++;
+    atomic_fetch_sub(&c->swaps_waiting, 1);
+    pthread_cond_broadcast(&c->cycle_cond);
+    pthread_mutex_unlock(&c->cycle_lock);
+}
+
 void coord_timeline_swap(struct coord *c, struct timeline *tl)
 {
-    pthread_mutex_lock(&c->cycle_lock);
+    coord_swap_lock(c);
     struct timeline *old = c->tl;
     c->tl = tl;
     c->table.tl = tl;
-    pthread_mutex_unlock(&c->cycle_lock);
+    coord_swap_unlock(c);
     timeline_close(old);
 }
 
@@ -199,9 +219,9 @@ void coord_timeline_discard(struct timeline *tl) { timeline_close(tl); }
 
 void coord_timeline_mark_cycles(struct coord *c, int on)
 {
-    pthread_mutex_lock(&c->cycle_lock);
+    coord_swap_lock(c);
     c->mark_cycles = on;
-    pthread_mutex_unlock(&c->cycle_lock);
+    coord_swap_unlock(c);
 }
 
 void coord_abort(struct coord *c, double wait_s)

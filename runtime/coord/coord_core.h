@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -110,6 +111,9 @@ struct coord {
      * coordinator thread holds through every cycle and lets go for its nap,
      * so coord_timeline_swap (any thread) replaces them between two cycles. */
     pthread_mutex_t cycle_lock;
+    pthread_cond_t cycle_cond; /* a swap is done: the next cycle may start */
+    atomic_int swaps_waiting;  /* swaps that want cycle_lock: the next cycle lets one go first */
+    uint64_t swaps_done;       /* under cycle_lock */
     struct timeline *tl;
     int mark_cycles;
     struct autotune *at;

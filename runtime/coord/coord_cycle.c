@@ -283,8 +283,11 @@ void *coord_cycle_main(void *arg)
     for (;;) {
         /* Between two cycles, in the nap, the timeline may change hands
          * (coord_timeline_swap): nothing writes to it then. */
-        const int64_t start_us = coord_now_us();
         pthread_mutex_lock(&c->cycle_lock);
+        const uint64_t swaps_done = c->swaps_done;
+        while (atomic_load(&c->swaps_waiting) && c->swaps_done == swaps_done)
+            pthread_cond_wait(&c->cycle_cond, &c->cycle_lock);
+        const int64_t start_us = coord_now_us();
         const int stop = coord_cycle(c, start_us);
         pthread_mutex_unlock(&c->cycle_lock);
         if (stop) break;
