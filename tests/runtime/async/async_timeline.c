@@ -1,6 +1,7 @@
 /* async_timeline.c - mode timeline: HORA_TIMELINE is valid JSON mid-run and
  * after shutdown, has the expected phases, and tools/hora-timeline reads it.
- * Mode timeline_dynamic: hora_timeline_start/stop/mark_cycles (refusals, a
+ * Mode timeline_dynamic: hora_timeline_start/stop/mark_cycles (HORA_TIMELINE's
+ * file stopped, refusals, a
  * start with requests in flight, nothing written after a stop, starting
  * over without a stop, the same file again, cycle marks, a process set's
  * file, another thread flipping it while requests run, hora_shutdown
@@ -201,6 +202,16 @@ void mode_timeline_dynamic(void)
           hora_status_string(st));
     if (!runtime_start("timeline_dynamic")) return;
 
+    /* HORA_TIMELINE's file, started at init, is complete after a stop. */
+    const char *at_init = getenv("HORA_TIMELINE");
+    CHECK(at_init && at_init[0], "timeline_dynamic: HORA_TIMELINE is not set");
+    dynamic_allreduces("dyn.init", 2, 0, NULL, NULL);
+    dynamic_stop("HORA_TIMELINE's");
+    dynamic_allreduces("dyn.before", 2, 1, NULL, NULL);
+    barrier();
+    if (rank == 0 && at_init && at_init[0])
+        dynamic_check(at_init, "+dyn.init.0:ALLREDUCE +dyn.init.1:ALLREDUCE -dyn.before.0", "HORA_TIMELINE's file");
+
     /* Refusals, and a stop with nothing running. */
     st = hora_timeline_stop();
     CHECK(st == HORA_OK, "timeline_dynamic: stop with no timeline returned %s", hora_status_string(st));
@@ -225,7 +236,6 @@ void mode_timeline_dynamic(void)
         CHECK(st == HORA_OK, "timeline_dynamic: rank %d: start in a missing directory returned %s", rank,
               hora_status_string(st));
     dynamic_stop("after the refusals");
-    dynamic_allreduces("dyn.before", 2, 1, NULL, NULL);
 
     /* a: started while requests are in flight, stopped, then no more writes. */
     dynamic_allreduces("dyn.a", 3, 2, dynamic_start_hook, a);
