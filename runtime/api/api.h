@@ -42,6 +42,14 @@ struct hora_rt {
     struct api_set **sets;
     int set_slots;
     pthread_mutex_t sets_lock;
+    /* The timeline the coordinators write (api_timeline.c): HORA_TIMELINE
+     * at init, then hora_timeline_start/stop ("" = none), and whether they
+     * mark their cycles. timeline_lock serialises those calls and a process
+     * set's creation, which starts its coordinator with them; it is taken
+     * before sets_lock. */
+    pthread_mutex_t timeline_lock;
+    char timeline[sizeof(((struct config *)0)->timeline)];
+    int timeline_mark_cycles;
 };
 
 /* api_rt.c: the instance (hora.c builds it and tears it down). */

@@ -162,7 +162,10 @@ hora_status_t hora_process_set_create(const int *ranks, int count, int *set)
     }
     pthread_mutex_unlock(&hora_rt.sets_lock);
     s->id = id;
-    /* The members start its coordinator (collective over the set). */
+    /* The members start its coordinator (collective over the set), with
+     * the timeline of the moment: timeline_lock until the set is listed, so
+     * that a hora_timeline_start/stop on another thread sees it. */
+    pthread_mutex_lock(&hora_rt.timeline_lock);
     if (status == HORA_OK && s->rank >= 0) {
         const struct coord_env env = {.world = s->comm,
                                       .cfg = &hora_rt.cfg,
@@ -170,10 +173,13 @@ hora_status_t hora_process_set_create(const int *ranks, int count, int *set)
                                       .pool = &hora_rt.pool,
                                       .dev = &hora_rt.dev,
                                       .members = s->members,
-                                      .set_id = id};
+                                      .set_id = id,
+                                      .timeline = hora_rt.timeline,
+                                      .timeline_mark_cycles = hora_rt.timeline_mark_cycles};
         status = coord_start(&env, &s->coord);
     }
     if (status < 0) {
+        pthread_mutex_unlock(&hora_rt.timeline_lock);
         /* The id stays taken (ids never repeat); the set does not exist. */
         api_set_release(s);
         return status;
@@ -181,21 +187,27 @@ hora_status_t hora_process_set_create(const int *ranks, int count, int *set)
     pthread_mutex_lock(&hora_rt.sets_lock);
     hora_rt.sets[id] = s;
     pthread_mutex_unlock(&hora_rt.sets_lock);
+    pthread_mutex_unlock(&hora_rt.timeline_lock);
     log_info("process set %d: %d ranks (this rank %d)", id, count, s->rank);
     *set = id;
     return HORA_OK;
 }
 
-/* Stop a set's coordinator (its pending requests fail) and drop it. */
+/* Stop a set's coordinator (its pending requests fail) and drop it; under
+ * timeline_lock, so that hora_timeline_start/stop never swap the timeline
+ * of a coordinator that is going away. */
 static void api_set_stop(int id)
 {
+    pthread_mutex_lock(&hora_rt.timeline_lock);
     pthread_mutex_lock(&hora_rt.sets_lock);
     struct api_set *s = api_set_get_locked(id);
     if (s) hora_rt.sets[id] = NULL;
     pthread_mutex_unlock(&hora_rt.sets_lock);
-    if (!s) return;
-    coord_stop(s->coord);
-    api_set_release(s);
+    if (s) {
+        coord_stop(s->coord);
+        api_set_release(s);
+    }
+    pthread_mutex_unlock(&hora_rt.timeline_lock);
 }
 
 hora_status_t hora_process_set_free(int set)

@@ -87,6 +87,7 @@ hora_status_t hora_init(void)
     hora_rt.mpi_owned = mpi_owned;
     hora_rt.world = MPI_COMM_NULL;
     pthread_mutex_init(&hora_rt.sets_lock, NULL);
+    pthread_mutex_init(&hora_rt.timeline_lock, NULL);
 
     /* Settings first: a bad value must fail before anything is created. */
     status = config_load(&hora_rt.cfg);
@@ -118,8 +119,13 @@ hora_status_t hora_init(void)
         status = status_mpi(err, "MPI_Barrier(init)");
         goto err_close;
     }
-    const struct coord_env coord_env = {
-        .world = hora_rt.world, .cfg = &hora_rt.cfg, .coll = &hora_rt.coll, .pool = &hora_rt.pool, .dev = &hora_rt.dev};
+    snprintf(hora_rt.timeline, sizeof(hora_rt.timeline), "%s", hora_rt.cfg.timeline);
+    const struct coord_env coord_env = {.world = hora_rt.world,
+                                        .cfg = &hora_rt.cfg,
+                                        .coll = &hora_rt.coll,
+                                        .pool = &hora_rt.pool,
+                                        .dev = &hora_rt.dev,
+                                        .timeline = hora_rt.timeline};
     status = coord_start(&coord_env, &hora_rt.coord);
     if (status < 0) goto err_close;
     stack_capture_note_init(); /* a stall's stack shows this thread until one submits */

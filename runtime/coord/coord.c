@@ -41,6 +41,8 @@ static void coord_free_tables(struct coord *c)
     coord_map_free(&c->pending);
     coord_cache_free(&c->cache);
     coord_table_free(&c->table);
+    pthread_cond_destroy(&c->cycle_cond);
+    pthread_mutex_destroy(&c->cycle_lock);
     pthread_cond_destroy(&c->queue.done_cond);
     pthread_cond_destroy(&c->queue.work_cond);
     pthread_mutex_destroy(&c->queue.lock);
@@ -58,6 +60,8 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     pthread_mutex_init(&c->queue.lock, NULL);
     pthread_cond_init(&c->queue.done_cond, NULL);
     pthread_cond_init(&c->queue.work_cond, NULL);
+    pthread_mutex_init(&c->cycle_lock, NULL);
+    pthread_cond_init(&c->cycle_cond, NULL);
     c->cfg = cfg;
     c->coll = env->coll;
     c->pool = env->pool;
@@ -131,13 +135,11 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = stack_channel_open(&c->stacks, cfg, env->world, 1.0 + 4e-6 * (double)coord_inspect_period_us(c));
         if (status < 0) goto err_free_comm;
     }
-    if (c->rank == 0 && cfg->timeline[0]) {
-        /* A process set's timeline beside the world's. */
-        char path[sizeof(cfg->timeline) + 16];
-        snprintf(path, sizeof(path), c->members ? "%s.set%d" : "%s", cfg->timeline, c->set_id);
-        status = timeline_open(&c->tl, path, (size_t)cfg->timeline_max_mb << 20);
+    if (env->timeline && env->timeline[0]) {
+        status = coord_timeline_open(c, env->timeline, &c->tl);
         if (status < 0) goto err_free_comm;
     }
+    c->mark_cycles = env->timeline_mark_cycles;
     /* Autotune tunes the world's data path (coll's channels); a set's MPI
      * path keeps the settings. */
     if (c->rank == 0 && cfg->autotune && !c->members) {
@@ -170,6 +172,56 @@ err_free_comm:
 err_free:
     coord_free_tables(c);
     return status;
+}
+
+hora_status_t coord_timeline_open(const struct coord *c, const char *path, struct timeline **tl)
+{
+    *tl = NULL;
+    if (c->rank != 0) return HORA_OK;
+    /* A process set's timeline beside the world's. */
+    char *set_path = NULL;
+    if (c->members && asprintf(&set_path, "%s.set%d", path, c->set_id) < 0)
+        return status_fail(HORA_ERR_NO_MEMORY, "out of memory opening the timeline %s", path);
+    hora_status_t status = timeline_open(tl, set_path ? set_path : path, (size_t)c->cfg->timeline_max_mb << 20);
+    free(set_path);
+    return status;
+}
+
+/* cycle_lock for a swap: a mutex is not fair, and a busy coordinator, whose
+ * nap is short, would take it again before us for many cycles; the count
+ * makes its next cycle wait for one swap to be done (coord_cycle_main), so
+ * a swap waits a cycle or so, and swaps in a loop cannot stop the cycles. */
+static void coord_swap_lock(struct coord *c)
+{
+    atomic_fetch_add(&c->swaps_waiting, 1);
+    pthread_mutex_lock(&c->cycle_lock);
+}
+
+static void coord_swap_unlock(struct coord *c)
+{
+    c->swaps_done++;
+    atomic_fetch_sub(&c->swaps_waiting, 1);
+    pthread_cond_broadcast(&c->cycle_cond);
+    pthread_mutex_unlock(&c->cycle_lock);
+}
+
+void coord_timeline_swap(struct coord *c, struct timeline *tl)
+{
+    coord_swap_lock(c);
+    struct timeline *old = c->tl;
+    c->tl = tl;
+    c->table.tl = tl;
+    coord_swap_unlock(c);
+    timeline_close(old);
+}
+
+void coord_timeline_discard(struct timeline *tl) { timeline_close(tl); }
+
+void coord_timeline_mark_cycles(struct coord *c, int on)
+{
+    coord_swap_lock(c);
+    c->mark_cycles = on;
+    coord_swap_unlock(c);
 }
 
 void coord_abort(struct coord *c, double wait_s)
@@ -240,7 +292,7 @@ void coord_stop(struct coord *c)
     while (c->queue.waiting_threads) pthread_cond_wait(&c->queue.done_cond, &c->queue.lock);
     pthread_mutex_unlock(&c->queue.lock);
 
-    timeline_close(c->tl);
+    timeline_close(c->tl); /* the thread has ended: no lock needed */
     autotune_free(c->at);
     stack_channel_close(c->stacks);
     if (!c->agree_in_flight) MPI_Comm_free(&c->comm); /* else an abandoned request still uses it */

@@ -22,6 +22,7 @@
 #include "mem/mem_pool.h"
 
 struct coord;
+struct timeline;
 
 /* What a coordinator runs on; everything outlives it. */
 struct coord_env {
@@ -37,6 +38,11 @@ struct coord_env {
      * abort notices. NULL / 0 for the world's. */
     const int *members;
     int set_id;
+    /* The timeline rank 0 writes from the start (HORA_TIMELINE, or the one
+     * hora_timeline_start set before a process set was created): a process
+     * set's coordinator appends ".set<id>". NULL or "": none. */
+    const char *timeline;
+    int timeline_mark_cycles; /* coord_timeline_mark_cycles from the start */
 };
 
 /* Collective over env->world: starts the thread. */
@@ -52,6 +58,24 @@ void coord_stop(struct coord *c);
  * request fails with the abort's status and message. Waits at most wait_s
  * for the thread; c stays valid until coord_stop. */
 void coord_abort(struct coord *c, double wait_s);
+
+/* The dynamic timeline (hora_timeline_start/stop), any thread.
+ * coord_timeline_open: on rank 0 of c's ranks, open path (".set<id>"
+ * appended for a process set's coordinator) as a new timeline, not yet in
+ * use; elsewhere *tl = NULL. HORA_OK, HORA_ERR_SYSTEM (the message names
+ * the file and the OS error), HORA_ERR_NO_MEMORY.
+ * coord_timeline_swap: c writes tl (NULL: nothing) from its next cycle on;
+ * the timeline it replaces is closed, a complete file that is no longer
+ * written once this returns. It waits for the cycle in progress to end (a
+ * nap is not waited for); a coordinator that has stopped takes tl as it
+ * is, to close it at coord_stop. coord_timeline_discard closes a timeline
+ * never swapped in. coord_timeline_mark_cycles: from the next cycle on,
+ * each cycle starts with a CYCLE_START instant in the timeline (on), or
+ * not. The callers serialise these calls on one coordinator. */
+hora_status_t coord_timeline_open(const struct coord *c, const char *path, struct timeline **tl);
+void coord_timeline_swap(struct coord *c, struct timeline *tl);
+void coord_timeline_discard(struct timeline *tl);
+void coord_timeline_mark_cycles(struct coord *c, int on);
 
 /* Hand a request (or a group of them) to the coordinator (coord_queue.c). */
 hora_status_t coord_submit(struct coord *c, struct hora_request **reqs, int n);

@@ -25,6 +25,7 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -105,7 +106,16 @@ struct coord {
 
     /* rank 0 only (the table is allocated on every rank) */
     struct coord_table table; /* the negotiation and its stall inspector */
+    /* The timeline (HORA_TIMELINE, hora_timeline_start) and whether each
+     * cycle leaves a CYCLE_START instant in it: under cycle_lock, which the
+     * coordinator thread holds through every cycle and lets go for its nap,
+     * so coord_timeline_swap (any thread) replaces them between two cycles. */
+    pthread_mutex_t cycle_lock;
+    pthread_cond_t cycle_cond; /* a swap is done: the next cycle may start */
+    atomic_int swaps_waiting;  /* swaps that want cycle_lock: the next cycle lets one go first */
+    uint64_t swaps_done;       /* under cycle_lock */
     struct timeline *tl;
+    int mark_cycles;
     struct autotune *at;
     int settings_changed;
     struct coord_settings next_settings;

@@ -43,6 +43,7 @@
 #include "coord/coord_flight.h"
 #include "coord/stack.h"
 #include "coord/straggler.h"
+#include "coord/timeline.h"
 
 #define COORD_FLAG_NOTHING_UNCACHED 1ull /* AND word */
 #define COORD_FLAG_SETTINGS 1ull         /* OR word */
@@ -125,15 +126,16 @@ static void coord_apply_settings(struct coord *c, const struct coord_settings *s
              s->cycle_time_ms, s->chunk_bytes);
 }
 
-/* One cycle. Returns 0 to go on, 1 when the coordinator must stop. */
-static int coord_cycle(struct coord *c)
+/* One cycle, under cycle_lock; the nap follows it. Returns 0 to go on, 1
+ * when the coordinator must stop. */
+static int coord_cycle(struct coord *c, int64_t start_us)
 {
     const int W = c->words;
     int stop = 0;
-    int64_t start_us = coord_now_us();
     struct coord_responses list = {0};
     hora_status_t status = HORA_OK;
 
+    if (c->mark_cycles) timeline_instant(c->tl, "cycles", "CYCLE_START", -1, NULL);
     memset(c->vec, 0, (size_t)(3 * W + 2) * sizeof(uint64_t));
     coord_take_incoming(c, &stop);
     stack_channel_poll(c->stacks, start_us);
@@ -272,15 +274,25 @@ static int coord_cycle(struct coord *c)
             c->settings_changed = 1;
         }
     }
-    coord_queue_nap(&c->queue, start_us, coord_inspect_period_us(c), (int64_t)(c->settings.cycle_time_ms * 1000.0),
-                    c->pending.count > 0 || coord_table_busy(&c->table), c->sync_us);
     return 0;
 }
 
 void *coord_cycle_main(void *arg)
 {
     struct coord *c = arg;
-    while (!coord_cycle(c)) {
+    for (;;) {
+        /* Between two cycles, in the nap, the timeline may change hands
+         * (coord_timeline_swap): nothing writes to it then. */
+        pthread_mutex_lock(&c->cycle_lock);
+        const uint64_t swaps_done = c->swaps_done;
+        while (atomic_load(&c->swaps_waiting) && c->swaps_done == swaps_done)
+            pthread_cond_wait(&c->cycle_cond, &c->cycle_lock);
+        const int64_t start_us = coord_now_us();
+        const int stop = coord_cycle(c, start_us);
+        pthread_mutex_unlock(&c->cycle_lock);
+        if (stop) break;
+        coord_queue_nap(&c->queue, start_us, coord_inspect_period_us(c), (int64_t)(c->settings.cycle_time_ms * 1000.0),
+                        c->pending.count > 0 || coord_table_busy(&c->table), c->sync_us);
     }
     return NULL;
 }

@@ -208,6 +208,51 @@ HORA_API const char *hora_transport_name(void);
  * HORA_ERR_NOT_INITIALIZED. */
 HORA_API hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, long long *cycles);
 
+/*
+ * The timeline: a Chrome-trace JSON file (chrome://tracing, Perfetto,
+ * tools/hora-timeline) of every request the coordinator runs, a row per
+ * tensor name with its NEGOTIATE, QUEUE, op and copy spans, written by rank
+ * 0 only (a process set's coordinator: by its first member, to the path
+ * with ".set<id>" appended). The file is a valid JSON array after every
+ * event, bounded by HORA_TIMELINE_MAX_MB. HORA_TIMELINE starts one at
+ * hora_init; these calls start and stop one at any time after it.
+ *
+ * hora_timeline_start: stop the running timeline if there is one (from
+ * HORA_TIMELINE or an earlier call; its file is complete), then open path
+ * (truncated; the same path again starts it over) and write every later
+ * event to it, in every coordinator of this rank: the world's and those of
+ * the process sets this rank is in, and the sets created while it runs.
+ * Not collective, and no peer is waited for: call it on every rank, as
+ * Horovod's users do (ranks other than 0 only record that it runs). Starting
+ * twice is starting again (the first file is complete and closed).
+ * Returns HORA_OK, HORA_ERR_INVALID_ARG (path NULL, empty or over 511
+ * bytes), HORA_ERR_SYSTEM (rank 0 cannot create or write the file: the
+ * message names it and the OS error; no timeline runs then),
+ * HORA_ERR_NO_MEMORY, HORA_ERR_NOT_INITIALIZED, HORA_ERR_SHUTDOWN (after
+ * an abort).
+ *
+ * hora_timeline_stop: the running timeline's file is complete and closed
+ * when it returns (no event is written to it later, so it may be read,
+ * moved or started again); HORA_OK also when none runs (nothing happens).
+ * Returns HORA_OK, HORA_ERR_NO_MEMORY, HORA_ERR_NOT_INITIALIZED,
+ * HORA_ERR_SHUTDOWN (after an abort).
+ *
+ * hora_timeline_mark_cycles: on (non-zero) adds a CYCLE_START instant, on a
+ * row of its own named "cycles", at the start of every coordinator cycle
+ * (every HORA_CYCLE_TIME_MS while requests wait, about once a second when
+ * idle) to the running timeline and those started later; 0 stops it (the
+ * default). Returns HORA_OK, HORA_ERR_NO_MEMORY, HORA_ERR_NOT_INITIALIZED,
+ * HORA_ERR_SHUTDOWN.
+ *
+ * Thread-safe, also while requests run: the coordinators take the change
+ * between two cycles, so each call waits at most for the cycle in progress
+ * (its negotiation and the collectives it runs), never for a nap. Not
+ * while hora_shutdown runs on another thread.
+ */
+HORA_API hora_status_t hora_timeline_start(const char *path);
+HORA_API hora_status_t hora_timeline_stop(void);
+HORA_API hora_status_t hora_timeline_mark_cycles(int on);
+
 /* What this process's application is doing, as text: called (on a helper
  * thread of libhora's, never the application's) when rank 0's stall
  * inspector asks this rank for its stack (HORA_STALL_STACKS). It writes at
@@ -463,7 +508,8 @@ typedef struct {
 /*
  * Process sets (Horovod's): a subset of the ranks with a coordinator of its
  * own, which negotiates, caches, fuses, inspects stalls and writes a
- * timeline (HORA_TIMELINE with ".set<id>" appended) for its members only.
+ * timeline (HORA_TIMELINE's or hora_timeline_start's path with ".set<id>"
+ * appended) for its members only.
  * A request names its set in opts.process_set; ranks refer to world ranks
  * everywhere (a broadcast's root, messages), while an allgather's or
  * alltoall's per-rank counts, an alltoall's splits and a reducescatter's

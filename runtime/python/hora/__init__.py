@@ -201,6 +201,9 @@ from hora import stacks as _stacks  # noqa: E402 (its provider's type)
 _declare_optional("hora_set_stack_provider", _st, [_stacks.PROVIDER_T, _vp])
 _declare_optional("hora_process_set_info", _st, [_c.c_int, _c.POINTER(_c.c_int), _c.POINTER(_c.c_int),
                                                  _c.POINTER(_c.c_int), _c.c_int])
+_declare_optional("hora_timeline_start", _st, [_c.c_char_p])
+_declare_optional("hora_timeline_stop", _st, [])
+_declare_optional("hora_timeline_mark_cycles", _st, [_c.c_int])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

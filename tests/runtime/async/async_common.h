@@ -125,6 +125,7 @@ void mode_stall_shutdown(void);
 void mode_stall_busy(void);
 void mode_stall_stack(void);
 void mode_timeline(void);
+void mode_timeline_dynamic(void);
 void mode_badenv(void);
 void mode_idle(void);
 void mode_ops(void);

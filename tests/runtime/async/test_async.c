@@ -27,6 +27,8 @@
  *                  idle; then ranks submit seconds apart and the result is
  *                  exact.
  *   timeline       HORA_TIMELINE is valid JSON mid-run and after shutdown.
+ *   timeline_dynamic hora_timeline_start/stop: each stopped file is a
+ *                  complete Chrome trace of what ran while it was started.
  *   badenv         a bad HORA_* value fails hora_init with HORA_ERR_CONFIG.
  *   ops            reducescatter (grouped too), alltoall with splits,
  *                  barrier (negotiated and direct), integer scaling
@@ -106,6 +108,7 @@ static const struct {
     {"stall_busy", mode_stall_busy, 120},
     {"stall_stack", mode_stall_stack, 60},
     {"timeline", mode_timeline, 600},
+    {"timeline_dynamic", mode_timeline_dynamic, 120},
     {"badenv", mode_badenv, 120},
     {"idle", mode_idle, 120},
     {"defer", mode_defer, 120},

@@ -6,8 +6,8 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Run under mpirun like any Horovod program. CPU tensors only; what it does
-not do (Adasum, CUDA tensors, SyncBatchNorm, a dynamic timeline) raises
-NotImplementedError saying so. hora's own addition: shared_tensors, tensors
+not do (Adasum, CUDA tensors, SyncBatchNorm) raises NotImplementedError
+saying so. hora's own addition: shared_tensors, tensors
 in memory the ranks of a host share, whose fused all-reduces need no copy.
 """
 from .compression import Compression

@@ -13,6 +13,7 @@ they do the same way.
 """
 import ctypes
 import itertools
+import os
 import threading
 
 import torch
@@ -333,13 +334,43 @@ def rocm_built():
     return False
 
 
+def _timeline_error(status, what):
+    text = "hora.torch.%s: %s: %s" % (what, _h.status_string(status), _h.last_error())
+    if status == _h.ERR_NOT_INITIALIZED:
+        return ValueError("Horovod has not been initialized; use hvd.init(). (" + text + ")")
+    if status == _h.ERR_INVALID_ARG:
+        return ValueError(text)
+    if status == _h.ERR_SYSTEM:
+        return OSError(text)
+    return HorovodInternalError(text)
+
+
 def start_timeline(file_path, mark_cycles=False):
-    raise NotImplementedError("hora.torch.start_timeline: the runtime has no dynamic timeline; set "
-                              "HORA_TIMELINE=file.json before the job starts")
+    """Start writing the timeline, a Chrome trace of every collective, to
+    file_path (rank 0 writes it; call it on every rank, as with Horovod).
+    Unlike Horovod, no setting has to allow it (HOROVOD_TIMELINE=DYNAMIC);
+    HORA_TIMELINE names a file started at init instead. A running timeline
+    is stopped first, its file complete; file_path may be that file again.
+    mark_cycles adds a CYCLE_START instant at each coordinator cycle.
+    ValueError before hvd.init() or for a bad path; OSError when rank 0
+    cannot create the file."""
+    _need_init()
+    _need_function("hora_timeline_start", "start_timeline")
+    status = _lib.hora_timeline_mark_cycles(1 if mark_cycles else 0)
+    if status == _h.OK:
+        status = _lib.hora_timeline_start(os.fsencode(os.fspath(file_path)))
+    if status != _h.OK:
+        raise _timeline_error(status, "start_timeline")
 
 
 def stop_timeline():
-    raise NotImplementedError("hora.torch.stop_timeline: the runtime has no dynamic timeline (HORA_TIMELINE)")
+    """Stop the running timeline: its file is a complete Chrome trace when
+    this returns. Nothing happens when none runs."""
+    _need_init()
+    _need_function("hora_timeline_stop", "stop_timeline")
+    status = _lib.hora_timeline_stop()
+    if status != _h.OK:
+        raise _timeline_error(status, "stop_timeline")
 
 
 # ---- requests ----------------------------------------------------------------
