@@ -194,6 +194,40 @@ def test_join():
     hvd.join()
 
 
+def test_distributed_optimizer():
+    """A model with SyncBatchNorm under DistributedOptimizer (SGD, 3 steps,
+    uneven batches): the averaged gradients of each rank's own loss move
+    every parameter, BatchNorm's too, as one process moves BatchNorm1d's
+    model on the concatenated batch with the mean of the ranks' losses."""
+    r, n = hvd.rank(), hvd.size()
+    rows = [q + 2 for q in range(n)]
+
+    def model(norm):
+        torch.manual_seed(5)
+        return torch.nn.Sequential(torch.nn.Linear(6, 4), norm, torch.nn.Linear(4, 1))
+
+    dist, ref = model(hvd.SyncBatchNorm(4)), model(torch.nn.BatchNorm1d(4))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.05),
+                                   named_parameters=dist.named_parameters())
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    for step in range(3):
+        xs = [batch(step, q, rows[q], (), 6, torch.float32)[0] for q in range(n)]
+        opt.zero_grad()
+        dist(xs[r]).pow(2).sum().backward()
+        opt.step()
+        ref_opt.zero_grad()
+        (ref(torch.cat(xs)).pow(2).sum() / n).backward()
+        ref_opt.step()
+    for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+        close(p.detach(), q.detach(), "DistributedOptimizer: %s after 3 steps" % name)
+    close(dist[1].running_var, ref[1].running_var, "DistributedOptimizer: running_var")
+    dist.eval()
+    ref.eval()
+    with torch.no_grad():
+        x = batch(9, r, 3, (), 6, torch.float32)[0]
+        close(dist(x), ref(x), "DistributedOptimizer: eval output")
+
+
 def test_errors():
     r, n = hvd.rank(), hvd.size()
     sbn = hvd.SyncBatchNorm(3)
@@ -224,5 +258,5 @@ def test_signature():
 
 if __name__ == "__main__":
     run([test_even, test_uneven, test_empty_rank, test_no_running_stats, test_cumulative_average, test_dims,
-         test_float64, test_eval_runs_no_collective, test_horovod_assertions, test_join, test_errors,
-         test_signature])
+         test_float64, test_eval_runs_no_collective, test_horovod_assertions, test_join, test_distributed_optimizer,
+         test_errors, test_signature])
