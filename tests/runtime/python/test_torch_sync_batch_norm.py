@@ -29,6 +29,21 @@ def batch(step, q, rows, tail, c, dtype):
     return x, dy
 
 
+def forward_backward(sbn, ref, xs, dys, rows, at, tol):
+    """This rank's xs[r] through sbn and back from dys[r], beside ref on the
+    concatenation: the output and input gradient of this rank's slice."""
+    r = hvd.rank()
+    first = sum(rows[:r])
+    x = xs[r].clone().requires_grad_()
+    y = sbn(x)
+    y.backward(dys[r])
+    gx = torch.cat(xs).requires_grad_()
+    gy = ref(gx)
+    gy.backward(torch.cat(dys))
+    close(y, gy.detach()[first:first + rows[r]], "output, " + at, **tol)
+    close(x.grad, gx.grad[first:first + rows[r]], "input gradient, " + at, **tol)
+
+
 def compare(rows_of, tail=(5, 4), c=3, steps=3, affine=True, track=True, momentum=0.1, dtype=torch.float32,
             what=""):
     """steps of training with rank q holding rows_of(q) samples, then eval mode."""
@@ -46,15 +61,8 @@ def compare(rows_of, tail=(5, 4), c=3, steps=3, affine=True, track=True, momentu
     what = "%s rows %s%s" % (what, rows, "" if affine else " affine=False")
     for step in range(steps):
         xs, dys = zip(*[batch(step, q, rows[q], tail, c, dtype) for q in range(n)])
-        x = xs[r].clone().requires_grad_()
-        y = sbn(x)
-        y.backward(dys[r])
-        gx = torch.cat(xs).requires_grad_()
-        gy = ref(gx)
-        gy.backward(torch.cat(dys))
         at = "%s step %d" % (what, step)
-        close(y, gy.detach()[first:first + rows[r]], "output, " + at, **tol)
-        close(x.grad, gx.grad[first:first + rows[r]], "input gradient, " + at, **tol)
+        forward_backward(sbn, ref, xs, dys, rows, at, tol)
         if affine:
             for name in ("weight", "bias"):
                 mine = getattr(sbn, name)
@@ -181,15 +189,7 @@ def test_join():
     xs, dys = zip(*[batch(0, q, rows[q], (3,), 2, torch.float32) for q in range(n - 1)])
     sbn = hvd.SyncBatchNorm(2)
     ref = torch.nn.BatchNorm1d(2)
-    x = xs[r].clone().requires_grad_()
-    y = sbn(x)
-    y.backward(dys[r])
-    gx = torch.cat(xs).requires_grad_()
-    gy = ref(gx)
-    gy.backward(torch.cat(dys))
-    first = sum(rows[:r])
-    close(y, gy.detach()[first:first + rows[r]], "output beside a joined rank")
-    close(x.grad, gx.grad[first:first + rows[r]], "input gradient beside a joined rank")
+    forward_backward(sbn, ref, xs, dys, rows, "beside a joined rank", {})
     close(sbn.running_var, ref.running_var, "running_var beside a joined rank")
     hvd.join()
 
@@ -229,7 +229,7 @@ def test_distributed_optimizer():
 
 
 def test_errors():
-    r, n = hvd.rank(), hvd.size()
+    r = hvd.rank()
     sbn = hvd.SyncBatchNorm(3)
     raises(ValueError, lambda: sbn(torch.ones(3)), "1-D input", contains="at least 2D")
     raises(ValueError, lambda: sbn(torch.ones(4, 2, 5)), "2 channels into 3", contains="2 channels")
