@@ -244,7 +244,6 @@ def test_refusals():
     raises(TypeError, lambda: hvd.allreduce(torch.ones(2, dtype=torch.complex64)), "complex64", contains="complex64")
     raises(ValueError, lambda: hvd.allreduce(torch.ones(2).to_sparse()), "sparse", contains="sparse")
     raises(ValueError, lambda: hvd.allreduce(torch.ones(2), average=True, op=hvd.Sum), "average and op")
-    raises(NotImplementedError, lambda: hvd.SyncBatchNorm(3), "SyncBatchNorm", contains="SyncBatchNorm")
 
 
 def test_join():

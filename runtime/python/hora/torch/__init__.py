@@ -6,7 +6,7 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Run under mpirun like any Horovod program. CPU tensors only; what it does
-not do (Adasum, CUDA tensors, SyncBatchNorm) raises NotImplementedError
+not do (Adasum, CUDA tensors) raises NotImplementedError
 saying so. hora's own addition: shared_tensors, tensors
 in memory the ranks of a host share, whose fused all-reduces need no copy.
 """
@@ -27,8 +27,4 @@ from .collectives import (reducescatter, reducescatter_async, grouped_reducescat
 from .functions import broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object
 from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared
-
-
-class SyncBatchNorm:
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError("hora.torch.SyncBatchNorm: not supported yet")
+from .sync_batch_norm import SyncBatchNorm
