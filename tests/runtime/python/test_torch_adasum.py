@@ -115,7 +115,8 @@ def test_refusals():
 
 def test_optimizer():
     """Horovod's Adasum optimizer: each rank's SGD change (-lr * its gradient)
-    is combined by Adasum and added to the parameter."""
+    is combined by Adasum and added to the parameter; backward_passes_per_step
+    and the zero_grad guard."""
     if not power_of_two():
         return
     r, n = hvd.rank(), hvd.size()
@@ -139,6 +140,15 @@ def test_optimizer():
         close(model.weight.detach(), w0, torch.float32, "optimizer step %d" % step)
         same_on_every_rank(model.weight.detach(), "optimizer step %d" % step)
     raises(AssertionError, lambda: opt.skip_synchronize().__enter__(), "skip_synchronize")
+    # Two backward passes per step: the change is SGD's on the accumulated gradient 2 x_r.
+    opt.set_backward_passes_per_step(2)
+    opt.zero_grad()
+    for _ in range(2):
+        model(x_of(r)).sum().backward()
+    raises(AssertionError, opt.zero_grad, "zero_grad between backward and step", "zero_grad")
+    opt.step()
+    w0 = w0 + adasum_reference([-2 * lr * x_of(q).double().reshape(-1) for q in range(n)]).reshape(1, 6)
+    close(model.weight.detach(), w0, torch.float32, "optimizer, backward_passes_per_step=2")
 
 
 if __name__ == "__main__":

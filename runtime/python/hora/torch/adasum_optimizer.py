@@ -20,12 +20,12 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
+from .optimizer import _DistributedOptimizer, _named_parameters
 
 
 class _DistributedAdasumOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
         super(self.__class__, self).__init__(params)
-        from .optimizer import _named_parameters
         named_parameters = _named_parameters(self.param_groups, named_parameters)
         self._compression = compression
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
@@ -45,10 +45,10 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                     grad_acc.register_hook(self._make_hook(p))
                     self._grad_accs.append(grad_acc)
 
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = passes
+    # The same as the gradient optimizer's (both read backward_passes_per_step,
+    # _allreduce_delay and _handles).
+    set_backward_passes_per_step = _DistributedOptimizer.set_backward_passes_per_step
+    zero_grad = _DistributedOptimizer.zero_grad
 
     def _submit(self, p):
         """The wrapped optimizer's step on p alone, p turned into its change,
@@ -104,13 +104,6 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._allreduce_delay[p] = self.backward_passes_per_step
         self._handles.clear()
         return loss
-
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
-                                 "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
-                                 "cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
 def adasum_optimizer(optimizer, named_parameters, compression, backward_passes_per_step, process_set):
