@@ -1,8 +1,9 @@
 /* coll.c - the collectives of a channel (user or coordinator): argument
  * checks, staging of buffers the peers cannot map, the choice of algorithm
  * (all-reduces of host memory up to HORA_LATENCY_BYTES: the latency path;
- * else one shot over peer memory unless HORA_ALGORITHM=ring, else the ring),
- * and the hierarchical all-reduce. Callers issue them from one thread per
+ * else one shot over peer memory unless HORA_ALGORITHM=ring, else the ring;
+ * op Adasum: adasum.c, between two agreements), and the hierarchical
+ * all-reduce. Callers issue them from one thread per
  * purpose, in the same order on every rank. */
 #include <stdint.h>
 #include <stdio.h>
