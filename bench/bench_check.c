@@ -53,7 +53,8 @@ static long long check_input_value(hora_dtype_t dtype, hora_op_t op, int rank, i
         case 2: return check_dtype_is_signed(dtype) ? -1 : 1;
         default: return 1;
         }
-    case HORA_OP_COUNT: break;
+    case HORA_OP_COUNT:
+    case HORA_OP_ADASUM: break; /* not element-wise: the benchmarks do not run it */
     }
     return 0;
 }
@@ -189,7 +190,8 @@ int bench_pattern_init(bench_pattern_t *pattern, hora_dtype_t dtype, hora_op_t o
             case HORA_OP_MIN: result = value < result ? value : result; break;
             case HORA_OP_MAX: result = value > result ? value : result; break;
             case HORA_OP_PROD: result *= value; break;
-            case HORA_OP_COUNT: break;
+            case HORA_OP_COUNT:
+            case HORA_OP_ADASUM: break; /* not element-wise: the benchmarks do not run it */
             }
         }
         unsigned char *out = expected + i * elem_bytes;

@@ -177,7 +177,8 @@ static int nccl_op(hora_op_t op)
     case HORA_OP_MIN: return NCCL_MIN;
     case HORA_OP_MAX: return NCCL_MAX;
     case HORA_OP_PROD: return NCCL_PROD;
-    case HORA_OP_COUNT: break;
+    case HORA_OP_COUNT:
+    case HORA_OP_ADASUM: break; /* not element-wise: the benchmarks do not run it */
     }
     return -1;
 }

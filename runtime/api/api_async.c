@@ -112,6 +112,15 @@ static hora_status_t api_async_new(const char *what, const char *name, uint32_t 
                                "%s('%s'): prescale %g / postscale %g: dtype bool cannot be scaled (both must be 1)",
                                what, name, opts->prescale, opts->postscale);
     }
+    if (op == HORA_OP_ADASUM && kind == COORD_KIND_ALLREDUCE) {
+        /* Refused at submission, on every rank that makes the call. */
+        char adasum_what[256];
+        snprintf(adasum_what, sizeof(adasum_what), "%s('%s')", what, name);
+        if (opts->process_set != HORA_PROCESS_SET_WORLD)
+            return status_fail(HORA_ERR_UNSUPPORTED, "%s: op adasum runs on the world, not on process set %d",
+                               adasum_what, opts->process_set);
+        HORA_CHECK(coll_adasum_check(adasum_what, hora_rt.topo.size, dtype, opts->memory));
+    }
     struct hora_request *req = calloc(1, sizeof(*req));
     if (!req || !(req->name = strdup(name))) {
         free(req);
@@ -208,7 +217,7 @@ hora_status_t hora_allreduce_async(const char *name, const void *send, void *rec
 {
     struct hora_request *r = NULL;
     HORA_CHECK(api_async_check("hora_allreduce_async", name, dtype));
-    if ((unsigned)op >= HORA_OP_COUNT)
+    if ((unsigned)op >= HORA_OP_COUNT && op != HORA_OP_ADASUM)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): invalid op %d", name, (int)op);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce_async('%s'): req is NULL", name);
     HORA_CHECK(api_async_new("hora_allreduce_async", name, COORD_KIND_ALLREDUCE, send, recv, count, dtype, op, -1, opts,
@@ -261,7 +270,7 @@ hora_status_t hora_grouped_allreduce_async(int n, const char *const *names, cons
     if (n <= 0 || !names || !send || !recv || !counts || !reqs)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_allreduce_async: bad arguments");
     HORA_CHECK(api_async_check("hora_grouped_allreduce_async", names[0], dtype));
-    if ((unsigned)op >= HORA_OP_COUNT)
+    if ((unsigned)op >= HORA_OP_COUNT && op != HORA_OP_ADASUM)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_allreduce_async: invalid op %d", (int)op);
     struct hora_request **list = calloc((size_t)n, sizeof(*list));
     if (!list) return status_fail(HORA_ERR_NO_MEMORY, "hora_grouped_allreduce_async: out of memory");
@@ -293,6 +302,9 @@ hora_status_t hora_reducescatter_async(const char *name, const void *send, void 
 {
     struct hora_request *r = NULL;
     HORA_CHECK(api_async_check("hora_reducescatter_async", name, dtype));
+    if (op == HORA_OP_ADASUM)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): op adasum is an all-reduce only",
+                           name);
     if ((unsigned)op >= HORA_OP_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): invalid op %d", name, (int)op);
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_reducescatter_async('%s'): req is NULL", name);
@@ -309,6 +321,8 @@ hora_status_t hora_grouped_reducescatter_async(int n, const char *const *names, 
     if (n <= 0 || !names || !send || !recv || !counts || !reqs)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: bad arguments");
     HORA_CHECK(api_async_check("hora_grouped_reducescatter_async", names[0], dtype));
+    if (op == HORA_OP_ADASUM)
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: op adasum is an all-reduce only");
     if ((unsigned)op >= HORA_OP_COUNT)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_grouped_reducescatter_async: invalid op %d", (int)op);
     struct hora_request **list = calloc((size_t)n, sizeof(*list));

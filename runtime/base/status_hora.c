@@ -23,7 +23,11 @@ const char *hora_dtype_name(hora_dtype_t dtype)
 
 size_t hora_dtype_size(hora_dtype_t dtype) { return (unsigned)dtype < HORA_DTYPE_COUNT ? dtype_sizes[dtype] : 0; }
 
-const char *hora_op_name(hora_op_t op) { return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid"; }
+const char *hora_op_name(hora_op_t op)
+{
+    if (op == HORA_OP_ADASUM) return "adasum";
+    return (unsigned)op < HORA_OP_COUNT ? op_names[op] : "invalid";
+}
 
 int hora_dtype_parse(const char *name)
 {
@@ -52,6 +56,7 @@ int hora_op_parse(const char *name)
         if (!strcasecmp(name, op_names[i])) return i;
     if (!strcasecmp(name, "mean") || !strcasecmp(name, "average")) return HORA_OP_AVG;
     if (!strcasecmp(name, "product")) return HORA_OP_PROD;
+    if (!strcasecmp(name, "adasum")) return HORA_OP_ADASUM;
     return -1;
 }
 

@@ -2,8 +2,9 @@
  * transport: the ring (ring.c explains its steps) and the one-shot
  * algorithms over peer memory (oneshot.c), with the pieces both use
  * (group.c: progress positions, chunking, descriptor checks), and the
- * latency path of small all-reduces (latency.c). coll.c picks an algorithm
- * per call; ring.c, oneshot.c and latency.c never call each other. */
+ * latency path of small all-reduces (latency.c), and Adasum (adasum.c).
+ * coll.c picks an algorithm per call; ring.c, oneshot.c, latency.c and
+ * adasum.c never call each other. */
 #ifndef HORA_COLL_ALGO_H
 #define HORA_COLL_ALGO_H
 
@@ -108,6 +109,13 @@ hora_status_t group_agree(struct coll_group *g, hora_status_t status);
  * only returns the status. */
 hora_status_t group_agree_allreduce(struct coll_group *g, const void *send, void *recv, size_t count,
                                     const struct group_reduction *red);
+
+/* Adasum (adasum.c; coll_adasum_check in coll.h). adasum_run: the reduction
+ * of work (count elements, fp32 or, f64 != 0, fp64) in place over the n
+ * ranks (a power of two) through tp, a message transport reaching every
+ * rank; tmp holds count / 2 + 1 elements. No agreement of its own: coll.c
+ * brackets it. */
+hora_status_t adasum_run(struct tp *tp, int rank, int n, void *work, size_t count, int f64, void *tmp);
 
 /* The n-way reduce of an element's inputs in place order 0..n-1: the
  * engine's reduce, or for red->mode 2 and SUM its reduce_exact. Inline, like

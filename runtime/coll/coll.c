@@ -1,8 +1,9 @@
 /* coll.c - the collectives of a channel (user or coordinator): argument
  * checks, staging of buffers the peers cannot map, the choice of algorithm
  * (all-reduces of host memory up to HORA_LATENCY_BYTES: the latency path;
- * else one shot over peer memory unless HORA_ALGORITHM=ring, else the ring),
- * and the hierarchical all-reduce. Callers issue them from one thread per
+ * else one shot over peer memory unless HORA_ALGORITHM=ring, else the ring;
+ * op Adasum: adasum.c, between two agreements), and the hierarchical
+ * all-reduce. Callers issue them from one thread per
  * purpose, in the same order on every rank. */
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +24,8 @@ static hora_status_t coll_check(const char *what, hora_dtype_t dtype)
 static hora_status_t coll_reduction(const struct coll_ctx *ctx, const char *what, hora_op_t op, hora_dtype_t dtype,
                                     struct group_reduction *red)
 {
+    if (op == HORA_OP_ADASUM)
+        return status_fail(HORA_ERR_INVALID_ARG, "%s: op adasum is an all-reduce only (hora_allreduce)", what);
     if ((unsigned)op >= HORA_OP_COUNT) return status_fail(HORA_ERR_INVALID_ARG, "%s: invalid op %d", what, (int)op);
     if (dtype == HORA_DTYPE_BOOL && op == HORA_OP_AVG)
         return status_fail(HORA_ERR_INVALID_ARG,
@@ -552,11 +555,80 @@ static hora_status_t coll_allreduce_red(struct coll_ctx *ctx, int purpose, hora_
     return HORA_OK;
 }
 
+/* Adasum (adasum.c), bracketed by two ORs on the flat channel. The first
+ * (five words) says whether any rank could not prepare (out of memory) and
+ * checks the arguments: count and dtype travel with their complements, and
+ * both ORs equal a rank's own values only when every rank's are the same.
+ * Then the exchanges, through the flat channel's mpi transport (whose waits
+ * end on an abort notice or after HORA_TIMEOUT_S), and the second OR: any
+ * rank's failure fails the operation on every rank, and the channel (a
+ * failed exchange may leave messages that would match the next one's
+ * receives). */
+static hora_status_t coll_allreduce_adasum(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send,
+                                           void *recv, size_t count, hora_dtype_t dtype)
+{
+    const struct topo *t = ctx->env.topo;
+    const int channel = coll_channel(purpose, COLL_SCOPE_FLAT);
+    const struct coll_engine_ops *e = coll_engine_host();
+    HORA_CHECK(coll_adasum_check("hora_allreduce", t->size, dtype, memory));
+    const size_t es = hora_dtype_size(dtype), bytes = count * es;
+    if (count && (!send || !recv))
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: NULL buffer with count %zu", count);
+    if (send != recv && coll_overlap(send, bytes, recv, bytes))
+        return status_fail(HORA_ERR_INVALID_ARG, "hora_allreduce: send and recv partly overlap");
+    if (ctx->failed[channel] < 0)
+        return status_set(ctx->failed[channel], "allreduce(adasum): %s", ctx->failed_msg[channel]);
+    if (t->size == 1) return send != recv && bytes ? e->copy(recv, send, bytes) : HORA_OK;
+    struct tp *tp = &ctx->transports[channel][TP_KIND_MPI];
+    if (!tp->ops)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "hora_allreduce: op adasum exchanges through the mpi transport, which HORA_DISABLE_MPI=1 "
+                           "turned off");
+
+    const int f64 = dtype == HORA_DTYPE_F64, wide = dtype == HORA_DTYPE_F16 || dtype == HORA_DTYPE_BF16;
+    const size_t wes = f64 ? sizeof(double) : sizeof(float);
+    void *tmp = malloc((count / 2 + 1) * wes), *work = wide ? malloc(count * wes + 1) : recv;
+    uint64_t words[5] = {!tmp || !work, count, ~(uint64_t)count, (uint64_t)dtype, ~(uint64_t)dtype};
+    hora_status_t status = coll_allreduce_bits(ctx, purpose, "allreduce(adasum) start", words, 5);
+    if (status == HORA_OK && words[0])
+        status = status_fail(HORA_ERR_NO_MEMORY, "allreduce(adasum): a rank is out of memory for %zu elements", count);
+    else if (status == HORA_OK && (words[1] != count || words[2] != ~(uint64_t)count || words[3] != (uint64_t)dtype ||
+                                   words[4] != ~(uint64_t)dtype))
+        status = status_fail(HORA_ERR_MISMATCH,
+                             "allreduce(adasum): ranks called it with different counts or dtypes (this rank: %zu %s)",
+                             count, hora_dtype_name(dtype));
+    if (status < 0) goto out;
+
+    if (wide)
+        status = e->cast(work, HORA_DTYPE_F32, send, dtype, count);
+    else if (send != recv && bytes)
+        status = e->copy(recv, send, bytes);
+    if (status == HORA_OK) status = adasum_run(tp, t->rank, t->size, work, count, f64, tmp);
+    if (status == HORA_OK && wide) status = e->cast(recv, dtype, work, HORA_DTYPE_F32, count);
+    /* The outcome. A local failure's message outlives the agreement. */
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", status < 0 ? hora_last_error() : "");
+    uint64_t failed = status < 0;
+    hora_status_t agreed = coll_allreduce_bits(ctx, purpose, "allreduce(adasum) end", &failed, 1);
+    if (status < 0)
+        status = status_set(status, "%s", msg);
+    else if (agreed < 0)
+        status = agreed;
+    else if (failed)
+        status = status_fail(HORA_ERR_TRANSPORT, "allreduce(adasum): another rank's exchanges failed");
+    if (status < 0) coll_channel_fail(ctx, channel, status);
+out:
+    free(tmp);
+    if (work != recv) free(work);
+    return status;
+}
+
 hora_status_t coll_allreduce(struct coll_ctx *ctx, int purpose, hora_memory_t memory, const void *send, void *recv,
                              size_t count, hora_dtype_t dtype, hora_op_t op, const struct coll_hooks *hooks)
 {
     struct group_reduction red;
     HORA_CHECK(coll_check("hora_allreduce", dtype));
+    if (op == HORA_OP_ADASUM) return coll_allreduce_adasum(ctx, purpose, memory, send, recv, count, dtype);
     HORA_CHECK(coll_reduction(ctx, "hora_allreduce", op, dtype, &red));
     red.mode = hooks && hooks->reproducible ? hooks->reproducible : ctx->reproducible;
     return coll_allreduce_red(ctx, purpose, memory, "allreduce", send, recv, count, red, hooks);

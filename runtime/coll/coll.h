@@ -158,6 +158,11 @@ hora_status_t coll_allgatherv(struct coll_ctx *ctx, int purpose, hora_memory_t m
 hora_status_t coll_broadcast(struct coll_ctx *ctx, int purpose, hora_memory_t memory, void *buf, size_t count,
                              hora_dtype_t dtype, int root);
 
+/* HORA_OK where op adasum (adasum.c, run by coll_allreduce) can run on size
+ * ranks for dtype and memory, else the refusal hora.h documents: it depends on
+ * the arguments only, so every rank refuses alike. what names the call. */
+hora_status_t coll_adasum_check(const char *what, int size, hora_dtype_t dtype, hora_memory_t memory);
+
 /* Rank r's shard of count elements over n ranks (hora_shard). */
 void coll_shard(size_t count, int n, int r, size_t *offset, size_t *shard_count);
 

@@ -86,6 +86,24 @@ static hora_status_t coll_connect_channel(struct coll_ctx *ctx, int channel, con
     return HORA_OK;
 }
 
+/* Adasum's pairwise exchanges (adasum.c) reach any rank: they go through
+ * the mpi transport of the flat channel, connected here where the ring took
+ * another one (one MPI_Comm_dup), unless HORA_DISABLE_MPI=1 on any rank. */
+static hora_status_t coll_connect_adasum(struct coll_ctx *ctx, int channel)
+{
+    struct tp *tp = &ctx->transports[channel][TP_KIND_MPI];
+    int ok = tp_mpi_ops.can_connect(&ctx->env, 0), all = 0;
+    if (tp->ops || ctx->env.topo->size == 1) return HORA_OK;
+    int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->env.world);
+    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(adasum transport)");
+    if (!all) return HORA_OK;
+    tp->env = &ctx->env;
+    tp->channel = channel;
+    HORA_CHECK(tp_mpi_ops.connect(tp));
+    tp->ops = &tp_mpi_ops;
+    return HORA_OK;
+}
+
 static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config *cfg)
 {
     const struct topo *t = ctx->env.topo;
@@ -113,6 +131,9 @@ static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config 
                                           1, waited);
     }
     free(world);
+    if (status < 0) return status;
+    for (int purpose = 0; purpose < COLL_PURPOSE_COUNT && status == HORA_OK; purpose++)
+        status = coll_connect_adasum(ctx, coll_channel(purpose, COLL_SCOPE_FLAT));
     if (status < 0) return status;
 
     /* HORA_HIERARCHICAL: auto = more than one node and more than one rank per node. */

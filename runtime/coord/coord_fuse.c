@@ -1,7 +1,8 @@
 /* coord_fuse.c - fusion planning: which responses of a list run as one.
  * Consecutive allreduce responses that agree on dtype, op, scales,
  * compression, reproducibility and memory kind, and come from the same path
- * (the cache's or the slow path's), are packed into one response, each
+ * (the cache's or the slow path's), are packed into one response (never
+ * Adasum's: each tensor is a vector of its own), each
  * tensor at an offset aligned to HORA_ALIGN_BYTES, while the packed size
  * stays within HORA_FUSION_THRESHOLD; a tensor larger than the threshold
  * runs alone. A pure function of the threshold and the list: rank 0 plans
@@ -14,8 +15,9 @@
 
 static int coord_fusable(const struct coord_meta *a, const struct coord_meta *b)
 {
-    return a->kind == COORD_KIND_ALLREDUCE && b->kind == COORD_KIND_ALLREDUCE && a->dtype == b->dtype &&
-           a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
+    /* Adasum combines whole vectors: each tensor is one, so it runs alone. */
+    return a->kind == COORD_KIND_ALLREDUCE && b->kind == COORD_KIND_ALLREDUCE && a->op != HORA_OP_ADASUM &&
+           a->dtype == b->dtype && a->op == b->op && a->prescale == b->prescale && a->postscale == b->postscale &&
            a->compression == b->compression && a->memory == b->memory && a->reproducible == b->reproducible;
 }
 

@@ -92,17 +92,39 @@ typedef enum {
  * AND ("all ranks true"), every output byte 0 or 1; AVG and a prescale or
  * postscale other than 1 are refused (HORA_ERR_INVALID_ARG, at the call,
  * on every rank that makes it). Broadcast and allgather move the bytes of
- * every dtype unchanged. */
+ * every dtype unchanged.
+ *
+ * HORA_OP_ADASUM is not element-wise, and lies outside 0..HORA_OP_COUNT-1
+ * (the element-wise ops): Adaptive Summation (Maleki et al., MLSys 2021;
+ * Horovod's op=Adasum). Two vectors a and b combine into
+ * (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b (a coefficient is 1
+ * where that vector's squared norm is below sqrt(DBL_MIN)): the sum of
+ * orthogonal vectors, the mean of parallel ones. Over 2^k ranks the pairs
+ * combine as a binary tree in rank order ((r0 + r1) + (r2 + r3), ...),
+ * computed by vector halving and distance doubling (each rank reduces a
+ * 1/2^k slice; dot products and norms in fp64, summed over the ranks that
+ * hold the slices of one vector), then an allgather in reverse: every rank
+ * gets the same bits. hora_allreduce, hora_allreduce_async and
+ * hora_grouped_allreduce_async take it (every tensor of a group or a fusion
+ * is its own vector: Adasum requests are never fused); f32, f64, and f16 /
+ * bf16 (computed in fp32, rounded once at the end); host memory, the world
+ * only. Refused on every rank: HORA_ERR_UNSUPPORTED for a world size that is
+ * not a power of two, device memory, a process set or a build without the
+ * mpi transport (HORA_DISABLE_MPI=1: the pairwise exchanges are MPI
+ * point-to-point); HORA_ERR_INVALID_ARG for other dtypes, for
+ * hora_reduce_scatter and hora_reducescatter_async. prescale/postscale of
+ * an async request apply before/after, as for the other ops. */
 typedef enum {
     HORA_OP_SUM = 0,
     HORA_OP_AVG = 1,
     HORA_OP_MIN = 2,
     HORA_OP_MAX = 3,
     HORA_OP_PROD = 4,
-    HORA_OP_COUNT = 5
+    HORA_OP_COUNT = 5, /* the element-wise ops are 0..HORA_OP_COUNT-1 */
+    HORA_OP_ADASUM = 16
 } hora_op_t;
 
-/* Status, dtype and op names ("HORA_ERR_TIMEOUT", "f32", "sum"). */
+/* Status, dtype and op names ("HORA_ERR_TIMEOUT", "f32", "sum", "adasum"). */
 HORA_API const char *hora_status_string(hora_status_t status);
 HORA_API const char *hora_dtype_name(hora_dtype_t dtype);
 HORA_API const char *hora_op_name(hora_op_t op);

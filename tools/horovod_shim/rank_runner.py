@@ -1,6 +1,7 @@
 # tools/horovod_shim/rank_runner.py - run on every rank by tools/horovod-test-torch:
-# loads Horovod's test_torch.py from the path given, runs its TorchTests with
-# unittest (the whole class, minus --exclude, or only --only), and writes this
+# loads Horovod's test_torch.py (or another of its test files) from the path
+# given, runs its TorchTests (or the --class named) with unittest (the whole
+# class, minus --exclude, or only --only), and writes this
 # rank's outcome per test to RESULTS/rank.<R>.json for the tool to merge:
 # {"ran": N, "passed": [...], "failed": [...], "asserted": [...], "skipped": {...}},
 # where failed holds failures, errors and unexpected successes, asserted the
@@ -8,7 +9,7 @@
 # skips with their reasons. Exit 0 when this rank had no failure.
 #
 #   python3 rank_runner.py --test DIR/test_torch.py --utils DIR/utils
-#           --results DIR [--only A,B] [--exclude A,B]
+#           --results DIR [--only A,B] [--exclude A,B] [--class TorchAdasumTests]
 import argparse
 import importlib.util
 import json
@@ -35,6 +36,7 @@ def main():
     parser.add_argument("--results", required=True)
     parser.add_argument("--only", default="")
     parser.add_argument("--exclude", default="")
+    parser.add_argument("--class", dest="test_class", default="TorchTests")
     args = parser.parse_args()
 
     # common.py is imported as a top-level module (test_torch.py adds ../utils
@@ -46,13 +48,13 @@ def main():
     sys.modules["test_torch"] = module
     spec.loader.exec_module(module)
 
-    cls = module.TorchTests
+    cls = getattr(module, args.test_class)
     only, exclude = names_of(args.only), names_of(args.exclude)
     names = [n for n in unittest.TestLoader().getTestCaseNames(cls)
              if n not in exclude and (not only or n in only)]
     unknown = [n for n in only + exclude if not hasattr(cls, n)]
     if unknown:
-        print("rank_runner: no such test in TorchTests: " + ", ".join(unknown), file=sys.stderr)
+        print("rank_runner: no such test in %s: %s" % (args.test_class, ", ".join(unknown)), file=sys.stderr)
         return 2
     suite = unittest.TestSuite(cls(n) for n in names)
     result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)

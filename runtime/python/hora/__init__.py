@@ -208,6 +208,8 @@ _declare_optional("hora_timeline_mark_cycles", _st, [_c.c_int])
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.
 OP_SUM, OP_AVG, OP_MIN, OP_MAX, OP_PROD = (lib.hora_op_parse(n) for n in (b"sum", b"avg", b"min", b"max", b"prod"))
+# Not element-wise (hora.h): -1 from a libhora older than Adasum.
+OP_ADASUM = lib.hora_op_parse(b"adasum")
 
 
 def status_string(status):

@@ -222,8 +222,10 @@ def test_guards():
            "duplicate parameter names", contains="unique")
     raises(ValueError, lambda: hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Sum,
                                                       gradient_predivide_factor=2.0), "predivide with Sum")
-    raises(NotImplementedError, lambda: hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
-                                                               op=hvd.Adasum), "Adasum optimizer", contains="Adasum")
+    if hvd.size() & (hvd.size() - 1):  # Adasum's pairs need a power of two (test_torch_adasum.py: the rest)
+        raises(NotImplementedError, lambda: hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                                                   op=hvd.Adasum), "Adasum optimizer",
+               contains="power-of-two")
     # Gradients computed twice with backward_passes_per_step=1: Horovod's assertion.
     model = make_model()  # a fresh model: opt's hooks stay on the first one
     opt2 = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),

@@ -6,8 +6,11 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
 
 Run under mpirun like any Horovod program. CPU tensors only; what it does
-not do (Adasum, CUDA tensors) raises NotImplementedError
-saying so. hora's own addition: shared_tensors, tensors
+not do (CUDA tensors; op=Adasum on a world size that is not a power of
+two, on a process set, or in a reducescatter) raises NotImplementedError
+saying so. op=Adasum is libhora's HORA_OP_ADASUM, and
+DistributedOptimizer(op=Adasum) is Horovod's Adasum optimizer
+(adasum_optimizer.py). hora's own addition: shared_tensors, tensors
 in memory the ranks of a host share, whose fused all-reduces need no copy.
 """
 from .compression import Compression

@@ -56,8 +56,8 @@ def barrier(process_set=global_process_set):
 def _reducescatter_check(tensor, op, what):
     dtype = _check_tensor(tensor, what)
     if op == Adasum:
-        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum; use "
-                                  "Average or Sum)" % what)
+        raise NotImplementedError("hora.torch.%s: op Adasum combines whole vectors and is an allreduce only "
+                                  "(as in Horovod); use Average or Sum" % what)
     if op not in _HORA_OPS:
         raise ValueError("hora.torch.%s: unknown op %r" % (what, op))
     if tensor.dim() == 0:

@@ -30,6 +30,15 @@ Max = 4
 Product = 5
 
 _HORA_OPS = {Average: _h.OP_AVG, Sum: _h.OP_SUM, Min: _h.OP_MIN, Max: _h.OP_MAX, Product: _h.OP_PROD}
+if _h.OP_ADASUM >= 0:
+    _HORA_OPS[Adasum] = _h.OP_ADASUM
+
+
+def _check_adasum(what):
+    """op Adasum needs a libhora that has it (HORA_OP_ADASUM)."""
+    if Adasum not in _HORA_OPS:
+        raise NotImplementedError("hora.torch.%s: op Adasum: the loaded libhora (%s) has no HORA_OP_ADASUM; rebuild "
+                                  "it from this tree" % (what, _h.library_path))
 
 
 class HorovodInternalError(RuntimeError):
@@ -480,8 +489,7 @@ def _resolve_op(average, op, what):
     if op is None:
         op = Average if average is None or average else Sum
     if op == Adasum:
-        raise NotImplementedError("hora.torch.%s: op Adasum is not supported (libhora has no Adasum; use "
-                                  "Average or Sum)" % what)
+        _check_adasum(what)
     if op not in _HORA_OPS:
         raise ValueError("hora.torch.%s: unknown op %r" % (what, op))
     return op

@@ -27,31 +27,38 @@ def _split_list(items, n):
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
 
 
+def _named_parameters(param_groups, named_parameters):
+    """The (name, parameter) pairs of an optimizer's parameters: the user's,
+    checked as Horovod checks them, or made up from the groups."""
+    if named_parameters is not None:
+        named_parameters = list(named_parameters)
+    else:
+        named_parameters = [("allreduce.noname.%s.%s" % (i, j), v)
+                            for i, group in enumerate(param_groups)
+                            for j, v in enumerate(group["params"])]
+    if any(not isinstance(p, tuple) for p in named_parameters):
+        raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually "
+                         "produced by model.named_parameters().")
+    names = [k for k, _ in named_parameters]
+    dups = sorted({k for k in names if names.count(k) > 1})
+    if dups:
+        raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: %s" %
+                         ", ".join(dups))
+    all_ids = {id(v) for g in param_groups for v in g["params"]}
+    named_ids = {id(v) for _, v in named_parameters}
+    if len(all_ids - named_ids):
+        raise ValueError("named_parameters was specified, but one or more model parameters were not "
+                         "named. Python object ids: %s" % ", ".join(str(i) for i in sorted(all_ids - named_ids)))
+    return named_parameters
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1, op=_ops.Average,
                  gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
                  process_set=_ops.global_process_set):
         super(self.__class__, self).__init__(params)
         self._compression = compression
-        if named_parameters is not None:
-            named_parameters = list(named_parameters)
-        else:
-            named_parameters = [("allreduce.noname.%s.%s" % (i, j), v)
-                                for i, group in enumerate(self.param_groups)
-                                for j, v in enumerate(group["params"])]
-        if any(not isinstance(p, tuple) for p in named_parameters):
-            raise ValueError("named_parameters should be a sequence of tuples (name, parameter), usually "
-                             "produced by model.named_parameters().")
-        names = [k for k, _ in named_parameters]
-        dups = sorted({k for k in names if names.count(k) > 1})
-        if dups:
-            raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: %s" %
-                             ", ".join(dups))
-        all_ids = {id(v) for g in self.param_groups for v in g["params"]}
-        named_ids = {id(v) for _, v in named_parameters}
-        if len(all_ids - named_ids):
-            raise ValueError("named_parameters was specified, but one or more model parameters were not "
-                             "named. Python object ids: %s" % ", ".join(str(i) for i in sorted(all_ids - named_ids)))
+        named_parameters = _named_parameters(self.param_groups, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: backward_passes_per_step for _, v in named_parameters}
@@ -274,8 +281,12 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     (that many grouped allreduces) or a list of parameter lists."""
     process_set = _ops._set_of(process_set, "DistributedOptimizer")
     if op == _ops.Adasum:
-        raise NotImplementedError("hora.torch.DistributedOptimizer: op Adasum is not supported (libhora has no "
-                                  "Adasum; use Average or Sum)")
+        _ops._check_adasum("DistributedOptimizer")
+        if _ops.size() > 1:
+            # Adasum combines each rank's update, not its gradient (adasum_optimizer.py).
+            from .adasum_optimizer import adasum_optimizer
+            return adasum_optimizer(optimizer, named_parameters, compression, backward_passes_per_step,
+                                    process_set)
     if op != _ops.Average and gradient_predivide_factor != 1.0:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if num_groups != 0:
