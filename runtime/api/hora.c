@@ -246,6 +246,21 @@ HORA_TOPO_GETTER(node_count, node_count)
 
 const char *hora_transport_name(void) { return hora_rt.initialized ? coll_transport_name(&hora_rt.coll) : "none"; }
 
+#ifdef HORA_HAVE_UCX
+#define API_BUILT_UCX "1"
+#else
+#define API_BUILT_UCX "0"
+#endif
+#ifdef HORA_HAVE_CUDA
+#define API_BUILT_CUDA "1"
+#else
+#define API_BUILT_CUDA "0"
+#endif
+const char *hora_build_info(void)
+{
+    return "version=" HORA_VERSION " shm=1 ucx=" API_BUILT_UCX " mpi=1 cudaipc=" API_BUILT_CUDA " cuda=" API_BUILT_CUDA;
+}
+
 hora_status_t hora_straggler(int *rank, double *last_fraction, double *lag_ms, long long *cycles)
 {
     HORA_CHECK(api_check_initialized("hora_straggler"));

@@ -220,6 +220,12 @@ HORA_API int hora_node_count(void);
 /* Name of the transport the flat ring uses ("shm", "mpi"). */
 HORA_API const char *hora_transport_name(void);
 
+/* What this libhora was built with, callable before hora_init: words
+ * "key=value" separated by spaces, "version=" (the project's version) then
+ * "shm=", "ucx=", "mpi=", "cudaipc=" (the transports) and "cuda=" (the
+ * device engine), each 1 or 0. A later libhora may add keys. */
+HORA_API const char *hora_build_info(void);
+
 /* Rank 0's latest straggler report (HORA_STRAGGLER_S, every that many
  * seconds): *rank is the rank that was the last to submit in at least half
  * of the coordinator's cycles of the period (and clearly more often than

@@ -5,45 +5,54 @@ declares the C signatures of runtime/include/hora.h. `hora.torch` builds the
 horovod.torch API on top of it.
 
 libhora.so is looked up, in this order:
-  1. $HORA_LIBRARY (a path to libhora.so);
-  2. the build tree next to this package: <repo>/build/runtime/libhora.so
-     (this file lives in <repo>/runtime/python/hora/);
-  3. the system loader ("libhora.so", e.g. after `meson install`).
+  1. $HORA_LIBRARY (a path to libhora.so; when set, the only place tried);
+  2. the installed package: libhora.so inside this folder, where a wheel
+     (pyproject.toml, tools/wheel) puts it with libhora-kernels.so;
+  3. the build tree next to this package: <repo>/build/runtime/libhora.so
+     (this file lives in <repo>/runtime/python/hora/ there);
+  4. the system loader ("libhora.so", e.g. after `meson install`).
 It is loaded with RTLD_GLOBAL so that Open MPI's plugins, which libmpi dlopens,
 resolve MPI's symbols.
 """
 import ctypes
 import os
 
-__all__ = ["lib", "library_path", "HoraError", "Opts", "status_string", "last_error", "missing"]
+__all__ = ["lib", "library_path", "library_source", "HoraError", "Opts", "status_string", "last_error",
+           "build_info", "missing"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _REPO = os.path.normpath(os.path.join(_HERE, "..", "..", ".."))
 
 
-def _candidates():
-    env = os.environ.get("HORA_LIBRARY")
-    if env:
-        return [("$HORA_LIBRARY", env)]
-    return [("build tree", os.path.join(_REPO, "build", "runtime", "libhora.so")),
+def _candidates(env=None):
+    """(what, path) for each place to look, in order; `env` defaults to os.environ."""
+    env = os.environ if env is None else env
+    hora_library = env.get("HORA_LIBRARY")
+    if hora_library:
+        return [("$HORA_LIBRARY", hora_library)]
+    return [("installed package", os.path.join(_HERE, "libhora.so")),
+            ("build tree", os.path.join(_REPO, "build", "runtime", "libhora.so")),
             ("system loader", "libhora.so")]
 
 
-def _load():
+def _load(env=None):
+    """Loads the first libhora.so found; returns (CDLL, path, what)."""
     tried = []
-    for what, path in _candidates():
+    for what, path in _candidates(env):
         if os.sep in path and not os.path.exists(path):
             tried.append("%s %s: no such file" % (what, path))
             continue
         try:
-            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path
+            return ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL), path, what
         except OSError as e:
             tried.append("%s %s: %s" % (what, path, e))
     raise ImportError("hora: cannot load libhora.so; tried " + "; ".join(tried) +
-                      " (build it with tools/setup or meson+ninja, or set HORA_LIBRARY=/path/to/libhora.so)")
+                      " (places: $HORA_LIBRARY=/path/to/libhora.so, else libhora.so inside the installed"
+                      " hora package (pip install . or tools/wheel), else the build tree's"
+                      " build/runtime/libhora.so (tools/setup or meson+ninja))")
 
 
-lib, library_path = _load()
+lib, library_path, library_source = _load()
 
 # Copies of hora.h's statuses, enums, constants and hora_opts_t, each named
 # as in hora.h without its HORA_ prefix. tests/runtime/python/check_binding.py (test
@@ -204,6 +213,7 @@ _declare_optional("hora_process_set_info", _st, [_c.c_int, _c.POINTER(_c.c_int),
 _declare_optional("hora_timeline_start", _st, [_c.c_char_p])
 _declare_optional("hora_timeline_stop", _st, [])
 _declare_optional("hora_timeline_mark_cycles", _st, [_c.c_int])
+_declare_optional("hora_build_info", _c.c_char_p, [])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.
@@ -220,6 +230,15 @@ def status_string(status):
 def last_error():
     s = lib.hora_last_error()
     return s.decode(errors="replace") if s else ""
+
+
+def build_info():
+    """What the loaded libhora was built with (hora_build_info): a dict of its
+    "key=value" words, e.g. {"version": "0.1.0", "ucx": "1", ...}; None from a
+    libhora older than hora_build_info."""
+    if "hora_build_info" in missing:
+        return None
+    return dict(w.split("=", 1) for w in lib.hora_build_info().decode().split() if "=" in w)
 
 
 class HoraError(RuntimeError):
