@@ -5,7 +5,7 @@ same way over hora.torch, Horovod and PyTorch DDP (gloo), for bench/hora-torch-v
     mpirun -np 2 /usr/bin/python3 bench/peers/torch_dist.py train --backend hora
     mpirun -np 2 /opt/hvd/bin/python bench/peers/torch_dist.py train --backend horovod
     mpirun -np 2 /usr/bin/python3 bench/peers/torch_dist.py train --backend ddp
-    mpirun -np 2 /usr/bin/python3 bench/peers/torch_dist.py gradset --backend hora [--grouped]
+    mpirun -np 2 /usr/bin/python3 bench/peers/torch_dist.py gradset --backend hora [--grouped | --shared | --optimizer]
     mpirun -np 2 /opt/hvd/bin/python bench/peers/torch_dist.py gradset --backend horovod
 
 train: ResNet-20 (resnet.py, 1x28x28, 10 classes), synthetic inputs and labels,
@@ -24,7 +24,10 @@ names and sizes, 25,557,032 values, in backprop order), separate torch tensors
 like a model's .grad, all-reduced per step with allreduce_async_ and
 synchronize (or, --grouped, one grouped_allreduce_async_), op Sum; --shared
 (hora only) puts them in one block of hora.torch.shared_tensors, in that order,
-so that the fused all-reduce runs in place (hora's zero-copy path). Step time =
+so that the fused all-reduce runs in place (hora's zero-copy path); --optimizer
+(hora only) takes them as an ordinary resnet50 model's .grad tensors and
+all-reduces them with its DistributedOptimizer's synchronize() (which, after
+the first step, holds them as views into shared memory). Step time =
 mean over --iters steps per rank, max over ranks; then one step is checked
 (every rank fills rank + 1, expects n(n+1)/2 everywhere).
 
@@ -129,9 +132,17 @@ def train(a, d):
 
 def gradset(a, d):
     hvd = d.hvd
-    params = [(n, p.numel()) for n, p in resnet.resnet50().named_parameters()]
+    model = resnet.resnet50()
+    params = [(n, p.numel()) for n, p in model.named_parameters()]
     order = list(reversed(params))
-    if a.shared:
+    opt = None
+    if a.optimizer:
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                       named_parameters=model.named_parameters(), op=hvd.Sum)
+        tensors = None
+    elif a.shared:
         tensors = hvd.shared_tensors([(c,) for _, c in order])
         for t in tensors:
             t.fill_(1.0)
@@ -140,6 +151,9 @@ def gradset(a, d):
     names = [n for n, _ in order]
 
     def step():
+        if opt is not None:
+            opt.synchronize()
+            return
         if a.grouped:
             hvd.synchronize(hvd.grouped_allreduce_async_(tensors, name="gradset", op=hvd.Sum))
             return
@@ -149,6 +163,8 @@ def gradset(a, d):
 
     for _ in range(a.warmup):
         step()
+        if opt is not None:  # the optimizer's gradients (views once it laid them out)
+            tensors = [p.grad for p in model.parameters()]
         for t in tensors:
             t.fill_(1.0)
     d.barrier()
@@ -163,7 +179,8 @@ def gradset(a, d):
     wrong = d.reduce(float(sum(int((t != want).sum()) for t in tensors)), "sum")
     total = sum(c for _, c in order)
     return {"step_ms": dt * 1e3, "tensors": len(order), "bytes": total * 4, "wrong": int(wrong),
-            "grouped": a.grouped, "shared": a.shared}
+            "grouped": a.grouped, "shared": a.shared, "optimizer": a.optimizer,
+            "copies": getattr(opt, "_hora_copies", None)}
 
 
 def main():
@@ -178,6 +195,8 @@ def main():
     ap.add_argument("--grouped", action="store_true", help="gradset: one grouped allreduce per step")
     ap.add_argument("--no-allreduce", action="store_true", help="train: no DistributedOptimizer (compute only)")
     ap.add_argument("--shared", action="store_true", help="gradset, hora: tensors from hora.torch.shared_tensors")
+    ap.add_argument("--optimizer", action="store_true",
+                    help="gradset, hora: a model's .grad tensors through DistributedOptimizer.synchronize")
     a = ap.parse_args()
     if a.what == "gradset" and a.backend == "ddp":
         ap.error("gradset runs over hora or horovod")
@@ -185,6 +204,8 @@ def main():
         ap.error("--no-allreduce is for train over hora or horovod")
     if a.shared and (a.what != "gradset" or a.backend != "hora"):
         ap.error("--shared is for gradset over hora")
+    if a.optimizer and (a.what != "gradset" or a.backend != "hora" or a.shared or a.grouped):
+        ap.error("--optimizer is for gradset over hora, without --shared and --grouped")
     torch.set_num_threads(a.threads)
     d = Dist(a.backend)
     out = train(a, d) if a.what == "train" else gradset(a, d)

@@ -37,6 +37,12 @@ def shared_tensors(shapes, dtype=torch.float32):
     Anything else works on them as on any tensor. The block is freed when the
     last of the tensors and their views is gone. shutdown() unmaps it: none of
     them may be touched after that."""
+    return _shared_block(shapes, dtype)[1]
+
+
+def _shared_block(shapes, dtype):
+    """shared_tensors' block: (the whole block as one uint8 tensor, gaps
+    included, and the tensors in it)."""
     if not _lib.hora_initialized():
         raise ValueError("hora.torch.shared_tensors: hora.torch is not initialized; call init() first")
     _ops._hora_dtype(torch.empty(0, dtype=dtype))  # a dtype libhora moves
@@ -58,7 +64,7 @@ def shared_tensors(shapes, dtype=torch.float32):
     weakref.finalize(block, _free, ptr.value, _ops._generation)
     ctypes.memset(ptr, 0, max(total, 1))
     flat = torch.frombuffer(block, dtype=torch.uint8)  # keeps block (and so the memory) alive
-    return [flat[off:off + math.prod(shape) * item].view(dtype).view(shape) for off, shape in places]
+    return flat, [flat[off:off + math.prod(shape) * item].view(dtype).view(shape) for off, shape in places]
 
 
 def is_shared(tensor):

@@ -8,9 +8,24 @@ that many groups; a list of parameter lists names the groups (the parameters
 left out are a group each). A group's gradients go as one grouped allreduce
 (negotiated together) once backward produced all of them. Sparse gradients
 take Horovod's sparse path (sparse_allreduce_async: allgathers of indices and
-values) unless sparse_as_dense, which all-reduces them dense."""
+values) unless sparse_as_dense, which all-reduces them dense.
+
+Zero copy (hora's): the first step runs as above and notes the order in which
+the gradients went to the runtime (the order backward made them; a group's
+members together, in the group's order). After it, the dense gradients move
+into one block of shared memory per dtype (memory.py), laid out in that order,
+each at an ALIGN_BYTES multiple, and param.grad becomes a view into it: backward
+accumulates into the views, and the runtime fuses the in-place all-reduces of
+neighbouring views into one response that runs where they lie (no copy in or
+out). zero_grad zeroes the views in place whatever set_to_none says (as DDP's
+gradient_as_bucket_view); where param.grad was set to None (module.zero_grad)
+or replaced anyway, the gradient is copied into its view once and param.grad
+points back to it (counted in _hora_copies). Sparse gradients, compression
+other than none, CUDA tensors and HOROVOD_ELASTIC keep the path above."""
+import atexit
 import os
 import warnings
+import weakref
 from contextlib import contextmanager
 
 import torch
@@ -19,6 +34,20 @@ from . import mpi_ops as _ops
 from . import collectives as _coll
 from .compression import Compression
 from .functions import broadcast_object
+from .memory import _shared_block
+
+
+# Optimizers with gradients in shared blocks. At exit their parameters let go
+# of the views: a view's memory is held by a Python object, and an autograd
+# node that a thread-local of torch frees after the interpreter ended must not
+# reach it (it would wait forever for the GIL).
+_laid_out = weakref.WeakSet()
+
+
+@atexit.register
+def _release_views():
+    for opt in list(_laid_out):
+        opt._hora_release()
 
 
 def _split_list(items, n):
@@ -87,6 +116,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._groups = groups
         self._p_to_group = {}
         self._group_counts = {}
+        # Zero copy: parameter -> its gradient's view into a block; the blocks
+        # (whole, as uint8); the submission order of the first step (None once
+        # laid out); the parameters in submission order (late ones in it);
+        # gradients copied into their views since (a debug counter).
+        self._hora_views = {}
+        self._hora_blocks = []
+        zero_copy = compression is Compression.none and os.environ.get("HOROVOD_ELASTIC") != "1"
+        self._hora_seq = [] if zero_copy else None
+        self._hora_order = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
+        self._hora_copies = 0
         # A rank outside process_set neither reduces nor waits (Horovod's).
         if self.process_set.included() and (_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1"):
             self._register_hooks()
@@ -128,6 +167,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p in group["params"]:
                 if p.requires_grad:
                     self._requires_update.add(p)
+                    if hasattr(p, "register_post_accumulate_grad_hook"):  # torch >= 2.1: the cheaper hook
+                        p.register_post_accumulate_grad_hook(self._make_hook(p))
+                        continue
                     # The AccumulateGrad node of p: its hook runs once p.grad holds the new gradient.
                     grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
                     grad_acc.register_hook(self._make_hook(p))
@@ -139,12 +181,65 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
         return 1.0, 1.0
 
+    def _hora_point(self, p, view):
+        """True once p.grad is view: a gradient set to None (zeros take part)
+        or replaced is copied into it. False for a sparse one (its own path)."""
+        g = p.grad
+        if g is view:
+            return True
+        if g is None:
+            view.zero_()
+        elif g.is_sparse or g.shape != view.shape or g.dtype != view.dtype or g.device != view.device:
+            return False
+        else:
+            view.copy_(g)
+        p.grad = view
+        self._hora_copies += 1
+        return True
+
+    def _hora_lay_out(self):
+        """After the first step: the dense CPU gradients into shared blocks, in
+        the order they went to the runtime, and param.grad to views of them."""
+        seq, self._hora_seq = self._hora_seq, None
+        placed, laid, by_dtype = set(), [], {}
+        for p in seq:
+            g = p.grad
+            if (p in placed or g is None or g.is_sparse or g.requires_grad or g.device.type != "cpu"
+                    or g.dtype not in _ops._DTYPES or g.shape != p.shape):
+                continue
+            placed.add(p)
+            laid.append(p)
+            by_dtype.setdefault(g.dtype, []).append(p)
+        for dtype, ps in by_dtype.items():
+            flat, views = _shared_block([p.shape for p in ps], dtype)
+            self._hora_blocks.append(flat)
+            for p, v in zip(ps, views):
+                v.copy_(p.grad)
+                p.grad = v
+                self._hora_views[p] = v
+        self._hora_order = laid + [p for p in self._hora_order if p not in self._hora_views]
+        _laid_out.add(self)
+
+    def _hora_release(self):
+        for p, view in self._hora_views.items():
+            if p.grad is view:
+                p.grad = None
+        self._hora_views.clear()
+        self._hora_blocks.clear()
+
     def _allreduce_grad_async(self, p):
+        view = self._hora_views.get(p)
+        if view is not None and self._hora_point(p, view):
+            pre, post = self._scales()
+            return _ops.allreduce_async_(view, name=self._parameter_names.get(p), op=self.op, prescale_factor=pre,
+                                         postscale_factor=post, process_set=self.process_set), None
         if p.grad is None:
             # Not computed here (a dynamic graph), maybe elsewhere: zeros take part.
             p.grad = p.data.new(p.size()).zero_()
         name = self._parameter_names.get(p)
         tensor = p.grad
+        if self._hora_seq is not None:
+            self._hora_seq.append(p)
         if tensor.is_sparse:
             if not self.sparse_as_dense:
                 return _coll.sparse_allreduce_async(tensor, name=name, op=self.op,
@@ -159,7 +254,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _grouped_allreduce_grad_async(self, ps):
         name = self._parameter_names.get(ps[0])
         tensors = []
+        if self._hora_seq is not None:
+            self._hora_seq.extend(ps)
         for p in ps:
+            view = self._hora_views.get(p)
+            if view is not None and self._hora_point(p, view):
+                tensors.append(view)
+                continue
             g = p.grad
             if g.is_sparse:
                 if not self.sparse_as_dense:
@@ -217,8 +318,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         completed = set()
         for key in self._handles:
             completed.update(key) if isinstance(key, tuple) else completed.add(key)
-        for p in self._requires_update - completed:
-            self._handles[p] = self._allreduce_grad_async(p)
+        for p in self._hora_order:  # in layout order: neighbours fuse in place
+            if p in self._requires_update and p not in completed:
+                self._handles[p] = self._allreduce_grad_async(p)
         for p, (handle, _) in list(self._handles.items()):
             if handle is None:
                 self._handles[p] = self._allreduce_grad_async(p)
@@ -240,6 +342,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._set_grad(key, output, ctx)
         finally:
             self._handles.clear()
+        if self._hora_seq:
+            self._hora_lay_out()
         self._synchronized = True
 
     @contextmanager
@@ -270,7 +374,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
                                  "cause a race condition.")
-        return super(self.__class__, self).zero_grad(*args, **kwargs)
+        if not self._hora_views:
+            return super(self.__class__, self).zero_grad(*args, **kwargs)
+        # The views stay (zeroed in place) whatever set_to_none says; the others as asked.
+        for p in self._hora_views:
+            p.grad = None
+        try:
+            super(self.__class__, self).zero_grad(*args, **kwargs)
+        finally:
+            for flat in self._hora_blocks:
+                flat.zero_()
+            for p, view in self._hora_views.items():
+                p.grad = view
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none, backward_passes_per_step=1,
