@@ -374,7 +374,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but before "
                                  "optimizer.step() or optimizer.synchronize(). This is prohibited as it can "
                                  "cause a race condition.")
-        if not self._hora_views:
+        # The Adasum optimizer shares this method and has no views.
+        if not getattr(self, "_hora_views", None):
             return super(self.__class__, self).zero_grad(*args, **kwargs)
         # The views stay (zeroed in place) whatever set_to_none says; the others as asked.
         for p in self._hora_views:
