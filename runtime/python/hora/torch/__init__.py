@@ -31,3 +31,8 @@ from .functions import broadcast_parameters, broadcast_optimizer_state, broadcas
 from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared
 from .sync_batch_norm import SyncBatchNorm
+
+# torch.compile: each public call is one graph break, not a trace into ctypes (compiled.py).
+from .compiled import outside_graphs as _outside_graphs  # noqa: E402
+
+_outside_graphs(globals())

@@ -294,6 +294,11 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---- sparse allreduce (Horovod's: allgathers of indices and values) ---------
 
+# torch >= 2 warns at every sparse_coo_tensor that leaves check_invariants implicit; the
+# gathered indices are the ranks' own valid ones for the same size, so it is off, as before.
+_SPARSE_KW = {"check_invariants": False} if int(torch.__version__.split(".")[0]) >= 2 else {}
+
+
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """A sparse tensor's op (Average or Sum) over ranks, as Horovod does it:
     allgathers of its indices and of its values (duplicates add up when the
@@ -314,6 +319,6 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
         indices = synchronize(indices_handle)
         if op == Average:
             values = values / _set_size_rank(ps)[0]
-        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size())
+        return torch.sparse_coo_tensor(indices.transpose(0, 1), values, t.size(), **_SPARSE_KW)
 
     return handle
