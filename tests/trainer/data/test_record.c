@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "data_test.h"
 #include "crc32c.h"
 #include "base/status.h"
 #include "file.h"
@@ -412,12 +413,10 @@ static void check_mk_shards(const char *prefix)
  * naming want_in_message, and no shard. */
 static void check_mk_fails(const char *images, const char *labels, const char *prefix, const char *want_in_message)
 {
-    char cmd[4096], err_path[600], shard[700];
+    char err_path[600], shard[700];
     snprintf(err_path, sizeof(err_path), "%s/mkdir-err.txt", dir);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null 2>%s", HORA_MKRECORD, images, labels,
-             prefix, err_path);
-    int rc = system(cmd);
-    CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    CHECK_TRUE(data_test_sh("%s --from idx %s %s %s --shards 3 >/dev/null 2>%s", HORA_MKRECORD, images, labels, prefix,
+                            err_path) == 1);
     char *message = test_read_file(err_path, NULL);
     CHECK(message && strstr(message, "cannot create directory") && strstr(message, want_in_message),
           "hora-mkrecord into %s: stderr '%s' does not say 'cannot create directory' and '%s'", prefix,
@@ -432,7 +431,7 @@ static void check_mk_fails(const char *images, const char *labels, const char *p
 static void test_mkrecord(void)
 {
 #ifdef HORA_MKRECORD
-    char images[512], labels[512], prefix[512], cmd[4096];
+    char images[512], labels[512], prefix[512];
     snprintf(images, sizeof(images), "%s/img.idx", dir);
     snprintf(labels, sizeof(labels), "%s/lbl.idx", dir);
     snprintf(prefix, sizeof(prefix), "%s/mk", dir);
@@ -450,11 +449,10 @@ static void test_mkrecord(void)
     }
     fclose(fi);
     fclose(fl);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, prefix);
-    CHECK_TRUE(system(cmd) == 0);
+    CHECK_TRUE(data_test_sh("%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, prefix) ==
+               0);
     check_mk_shards(prefix);
-    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD, prefix);
-    CHECK_TRUE(system(cmd) == 0);
+    CHECK_TRUE(data_test_sh("%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null", HORA_MKRECORD, prefix) == 0);
     /* Corrupt one payload byte of shard 1: --verify exits 1. */
     char path[600];
     tr_record_shard_name(prefix, 1, 3, path, sizeof(path));
@@ -464,22 +462,21 @@ static void test_mkrecord(void)
     fseek(f, TR_RECORD_SHARD_HEADER_BYTES + TR_RECORD_HEADER_BYTES + 3, SEEK_SET);
     fputc(c ^ 0x10, f);
     fclose(f);
-    snprintf(cmd, sizeof(cmd), "%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null 2>&1", HORA_MKRECORD, prefix);
-    int rc = system(cmd);
-    CHECK_TRUE(rc != -1 && WIFEXITED(rc) && WEXITSTATUS(rc) == 1);
+    CHECK_TRUE(data_test_sh("%s --verify %s-0000[0-2]-of-00003.hrec >/dev/null 2>&1", HORA_MKRECORD, prefix) == 1);
     printf("hora-mkrecord idx round trip and --verify ok\n");
 
     /* The output folder and its missing parents are made, like mkdir -p
      * (also through "//"); the same shards land there. */
     char nested[600], classes[700];
     snprintf(nested, sizeof(nested), "%s/out/new//deeper/fm", dir);
-    snprintf(cmd, sizeof(cmd), "%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, nested);
-    CHECK_TRUE(system(cmd) == 0);
+    CHECK_TRUE(data_test_sh("%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, nested) ==
+               0);
     check_mk_shards(nested);
     snprintf(classes, sizeof(classes), "%s.classes", nested);
     CHECK_TRUE(access(classes, F_OK) == 0);
     /* Into an existing folder again: fine. */
-    CHECK_TRUE(system(cmd) == 0);
+    CHECK_TRUE(data_test_sh("%s --from idx %s %s %s --shards 3 >/dev/null", HORA_MKRECORD, images, labels, nested) ==
+               0);
     check_mk_shards(nested);
     /* A file where a folder must go: exit 1 and a message naming it. */
     char blocker[600], blocked[700];
