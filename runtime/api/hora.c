@@ -109,7 +109,8 @@ hora_status_t hora_init(void)
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
     /* Device support: every rank with a GPU, or none (mem_dev.h). */
-    status = mem_dev_init(&hora_rt.dev, &hora_rt.topo, hora_rt.world, hora_rt.cfg.cuda_pool_bytes, hora_rt.cfg.cuda);
+    status = mem_dev_init(&hora_rt.dev, &hora_rt.topo, hora_rt.world, hora_rt.cfg.cuda_pool_bytes, hora_rt.cfg.cuda,
+                          hora_rt.cfg.cuda_device);
     if (status < 0) goto err_free_pool;
     status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool, &hora_rt.dev);
     if (status < 0) goto err_free_dev;

@@ -22,6 +22,7 @@ static const char *const config_log_levels[] = {"error", "warn", "info", "debug"
 static const char *const config_algorithms[] = {"auto", "ring", "oneshot", NULL};
 static const char *const config_auto_off_on[] = {"auto", "0", "1", NULL};
 static const char *const config_reproducible[] = {"0", "1", "exact", NULL};
+static const char *const config_cuda_devices[] = {"current", "local", NULL};
 
 #define CONFIG_FIELD(f) offsetof(struct config, f)
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -45,6 +46,10 @@ const struct config_entry config_table[] = {
     {"HORA_CUDA", CONFIG_TYPE_ENUM, "auto", 0, 0, config_auto_off_on, CONFIG_FIELD(cuda),
      "device (CUDA) memory support: auto (when every rank has a GPU), 0 (never touch CUDA), 1 (an error "
      "at init when a rank has none)"},
+    {"HORA_CUDA_DEVICE", CONFIG_TYPE_ENUM, "current", 0, 0, config_cuda_devices, CONFIG_FIELD(cuda_device),
+     "which CUDA device the runtime uses: current (the one current on the thread that calls hora_init) or "
+     "local (the host-local rank modulo the device count, made current on that thread; hora.torch asks for it "
+     "when torch has not touched CUDA before hvd.init)"},
     {"HORA_CUDA_POOL_BYTES", CONFIG_TYPE_SIZE, "512M", 2.0 * 1024 * 1024, 16384 * GiB, NULL,
      CONFIG_FIELD(cuda_pool_bytes),
      "device memory allocated per rank at init for hora_mem_alloc_device, the device fusion buffer and "

@@ -41,8 +41,9 @@ hora_status_t mem_dev_fail(int err, const char *fmt, ...)
 
 #ifdef HORA_HAVE_CUDA
 
-/* Does this process have a device to use? The calling thread's current one. */
-static int mem_dev_probe(int mode, int *device, char *why, size_t why_bytes)
+/* Does this process have a device to use? The calling thread's current one,
+ * or with local_device >= 0 that index modulo the device count, made current. */
+static int mem_dev_probe(int mode, int local_device, int *device, char *why, size_t why_bytes)
 {
     int n = 0;
     if (mode == 1) {
@@ -53,6 +54,12 @@ static int mem_dev_probe(int mode, int *device, char *why, size_t why_bytes)
     if (e != cudaSuccess || n == 0) {
         snprintf(why, why_bytes, "no usable CUDA device (cudaGetDeviceCount: %s)",
                  e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+        cudaGetLastError();
+        return 0;
+    }
+    if (local_device >= 0 && (e = cudaSetDevice(local_device % n)) != cudaSuccess) {
+        snprintf(why, why_bytes, "cudaSetDevice(%d) failed (HORA_CUDA_DEVICE=local): %s", local_device % n,
+                 cudaGetErrorString(e));
         cudaGetLastError();
         return 0;
     }
@@ -157,13 +164,14 @@ static void mem_dev_flags_free(struct mem_dev *d)
     free(d->flag_free);
 }
 
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode)
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+                           int local_device)
 {
     hora_status_t status = HORA_OK;
     int device = -1, have, all = 0, err;
     memset(d, 0, sizeof(*d));
     d->device = -1;
-    have = mem_dev_probe(mode, &device, d->why_none, sizeof(d->why_none));
+    have = mem_dev_probe(mode, local_device ? topo->host_rank : -1, &device, d->why_none, sizeof(d->why_none));
     /* Agreed: all ranks have a device, and some rank requires one. */
     int required = mode == 2, required_by = required ? topo->rank : topo->size;
     int agree[2] = {have, -required}, agreed[2] = {0, 0};
@@ -403,9 +411,10 @@ hora_status_t mem_dev_malloc(const struct mem_dev *d, size_t bytes, const char *
 
 void mem_dev_free_buffer(void *ptr) { (void)ptr; }
 
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode)
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+                           int local_device)
 {
-    (void)bytes;
+    (void)bytes, (void)local_device;
     memset(d, 0, sizeof(*d));
     d->device = -1;
     snprintf(d->why_none, sizeof(d->why_none), "%s",

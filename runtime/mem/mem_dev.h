@@ -51,10 +51,13 @@ struct mem_dev {
 };
 
 /* Collective over world. mode: 0 auto, 1 off, 2 required (config's HORA_CUDA).
- * HORA_OK with d->device >= 0 (support on) or -1 (off: why_none says why);
+ * local_device (HORA_CUDA_DEVICE=local): the device is the host-local rank
+ * modulo the device count, made current on the calling thread; else the
+ * one current on it. HORA_OK with d->device >= 0 (support on) or -1 (off: why_none says why);
  * an error on every rank when a rank's pool could not be made, or when mode
  * 2 and some rank has no device. */
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode);
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+                           int local_device);
 /* Local; after the shutdown barrier (peers may be reading this pool). */
 void mem_dev_free(struct mem_dev *d);
 

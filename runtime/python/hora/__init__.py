@@ -214,6 +214,7 @@ _declare_optional("hora_timeline_start", _st, [_c.c_char_p])
 _declare_optional("hora_timeline_stop", _st, [])
 _declare_optional("hora_timeline_mark_cycles", _st, [_c.c_int])
 _declare_optional("hora_build_info", _c.c_char_p, [])
+_declare_optional("hora_stream_wait", _st, [_vp, _vp])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

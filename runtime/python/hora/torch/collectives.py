@@ -9,10 +9,11 @@ import torch
 
 import hora as _h
 from hora import lib as _lib
+from . import device as _device
 from .mpi_ops import (Adasum, Average, HorovodInternalError, Sum, _HORA_OPS, _Pending, _auto_name, _check_tensor,
                       _need_function, _need_init, _ptr, _reduce_submit, _register, _request_result, _set_of,
-                      _set_size_rank, _shape, _submit_error, allgather, allgather_async, global_process_set,
-                      grouped_allgather, synchronize)
+                      _handles, _set_size_rank, _shape, _submit_error, allgather, allgather_async,
+                      global_process_set, grouped_allgather, synchronize)
 
 
 # ---- join, barrier ----------------------------------------------------------
@@ -76,6 +77,9 @@ def _reducescatter_output(src, ps):
 
 def _reducescatter_start(tensor, name, op, prescale_factor, postscale_factor, what, ps):
     dtype = _reducescatter_check(tensor, op, what)
+    if _device.placement([tensor], what, False):  # CUDA tensors: through host memory
+        return _device.stage(lambda h: _reducescatter_start(h[0], name, op, prescale_factor, postscale_factor,
+                                                            what, ps), [tensor], False, True, _handles)
     _need_function("hora_reducescatter_async", what)
     name = _auto_name("reducescatter", name, ps)
     src = tensor.detach().contiguous()
@@ -140,6 +144,9 @@ def _grouped_reducescatter_start(tensors, name, op, prescale_factor, postscale_f
         raise ValueError("hora.torch.%s: the tensors of a group must have one dtype (got %s)" %
                          (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
     dtype = dtypes.pop()
+    if _device.placement(tensors, what, False):  # CUDA tensors: through host memory
+        return _device.stage(lambda h: _grouped_reducescatter_start(h, name, op, prescale_factor, postscale_factor,
+                                                                    what, ps), tensors, False, False, _handles)
     _need_function("hora_grouped_reducescatter_async", what)
     base = _auto_name("grouped_reducescatter", name, ps)
     n = len(tensors)
@@ -199,6 +206,9 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average, proc
 
 def _alltoall_start(tensor, splits, name, what, ps):
     dtype = _check_tensor(tensor, what)
+    if _device.placement([tensor], what, False):  # CUDA tensors: through host memory; the splits stay put
+        return _device.stage(lambda h: _alltoall_start(h[0], splits, name, what, ps), [tensor], False, True,
+                             _handles, move=lambda out, device: (out[0].to(device), out[1]))
     _need_function("hora_alltoall_async", what)
     if tensor.dim() == 0:
         raise ValueError("hora.torch.%s: alltoall needs a tensor of at least one dimension" % what)

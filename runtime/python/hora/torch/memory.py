@@ -45,6 +45,23 @@ def _shared_block(shapes, dtype):
     included, and the tensors in it)."""
     if not _lib.hora_initialized():
         raise ValueError("hora.torch.shared_tensors: hora.torch is not initialized; call init() first")
+    places, total, item = _places(shapes, dtype)
+    ptr = ctypes.c_void_p()
+    st = _lib.hora_mem_alloc(max(total, 1), ctypes.byref(ptr))
+    if st != _h.OK:
+        err = MemoryError if st == _h.ERR_NO_MEMORY else _ops.HorovodInternalError
+        raise err("hora.torch.shared_tensors(%d bytes): %s: %s" % (total, _h.status_string(st), _h.last_error()))
+    block = (ctypes.c_ubyte * max(total, 1)).from_address(ptr.value)
+    weakref.finalize(block, _free, ptr.value, _ops._generation)
+    ctypes.memset(ptr, 0, max(total, 1))
+    flat = torch.frombuffer(block, dtype=torch.uint8)  # keeps block (and so the memory) alive
+    return flat, _views(flat, places, item, dtype)
+
+
+def _places(shapes, dtype):
+    """Where each tensor of a block starts (bytes), each at the first multiple
+    of ALIGN_BYTES after the previous one ends: ([(offset, shape)], the
+    block's bytes, the element size)."""
     _ops._hora_dtype(torch.empty(0, dtype=dtype))  # a dtype libhora moves
     item = torch.empty(0, dtype=dtype).element_size()
     places, total = [], 0
@@ -55,16 +72,20 @@ def _shared_block(shapes, dtype):
         total = -(-total // ALIGN_BYTES) * ALIGN_BYTES
         places.append((total, shape))
         total += math.prod(shape) * item
-    ptr = ctypes.c_void_p()
-    st = _lib.hora_mem_alloc(max(total, 1), ctypes.byref(ptr))
-    if st != _h.OK:
-        err = MemoryError if st == _h.ERR_NO_MEMORY else _ops.HorovodInternalError
-        raise err("hora.torch.shared_tensors(%d bytes): %s: %s" % (total, _h.status_string(st), _h.last_error()))
-    block = (ctypes.c_ubyte * max(total, 1)).from_address(ptr.value)
-    weakref.finalize(block, _free, ptr.value, _ops._generation)
-    ctypes.memset(ptr, 0, max(total, 1))
-    flat = torch.frombuffer(block, dtype=torch.uint8)  # keeps block (and so the memory) alive
-    return flat, [flat[off:off + math.prod(shape) * item].view(dtype).view(shape) for off, shape in places]
+    return places, total, item
+
+
+def _views(flat, places, item, dtype):
+    return [flat[off:off + math.prod(shape) * item].view(dtype).view(shape) for off, shape in places]
+
+
+def _device_block(shapes, dtype, device):
+    """_shared_block's layout in one zeroed block of device memory (torch's
+    allocator): the DistributedOptimizer's gradients of a CUDA model, whose
+    neighbouring views libhora fuses into one device response."""
+    places, total, item = _places(shapes, dtype)
+    flat = torch.zeros(max(total, 1), dtype=torch.uint8, device=device)
+    return flat, _views(flat, places, item, dtype)
 
 
 def is_shared(tensor):

@@ -20,6 +20,7 @@ import torch
 
 import hora as _h
 from hora import lib as _lib
+from . import device as _device
 
 # Horovod's op constants (same values as horovod.torch).
 Average = 0
@@ -77,10 +78,9 @@ def _check_tensor(tensor, what):
         # Horovod's refusal too (a ValueError): sparse tensors have their own path.
         raise ValueError("hora.torch.%s: sparse tensors are not supported here (use sparse_allreduce_async, "
                          "which allgathers indices and values as Horovod does, or .to_dense())" % what)
-    if tensor.device.type != "cpu":
-        raise NotImplementedError("hora.torch.%s: %s tensors are not supported (hora.torch passes CPU tensors "
-                                  "only: it does not hand device memory and streams to libhora yet; move the "
-                                  "tensor to the CPU)" % (what, tensor.device.type))
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise NotImplementedError("hora.torch.%s: %s tensors are not supported (CPU and CUDA tensors only)" %
+                                  (what, tensor.device.type))
     return _hora_dtype(tensor)
 
 
@@ -222,7 +222,14 @@ def init(comm=None, process_sets=None):
                                   "MPI_COMM_WORLD)")
     if _lib.hora_initialized():
         return
-    st = _lib.hora_init()
+    choice = _device.pick_device_before_init()  # libhora's device: the local rank's unless torch chose one
+    if choice is not None:
+        os.environ["HORA_CUDA_DEVICE"] = choice
+    try:
+        st = _lib.hora_init()
+    finally:
+        if choice is not None:
+            del os.environ["HORA_CUDA_DEVICE"]
     if st not in (_h.OK, _h.ERR_ALREADY_INITIALIZED):
         raise HorovodInternalError("hora_init failed: %s: %s" % (_h.status_string(st), _h.last_error()))
     global_process_set.ranks = list(range(_lib.hora_size()))
@@ -247,6 +254,11 @@ def shutdown():
     with _lock:
         pending = list(_handles.values())
         _handles.clear()
+    deferred_error = None
+    try:
+        _device.reap(HorovodInternalError, wait=True)  # device requests synchronize() returned early
+    except HorovodInternalError as e:
+        deferred_error = e
     _generation += 1  # shared_tensors' blocks die with this runtime
     st = _lib.hora_shutdown()
     _h.stacks.unregister(_lib)  # before the interpreter ends (atexit runs this)
@@ -255,10 +267,13 @@ def shutdown():
     for ps in _sets_by_ranks.values():  # hora_shutdown freed them
         ps._invalidate()
     _sets_by_ranks.clear()
+    _device.reset()
     with _lock:
         _name_counters.clear()  # nothing is in flight any more: names start again
     if st not in (_h.OK, _h.ERR_NOT_INITIALIZED):
         raise HorovodInternalError("hora_shutdown failed: %s: %s" % (_h.status_string(st), _h.last_error()))
+    if deferred_error is not None:
+        raise deferred_error
 
 
 def is_initialized():
@@ -336,7 +351,9 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """True when the loaded libhora was built with CUDA (it moves device
+    memory where every rank has a GPU; CUDA tensors work either way)."""
+    return _h.build_info().get("cuda") == "1"
 
 
 def rocm_built():
@@ -415,10 +432,12 @@ def _shape(tensor):
 class _Pending:
     """The requests of one handle and everything they use."""
 
-    def __init__(self, reqs, keep, finish):
+    def __init__(self, reqs, keep, finish, cuda=None, name=None):
         self.reqs = reqs      # ctypes.c_void_p each
         self.keep = keep      # tensors, names: alive until the requests complete
         self.finish = finish  # () -> output, after every request succeeded
+        self.cuda = cuda      # a tensor of a device request (its device's current stream waits), else None
+        self.name = name
 
     def free(self):
         for r in self.reqs:
@@ -467,6 +486,10 @@ def synchronize(handle):
         p = _handles.pop(handle, None)
     if p is None:
         raise ValueError("hora.torch.synchronize: unknown handle %r (already synchronized?)" % (handle,))
+    if _device._deferred:
+        _device.reap(HorovodInternalError)
+    if p.cuda is not None:
+        return _synchronize_on_device(p)
     try:
         error = None
         for r in p.reqs:
@@ -479,6 +502,19 @@ def synchronize(handle):
         return p.finish()
     finally:
         p.free()
+
+
+def _synchronize_on_device(p):
+    """A device request: later work on the current stream waits for it, the
+    host does not (device.py); p's requests are freed by a later reap."""
+    error = _device.order_after(p.reqs, p.cuda)
+    if error is not None:
+        p.free()
+        raise HorovodInternalError(error)
+    out = p.finish()
+    _device.defer(p.name, p.reqs, p.keep)
+    p.reqs, p.keep = [], None
+    return out
 
 
 # ---- allreduce ---------------------------------------------------------------
@@ -495,11 +531,14 @@ def _resolve_op(average, op, what):
     return op
 
 
-def _reduce_submit(cfn, name, send, recv, src, dtype, op, prescale_factor, postscale_factor, what, ps):
+def _reduce_submit(cfn, name, send, recv, src, dtype, op, prescale_factor, postscale_factor, what, ps, cuda=False):
     """One hora_allreduce_async or hora_reducescatter_async call (cfn) of src's
-    elements from send into recv; returns the request and the encoded name
-    (which must stay alive with it). Raises as _submit_error says."""
+    elements from send into recv (device memory when cuda); returns the
+    request and the encoded name (which must stay alive with it). Raises as
+    _submit_error says."""
     opts = _h.Opts.make(prescale_factor, postscale_factor, _shape(src), process_set=ps.process_set_id)
+    if cuda:
+        _device.set_cuda(opts, src)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = cfn(nameb, _ptr(send), _ptr(recv), src.numel(), dtype, _HORA_OPS[op], ctypes.byref(opts), ctypes.byref(req))
@@ -511,6 +550,11 @@ def _reduce_submit(cfn, name, send, recv, src, dtype, op, prescale_factor, posts
 def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what, ps):
     """Submit one all-reduce of tensor into output (output is tensor: in place) on process set ps."""
     dtype = _check_tensor(tensor, what)
+    where = _device.placement([tensor], what, ps.process_set_id == 0 and op != Adasum)
+    if where == "stage":
+        return _device.stage(lambda h: _allreduce_start(h[0], h[0] if output is tensor else None, name, op,
+                                                        prescale_factor, postscale_factor, what, ps),
+                             [tensor], output is tensor, True, _handles)
     name = _auto_name("allreduce", name, ps)
     src = tensor.detach().contiguous()
     copy_back = None
@@ -523,7 +567,7 @@ def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor
         dst = torch.empty_like(src, memory_format=torch.contiguous_format)
         send = src
     req, nameb = _reduce_submit(_lib.hora_allreduce_async, name, send, dst, src, dtype, op, prescale_factor,
-                                postscale_factor, what, ps)
+                                postscale_factor, what, ps, cuda=where == "cuda")
 
     def finish():
         if copy_back is not None:
@@ -532,7 +576,7 @@ def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor
             return copy_back
         return tensor if output is tensor else dst
 
-    return _register(_Pending([req], [tensor, src, dst, nameb], finish))
+    return _register(_Pending([req], [tensor, src, dst, nameb], finish, src if where else None, name))
 
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
@@ -594,6 +638,10 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
         raise ValueError("hora.torch.%s: the tensors of a group must have one dtype (got %s)" %
                          (what, ", ".join(sorted({str(t.dtype) for t in tensors}))))
     dtype = dtypes.pop()
+    where = _device.placement(tensors, what, ps.process_set_id == 0 and op != Adasum)
+    if where == "stage":
+        return _device.stage(lambda h: _grouped_start(h, in_place, name, op, prescale_factor, postscale_factor,
+                                                      what, ps), tensors, in_place, False, _handles)
     base = _auto_name("grouped_allreduce", name, ps)
     n = len(tensors)
     srcs, dsts, copy_backs = [], [], []
@@ -614,6 +662,8 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
     c_counts = (ctypes.c_size_t * n)(*[s.numel() for s in srcs])
     c_reqs = (ctypes.c_void_p * n)()
     opts = _h.Opts.make(prescale_factor, postscale_factor, process_set=ps.process_set_id)
+    if where:
+        _device.set_cuda(opts, srcs[0])
     st = _lib.hora_grouped_allreduce_async(n, c_names, c_send, c_recv, c_counts, dtype, _HORA_OPS[op],
                                            ctypes.byref(opts), c_reqs)
     if st != _h.OK:
@@ -633,7 +683,7 @@ def _grouped_start(tensors, in_place, name, op, prescale_factor, postscale_facto
                 out.append(d)
         return out
 
-    return _register(_Pending(reqs, [tensors, srcs, dsts, names, c_names], finish))
+    return _register(_Pending(reqs, [tensors, srcs, dsts, names, c_names], finish, srcs[0] if where else None, base))
 
 
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -699,6 +749,8 @@ def _request_result(req, name):
 
 def _allgather_start(tensor, name, what, ps):
     dtype = _check_tensor(tensor, what)
+    if _device.placement([tensor], what, False):  # libhora allocates the result: through host memory
+        return _device.stage(lambda h: _allgather_start(h[0], name, what, ps), [tensor], False, True, _handles)
     name = _auto_name("allgather", name, ps)
     src = tensor.detach().contiguous()
     shape = _shape(src)
@@ -802,6 +854,10 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_start(tensor, output, root_rank, name, what, ps):
     dtype = _check_tensor(tensor, what)
+    where = _device.placement([tensor], what, ps.process_set_id == 0)
+    if where == "stage":
+        return _device.stage(lambda h: _broadcast_start(h[0], h[0] if output is tensor else None, root_rank, name,
+                                                        what, ps), [tensor], output is tensor, True, _handles)
     name = _auto_name("broadcast", name, ps)
     if output is tensor:
         buf = tensor.detach().contiguous()
@@ -810,6 +866,8 @@ def _broadcast_start(tensor, output, root_rank, name, what, ps):
         buf = tensor.detach().clone(memory_format=torch.contiguous_format)
         copy_back = None
     opts = _h.Opts.make(shape=_shape(buf), process_set=ps.process_set_id)
+    if where:
+        _device.set_cuda(opts, buf)
     req = ctypes.c_void_p()
     nameb = name.encode()
     st = _lib.hora_broadcast_async(nameb, _ptr(buf), buf.numel(), dtype, int(root_rank), ctypes.byref(opts),
@@ -824,7 +882,7 @@ def _broadcast_start(tensor, output, root_rank, name, what, ps):
             return copy_back
         return tensor if output is tensor else buf
 
-    return _register(_Pending([req], [tensor, buf, nameb], finish))
+    return _register(_Pending([req], [tensor, buf, nameb], finish, buf if where else None, name))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):

@@ -20,8 +20,10 @@ neighbouring views into one response that runs where they lie (no copy in or
 out). zero_grad zeroes the views in place whatever set_to_none says (as DDP's
 gradient_as_bucket_view); where param.grad was set to None (module.zero_grad)
 or replaced anyway, the gradient is copied into its view once and param.grad
-points back to it (counted in _hora_copies). Sparse gradients, compression
-other than none, CUDA tensors and HOROVOD_ELASTIC keep the path above."""
+points back to it (counted in _hora_copies). The gradients of a CUDA model
+that libhora takes on its device (device.py) get one block of device memory
+per dtype the same way. Sparse gradients, compression other than none,
+staged CUDA tensors and HOROVOD_ELASTIC keep the path above."""
 import atexit
 import os
 import warnings
@@ -34,7 +36,8 @@ from . import mpi_ops as _ops
 from . import collectives as _coll
 from .compression import Compression
 from .functions import broadcast_object
-from .memory import _shared_block
+from . import device as _device
+from .memory import _device_block, _shared_block
 
 
 # Optimizers with gradients in shared blocks. At exit their parameters let go
@@ -198,20 +201,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return True
 
     def _hora_lay_out(self):
-        """After the first step: the dense CPU gradients into shared blocks, in
-        the order they went to the runtime, and param.grad to views of them."""
+        """After the first step: the dense CPU gradients into shared blocks (CUDA
+        ones libhora takes on its device into device blocks), in the order they
+        went to the runtime, and param.grad to views of them."""
         seq, self._hora_seq = self._hora_seq, None
         placed, laid, by_dtype = set(), [], {}
         for p in seq:
             g = p.grad
-            if (p in placed or g is None or g.is_sparse or g.requires_grad or g.device.type != "cpu"
-                    or g.dtype not in _ops._DTYPES or g.shape != p.shape):
+            if (p in placed or g is None or g.is_sparse or g.requires_grad or g.dtype not in _ops._DTYPES
+                    or g.shape != p.shape):
+                continue
+            direct = self.process_set.process_set_id == 0 and self.op != _ops.Adasum
+            if g.device.type != "cpu" and _device.placement([g], "DistributedOptimizer", direct) != "cuda":
                 continue
             placed.add(p)
             laid.append(p)
-            by_dtype.setdefault(g.dtype, []).append(p)
-        for dtype, ps in by_dtype.items():
-            flat, views = _shared_block([p.shape for p in ps], dtype)
+            by_dtype.setdefault((g.dtype, g.device), []).append(p)
+        for (dtype, device), ps in by_dtype.items():
+            shapes = [p.shape for p in ps]
+            flat, views = _shared_block(shapes, dtype) if device.type == "cpu" else _device_block(shapes, dtype,
+                                                                                                 device)
             self._hora_blocks.append(flat)
             for p, v in zip(ps, views):
                 v.copy_(p.grad)
