@@ -324,7 +324,10 @@ HORA_API int hora_mem_is_shared(const void *ptr);
  */
 HORA_API hora_status_t hora_mem_alloc_device(size_t bytes, void **ptr);
 /* The CUDA device the runtime uses on this rank, -1 when it has none (a build
- * without CUDA, no device, HORA_CUDA=0, or a rank of the job without one). */
+ * without CUDA, no device, HORA_CUDA=0, or a rank of the job without one):
+ * the device current on the thread that called hora_init, or with
+ * HORA_CUDA_DEVICE=local the host-local rank modulo the device count, which
+ * hora_init makes current on that thread. */
 HORA_API int hora_cuda_device(void);
 
 /*
