@@ -78,7 +78,7 @@ def _check_tensor(tensor, what):
         # Horovod's refusal too (a ValueError): sparse tensors have their own path.
         raise ValueError("hora.torch.%s: sparse tensors are not supported here (use sparse_allreduce_async, "
                          "which allgathers indices and values as Horovod does, or .to_dense())" % what)
-    if tensor.device.type not in ("cpu", "cuda"):
+    if not (tensor.is_cpu or tensor.is_cuda):
         raise NotImplementedError("hora.torch.%s: %s tensors are not supported (CPU and CUDA tensors only)" %
                                   (what, tensor.device.type))
     return _hora_dtype(tensor)
@@ -550,7 +550,7 @@ def _reduce_submit(cfn, name, send, recv, src, dtype, op, prescale_factor, posts
 def _allreduce_start(tensor, output, name, op, prescale_factor, postscale_factor, what, ps):
     """Submit one all-reduce of tensor into output (output is tensor: in place) on process set ps."""
     dtype = _check_tensor(tensor, what)
-    where = _device.placement([tensor], what, ps.process_set_id == 0 and op != Adasum)
+    where = tensor.is_cuda and _device.placement([tensor], what, ps.process_set_id == 0 and op != Adasum)
     if where == "stage":
         return _device.stage(lambda h: _allreduce_start(h[0], h[0] if output is tensor else None, name, op,
                                                         prescale_factor, postscale_factor, what, ps),
@@ -749,7 +749,7 @@ def _request_result(req, name):
 
 def _allgather_start(tensor, name, what, ps):
     dtype = _check_tensor(tensor, what)
-    if _device.placement([tensor], what, False):  # libhora allocates the result: through host memory
+    if tensor.is_cuda and _device.placement([tensor], what, False):  # libhora allocates the result: via the host
         return _device.stage(lambda h: _allgather_start(h[0], name, what, ps), [tensor], False, True, _handles)
     name = _auto_name("allgather", name, ps)
     src = tensor.detach().contiguous()
@@ -854,7 +854,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
 
 def _broadcast_start(tensor, output, root_rank, name, what, ps):
     dtype = _check_tensor(tensor, what)
-    where = _device.placement([tensor], what, ps.process_set_id == 0)
+    where = tensor.is_cuda and _device.placement([tensor], what, ps.process_set_id == 0)
     if where == "stage":
         return _device.stage(lambda h: _broadcast_start(h[0], h[0] if output is tensor else None, root_rank, name,
                                                         what, ps), [tensor], output is tensor, True, _handles)
