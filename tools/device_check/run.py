@@ -437,6 +437,13 @@ class Run:
             return True, "Horovod's test_torch.py absent: %s" % why, []
         if timeout < 3:
             return False, 'Horovod test_torch.py: not run, the stage ran out of time', []
+        # The file imports numpy, which torch does not need: without it, say so.
+        rc, _, said = proc.run_group(['python3', '-c', 'import numpy'], min(timeout, 15), stdout=subprocess.PIPE,
+                                     env=env, kill_after=3)
+        if rc != 0:
+            with open(log_path, 'a') as log:
+                log.write('\n# 2. python3 -c "import numpy": exit %d\n%s\n' % (rc, (said or '').rstrip('\n')))
+            return True, "Horovod's test_torch.py not run: python3 has no numpy (the file imports it)", []
         out_json = os.path.join(self.out, 'torch-horovod.json')
         if os.path.exists(out_json):
             os.remove(out_json)

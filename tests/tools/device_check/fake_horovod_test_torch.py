@@ -25,6 +25,7 @@ def outcome(test):
 
 
 class TorchTests(unittest.TestCase):
+    # The GPU in the name, in a condition, in a dtype's name, in a decorator.
     def test_gpu_required(self):
         outcome(self)
 
@@ -45,13 +46,18 @@ class TorchTests(unittest.TestCase):
         outcome(self) if torch.cuda.is_available() else None
 
     def test_horovod_allgather(self):
-        outcome(self) if torch.cuda.is_available() else None
+        for dtype in ['torch.FloatTensor', 'torch.cuda.FloatTensor']:
+            if dtype.startswith('torch.cuda'):
+                outcome(self)
 
     def test_horovod_grouped_allgather(self):
-        outcome(self) if torch.cuda.is_available() else None
+        devices = ['cuda'] if torch.cuda.is_available() else []
+        for _ in devices:
+            outcome(self)
 
     def test_horovod_broadcast(self):
-        outcome(self) if torch.cuda.is_available() else None
+        if torch.cuda.is_available():
+            outcome(self)
 
     def test_broadcast_state_gpu(self):
         outcome(self)
@@ -60,7 +66,8 @@ class TorchTests(unittest.TestCase):
         outcome(self) if torch.cuda.is_available() else None
 
     def test_horovod_reducescatter(self):
-        outcome(self) if torch.cuda.is_available() else None
+        dtypes = ['torch.IntTensor', 'torch.cuda.IntTensor']
+        outcome(self) if any('cuda' in d for d in dtypes) else None
 
     @unittest.skipIf(not torch.cuda.is_available(), 'No GPUs available')
     def test_horovod_sync_batch_norm(self):

@@ -8,20 +8,26 @@ nvcc, nvidia-smi, meson, ninja, mpirun, compute-sanitizer, pip, torch), a
 fake CUDA toolkit (DC_CUDA_ROOT) with a fake libcudart.so.13 (fake_cudart.c),
 and a fake build whose programs are real ELF files (fake_program.c) that need
 libmpi.so.40, libcudart.so.13 and libhora.so.0, so the loader checks are
-real. One world runs --prepare and stages; another prepares with an Open MPI
-wheel that lacks libmpi and must fail (and checks the usage errors). Ten
-worlds then --run from copies of that stage, at the same time: every stage
-passing; failing tests, a test past its meson timeout (1 s), a trainer that
-fails and no torch, memcheck errors; --only bench2 past its stage's time
-limit (3 s); --only ipc whose first test outlasts the stage (4 s); no usable
-GPU; --only gpu with DC_ASSUME_GPU=1 where every GPU test skips; a
-driver older than the staged cudart (the source build); --only ipc where the
-staged programs do not load; --source where the build (4 s) takes longer
-than is left of a 7 s budget; --source where the build fails. The fake
-programs fail where the loader did not find libmpi and libcudart in the stage. Each checks
-the exit status, every row of the table and some logs and commands; then no
-process of any world may be left, and the key figures are checked on cases
-the fake programs do not print. KEEP_DEVICE_CHECK_WORLDS=1 keeps the worlds.
+real; a fake git mirror of Horovod (fake_horovod_test_torch.py as v0.28.1's
+test_torch.py) for the torch stage, which runs the real
+tools/horovod-test-torch. One world runs --prepare and stages; another
+prepares with an Open MPI wheel that lacks libmpi and no Horovod mirror and
+must fail (and checks the usage errors). Eleven worlds then --run from
+copies of that stage, at the same time: every stage passing; failing tests,
+a test past its meson timeout (1 s), a trainer that fails and no torch,
+memcheck errors; --only bench2 past its stage's time limit (3 s), then
+--only torch without numpy; --only torch with failures and a Horovod test
+that hangs (2 s); --only ipc whose first test outlasts the stage (4 s); no
+usable GPU; --only gpu with DC_ASSUME_GPU=1 where every GPU test skips; a
+driver older than the staged cudart (the source build; Horovod's files
+absent); --only ipc where the staged programs do not load; --source where
+the build (4 s) takes longer than is left of a 7 s budget; --source where
+the build fails. The fake programs fail where the loader did not find
+libmpi and libcudart in the stage. Each checks the exit status, every row of
+the table and some logs and commands; then no process of any world may be
+left, and the key figures are checked on cases the fake programs do not
+print (and the Horovod part on a mirror without the tag and on families).
+KEEP_DEVICE_CHECK_WORLDS=1 keeps the worlds.
 """
 import argparse
 import concurrent.futures
@@ -125,6 +131,9 @@ class World:
             self.write('pylib/torch/__init__.py', '__version__ = "2.9.0+fake"\n_fake_horovod = %r\n\n\nclass cuda:\n'
                        '    @staticmethod\n    def is_available():\n        return True\n'
                        % scenario.get('horovod', {}))
+        # Horovod's test_torch.py imports numpy (this one shadows the real one).
+        self.write('pylib/numpy/__init__.py', '' if scenario.get('numpy', True) else
+                   'raise ImportError("No module named \'numpy\' (the fake machine says so)")\n')
         fake_device.install(os.path.join(fixtures, 'lib/libcudart.so.13'), self.path('cuda/lib64/libcudart.so.13'))
         fake_device.install(os.path.join(fixtures, 'lib/libmpi.so.40'), self.path('sys/lib/libmpi.so.40'))
         for lib in ('libcudnn.so.9', 'libcublasLt.so.13'):
@@ -420,7 +429,7 @@ def run_failures(w):
 
 def run_bench_timeout(w):
     """--only bench2 past its stage's time limit (3 s): the last row the
-    benchmark printed."""
+    benchmark printed. Then --only torch where python3 has no numpy."""
     rc, out, err, secs = w.run(['--only', 'bench2'], DC_TIMEOUT_BENCH2='3')
     check(rc == 1, 'bench timeout: exit %d, not 1' % rc, out + err)
     check_rows(w, out, {'bench2': ('FAILED', r'np 2: timeout 3 s; no JSON; last row: 8192 bytes, busbw 3\.25 GB/s '
@@ -428,7 +437,13 @@ def run_bench_timeout(w):
     summary(w, out, 0, 1, 0, 'staged')
     check(re.search(r'^# exit 124 after [0-9.]+ s$', w.read('out/logs/bench2.log'), re.M),
           'bench timeout: the log says exit 124', w.read('out/logs/bench2.log'))
-    return secs
+    rc, out, err, more = w.run(['--only', 'torch'])
+    check(rc == 0, 'no numpy: exit %d' % rc, out + err)
+    check_rows(w, out, {'torch': ('ok', TORCH_TEST_OK + r"; Horovod's test_torch\.py not run: python3 has no numpy "
+                                        r'\(the file imports it\)')})
+    check("No module named 'numpy' (the fake machine says so)" in w.read('out/logs/torch.log'),
+          'no numpy: torch.log says why', w.read('out/logs/torch.log'))
+    return secs + more
 
 
 def run_assume_gpu(w):
@@ -678,7 +693,7 @@ def main():
                     ('failures', dict(gpu=True, fail=['test_gpu_kernels'], skip=['test_gpu_coll all np4'],
                                       hang=['test_gpu_step'],
                                       train_fail=[2], torch=False, memcheck_error=True), run_failures),
-                    ('bench timeout', dict(gpu=True, bench_hang=[2]), run_bench_timeout),
+                    ('bench timeout', dict(gpu=True, bench_hang=[2], numpy=False), run_bench_timeout),
                     ('torch failures', dict(gpu=True, torch_cuda_fail=True, horovod={
                         'fail': ['test_horovod_allgather'], 'skip': ['test_gpu_required'],
                         'hang': ['test_horovod_allreduce']}), run_torch_failures),
