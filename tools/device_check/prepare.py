@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from . import loader, proc, replay, settings as S
+from . import horovod, loader, proc, replay, settings as S
 
 
 class Failure(Exception):
@@ -27,6 +27,7 @@ class Prepare:
         self.top = top
         self.cfg = cfg
         self.nvcc = ''
+        self.horovod = ''
 
     # ---- the steps, in order --------------------------------------------------
 
@@ -137,6 +138,13 @@ class Prepare:
                 raise Failure('no wheel for %s in %s' % (spec, cache))
             shutil.copy(whl, os.path.join(self.cfg.stage, 'wheels'))
 
+    def stage_horovod(self):
+        """Horovod's test_torch.py and common.py (the torch stage) from the
+        local mirror into STAGE/horovod; without a mirror or the tag, a note:
+        --run then says they are absent."""
+        _, self.horovod = horovod.stage(self.cfg.horovod_mirror, os.path.join(self.cfg.stage, 'horovod'))
+        note("Horovod's test files: %s" % self.horovod)
+
     def record_tests(self):
         """tests.json: the build's meson tests, which --run replays."""
         try:
@@ -162,9 +170,10 @@ class Prepare:
             raise Failure('%s is %d MiB, over the %d MiB the device tool carries'
                           % (stage, total >> 20, S.STAGE_LIMIT_BYTES >> 20))
         note('staged %s: %d KiB (manifest: %s/manifest.txt)' % (stage, total >> 10, stage))
-        note('on the GPU machine: run(command="tools/device-check --run", carry=["%s"], timeout_s=540)' % stage)
+        note('on the GPU machine: run(command="tools/device-check --run", carry=["%s"], timeout_s=570)' % stage)
 
-    STEPS = (find_tools, build, stage_programs, stage_libraries, stage_wheels, record_tests, check_bare, finish)
+    STEPS = (find_tools, build, stage_programs, stage_libraries, stage_wheels, stage_horovod, record_tests, check_bare,
+             finish)
 
 
 def prepare(top, cfg):
@@ -373,6 +382,7 @@ def write_manifest(p):
         'machine libs %s (not staged; from %s here)' % (' '.join(S.MACHINE_LIBS),
                                                          loader.machine_lib_dirs(S.MACHINE_LIBS, cfg.cuda_root)),
         'system libs %s' % ''.join(n + ' ' for n in system if S.SYSTEM_LIB_RE.search(n)),
+        'horovod     %s' % p.horovod,
         '',
         '# wheels (sha256, bytes)',
     ]
@@ -384,14 +394,15 @@ def write_manifest(p):
         '',
         '# tests recorded (tests.json): suite gpu, one process / under mpirun',
         'gpu (single): %s' % ','.join(replay.select(tests, 'gpu', 'single')),
-        'ipc (mpirun): %s' % ','.join(replay.select(tests, 'gpu', 'mpi')),
+        'ipc (mpirun): %s' % ','.join(replay.select(tests, 'gpu', 'mpi', exclude=[S.TORCH_MESON_TEST])),
         '',
         '# sizes (bytes)',
     ]
-    lines += ['%-10s %10s' % (f, du_bytes(os.path.join(stage, f))) for f in ('build', 'lib', 'wheels', 'tests.json')]
+    lines += ['%-10s %10s' % (f, du_bytes(os.path.join(stage, f)))
+              for f in ('build', 'lib', 'wheels', 'horovod', 'tests.json') if os.path.exists(os.path.join(stage, f))]
     lines += ['', '# files (bytes)']
     files = []
-    for top in ('build', 'lib', 'wheels'):
+    for top in ('build', 'lib', 'wheels', 'horovod'):
         for d, _, names in os.walk(os.path.join(stage, top)):
             for n in names:
                 path = os.path.join(d, n)

@@ -57,14 +57,14 @@ def shell_status(status):
     return 128 - status if status < 0 else status
 
 
-def run_logged(log_path, timeout, cmd, env=None):
-    """Runs cmd with run_group, its output appended to log_path between a
-    '# cmd' line and a '# exit' line. Returns its status as an exit status
-    (0-255: a death by signal N is 256 - N)."""
+def run_logged(log_path, timeout, cmd, env=None, cwd=None):
+    """Runs cmd with run_group (in cwd), its output appended to log_path
+    between a '# cmd' line and a '# exit' line. Returns its status as an
+    exit status (0-255: a death by signal N is 256 - N)."""
     with open(log_path, 'a') as log:
         log.write('# cmd %s\n' % ' '.join(cmd))
         log.flush()
-        status, secs, _ = run_group(cmd, timeout, stdout=log, env=env)
+        status, secs, _ = run_group(cmd, timeout, stdout=log, env=env, cwd=cwd)
         log.write('\n# exit %d after %.1f s\n' % (status, secs))
     return status % 256
 

@@ -61,13 +61,13 @@ def launches_mpi(t):
     return any(os.path.basename(a) in MPI_LAUNCHERS for a in t['cmd'])
 
 
-def select(doc, suite, kind, path_contains=''):
+def select(doc, suite, kind, path_contains='', exclude=()):
     """The names of the tests of suite; kind 'single' (not under mpirun),
     'mpi' (under mpirun) or 'all'; with path_contains, those with an
-    argument containing it."""
+    argument containing it; none named in exclude."""
     names = []
     for t in doc['tests']:
-        if suite not in suites_of(t):
+        if suite not in suites_of(t) or t['name'] in exclude:
             continue
         if kind == 'single' and launches_mpi(t):
             continue

@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from . import figures, loader, proc, replay, settings as S
+from . import figures, horovod, loader, proc, replay, settings as S
 from .prepare import find_nvcc, note
 
 # The PyTorch peer runs where this says python3 has torch with CUDA.
@@ -55,9 +55,12 @@ class Run:
         self.mpi_root = ''
         self.mpirun = ''
         self.machine_lib_path = ''
+        self.torch_check = None
 
-    def row(self, stage, result, seconds, key):
-        self.rows.append((stage, result, seconds, key))
+    def row(self, stage, result, seconds, key, counted=True):
+        """A row of the table (a stage's; counted=False: a line of detail
+        under it, not counted in the summary)."""
+        self.rows.append((stage, result, seconds, key, counted))
         print('== %-9s %-8s %6s s  %s' % (stage, result, seconds, key), flush=True)
 
     def log(self, name):
@@ -218,14 +221,7 @@ class Run:
         self.build_root = os.path.join(stage, 'build')
         self.tests_json = os.path.join(self.stage, 'tests.json')
         path_prepend('LD_LIBRARY_PATH', '%s/lib:%s/lib' % (stage, self.mpi_root))
-        manifest = {}
-        try:
-            with open(os.path.join(self.stage, 'manifest.txt')) as f:
-                for line in f:
-                    key, _, value = line.rstrip('\n').partition(' ')
-                    manifest.setdefault(key, value.lstrip(' '))
-        except OSError:
-            pass
+        manifest = read_manifest(self.stage)
         self.row('build', 'ok', secs(t0), 'staged: %s, built %s' % (manifest.get('commit', '')[:12],
                                                                    manifest.get('date', '')))
 
@@ -340,7 +336,9 @@ class Run:
         self.tests_stage('gpu', self.select('gpu', 'single'))
 
     def ipc(self):
-        self.tests_stage('ipc', self.select('gpu', 'mpi'))
+        # (Not the meson test of test_torch_cuda.py: it runs the preparing
+        # machine's .venv python; the torch stage runs the file itself.)
+        self.tests_stage('ipc', [n for n in self.select('gpu', 'mpi') if n != S.TORCH_MESON_TEST])
 
     def memcheck(self):
         """compute-sanitizer on gpu kernels: the toolkit's where the source
@@ -355,6 +353,124 @@ class Run:
         names = self.select('gpu', 'single', '/tests/kernels/cuda/test_gpu_kernels') or self.select('gpu', 'single')
         self.tests_stage('memcheck', names,
                          wrap=[san, '--tool', 'memcheck', '--error-exitcode', '99', '--print-limit', '20'])
+
+    # ---- torch: hora.torch's CUDA test, Horovod's GPU tests against hora.torch ----
+
+    def libhora(self):
+        """The build's libhora (the stage has no libhora.so link), or ''."""
+        for name in ('libhora.so', 'libhora.so.0'):
+            path = os.path.join(self.build_root, 'runtime', name)
+            if os.path.exists(path):
+                return path
+        return ''
+
+    def torch_env(self, libhora):
+        """python3 with the tree's hora package, the build's libhora, CUDA
+        required; of LD_LIBRARY_PATH what libhora needs (the staged cudart,
+        Open MPI), not the machine's cuDNN and cuBLASLt (torch has its own)."""
+        machine = [d for d in self.machine_lib_path.split(':') if d]
+        lib_path = [d for d in os.environ.get('LD_LIBRARY_PATH', '').split(':') if d and d not in machine]
+        old = os.environ.get('PYTHONPATH')
+        env = dict(os.environ, PYTHONPATH=os.path.join(self.top, 'runtime/python') + (':' + old if old else ''),
+                   HORA_LIBRARY=libhora, HORA_CUDA='1', HORA_TIMEOUT_S=os.environ.get('HORA_TIMEOUT_S') or '60',
+                   OMPI_MCA_btl=os.environ.get('OMPI_MCA_btl') or 'self,vader,tcp', LD_LIBRARY_PATH=':'.join(lib_path))
+        if not lib_path:
+            del env['LD_LIBRARY_PATH']
+        return env
+
+    def torch(self):
+        """test_torch_cuda.py at np 2, then Horovod's test_torch.py (its GPU
+        tests) through tools/horovod-test-torch; both into logs/torch.log, a
+        row per Horovod test family under the stage's."""
+        t0, t = time.time(), self.stage_timeout('torch')
+        if t < 3:
+            self.not_run('torch')
+            return
+        end = int(time.time()) + t
+        log_path = self.log('torch.log')
+        with open(log_path, 'w') as log:
+            has_torch = self.cuda_torch(log, self.part_timeout('check', end, S.TORCH_TIMEOUT))
+        if not has_torch:
+            self.row('torch', 'skipped', secs(t0), 'no torch with CUDA on this machine (logs/torch.log)')
+            return
+        libhora = self.libhora()
+        if not libhora:
+            self.row('torch', 'FAILED', secs(t0), 'no runtime/libhora.so in the %s build' % self.mode)
+            return
+        env = self.torch_env(libhora)
+        ok, test_fig = self.torch_test(log_path, env, self.part_timeout('test', end, S.TORCH_TIMEOUT))
+        horovod_ok, horovod_fig, rows = self.torch_horovod(log_path, libhora, env,
+                                                           self.part_timeout('horovod', end, S.TORCH_TIMEOUT))
+        self.row('torch', 'ok' if ok and horovod_ok else 'FAILED', secs(t0), '%s; %s' % (test_fig, horovod_fig))
+        for name, counts in rows:
+            self.row('torch/' + name, 'FAILED' if counts['failed'] or counts['no outcome'] else 'ok', '-',
+                     horovod.counts_text(counts), counted=False)
+
+    def torch_test(self, log_path, env, timeout):
+        """test_torch_cuda.py under mpirun: (passed, figure) from rank 0's
+        summary line."""
+        with open(log_path, 'a') as log:
+            log.write('\n# 1. %s, np %d\n' % (S.TORCH_TEST, S.TORCH_NP))
+        test = os.path.join(self.top, S.TORCH_TEST)
+        rc = proc.run_logged(log_path, timeout, [self.mpirun] + S.MPIRUN_ARGS + [
+            '--bind-to', 'none', '-np', str(S.TORCH_NP), 'python3', test], env, cwd=os.path.dirname(test))
+        with open(log_path, errors='replace') as f:
+            text = f.read().split('# 1. ', 1)[-1]
+        said = re.findall(r'^test_torch_cuda\.py: [0-9]+ failure\(s\) over [0-9]+ ranks, [0-9]+ cases$', text, re.M)
+        device = re.findall(r'^rank 0: libhora device (-?[0-9]+)', text, re.M)
+        fig = said[-1] if said else 'test_torch_cuda.py: no summary'
+        if device:
+            fig += ' (libhora device %s)' % device[-1]
+        if rc == 0 and said:
+            return True, fig
+        if rc == 77:
+            return False, 'test_torch_cuda.py: skipped although torch sees a GPU'
+        return False, '%s: %s' % (fig, 'timeout %d s' % timeout if rc == proc.TIMED_OUT else 'exit %d' % rc)
+
+    def torch_horovod(self, log_path, libhora, env, timeout):
+        """tools/horovod-test-torch --gpu-only at np 2 on the staged Horovod
+        files: (passed, figure, [(family, counts)]). Files not staged: passed
+        (nothing ran), the figure says why."""
+        src = os.path.join(self.stage, 'horovod')
+        if not os.path.isfile(os.path.join(src, S.HOROVOD_FILES[0])):
+            why = read_manifest(self.stage).get('horovod', '') or 'not staged (no %s)' % src
+            return True, "Horovod's test_torch.py absent: %s" % why, []
+        if timeout < 3:
+            return False, 'Horovod test_torch.py: not run, the stage ran out of time', []
+        # The file imports numpy, which torch does not need: without it, say so.
+        rc, _, said = proc.run_group(['python3', '-c', 'import numpy'], min(timeout, 15), stdout=subprocess.PIPE,
+                                     env=env, kill_after=3)
+        if rc != 0:
+            with open(log_path, 'a') as log:
+                log.write('\n# 2. python3 -c "import numpy": exit %d\n%s\n' % (rc, (said or '').rstrip('\n')))
+            return True, "Horovod's test_torch.py not run: python3 has no numpy (the file imports it)", []
+        out_json = os.path.join(self.out, 'torch-horovod.json')
+        if os.path.exists(out_json):
+            os.remove(out_json)
+        with open(log_path, 'a') as log:
+            log.write("\n# 2. Horovod %s's test_torch.py (its GPU tests) against hora.torch, np %d\n"
+                      % (S.HOROVOD_TAG, S.TORCH_NP))
+        # The tool's own job limit comes first, leaving it time to end the job
+        # and say which tests finished (a SIGTERM from run_group ends its job too).
+        job_s = max(timeout - 15, timeout // 2)
+        rc = proc.run_logged(log_path, timeout, [
+            os.path.join(self.top, 'tools/horovod-test-torch'), '--horovod-src', src, '-np', str(S.TORCH_NP),
+            '--python', 'python3', '--library', libhora, '--gpu-only', '--timeout', str(job_s),
+            '--mpirun-arg=--bind-to', '--mpirun-arg=none', '--log-dir', self.log('torch-horovod'),
+            '--json', out_json], env)
+        try:
+            with open(out_json) as f:
+                doc = json.load(f)
+            rows, total = horovod.families(doc)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return False, 'Horovod test_torch.py: %s' % ('timeout %d s' % timeout if rc == proc.TIMED_OUT else
+                                                         self.train_why(rc, log_path, 'horovod-test-torch:')), []
+        fig = 'Horovod test_torch.py np %d, %d GPU tests of %d: %s' % (
+            S.TORCH_NP, len(doc.get('selected', [])), doc.get('in_file', 0), horovod.counts_text(total))
+        problems = [p for job in doc.get('jobs', []) for p in job.get('problems', [])]
+        if problems:
+            fig += ' (%s)' % '; '.join(problems)
+        return rc == 0 and not total['failed'] and not total['no outcome'], fig, rows
 
     # ---- bench2, bench4: hora-bench-allreduce on device memory --------------------
 
@@ -400,21 +516,33 @@ class Run:
             '--steps-per-epoch', str(steps), '--print-every', str(S.TRAIN_PRINT_EVERY), '--log', jsonl] + flags, env)
 
     @staticmethod
-    def part_timeout(part, end):
-        """Seconds for one part of the train stage: its own, at most what is
-        left of the stage."""
-        return min(S.TRAIN_TIMEOUT[part], end - int(time.time()))
+    def part_timeout(part, end, table=S.TRAIN_TIMEOUT):
+        """Seconds for one part of a stage (the train stage's by default):
+        its own, at most what is left of the stage."""
+        return min(table[part], end - int(time.time()))
+
+    def cuda_torch(self, log, timeout):
+        """Has python3 torch with CUDA (TORCH_CHECK, run without the stage's
+        LD_LIBRARY_PATH: torch brings its own CUDA libraries)? Asked once;
+        what it said goes into log each time."""
+        if self.torch_check is None:
+            rc, _, said = proc.run_group(['python3', '-c', TORCH_CHECK], timeout, stdout=subprocess.PIPE,
+                                         env=without(os.environ, 'LD_LIBRARY_PATH'), kill_after=3)
+            self.torch_check = rc == 0, (said or '').rstrip('\n')
+        log.write('# python3 -c TORCH_CHECK (torch with CUDA?)\n%s\n' % self.torch_check[1])
+        log.flush()
+        return self.torch_check[0]
 
     @staticmethod
-    def train_why(rc, log_path):
+    def train_why(rc, log_path, marker='hora-train:'):
         """Why a part failed: the timeout, or the exit status and the log's last
-        line saying "hora-train:" or "error"."""
+        line saying marker or "error"."""
         if rc == proc.TIMED_OUT:
             return 'timeout'
         last = ''
         try:
             with open(log_path, errors='replace') as f:
-                said = [line.rstrip('\n') for line in f if 'hora-train:' in line or 'error' in line]
+                said = [line.rstrip('\n') for line in f if marker in line or 'error' in line]
             last = said[-1][:120] if said else ''
         except OSError:
             pass
@@ -453,8 +581,7 @@ class Run:
             os.remove(pjson)
         env = without(os.environ, 'LD_LIBRARY_PATH')
         with open(plog, 'w') as log:
-            has_torch = proc.run_group(['python3', '-c', TORCH_CHECK], self.part_timeout('peer', end), stdout=log,
-                                       env=env, kill_after=3)[0] == 0
+            has_torch = self.cuda_torch(log, self.part_timeout('peer', end))
         if not has_torch:
             figs.append('peer: no torch with CUDA on this machine')
         else:
@@ -504,8 +631,10 @@ class Run:
         lines = ['| stage | result | seconds | key figure |', '|---|---|---|---|']
         count = {'ok': 0, 'FAILED': 0}
         skipped = 0
-        for stage, res, seconds, key in self.rows:
+        for stage, res, seconds, key, counted in self.rows:
             lines.append('| %s | %s | %s | %s |' % (stage, res, seconds, key.replace('|', '\\|')))
+            if not counted:
+                continue
             if res in count:
                 count[res] += 1
             else:
@@ -528,12 +657,27 @@ STEPS = [
     ('mpi', Run.mpi, False),
     ('gpu', Run.gpu, True),
     ('ipc', Run.ipc, True),
+    ('torch', Run.torch, True),
     ('bench2', Run.bench2, True),
     ('bench4', Run.bench4, True),
     ('train', Run.train, True),
     ('memcheck', Run.memcheck, True),
 ]
 STAGES = [name for name, _, _ in STEPS]
+
+
+def read_manifest(stage):
+    """STAGE/manifest.txt's lines as {first word: the rest} (the first of
+    each), {} without one."""
+    manifest = {}
+    try:
+        with open(os.path.join(stage, 'manifest.txt')) as f:
+            for line in f:
+                key, _, value = line.rstrip('\n').partition(' ')
+                manifest.setdefault(key, value.lstrip(' '))
+    except OSError:
+        pass
+    return manifest
 
 
 def setup_environment(r):

@@ -49,14 +49,33 @@ TRAIN_RUNS = [TrainRun('hora', 1, 256, 20, 50),
 TRAIN_PROFILE_STEPS = 6    # --profile times the steps from the third on
 PEER_ARGS = ['--device', 'cuda', '--model', 'resnet50', '--batch', '256', '--autocast', 'fp16', '--channels-last',
              '--warmup', '20', '--steps', '50']
+# The torch stage: hora.torch's CUDA test (tests/runtime/python) at np 2,
+# run directly (its meson test runs this machine's .venv python, which the
+# ipc stage leaves out), then Horovod's test_torch.py against hora.torch
+# (tools/horovod-test-torch --gpu-only), its two files staged by --prepare
+# from a local git mirror of Horovod (DC_HOROVOD_MIRROR; a missing mirror or
+# tag leaves them out, which --run reports without failing).
+TORCH_TEST = 'tests/runtime/python/test_torch_cuda.py'
+TORCH_MESON_TEST = 'python torch_cuda np2'
+TORCH_NP = 2
+HOROVOD_MIRROR = '/work/.mirror/horovod+horovod'
+HOROVOD_TAG = 'v0.28.1'
+HOROVOD_FILES = ['test/parallel/test_torch.py', 'test/utils/common.py']
+# Horovod's tests by family, for the table: the first of these in a test's
+# name, else optimizer/other (grouped all-gathers and reduce-scatters go with
+# their collective).
+HOROVOD_FAMILIES = ['grouped_allreduce', 'allreduce', 'allgather', 'broadcast', 'alltoall', 'reducescatter']
 # Seconds per stage of --run (run.STEPS; DC_TIMEOUT_<STAGE> overrides one); everything after the
-# build also ends by DC_DEADLINE_S (default 450: 7.5 minutes). The train
+# build also ends by DC_DEADLINE_S (default 490: 8 minutes 10 s). The train
 # stage's parts share its time as TRAIN_TIMEOUT says.
 # (ipc: the cudaipc tests and the two of test_loss_scale on the cuda backend.)
-TIMEOUT = {'probe': 15, 'build': 300, 'mpi': 20, 'gpu': 80, 'ipc': 120, 'bench2': 35, 'bench4': 40,
+# (torch: its parts as TORCH_TIMEOUT says. Horovod's 68 GPU tests take 4 s at
+# np 2 on 2 shared cores without a GPU, which skips their CUDA cases.)
+TIMEOUT = {'probe': 15, 'build': 300, 'mpi': 20, 'gpu': 80, 'ipc': 120, 'torch': 100, 'bench2': 35, 'bench4': 40,
            'train': 120, 'memcheck': 30}
 TRAIN_TIMEOUT = {'hora': 35, 'peer': 35, 'np2': 30, 'profile': 20}
-DEADLINE_S = 450
+TORCH_TIMEOUT = {'check': 15, 'test': 30, 'horovod': 60}
+DEADLINE_S = 490
 
 
 class SettingError(Exception):
@@ -82,6 +101,7 @@ class Settings:
         self.local_build = env.get('DC_LOCAL_BUILD') or LOCAL_BUILD
         self.wheel_dir = env.get('DC_WHEEL_DIR') or os.path.join(self.build_dir, 'wheels')
         self.cuda_root = env.get('DC_CUDA_ROOT') or CUDA_ROOT
+        self.horovod_mirror = env.get('DC_HOROVOD_MIRROR') or HOROVOD_MIRROR
         self.deadline_s = _int(env, 'DC_DEADLINE_S', DEADLINE_S)
         self.assume_gpu = _int(env, 'DC_ASSUME_GPU', 0) != 0
         self.timeout = {s: _int(env, 'DC_TIMEOUT_' + s.upper(), t) for s, t in TIMEOUT.items()}

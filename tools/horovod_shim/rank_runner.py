@@ -3,10 +3,12 @@
 # given, runs its TorchTests (or the --class named) with unittest (the whole
 # class, minus --exclude, or only --only), and writes this
 # rank's outcome per test to RESULTS/rank.<R>.json for the tool to merge:
-# {"ran": N, "passed": [...], "failed": [...], "asserted": [...], "skipped": {...}},
-# where failed holds failures, errors and unexpected successes, asserted the
-# failures alone (an assertion of the test, not an exception), and skipped the
-# skips with their reasons. Exit 0 when this rank had no failure.
+# {"ran": N, "passed": [...], "failed": [...], "asserted": [...], "skipped": {...},
+#  "complete": true}, where failed holds failures, errors and unexpected
+# successes, asserted the failures alone (an assertion of the test, not an
+# exception), and skipped the skips with their reasons. The file is rewritten
+# after every test ("complete": false until the last), so a job its timeout
+# ended still says which tests finished. Exit 0 when this rank had no failure.
 #
 #   python3 rank_runner.py --test DIR/test_torch.py --utils DIR/utils
 #           --results DIR [--only A,B] [--exclude A,B] [--class TorchAdasumTests]
@@ -27,6 +29,37 @@ def world_rank():
 
 def names_of(text):
     return [n for n in (text or "").split(",") if n]
+
+
+def outcome(result, complete):
+    """The outcome so far of result (a Recorder)."""
+    asserted = sorted({t._testMethodName for t, _ in result.failures})
+    failed = sorted(set(asserted) | {t._testMethodName for t, _ in result.errors}
+                    | {t._testMethodName for t in result.unexpectedSuccesses})
+    skipped = {t._testMethodName: reason for t, reason in result.skipped}
+    passed = [n for n in result.finished if n not in failed and n not in skipped]
+    return {"ran": len(result.finished), "passed": passed, "failed": failed, "asserted": asserted,
+            "skipped": skipped, "complete": complete}
+
+
+def write(path, data):
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(path + ".tmp", path)
+
+
+class Recorder(unittest.TextTestResult):
+    """unittest's text result that writes the outcome after each test."""
+    path = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.finished = []
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self.finished.append(test._testMethodName)
+        write(self.path, outcome(self, False))
 
 
 def main():
@@ -57,20 +90,11 @@ def main():
         print("rank_runner: no such test in %s: %s" % (args.test_class, ", ".join(unknown)), file=sys.stderr)
         return 2
     suite = unittest.TestSuite(cls(n) for n in names)
-    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
-
-    asserted = sorted({t._testMethodName for t, _ in result.failures})
-    failed = sorted(set(asserted) | {t._testMethodName for t, _ in result.errors}
-                    | {t._testMethodName for t in result.unexpectedSuccesses})
-    skipped = {t._testMethodName: reason for t, reason in result.skipped}
-    passed = [n for n in names if n not in failed and n not in skipped]
-    outcome = {"ran": result.testsRun, "passed": passed, "failed": failed,
-               "asserted": asserted, "skipped": skipped}
-    path = os.path.join(args.results, "rank.%d.json" % world_rank())
-    with open(path + ".tmp", "w") as f:
-        json.dump(outcome, f, indent=1)
-    os.replace(path + ".tmp", path)
-    return 0 if not failed else 1
+    Recorder.path = os.path.join(args.results, "rank.%d.json" % world_rank())
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout, resultclass=Recorder).run(suite)
+    done = outcome(result, True)
+    write(Recorder.path, done)
+    return 0 if not done["failed"] else 1
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 One module plays every command the checks run: nvidia-smi, nvcc, meson,
 ninja, mpirun, mpicc, compute-sanitizer and pip, and the programs of the
 fake build (fake_program.c hands over here): the tests, hora-train,
-hora-bench-allreduce, and tests/runtime/device/run_gpu.py and
-bench/peers/torch_train.py of the fake source tree. Each runs in a world, a
+hora-bench-allreduce, and tests/runtime/device/run_gpu.py,
+tests/runtime/python/test_torch_cuda.py and bench/peers/torch_train.py of
+the fake source tree. Each runs in a world, a
 folder made by selftest.py whose world.json (found above the command's own
 path, so it survives env -i; a Python literal) says how the machine behaves:
 
@@ -17,6 +18,10 @@ path, so it survives env -i; a Python literal) says how the machine behaves:
   train_fail   rank counts where hora-train runs out of device memory
   bench_hang   rank counts where hora-bench-allreduce stops after two rows
   memcheck_error  compute-sanitizer finds an invalid write (exit 99)
+  torch_cuda_fail  test_torch_cuda.py has a failure (exit 1)
+  horovod      {'fail': [...], 'skip': [...], 'hang': [...]}: tests of the
+               fake Horovod test_torch.py (fake_horovod_test_torch.py) that
+               fail, skip or sleep until their job's time limit
   meson_fail   meson setup fails
   ninja_seconds  how long ninja takes
   wheel_without_libmpi  pip's Open MPI wheel lacks libmpi.so.40
@@ -190,6 +195,10 @@ def meson_tests(build, source):
         test('gpu coll np2 no-gpu skip', ['mpi', 'gpu'], [python, run_gpu, '/usr/bin/mpirun',
                                                          'tests/runtime/device/test_gpu_coll', '2', 'expect-skip'],
              mpi_env, 180),
+        # The preparing machine's .venv python: the ipc stage must leave it out.
+        test('python torch_cuda np2', ['gpu'], mpirun + ['2', source + '/.venv/bin/python',
+                                                         source + '/tests/runtime/python/test_torch_cuda.py'],
+             dict(mpi_env, HORA_LIBRARY=build + '/runtime/libhora.so'), 300),
     ]
 
 
@@ -387,6 +396,35 @@ def hora_bench_allreduce(world, args):
     return 0
 
 
+def test_torch_cuda(world, args):
+    """tests/runtime/python/test_torch_cuda.py as the torch stage runs it:
+    under mpirun, in its folder, with the tree's hora package first on
+    PYTHONPATH, a libhora of the build used (not the preparing world's),
+    HORA_CUDA=1 and not the machine's cuDNN on LD_LIBRARY_PATH. Prints what
+    the real one prints; a failure where something is not so."""
+    rank, size = rank_and_size()
+    here = os.path.dirname(os.path.abspath(sys.argv[0]))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(here)))
+    lib = os.environ.get('HORA_LIBRARY', '')
+    wrong = [what for what, bad in (
+        ('cwd %s' % os.getcwd(), os.path.realpath(os.getcwd()) != os.path.realpath(here)),
+        ('PYTHONPATH %s' % os.environ.get('PYTHONPATH'),
+         os.environ.get('PYTHONPATH', '').split(':')[0] != os.path.join(repo, 'runtime/python')),
+        ('HORA_LIBRARY %s' % lib, not os.path.isfile(lib) or '/runtime/libhora.so' not in lib
+         or (world.get('foreign') or '//') in lib),
+        ('HORA_CUDA %s' % os.environ.get('HORA_CUDA'), os.environ.get('HORA_CUDA') != '1'),
+        ('LD_LIBRARY_PATH %s' % os.environ.get('LD_LIBRARY_PATH'),
+         '/cuda/lib64' in os.environ.get('LD_LIBRARY_PATH', ''))) if bad]
+    print('rank %d: libhora device 0 (build cuda=1)' % rank, flush=True)
+    for what in wrong:
+        print('rank %d: FAILED: %s' % (rank, what))
+    failures = len(wrong) + (1 if world.get('torch_cuda_fail') and rank == 0 else 0)
+    if rank == 0:
+        print('(fake) HORA_LIBRARY=%s' % lib)
+        print('test_torch_cuda.py: %d failure(s) over %d ranks, 8 cases' % (failures, size))
+    return 1 if failures else 0
+
+
 def torch_train(world, args):
     import json
     with open(option(args, '--json'), 'w') as f:
@@ -397,7 +435,7 @@ def torch_train(world, args):
 
 COMMANDS = {'nvidia-smi': nvidia_smi, 'nvcc': nvcc, 'meson': meson, 'ninja': ninja, 'mpirun': mpirun,
             'mpicc': mpicc, 'compute-sanitizer': compute_sanitizer, 'pip': pip, 'run_gpu.py': run_gpu,
-            'torch_train.py': torch_train}
+            'test_torch_cuda.py': test_torch_cuda, 'torch_train.py': torch_train}
 PROGRAM_COMMANDS = {'hora-train': hora_train, 'hora-bench-allreduce': hora_bench_allreduce}
 
 
