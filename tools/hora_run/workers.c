@@ -49,32 +49,42 @@ static char **worker_environ(const workers_env_t *env, int local)
     for (size_t i = 0; i < inherited; i++)
         if (!owned(environ[i])) out[n++] = environ[i];
     int rank = env->rank_base + local;
-    char values[OWNED_COUNT][300];
-    snprintf(values[0], 300, "%d", rank);
-    snprintf(values[1], 300, "%d", env->world_size);
-    snprintf(values[2], 300, "%d", local);
-    snprintf(values[3], 300, "%d", env->local_size);
-    snprintf(values[4], 300, "%d", env->node_rank);
-    snprintf(values[5], 300, "%d", env->node_count);
-    snprintf(values[6], 300, "%s:%d", env->rdzv_host, env->rdzv_port);
-    snprintf(values[7], 300, "%s", env->job_id);
-    snprintf(values[8], 300, "%d", env->generation);
-    snprintf(values[9], 300, "%d", rank);
-    snprintf(values[10], 300, "%d", env->world_size);
-    snprintf(values[11], 300, "%d", local);
-    snprintf(values[12], 300, "%d", env->local_size);
-    snprintf(values[13], 300, "%s", env->rdzv_host);
-    snprintf(values[14], 300, "%d", env->rdzv_port);
+    char rdzv[300];
+    snprintf(rdzv, sizeof(rdzv), "%s:%d", env->rdzv_host, env->rdzv_port);
+    /* In owned_vars' order: a text, or a number where text is NULL. */
+    const struct {
+        const char *text;
+        long number;
+    } values[OWNED_COUNT] = {
+        {NULL, rank},
+        {NULL, env->world_size},
+        {NULL, local},
+        {NULL, env->local_size},
+        {NULL, env->node_rank},
+        {NULL, env->node_count},
+        {rdzv, 0},
+        {env->job_id, 0},
+        {NULL, env->generation},
+        {NULL, rank},
+        {NULL, env->world_size},
+        {NULL, local},
+        {NULL, env->local_size},
+        {env->rdzv_host, 0},
+        {NULL, env->rdzv_port},
+    };
     size_t first_owned = n;
     for (size_t i = 0; i < OWNED_COUNT; i++) {
-        size_t bytes = strlen(owned_vars[i]) + strlen(values[i]) + 2;
+        size_t bytes = strlen(owned_vars[i]) + (values[i].text ? strlen(values[i].text) : 24) + 2;
         char *e = malloc(bytes);
         if (!e) {
             for (size_t j = first_owned; j < n; j++) free(out[j]);
             free(out);
             return NULL;
         }
-        snprintf(e, bytes, "%s=%s", owned_vars[i], values[i]);
+        if (values[i].text)
+            snprintf(e, bytes, "%s=%s", owned_vars[i], values[i].text);
+        else
+            snprintf(e, bytes, "%s=%ld", owned_vars[i], values[i].number);
         out[n++] = e;
     }
     out[n] = NULL;
