@@ -4,6 +4,7 @@ environment, two hosts on one machine, rendezvous failures, restarts, a lost
 host, a signal, bad options (README.md).
 
     hora_run.py MODE HORA_RUN
+    hora_run.py mpirun HORA_RUN netns ...   (tests/env/netns-run's driver form)
 
 Workers are `sh -c` scripts that write their environment to a file named by
 generation and rank in a fresh folder, which the test then reads; each
@@ -368,6 +369,37 @@ def mode_lost_host(hora_run, out):
     print(f"kill to job end on the survivor: {a.elapsed - (t_kill - a.t0):.2f} s (settle time 3 s)")
 
 
+def mode_netns(hora_run, out):
+    """Two hosts in two network namespaces of tools/netns-cluster (run by
+    tests/env/netns-run, HORA_NETNS_PREFIX set): host 0 binds --rdzv on its
+    own address and runs the store, host 1 cannot bind it and connects over
+    the veth link; then host 1 is SIGKILLed and host 0 finishes alone."""
+    prefix = os.environ.get("HORA_NETNS_PREFIX", "hora")
+    port = free_port()
+    rdzv = f"10.213.0.1:{port}"
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", rdzv, "--max-restarts", "1", "--settle-time", "5",
+              "--heartbeat-timeout", "2", "--join-timeout", "20", "sh", "-c", LOST_WORKER]
+    ns = lambda i: ["ip", "netns", "exec", f"{prefix}-h{i}"]
+    a = Host(ns(0)[0], ns(0)[1:] + [hora_run] + common, out)
+    check(a.when(f"rendezvous store for job 'hora' at {rdzv}", 10) is not None, "host 0 runs the store at --rdzv")
+    b = Host(ns(1)[0], ns(1)[1:] + [hora_run] + common, out)
+    check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
+    check("rendezvous store" not in b.stderr(), "host 1 connects to it")
+    check_world(read_envs(out, 0), 4, 2, [2, 2], "hora", rdzv, 0)
+    t_kill = time.monotonic()
+    os.killpg(b.proc.pid, signal.SIGKILL)
+    b.wait(10)
+    ra = a.wait(40)
+    a.show("h0")
+    b.show("h1 (killed)")
+    t_lost = a.when(r"host 1 lost: no heartbeat", 1)
+    check(t_lost is not None, "host 0 names host 1 lost")
+    if t_lost is not None:
+        print(f"lost host noticed across namespaces {t_lost - (t_kill - a.t0):.2f} s after the SIGKILL")
+    check(ra == 0, f"host 0 finishes alone, exit 0 (got {ra})")
+    check_world(read_envs(out, 1), 2, 1, [2], "hora", rdzv, 1)
+
+
 def mode_signal(hora_run, out):
     worker = ENV_WORKER + '; trap "echo term > $OUT/term.$HORA_RANK; exit 0" TERM; while :; do sleep 0.05; done'
     h = Host(hora_run, ["--nproc-per-node", "2", "sh", "-c", worker], out)
@@ -399,6 +431,10 @@ def mode_options(hora_run, out):
 
 
 def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
+        # tests/env/netns-run's driver form: mpirun HORA_RUN MODE, then its
+        # mpirun arguments (unused: hora-run needs no mpirun).
+        sys.argv = [sys.argv[0], sys.argv[3], sys.argv[2]]
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
