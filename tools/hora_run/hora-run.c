@@ -125,6 +125,24 @@ static double parse_seconds(const char *s)
     return v;
 }
 
+/* Whether execvp would find cmd: a path with a '/' as it is, else on PATH. */
+static int command_found(const char *cmd)
+{
+    if (strchr(cmd, '/')) return access(cmd, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path) path = "/usr/bin:/bin";
+    for (const char *p = path;; p++) {
+        const char *end = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char full[4096];
+        if (snprintf(full, sizeof(full), "%.*s/%s", (int)len, len ? p : ".", cmd) < (int)sizeof(full) &&
+            access(full, X_OK) == 0)
+            return 1;
+        if (!end) return 0;
+        p = end;
+    }
+}
+
 static int parse_options(int argc, char **argv, run_opts_t *o)
 {
     *o = (run_opts_t){.nproc = 0,
@@ -221,6 +239,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
     if (optind < argc && strcmp(argv[optind], "--") == 0) optind++;
     if (optind >= argc) return usage_error("no command to run");
     o->argv = argv + optind;
+    if (!command_found(o->argv[0])) return usage_error("command '%s' not found or not executable", o->argv[0]);
     return 0;
 }
 

@@ -281,6 +281,27 @@ def mode_two_hosts_restart(hora_run, out):
         check(t_gen1 - t_fail < 2.0, f"re-formed in {t_gen1 - t_fail:.2f} s, before the settle time")
 
 
+def mode_below_min(hora_run, out):
+    # --nnodes 2:2, one host SIGKILLed: the survivor has a restart left but
+    # cannot re-form without a second host; it ends after the join timeout.
+    port = free_port()
+    rdzv = f"127.0.0.1:{port}"
+    common = ["--nproc-per-node", "1", "--nnodes", "2:2", "--rdzv", rdzv, "--max-restarts", "1",
+              "--heartbeat-timeout", "1", "--join-timeout", "2", "sh", "-c", LOST_WORKER]
+    a = Host(hora_run, common, out)
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = Host(hora_run, common, out)
+    check(wait_files(out, 0, 2, 20), "2 workers of generation 0 started")
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.wait(10)
+    ra = a.wait(30)
+    a.show("a")
+    check(ra == 3, f"exit 3 (got {ra})")
+    check(re.search(r"generation 0 failed: host \d lost", a.stderr()) is not None, "the lost host is named")
+    check("generation 1: 1 of 2 hosts joined within 2 s" in a.stderr(), "below MIN: 1 of 2 hosts in generation 1")
+    check(not read_envs(out, 1), "no worker of generation 1 started")
+
+
 LATE_WORKER = (ENV_WORKER + '; if [ "$HORA_GENERATION" = 0 ]; then '
                'while [ ! -e "$OUT/go" ]; do sleep 0.05; done; '
                'if [ "$HORA_RANK" = 0 ] && [ -e "$OUT/fail" ]; then exit 1; fi; fi')
@@ -423,7 +444,8 @@ def mode_options(hora_run, out):
            (["--nproc-per-node", "2", "--nnodes", "3:2", "true"], "--nnodes '3:2'"),
            (["--nproc-per-node", "2", "--rdzv", "localhost", "true"], "--rdzv 'localhost'"),
            (["--nproc-per-node", "2", "--join-timeout", "0", "true"], "--join-timeout '0'"),
-           (["--nproc-per-node", "2", "--bogus", "true"], "'--bogus' is not known")]
+           (["--nproc-per-node", "2", "--bogus", "true"], "'--bogus' is not known"),
+           (["--nproc-per-node", "2", "no-such-command-hora"], "command 'no-such-command-hora' not found")]
     for args, want in bad:
         r = subprocess.run([hora_run] + args, capture_output=True, text=True, timeout=10)
         check(r.returncode == 2 and want in r.stderr, f"{' '.join(args) or '(none)'}: exit 2 and '{want}' "
