@@ -35,7 +35,8 @@
 #define EXIT_USAGE 2
 #define EXIT_RDZV 3
 #define TICK_S 0.1
-#define HEARTBEAT_S 1.0
+#define HEARTBEAT_S 1.0 /* each host sets its beat this often */
+#define PEER_LOOK_S 0.5 /* and reads its peers' this often */
 
 typedef struct {
     int nproc;
@@ -321,9 +322,57 @@ static hora_status_t post_failure(boot_store_t *store, const rdzv_world_t *w, in
     return HORA_OK;
 }
 
+/* The peers' heartbeats as this host saw them: the last counter value of
+ * each and when it changed (this host's clock). */
+typedef struct {
+    int64_t *seen;
+    double *changed_at;
+    int lost; /* the peer found silent */
+} peers_t;
+
+static void peers_free(peers_t *p)
+{
+    free(p->seen);
+    free(p->changed_at);
+}
+
+/* Read every peer's heartbeat; *lost 1 (p->lost the peer) when one has not
+ * changed for the heartbeat timeout, counted once in "gen<G>/lost" (for
+ * leave()). Looking every PEER_LOOK_S, a peer is found between the timeout
+ * less a beat and the timeout plus PEER_LOOK_S after it died. */
+static hora_status_t peers_look(boot_store_t *store, const run_opts_t *o, const rdzv_world_t *w, double t, peers_t *p,
+                                int *lost)
+{
+    char key[96];
+    for (int i = 0; i < w->node_count; i++) {
+        if (i == w->node_rank) continue;
+        int found;
+        void *v = NULL;
+        snprintf(key, sizeof(key), "gen%d/beat/%d", w->generation, i);
+        HORA_CHECK(boot_store_try_get(store, key, &found, &v, NULL));
+        int64_t b = found ? strtoll(v, NULL, 10) : -1;
+        free(v);
+        if (b != p->seen[i]) {
+            p->seen[i] = b;
+            p->changed_at[i] = t;
+            continue;
+        }
+        if (t - p->changed_at[i] <= o->heartbeat_timeout_s) continue;
+        int64_t first;
+        snprintf(key, sizeof(key), "gen%d/lost/%d", w->generation, i);
+        HORA_CHECK(boot_store_add(store, key, 1, &first));
+        snprintf(key, sizeof(key), "gen%d/lost", w->generation);
+        if (first == 1) HORA_CHECK(boot_store_add(store, key, 1, NULL));
+        p->lost = i;
+        *lost = 1;
+        return HORA_OK;
+    }
+    return HORA_OK;
+}
+
 /* Watch one generation until it ends: every local worker exited 0 on every
  * host (DONE), a failure anywhere (FAILED, failure says what), a signal,
- * or the store gone. *lost_hosts counts the peers this host found silent. */
+ * or the store gone (failure says what). */
 static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const rdzv_world_t *w, workers_t *ws,
                                char *failure, size_t failure_bytes)
 {
@@ -332,16 +381,14 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
     rdzv_key(failed_key, sizeof(failed_key), g, "failed");
     rdzv_key(done_key, sizeof(done_key), g, "done");
     snprintf(done_mark, sizeof(done_mark), "%s#%d", done_key, n);
-    int64_t *beat_seen = calloc((size_t)n, sizeof(int64_t));
-    double *beat_at = calloc((size_t)n, sizeof(double));
-    if (!beat_seen || !beat_at) {
-        free(beat_seen);
-        free(beat_at);
+    peers_t peers = {.seen = calloc((size_t)n, sizeof(int64_t)), .changed_at = calloc((size_t)n, sizeof(double))};
+    if (!peers.seen || !peers.changed_at) {
+        peers_free(&peers);
         snprintf(failure, failure_bytes, "host %d: hora-run: out of memory", me);
         return GEN_STORE_LOST;
     }
-    double start = now_s(), next_beat = start;
-    for (int i = 0; i < n; i++) beat_at[i] = start, beat_seen[i] = -1;
+    double start = now_s(), next_beat = start, next_look = start;
+    for (int i = 0; i < n; i++) peers.changed_at[i] = start, peers.seen[i] = -1;
     int64_t beats = 0;
     int counted_done = 0;
     gen_outcome_t outcome;
@@ -394,42 +441,27 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
             snprintf(key, sizeof(key), "gen%d/beat/%d", g, me);
             int len = snprintf(text, sizeof(text), "%" PRId64, ++beats);
             if ((status = boot_store_set(store, key, text, (size_t)len)) != HORA_OK) goto store_lost;
-            for (int i = 0; i < n; i++) {
-                if (i == me) continue;
-                snprintf(key, sizeof(key), "gen%d/beat/%d", g, i);
-                if ((status = boot_store_try_get(store, key, &found, &v, NULL)) != HORA_OK) goto store_lost;
-                int64_t b = found ? strtoll(v, NULL, 10) : -1;
-                free(v);
-                if (b != beat_seen[i]) {
-                    beat_seen[i] = b;
-                    beat_at[i] = t;
-                } else if (t - beat_at[i] > o->heartbeat_timeout_s) {
-                    char text2[256];
-                    snprintf(text2, sizeof(text2), "host %d lost: no heartbeat for %.1f s (--heartbeat-timeout %g)", i,
-                             t - beat_at[i], o->heartbeat_timeout_s);
-                    snprintf(key, sizeof(key), "gen%d/lost/%d", g, i);
-                    int64_t first;
-                    if ((status = boot_store_add(store, key, 1, &first)) != HORA_OK) goto store_lost;
-                    if (first == 1) {
-                        snprintf(key, sizeof(key), "gen%d/lost", g);
-                        if ((status = boot_store_add(store, key, 1, NULL)) != HORA_OK) goto store_lost;
-                    }
-                    if ((status = post_failure(store, w, 1, text2, failure, failure_bytes)) != HORA_OK) goto store_lost;
-                    outcome = GEN_FAILED;
-                    goto out;
-                }
+        }
+        if (t >= next_look) {
+            next_look = t + PEER_LOOK_S;
+            int lost = 0;
+            if ((status = peers_look(store, o, w, t, &peers, &lost)) != HORA_OK) goto store_lost;
+            if (lost) {
+                char text[256];
+                snprintf(text, sizeof(text), "host %d lost: no heartbeat for %.1f s (--heartbeat-timeout %g)",
+                         peers.lost, t - peers.changed_at[peers.lost], o->heartbeat_timeout_s);
+                if ((status = post_failure(store, w, 1, text, failure, failure_bytes)) != HORA_OK) goto store_lost;
+                outcome = GEN_FAILED;
+                break;
             }
         }
         sleep_s(TICK_S);
     }
-out:
-    free(beat_seen);
-    free(beat_at);
+    peers_free(&peers);
     return outcome;
 store_lost:
     snprintf(failure, failure_bytes, "%s", status_message());
-    free(beat_seen);
-    free(beat_at);
+    peers_free(&peers);
     return GEN_STORE_LOST;
 }
 

@@ -378,9 +378,10 @@ def mode_lost_host(hora_run, out):
     if t_lost is not None:
         detect = t_lost - (t_kill - a.t0)
         print(f"lost host noticed {detect:.2f} s after the SIGKILL (--heartbeat-timeout 2, beats every 1 s)")
-        # Peers are looked at once a second: between the timeout and 2 s more
-        # after the last beat, which came up to 1 s before the kill.
-        check(detect <= 2 + 2.5, f"noticed within heartbeat timeout + 2.5 s: {detect:.2f} s")
+        # A beat every 1 s, peers read every 0.5 s: noticed between the
+        # timeout - 1 s and the timeout + 1 s after the kill; 1.5 s more for a
+        # loaded machine.
+        check(1 <= detect <= 2 + 2.5, f"noticed within heartbeat timeout + 2.5 s: {detect:.2f} s")
     ra = a.wait(40)
     a.show("a")
     b.show("b (killed)")
