@@ -46,6 +46,7 @@ typedef struct {
     const char *job_id;
     int max_restarts;
     double join_timeout_s, settle_s, heartbeat_timeout_s, stop_grace_s;
+    int prefix_output;
     char **argv; /* the worker command */
 } run_opts_t;
 
@@ -58,12 +59,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void sleep_s(double s)
-{
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
 }
 
 static const char usage_text[] =
@@ -91,6 +86,8 @@ static const char usage_text[] =
     "  --settle-time S        seconds more hosts may join once MIN did (default 2)\n"
     "  --heartbeat-timeout S  a host silent this long is lost (default 3; one beat a second)\n"
     "  --stop-grace S         SIGTERM to SIGKILL when stopping workers (default 5)\n"
+    "  --prefix-output        each line a worker writes, prefixed \"[rank R] \" (default:\n"
+    "                         the workers write to hora-run's stdout and stderr directly)\n"
     "  -h, --help             this text\n"
     "\n"
     "exit status: 0 every worker exited 0; 1 the job failed (a worker, a lost host,\n"
@@ -154,7 +151,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
                       .settle_s = 2,
                       .heartbeat_timeout_s = 3,
                       .stop_grace_s = 5};
-    enum { O_NPROC = 1000, O_NNODES, O_RDZV, O_JOB, O_RESTARTS, O_JOIN, O_SETTLE, O_HB, O_GRACE };
+    enum { O_NPROC = 1000, O_NNODES, O_RDZV, O_JOB, O_RESTARTS, O_JOIN, O_SETTLE, O_HB, O_GRACE, O_PREFIX };
     static const struct option longs[] = {{"nproc-per-node", required_argument, 0, O_NPROC},
                                           {"nnodes", required_argument, 0, O_NNODES},
                                           {"rdzv", required_argument, 0, O_RDZV},
@@ -164,6 +161,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
                                           {"settle-time", required_argument, 0, O_SETTLE},
                                           {"heartbeat-timeout", required_argument, 0, O_HB},
                                           {"stop-grace", required_argument, 0, O_GRACE},
+                                          {"prefix-output", no_argument, 0, O_PREFIX},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     opterr = 0;
@@ -174,6 +172,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
         char *colon;
         switch (c) {
         case 'h': fputs(usage_text, stdout); return -1;
+        case O_PREFIX: o->prefix_output = 1; break;
         case O_NPROC:
             if ((o->nproc = (int)parse_int(arg, 1, 4096)) < 0)
                 return usage_error("--nproc-per-node '%s': a whole number from 1 to 4096 is needed", arg);
@@ -455,7 +454,7 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
                 break;
             }
         }
-        sleep_s(TICK_S);
+        workers_pump(ws, TICK_S);
     }
     peers_free(&peers);
     return outcome;
@@ -535,7 +534,8 @@ int main(int argc, char **argv)
                              .generation = w.generation,
                              .rdzv_host = o.rdzv_host,
                              .rdzv_port = o.rdzv_port,
-                             .job_id = o.job_id};
+                             .job_id = o.job_id,
+                             .prefix_output = o.prefix_output};
         workers_t ws;
         char failure[1024] = "";
         gen_outcome_t outcome;

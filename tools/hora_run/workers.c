@@ -3,10 +3,11 @@
  * The environment is built in full before fork: hora-run has a thread (the
  * store's server), so between fork and exec the child calls only
  * async-signal-safe functions. */
-#define _GNU_SOURCE /* execvpe */
+#define _GNU_SOURCE /* execvpe, pipe2 */
 #include "workers.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,10 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
 {
     *ws = (workers_t){.w = calloc((size_t)env->local_size, sizeof(worker_t))};
     if (!ws->w) return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
+    if (env->prefix_output && !(ws->streams = calloc(2 * (size_t)env->local_size, sizeof(output_stream_t)))) {
+        free(ws->w);
+        return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
+    }
     pid_t parent = getpid();
     for (int local = 0; local < env->local_size; local++) {
         char **envp = worker_environ(env, local);
@@ -109,8 +114,22 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
             workers_stop(ws, 0);
             return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
         }
+        /* Both ends close on exec; the child's dup2 onto 1 and 2 keeps its own. */
+        int pipes[2][2] = {{-1, -1}, {-1, -1}};
+        if (ws->streams && (pipe2(pipes[0], O_CLOEXEC) != 0 || pipe2(pipes[1], O_CLOEXEC) != 0)) {
+            int pipe_errno = errno;
+            for (int k = 0; k < 4; k++)
+                if (pipes[k / 2][k % 2] >= 0) close(pipes[k / 2][k % 2]);
+            environ_free(envp);
+            workers_stop(ws, 0);
+            return status_set(HORA_ERR_SYSTEM, "hora-run: pipe for local worker %d: %s", local, strerror(pipe_errno));
+        }
         pid_t pid = fork();
         if (pid == 0) {
+            if (pipes[0][1] >= 0) {
+                dup2(pipes[0][1], 1);
+                dup2(pipes[1][1], 2);
+            }
             setpgid(0, 0);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             if (getppid() != parent) _exit(126); /* hora-run died before prctl */
@@ -127,6 +146,12 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
         }
         int fork_errno = errno;
         environ_free(envp);
+        if (ws->streams) {
+            close(pipes[0][1]);
+            close(pipes[1][1]);
+            output_stream_init(&ws->streams[ws->stream_count++], pipes[0][0], 1, env->rank_base + local);
+            output_stream_init(&ws->streams[ws->stream_count++], pipes[1][0], 2, env->rank_base + local);
+        }
         if (pid < 0) {
             workers_stop(ws, 0);
             return status_set(HORA_ERR_SYSTEM, "hora-run: fork of local worker %d: %s", local, strerror(fork_errno));
@@ -168,10 +193,15 @@ int workers_poll(workers_t *ws, int node_rank, char *failure, size_t failure_byt
     return ws->running;
 }
 
-static void sleep_s(double s)
+static double now_s(void);
+
+void workers_pump(workers_t *ws, double timeout_s)
 {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
+    double deadline = now_s() + timeout_s, left = timeout_s;
+    do {
+        output_pump(ws->streams, ws->stream_count, left); /* sleeps when nothing is open */
+        left = deadline - now_s();
+    } while (left > 0);
 }
 
 static double now_s(void)
@@ -188,7 +218,7 @@ void workers_stop(workers_t *ws, double grace_s)
     for (int i = 0; i < ws->count; i++)
         if (ws->w[i].pid) kill(-abs(ws->w[i].pid), SIGTERM);
     double deadline = now_s() + grace_s;
-    while (workers_poll(ws, 0, NULL, 0) > 0 && now_s() < deadline) sleep_s(0.02);
+    while (workers_poll(ws, 0, NULL, 0) > 0 && now_s() < deadline) workers_pump(ws, 0.02);
     for (int i = 0; i < ws->count; i++)
         if (ws->w[i].pid) kill(-abs(ws->w[i].pid), SIGKILL);
     for (int i = 0; i < ws->count; i++) {
@@ -199,10 +229,17 @@ void workers_stop(workers_t *ws, double grace_s)
         w->pid = -w->pid;
         ws->running--;
     }
+    /* What the workers wrote last; a grandchild that keeps a pipe open
+     * does not hold hora-run up for more than this. */
+    deadline = now_s() + 0.5;
+    while (output_open_count(ws->streams, ws->stream_count) > 0 && now_s() < deadline) workers_pump(ws, 0.05);
+    output_close(ws->streams, ws->stream_count);
 }
 
 void workers_free(workers_t *ws)
 {
+    output_close(ws->streams, ws->stream_count);
+    free(ws->streams);
     free(ws->w);
     *ws = (workers_t){0};
 }

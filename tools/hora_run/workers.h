@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "hora.h"
+#include "output.h"
 
 /* What the workers of one generation are told (the environment). */
 typedef struct {
@@ -17,6 +18,7 @@ typedef struct {
     const char *rdzv_host;
     int rdzv_port;
     const char *job_id;
+    int prefix_output; /* --prefix-output: the workers' output through pipes (output.h) */
 } workers_env_t;
 
 typedef struct {
@@ -28,7 +30,9 @@ typedef struct {
 typedef struct {
     worker_t *w;
     int count;
-    int running; /* not yet reaped */
+    int running;              /* not yet reaped */
+    output_stream_t *streams; /* stdout, stderr of each worker; NULL without --prefix-output */
+    int stream_count;
 } workers_t;
 
 /* Fork and exec argv (searched on PATH) local_size times; each worker is
@@ -40,8 +44,12 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
  * (non-zero exit or a signal) is described into failure (empty otherwise),
  * with its rank, local rank, host and pid. Returns how many still run. */
 int workers_poll(workers_t *ws, int node_rank, char *failure, size_t failure_bytes);
+/* Forward the workers' output (--prefix-output) for up to timeout_s, or
+ * sleep that long. */
+void workers_pump(workers_t *ws, double timeout_s);
 /* SIGTERM to every running worker's group, up to grace_s for them to end,
- * then SIGKILL; returns once every one is reaped. */
+ * then SIGKILL; returns once every one is reaped and its output (up to
+ * 0.5 s more) forwarded. */
 void workers_stop(workers_t *ws, double grace_s);
 void workers_free(workers_t *ws);
 

@@ -422,6 +422,33 @@ def mode_netns(hora_run, out):
     check_world(read_envs(out, 1), 2, 1, [2], "hora", rdzv, 1)
 
 
+def mode_prefix_output(hora_run, out):
+    # 3 workers write 300 numbered lines each to stdout at once, one line to
+    # stderr, a 10000-byte line (longer than hora-run's line buffer) and a
+    # last line without a newline.
+    worker = ('i=0; while [ $i -lt 300 ]; do echo "line $HORA_RANK $i"; i=$((i+1)); done; '
+              'echo "err $HORA_RANK" >&2; head -c 10000 /dev/zero | tr "\\0" "x"; echo; printf "end $HORA_RANK"')
+    h = Host(hora_run, ["--nproc-per-node", "3", "--prefix-output", "sh", "-c", worker], out)
+    rc = h.wait(30)
+    check(rc == 0, f"exit 0 (got {rc})")
+    lines = "".join(h.out).split("\n")
+    per_rank = {r: [] for r in range(3)}
+    bad = [line for line in lines if line and not re.fullmatch(r"\[rank [0-2]\] .*", line)]
+    check(not bad, f"every stdout line is prefixed with its rank ({len(bad)} not: {bad[:3]})")
+    for line in lines:
+        m = re.fullmatch(r"\[rank ([0-2])\] (.*)", line)
+        if m:
+            per_rank[int(m.group(1))].append(m.group(2))
+    for r, got in per_rank.items():
+        numbered = [x for x in got if x.startswith("line ")]
+        check(numbered == [f"line {r} {i}" for i in range(300)], f"rank {r}: its 300 lines whole and in order")
+        xs = "".join(x for x in got if set(x) == {"x"})
+        check(xs == "x" * 10000, f"rank {r}: the 10000-byte line arrives whole in pieces ({len(xs)} bytes)")
+        check(got and got[-1] == f"end {r}", f"rank {r}: the last line without a newline is forwarded")
+    err = [line for _, line in h.lines if line.startswith("[rank")]
+    check(sorted(err) == [f"[rank {r}] err {r}" for r in range(3)], f"stderr lines prefixed: {err}")
+
+
 def mode_signal(hora_run, out):
     worker = ENV_WORKER + '; trap "echo term > $OUT/term.$HORA_RANK; exit 0" TERM; while :; do sleep 0.05; done'
     h = Host(hora_run, ["--nproc-per-node", "2", "sh", "-c", worker], out)
