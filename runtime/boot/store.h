@@ -14,6 +14,7 @@
 #ifndef HORA_BOOT_STORE_H
 #define HORA_BOOT_STORE_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,6 +50,10 @@ void boot_store_server_close(boot_store_server_t *server);
  * job (its message names both ids); HORA_ERR_INVALID_ARG for a host that
  * does not resolve or a bad job id. */
 hora_status_t boot_store_connect(const char *host, int port, const char *job_id, double timeout_s, boot_store_t **out);
+/* The same, giving up (HORA_ERR_SHUTDOWN) as soon as *cancel is non-zero:
+ * a flag a signal handler sets (the signal also cuts the wait short). */
+hora_status_t boot_store_connect_cancel(const char *host, int port, const char *job_id, double timeout_s,
+                                        volatile sig_atomic_t *cancel, boot_store_t **out);
 void boot_store_close(boot_store_t *store);
 /* "host:port" of the store, for messages. */
 const char *boot_store_address(const boot_store_t *store);

@@ -127,9 +127,7 @@ static int connect_once(const struct addrinfo *ai, double deadline)
     if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
         if (errno != EINPROGRESS) goto err_close;
         struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int n;
-        do n = poll(&pfd, 1, ms_until(deadline));
-        while (n < 0 && errno == EINTR);
+        int n = poll(&pfd, 1, ms_until(deadline)); /* EINTR: a failed try (the caller may be cancelled) */
         if (n <= 0) {
             errno = n == 0 ? ETIMEDOUT : errno;
             goto err_close;
@@ -154,6 +152,12 @@ err_close:;
 
 hora_status_t boot_store_connect(const char *host, int port, const char *job_id, double timeout_s, boot_store_t **out)
 {
+    return boot_store_connect_cancel(host, port, job_id, timeout_s, NULL, out);
+}
+
+hora_status_t boot_store_connect_cancel(const char *host, int port, const char *job_id, double timeout_s,
+                                        volatile sig_atomic_t *cancel, boot_store_t **out)
+{
     if (!job_id || !job_id[0] || strlen(job_id) > BOOT_STORE_JOB_ID_MAX)
         return status_set(HORA_ERR_INVALID_ARG, "rendezvous store client: a job id of 1 to %d bytes is needed",
                           BOOT_STORE_JOB_ID_MAX);
@@ -176,6 +180,7 @@ hora_status_t boot_store_connect(const char *host, int port, const char *job_id,
     double pause = 0.05;
     for (;;) {
         for (const struct addrinfo *ai = ais; ai; ai = ai->ai_next) {
+            if (cancel && *cancel) break;
             store->fd = connect_once(ai, deadline);
             if (store->fd < 0) {
                 snprintf(last, sizeof(last), "%s", strerror(errno));
@@ -199,7 +204,7 @@ hora_status_t boot_store_connect(const char *host, int port, const char *job_id,
             snprintf(last, sizeof(last), "%s", status_message());
         }
         double left = deadline - now_s();
-        if (left <= 0) break;
+        if (left <= 0 || (cancel && *cancel)) break;
         struct timespec ts = {0, (long)((pause < left ? pause : left) * 1e9)};
         nanosleep(&ts, NULL);
         if (pause < 0.5) pause *= 2;
@@ -207,6 +212,8 @@ hora_status_t boot_store_connect(const char *host, int port, const char *job_id,
     freeaddrinfo(ais);
     free(store->reply);
     free(store);
+    if (cancel && *cancel)
+        return status_set(HORA_ERR_SHUTDOWN, "gave up reaching the rendezvous store at %s:%d: cancelled", host, port);
     return status_set(HORA_ERR_TIMEOUT, "cannot reach the rendezvous store at %s:%d within %g s (last error: %s)", host,
                       port, timeout_s, last);
 }

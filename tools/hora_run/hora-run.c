@@ -493,9 +493,11 @@ int main(int argc, char **argv)
     own_store_t own = {0};
     int owns_store = store_start(&o, &own);
     boot_store_t *store = NULL;
-    if (boot_store_connect(o.rdzv_host, o.rdzv_port, o.job_id, o.join_timeout_s, &store) != HORA_OK) {
-        fprintf(stderr, "hora-run: %s\n", status_message());
+    if (boot_store_connect_cancel(o.rdzv_host, o.rdzv_port, o.job_id, o.join_timeout_s, &stop_signal, &store) !=
+        HORA_OK) {
         store_stop(&own);
+        if (stop_signal) return 128 + stop_signal;
+        fprintf(stderr, "hora-run: %s\n", status_message());
         return EXIT_RDZV;
     }
     rdzv_opts_t ro = {.min_nodes = o.min_nodes,
