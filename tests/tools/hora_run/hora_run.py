@@ -461,6 +461,17 @@ def mode_signal(hora_run, out):
     check(rc == 128 + signal.SIGTERM, f"exit 143 (got {rc})")
     check(all(os.path.exists(os.path.join(out, f"term.{r}")) for r in range(2)), "each worker got SIGTERM")
     check(dt < 3, f"ended {dt:.2f} s after the signal")
+    # A signal while hora-run retries to reach the store, and while it waits
+    # for more hosts: both end at once, not at the 30 s join timeout.
+    for what, args in [("reaching an unreachable store", ["--rdzv", f"192.0.2.1:{free_port()}"]),
+                       ("waiting for a second host", ["--nnodes", "2:2"])]:
+        h = Host(hora_run, ["--nproc-per-node", "1", "--join-timeout", "30"] + args + ["true"], out)
+        time.sleep(0.5)
+        t = time.monotonic()
+        os.kill(h.proc.pid, signal.SIGTERM)
+        rc = h.wait(20)
+        dt = time.monotonic() - t
+        check(rc == 128 + signal.SIGTERM and dt < 1.5, f"SIGTERM {what}: exit {rc} after {dt:.2f} s")
 
 
 def mode_options(hora_run, out):
