@@ -114,6 +114,22 @@ def wait_files(out_dir, generation, count, timeout):
     return False
 
 
+def running(pid):
+    """Whether pid is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(running(p) for p in pids):
+        time.sleep(0.05)
+    return not any(running(p) for p in pids)
+
+
 def check_world(envs, size, node_count, nprocs, job, rdzv, generation):
     """Every rank 0..size-1 once, with consistent local, node and torchrun variables."""
     check(sorted(envs) == list(range(size)), f"ranks {sorted(envs)} are 0..{size - 1}")
@@ -302,6 +318,32 @@ def mode_below_min(hora_run, out):
     check(not read_envs(out, 1), "no worker of generation 1 started")
 
 
+def mode_store_lost(hora_run, out):
+    # The host that runs the store is SIGKILLed: the other cannot go on
+    # without the store and ends (exit 1) within a second, its workers stopped.
+    port = free_port()
+    rdzv = f"127.0.0.1:{port}"
+    common = ["--nproc-per-node", "2", "--nnodes", "2:2", "--rdzv", rdzv, "--max-restarts", "3", "sh", "-c",
+              LOST_WORKER]
+    a = Host(hora_run, common, out)
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = Host(hora_run, common, out)
+    check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
+    envs = read_envs(out, 0)
+    t = time.monotonic()
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.wait(10)
+    rb = b.wait(20)
+    dt = time.monotonic() - t
+    b.show("b")
+    check(rb == 1, f"host b exits 1 (got {rb})")
+    check(re.search(rf"generation 0: lost the connection to the rendezvous store at {rdzv}: .*; workers stopped",
+                    b.stderr()) is not None, "the message names the store")
+    check(dt < 2, f"host b ended {dt:.2f} s after the store's host died")
+    pids = [int(e["PID"]) for e in envs.values()]
+    check(wait_gone(pids, 2), f"no worker left 2 s later ({[p for p in pids if running(p)]})")
+
+
 LATE_WORKER = (ENV_WORKER + '; if [ "$HORA_GENERATION" = 0 ]; then '
                'while [ ! -e "$OUT/go" ]; do sleep 0.05; done; '
                'if [ "$HORA_RANK" = 0 ] && [ -e "$OUT/fail" ]; then exit 1; fi; fi')
@@ -369,10 +411,7 @@ def mode_lost_host(hora_run, out):
     os.kill(b.proc.pid, signal.SIGKILL)
     b.wait(10)
     # Its workers die with it (PR_SET_PDEATHSIG).
-    end = time.monotonic() + 2
-    while time.monotonic() < end and any(os.path.exists(f"/proc/{p}") for p in b_pids):
-        time.sleep(0.05)
-    check(not any(os.path.exists(f"/proc/{p}") for p in b_pids), "the killed host's workers are gone within 2 s")
+    check(wait_gone(b_pids, 2), "the killed host's workers are gone within 2 s")
     t_lost = a.when(r"generation 0 failed: host \d lost: no heartbeat", 15)
     check(t_lost is not None, "host a names the lost host")
     if t_lost is not None:
