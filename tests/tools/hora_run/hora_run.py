@@ -164,6 +164,15 @@ def store_address(host):
     return None
 
 
+def start_pair(hora_run, out, args, worker):
+    """Two hora-run with the same --rdzv on this machine: a runs the store, b connects."""
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = args + ["--rdzv", rdzv, "sh", "-c", worker]
+    a = Host(hora_run, common, out)
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    return a, Host(hora_run, common, out), rdzv
+
+
 def mode_one_host(hora_run, out):
     h = Host(hora_run, ["--nproc-per-node", "3", "--job-id", "one", "sh", "-c", ENV_WORKER], out)
     rc = h.wait(30)
@@ -276,13 +285,8 @@ def mode_no_restart(hora_run, out):
 
 
 def mode_two_hosts_restart(hora_run, out):
-    port = free_port()
-    rdzv = f"127.0.0.1:{port}"
-    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", rdzv, "--max-restarts", "1",
-              "--settle-time", "3", "--join-timeout", "20", "sh", "-c", RESTART_WORKER]
-    a = Host(hora_run, common, out)
-    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = Host(hora_run, common, out)
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "1",
+                                            "--settle-time", "3", "--join-timeout", "20"], RESTART_WORKER)
     ra, rb = a.wait(40), b.wait(40)
     a.show("a")
     b.show("b")
@@ -300,13 +304,8 @@ def mode_two_hosts_restart(hora_run, out):
 def mode_below_min(hora_run, out):
     # --nnodes 2:2, one host SIGKILLed: the survivor has a restart left but
     # cannot re-form without a second host; it ends after the join timeout.
-    port = free_port()
-    rdzv = f"127.0.0.1:{port}"
-    common = ["--nproc-per-node", "1", "--nnodes", "2:2", "--rdzv", rdzv, "--max-restarts", "1",
-              "--heartbeat-timeout", "1", "--join-timeout", "2", "sh", "-c", LOST_WORKER]
-    a = Host(hora_run, common, out)
-    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = Host(hora_run, common, out)
+    a, b, _ = start_pair(hora_run, out, ["--nproc-per-node", "1", "--nnodes", "2:2", "--max-restarts", "1",
+                                         "--heartbeat-timeout", "1", "--join-timeout", "2"], LOST_WORKER)
     check(wait_files(out, 0, 2, 20), "2 workers of generation 0 started")
     os.kill(b.proc.pid, signal.SIGKILL)
     b.wait(10)
@@ -321,13 +320,8 @@ def mode_below_min(hora_run, out):
 def mode_store_lost(hora_run, out):
     # The host that runs the store is SIGKILLed: the other cannot go on
     # without the store and ends (exit 1) within a second, its workers stopped.
-    port = free_port()
-    rdzv = f"127.0.0.1:{port}"
-    common = ["--nproc-per-node", "2", "--nnodes", "2:2", "--rdzv", rdzv, "--max-restarts", "3", "sh", "-c",
-              LOST_WORKER]
-    a = Host(hora_run, common, out)
-    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = Host(hora_run, common, out)
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "2:2", "--max-restarts", "3"],
+                            LOST_WORKER)
     check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
     envs = read_envs(out, 0)
     t = time.monotonic()
@@ -391,13 +385,9 @@ LOST_WORKER = ENV_WORKER + '; if [ "$HORA_GENERATION" = 0 ]; then exec sleep 60;
 
 
 def mode_lost_host(hora_run, out):
-    port = free_port()
-    rdzv = f"127.0.0.1:{port}"
-    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", rdzv, "--max-restarts", "1",
-              "--heartbeat-timeout", "2", "--settle-time", "3", "--join-timeout", "20", "sh", "-c", LOST_WORKER]
-    a = Host(hora_run, common, out)
-    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = Host(hora_run, common, out)
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "1",
+                                            "--heartbeat-timeout", "2", "--settle-time", "3", "--join-timeout", "20"],
+                            LOST_WORKER)
     check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
     envs = read_envs(out, 0)
     check_world(envs, 4, 2, [2, 2], "hora", rdzv, 0)
