@@ -129,9 +129,7 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     status = rdzv_get(store, mark, left > 0 ? left : 0, o->stop, &v);
     free(v);
     if (status == HORA_ERR_TIMEOUT) {
-        HORA_CHECK(boot_store_add(store, key, 0, &n));
-        /* The round may have closed meanwhile (this host was not needed for
-         * MIN: impossible) - only "too few" is left to say. */
+        HORA_CHECK(boot_store_add(store, key, 0, &n)); /* how many came, for the message */
         return status_set(HORA_ERR_TIMEOUT,
                           "hora-run: generation %d: %" PRId64 " of %d hosts joined within %g s (--nnodes %d:%d, "
                           "--join-timeout)",
