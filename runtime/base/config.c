@@ -149,6 +149,16 @@ const struct config_tool_variable config_tool_variables[] = {
      "tools/netns-cluster, bench/netns-bench (exported there and by tests/env/netns-run): the test "
      "cluster's name prefix"},
     {"HORA_PHASE_LOG", "tools/setup, set by tools/test: the file each build step's time is appended to"},
+    {"HORA_RANK", "set by hora-run (tools/hora_run) for its workers: the worker's global rank"},
+    {"HORA_SIZE", "set by hora-run (tools/hora_run) for its workers: the number of workers in the job"},
+    {"HORA_LOCAL_RANK", "set by hora-run (tools/hora_run) for its workers: the worker's rank on its host"},
+    {"HORA_LOCAL_SIZE", "set by hora-run (tools/hora_run) for its workers: the number of workers on its host"},
+    {"HORA_NODE_RANK", "set by hora-run (tools/hora_run) for its workers: its host's rank"},
+    {"HORA_NODE_COUNT", "set by hora-run (tools/hora_run) for its workers: the number of hosts"},
+    {"HORA_RDZV", "set by hora-run (tools/hora_run) for its workers: the rendezvous store's host:port"},
+    {"HORA_JOB_ID", "set by hora-run (tools/hora_run) for its workers: the job id"},
+    {"HORA_GENERATION", "set by hora-run (tools/hora_run) for its workers: the generation of the job's world (0, then "
+                        "1 after a restart, ...)"},
     {NULL, NULL},
 };
 

@@ -4,7 +4,7 @@ exports is check_symbols.py's test 'runtime exports').
 
     check_runtime.py layers LIBHORA_CORE_A RUNTIME_DIR
         runtime/ is one folder per layer, calls going down only:
-        api -> coord -> coll -> tp -> mem -> base. From the object files of
+        api -> coord -> coll -> tp -> mem -> boot -> base. From the object files of
         the static core (nm: each undefined symbol is resolved to the folder
         whose object defines it) and from the sources' #include "folder/..."
         lines, every edge between folders must point down the list, so the
@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 
-LAYERS = ["base", "mem", "tp", "coll", "coord", "api"]  # bottom to top
+LAYERS = ["base", "boot", "mem", "tp", "coll", "coord", "api"]  # bottom to top
 
 
 def nm(args):

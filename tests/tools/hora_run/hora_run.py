@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""hora_run.py - hora-run (tools/hora_run) with real processes: ranks and
+environment, two hosts on one machine, rendezvous failures, restarts, a lost
+host, a signal, bad options (README.md).
+
+    hora_run.py MODE HORA_RUN
+    hora_run.py mpirun HORA_RUN netns ...   (tests/env/netns-run's driver form)
+
+Workers are `sh -c` scripts that write their environment to a file named by
+generation and rank in a fresh folder, which the test then reads; each
+mode asserts exit statuses, messages and, where a bound is promised, the
+time it took. Exit 0 when every check held, 1 otherwise (each failure
+printed).
+"""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+FAILURES = []
+
+# A worker: its environment into DIR/env.<generation>.<rank>, written whole
+# then renamed (the test never reads half a file).
+ENV_WORKER = ('f="$OUT/env.$HORA_GENERATION.$HORA_RANK"; '
+              'env | grep -E "^(HORA_|RANK=|WORLD_SIZE=|LOCAL_RANK=|LOCAL_WORLD_SIZE=|MASTER_)" > "$f.tmp"; '
+              'echo "PID=$$" >> "$f.tmp"; mv "$f.tmp" "$f"')
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILURES.append(what)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Host:
+    """One hora-run, its stderr read line by line with the time each came."""
+
+    def __init__(self, hora_run, args, out_dir, env=None):
+        e = dict(os.environ, OUT=out_dir, **(env or {}))
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen([hora_run] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=e, start_new_session=True)
+        self.lines = []  # (seconds since start, line)
+        self.out = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.out_reader = threading.Thread(target=lambda: self.out.extend(self.proc.stdout), daemon=True)
+        self.out_reader.start()
+
+    def _read(self):
+        for line in self.proc.stderr:
+            self.lines.append((time.monotonic() - self.t0, line.rstrip("\n")))
+
+    def wait(self, timeout):
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            rc = self.proc.wait()
+            check(False, f"hora-run ended within {timeout} s (killed)")
+        self.reader.join(5)
+        self.out_reader.join(5)
+        self.elapsed = time.monotonic() - self.t0
+        return rc
+
+    def stderr(self):
+        return "\n".join(line for _, line in self.lines)
+
+    def when(self, pattern, timeout):
+        """Seconds since start of the first stderr line matching pattern, waiting up to timeout."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            for t, line in list(self.lines):
+                if re.search(pattern, line):
+                    return t
+            time.sleep(0.02)
+        return None
+
+    def show(self, name):
+        for t, line in self.lines:
+            print(f"  [{name} {t:6.2f}] {line}")
+
+
+def read_envs(out_dir, generation):
+    envs = {}
+    for name in os.listdir(out_dir):
+        m = re.fullmatch(r"env\.(\d+)\.(\d+)", name)
+        if m and int(m.group(1)) == generation:
+            with open(os.path.join(out_dir, name)) as f:
+                envs[int(m.group(2))] = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    return envs
+
+
+def wait_files(out_dir, generation, count, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if len(read_envs(out_dir, generation)) >= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def running(pid):
+    """Whether pid is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_gone(pids, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and any(running(p) for p in pids):
+        time.sleep(0.05)
+    return not any(running(p) for p in pids)
+
+
+def check_world(envs, size, node_count, nprocs, job, rdzv, generation):
+    """Every rank 0..size-1 once, with consistent local, node and torchrun variables."""
+    check(sorted(envs) == list(range(size)), f"ranks {sorted(envs)} are 0..{size - 1}")
+    node_of = {}
+    for r, e in sorted(envs.items()):
+        what = f"rank {r}: "
+        check(e.get("HORA_RANK") == str(r) and e.get("RANK") == str(r), what + "HORA_RANK and RANK")
+        check(e.get("HORA_SIZE") == str(size) and e.get("WORLD_SIZE") == str(size), what + f"HORA_SIZE, WORLD_SIZE {size}")
+        node = int(e.get("HORA_NODE_RANK", -1))
+        node_of.setdefault(node, []).append(r)
+        k = nprocs[node] if 0 <= node < len(nprocs) else -1
+        check(e.get("HORA_LOCAL_SIZE") == str(k) and e.get("LOCAL_WORLD_SIZE") == str(k), what + f"local size {k}")
+        base = sum(nprocs[:node])
+        check(e.get("HORA_LOCAL_RANK") == str(r - base) and e.get("LOCAL_RANK") == str(r - base),
+              what + f"local rank {r - base} (node {node}, ranks from {base})")
+        check(e.get("HORA_NODE_COUNT") == str(node_count), what + f"HORA_NODE_COUNT {node_count}")
+        check(e.get("HORA_JOB_ID") == job, what + f"HORA_JOB_ID {job}")
+        check(e.get("HORA_GENERATION") == str(generation), what + f"HORA_GENERATION {generation}")
+        check(e.get("HORA_RDZV") == rdzv, what + f"HORA_RDZV {e.get('HORA_RDZV')} is {rdzv}")
+        check(f"{e.get('MASTER_ADDR')}:{e.get('MASTER_PORT')}" == rdzv, what + "MASTER_ADDR:MASTER_PORT")
+    check(sorted(node_of) == list(range(node_count)), f"node ranks {sorted(node_of)} are 0..{node_count - 1}")
+    pids = [e.get("PID") for e in envs.values()]
+    check(len(set(pids)) == len(pids), "one process per rank")
+
+
+def store_address(host):
+    host.when(r"rendezvous store for job '.*' at ", 10)
+    for _, line in host.lines:
+        m = re.search(r"rendezvous store for job '.*' at (\S+)$", line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def start_pair(hora_run, out, args, worker):
+    """Two hora-run with the same --rdzv on this machine: a runs the store, b connects."""
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = args + ["--rdzv", rdzv, "sh", "-c", worker]
+    a = Host(hora_run, common, out)
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    return a, Host(hora_run, common, out), rdzv
+
+
+def mode_one_host(hora_run, out):
+    h = Host(hora_run, ["--nproc-per-node", "3", "--job-id", "one", "sh", "-c", ENV_WORKER], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 0, f"exit 0 (got {rc})")
+    rdzv = store_address(h)
+    check(rdzv is not None and rdzv.startswith("127.0.0.1:"), f"the store on 127.0.0.1, port printed: {rdzv}")
+    check_world(read_envs(out, 0), 3, 1, [3], "one", rdzv, 0)
+
+
+def two_hosts(hora_run, out, k0, k1):
+    port = free_port()
+    rdzv = f"127.0.0.1:{port}"
+    common = ["--nnodes", "2:2", "--rdzv", rdzv, "--job-id", "two", "--join-timeout", "20"]
+    a = Host(hora_run, ["--nproc-per-node", str(k0)] + common + ["sh", "-c", ENV_WORKER], out)
+    time.sleep(0.2)
+    b = Host(hora_run, ["--nproc-per-node", str(k1)] + common + ["sh", "-c", ENV_WORKER], out)
+    ra, rb = a.wait(30), b.wait(30)
+    a.show("a")
+    b.show("b")
+    check(ra == 0 and rb == 0, f"both hosts exit 0 (got {ra}, {rb})")
+    check(store_address(a) == rdzv, "host a runs the store at --rdzv")
+    check("rendezvous store" not in b.stderr(), "host b connects to it")
+    envs = read_envs(out, 0)
+    # Which host is node 0 is the order they joined in; ranks follow the node order.
+    node0_k = int(envs[0]["HORA_LOCAL_SIZE"]) if 0 in envs else k0
+    nprocs = [node0_k, k0 + k1 - node0_k]
+    check(sorted(nprocs) == sorted([k0, k1]), f"node 0 has one host's K ({nprocs})")
+    check_world(envs, k0 + k1, 2, nprocs, "two", rdzv, 0)
+
+
+def mode_two_hosts(hora_run, out):
+    two_hosts(hora_run, out, 2, 2)
+
+
+def mode_two_hosts_uneven(hora_run, out):
+    two_hosts(hora_run, out, 1, 3)
+
+
+def mode_unreachable(hora_run, out):
+    # 192.0.2.1 (TEST-NET-1) is never this machine's: hora-run must connect, and cannot.
+    port = free_port()
+    h = Host(hora_run, ["--nproc-per-node", "1", "--rdzv", f"192.0.2.1:{port}", "--join-timeout", "2", "true"], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 3, f"exit 3 (got {rc})")
+    check(f"cannot reach the rendezvous store at 192.0.2.1:{port} within 2 s" in h.stderr(), "the message names the address and the timeout")
+    check(2.0 <= h.elapsed < 3.5, f"gave up after {h.elapsed:.2f} s (join timeout 2 s)")
+    print(f"unreachable store, --join-timeout 2: {h.elapsed:.2f} s")
+
+
+def mode_never_arrives(hora_run, out):
+    h = Host(hora_run, ["--nproc-per-node", "2", "--nnodes", "2:2", "--join-timeout", "2", "sh", "-c", ENV_WORKER], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 3, f"exit 3 (got {rc})")
+    check("generation 0: 1 of 2 hosts joined within 2 s" in h.stderr(), "the message says 1 of 2 joined")
+    check(2.0 <= h.elapsed < 3.5, f"gave up after {h.elapsed:.2f} s (join timeout 2 s)")
+    check(not read_envs(out, 0), "no worker started")
+    print(f"second host never arrives, --join-timeout 2: {h.elapsed:.2f} s")
+
+
+def mode_wrong_job(hora_run, out):
+    port = free_port()
+    rdzv = f"127.0.0.1:{port}"
+    a = Host(hora_run, ["--nproc-per-node", "1", "--nnodes", "2:2", "--rdzv", rdzv, "--job-id", "alpha",
+                        "--join-timeout", "2.5", "sh", "-c", ENV_WORKER], out)
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = Host(hora_run, ["--nproc-per-node", "1", "--nnodes", "2:2", "--rdzv", rdzv, "--job-id", "beta",
+                        "--join-timeout", "4", "sh", "-c", ENV_WORKER], out)
+    rb = b.wait(30)
+    b.show("b")
+    check(rb == 3, f"host b (another job id) exits 3 (got {rb})")
+    check("refused job id 'beta': it serves job 'alpha'" in b.stderr(), "the message names both job ids")
+    check(b.elapsed < 1.5, f"refused after {b.elapsed:.2f} s (not at the join timeout)")
+    ra = a.wait(30)
+    a.show("a")
+    check(ra == 3 and "1 of 2 hosts joined" in a.stderr(), f"host a still waits alone and times out (exit {ra})")
+
+
+RESTART_WORKER = ('if [ "$HORA_RANK" = 1 ] && [ ! -e "$OUT/failed-once" ]; then touch "$OUT/failed-once"; exit 1; fi; '
+                  + ENV_WORKER)
+
+
+def mode_restart(hora_run, out):
+    h = Host(hora_run, ["--nproc-per-node", "3", "--max-restarts", "1", "sh", "-c", RESTART_WORKER], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 0, f"exit 0 after one restart (got {rc})")
+    check(re.search(r"generation 0 failed: rank 1 \(local rank 1 on host 0, pid \d+\) exited with status 1; "
+                    r"restarting \(restart 1 of 1\)", h.stderr()) is not None, "the failure and the restart are named")
+    check_world(read_envs(out, 1), 3, 1, [3], "hora", store_address(h), 1)
+
+
+def mode_no_restart(hora_run, out):
+    h = Host(hora_run, ["--nproc-per-node", "3", "sh", "-c", RESTART_WORKER + '; exec sleep 30'], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 1, f"exit 1 (got {rc})")
+    check(re.search(r"generation 0 failed: rank 1 \(local rank 1 on host 0, pid \d+\) exited with status 1; "
+                    r"no restarts left \(--max-restarts 0\)", h.stderr()) is not None, "the message names the worker and its status")
+    check(h.elapsed < 5, f"the other workers (sleeping) were stopped: {h.elapsed:.2f} s")
+    check(not read_envs(out, 1), "no generation 1")
+    # A worker killed by a signal.
+    h = Host(hora_run, ["--nproc-per-node", "2", "sh", "-c", '[ "$HORA_RANK" = 0 ] && kill -9 $$; exec sleep 30'], out)
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 1 and re.search(r"rank 0 \(local rank 0 on host 0, pid \d+\) was killed by signal 9", h.stderr()),
+          f"a worker killed by SIGKILL is named (exit {rc})")
+
+
+def mode_two_hosts_restart(hora_run, out):
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "1",
+                                            "--settle-time", "3", "--join-timeout", "20"], RESTART_WORKER)
+    ra, rb = a.wait(40), b.wait(40)
+    a.show("a")
+    b.show("b")
+    check(ra == 0 and rb == 0, f"both hosts exit 0 after one restart (got {ra}, {rb})")
+    check_world(read_envs(out, 1), 4, 2, [2, 2], "hora", rdzv, 1)
+    t_fail = a.when(r"generation 0 failed: rank 1 .* exited with status 1; restarting", 1)
+    t_gen1 = a.when(r"generation 1: host \d of 2", 1)
+    check(t_fail is not None and t_gen1 is not None, "host a names the failure and joins generation 1")
+    if t_fail is not None and t_gen1 is not None:
+        # Both hosts were expected: the round closes when both are in, not at the settle time (3 s).
+        print(f"failure to generation 1 of 2 hosts: {t_gen1 - t_fail:.2f} s")
+        check(t_gen1 - t_fail < 2.0, f"re-formed in {t_gen1 - t_fail:.2f} s, before the settle time")
+
+
+def mode_below_min(hora_run, out):
+    # --nnodes 2:2, one host SIGKILLed: the survivor has a restart left but
+    # cannot re-form without a second host; it ends after the join timeout.
+    a, b, _ = start_pair(hora_run, out, ["--nproc-per-node", "1", "--nnodes", "2:2", "--max-restarts", "1",
+                                         "--heartbeat-timeout", "1", "--join-timeout", "2"], LOST_WORKER)
+    check(wait_files(out, 0, 2, 20), "2 workers of generation 0 started")
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.wait(10)
+    ra = a.wait(30)
+    a.show("a")
+    check(ra == 3, f"exit 3 (got {ra})")
+    check(re.search(r"generation 0 failed: host \d lost", a.stderr()) is not None, "the lost host is named")
+    check("generation 1: 1 of 2 hosts joined within 2 s" in a.stderr(), "below MIN: 1 of 2 hosts in generation 1")
+    check(not read_envs(out, 1), "no worker of generation 1 started")
+
+
+def mode_store_lost(hora_run, out):
+    # The host that runs the store is SIGKILLed: the other cannot go on
+    # without the store and ends (exit 1) within a second, its workers stopped.
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "2:2", "--max-restarts", "3"],
+                            LOST_WORKER)
+    check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
+    envs = read_envs(out, 0)
+    t = time.monotonic()
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.wait(10)
+    rb = b.wait(20)
+    dt = time.monotonic() - t
+    b.show("b")
+    check(rb == 1, f"host b exits 1 (got {rb})")
+    check(re.search(rf"generation 0: lost the connection to the rendezvous store at {rdzv}: .*; workers stopped",
+                    b.stderr()) is not None, "the message names the store")
+    check(dt < 2, f"host b ended {dt:.2f} s after the store's host died")
+    pids = [int(e["PID"]) for e in envs.values()]
+    check(wait_gone(pids, 2), f"no worker left 2 s later ({[p for p in pids if running(p)]})")
+
+
+LATE_WORKER = (ENV_WORKER + '; if [ "$HORA_GENERATION" = 0 ]; then '
+               'while [ ! -e "$OUT/go" ]; do sleep 0.05; done; '
+               'if [ "$HORA_RANK" = 0 ] && [ -e "$OUT/fail" ]; then exit 1; fi; fi')
+
+
+def mode_late_host(hora_run, out):
+    # A host that comes after the round closed waits while generation 0 runs
+    # without it; it is taken in when generation 0 fails and re-forms.
+    port = free_port()
+    rdzv = f"127.0.0.1:{port}"
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", rdzv, "--max-restarts", "1",
+              "--settle-time", "0.3", "--join-timeout", "20", "sh", "-c", LATE_WORKER]
+    open(os.path.join(out, "fail"), "w").close()
+    a = Host(hora_run, common, out)
+    check(wait_files(out, 0, 2, 20), "generation 0 started with host a alone")
+    b = Host(hora_run, common, out)
+    check(b.when(r"generation 0 runs without this host; waiting for generation 1", 10) is not None,
+          "host b waits for generation 1")
+    time.sleep(0.5)
+    check(b.proc.poll() is None and not read_envs(out, 1), "host b still waits while generation 0 runs")
+    open(os.path.join(out, "go"), "w").close()
+    ra, rb = a.wait(40), b.wait(40)
+    a.show("a")
+    b.show("b")
+    check(ra == 0 and rb == 0, f"both exit 0 (got {ra}, {rb})")
+    check_world(read_envs(out, 1), 4, 2, [2, 2], "hora", rdzv, 1)
+    # The same, but generation 0 ends well: the late host has nothing to join.
+    for name in os.listdir(out):
+        os.unlink(os.path.join(out, name))
+    a = Host(hora_run, common, out)
+    check(wait_files(out, 0, 2, 20), "generation 0 started with host a alone")
+    b = Host(hora_run, common, out)
+    check(b.when(r"waiting for generation 1", 10) is not None, "host b waits for generation 1")
+    open(os.path.join(out, "go"), "w").close()
+    ra, rb = a.wait(40), b.wait(40)
+    a.show("a")
+    b.show("b")
+    check(ra == 0, f"host a exits 0 (got {ra})")
+    check(rb == 3 and "generation 0 finished the job before this host joined" in b.stderr(),
+          f"host b says the job is over, exit 3 (got {rb})")
+    check(b.elapsed < 10, f"host b ended {b.elapsed:.2f} s after it started, not at its join timeout")
+
+
+LOST_WORKER = ENV_WORKER + '; if [ "$HORA_GENERATION" = 0 ]; then exec sleep 60; fi'
+
+
+def mode_lost_host(hora_run, out):
+    a, b, rdzv = start_pair(hora_run, out, ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "1",
+                                            "--heartbeat-timeout", "2", "--settle-time", "3", "--join-timeout", "20"],
+                            LOST_WORKER)
+    check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
+    envs = read_envs(out, 0)
+    check_world(envs, 4, 2, [2, 2], "hora", rdzv, 0)
+    b.when(r"generation 0: host \d of 2", 5)
+    m = re.search(r"generation 0: host (\d) of 2", b.stderr())
+    check(m is not None, "host b says which host it is")
+    b_node = m.group(1) if m else "1"
+    b_pids = [int(e["PID"]) for e in envs.values() if e["HORA_NODE_RANK"] == b_node]
+    check(len(b_pids) == 2, f"host b's workers: {b_pids}")
+    t_kill = time.monotonic()
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.wait(10)
+    # Its workers die with it (PR_SET_PDEATHSIG).
+    check(wait_gone(b_pids, 2), "the killed host's workers are gone within 2 s")
+    t_lost = a.when(r"generation 0 failed: host \d lost: no heartbeat", 15)
+    check(t_lost is not None, "host a names the lost host")
+    if t_lost is not None:
+        detect = t_lost - (t_kill - a.t0)
+        print(f"lost host noticed {detect:.2f} s after the SIGKILL (--heartbeat-timeout 2, beats every 1 s)")
+        # A beat every 1 s, peers read every 0.5 s: noticed between the
+        # timeout - 1 s and the timeout + 1 s after the kill; 1.5 s more for a
+        # loaded machine.
+        check(1 <= detect <= 2 + 2.5, f"noticed within heartbeat timeout + 2.5 s: {detect:.2f} s")
+    ra = a.wait(40)
+    a.show("a")
+    b.show("b (killed)")
+    check(ra == 0, f"host a finishes alone, exit 0 (got {ra})")
+    check("generation 1: host 0 of 1, ranks 0-1 of 2" in a.stderr(), "generation 1 is one host")
+    check_world(read_envs(out, 1), 2, 1, [2], "hora", rdzv, 1)
+    print(f"kill to job end on the survivor: {a.elapsed - (t_kill - a.t0):.2f} s (settle time 3 s)")
+
+
+def mode_netns(hora_run, out):
+    """Two hosts in two network namespaces of tools/netns-cluster (run by
+    tests/env/netns-run, HORA_NETNS_PREFIX set): host 0 binds --rdzv on its
+    own address and runs the store, host 1 cannot bind it and connects over
+    the veth link; then host 1 is SIGKILLed and host 0 finishes alone."""
+    prefix = os.environ.get("HORA_NETNS_PREFIX", "hora")
+    port = free_port()
+    rdzv = f"10.213.0.1:{port}"
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", rdzv, "--max-restarts", "1", "--settle-time", "5",
+              "--heartbeat-timeout", "2", "--join-timeout", "20", "sh", "-c", LOST_WORKER]
+    ns = lambda i: ["ip", "netns", "exec", f"{prefix}-h{i}"]
+    a = Host(ns(0)[0], ns(0)[1:] + [hora_run] + common, out)
+    check(a.when(f"rendezvous store for job 'hora' at {rdzv}", 10) is not None, "host 0 runs the store at --rdzv")
+    b = Host(ns(1)[0], ns(1)[1:] + [hora_run] + common, out)
+    check(wait_files(out, 0, 4, 20), "4 workers of generation 0 started")
+    check("rendezvous store" not in b.stderr(), "host 1 connects to it")
+    check_world(read_envs(out, 0), 4, 2, [2, 2], "hora", rdzv, 0)
+    t_kill = time.monotonic()
+    os.killpg(b.proc.pid, signal.SIGKILL)
+    b.wait(10)
+    ra = a.wait(40)
+    a.show("h0")
+    b.show("h1 (killed)")
+    t_lost = a.when(r"host 1 lost: no heartbeat", 1)
+    check(t_lost is not None, "host 0 names host 1 lost")
+    if t_lost is not None:
+        print(f"lost host noticed across namespaces {t_lost - (t_kill - a.t0):.2f} s after the SIGKILL")
+    check(ra == 0, f"host 0 finishes alone, exit 0 (got {ra})")
+    check_world(read_envs(out, 1), 2, 1, [2], "hora", rdzv, 1)
+
+
+def mode_prefix_output(hora_run, out):
+    # 3 workers write 300 numbered lines each to stdout at once, one line to
+    # stderr, a 10000-byte line (longer than hora-run's line buffer) and a
+    # last line without a newline.
+    worker = ('i=0; while [ $i -lt 300 ]; do echo "line $HORA_RANK $i"; i=$((i+1)); done; '
+              'echo "err $HORA_RANK" >&2; head -c 10000 /dev/zero | tr "\\0" "x"; echo; printf "end $HORA_RANK"')
+    h = Host(hora_run, ["--nproc-per-node", "3", "--prefix-output", "sh", "-c", worker], out)
+    rc = h.wait(30)
+    check(rc == 0, f"exit 0 (got {rc})")
+    lines = "".join(h.out).split("\n")
+    per_rank = {r: [] for r in range(3)}
+    bad = [line for line in lines if line and not re.fullmatch(r"\[rank [0-2]\] .*", line)]
+    check(not bad, f"every stdout line is prefixed with its rank ({len(bad)} not: {bad[:3]})")
+    for line in lines:
+        m = re.fullmatch(r"\[rank ([0-2])\] (.*)", line)
+        if m:
+            per_rank[int(m.group(1))].append(m.group(2))
+    for r, got in per_rank.items():
+        numbered = [x for x in got if x.startswith("line ")]
+        check(numbered == [f"line {r} {i}" for i in range(300)], f"rank {r}: its 300 lines whole and in order")
+        xs = "".join(x for x in got if set(x) == {"x"})
+        check(xs == "x" * 10000, f"rank {r}: the 10000-byte line arrives whole in pieces ({len(xs)} bytes)")
+        check(got and got[-1] == f"end {r}", f"rank {r}: the last line without a newline is forwarded")
+    err = [line for _, line in h.lines if line.startswith("[rank")]
+    check(sorted(err) == [f"[rank {r}] err {r}" for r in range(3)], f"stderr lines prefixed: {err}")
+
+
+def mode_signal(hora_run, out):
+    worker = ENV_WORKER + '; trap "echo term > $OUT/term.$HORA_RANK; exit 0" TERM; while :; do sleep 0.05; done'
+    h = Host(hora_run, ["--nproc-per-node", "2", "sh", "-c", worker], out)
+    check(wait_files(out, 0, 2, 20), "2 workers started")
+    t = time.monotonic()
+    os.kill(h.proc.pid, signal.SIGTERM)
+    rc = h.wait(20)
+    h.show("host")
+    dt = time.monotonic() - t
+    check(rc == 128 + signal.SIGTERM, f"exit 143 (got {rc})")
+    check(all(os.path.exists(os.path.join(out, f"term.{r}")) for r in range(2)), "each worker got SIGTERM")
+    check(dt < 3, f"ended {dt:.2f} s after the signal")
+    # A signal while hora-run retries to reach the store, and while it waits
+    # for more hosts: both end at once, not at the 30 s join timeout.
+    for what, args in [("reaching an unreachable store", ["--rdzv", f"192.0.2.1:{free_port()}"]),
+                       ("waiting for a second host", ["--nnodes", "2:2"])]:
+        h = Host(hora_run, ["--nproc-per-node", "1", "--join-timeout", "30"] + args + ["true"], out)
+        time.sleep(0.5)
+        t = time.monotonic()
+        os.kill(h.proc.pid, signal.SIGTERM)
+        rc = h.wait(20)
+        dt = time.monotonic() - t
+        check(rc == 128 + signal.SIGTERM and dt < 1.5, f"SIGTERM {what}: exit {rc} after {dt:.2f} s")
+
+
+def mode_options(hora_run, out):
+    r = subprocess.run([hora_run, "--help"], capture_output=True, text=True, timeout=10)
+    check(r.returncode == 0 and "--nproc-per-node" in r.stdout and "--max-restarts" in r.stdout, "--help")
+    bad = [([], "--nproc-per-node is required"),
+           (["--nproc-per-node", "0", "true"], "--nproc-per-node '0'"),
+           (["--nproc-per-node", "2"], "no command to run"),
+           (["--nproc-per-node", "2", "--nnodes", "3:2", "true"], "--nnodes '3:2'"),
+           (["--nproc-per-node", "2", "--rdzv", "localhost", "true"], "--rdzv 'localhost'"),
+           (["--nproc-per-node", "2", "--join-timeout", "0", "true"], "--join-timeout '0'"),
+           (["--nproc-per-node", "2", "--bogus", "true"], "'--bogus' is not known"),
+           (["--nproc-per-node", "2", "no-such-command-hora"], "command 'no-such-command-hora' not found")]
+    for args, want in bad:
+        r = subprocess.run([hora_run] + args, capture_output=True, text=True, timeout=10)
+        check(r.returncode == 2 and want in r.stderr, f"{' '.join(args) or '(none)'}: exit 2 and '{want}' "
+              f"(got {r.returncode}: {r.stderr.strip()})")
+
+
+def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
+        # tests/env/netns-run's driver form: mpirun HORA_RUN MODE, then its
+        # mpirun arguments (unused: hora-run needs no mpirun).
+        sys.argv = [sys.argv[0], sys.argv[3], sys.argv[2]]
+    if len(sys.argv) != 3:
+        print(__doc__)
+        return 2
+    mode, hora_run = sys.argv[1], os.path.abspath(sys.argv[2])
+    out = tempfile.mkdtemp(prefix="hora-run-test.")
+    try:
+        globals()["mode_" + mode.replace("-", "_")](hora_run, out)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    print(f"{mode}: {len(FAILURES)} failures")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

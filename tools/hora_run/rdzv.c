@@ -1,0 +1,195 @@
+/* rdzv.c - the rendezvous of hosts (rdzv.h).
+ *
+ * A generation G is formed through keys "gen<G>/...": "join" counts the
+ * hosts in (boot_store_count: the count is the host's node index + 1, the
+ * mark "join#N" what the others wait on), "nproc/<i>" is host i's K,
+ * "close" elects the host that closes the round (the first to add 1), which
+ * writes "closed" = N, the number of hosts in the generation (the join
+ * count then, at most MAX), and "current" = G. "expect", when a failed
+ * generation G - 1 wrote it, is how many hosts to wait for instead of MAX
+ * (hora-run.c's post_failure). Hosts whose index is N or
+ * more are late: they go on to G + 1, which forms only once G is "over"
+ * (set to "failed" with the first failure, "done" when every worker
+ * exited 0): they wait for that within their join timeout. */
+#include "rdzv.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/status.h"
+
+#define RDZV_SLICE_S 0.25
+
+void rdzv_key(char *out, size_t bytes, int generation, const char *name)
+{
+    snprintf(out, bytes, "gen%d/%s", generation, name);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+hora_status_t rdzv_get(boot_store_t *store, const char *key, double timeout_s, volatile sig_atomic_t *stop,
+                       void **value)
+{
+    double deadline = now_s() + timeout_s;
+    for (;;) {
+        if (stop && *stop) return status_set(HORA_ERR_SHUTDOWN, "hora-run: stopped by a signal");
+        double left = deadline - now_s();
+        double slice = left < RDZV_SLICE_S ? left : RDZV_SLICE_S;
+        hora_status_t status = boot_store_get(store, key, slice > 0 ? slice : 0, value, NULL);
+        if (status != HORA_ERR_TIMEOUT || left <= RDZV_SLICE_S) return status;
+    }
+}
+
+static hora_status_t get_int(boot_store_t *store, const char *key, double timeout_s, volatile sig_atomic_t *stop,
+                             int64_t *out)
+{
+    void *v = NULL;
+    HORA_CHECK(rdzv_get(store, key, timeout_s, stop, &v));
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    int bad = end == (char *)v || *end;
+    free(v);
+    if (bad) return status_set(HORA_ERR_CORRUPT, "hora-run: store key '%s' does not hold a number", key);
+    *out = x;
+    return HORA_OK;
+}
+
+static hora_status_t set_int(boot_store_t *store, const char *key, int64_t x)
+{
+    char text[32];
+    int n = snprintf(text, sizeof(text), "%" PRId64, x);
+    return boot_store_set(store, key, text, (size_t)n);
+}
+
+hora_status_t rdzv_first_generation(boot_store_t *store, int *generation)
+{
+    int found;
+    void *v = NULL;
+    HORA_CHECK(boot_store_try_get(store, "current", &found, &v, NULL));
+    *generation = found ? atoi(v) + 1 : 0;
+    free(v);
+    return HORA_OK;
+}
+
+/* One generation: HORA_OK and world filled, or HORA_IN_PROGRESS when this
+ * host is late for it. */
+static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, int g, double deadline,
+                                   rdzv_world_t *world)
+{
+    char key[128], mark[160];
+    int64_t index1, n;
+    rdzv_key(key, sizeof(key), g, "join");
+    HORA_CHECK(boot_store_count(store, key, &index1));
+    int me = (int)index1 - 1;
+    snprintf(mark, sizeof(mark), "nproc/%d", me);
+    char nkey[192];
+    rdzv_key(nkey, sizeof(nkey), g, mark);
+    HORA_CHECK(set_int(store, nkey, o->nproc));
+    if (me >= o->max_nodes) return HORA_IN_PROGRESS;
+    void *v = NULL;
+    double left;
+    hora_status_t status;
+    if (g > 0) {
+        /* Generation G forms only once G - 1 is over: a host that came
+         * late waits here while G - 1 runs without it. */
+        char over[128];
+        rdzv_key(over, sizeof(over), g - 1, "over");
+        int found;
+        HORA_CHECK(boot_store_try_get(store, over, &found, &v, NULL));
+        free(v);
+        v = NULL;
+        if (!found)
+            fprintf(stderr, "hora-run: generation %d runs without this host; waiting for generation %d\n", g - 1, g);
+        left = deadline - now_s();
+        status = rdzv_get(store, over, left > 0 ? left : 0, o->stop, &v);
+        if (status == HORA_ERR_TIMEOUT)
+            return status_set(HORA_ERR_TIMEOUT,
+                              "hora-run: generation %d still runs without this host, which waited %g s for the "
+                              "next one (--join-timeout)",
+                              g - 1, o->join_timeout_s);
+        HORA_CHECK(status);
+        int done = strcmp(v, "done") == 0;
+        free(v);
+        v = NULL;
+        if (done)
+            return status_set(HORA_ERR_SHUTDOWN, "hora-run: generation %d finished the job before this host joined",
+                              g - 1);
+    }
+    /* MIN hosts, within the join timeout. */
+    snprintf(mark, sizeof(mark), "%s#%d", key, o->min_nodes);
+    left = deadline - now_s();
+    status = rdzv_get(store, mark, left > 0 ? left : 0, o->stop, &v);
+    free(v);
+    if (status == HORA_ERR_TIMEOUT) {
+        HORA_CHECK(boot_store_add(store, key, 0, &n)); /* how many came, for the message */
+        return status_set(HORA_ERR_TIMEOUT,
+                          "hora-run: generation %d: %" PRId64 " of %d hosts joined within %g s (--nnodes %d:%d, "
+                          "--join-timeout)",
+                          g, n, o->min_nodes, o->join_timeout_s, o->min_nodes, o->max_nodes);
+    }
+    HORA_CHECK(status);
+    /* Then up to the settle time for MAX hosts, or for those a failed
+     * generation said to expect (a round of MIN:MIN closes now). */
+    int target = o->max_nodes, found;
+    char ekey[128];
+    rdzv_key(ekey, sizeof(ekey), g, "expect");
+    HORA_CHECK(boot_store_try_get(store, ekey, &found, &v, NULL));
+    if (found) {
+        int expect = atoi(v);
+        target = expect < o->min_nodes ? o->min_nodes : expect > o->max_nodes ? o->max_nodes : expect;
+    }
+    free(v);
+    if (target > o->min_nodes) {
+        snprintf(mark, sizeof(mark), "%s#%d", key, target);
+        v = NULL;
+        status = rdzv_get(store, mark, o->settle_s, o->stop, &v);
+        free(v);
+        if (status != HORA_ERR_TIMEOUT) HORA_CHECK(status);
+    }
+    /* The first to get here closes the round. */
+    char ckey[128], closed[128];
+    rdzv_key(ckey, sizeof(ckey), g, "close");
+    rdzv_key(closed, sizeof(closed), g, "closed");
+    int64_t first;
+    HORA_CHECK(boot_store_add(store, ckey, 1, &first));
+    if (first == 1) {
+        HORA_CHECK(boot_store_add(store, key, 0, &n));
+        if (n > o->max_nodes) n = o->max_nodes;
+        HORA_CHECK(set_int(store, closed, n));
+        HORA_CHECK(set_int(store, "current", g));
+    }
+    HORA_CHECK(get_int(store, closed, BOOT_STORE_REPLY_S, o->stop, &n));
+    if (me >= n) return HORA_IN_PROGRESS;
+    /* Every host's K, in node order: this host's ranks are the prefix sum. */
+    int base = 0, size = 0;
+    for (int i = 0; i < (int)n; i++) {
+        int64_t k = 0;
+        snprintf(mark, sizeof(mark), "nproc/%d", i);
+        rdzv_key(nkey, sizeof(nkey), g, mark);
+        HORA_CHECK(get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &k));
+        if (i < me) base += (int)k;
+        size += (int)k;
+    }
+    *world =
+        (rdzv_world_t){.generation = g, .node_rank = me, .node_count = (int)n, .rank_base = base, .world_size = size};
+    return HORA_OK;
+}
+
+hora_status_t rdzv_join(boot_store_t *store, const rdzv_opts_t *opts, int generation, rdzv_world_t *world)
+{
+    double deadline = now_s() + opts->join_timeout_s;
+    for (int g = generation;; g++) {
+        hora_status_t status = rdzv_join_one(store, opts, g, deadline, world);
+        if (status != HORA_IN_PROGRESS) return status;
+        fprintf(stderr, "hora-run: generation %d closed before this host joined it; waiting for generation %d\n", g,
+                g + 1);
+    }
+}
