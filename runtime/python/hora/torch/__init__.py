@@ -31,6 +31,7 @@ from .functions import broadcast_parameters, broadcast_optimizer_state, broadcas
 from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared
 from .sync_batch_norm import SyncBatchNorm
+from .preempt import Preempted, preempt_watch, request_preempt, check_preempted
 
 # torch.compile: each public call is one graph break, not a trace into ctypes (compiled.py).
 from .compiled import outside_graphs as _outside_graphs  # noqa: E402
