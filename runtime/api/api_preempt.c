@@ -15,7 +15,6 @@
  * on every rank as the direct collectives do. */
 #include <errno.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,8 +43,8 @@ static void api_preempt_on_sigterm(int sig)
 hora_status_t hora_preempt_watch(int flags)
 {
     if (flags & ~HORA_PREEMPT_WATCH_SIGTERM)
-        return status_set(HORA_ERR_INVALID_ARG, "hora_preempt_watch: unknown flags 0x%x (HORA_PREEMPT_WATCH_SIGTERM "
-                          "or 0)", (unsigned)flags);
+        return status_set(HORA_ERR_INVALID_ARG,
+                          "hora_preempt_watch: unknown flags 0x%x (HORA_PREEMPT_WATCH_SIGTERM or 0)", (unsigned)flags);
     hora_status_t status = HORA_OK;
     pthread_mutex_lock(&api_preempt_lock);
     if ((flags & HORA_PREEMPT_WATCH_SIGTERM) && !api_preempt_watching) {
@@ -80,20 +79,26 @@ hora_status_t api_preempt_check_config(const struct config *cfg)
     if (!path[0]) return HORA_OK;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return status_fail(HORA_ERR_CONFIG, "bad value for HORA_PREEMPT_FILE: '%s' is a directory (name a file "
-                           "that a scheduler or a person creates to stop the run)", path);
+        return status_fail(HORA_ERR_CONFIG,
+                           "bad value for HORA_PREEMPT_FILE: '%s' is a directory (name a file that a scheduler "
+                           "or a person creates to stop the run)",
+                           path);
     /* The directory the file would appear in: a typo there would make the
      * request impossible, and nobody would know until the machine is gone. */
     char dir[sizeof(cfg->preempt_file)];
     snprintf(dir, sizeof(dir), "%s", path);
     char *slash = strrchr(dir, '/');
     if (!slash) return HORA_OK; /* the working directory */
-    if (slash == dir) slash[1] = '\0';
-    else *slash = '\0';
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-        return status_fail(HORA_ERR_CONFIG, "bad value for HORA_PREEMPT_FILE: '%s': its directory %s %s (the file "
-                           "could never appear)", path, dir, stat(dir, &st) != 0 ? "does not exist" : "is not a "
-                           "directory");
+    if (slash == dir)
+        slash[1] = '\0';
+    else
+        *slash = '\0';
+    const int missing = stat(dir, &st) != 0;
+    if (missing || !S_ISDIR(st.st_mode))
+        return status_fail(HORA_ERR_CONFIG,
+                           "bad value for HORA_PREEMPT_FILE: '%s': its directory %s %s (the file could "
+                           "never appear)",
+                           path, dir, missing ? "does not exist" : "is not a directory");
     return HORA_OK;
 }
 
@@ -107,13 +112,14 @@ hora_status_t hora_preempt_agree(int64_t step, int64_t *stop_step, int *by_rank,
     /* A negative step is refused after the all-reduce, on every rank; -INT64_MIN would overflow. */
     const int64_t mine = step < 0 ? -1 : step;
     int64_t v[4] = {causes ? (int64_t)(size - rank) << 3 | causes : 0, mine, -mine, stop_step == NULL};
-    HORA_CHECK(coll_allreduce(&hora_rt.coll, COLL_PURPOSE_USER, HORA_MEMORY_HOST, v, v, 4, HORA_DTYPE_I64,
-                              HORA_OP_MAX, NULL));
-    if (v[3])
-        return status_set(HORA_ERR_INVALID_ARG, "hora_preempt_agree: a rank passed stop_step NULL");
+    HORA_CHECK(
+        coll_allreduce(&hora_rt.coll, COLL_PURPOSE_USER, HORA_MEMORY_HOST, v, v, 4, HORA_DTYPE_I64, HORA_OP_MAX, NULL));
+    if (v[3]) return status_set(HORA_ERR_INVALID_ARG, "hora_preempt_agree: a rank passed stop_step NULL");
     if (v[1] != -v[2])
-        return status_set(HORA_ERR_MISMATCH, "hora_preempt_agree: the ranks are at different steps (%" PRId64
-                          " and %" PRId64 "): every rank must call it at the same step boundary", -v[2], v[1]);
+        return status_set(HORA_ERR_MISMATCH,
+                          "hora_preempt_agree: the ranks are at different steps (%" PRId64 " and %" PRId64
+                          "): every rank must call it at the same step boundary",
+                          -v[2], v[1]);
     if (v[1] < 0) return status_set(HORA_ERR_INVALID_ARG, "hora_preempt_agree: step %" PRId64 " < 0", step);
     *stop_step = v[0] ? step : -1;
     if (by_rank) *by_rank = v[0] ? size - (int)(v[0] >> 3) : -1;

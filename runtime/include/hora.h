@@ -435,11 +435,11 @@ HORA_API hora_status_t hora_barrier(void);
 /* hora_preempt_watch's flags. */
 #define HORA_PREEMPT_WATCH_SIGTERM 1
 
-/* flags HORA_PREEMPT_WATCH_SIGTERM: install a SIGTERM handler that asks for a stop
- * (it only sets an atomic flag; SA_RESTART, so interrupted system calls go
- * on; every SIGTERM after the first is ignored too: a second one, e.g.
- * forwarded by the launcher, does not kill the process either), replacing
- * the action SIGTERM had; 0: put that action back. Process-wide, callable at
+/* flags HORA_PREEMPT_WATCH_SIGTERM: install a SIGTERM handler that asks
+ * for a stop, replacing the action SIGTERM had; 0: put that action back.
+ * The handler only sets an atomic flag (SA_RESTART: interrupted system
+ * calls go on), every time: a second SIGTERM (a launcher forwarding the
+ * one it got) does not kill the process either. Process-wide, callable at
  * any time, before hora_init too; a SIGTERM received before the next
  * agreement is kept. Not from a signal handler. Returns HORA_OK,
  * HORA_ERR_INVALID_ARG (another bit in flags), HORA_ERR_SYSTEM (sigaction
@@ -453,19 +453,20 @@ HORA_API hora_status_t hora_preempt_request(void);
 
 /* The agreement, at a step boundary: collective over the world, a direct
  * collective (the rules of hora_allreduce: every rank calls it in the same
- * order with the other direct collectives, from one thread at a time). step:
- * the step every rank has just completed (>= 0, the same on every rank).
- * On HORA_OK *stop_step is step when some rank asked for a stop (every rank
- * stops there), else -1; *by_rank (may be NULL) the lowest rank that asked
- * (-1: none), *cause (may be NULL) that rank's causes (HORA_PREEMPT_CAUSE_*; 0: none). Every rank returns the same outcome and values: the
- * ranks' requests and steps travel in one 32-byte all-reduce (MAX), so a
- * step that differs between ranks fails on every rank with
+ * order with the other direct collectives, from one thread at a time).
+ * step: the step every rank has just completed (>= 0, the same on every
+ * rank). On HORA_OK *stop_step is step when some rank asked for a stop
+ * (every rank stops there), else -1; *by_rank (may be NULL) the lowest rank
+ * that asked (-1: none), *cause (may be NULL) that rank's causes
+ * (HORA_PREEMPT_CAUSE_*; 0: none). Every rank returns the same outcome and
+ * values: the ranks' requests and steps travel in one 32-byte all-reduce
+ * (MAX), so a step that differs between ranks fails on every rank with
  * HORA_ERR_MISMATCH naming both, a negative step or a NULL stop_step on any
  * rank with HORA_ERR_INVALID_ARG, and a failed collective on every rank as
  * hora_allreduce fails (HORA_ERR_TIMEOUT, HORA_ERR_TRANSPORT, a peer's
  * abort, HORA_ERR_SHUTDOWN). HORA_ERR_NOT_INITIALIZED outside hora_init ..
  * hora_shutdown (on that rank alone). Cost: one small all-reduce, about a
- * microsecond at np 2 over shared memory, plus a stat() when
+ * microsecond or less at np 2 over shared memory, plus a stat() when
  * HORA_PREEMPT_FILE is set. */
 HORA_API hora_status_t hora_preempt_agree(int64_t step, int64_t *stop_step, int *by_rank, int *cause);
 

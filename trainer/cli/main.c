@@ -318,8 +318,9 @@ static hora_status_t preempt_setup(run_t *r)
     const char *file = getenv("HORA_PREEMPT_FILE");
     if (!r->preempt) {
         if (file && file[0] && r->rank == 0)
-            fprintf(stderr, "hora-train: HORA_PREEMPT_FILE is set but --preempt is %s: the file is not looked for "
-                            "(give --checkpoint-dir, where the stop writes its checkpoint)\n",
+            fprintf(stderr,
+                    "hora-train: HORA_PREEMPT_FILE is set but --preempt is %s: the file is not looked for "
+                    "(give --checkpoint-dir, where the stop writes its checkpoint)\n",
                     o->preempt == TR_PREEMPT_OFF ? "off" : "auto without --checkpoint-dir");
         return HORA_OK;
     }

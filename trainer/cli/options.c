@@ -46,7 +46,7 @@ typedef struct {
 
 static const char *const opt_progress[] = {"auto", "bar", "lines", NULL};         /* tr_progress_t */
 static const char *const opt_grad_dtype[] = {"auto", "f32", "bf16", "f16", NULL}; /* tr_grad_choice_t */
-static const char *const opt_preempt[] = {"auto", "on", "off", NULL};                /* tr_preempt_t */
+static const char *const opt_preempt[] = {"auto", "on", "off", NULL};             /* tr_preempt_t */
 
 static const opt_t opt_table[] = {
     {"--model", "NAME", OPT_STRING, F(model), "resnet20", 0, 0, NULL, 0, 0, 0, "Model",

@@ -53,8 +53,8 @@ static void expect_agree_fails(int64_t step, int null_stop, hora_status_t want, 
 {
     int64_t stop = -7;
     hora_status_t st = hora_preempt_agree(step, null_stop ? NULL : &stop, NULL, NULL);
-    CHECK(st == want, "%s: rank %d: %s, expected %s (%s)", what, rank, hora_status_string(st),
-          hora_status_string(want), hora_last_error());
+    CHECK(st == want, "%s: rank %d: %s, expected %s (%s)", what, rank, hora_status_string(st), hora_status_string(want),
+          hora_last_error());
     CHECK(strstr(hora_last_error(), words), "%s: the message lacks '%s': %s", what, words, hora_last_error());
     CHECK(stop == -7, "%s: stop_step written on failure", what);
 }
@@ -106,7 +106,8 @@ int main(int argc, char **argv)
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     for (int64_t step = 0; step < 3; step++) expect_agree(step, -1, -1, 0, "no request");
-    if (size > 1) expect_agree_fails(rank == size - 1 ? 6 : 5, 0, HORA_ERR_MISMATCH, "different steps", "steps that differ");
+    if (size > 1)
+        expect_agree_fails(rank == size - 1 ? 6 : 5, 0, HORA_ERR_MISMATCH, "different steps", "steps that differ");
     expect_agree_fails(-3, 0, HORA_ERR_INVALID_ARG, "< 0", "a negative step");
     expect_agree_fails(4, rank == size - 1, HORA_ERR_INVALID_ARG, "NULL", "stop_step NULL on the last rank");
     expect_agree(4, -1, -1, 0, "after the refusals");
@@ -149,8 +150,9 @@ int main(int argc, char **argv)
         raise(SIGTERM);
         raise(SIGTERM); /* a second one (a launcher forwarding it) changes nothing */
     }
-    expect_agree(11, 11, 0, rank == size - 1 && size == 1 ? HORA_PREEMPT_CAUSE_SIGTERM | HORA_PREEMPT_CAUSE_REQUEST
-                                                          : HORA_PREEMPT_CAUSE_SIGTERM,
+    expect_agree(11, 11, 0,
+                 rank == size - 1 && size == 1 ? HORA_PREEMPT_CAUSE_SIGTERM | HORA_PREEMPT_CAUSE_REQUEST
+                                               : HORA_PREEMPT_CAUSE_SIGTERM,
                  "SIGTERM on rank 0");
     if (rank == 0) CHECK(hora_preempt_watch(0) == HORA_OK, "unwatch: %s", hora_last_error());
     CHECK(hora_shutdown() == HORA_OK, "shutdown");
