@@ -296,6 +296,22 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     return HORA_OK;
 }
 
+/* A checkpoint of where the run stands (rank 0, with --checkpoint-dir),
+ * waited for; its times (tr_ckpt_writer_times) on rank 0. */
+static hora_status_t loop_checkpoint_wait(run_t *r, uint64_t spe_epoch, uint64_t spe, double *stall, double *write,
+                                          uint64_t *bytes)
+{
+    CHECK(main_save_checkpoint(r, spe_epoch, spe));
+    if (!r->ckpt) return HORA_OK;
+    hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
+    if (status != HORA_OK) {
+        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
+        return status;
+    }
+    tr_ckpt_writer_times(r->ckpt, stall, write, bytes);
+    return HORA_OK;
+}
+
 /* The agreed stop: rank 0 saves the step just completed (the epoch in
  * progress continues from there on --resume auto) and waits for the write;
  * every rank says where it stopped. No evaluation: the time before the
@@ -303,27 +319,26 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
 static hora_status_t loop_preempted(run_t *r, const loop_t *l)
 {
     const tr_run_state_t *st = &r->state;
-    CHECK(main_save_checkpoint(r, l->spe_epoch, l->spe));
+    double stall, write;
+    uint64_t bytes;
+    RETURN_ON_ERROR(loop_checkpoint_wait(r, l->spe_epoch, l->spe, &stall, &write, &bytes));
     if (r->ckpt) {
-        hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
-        if (status != HORA_OK) {
-            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
-            return status;
-        }
-        double stall, write;
-        uint64_t bytes;
-        tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
-        const int c = l->stop_cause;
-        printf("hora-train: stop asked by rank %d (%s%s%s%s%s); checkpoint: step %" PRIu64 " in %s, %.1f MB written "
-               "in %.3f s\n",
-               l->stop_rank, c & HORA_PREEMPT_CAUSE_SIGTERM ? "SIGTERM" : "",
-               (c & HORA_PREEMPT_CAUSE_SIGTERM) && (c & ~HORA_PREEMPT_CAUSE_SIGTERM) ? ", " : "",
-               c & HORA_PREEMPT_CAUSE_FILE ? "HORA_PREEMPT_FILE" : "",
-               (c & HORA_PREEMPT_CAUSE_FILE) && (c & HORA_PREEMPT_CAUSE_REQUEST) ? ", " : "",
-               c & HORA_PREEMPT_CAUSE_REQUEST ? "hora_preempt_request" : "", st->step, r->opt.checkpoint_dir,
-               (double)bytes / 1e6, write);
+        /* Why that rank asked, in words. */
+        static const struct {
+            int bit;
+            const char *word;
+        } causes[] = {{HORA_PREEMPT_CAUSE_SIGTERM, "SIGTERM"},
+                      {HORA_PREEMPT_CAUSE_FILE, "HORA_PREEMPT_FILE"},
+                      {HORA_PREEMPT_CAUSE_REQUEST, "hora_preempt_request"}};
+        char why[96] = "";
+        for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+            if (l->stop_cause & causes[i].bit)
+                snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s", why[0] ? ", " : "", causes[i].word);
+        printf("hora-train: stop asked by rank %d (%s); checkpoint: step %" PRIu64
+               " in %s, %.1f MB written in %.3f s\n",
+               l->stop_rank, why, st->step, r->opt.checkpoint_dir, (double)bytes / 1e6, write);
         main_log_json(r, "{\"type\":\"preempted\",\"step\":%" PRIu64 ",\"by_rank\":%d,\"cause\":%d}", st->step,
-                      l->stop_rank, c);
+                      l->stop_rank, l->stop_cause);
     }
     printf("hora-train: preempted at step %" PRIu64 "; resume with --resume auto\n", st->step);
     fflush(stdout);
@@ -370,15 +385,9 @@ static hora_status_t loop_final_checkpoint(run_t *r, const loop_t *l)
     const tr_run_state_t *st = &r->state;
     if (!r->ckpt) return HORA_OK;
     uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : l->spe;
-    CHECK(main_save_checkpoint(r, spe_epoch, l->spe));
-    hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
-    if (status != HORA_OK) {
-        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
-        return status;
-    }
     double stall, write;
     uint64_t bytes;
-    tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
+    RETURN_ON_ERROR(loop_checkpoint_wait(r, spe_epoch, l->spe, &stall, &write, &bytes));
     printf("checkpoint: step %" PRIu64 " in %s, %.1f MB written in %.3f s, training stalled %.1f ms\n", st->step,
            r->opt.checkpoint_dir, (double)bytes / 1e6, write, 1e3 * stall);
     return HORA_OK;
