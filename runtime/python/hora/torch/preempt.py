@@ -79,7 +79,10 @@ def check_preempted(step):
 
 def after_step(optimizer):
     """DistributedOptimizer.step()'s last act: count the step, agree (when
-    preempt_watch asked for it)."""
+    preempt_watch asked for it). The agreement is the world's: an optimizer
+    of a process set (whose step the other ranks do not call) leaves it to
+    the script's check_preempted."""
     optimizer._hora_preempt_steps = getattr(optimizer, "_hora_preempt_steps", 0) + 1
-    if _check_in_step:
+    process_set = getattr(optimizer, "process_set", None)
+    if _check_in_step and (process_set is None or process_set.process_set_id == 0):
         check_preempted(optimizer._hora_preempt_steps)
