@@ -173,8 +173,8 @@ def file(work, args):
 
     code, text, seconds, requested = preempted_run(work, args + ["--checkpoint-dir", d], request,
                                                    env={"HORA_PREEMPT_FILE": stop})
-    # Every rank sees the file: the lowest rank is named.
-    f = check_stop("file", code, text, seconds, requested, d, r"0 \(HORA_PREEMPT_FILE\)")
+    # Every rank looks: the lowest that saw it is named (rank 1 when the file came between the two ranks' looks).
+    f = check_stop("file", code, text, seconds, requested, d, r"[01] \(HORA_PREEMPT_FILE\)")
     if f:
         return failures + f
     k = int(re.search(r"preempted at step (\d+)", text).group(1))
