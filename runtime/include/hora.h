@@ -417,8 +417,9 @@ HORA_API hora_status_t hora_barrier(void);
  * the same thing: go on, or stop here because some rank asked. A rank that
  * asks during step k (or before it) therefore stops all ranks at the end of
  * step k, or at the end of k + 1 when its request comes after its own
- * agreement of step k: within one step. A request is never withdrawn: every
- * later agreement says stop again. What a stop does (a checkpoint, an
+ * agreement of step k: within one step. A SIGTERM or hora_preempt_request
+ * is never withdrawn (every later agreement says stop again); the file asks
+ * while it exists. What a stop does (a checkpoint, an
  * exception in hora.torch, exit 0) is the program's: hora-train writes a
  * checkpoint on rank 0 and every rank exits 0 (trainer/README.md).
  *
