@@ -71,5 +71,8 @@ int api_set_place(int set, int world_rank);
 hora_status_t api_sets_create_static(const char *spec);
 void api_sets_stop_all(void);
 void api_sets_abort_all(double wait_s);
+/* api_preempt.c: HORA_PREEMPT_FILE's check at hora_init (a directory, or a
+ * file whose directory does not exist, is HORA_ERR_CONFIG naming it). */
+hora_status_t api_preempt_check_config(const struct config *cfg);
 
 #endif

@@ -92,6 +92,7 @@ hora_status_t hora_init(void)
     /* Settings first: a bad value must fail before anything is created. */
     status = config_load(&hora_rt.cfg);
     if (status < 0) return status;
+    HORA_CHECK(api_preempt_check_config(&hora_rt.cfg));
     log_set_level(hora_rt.cfg.log_level);
     HORA_CHECK(hora_start_mpi());
 

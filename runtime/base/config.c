@@ -132,6 +132,10 @@ const struct config_entry config_table[] = {
      "fault injection for tests: POINT:RANK:N stops rank RANK's process (SIGSTOP) in the N-th slow path in "
      "which its world coordinator hands in requests of its own, at POINT: slow-lists (before it hands in its "
      "request list) or slow-responses (rank 0, before it sends the responses)"},
+    {"HORA_PREEMPT_FILE", CONFIG_TYPE_STRING, "", 0, 0, NULL, CONFIG_FIELD(preempt_file),
+     "preemption: while this file exists, every hora_preempt_agree (hora-train's step boundary, hora.torch's "
+     "check) stops the run, as a SIGTERM does; looked for (stat) at each agreement by every rank; its directory "
+     "must exist at hora_init (\"\" = none)"},
     {NULL, 0, NULL, 0, 0, NULL, 0, NULL},
 };
 

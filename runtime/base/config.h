@@ -47,6 +47,7 @@ struct config {
     char library[512];       /* HORA_LIBRARY: the libhora.so hora.torch loads (read there, not here) */
     char process_sets[512];  /* HORA_PROCESS_SETS: sets created at hora_init, "0,1;2,3" */
     char fault_stop[512];    /* HORA_FAULT_STOP: fault injection for tests, "POINT:RANK:N", "" = none */
+    char preempt_file[512];  /* HORA_PREEMPT_FILE: a file whose existence asks for a stop, "" = none */
 };
 
 enum config_type {

@@ -407,6 +407,71 @@ HORA_API hora_status_t hora_broadcast(void *buf, size_t count, hora_dtype_t dtyp
 HORA_API hora_status_t hora_barrier(void);
 
 /* ------------------------------------------------------------------------
+ * Preemption: a clean stop at a step boundary, on every rank at the same step.
+ *
+ * A rank asks for a stop when it receives SIGTERM (only once the program
+ * asked for that: hora_preempt_watch), when the file HORA_PREEMPT_FILE names
+ * exists (every rank looks, with stat(), at each agreement), or when the
+ * program calls hora_preempt_request. At every step boundary every rank calls
+ * hora_preempt_agree with the step it has completed; the call tells every rank
+ * the same thing: go on, or stop here because some rank asked. A rank that
+ * asks during step k (or before it) therefore stops all ranks at the end of
+ * step k, or at the end of k + 1 when its request comes after its own
+ * agreement of step k: within one step. A SIGTERM or hora_preempt_request
+ * is never withdrawn (every later agreement says stop again); the file asks
+ * while it exists. What a stop does (a checkpoint, an
+ * exception in hora.torch, exit 0) is the program's: hora-train writes a
+ * checkpoint on rank 0 and every rank exits 0 (trainer/README.md).
+ *
+ * Launchers: Open MPI's mpirun, when it receives SIGTERM itself, forwards it
+ * to the ranks and kills them shortly after; send SIGTERM to the ranks (or
+ * create HORA_PREEMPT_FILE) to give them time to save.
+ * ------------------------------------------------------------------------ */
+
+/* Why a rank asked (bits of hora_preempt_agree's *cause). */
+#define HORA_PREEMPT_CAUSE_SIGTERM 1 /* SIGTERM, watched (hora_preempt_watch) */
+#define HORA_PREEMPT_CAUSE_FILE 2    /* the file HORA_PREEMPT_FILE names exists */
+#define HORA_PREEMPT_CAUSE_REQUEST 4 /* hora_preempt_request */
+
+/* hora_preempt_watch's flags. */
+#define HORA_PREEMPT_WATCH_SIGTERM 1
+
+/* flags HORA_PREEMPT_WATCH_SIGTERM: install a SIGTERM handler that asks
+ * for a stop, replacing the action SIGTERM had; 0: put that action back.
+ * The handler only sets an atomic flag (SA_RESTART: interrupted system
+ * calls go on), every time: a second SIGTERM (a launcher forwarding the
+ * one it got) does not kill the process either. Process-wide, callable at
+ * any time, before hora_init too; a SIGTERM received before the next
+ * agreement is kept. Not from a signal handler. Returns HORA_OK,
+ * HORA_ERR_INVALID_ARG (another bit in flags), HORA_ERR_SYSTEM (sigaction
+ * failed). */
+HORA_API hora_status_t hora_preempt_watch(int flags);
+
+/* Ask for a stop from the program (its own signal handler, a scheduler's
+ * notice): the next agreement stops every rank. Async-signal-safe, callable
+ * at any time, before hora_init too. Returns HORA_OK. */
+HORA_API hora_status_t hora_preempt_request(void);
+
+/* The agreement, at a step boundary: collective over the world, a direct
+ * collective (the rules of hora_allreduce: every rank calls it in the same
+ * order with the other direct collectives, from one thread at a time).
+ * step: the step every rank has just completed (>= 0, the same on every
+ * rank). On HORA_OK *stop_step is step when some rank asked for a stop
+ * (every rank stops there), else -1; *by_rank (may be NULL) the lowest rank
+ * that asked (-1: none), *cause (may be NULL) that rank's causes
+ * (HORA_PREEMPT_CAUSE_*; 0: none). Every rank returns the same outcome and
+ * values: the ranks' requests and steps travel in one 32-byte all-reduce
+ * (MAX), so a step that differs between ranks fails on every rank with
+ * HORA_ERR_MISMATCH naming both, a negative step or a NULL stop_step on any
+ * rank with HORA_ERR_INVALID_ARG, and a failed collective on every rank as
+ * hora_allreduce fails (HORA_ERR_TIMEOUT, HORA_ERR_TRANSPORT, a peer's
+ * abort, HORA_ERR_SHUTDOWN). HORA_ERR_NOT_INITIALIZED outside hora_init ..
+ * hora_shutdown (on that rank alone). Cost: one small all-reduce, about a
+ * microsecond or less at np 2 over shared memory, plus a stat() when
+ * HORA_PREEMPT_FILE is set. */
+HORA_API hora_status_t hora_preempt_agree(int64_t step, int64_t *stop_step, int *by_rank, int *cause);
+
+/* ------------------------------------------------------------------------
  * Negotiated asynchronous operations (the coordinator).
  *
  * Any thread may enqueue requests, each under a name that must be unique

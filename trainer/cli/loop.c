@@ -102,6 +102,10 @@ typedef struct {
     double t_since;
     eval_result_t ev;   /* the last evaluation */
     int evaluated_last; /* 1: the last epoch ended with one */
+    /* --preempt: the ranks agreed to stop after this step (-1: go on), who
+     * asked first and why (hora_preempt_agree). */
+    int64_t stop_step;
+    int stop_rank, stop_cause;
 } loop_t;
 
 /* Steps per epoch: every rank must run the same number of steps (each step
@@ -286,6 +290,58 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     RETURN_ON_ERROR(loop_progress(r, l, lr));
     if (o->checkpoint_every_steps && st->step % (uint64_t)o->checkpoint_every_steps == 0)
         CHECK(main_save_checkpoint(r, l->spe_epoch, l->spe));
+    /* --preempt: every rank learns here whether any rank asked for a stop
+     * (SIGTERM, HORA_PREEMPT_FILE), and so all stop after the same step. */
+    if (r->preempt) CHECK(hora_preempt_agree((int64_t)st->step, &l->stop_step, &l->stop_rank, &l->stop_cause));
+    return HORA_OK;
+}
+
+/* A checkpoint of where the run stands (rank 0, with --checkpoint-dir),
+ * waited for; its times (tr_ckpt_writer_times) on rank 0. */
+static hora_status_t loop_checkpoint_wait(run_t *r, uint64_t spe_epoch, uint64_t spe, double *stall, double *write,
+                                          uint64_t *bytes)
+{
+    CHECK(main_save_checkpoint(r, spe_epoch, spe));
+    if (!r->ckpt) return HORA_OK;
+    hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
+    if (status != HORA_OK) {
+        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
+        return status;
+    }
+    tr_ckpt_writer_times(r->ckpt, stall, write, bytes);
+    return HORA_OK;
+}
+
+/* The agreed stop: rank 0 saves the step just completed (the epoch in
+ * progress continues from there on --resume auto) and waits for the write;
+ * every rank says where it stopped. No evaluation: the time before the
+ * machine goes is the checkpoint's. */
+static hora_status_t loop_preempted(run_t *r, const loop_t *l)
+{
+    const tr_run_state_t *st = &r->state;
+    double stall, write;
+    uint64_t bytes;
+    RETURN_ON_ERROR(loop_checkpoint_wait(r, l->spe_epoch, l->spe, &stall, &write, &bytes));
+    if (r->ckpt) {
+        /* Why that rank asked, in words. */
+        static const struct {
+            int bit;
+            const char *word;
+        } causes[] = {{HORA_PREEMPT_CAUSE_SIGTERM, "SIGTERM"},
+                      {HORA_PREEMPT_CAUSE_FILE, "HORA_PREEMPT_FILE"},
+                      {HORA_PREEMPT_CAUSE_REQUEST, "hora_preempt_request"}};
+        char why[96] = "";
+        for (size_t i = 0; i < sizeof(causes) / sizeof(causes[0]); i++)
+            if (l->stop_cause & causes[i].bit)
+                snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s", why[0] ? ", " : "", causes[i].word);
+        printf("hora-train: stop asked by rank %d (%s); checkpoint: step %" PRIu64
+               " in %s, %.1f MB written in %.3f s\n",
+               l->stop_rank, why, st->step, r->opt.checkpoint_dir, (double)bytes / 1e6, write);
+        main_log_json(r, "{\"type\":\"preempted\",\"step\":%" PRIu64 ",\"by_rank\":%d,\"cause\":%d}", st->step,
+                      l->stop_rank, l->stop_cause);
+    }
+    printf("hora-train: preempted at step %" PRIu64 "; resume with --resume auto\n", st->step);
+    fflush(stdout);
     return HORA_OK;
 }
 
@@ -329,15 +385,9 @@ static hora_status_t loop_final_checkpoint(run_t *r, const loop_t *l)
     const tr_run_state_t *st = &r->state;
     if (!r->ckpt) return HORA_OK;
     uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : l->spe;
-    CHECK(main_save_checkpoint(r, spe_epoch, l->spe));
-    hora_status_t status = tr_ckpt_writer_wait(r->ckpt);
-    if (status != HORA_OK) {
-        main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
-        return status;
-    }
     double stall, write;
     uint64_t bytes;
-    tr_ckpt_writer_times(r->ckpt, &stall, &write, &bytes);
+    RETURN_ON_ERROR(loop_checkpoint_wait(r, spe_epoch, l->spe, &stall, &write, &bytes));
     printf("checkpoint: step %" PRIu64 " in %s, %.1f MB written in %.3f s, training stalled %.1f ms\n", st->step,
            r->opt.checkpoint_dir, (double)bytes / 1e6, write, 1e3 * stall);
     return HORA_OK;
@@ -371,7 +421,7 @@ hora_status_t loop_run(run_t *r)
 {
     const tr_options_t *o = &r->opt;
     tr_run_state_t *st = &r->state;
-    loop_t l = {0};
+    loop_t l = {.stop_step = -1};
     RETURN_ON_ERROR(loop_steps_per_epoch(r, &l.spe));
     loop_schedule(r, &l);
     main_reshard(r, l.spe, l.sched.peak_lr);
@@ -392,7 +442,9 @@ hora_status_t loop_run(run_t *r)
             l.spe_epoch = tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset);
             CHECK(tr_loader_start_epoch_at(r->train_loader, st->epoch, st->step_in_epoch, st->epoch_sample_offset));
         }
-        while (st->step_in_epoch < l.spe_epoch && st->step < l.total) RETURN_ON_ERROR(loop_step(r, &l));
+        while (st->step_in_epoch < l.spe_epoch && st->step < l.total && l.stop_step < 0)
+            RETURN_ON_ERROR(loop_step(r, &l));
+        if (l.stop_step >= 0) return loop_preempted(r, &l); /* the epoch stays in progress */
         RETURN_ON_ERROR(loop_epoch_end(r, &l));
         if (st->step_in_epoch < l.spe_epoch)
             break; /* stopped by --steps inside the epoch: the state stays where it is */

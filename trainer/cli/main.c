@@ -308,6 +308,27 @@ static int progress_on_terminal(void)
     return 0;
 }
 
+/* --preempt: on (or auto with --checkpoint-dir) watches SIGTERM from here
+ * on; the loop agrees at every step boundary (loop.c). Off: SIGTERM keeps
+ * its action, and a HORA_PREEMPT_FILE is not looked for (rank 0 says so). */
+static hora_status_t preempt_setup(run_t *r)
+{
+    const tr_options_t *o = &r->opt;
+    r->preempt = o->preempt == TR_PREEMPT_ON || (o->preempt == TR_PREEMPT_AUTO && o->checkpoint_dir);
+    const char *file = getenv("HORA_PREEMPT_FILE");
+    if (!r->preempt) {
+        if (file && file[0] && r->rank == 0)
+            fprintf(stderr,
+                    "hora-train: HORA_PREEMPT_FILE is set but --preempt is %s: the file is not looked for "
+                    "(give --checkpoint-dir, where the stop writes its checkpoint)\n",
+                    o->preempt == TR_PREEMPT_OFF ? "off" : "auto without --checkpoint-dir");
+        return HORA_OK;
+    }
+    hora_status_t status = hora_preempt_watch(HORA_PREEMPT_WATCH_SIGTERM);
+    if (status != HORA_OK) main_report("hora-train: rank %d: %s", r->rank, hora_last_error());
+    return status;
+}
+
 static void teardown(run_t *r)
 {
     if (r->ckpt) {
@@ -349,7 +370,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "hora-train: cannot write %s: %s (continuing without a log)\n", r->opt.log_path,
                     strerror(errno));
     }
-    status = main_resume_read(r);
+    status = preempt_setup(r);
+    if (status == HORA_OK) status = main_resume_read(r);
     if (status == HORA_OK) status = setup(r);
     if (status == HORA_OK) status = loop_run(r);
     /* An error ends the job: the peers learn it from the runtime's abort

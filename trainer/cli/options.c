@@ -46,6 +46,7 @@ typedef struct {
 
 static const char *const opt_progress[] = {"auto", "bar", "lines", NULL};         /* tr_progress_t */
 static const char *const opt_grad_dtype[] = {"auto", "f32", "bf16", "f16", NULL}; /* tr_grad_choice_t */
+static const char *const opt_preempt[] = {"auto", "on", "off", NULL};             /* tr_preempt_t */
 
 static const opt_t opt_table[] = {
     {"--model", "NAME", OPT_STRING, F(model), "resnet20", 0, 0, NULL, 0, 0, 0, "Model",
@@ -138,6 +139,11 @@ static const opt_t opt_table[] = {
     {"--keep-global-batch", NULL, OPT_SET, F(keep_global_batch), "0", 0, 0, NULL, 1, 0, 0, NULL,
      "resuming on another number of ranks: keep the checkpoint's global batch (and so the learning rate) by "
      "changing the per-rank batch, instead of keeping --batch and scaling the rate"},
+    {"--preempt", "MODE", OPT_CHOICE, F(preempt), "auto", 0, 0, opt_preempt, 0, 0, 0, NULL,
+     "on: SIGTERM on any rank, or the file HORA_PREEMPT_FILE names appearing, stops every rank at the same "
+     "step boundary (agreed every step), rank 0 writes a checkpoint there and every rank exits 0 saying "
+     "'preempted at step K; resume with --resume auto' (needs --checkpoint-dir); off: SIGTERM kills as usual; "
+     "auto: on with --checkpoint-dir, off without"},
 
     {"--backend", "NAME", OPT_STRING, F(backend), "cpu", 0, 0, NULL, 0, 0, 0, "Runtime",
      "compute backend (the ones built in are listed below)"},
@@ -391,6 +397,11 @@ int tr_options_parse(int argc, char **argv, tr_options_t *o)
     }
     if (!o->data && !o->synthetic) {
         fprintf(stderr, "hora-train: give --data DIR or --synthetic (see --help)\n");
+        return -1;
+    }
+    if (o->preempt == TR_PREEMPT_ON && !o->checkpoint_dir) {
+        fprintf(stderr, "hora-train: --preempt on writes its checkpoint into --checkpoint-dir: give one (or "
+                        "leave --preempt at auto, which is off without it)\n");
         return -1;
     }
     if (o->resume && strcmp(o->resume, "auto") == 0 && !o->checkpoint_dir) {

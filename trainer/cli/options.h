@@ -17,6 +17,8 @@
 #include "train.h"
 
 typedef enum { TR_PROGRESS_AUTO = 0, TR_PROGRESS_BAR = 1, TR_PROGRESS_LINES = 2 } tr_progress_t;
+/* --preempt: auto is on with --checkpoint-dir, off without. */
+typedef enum { TR_PREEMPT_AUTO = 0, TR_PREEMPT_ON = 1, TR_PREEMPT_OFF = 2 } tr_preempt_t;
 
 /* --precision: tr_precision_t (precision.h), auto by default. */
 /* --grad-dtype: auto (the compute precision's), or a dtype. */
@@ -64,6 +66,7 @@ typedef struct {
     int keep_checkpoints;
     const char *resume; /* NULL, "auto" or a file */
     int keep_global_batch;
+    int preempt; /* tr_preempt_t */
     /* Runtime */
     const char *backend;
     int threads;

@@ -47,6 +47,9 @@ typedef struct {
     int resumed;
     tr_ckpt_data_t resume;
     tr_ckpt_run_info_t saved; /* world size, batch and steps per epoch of the run that wrote it */
+    /* --preempt: 1 when the ranks agree at every step boundary whether to
+     * stop (SIGTERM watched, HORA_PREEMPT_FILE looked for). */
+    int preempt;
 } run_t;
 
 /* Print an error on stderr (one line) and keep this rank's first one: what

@@ -85,6 +85,9 @@ REPRODUCIBLE_DEFAULT, REPRODUCIBLE_RANKS, REPRODUCIBLE_EXACT = 0, 1, 2
 ALIGN_BYTES = 64  # tensors of a fused buffer (and hora.torch.shared_tensors) start at multiples of it
 MAX_DIMS = 8
 PROCESS_SET_WORLD = 0  # hora_opts_t.process_set: every rank
+# Preemption (hora.h): hora_preempt_watch's flag, hora_preempt_agree's causes.
+PREEMPT_WATCH_SIGTERM = 1
+PREEMPT_CAUSE_SIGTERM, PREEMPT_CAUSE_FILE, PREEMPT_CAUSE_REQUEST = 1, 2, 4
 
 # hora_dtype_t names; their values come from the loaded libhora
 # (hora_dtype_parse). A name it does not know is left out of `dtypes`, so the
@@ -215,6 +218,10 @@ _declare_optional("hora_timeline_stop", _st, [])
 _declare_optional("hora_timeline_mark_cycles", _st, [_c.c_int])
 _declare_optional("hora_build_info", _c.c_char_p, [])
 _declare_optional("hora_stream_wait", _st, [_vp, _vp])
+_declare_optional("hora_preempt_watch", _st, [_c.c_int])
+_declare_optional("hora_preempt_request", _st, [])
+_declare_optional("hora_preempt_agree", _st, [_c.c_int64, _c.POINTER(_c.c_int64), _c.POINTER(_c.c_int),
+                                              _c.POINTER(_c.c_int)])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

@@ -10,8 +10,10 @@ not do (CUDA tensors; op=Adasum on a world size that is not a power of
 two, on a process set, or in a reducescatter) raises NotImplementedError
 saying so. op=Adasum is libhora's HORA_OP_ADASUM, and
 DistributedOptimizer(op=Adasum) is Horovod's Adasum optimizer
-(adasum_optimizer.py). hora's own addition: shared_tensors, tensors
-in memory the ranks of a host share, whose fused all-reduces need no copy.
+(adasum_optimizer.py). hora's own additions: shared_tensors, tensors
+in memory the ranks of a host share, whose fused all-reduces need no copy;
+preemption (preempt_watch, check_preempted, request_preempt, Preempted:
+a catchable exception on every rank at the same step, preempt.py).
 """
 from .compression import Compression
 from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalError, ProcessSet,
@@ -31,6 +33,7 @@ from .functions import broadcast_parameters, broadcast_optimizer_state, broadcas
 from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared
 from .sync_batch_norm import SyncBatchNorm
+from .preempt import Preempted, preempt_watch, request_preempt, check_preempted
 
 # torch.compile: each public call is one graph break, not a trace into ctypes (compiled.py).
 from .compiled import outside_graphs as _outside_graphs  # noqa: E402

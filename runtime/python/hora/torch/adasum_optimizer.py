@@ -20,6 +20,7 @@ from contextlib import contextmanager
 import torch
 
 from . import mpi_ops as _ops
+from . import preempt as _preempt
 from .optimizer import _DistributedOptimizer, _named_parameters
 
 
@@ -103,6 +104,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                 p.copy_(kept)
             self._allreduce_delay[p] = self.backward_passes_per_step
         self._handles.clear()
+        _preempt.after_step(self)  # hvd.preempt_watch: raises Preempted on every rank after this step
         return loss
 
 

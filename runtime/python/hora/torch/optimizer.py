@@ -37,6 +37,7 @@ from . import collectives as _coll
 from .compression import Compression
 from .functions import broadcast_object
 from . import device as _device
+from . import preempt as _preempt
 from .memory import _device_block, _shared_block
 
 
@@ -373,7 +374,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "optimizer.synchronize() in your code.")
             self.synchronize()
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        loss = super(self.__class__, self).step(closure)
+        _preempt.after_step(self)  # hvd.preempt_watch: raises Preempted on every rank after this step
+        return loss
 
     def _hora_plain_step(self, closure=None):
         return super(self.__class__, self).step(closure)
