@@ -15,6 +15,13 @@
  * printed relative to the kill, from the stamp file (same kernel clock: one
  * machine, or network namespaces on it).
  *
+ * --threads: MPI_THREAD_MULTIPLE, and a second thread that keeps a
+ * nonblocking allreduce going on a communicator of its own (as libhora's
+ * coordinator thread polls MPI_Test on its dup) until that fails too; the
+ * main thread recovers as above once the second thread has stopped.
+ * --kill-daemon: each killed rank first SIGKILLs its parent (under mpirun
+ * across hosts, that host's prted), which is closer to losing the host.
+ *
  * Two builds of this one file (tools/elastic-probe/run):
  *   - against Open MPI 5's mpi.h + mpi-ext.h (the wheel's mpicc): the MPIX_
  *     calls are linked directly;
@@ -25,6 +32,7 @@
  *
  *   mpirun --with-ft ulfm -np 4 ./ulfm_shrink [--iters N] [--count C]
  *          [--kill-rank R[,R...]] [--kill-iter K|-1] [--stamp FILE]
+ *          [--threads] [--kill-daemon]
  *
  * Exit 0 when every checked allreduce matched and the survivors finished;
  * 1 with a message otherwise; 2 bad arguments.
@@ -38,6 +46,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #ifdef PROBE_DLSYM
 #include <dlfcn.h>
@@ -129,6 +138,33 @@ static int check_sum(const int64_t *out, int count, int iter, const int *members
     return wrong;
 }
 
+/* --threads: the second thread's loop, on its own communicator. */
+struct side_loop {
+    MPI_Comm comm;
+    volatile int stop;
+    int rounds, failed_class;
+};
+
+static void *side_loop_run(void *arg)
+{
+    struct side_loop *side = arg;
+    int64_t in = 1, out = 0;
+    while (!side->stop) {
+        MPI_Request req;
+        int rc = MPI_Iallreduce(&in, &out, 1, MPI_INT64_T, MPI_SUM, side->comm, &req), done = 0;
+        while (rc == MPI_SUCCESS && !done) {
+            rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+            if (!done) usleep(100);
+        }
+        if (rc != MPI_SUCCESS) {
+            MPI_Error_class(rc, &side->failed_class);
+            break;
+        }
+        side->rounds++;
+    }
+    return NULL;
+}
+
 static double read_stamp(const char *path)
 {
     double t = 0;
@@ -141,7 +177,7 @@ static double read_stamp(const char *path)
 
 int main(int argc, char **argv)
 {
-    int iters = 20, count = 4096, kill_iter = 5;
+    int iters = 20, count = 4096, kill_iter = 5, threads = 0, kill_daemon = 0;
     const char *kill_list = "2";
     const char *stamp = "/tmp/ulfm_shrink.stamp";
     for (int i = 1; i < argc; i++) {
@@ -155,6 +191,10 @@ int main(int argc, char **argv)
             kill_iter = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--stamp"))
             stamp = argv[++i];
+        else if (!strcmp(argv[i], "--threads"))
+            threads = 1;
+        else if (!strcmp(argv[i], "--kill-daemon"))
+            kill_daemon = 1;
         else {
             fprintf(stderr, "ulfm_shrink: bad argument '%s'\n", argv[i]);
             return 2;
@@ -165,7 +205,11 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    MPI_Init(&argc, &argv);
+    int provided = MPI_THREAD_SINGLE;
+    if (threads)
+        MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    else
+        MPI_Init(&argc, &argv);
     int world_rank, world_size;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -205,10 +249,25 @@ int main(int argc, char **argv)
     members_of(comm, members, &member_count);
     MPI_Barrier(comm);
 
+    /* --threads: the second thread and its communicator. It ends when its
+     * communicator is revoked: by the main thread at the first failure, or
+     * at the end (a revoke is how every rank's thread leaves together). */
+    struct side_loop side = {.comm = MPI_COMM_NULL};
+    pthread_t side_thread;
+    if (threads) {
+        if (provided != MPI_THREAD_MULTIPLE) {
+            fprintf(stderr, "ulfm_shrink: rank %d: MPI_THREAD_MULTIPLE not provided (%d)\n", world_rank, provided);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        MPI_Comm_dup(MPI_COMM_WORLD, &side.comm);
+        MPI_Comm_set_errhandler(side.comm, MPI_ERRORS_RETURN);
+        pthread_create(&side_thread, NULL, side_loop_run, &side);
+    }
+
     int64_t *in = malloc((size_t)count * sizeof(int64_t));
     int64_t *out = malloc((size_t)count * sizeof(int64_t));
     int failures_seen = 0, ok = 1;
-    double t_fail = 0;
+    double t_fail = 0, t_loop = now_s();
     for (int iter = 0; iter < iters;) {
         if (iter == kill_iter && killed_here) {
             FILE *f = fopen(stamp, "w");
@@ -216,6 +275,7 @@ int main(int argc, char **argv)
                 fprintf(f, "%.9f\n", now_s());
                 fclose(f);
             }
+            if (kill_daemon) kill(getppid(), SIGKILL);
             raise(SIGKILL);
         }
         for (int j = 0; j < count; j++) in[j] = value_of(world_rank, iter, j);
@@ -255,6 +315,14 @@ int main(int argc, char **argv)
         /* Revoke so every survivor leaves comm, even one that was not
          * waiting on the dead rank; then shrink to the survivors. */
         probe_comm_revoke(comm);
+        if (threads && side.comm != MPI_COMM_NULL) {
+            side.stop = 1;
+            probe_comm_revoke(side.comm);
+            pthread_join(side_thread, NULL);
+            printf("rank %d: second thread stopped after %d rounds with %s at kill + %.3f s\n", world_rank, side.rounds,
+                   class_name(side.failed_class), now_s() - read_stamp(stamp));
+            MPI_Comm_free(&side.comm);
+        }
         MPI_Comm shrunk;
         double t0 = now_s();
         rc = probe_comm_shrink(comm, &shrunk);
@@ -295,12 +363,21 @@ int main(int argc, char **argv)
         iter = redo;
     }
 
+    if (threads && side.comm != MPI_COMM_NULL) {
+        side.stop = 1;
+        probe_comm_revoke(side.comm);
+        pthread_join(side_thread, NULL);
+        MPI_Comm_free(&side.comm);
+    }
+
+    t_loop = now_s() - t_loop;
+
     /* Every survivor's verdict, on the final communicator. */
     int all_ok = 0;
     int rc = MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     if (world_rank == members[0])
-        printf("ulfm_shrink: %s: %d survivors, %d iterations checked, %d failure(s) seen\n",
-               rc == MPI_SUCCESS && all_ok ? "PASS" : "FAIL", member_count, iters, failures_seen);
+        printf("ulfm_shrink: %s: %d survivors, %d iterations checked, %d failure(s) seen, %.1f us per iteration\n",
+               rc == MPI_SUCCESS && all_ok ? "PASS" : "FAIL", member_count, iters, failures_seen, 1e6 * t_loop / iters);
     free(in);
     free(out);
     MPI_Comm_free(&comm);
