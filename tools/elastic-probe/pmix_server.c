@@ -112,9 +112,11 @@ static pmix_status_t on_abort(const pmix_proc_t *proc, void *server_object, int 
     return PMIX_SUCCESS;
 }
 
-/* Every local process has contributed: with one server there is no one
- * else to hear from, so the fence completes with what was collected. */
 static pmix_status_t fence_two_hosts(char *data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void *cbdata);
+
+/* Every local process has contributed. With one server there is no one
+ * else to hear from, so the fence completes with what was collected; with
+ * two, the peer's blob joins it (fence_two_hosts). */
 static pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pmix_info_t info[], size_t ninfo,
                               char *data, size_t ndata, pmix_modex_cbfunc_t cbfunc, void *cbdata)
 {
@@ -128,8 +130,9 @@ static pmix_status_t on_fence(const pmix_proc_t procs[], size_t nprocs, const pm
     return PMIX_SUCCESS;
 }
 
-/* A direct-modex request can only be for a local process, whose data the
- * library already has: there is nothing for the host to fetch. */
+/* Direct modex (fetching one process's data on demand) is not offered:
+ * Open MPI's MPI_Init fences with data collection, so every process's data
+ * is already here after it. */
 static pmix_status_t on_dmodex(const pmix_proc_t *proc, const pmix_info_t info[], size_t ninfo,
                                pmix_modex_cbfunc_t cbfunc, void *cbdata)
 {
@@ -149,11 +152,11 @@ static pmix_server_module_t server_module = {
     .direct_modex = on_dmodex,
 };
 
-static int write_all(int fd, const void *buf, size_t bytes)
+/* All of bytes through a stream socket, or -1 (the peer is gone). */
+static int transfer_all(int fd, char *p, size_t bytes, int sending)
 {
-    const char *p = buf;
     while (bytes) {
-        ssize_t n = write(fd, p, bytes);
+        ssize_t n = sending ? write(fd, p, bytes) : read(fd, p, bytes);
         if (n <= 0) return -1;
         p += n;
         bytes -= (size_t)n;
@@ -161,17 +164,9 @@ static int write_all(int fd, const void *buf, size_t bytes)
     return 0;
 }
 
-static int read_all(int fd, void *buf, size_t bytes)
-{
-    char *p = buf;
-    while (bytes) {
-        ssize_t n = read(fd, p, bytes);
-        if (n <= 0) return -1;
-        p += n;
-        bytes -= (size_t)n;
-    }
-    return 0;
-}
+static int write_all(int fd, const void *buf, size_t bytes) { return transfer_all(fd, (char *)buf, bytes, 1); }
+
+static int read_all(int fd, void *buf, size_t bytes) { return transfer_all(fd, buf, bytes, 0); }
 
 static int peer_send(uint32_t type, uint32_t arg, const void *data, uint64_t len)
 {
