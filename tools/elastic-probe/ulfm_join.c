@@ -166,8 +166,9 @@ static int take_in(const struct join_options *o, MPI_Comm shrunk, char **argv, M
         child_argv[a++] = "--spawned-id";
         child_argv[a++] = id;
         child_argv[a] = NULL;
-        int errcode;
+        int errcode = MPI_SUCCESS;
         rc = MPI_Comm_spawn(argv[0], child_argv, 1, MPI_INFO_NULL, 0, shrunk, &inter, &errcode);
+        if (rc == MPI_SUCCESS && errcode != MPI_SUCCESS) rc = errcode;
     } else {
         char port[MPI_MAX_PORT_NAME] = "";
         if (rank == 0) {
@@ -188,6 +189,12 @@ static int take_in(const struct join_options *o, MPI_Comm shrunk, char **argv, M
         MPI_Error_string(rc, msg, &len);
         fprintf(stderr, "ulfm_join: %s failed: %s\n", o->mode, msg);
         return rc;
+    }
+    int newcomers = 0;
+    MPI_Comm_remote_size(inter, &newcomers);
+    if (newcomers != 1) {
+        fprintf(stderr, "ulfm_join: %s returned success with %d newcomers, not 1\n", o->mode, newcomers);
+        return MPI_ERR_OTHER;
     }
     double t_conn = now_s() - t0;
     t0 = now_s();
