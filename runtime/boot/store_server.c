@@ -336,7 +336,7 @@ static void conn_process(boot_store_server_t *s, server_conn_t *c)
         c->in_used = 0;
         return;
     }
-    memmove(c->in, c->in + at, c->in_used - at);
+    if (at < c->in_used) memmove(c->in, c->in + at, c->in_used - at); /* c->in may be NULL with nothing in it */
     c->in_used -= at;
 }
 
