@@ -26,6 +26,10 @@
 /* How long a reply may take beyond the wait a request asked for. */
 #define BOOT_STORE_REPLY_S 10.0
 
+/* Seconds on the monotonic clock: what every deadline of the store, its
+ * clients and hora-run is measured on. */
+double boot_now_s(void);
+
 typedef struct boot_store_server boot_store_server_t;
 typedef struct boot_store boot_store_t;
 

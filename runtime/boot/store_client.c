@@ -32,16 +32,9 @@ struct boot_store {
     boot_wire_msg_t msg; /* decoded from reply */
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int ms_until(double deadline)
 {
-    double left = deadline - now_s();
+    double left = deadline - boot_now_s();
     return left <= 0 ? 0 : (int)(left * 1e3) + 1;
 }
 
@@ -175,7 +168,7 @@ hora_status_t boot_store_connect_cancel(const char *host, int port, const char *
         return status_set(HORA_ERR_NO_MEMORY, "rendezvous store client: out of memory");
     }
     snprintf(store->address, sizeof(store->address), "%s:%d", host, port);
-    double start = now_s(), deadline = start + timeout_s;
+    double start = boot_now_s(), deadline = start + timeout_s;
     char last[256] = "no attempt";
     double pause = 0.05;
     for (;;) {
@@ -203,7 +196,7 @@ hora_status_t boot_store_connect_cancel(const char *host, int port, const char *
             }
             snprintf(last, sizeof(last), "%s", status_message());
         }
-        double left = deadline - now_s();
+        double left = deadline - boot_now_s();
         if (left <= 0 || (cancel && *cancel)) break;
         struct timespec ts = {0, (long)((pause < left ? pause : left) * 1e9)};
         nanosleep(&ts, NULL);
@@ -243,7 +236,7 @@ hora_status_t boot_store_set(boot_store_t *store, const char *key, const void *v
         return status_set(HORA_ERR_INVALID_ARG,
                           "rendezvous store: a value of %zu bytes for '%s' is over the limit of %u", value_bytes, key,
                           BOOT_STORE_VALUE_MAX);
-    return store_request(store, BOOT_WIRE_OP_SET, key, value, value_bytes, 0, now_s() + BOOT_STORE_REPLY_S);
+    return store_request(store, BOOT_WIRE_OP_SET, key, value, value_bytes, 0, boot_now_s() + BOOT_STORE_REPLY_S);
 }
 
 /* Copy the reply's value out, NUL-terminated. */
@@ -263,8 +256,8 @@ hora_status_t boot_store_get(boot_store_t *store, const char *key, double timeou
     HORA_CHECK(key_check(key));
     int64_t wait_ms = timeout_s <= 0 ? 0 : (int64_t)(timeout_s * 1e3 + 0.5);
     if (wait_ms == 0 && timeout_s > 0) wait_ms = 1;
-    HORA_CHECK(
-        store_request(store, BOOT_WIRE_OP_GET, key, NULL, 0, wait_ms, now_s() + wait_ms * 1e-3 + BOOT_STORE_REPLY_S));
+    HORA_CHECK(store_request(store, BOOT_WIRE_OP_GET, key, NULL, 0, wait_ms,
+                             boot_now_s() + wait_ms * 1e-3 + BOOT_STORE_REPLY_S));
     if (store->msg.op == BOOT_WIRE_OP_NOT_FOUND)
         return status_set(HORA_ERR_TIMEOUT, "rendezvous store at %s: key '%s' was not set within %g s", store->address,
                           key, timeout_s);
@@ -274,7 +267,7 @@ hora_status_t boot_store_get(boot_store_t *store, const char *key, double timeou
 hora_status_t boot_store_try_get(boot_store_t *store, const char *key, int *found, void **value, size_t *value_bytes)
 {
     HORA_CHECK(key_check(key));
-    HORA_CHECK(store_request(store, BOOT_WIRE_OP_GET, key, NULL, 0, 0, now_s() + BOOT_STORE_REPLY_S));
+    HORA_CHECK(store_request(store, BOOT_WIRE_OP_GET, key, NULL, 0, 0, boot_now_s() + BOOT_STORE_REPLY_S));
     *found = store->msg.op == BOOT_WIRE_OP_OK;
     *value = NULL;
     if (value_bytes) *value_bytes = 0;
@@ -284,7 +277,7 @@ hora_status_t boot_store_try_get(boot_store_t *store, const char *key, int *foun
 hora_status_t boot_store_add(boot_store_t *store, const char *key, int64_t delta, int64_t *value)
 {
     HORA_CHECK(key_check(key));
-    HORA_CHECK(store_request(store, BOOT_WIRE_OP_ADD, key, NULL, 0, delta, now_s() + BOOT_STORE_REPLY_S));
+    HORA_CHECK(store_request(store, BOOT_WIRE_OP_ADD, key, NULL, 0, delta, boot_now_s() + BOOT_STORE_REPLY_S));
     if (value) *value = store->msg.arg;
     return HORA_OK;
 }

@@ -59,13 +59,6 @@ struct boot_store_server {
     size_t entry_count, entry_cap;
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static int grow(void **p, size_t *cap, size_t need, size_t elem)
 {
     if (need <= *cap) return 0;
@@ -280,7 +273,7 @@ static void conn_handle(boot_store_server_t *s, server_conn_t *c, const boot_wir
             }
             memcpy(c->wait_key, m->key, m->key_bytes);
             c->wait_key[m->key_bytes] = '\0';
-            c->wait_until = now_s() + m->arg * 1e-3;
+            c->wait_until = boot_now_s() + m->arg * 1e-3;
         }
         return;
     case BOOT_WIRE_OP_ADD: {
@@ -409,7 +402,7 @@ hora_status_t boot_store_server_run(boot_store_server_t *s)
         }
         pfds[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
         pfds[1] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
-        double t = now_s(), next = -1;
+        double t = boot_now_s(), next = -1;
         for (size_t i = 0; i < s->conn_count; i++) {
             server_conn_t *c = &s->conns[i];
             short ev = c->closing || c->in_used >= CONN_IN_LIMIT ? 0 : POLLIN;
@@ -426,7 +419,7 @@ hora_status_t boot_store_server_run(boot_store_server_t *s)
         if (n > 0 && (pfds[0].revents & POLLIN)) break;
         size_t polled = s->conn_count; /* accept appends after these */
         if (n > 0 && (pfds[1].revents & POLLIN)) server_accept(s);
-        t = now_s();
+        t = boot_now_s();
         for (size_t i = 0; i < polled; i++) {
             server_conn_t *c = &s->conns[i];
             short re = n > 0 ? pfds[i + 2].revents : 0;

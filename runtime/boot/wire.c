@@ -1,7 +1,11 @@
-/* wire.c - encoding and decoding of the store's frames (wire.h). */
+/* wire.c - encoding and decoding of the store's frames (wire.h), and the clock every boot deadline uses (boot_now_s,
+ * store.h). */
 #include "boot/wire.h"
 
 #include <string.h>
+#include <time.h>
+
+#include "boot/store.h"
 
 static void put_be(uint8_t *p, uint64_t v, int bytes)
 {
@@ -59,4 +63,11 @@ int boot_wire_decode(const uint8_t *body, size_t body_bytes, boot_wire_msg_t *ms
     msg->key = body + BOOT_WIRE_HEADER_BYTES;
     msg->value = msg->key + msg->key_bytes;
     return 0;
+}
+
+double boot_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }

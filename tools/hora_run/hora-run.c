@@ -54,13 +54,6 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig) { stop_signal = sig; }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static const char usage_text[] =
     "usage: hora-run --nproc-per-node K [options] CMD [ARGS...]\n"
     "\n"
@@ -386,7 +379,7 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
         snprintf(failure, failure_bytes, "host %d: hora-run: out of memory", me);
         return GEN_STORE_LOST;
     }
-    double start = now_s(), next_beat = start, next_look = start;
+    double start = boot_now_s(), next_beat = start, next_look = start;
     for (int i = 0; i < n; i++) peers.changed_at[i] = start, peers.seen[i] = -1;
     int64_t beats = 0;
     int counted_done = 0;
@@ -433,7 +426,7 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
             outcome = GEN_DONE;
             break;
         }
-        double t = now_s();
+        double t = boot_now_s();
         if (t >= next_beat) {
             next_beat = t + HEARTBEAT_S;
             char text[32];

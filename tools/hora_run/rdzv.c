@@ -28,20 +28,13 @@ void rdzv_key(char *out, size_t bytes, int generation, const char *name)
     snprintf(out, bytes, "gen%d/%s", generation, name);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 hora_status_t rdzv_get(boot_store_t *store, const char *key, double timeout_s, volatile sig_atomic_t *stop,
                        void **value)
 {
-    double deadline = now_s() + timeout_s;
+    double deadline = boot_now_s() + timeout_s;
     for (;;) {
         if (stop && *stop) return status_set(HORA_ERR_SHUTDOWN, "hora-run: stopped by a signal");
-        double left = deadline - now_s();
+        double left = deadline - boot_now_s();
         double slice = left < RDZV_SLICE_S ? left : RDZV_SLICE_S;
         hora_status_t status = boot_store_get(store, key, slice > 0 ? slice : 0, value, NULL);
         if (status != HORA_ERR_TIMEOUT || left <= RDZV_SLICE_S) return status;
@@ -108,7 +101,7 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
         v = NULL;
         if (!found)
             fprintf(stderr, "hora-run: generation %d runs without this host; waiting for generation %d\n", g - 1, g);
-        left = deadline - now_s();
+        left = deadline - boot_now_s();
         status = rdzv_get(store, over, left > 0 ? left : 0, o->stop, &v);
         if (status == HORA_ERR_TIMEOUT)
             return status_set(HORA_ERR_TIMEOUT,
@@ -125,7 +118,7 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     }
     /* MIN hosts, within the join timeout. */
     snprintf(mark, sizeof(mark), "%s#%d", key, o->min_nodes);
-    left = deadline - now_s();
+    left = deadline - boot_now_s();
     status = rdzv_get(store, mark, left > 0 ? left : 0, o->stop, &v);
     free(v);
     if (status == HORA_ERR_TIMEOUT) {
@@ -185,7 +178,7 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
 
 hora_status_t rdzv_join(boot_store_t *store, const rdzv_opts_t *opts, int generation, rdzv_world_t *world)
 {
-    double deadline = now_s() + opts->join_timeout_s;
+    double deadline = boot_now_s() + opts->join_timeout_s;
     for (int g = generation;; g++) {
         hora_status_t status = rdzv_join_one(store, opts, g, deadline, world);
         if (status != HORA_IN_PROGRESS) return status;

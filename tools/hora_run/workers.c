@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/status.h"
+#include "boot/store.h"
 
 extern char **environ;
 
@@ -193,22 +194,13 @@ int workers_poll(workers_t *ws, int node_rank, char *failure, size_t failure_byt
     return ws->running;
 }
 
-static double now_s(void);
-
 void workers_pump(workers_t *ws, double timeout_s)
 {
-    double deadline = now_s() + timeout_s, left = timeout_s;
+    double deadline = boot_now_s() + timeout_s, left = timeout_s;
     do {
         output_pump(ws->streams, ws->stream_count, left); /* sleeps when nothing is open */
-        left = deadline - now_s();
+        left = deadline - boot_now_s();
     } while (left > 0);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* Every worker's group is signalled, also of those already reaped: a
@@ -217,8 +209,8 @@ void workers_stop(workers_t *ws, double grace_s)
 {
     for (int i = 0; i < ws->count; i++)
         if (ws->w[i].pid) kill(-abs(ws->w[i].pid), SIGTERM);
-    double deadline = now_s() + grace_s;
-    while (workers_poll(ws, 0, NULL, 0) > 0 && now_s() < deadline) workers_pump(ws, 0.02);
+    double deadline = boot_now_s() + grace_s;
+    while (workers_poll(ws, 0, NULL, 0) > 0 && boot_now_s() < deadline) workers_pump(ws, 0.02);
     for (int i = 0; i < ws->count; i++)
         if (ws->w[i].pid) kill(-abs(ws->w[i].pid), SIGKILL);
     for (int i = 0; i < ws->count; i++) {
@@ -231,8 +223,8 @@ void workers_stop(workers_t *ws, double grace_s)
     }
     /* What the workers wrote last; a grandchild that keeps a pipe open
      * does not hold hora-run up for more than this. */
-    deadline = now_s() + 0.5;
-    while (output_open_count(ws->streams, ws->stream_count) > 0 && now_s() < deadline) workers_pump(ws, 0.05);
+    deadline = boot_now_s() + 0.5;
+    while (output_open_count(ws->streams, ws->stream_count) > 0 && boot_now_s() < deadline) workers_pump(ws, 0.05);
     output_close(ws->streams, ws->stream_count);
 }
 
