@@ -101,15 +101,19 @@ def set_cuda(opts, tensor):
     return opts
 
 
+def failure_text(req, status, otherwise=""):
+    """A failed request's status and libhora's message about it (otherwise
+    when it has none)."""
+    msg = _lib.hora_request_error(req)
+    return "%s: %s" % (_h.status_string(status), msg.decode(errors="replace") if msg else otherwise)
+
+
 def _request_failure(req):
     done = ctypes.c_int(0)
     st = _lib.hora_test(req, ctypes.byref(done))
     if not done.value:
         return None, False
-    if st == _h.OK:
-        return None, True
-    msg = _lib.hora_request_error(req)
-    return "%s: %s" % (_h.status_string(st), msg.decode(errors="replace") if msg else ""), True
+    return (None if st == _h.OK else failure_text(req, st)), True
 
 
 def order_after(reqs, tensor):
@@ -124,8 +128,7 @@ def order_after(reqs, tensor):
             continue
         st = _lib.hora_stream_wait(r, stream)
         if st != _h.OK:  # it waited on the host and the request failed
-            msg = _lib.hora_request_error(r)
-            return "%s: %s" % (_h.status_string(st), msg.decode(errors="replace") if msg else _h.last_error())
+            return failure_text(r, st, _h.last_error())
     return None
 
 
@@ -145,11 +148,7 @@ def reap(error_type, wait=False):
         for r in reqs:
             if wait:
                 st = _lib.hora_wait(r)
-                error = None
-                if st != _h.OK:
-                    msg = _lib.hora_request_error(r)
-                    error = "%s: %s" % (_h.status_string(st), msg.decode(errors="replace") if msg else "")
-                done = True
+                error, done = (None if st == _h.OK else failure_text(r, st)), True
             else:
                 error, done = _request_failure(r)
             if not done:

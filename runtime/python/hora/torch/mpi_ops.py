@@ -495,8 +495,7 @@ def synchronize(handle):
         for r in p.reqs:
             st = _lib.hora_wait(r)  # releases the GIL
             if st != _h.OK and error is None:
-                msg = _lib.hora_request_error(r)
-                error = "%s: %s" % (_h.status_string(st), msg.decode(errors="replace") if msg else "")
+                error = _device.failure_text(r, st)
         if error is not None:
             raise HorovodInternalError(error)
         return p.finish()
