@@ -290,34 +290,29 @@ class TorchState(ObjectState):
         object.__setattr__(self, name, value)
 
 
-class _ModelHandler:
-    def __init__(self, name, model):
-        self.name, self.value = name, model
+class _Handler:
+    """One object a TorchState keeps by its state_dict(): a model, an
+    optimizer, an ElasticSampler."""
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
         self.save()
 
     def save(self):
         self.saved = copy.deepcopy(self.value.state_dict())
 
     def restore(self):
-        self.value.load_state_dict(self.saved)
+        # A copy: torch 2's Optimizer.load_state_dict keeps the tensors it need not cast.
+        self.value.load_state_dict(copy.deepcopy(self.saved))
 
+
+class _ModelHandler(_Handler):
     def sync(self, root):
         # Parameters and buffers (BN statistics), in place.
         _fn.broadcast_parameters(self.value.state_dict(), root_rank=root, prefix="hora.elastic.%s." % self.name)
 
 
-class _OptimizerHandler:
-    def __init__(self, name, optimizer):
-        self.name, self.value = name, optimizer
-        self.save()
-
-    def save(self):
-        self.saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        # A copy: torch 2's load_state_dict keeps tensors it need not cast.
-        self.value.load_state_dict(copy.deepcopy(self.saved))
-
+class _OptimizerHandler(_Handler):
     def sync(self, root):
         # broadcast_optimizer_state gives an optimizer without state one by a
         # step on zero gradients, which moves the parameters where weight
@@ -330,17 +325,7 @@ class _OptimizerHandler:
                 p.copy_(k)
 
 
-class _SamplerHandler:
-    def __init__(self, name, sampler):
-        self.name, self.value = name, sampler
-        self.save()
-
-    def save(self):
-        self.saved = copy.deepcopy(self.value.state_dict())
-
-    def restore(self):
-        self.value.load_state_dict(copy.deepcopy(self.saved))
-
+class _SamplerHandler(_Handler):
     def sync(self, root):
         # Loading repartitions the samples not yet processed for this world.
         self.value.load_state_dict(_fn.broadcast_object(self.value.state_dict(), root_rank=root,
