@@ -9,7 +9,8 @@ function after a real collective failure (a mismatched allreduce,
 HorovodInternalError on every rank) from the last commit, through
 shutdown and init (a DistributedOptimizer whose gradients were laid out in
 shared blocks keeps working), with the reset callbacks run once per reset;
-HostsUpdatedInterrupt resets without a rollback; any other exception passes
+an error raised on one rank alone resets every rank (its shutdown fails
+the others' pending collective); HostsUpdatedInterrupt resets without a rollback; any other exception passes
 through; ElasticSampler splits what is left of an epoch over the ranks."""
 import copy
 
@@ -204,6 +205,32 @@ def run_retries_after_internal_error():
     equal(hvd.broadcast(w, root_rank=0, name="test.elastic.final"), w, "weights agree after run")
 
 
+def run_one_rank_fails():
+    """A HorovodInternalError on the last rank alone: its reset (shutdown)
+    fails the others' pending allreduce (HORA_ERR_SHUTDOWN), so every rank
+    rolls back and calls again, as in Horovod."""
+    state = hvd.elastic.ObjectState(n=0)
+    calls = []
+
+    @hvd.elastic.run
+    def count(state):
+        calls.append(state.n)
+        total = None
+        for i in range(state.n, 4):
+            if len(calls) == 1 and i == 2 and hvd.rank() == hvd.size() - 1:
+                raise hvd.HorovodInternalError("this rank alone")
+            total = hvd.allreduce(torch.tensor([state.n + hvd.rank()]), name="test.one.%d" % i, op=hvd.Sum)
+            state.n += 1
+            state.commit()
+        return total
+
+    total = count(state)
+    check(calls == [0, 2], "one rank failed: calls %r, want [0, 2]" % calls)
+    want = 3 * hvd.size() + hvd.size() * (hvd.size() - 1) // 2
+    check(state.n == 4 and int(total.item()) == want, "one rank failed: n %d, total %s, want 4, %d" %
+          (state.n, total, want))
+
+
 def run_hosts_updated_without_rollback():
     state = hvd.elastic.ObjectState(n=0, log=[])
     resets = []
@@ -279,4 +306,4 @@ def refusals():
 
 
 run([commit_restore_round_trip, sync_from_rank_0, sync_from_lowest_with_state, run_retries_after_internal_error,
-     run_hosts_updated_without_rollback, run_passes_other_errors, commit_under_mpirun, elastic_sampler, refusals])
+     run_one_rank_fails, run_hosts_updated_without_rollback, run_passes_other_errors, commit_under_mpirun, elastic_sampler, refusals])
