@@ -5,7 +5,10 @@
  * mark "join#N" what the others wait on), "nproc/<i>" is host i's K,
  * "close" elects the host that closes the round (the first to add 1), which
  * writes "closed" = N, the number of hosts in the generation (the join
- * count then, at most MAX), and "current" = G. "expect", when a failed
+ * count then, at most MAX), and "current" = G. "order/<i>" is host i's
+ * place in the node order: its join index, or (hora-run --elastic) its
+ * number in the job, so that the hosts that were there before keep the low
+ * node ranks and a newcomer comes after them. "expect", when a failed
  * generation G - 1 wrote it, is how many hosts to wait for instead of MAX
  * (hora-run.c's post_failure). Hosts whose index is N or
  * more are late: they go on to G + 1, which forms only once G is "over"
@@ -86,6 +89,9 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     char nkey[192];
     rdzv_key(nkey, sizeof(nkey), g, mark);
     HORA_CHECK(set_int(store, nkey, o->nproc));
+    snprintf(mark, sizeof(mark), "order/%d", me);
+    rdzv_key(nkey, sizeof(nkey), g, mark);
+    HORA_CHECK(set_int(store, nkey, o->order_key >= 0 ? o->order_key : me));
     if (me >= o->max_nodes) return HORA_IN_PROGRESS;
     void *v = NULL;
     double left;
@@ -161,18 +167,27 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     }
     HORA_CHECK(get_int(store, closed, BOOT_STORE_REPLY_S, o->stop, &n));
     if (me >= n) return HORA_IN_PROGRESS;
-    /* Every host's K, in node order: this host's ranks are the prefix sum. */
-    int base = 0, size = 0;
+    /* Every host's K and place: the hosts before this one in the node order
+     * (order, then join index) are its node rank, the sum of their K its
+     * first rank. */
+    int64_t my_order = o->order_key >= 0 ? o->order_key : me;
+    int base = 0, size = 0, node_rank = 0;
     for (int i = 0; i < (int)n; i++) {
-        int64_t k = 0;
+        int64_t k = 0, order = 0;
         snprintf(mark, sizeof(mark), "nproc/%d", i);
         rdzv_key(nkey, sizeof(nkey), g, mark);
         HORA_CHECK(get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &k));
-        if (i < me) base += (int)k;
+        snprintf(mark, sizeof(mark), "order/%d", i);
+        rdzv_key(nkey, sizeof(nkey), g, mark);
+        HORA_CHECK(get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &order));
+        if (order < my_order || (order == my_order && i < me)) {
+            base += (int)k;
+            node_rank++;
+        }
         size += (int)k;
     }
-    *world =
-        (rdzv_world_t){.generation = g, .node_rank = me, .node_count = (int)n, .rank_base = base, .world_size = size};
+    *world = (rdzv_world_t){
+        .generation = g, .node_rank = node_rank, .node_count = (int)n, .rank_base = base, .world_size = size};
     return HORA_OK;
 }
 
