@@ -12,9 +12,9 @@
  * the workers are stopped and, while restarts remain, the hosts still there
  * form the next generation. With --elastic the workers that still run are
  * kept across generations: they read their place in the next one from the
- * store ("gen<G>/assign/<worker id>", assignments_publish). Exit: 0 when every worker of the job exited 0,
- * 1 the job failed, 2 bad options, 3 the rendezvous failed, 128 + N stopped
- * by signal N. */
+ * store ("gen<G>/assign/<worker id>", assignments_publish). Exit: 0 when
+ * every worker of the job exited 0, 1 the job failed, 2 bad options, 3 the
+ * rendezvous failed, 128 + N stopped by signal N. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -493,8 +493,7 @@ static void leave(boot_store_t *store, const rdzv_world_t *w, int owns_store)
  * in generation G (host H, slot S), as workers_start or workers_renumber
  * numbered them. A worker kept from generation G - 1 waits for its key in
  * hora_init; one just started has the same in its environment. */
-static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id,
-                                         const workers_t *ws)
+static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws)
 {
     for (int slot = 0; slot < ws->count; slot++) {
         const worker_t *wk = &ws->w[slot];
@@ -554,6 +553,8 @@ int main(int argc, char **argv)
         }
         host_id = (int)hosts - 1;
         ro.order_key = host_id; /* the hosts already there keep the low ranks */
+        fprintf(stderr, "hora-run: --elastic: this is host %d of the job (worker ids %d.0-%d.%d)\n", host_id, host_id,
+                host_id, o.nproc - 1);
     }
     for (;;) {
         rdzv_world_t w;

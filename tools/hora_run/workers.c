@@ -22,13 +22,13 @@
 
 extern char **environ;
 
-/* The variables hora-run sets; any of them inherited is replaced. */
+/* The variables hora-run sets; any of them inherited is replaced. Those
+ * from ELASTIC_FIRST on are set only with --elastic. */
 static const char *const owned_vars[] = {
-    "HORA_RANK",       "HORA_SIZE",  "HORA_LOCAL_RANK",  "HORA_LOCAL_SIZE", "HORA_NODE_RANK",
-    "HORA_NODE_COUNT", "HORA_RDZV",  "HORA_JOB_ID",      "HORA_GENERATION", "RANK",
-    "WORLD_SIZE",      "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",     "MASTER_PORT",
-    /* --elastic only (ELASTIC_FIRST on) */
-    "HORA_ELASTIC", "HORA_WORKER_ID", "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC_GRACE_S",
+    "HORA_RANK",       "HORA_SIZE",      "HORA_LOCAL_RANK",     "HORA_LOCAL_SIZE",      "HORA_NODE_RANK",
+    "HORA_NODE_COUNT", "HORA_RDZV",      "HORA_JOB_ID",         "HORA_GENERATION",      "RANK",
+    "WORLD_SIZE",      "LOCAL_RANK",     "LOCAL_WORLD_SIZE",    "MASTER_ADDR",          "MASTER_PORT",
+    "HORA_ELASTIC",    "HORA_WORKER_ID", "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC_GRACE_S",
 };
 #define ELASTIC_FIRST 15
 #define OWNED_COUNT (sizeof(owned_vars) / sizeof(owned_vars[0]))
