@@ -786,6 +786,36 @@ def mode_elastic_newcomer(hora_run, out):
                     r"workers", a.stderr()) is not None, "host a names the re-forming")
 
 
+def mode_elastic_full(hora_run, out):
+    # --nnodes 1:2 with two hosts running; a third arrives and counts itself
+    # into generation 1 first. Generation 1 takes the two hosts that were
+    # there (the lower numbers in the job), not the newcomer, which is late;
+    # when generation 1 ends well, it exits 3.
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5",
+              "--join-timeout", "10", "--heartbeat-timeout", "2", "--rdzv", rdzv]
+    a = elastic_host(hora_run, out, common, "newcomer")
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = elastic_host(hora_run, out, common, "newcomer")
+    check(wait_records(out, 0, 4, 15), "generation 0: hosts a and b")
+    c = elastic_host(hora_run, out, common, "newcomer")
+    ra, rb, rc = a.wait(20), b.wait(20), c.wait(20)
+    for h, name in [(a, "a"), (b, "b"), (c, "c")]:
+        h.show(name)
+    check(ra == 0 and rb == 0, f"hosts a and b exit 0 (got {ra}, {rb})")
+    check(rc == 3 and "generation 1 finished the job before this host joined" in c.stderr(),
+          f"host c, late for generation 1, says the job is over: exit 3 (got {rc})")
+    check("this is host 2 of the job" in c.stderr(), "host c is host 2 of the job")
+    recs = read_elastic(out)
+    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("0.1", 0), ("0.1", 1), ("1.0", 0), ("1.0", 1), ("1.1", 0),
+                           ("1.1", 1)], f"hosts 0 and 1 in generations 0 and 1, host 2 nowhere: {sorted(recs)}")
+    for host in range(2):
+        for slot in range(2):
+            r0, r1 = recs.get((f"{host}.{slot}", 0), {}), recs.get((f"{host}.{slot}", 1), {})
+            check_place(r1, f"worker {host}.{slot}, generation 1", 2 * host + slot, 4, slot, 2, host, 2)
+            check(r0.get("PID") == r1.get("PID"), f"worker {host}.{slot}: the same process")
+
+
 def mode_elastic_host_empty(hora_run, out):
     # Host b's only worker fails: b has no live worker and leaves (exit 1,
     # named); host a's two workers re-form as ranks 0-1 of 2 and finish.
