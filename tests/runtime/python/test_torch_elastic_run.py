@@ -1,0 +1,233 @@
+"""hvd.elastic under hora-run --elastic, with real processes:
+
+    test_torch_elastic_run.py kill HORA_RUN PYTHON
+        one hora-run of 3 workers; worker 0.2 SIGKILLs itself before the
+        allreduce of step 7. The two survivors get HorovodInternalError
+        (HORA_ERR_PEER_LOST), roll back to the last commit (after step 5),
+        re-form as a world of 2 in the same processes and finish the 12
+        steps, redoing step 6 with 2 ranks.
+    test_torch_elastic_run.py newcomer HORA_RUN PYTHON
+        one hora-run of 2 workers (--nnodes 1:2); a second hora-run of 2
+        arrives mid-run. The next commit raises HostsUpdatedInterrupt on both
+        ranks; they re-form (hora_elastic_reform) as a world of 4 with the
+        newcomers, whose fresh state (other weights, no momentum, no history)
+        the sync replaces by rank 0's, without a rollback; all four finish.
+    test_torch_elastic_run.py worker PLAN OUT     (each worker, under hora-run)
+
+The training is exact: a float64 Linear model trained by SGD with momentum
+through DistributedOptimizer(op=Sum) on inputs from (step, rank), so the
+summed gradient of a step is known for each world size and every value is a
+dyadic rational that float64 holds exactly. Every worker that finishes
+checks, bit for bit, that its weights are those of steps 0..N-1 applied once
+each with the world size its history attribute (kept in the TorchState)
+records for each step, that those sizes are what the plan makes (3 before
+the last commit and 2 after; 2 before the interrupt's commit and 4 after),
+how often and from which step the function was called, the reset callbacks,
+the sizes and the generation (1). Each writes its verdict to OUT; the test
+wants every hora-run to exit 0, a verdict from every worker that should
+finish, none from the killed one, and rank 0's line "hora.torch.elastic:
+world A -> B". It prints the time from the kill to the first step done after
+the re-form, or the step at which the newcomers were taken in.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+PLANS = {
+    # steps, commit every, step where the victim dies, the victim, seconds per step
+    "kill": dict(steps=12, commit=2, kill=7, victim="0.2", pause=0.0),
+    "newcomer": dict(steps=40, commit=2, kill=None, victim=None, pause=0.15),
+}
+LR = 1.0 / 16
+MOMENTUM = 0.5
+W0 = [0.5, -1.0, 0.25, 2.0]
+
+
+def inputs(step, rank):
+    return [float(step + 1 + rank), float(2 * rank - step), 0.5 * step, 1.0]
+
+
+def expected_weights(sizes):
+    """SGD with momentum (torch's order: buf = m * buf + g; w -= lr * buf) on
+    the summed gradients, replayed in Python floats (exact here)."""
+    w, buf = list(W0), None
+    for step, size in enumerate(sizes):
+        g = [sum(inputs(step, r)[i] for r in range(size)) for i in range(4)]
+        buf = g if buf is None else [MOMENTUM * b + gi for b, gi in zip(buf, g)]
+        w = [wi - LR * b for wi, b in zip(w, buf)]
+    return w
+
+
+def worker(name, out):
+    import torch
+    import hora.torch as hvd
+
+    plan = PLANS[name]
+    wid = os.environ["HORA_WORKER_ID"]
+    newcomer = os.environ.get("HORA_GENERATION") != "0"
+    hvd.init()
+    first_size = hvd.size()
+    model = torch.nn.Linear(4, 1, bias=False).double()
+    with torch.no_grad():  # a newcomer's own weights are not the job's: the sync must replace them
+        model.weight.copy_(torch.tensor([[9.0, 9.0, 9.0, 9.0] if newcomer else W0], dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
+                                   named_parameters=model.named_parameters(), op=hvd.Sum)
+    state = hvd.elastic.TorchState(model, opt, step=0, history=[])
+    resets, calls, resumed = [], [], []
+    state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append(state.step)
+        while state.step < plan["steps"]:
+            s = state.step
+            if wid == plan["victim"] and s == plan["kill"]:
+                with open(os.path.join(out, "kill_time"), "w") as f:
+                    f.write("%.6f\n" % time.time())
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(plan["pause"])
+            opt.zero_grad()
+            model(torch.tensor([inputs(s, hvd.rank())], dtype=torch.float64)).sum().backward()
+            opt.step()
+            state.history.append([s, hvd.size()])
+            state.step += 1
+            if hvd.rank() == 0:
+                if resets and not resumed:
+                    resumed.append(time.time())
+                print("elastic test: step %d done by %d ranks" % (s, hvd.size()), flush=True)
+            if state.step % plan["commit"] == 0:
+                state.commit()
+
+    train(state)
+    failures = []
+    sizes = [n for _, n in state.history]
+    if [s for s, _ in state.history] != list(range(plan["steps"])):
+        failures.append("history %r: want steps 0..%d once each" % (state.history, plan["steps"] - 1))
+    got = model.weight.detach()[0].tolist()
+    if got != expected_weights(sizes):
+        failures.append("weights %r, want %r (sizes %r)" % (got, expected_weights(sizes), sizes))
+    if name == "kill":
+        k = plan["kill"] - 1 - (plan["kill"] - 1) % plan["commit"]  # the step count at the last commit
+        want = dict(sizes=[3] * k + [2] * (plan["steps"] - k), calls=[0, k], resets=[2], first=3, size=2)
+    else:
+        k = sizes.index(4) if 4 in sizes else -1
+        if not (0 < k < plan["steps"] and k % plan["commit"] == 0):
+            failures.append("newcomers taken in at step %d: want a commit after the first" % k)
+        want = dict(sizes=[2] * k + [4] * (plan["steps"] - k), calls=[k] if newcomer else [0, k],
+                    resets=[] if newcomer else [4], first=4 if newcomer else 2, size=4)
+    for what, value in (("sizes", sizes), ("calls", calls), ("resets", resets), ("first", first_size),
+                        ("size", hvd.size())):
+        if value != want[what]:
+            failures.append("%s %r, want %r" % (what, value, want[what]))
+    generation = hvd.elastic._elastic_function("hora_generation")
+    if generation is None or generation() != 1:
+        failures.append("generation %s, want 1" % (None if generation is None else generation()))
+    verdict = {"worker": wid, "rank": hvd.rank(), "failures": failures, "taken_in": k}
+    if resumed:
+        verdict["resumed"] = resumed[0]
+    with open(os.path.join(out, "verdict." + wid), "w") as f:
+        json.dump(verdict, f)
+    hvd.shutdown()
+    return 0
+
+
+class Host:
+    """One hora-run, its output (stdout and stderr) read line by line."""
+
+    def __init__(self, cmd):
+        print("$ " + " ".join(cmd), flush=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self.reader.start()
+
+    def wait_for(self, pattern, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and self.proc.poll() is None:
+            if any(re.search(pattern, line) for line in list(self.lines)):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def finish(self, timeout):
+        try:
+            rc = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+            rc = "timeout"
+        self.reader.join(5)
+        return rc
+
+    def text(self):
+        return "".join(self.lines)
+
+
+def main(name, hora_run, python):
+    plan = PLANS[name]
+    out = tempfile.mkdtemp(prefix="hora-elastic-%s-" % name)
+    worker_cmd = [python, os.path.abspath(__file__), "worker", name, out]
+    common = ["--elastic", "--max-restarts", "5", "--join-timeout", "30", "--heartbeat-timeout", "2"]
+    t0 = time.monotonic()
+    bad = []
+    if name == "kill":
+        hosts = [Host([hora_run, "--nproc-per-node", "3"] + common + worker_cmd)]
+        finishers, world = ["0.0", "0.1"], "world 3 -> 2"
+    else:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        args = [hora_run, "--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", "127.0.0.1:%d" % port] + common
+        hosts = [Host(args + worker_cmd)]
+        if not hosts[0].wait_for(r"elastic test: step 3 done", 60):
+            bad.append("the first host never reached step 3")
+        hosts.append(Host(args + worker_cmd))
+        finishers, world = ["0.0", "0.1", "1.0", "1.1"], "world 2 -> 4"
+    codes = [h.finish(120) for h in hosts]
+    for i, h in enumerate(hosts):
+        print("---- host %d (exit %s)\n%s" % (i, codes[i], h.text()), flush=True)
+        if codes[i] != 0:
+            bad.append("hora-run of host %d: exit %s, want 0" % (i, codes[i]))
+    verdicts = {}
+    for entry in sorted(os.listdir(out)):
+        if entry.startswith("verdict."):
+            with open(os.path.join(out, entry)) as f:
+                verdicts[entry[8:]] = json.load(f)
+    if sorted(verdicts) != finishers:
+        bad.append("verdicts from %s, want %s" % (sorted(verdicts), finishers))
+    for wid, v in sorted(verdicts.items()):
+        bad += ["worker %s (rank %d): %s" % (wid, v["rank"], f) for f in v["failures"]]
+    if not any(("hora.torch.elastic: " + world) in h.text() for h in hosts):
+        bad.append("no 'hora.torch.elastic: %s' line" % world)
+    if name == "kill":
+        try:
+            with open(os.path.join(out, "kill_time")) as f:
+                killed = float(f.read())
+            resumed = [v["resumed"] for v in verdicts.values() if "resumed" in v]
+            if resumed:
+                print("kill to the first step done after the re-form: %.2f s" % (resumed[0] - killed))
+        except OSError:
+            bad.append("worker %s never reached step %d" % (plan["victim"], plan["kill"]))
+    else:
+        print("newcomers taken in after step %s" % sorted({v["taken_in"] - 1 for v in verdicts.values()}))
+    for b in bad:
+        print("FAIL " + b, flush=True)
+    print("%s: %s in %.1f s" % (name, "FAIL" if bad else "ok", time.monotonic() - t0), flush=True)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "worker" and sys.argv[2] in PLANS:
+        sys.exit(worker(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) != 4 or sys.argv[1] not in PLANS:
+        sys.exit("usage: %s kill|newcomer HORA_RUN PYTHON | worker PLAN OUT" % sys.argv[0])
+    sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))
