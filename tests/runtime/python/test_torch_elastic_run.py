@@ -12,6 +12,14 @@
         ranks; they re-form (hora_elastic_reform) as a world of 4 with the
         newcomers, whose fresh state (other weights, no momentum, no history)
         the sync replaces by rank 0's, without a rollback; all four finish.
+    test_torch_elastic_run.py retry HORA_RUN PYTHON
+        one hora-run of 2 workers and failures without a loss: a mismatched
+        allreduce at step 3 (HorovodInternalError on both ranks), then an
+        error the last rank raises alone at step 5 (its reset fails the
+        other's pending allreduce). Each time both ranks roll back to the
+        last commit and hvd.elastic.run ends the generation on purpose
+        (hora_elastic_reform: libhora joins no next generation after a plain
+        shutdown); the same two processes finish in generation 2.
     test_torch_elastic_run.py worker PLAN OUT     (each worker, under hora-run)
 
 The training is exact: a float64 Linear model trained by SGD with momentum
@@ -23,7 +31,7 @@ each with the world size its history attribute (kept in the TorchState)
 records for each step, that those sizes are what the plan makes (3 before
 the last commit and 2 after; 2 before the interrupt's commit and 4 after),
 how often and from which step the function was called, the reset callbacks,
-the sizes and the generation (1). Each writes its verdict to OUT; the test
+the sizes and the generation (1; 2 for retry). Each writes its verdict to OUT; the test
 wants every hora-run to exit 0, a verdict from every worker that should
 finish, none from the killed one, and rank 0's line "hora.torch.elastic:
 world A -> B". It prints the time from the kill to the first step done after
@@ -44,7 +52,11 @@ PLANS = {
     # steps, commit every, step where the victim dies, the victim, seconds per step
     "kill": dict(steps=12, commit=2, kill=7, victim="0.2", pause=0.0),
     "newcomer": dict(steps=40, commit=2, kill=None, victim=None, pause=0.15),
+    "retry": dict(steps=8, commit=2, kill=None, victim=None, pause=0.0),
 }
+# The retry plan's failures without a loss, each the first time its step comes:
+# a mismatched allreduce on every rank, then an error that the last rank raises alone.
+RETRY_ERRORS = {3: "mismatch", 5: "alone"}
 LR = 1.0 / 16
 MOMENTUM = 0.5
 W0 = [0.5, -1.0, 0.25, 2.0]
@@ -80,7 +92,7 @@ def worker(name, out):
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM),
                                    named_parameters=model.named_parameters(), op=hvd.Sum)
     state = hvd.elastic.TorchState(model, opt, step=0, history=[])
-    resets, calls, resumed = [], [], []
+    resets, calls, resumed, failed = [], [], [], []
     state.register_reset_callbacks([lambda: resets.append(hvd.size())])
 
     @hvd.elastic.run
@@ -92,6 +104,12 @@ def worker(name, out):
                 with open(os.path.join(out, "kill_time"), "w") as f:
                     f.write("%.6f\n" % time.time())
                 os.kill(os.getpid(), signal.SIGKILL)
+            if name == "retry" and RETRY_ERRORS.get(s) and s not in failed:
+                failed.append(s)
+                if RETRY_ERRORS[s] == "mismatch":
+                    hvd.allreduce(torch.zeros(hvd.rank() + 1), name="elastic.test.mismatch")
+                elif hvd.rank() == hvd.size() - 1:
+                    raise hvd.HorovodInternalError("raised by rank %d alone" % hvd.rank())
             time.sleep(plan["pause"])
             opt.zero_grad()
             model(torch.tensor([inputs(s, hvd.rank())], dtype=torch.float64)).sum().backward()
@@ -116,6 +134,9 @@ def worker(name, out):
     if name == "kill":
         k = plan["kill"] - 1 - (plan["kill"] - 1) % plan["commit"]  # the step count at the last commit
         want = dict(sizes=[3] * k + [2] * (plan["steps"] - k), calls=[0, k], resets=[2], first=3, size=2)
+    elif name == "retry":  # each failure goes back to the commit before it: steps 2 and 4
+        k = None
+        want = dict(sizes=[2] * plan["steps"], calls=[0, 2, 4], resets=[2, 2], first=2, size=2)
     else:
         k = sizes.index(4) if 4 in sizes else -1
         if not (0 < k < plan["steps"] and k % plan["commit"] == 0):
@@ -127,8 +148,9 @@ def worker(name, out):
         if value != want[what]:
             failures.append("%s %r, want %r" % (what, value, want[what]))
     generation = hvd.elastic._elastic_function("hora_generation")
-    if generation is None or generation() != 1:
-        failures.append("generation %s, want 1" % (None if generation is None else generation()))
+    want_generation = 2 if name == "retry" else 1
+    if generation is None or generation() != want_generation:
+        failures.append("generation %s, want %d" % (None if generation is None else generation(), want_generation))
     verdict = {"worker": wid, "rank": hvd.rank(), "failures": failures, "taken_in": k}
     if resumed:
         verdict["resumed"] = resumed[0]
@@ -181,6 +203,9 @@ def main(name, hora_run, python):
     if name == "kill":
         hosts = [Host([hora_run, "--nproc-per-node", "3"] + common + worker_cmd)]
         finishers, world = ["0.0", "0.1"], "world 3 -> 2"
+    elif name == "retry":
+        hosts = [Host([hora_run, "--nproc-per-node", "2"] + common + worker_cmd)]
+        finishers, world = ["0.0", "0.1"], "world 2 -> 2 in generation 2"
     else:
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -217,7 +242,7 @@ def main(name, hora_run, python):
                 print("kill to the first step done after the re-form: %.2f s" % (resumed[0] - killed))
         except OSError:
             bad.append("worker %s never reached step %d" % (plan["victim"], plan["kill"]))
-    else:
+    elif name == "newcomer":
         print("newcomers taken in after step %s" % sorted({v["taken_in"] - 1 for v in verdicts.values()}))
     for b in bad:
         print("FAIL " + b, flush=True)
@@ -229,5 +254,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "worker" and sys.argv[2] in PLANS:
         sys.exit(worker(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 4 or sys.argv[1] not in PLANS:
-        sys.exit("usage: %s kill|newcomer HORA_RUN PYTHON | worker PLAN OUT" % sys.argv[0])
+        sys.exit("usage: %s kill|newcomer|retry HORA_RUN PYTHON | worker PLAN OUT" % sys.argv[0])
     sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))

@@ -114,11 +114,11 @@ def run(func):
 
     Before the first call, and after each reset, the state is synced from a
     rank that has it (state.sync()). A HorovodInternalError (a collective
-    failed: a peer was lost) rolls the state back to its last commit
-    (state.restore()), ends the runtime and starts the next world
-    (hvd.shutdown(), hvd.init()); a HostsUpdatedInterrupt (commit() found
-    hosts waiting) ends this world on purpose (hora_elastic_reform) and
-    starts the next with the newcomers. Both then run the state's reset
+    failed: a peer was lost, or the ranks disagreed) rolls the state back
+    to its last commit (state.restore()); a HostsUpdatedInterrupt (commit()
+    found hosts waiting) keeps it. Both end this world (hora_elastic_reform
+    where it can re-form, else hvd.shutdown()), start the next one
+    (hvd.init(): the survivors, and the newcomers), run the state's reset
     callbacks and call func again. As in Horovod, func itself must not be
     called inside a collective, and the ranks of a world call collectives in
     the same order. Any other exception leaves run() unchanged."""
@@ -134,24 +134,27 @@ def run(func):
             except HorovodInternalError as e:
                 state.restore()
                 need_sync = True
-                _reset(False, e)
+                _reset(e)
             except HostsUpdatedInterrupt as e:
                 need_sync = not e.skip_sync
-                _reset(True, e)
+                _reset(e)
             state.on_reset()
 
     return wrapper
 
 
-def _reset(hosts_updated, why):
-    """End this world and join the next one: hora_elastic_reform when hosts
-    wait (so that hora-run takes them in), else hora_shutdown, whose status
-    is no news after a lost peer. Rank 0 of the new world says what changed."""
+def _reset(why):
+    """End this world and join the next one. In a world that can re-form,
+    with hora_elastic_reform: it takes waiting hosts in, ends a generation
+    that had no loss (a failure every rank saw, or one rank's own error,
+    whose shutdown fails the others' pending requests so that they come
+    here too; libhora joins no next generation after a plain shutdown), and
+    after a loss it is the plain shutdown (hora-run's failure was posted
+    first). Else hora_shutdown, and init forms the same MPI world again.
+    Statuses are no news here: init says whether a world formed. Rank 0 of
+    the new world says what changed."""
     before = _ops.size() if _lib.hora_initialized() else 0
-    end = _lib.hora_shutdown
-    if hosts_updated and _can_reform():
-        end = _lib.hora_elastic_reform
-    _ops._end(end)
+    _ops._end(_lib.hora_elastic_reform if _can_reform() else _lib.hora_shutdown)
     if _lib.hora_initialized():  # a re-form that failed (a peer lost meanwhile) left it running
         _ops._end(_lib.hora_shutdown)
     _ops.init()
