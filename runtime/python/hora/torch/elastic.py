@@ -293,6 +293,24 @@ class TorchState(ObjectState):
         object.__setattr__(self, name, value)
 
 
+def _copy_state(obj):
+    """A copy of a state_dict: each tensor cloned (its data copied, on its
+    device), the containers rebuilt (an OrderedDict's _metadata, which
+    Module.load_state_dict reads, kept), anything else deep-copied.
+    copy.deepcopy (Horovod's) takes about 8 times as long for a model's
+    tensors."""
+    if torch.is_tensor(obj):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        out = type(obj)((k, _copy_state(v)) for k, v in obj.items())
+        if hasattr(obj, "_metadata"):
+            out._metadata = copy.deepcopy(obj._metadata)
+        return out
+    if type(obj) in (list, tuple):
+        return type(obj)(_copy_state(v) for v in obj)
+    return copy.deepcopy(obj)
+
+
 class _Handler:
     """One object a TorchState keeps by its state_dict(): a model, an
     optimizer, an ElasticSampler."""
@@ -302,11 +320,11 @@ class _Handler:
         self.save()
 
     def save(self):
-        self.saved = copy.deepcopy(self.value.state_dict())
+        self.saved = _copy_state(self.value.state_dict())
 
     def restore(self):
         # A copy: torch 2's Optimizer.load_state_dict keeps the tensors it need not cast.
-        self.value.load_state_dict(copy.deepcopy(self.saved))
+        self.value.load_state_dict(_copy_state(self.saved))
 
 
 class _ModelHandler(_Handler):
