@@ -39,13 +39,10 @@ the re-form, or the step at which the newcomers were taken in.
 """
 import json
 import os
-import re
+import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 PLANS = {
@@ -160,62 +157,29 @@ def worker(name, out):
     return 0
 
 
-class Host:
-    """One hora-run, its output (stdout and stderr) read line by line."""
-
-    def __init__(self, cmd):
-        print("$ " + " ".join(cmd), flush=True)
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
-        self.lines = []
-        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
-        self.reader.start()
-
-    def wait_for(self, pattern, timeout):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end and self.proc.poll() is None:
-            if any(re.search(pattern, line) for line in list(self.lines)):
-                return True
-            time.sleep(0.05)
-        return False
-
-    def finish(self, timeout):
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait()
-            rc = "timeout"
-        self.reader.join(5)
-        return rc
-
-    def text(self):
-        return "".join(self.lines)
-
-
 def main(name, hora_run, python):
+    # tests/runtime/elastic/elastic.py's Host: one hora-run, its output in a file.
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "elastic"))
+    from elastic import Host, free_port
+
     plan = PLANS[name]
     out = tempfile.mkdtemp(prefix="hora-elastic-%s-" % name)
     worker_cmd = [python, os.path.abspath(__file__), "worker", name, out]
     common = ["--elastic", "--max-restarts", "5", "--join-timeout", "30", "--heartbeat-timeout", "2"]
     t0 = time.monotonic()
     bad = []
-    if name == "kill":
-        hosts = [Host([hora_run, "--nproc-per-node", "3"] + common + worker_cmd)]
-        finishers, world = ["0.0", "0.1"], "world 3 -> 2"
-    elif name == "retry":
-        hosts = [Host([hora_run, "--nproc-per-node", "2"] + common + worker_cmd)]
-        finishers, world = ["0.0", "0.1"], "world 2 -> 2 in generation 2"
+    if name in ("kill", "retry"):
+        k = 3 if name == "kill" else 2
+        print("$ hora-run --nproc-per-node %d %s %s" % (k, " ".join(common), " ".join(worker_cmd)), flush=True)
+        hosts = [Host(hora_run, ["--nproc-per-node", str(k)] + common + worker_cmd, out, "host0")]
+        finishers = ["0.0", "0.1"]
+        world = "world 3 -> 2" if name == "kill" else "world 2 -> 2 in generation 2"
     else:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        s.close()
-        args = [hora_run, "--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", "127.0.0.1:%d" % port] + common
-        hosts = [Host(args + worker_cmd)]
-        if not hosts[0].wait_for(r"elastic test: step 3 done", 60):
-            bad.append("the first host never reached step 3")
-        hosts.append(Host(args + worker_cmd))
+        args = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", "127.0.0.1:%d" % free_port()] + common
+        print("$ hora-run %s %s  (twice)" % (" ".join(args), " ".join(worker_cmd)), flush=True)
+        hosts = [Host(hora_run, args + worker_cmd, out, "host0")]
+        hosts[0].wait_for(r"elastic test: step 3 done", 60)
+        hosts.append(Host(hora_run, args + worker_cmd, out, "host1"))
         finishers, world = ["0.0", "0.1", "1.0", "1.1"], "world 2 -> 4"
     codes = [h.finish(120) for h in hosts]
     for i, h in enumerate(hosts):
@@ -247,6 +211,10 @@ def main(name, hora_run, python):
     for b in bad:
         print("FAIL " + b, flush=True)
     print("%s: %s in %.1f s" % (name, "FAIL" if bad else "ok", time.monotonic() - t0), flush=True)
+    if bad:
+        print("the workers' files are kept in " + out)
+    else:
+        shutil.rmtree(out, ignore_errors=True)
     return 1 if bad else 0
 
 
