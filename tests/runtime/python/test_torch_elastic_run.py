@@ -6,6 +6,12 @@
         (HORA_ERR_PEER_LOST), roll back to the last commit (after step 5),
         re-form as a world of 2 in the same processes and finish the 12
         steps, redoing step 6 with 2 ranks.
+    test_torch_elastic_run.py lost-host HORA_RUN PYTHON
+        two hora-runs of 2 workers (--nnodes 1:2, UCX between them); the
+        test SIGKILLs host 1's hora-run, its workers with it, once step 6 is
+        done. Host 0's workers get HorovodInternalError within about the
+        heartbeat timeout, roll back to their last commit and finish as a
+        world of 2.
     test_torch_elastic_run.py newcomer HORA_RUN PYTHON
         one hora-run of 2 workers (--nnodes 1:2); a second hora-run of 2
         arrives mid-run. The next commit raises HostsUpdatedInterrupt on both
@@ -29,7 +35,8 @@ dyadic rational that float64 holds exactly. Every worker that finishes
 checks, bit for bit, that its weights are those of steps 0..N-1 applied once
 each with the world size its history attribute (kept in the TorchState)
 records for each step, that those sizes are what the plan makes (3 before
-the last commit and 2 after; 2 before the interrupt's commit and 4 after),
+the last commit and 2 after; 4 and 2 for lost-host; 2 before the interrupt's
+commit and 4 after),
 how often and from which step the function was called, the reset callbacks,
 the sizes and the generation (1; 2 for retry). Each writes its verdict to OUT; the test
 wants every hora-run to exit 0, a verdict from every worker that should
@@ -50,6 +57,7 @@ PLANS = {
     "kill": dict(steps=12, commit=2, kill=7, victim="0.2", pause=0.0),
     "newcomer": dict(steps=40, commit=2, kill=None, victim=None, pause=0.15),
     "retry": dict(steps=8, commit=2, kill=None, victim=None, pause=0.0),
+    "lost-host": dict(steps=40, commit=2, kill=None, victim=None, pause=0.15),
 }
 # The retry plan's failures without a loss, each the first time its step comes:
 # a mismatched allreduce on every rank, then an error that the last rank raises alone.
@@ -134,6 +142,11 @@ def worker(name, out):
     elif name == "retry":  # each failure goes back to the commit before it: steps 2 and 4
         k = None
         want = dict(sizes=[2] * plan["steps"], calls=[0, 2, 4], resets=[2, 2], first=2, size=2)
+    elif name == "lost-host":  # back to the last commit before the loss, whenever it came
+        k = sizes.index(2) if 2 in sizes else -1
+        if not (0 < k < plan["steps"] and k % plan["commit"] == 0):
+            failures.append("world of 2 from step %d: want a commit after the first" % k)
+        want = dict(sizes=[4] * k + [2] * (plan["steps"] - k), calls=[0, k], resets=[2], first=4, size=2)
     else:
         k = sizes.index(4) if 4 in sizes else -1
         if not (0 < k < plan["steps"] and k % plan["commit"] == 0):
@@ -158,9 +171,10 @@ def worker(name, out):
 
 
 def main(name, hora_run, python):
-    # tests/runtime/elastic/elastic.py's Host: one hora-run, its output in a file.
+    # tests/runtime/elastic/elastic.py's Host (one hora-run, its output in a
+    # file) and start_hosts (hora-runs sharing a store on loopback).
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "elastic"))
-    from elastic import Host, free_port
+    from elastic import Host, free_port, start_hosts
 
     plan = PLANS[name]
     out = tempfile.mkdtemp(prefix="hora-elastic-%s-" % name)
@@ -174,6 +188,16 @@ def main(name, hora_run, python):
         hosts = [Host(hora_run, ["--nproc-per-node", str(k)] + common + worker_cmd, out, "host0")]
         finishers = ["0.0", "0.1"]
         world = "world 3 -> 2" if name == "kill" else "world 2 -> 2 in generation 2"
+    elif name == "lost-host":
+        hosts, port = start_hosts(hora_run, out, 2, 2, common + worker_cmd, "1:2")
+        print("$ hora-run --nproc-per-node 2 --nnodes 1:2 --rdzv 127.0.0.1:%d %s %s  (twice)" %
+              (port, " ".join(common), " ".join(worker_cmd)), flush=True)
+        hosts[0].wait_for(r"generation 0: host 0 of 2", 60)
+        hosts[0].wait_for(r"elastic test: step 6 done by 4 ranks", 60)
+        with open(os.path.join(out, "kill_time"), "w") as f:
+            f.write("%.6f\n" % time.time())
+        os.kill(hosts[1].p.pid, signal.SIGKILL)  # its workers die with it (PR_SET_PDEATHSIG)
+        finishers, world = ["0.0", "0.1"], "world 4 -> 2"
     else:
         args = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", "127.0.0.1:%d" % free_port()] + common
         print("$ hora-run %s %s  (twice)" % (" ".join(args), " ".join(worker_cmd)), flush=True)
@@ -184,8 +208,9 @@ def main(name, hora_run, python):
     codes = [h.finish(120) for h in hosts]
     for i, h in enumerate(hosts):
         print("---- host %d (exit %s)\n%s" % (i, codes[i], h.text()), flush=True)
-        if codes[i] != 0:
-            bad.append("hora-run of host %d: exit %s, want 0" % (i, codes[i]))
+        want = -signal.SIGKILL if name == "lost-host" and i == 1 else 0
+        if codes[i] != want:
+            bad.append("hora-run of host %d: exit %s, want %d" % (i, codes[i], want))
     verdicts = {}
     for entry in sorted(os.listdir(out)):
         if entry.startswith("verdict."):
@@ -197,7 +222,7 @@ def main(name, hora_run, python):
         bad += ["worker %s (rank %d): %s" % (wid, v["rank"], f) for f in v["failures"]]
     if not any(("hora.torch.elastic: " + world) in h.text() for h in hosts):
         bad.append("no 'hora.torch.elastic: %s' line" % world)
-    if name == "kill":
+    if name in ("kill", "lost-host"):
         try:
             with open(os.path.join(out, "kill_time")) as f:
                 killed = float(f.read())
@@ -205,7 +230,7 @@ def main(name, hora_run, python):
             if resumed:
                 print("kill to the first step done after the re-form: %.2f s" % (resumed[0] - killed))
         except OSError:
-            bad.append("worker %s never reached step %d" % (plan["victim"], plan["kill"]))
+            bad.append("worker %s never reached step %s" % (plan["victim"], plan["kill"]))
     elif name == "newcomer":
         print("newcomers taken in after step %s" % sorted({v["taken_in"] - 1 for v in verdicts.values()}))
     for b in bad:
@@ -222,5 +247,5 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "worker" and sys.argv[2] in PLANS:
         sys.exit(worker(sys.argv[2], sys.argv[3]))
     if len(sys.argv) != 4 or sys.argv[1] not in PLANS:
-        sys.exit("usage: %s kill|newcomer|retry HORA_RUN PYTHON | worker PLAN OUT" % sys.argv[0])
+        sys.exit("usage: %s kill|lost-host|newcomer|retry HORA_RUN PYTHON | worker PLAN OUT" % sys.argv[0])
     sys.exit(main(sys.argv[1], sys.argv[2], sys.argv[3]))
