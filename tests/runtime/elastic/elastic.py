@@ -51,10 +51,11 @@ def env(**extra):
 class Host:
     """One hora-run (a 'host'), its output in a file."""
 
-    def __init__(self, hora_run, args, out_dir, name, extra_env=None):
+    def __init__(self, hora_run, args, out_dir, name, extra_env=None, netns=None):
         self.log = os.path.join(out_dir, name + ".log")
         self.fh = open(self.log, "w")
-        self.p = subprocess.Popen([hora_run] + args, stdout=self.fh, stderr=subprocess.STDOUT,
+        where = ["ip", "netns", "exec", netns] if netns else []
+        self.p = subprocess.Popen(where + [hora_run] + args, stdout=self.fh, stderr=subprocess.STDOUT,
                                   env=env(**(extra_env or {})), start_new_session=True)
 
     def text(self):
@@ -183,11 +184,46 @@ def mode_newcomer(t, hora_run, mpirun, out):
     print(f"newcomer: taken in at step {m.group(1)}; 4 ranks finished {steps} steps")
 
 
+def mode_netns_lost_host(t, hora_run, mpirun, out):
+    """lost-host across two network namespaces of tools/netns-cluster (run by
+    tests/env/netns-run, HORA_NETNS_PREFIX set): UCX over the veth link, the
+    store on host 0's address; host 1's hora-run SIGKILLed with its workers."""
+    prefix = os.environ.get("HORA_NETNS_PREFIX", "hora")
+    steps, port = 800, free_port()
+    args = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", f"10.213.0.1:{port}", "--join-timeout", "20"] + ELASTIC
+    cmd = [t, "steps", str(steps)]
+    h0 = Host(hora_run, args + cmd, out, "h0", {"ELASTIC_STEP_MS": "2"}, f"{prefix}-h0")
+    h0.wait_for(r"rendezvous store for job", 20)
+    h1 = Host(hora_run, args + cmd, out, "h1", {"ELASTIC_STEP_MS": "2"}, f"{prefix}-h1")
+    h0.wait_for(r"generation 0: host 0 of 2", 60)
+    h0.wait_for(r"rank 0: step 200", 60)
+    kill = time.time()
+    os.kill(h1.p.pid, signal.SIGKILL)  # hora-run ('ip netns exec' execs it); its workers die with it
+    m = h0.wait_for(r"world 4 -> 2 at step (\d+) \((.*)\)", 30)
+    check("generation 0: host 1 lost" in m.group(2), f"the re-form does not say host 1 was lost: {m.group(0)}")
+    check(h0.finish(120) == 0, f"host 0's hora-run failed:\n{h0.text()}")
+    h1.finish(30)
+    text = h0.text()
+    check_done(text, steps, 2, [0, 1])
+    times = resume_times(text, kill)
+    check(len(times) == 2, f"resume times {times}:\n{text}")
+    print(f"netns lost-host: kill of host 1 -> host 0's 2 ranks on the new world: {max(times):.3f} s "
+          f"(re-formed at step {m.group(1)} of {steps})")
+
+
 MODES = {"world-mpi": mode_world_mpi, "world-store": mode_world_store, "world-store-2hosts": mode_world_store_2hosts,
-         "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer}
+         "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer,
+         "netns-lost-host": mode_netns_lost_host}
 
 
 def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
+        # tests/env/netns-run's driver form: mpirun TEST_ELASTIC MODE, then its
+        # mpirun arguments (unused: hora-run needs no mpirun). hora-run is in
+        # the same build tree.
+        t = os.path.abspath(sys.argv[2])
+        build = t[: -len("tests/runtime/elastic/test_elastic")]
+        sys.argv = [sys.argv[0], sys.argv[3], t, os.path.join(build, "tools/hora_run/hora-run"), "mpirun"]
     if len(sys.argv) != 5 or sys.argv[1] not in MODES:
         print(__doc__)
         return 2
