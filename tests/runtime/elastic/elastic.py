@@ -211,9 +211,42 @@ def mode_netns_lost_host(t, hora_run, mpirun, out):
           f"(re-formed at step {m.group(1)} of {steps})")
 
 
+def mode_rdzv_unreachable(t, hora_run, mpirun, out):
+    """A worker whose store is not there: hora_init fails within the join
+    timeout with the address (no hora-run: its environment by hand)."""
+    port = free_port()
+    e = env(HORA_RDZV=f"127.0.0.1:{port}", HORA_JOB_ID="j", HORA_RANK="0", HORA_SIZE="2", HORA_NODE_RANK="0",
+            HORA_GENERATION="0", HORA_JOIN_TIMEOUT_S="2")
+    start = time.time()
+    r = subprocess.run([t, "world", "store"], env=e, capture_output=True, text=True, timeout=60)
+    took = time.time() - start
+    text = r.stdout + r.stderr
+    check(r.returncode != 0, f"hora_init succeeded without a store:\n{text}")
+    check(f"cannot reach the rendezvous store at 127.0.0.1:{port} within 2 s" in text, text)
+    check(took < 6, f"took {took:.1f} s, the join timeout is 2 s")
+    print(f"rdzv-unreachable: failed after {took:.2f} s: {text.strip().splitlines()[-1]}")
+
+
+def mode_worker_absent(t, hora_run, mpirun, out):
+    """A worker that never calls hora_init: the others' bootstrap ends within
+    the join timeout naming it, and hora-run ends the job."""
+    start = time.time()
+    h = Host(hora_run, ["--nproc-per-node", "3", "--stop-grace", "1", "--join-timeout", "2", t, "world", "store"], out,
+             "h0", {"ELASTIC_ABSENT_RANK": "2"})
+    rc = h.finish(60)
+    took = time.time() - start
+    text = h.text()
+    check(rc == 1, f"hora-run exit {rc}, expected 1:\n{text}")
+    check(re.search(r"bootstrap: rank [01] waited 2 s for (rank 2's|the .* gathered by rank 0)", text),
+          f"no message naming the absent rank:\n{text}")
+    check(took < 10, f"took {took:.1f} s, the join timeout is 2 s")
+    print(f"worker-absent: job ended after {took:.2f} s")
+
+
 MODES = {"world-mpi": mode_world_mpi, "world-store": mode_world_store, "world-store-2hosts": mode_world_store_2hosts,
          "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer,
-         "netns-lost-host": mode_netns_lost_host}
+         "netns-lost-host": mode_netns_lost_host, "rdzv-unreachable": mode_rdzv_unreachable,
+         "worker-absent": mode_worker_absent}
 
 
 def main():
