@@ -488,6 +488,70 @@ static void leave(boot_store_t *store, const rdzv_world_t *w, int owns_store)
     boot_store_wait_count(store, key, w->node_count - lost, 5.0);
 }
 
+/* --elastic: this host has no worker left but runs the store, which the
+ * hosts still in the job need. Keep it for them, from generation g on,
+ * watching each generation as its members do (heartbeats: a generation
+ * whose hosts all died is ended here, no one else would), until one ends
+ * the job ("over" = "done"; then the hosts' exits are awaited, as leave()
+ * does), no generation forms within the join and settle time (no host is
+ * left to form it), or a signal comes. */
+static void store_keep(boot_store_t *store, const run_opts_t *o, int g)
+{
+    for (;; g++) {
+        char key[64];
+        int64_t n;
+        void *v = NULL;
+        rdzv_key(key, sizeof(key), g, "closed");
+        if (rdzv_get(store, key, o->join_timeout_s + o->settle_s + 1, &stop_signal, &v) != HORA_OK) return;
+        n = strtoll(v, NULL, 10);
+        free(v);
+        rdzv_world_t w = {.generation = g, .node_rank = -1, .node_count = (int)n};
+        peers_t peers = {.seen = calloc((size_t)n, sizeof(int64_t)), .changed_at = calloc((size_t)n, sizeof(double))};
+        if (!peers.seen || !peers.changed_at) {
+            peers_free(&peers);
+            return;
+        }
+        double next_look = boot_now_s();
+        for (int i = 0; i < (int)n; i++) peers.changed_at[i] = next_look, peers.seen[i] = -1;
+        int over = 0; /* 1 failed, 2 done */
+        rdzv_key(key, sizeof(key), g, "over");
+        while (!stop_signal) {
+            v = NULL;
+            hora_status_t status = rdzv_get(store, key, TICK_S, &stop_signal, &v);
+            if (status == HORA_OK) {
+                over = strcmp(v, "done") == 0 ? 2 : 1;
+                free(v);
+                break;
+            }
+            if (status != HORA_ERR_TIMEOUT) break;
+            double t = boot_now_s();
+            if (t < next_look) continue;
+            next_look = t + PEER_LOOK_S;
+            int lost = 0;
+            char failure[512];
+            if (peers_look(store, o, &w, t, &peers, &lost) != HORA_OK) break;
+            if (lost) {
+                char text[256];
+                snprintf(text, sizeof(text), "host %d lost: no heartbeat for %.1f s (--heartbeat-timeout %g)",
+                         peers.lost, t - peers.changed_at[peers.lost], o->heartbeat_timeout_s);
+                if (post_failure(store, &w, 1, text, failure, sizeof(failure)) != HORA_OK) break;
+            }
+        }
+        peers_free(&peers);
+        if (over != 1) {
+            if (over == 2) {
+                int64_t lost = 0;
+                rdzv_key(key, sizeof(key), g, "lost");
+                boot_store_add(store, key, 0, &lost);
+                rdzv_key(key, sizeof(key), g, "exit");
+                boot_store_wait_count(store, key, n - lost, 5.0);
+                fprintf(stderr, "hora-run: generation %d finished the job; the rendezvous store goes away\n", g);
+            }
+            return;
+        }
+    }
+}
+
 /* --elastic: "gen<G>/assign/<H>.<S>" = "rank=R size=N local_rank=L
  * local_size=K node_rank=n node_count=c" for each of this host's workers
  * in generation G (host H, slot S), as workers_start or workers_renumber
@@ -613,9 +677,11 @@ int main(int argc, char **argv)
             if (live == 0) {
                 fprintf(stderr,
                         "hora-run: generation %d failed: %s; host %d: every worker exited or failed, this host "
-                        "leaves the job\n",
-                        w.generation, failure, host_id);
-                leave(store, &w, owns_store);
+                        "leaves the job%s\n",
+                        w.generation, failure, host_id,
+                        owns_store ? " (it keeps the rendezvous store for the others until the job ends)" : "");
+                leave(store, &w, 0);
+                if (owns_store) store_keep(store, &o, w.generation + 1);
                 rc = EXIT_JOB_FAILED;
                 break;
             }

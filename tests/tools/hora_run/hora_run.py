@@ -816,32 +816,48 @@ def mode_elastic_full(hora_run, out):
             check(r0.get("PID") == r1.get("PID"), f"worker {host}.{slot}: the same process")
 
 
-def mode_elastic_host_empty(hora_run, out):
-    # Host b's only worker fails: b has no live worker and leaves (exit 1,
-    # named); host a's two workers re-form as ranks 0-1 of 2 and finish.
+def elastic_host_empty(hora_run, out, k_store, k_other):
+    # The only worker of one host fails: that host has no live worker and
+    # leaves (exit 1, named); the other host's two workers re-form as ranks
+    # 0-1 of 2 and finish. When the host that leaves runs the store, it
+    # keeps it until the job ends.
     rdzv = f"127.0.0.1:{free_port()}"
     common = ["--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5", "--join-timeout", "10",
               "--heartbeat-timeout", "2", "--rdzv", rdzv]
-    a = elastic_host(hora_run, out, ["--nproc-per-node", "2"] + common, "lose-single")
+    a = elastic_host(hora_run, out, ["--nproc-per-node", str(k_store)] + common, "lose-single")
     check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = elastic_host(hora_run, out, ["--nproc-per-node", "1"] + common, "lose-single")
+    b = elastic_host(hora_run, out, ["--nproc-per-node", str(k_other)] + common, "lose-single")
     ra, rb = a.wait(20), b.wait(20)
     a.show("a")
     b.show("b")
-    check(ra == 0, f"host a finishes with its two workers, exit 0 (got {ra})")
-    check(rb == 1, f"host b exits 1 (got {rb})")
+    # The host that stays (two workers), the one that leaves (one).
+    (stay, rs, _), (empty, re_, _) = sorted([(a, ra, k_store), (b, rb, k_other)], key=lambda x: -x[2])
+    check(rs == 0, f"the host with two workers finishes, exit 0 (got {rs})")
+    check(re_ == 1, f"the host with one worker exits 1 (got {re_})")
     check(re.search(r"generation 0 failed: rank \d \(local rank 0 on host \d, pid \d+\) exited with status 1; "
-                    r"host \d: every worker exited or failed, this host leaves the job", b.stderr()) is not None,
-          "host b says it has no live worker and leaves")
+                    r"host \d: every worker exited or failed, this host leaves the job", empty.stderr()) is not None,
+          "it says it has no live worker and leaves")
+    if empty is a:
+        check("keeps the rendezvous store for the others until the job ends" in a.stderr()
+              and "generation 1 finished the job; the rendezvous store goes away" in a.stderr(),
+              "the store's host keeps the store until generation 1 finished the job")
     recs = read_elastic(out)
-    a_ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(a.proc.pid))
-    check(len(a_ids) == 2 and sorted((w, g) for (w, g) in recs if w in a_ids) == [(a_ids[0], 0), (a_ids[0], 1),
-          (a_ids[1], 0), (a_ids[1], 1)], f"host a's 2 workers in generations 0 and 1: {sorted(recs)}")
-    for local, wid in enumerate(a_ids):
+    ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(stay.proc.pid))
+    check(len(ids) == 2 and sorted((w, g) for (w, g) in recs if w in ids) == [(ids[0], 0), (ids[0], 1),
+          (ids[1], 0), (ids[1], 1)], f"the 2 workers in generations 0 and 1: {sorted(recs)}")
+    for local, wid in enumerate(ids):
         check_place(recs.get((wid, 1), {}), f"worker {wid}, generation 1", local, 2, local, 2, 0, 1)
-    t_gen1 = a.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
-    check(t_gen1 is not None and a.elapsed < 5,
-          f"generation 1 expected one host and closed before the settle time (5 s): done in {a.elapsed:.2f} s")
+    t_gen1 = stay.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
+    check(t_gen1 is not None and stay.elapsed < 5,
+          f"generation 1 expected one host and closed before the settle time (5 s): done in {stay.elapsed:.2f} s")
+
+
+def mode_elastic_host_empty(hora_run, out):
+    elastic_host_empty(hora_run, out, 2, 1)
+
+
+def mode_elastic_store_host_empty(hora_run, out):
+    elastic_host_empty(hora_run, out, 1, 2)
 
 
 def main():
