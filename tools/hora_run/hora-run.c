@@ -553,19 +553,22 @@ static void store_keep(boot_store_t *store, const run_opts_t *o, int g)
 }
 
 /* --elastic: "gen<G>/assign/<H>.<S>" = "rank=R size=N local_rank=L
- * local_size=K node_rank=n node_count=c" for each of this host's workers
- * in generation G (host H, slot S), as workers_start or workers_renumber
- * numbered them. A worker kept from generation G - 1 waits for its key in
- * hora_init; one just started has the same in its environment. */
-static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws)
+ * local_size=K node_rank=n node_count=c" for each of this host's K workers
+ * in generation G (host H, slot S): the running ones as workers_renumber
+ * numbered them (ws), or slots 0..K-1 about to start (ws NULL; the same as
+ * their environment). A worker kept from generation G - 1 waits for its key
+ * in hora_init. */
+static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws,
+                                         int k)
 {
-    for (int slot = 0; slot < ws->count; slot++) {
-        const worker_t *wk = &ws->w[slot];
-        if (wk->pid <= 0) continue;
+    for (int slot = 0; slot < (ws ? ws->count : k); slot++) {
+        const worker_t *wk = ws ? &ws->w[slot] : NULL;
+        if (wk && wk->pid <= 0) continue;
         char key[96], text[160];
         snprintf(key, sizeof(key), "gen%d/assign/%d.%d", w->generation, host_id, slot);
         int len = snprintf(text, sizeof(text), "rank=%d size=%d local_rank=%d local_size=%d node_rank=%d node_count=%d",
-                           wk->rank, w->world_size, wk->local_rank, ws->running, w->node_rank, w->node_count);
+                           wk ? wk->rank : w->rank_base + slot, w->world_size, wk ? wk->local_rank : slot, k,
+                           w->node_rank, w->node_count);
         HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
     }
     return HORA_OK;
@@ -652,23 +655,25 @@ int main(int argc, char **argv)
                              .elastic_grace_s = o.heartbeat_timeout_s + 2};
         char failure[1024] = "";
         gen_outcome_t outcome;
-        hora_status_t start_status = HORA_OK;
-        if (started) {
-            workers_renumber(&ws, w.rank_base);
-        } else {
-            start_status = workers_start(&ws, &env, o.argv);
-            started = 1; /* ws to free, also when the start failed */
-        }
-        if (start_status != HORA_OK) {
-            char text[STATUS_MESSAGE_BYTES + 32];
-            snprintf(text, sizeof(text), "host %d: %s", w.node_rank, status_message());
-            outcome =
-                post_failure(store, &w, 0, text, failure, sizeof(failure)) == HORA_OK ? GEN_FAILED : GEN_STORE_LOST;
-        } else if (o.elastic && assignments_publish(store, &w, host_id, &ws) != HORA_OK) {
+        if (started) workers_renumber(&ws, w.rank_base);
+        /* --elastic: the places, before a worker that starts may look. */
+        if (o.elastic && assignments_publish(store, &w, host_id, started ? &ws : NULL, ro.nproc) != HORA_OK) {
             snprintf(failure, sizeof(failure), "%s", status_message());
             outcome = GEN_STORE_LOST;
         } else {
-            outcome = supervise(store, &o, &w, &ws, failure, sizeof(failure));
+            hora_status_t start_status = HORA_OK;
+            if (!started) {
+                start_status = workers_start(&ws, &env, o.argv);
+                started = 1; /* ws to free, also when the start failed */
+            }
+            if (start_status != HORA_OK) {
+                char text[STATUS_MESSAGE_BYTES + 32];
+                snprintf(text, sizeof(text), "host %d: %s", w.node_rank, status_message());
+                outcome =
+                    post_failure(store, &w, 0, text, failure, sizeof(failure)) == HORA_OK ? GEN_FAILED : GEN_STORE_LOST;
+            } else {
+                outcome = supervise(store, &o, &w, &ws, failure, sizeof(failure));
+            }
         }
         if (o.elastic && outcome == GEN_FAILED && restarts < o.max_restarts) {
             /* Keep the workers that run, reap those that ended (the failure
