@@ -729,8 +729,11 @@ def mode_elastic_lost_host(hora_run, out):
     b_pids = [int(recs[(wid, 0)]["PID"]) for wid in b_ids]
     t_kill = time.monotonic()
     os.killpg(b.proc.pid, signal.SIGKILL)
-    for pid in b_pids:
-        os.kill(pid, signal.SIGKILL)
+    for pid in b_pids:  # the host's workers with it (each leads a group of its own)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone with hora-run (PR_SET_PDEATHSIG)
     b.wait(10)
     ra = a.wait(20)
     a.show("a")
