@@ -301,7 +301,8 @@ typedef enum { GEN_DONE, GEN_FAILED, GEN_SIGNAL, GEN_STORE_LOST } gen_outcome_t;
  * generation how many hosts to expect ("expect"): this one's N less the
  * hosts that leave with this failure, plus those already waiting there, so
  * that the re-formed round closes as soon as they are all in instead of at
- * the settle time. */
+ * the settle time, and (--elastic) how many of its hosts come back
+ * ("expect_back"): the round waits for those whatever newcomers came. */
 static hora_status_t post_failure(boot_store_t *store, const rdzv_world_t *w, int leaving, const char *message,
                                   char *failure, size_t bytes)
 {
@@ -317,6 +318,9 @@ static hora_status_t post_failure(boot_store_t *store, const rdzv_world_t *w, in
         HORA_CHECK(boot_store_add(store, key, 0, &waiting));
         int len = snprintf(text, sizeof(text), "%" PRId64, w->node_count - leaving + waiting);
         rdzv_key(key, sizeof(key), g + 1, "expect");
+        HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
+        len = snprintf(text, sizeof(text), "%d", w->node_count - leaving);
+        rdzv_key(key, sizeof(key), g + 1, "expect_back"); /* --elastic (rdzv.c) */
         HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
         rdzv_key(key, sizeof(key), g, "over");
         HORA_CHECK(boot_store_set(store, key, "failed", 6));
@@ -628,6 +632,7 @@ int main(int argc, char **argv)
     for (;;) {
         rdzv_world_t w;
         ro.nproc = started ? ws.running : o.nproc; /* --elastic: the live workers */
+        ro.returning = started;
         hora_status_t status = rdzv_join(store, &ro, g, &w);
         if (status != HORA_OK) {
             if (stop_signal) {
