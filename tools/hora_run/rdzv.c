@@ -9,17 +9,18 @@
  * came: a newcomer comes after them. "close" elects the host that closes
  * the round (the first to add 1), which writes "joined" = J, the join
  * count then, "closed" = N, the number of hosts in the generation (J, at
- * most MAX), "max_nodes" = MAX (how many hosts waiting to join the next
- * generation can be taken in: MAX - N) and "current" = G. Of the J, the first N in node order form
- * the generation; the others, and the hosts that count in after the round
- * closed, are late. "expect", when a failed generation G - 1 wrote it, is
- * how many hosts to wait for instead of MAX (hora-run.c's post_failure);
- * with --elastic the round also waits for "back", the count of the hosts
- * that come back from G - 1 with their workers, to reach "expect_back"
- * (post_failure) or G - 1's N.
- * Late hosts go on to G + 1, which forms only once G is "over" (set to
- * "failed" with the first failure, "done" when every worker
- * exited 0): they wait for that within their join timeout. */
+ * most MAX), "max_nodes" = MAX and "current" = G. Of the J, the first N in
+ * node order form the generation; the others, and the hosts that count in
+ * after the round closed, are late. "expect", when a failed generation
+ * G - 1 wrote it, is how many hosts to wait for instead of MAX (hora-run.c's
+ * post_failure); with --elastic the round also waits for "back", the count
+ * of the hosts that come back from G - 1 with their workers, to reach
+ * "expect_back" (post_failure) or G - 1's N, and a host that is not in a
+ * running generation with N = MAX waits for its end before it counts itself
+ * into the next one (rdzv_full). Late hosts go on to G + 1, which forms
+ * only once G is "over" (set to "failed" with the first failure, "done"
+ * when every worker exited 0): they wait for that within their join
+ * timeout. */
 #include "rdzv.h"
 
 #include <inttypes.h>
