@@ -689,6 +689,14 @@ def wait_records(out, generation, count, timeout):
     return False
 
 
+def wait_all(hosts, timeout):
+    """Each host's exit status, in order, once all ended; their stderr shown."""
+    codes = [h.wait(timeout) for h in hosts.values()]
+    for name, h in hosts.items():
+        h.show(name)
+    return codes
+
+
 def mode_elastic_one_host(hora_run, out):
     # 3 workers, rank 1 exits 1 in generation 0: ranks 0 and 2 stay the same
     # processes and take ranks 0 and 1 of 2 in generation 1.
@@ -818,9 +826,7 @@ def mode_elastic_full(hora_run, out):
     c = elastic_host(hora_run, out, common, "crowd")
     check(c.when("waiting for generation 1", 10) is not None, "host c waits for generation 1")
     d = elastic_host(hora_run, out, common, "crowd")
-    ra, rc, rd = a.wait(20), c.wait(20), d.wait(20)
-    for h, name in [(a, "a"), (c, "c"), (d, "d")]:
-        h.show(name)
+    ra, rc, rd = wait_all({"a": a, "c": c, "d": d}, 20)
     check(ra == 0 and rc == 0, f"hosts a and c exit 0 (got {ra}, {rc})")
     check(rd == 3 and "generation 1 finished the job before this host joined" in d.stderr(),
           f"host d, left out of generation 1, says the job is over: exit 3 (got {rd})")
@@ -859,9 +865,7 @@ def mode_elastic_room(hora_run, out):
     check(store.add("gen1/join", 0) == 0, "host c did not count itself into generation 1's join")
     check(all(h.proc.poll() is None for h in (a, b, c)), "every host still runs")
     open(os.path.join(out, "go"), "w").close()
-    ra, rb, rc = a.wait(20), b.wait(20), c.wait(20)
-    for h, name in [(a, "a"), (b, "b"), (c, "c")]:
-        h.show(name)
+    ra, rb, rc = wait_all({"a": a, "b": b, "c": c}, 20)
     check(ra == 0 and rc == 0, f"hosts a and c exit 0 (got {ra}, {rc})")
     check(rb == 1 and "every worker exited or failed, this host leaves the job" in b.stderr(),
           f"host b leaves, exit 1 (got {rb})")
