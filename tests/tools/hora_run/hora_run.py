@@ -185,7 +185,12 @@ def mode_one_host(hora_run, out):
     check(rc == 0, f"exit 0 (got {rc})")
     rdzv = store_address(h)
     check(rdzv is not None and rdzv.startswith("127.0.0.1:"), f"the store on 127.0.0.1, port printed: {rdzv}")
-    check_world(read_envs(out, 0), 3, 1, [3], "one", rdzv, 0)
+    envs = read_envs(out, 0)
+    check_world(envs, 3, 1, [3], "one", rdzv, 0)
+    for r, e in sorted(envs.items()):
+        check(e.get("HORA_JOIN_TIMEOUT_S") == "60", f"rank {r}: HORA_JOIN_TIMEOUT_S 60 (--join-timeout's default)")
+        check(not any(k in e for k in ["HORA_ELASTIC", "HORA_WORKER_ID", "HORA_ELASTIC_GRACE_S"]),
+              f"rank {r}: no --elastic variable without --elastic")
 
 
 def two_hosts(hora_run, out, k0, k1):
