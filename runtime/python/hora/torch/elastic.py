@@ -67,7 +67,7 @@ class HostsUpdatedInterrupt(RuntimeError):
 def _elastic_function(name):
     """libhora's function name, or None where the loaded libhora predates
     elastic worlds; a job that hora-run started elastic (HORA_ELASTIC=1)
-    cannot run on such a libhora, which is said at once."""
+    cannot run on such a libhora: NotImplementedError, at the first use."""
     if name not in _h.missing:
         return getattr(_lib, name)
     if os.environ.get("HORA_ELASTIC") == "1":
@@ -84,7 +84,8 @@ def _can_reform():
 
 def _hosts_waiting():
     """hora_elastic_check: the hosts waiting to be taken in, the same number
-    on every rank (a collective where libhora has it; 0 under mpirun)."""
+    on every rank (a collective in an elastic world; under mpirun 0, with
+    no communication)."""
     f = _elastic_function("hora_elastic_check")
     if f is None:
         return 0
