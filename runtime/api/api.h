@@ -77,7 +77,7 @@ void api_sets_abort_all(double wait_s);
  * worker's world (the first generation's from hora-run's environment, a
  * later one's from its assignment) and host; the grace transports give the
  * launcher's verdict on a lost peer; the watcher of "gen<G>/failed"; a
- * shutdown's outcome (a loss ends the generation); may hora_init run again
+ * shutdown's or a failed hora_init's outcome (a loss ends the generation); may hora_init run again
  * after an abort (a loss in an elastic world)? */
 int api_boot_is_store(const struct config *cfg);
 hora_status_t api_boot_open(boot_comm_t *world, int *host_color);

@@ -185,6 +185,10 @@ hora_status_t api_boot_open(boot_comm_t *world, int *host_color)
         g = api_boot.generation + 1;
         HORA_CHECK(api_boot_assignment(g, &rank, &size, &node));
     }
+    /* hora-run's word that this generation lost a member ends the
+     * bootstrap's waits too (a worker that dies while the world forms). */
+    snprintf(api_boot.link.abort_key, sizeof(api_boot.link.abort_key), "gen%d/failed", g);
+    snprintf(api_boot.link.abort_what, sizeof(api_boot.link.abort_what), "generation %d: ", g);
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "gen%d/boot", g);
     HORA_CHECK(boot_comm_from_store(world, &api_boot.link, prefix, rank, size));
@@ -249,7 +253,8 @@ void api_boot_watch_stop(void)
     api_boot.watching = 0;
 }
 
-/* A shutdown that found the world broken (a loss) ends the generation. */
+/* A shutdown (or a hora_init) that found the world broken (a loss) ends
+ * the generation. */
 void api_boot_note_shutdown(hora_status_t status)
 {
     if (status == HORA_ERR_PEER_LOST) atomic_store(&api_boot.ended, 1);
@@ -333,7 +338,10 @@ hora_status_t hora_elastic_reform(void)
                            hora_rt.store ? "hora-run without --elastic" : "started by mpirun");
     const int rank = hora_rt.topo.rank, hosts = hora_rt.topo.host_count, g = api_boot.generation;
     char message[128];
-    snprintf(message, sizeof(message), "hosts updated: %d host(s) waiting to join", api_boot.hosts_waiting);
+    if (api_boot.hosts_waiting > 0)
+        snprintf(message, sizeof(message), "hosts updated: %d host(s) waiting to join", api_boot.hosts_waiting);
+    else
+        snprintf(message, sizeof(message), "the workers re-form the world (hora_elastic_reform, no host waiting)");
     hora_status_t status = hora_shutdown();
     /* A loss during the shutdown ended the generation already (hora-run
      * posted it): the next hora_init joins the re-formed world all the same. */

@@ -185,6 +185,9 @@ err_free_topo:
     topo_free(&hora_rt.topo);
 err_free_world:
     hora_free_world();
+    /* The world being formed lost a member: the next hora_init joins the
+     * generation after it. */
+    if (hora_rt.store) api_boot_note_shutdown(status);
     return status;
 }
 

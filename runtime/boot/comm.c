@@ -72,26 +72,55 @@ static hora_status_t boot_comm_set(boot_comm_t *c, const char *key, const void *
     return status;
 }
 
+/* How often a store wait looks at the link's abort key. */
+#define BOOT_COMM_SLICE_S 0.25
+
+/* HORA_OK, or HORA_ERR_PEER_LOST when the link's abort key is set. The
+ * caller holds the link's lock. */
+static hora_status_t boot_comm_aborted(boot_link_t *link)
+{
+    int found = 0;
+    void *v = NULL;
+    if (!link->abort_key[0]) return HORA_OK;
+    HORA_CHECK(boot_store_try_get(link->store, link->abort_key, &found, &v, NULL));
+    if (!found) return HORA_OK;
+    hora_status_t status = status_set(HORA_ERR_PEER_LOST, "%s%s", link->abort_what, (char *)v);
+    free(v);
+    return status;
+}
+
 /* Wait for key (a value of member, -1: the gathered one) within the link's
- * timeout; the message names who was waited for. */
+ * timeout, in slices that look at the abort key; the message names who was
+ * waited for. */
 static hora_status_t boot_comm_get(boot_comm_t *c, const char *key, int member, const char *what, void **value,
                                    size_t *bytes)
 {
-    pthread_mutex_lock(&c->link->lock);
-    hora_status_t status = boot_store_get(c->link->store, key, c->link->timeout_s, value, bytes);
-    pthread_mutex_unlock(&c->link->lock);
-    if (status == HORA_ERR_TIMEOUT) {
-        if (member >= 0)
-            return status_fail(HORA_ERR_TIMEOUT,
-                               "bootstrap: rank %d waited %.0f s for rank %d's %s (rendezvous store key '%s'): did "
-                               "every worker of the job start, and call hora_init?",
-                               c->members[c->rank], c->link->timeout_s, c->members[member], what, key);
-        return status_fail(HORA_ERR_TIMEOUT,
-                           "bootstrap: rank %d waited %.0f s for the %s gathered by rank %d (rendezvous store key "
-                           "'%s')",
-                           c->members[c->rank], c->link->timeout_s, what, c->members[0], key);
+    boot_link_t *link = c->link;
+    const double deadline = boot_now_s() + link->timeout_s;
+    hora_status_t status;
+    pthread_mutex_lock(&link->lock);
+    for (;;) {
+        double left = deadline - boot_now_s();
+        if (left < 0) left = 0;
+        status = boot_store_get(link->store, key, left < BOOT_COMM_SLICE_S ? left : BOOT_COMM_SLICE_S, value, bytes);
+        if (status != HORA_ERR_TIMEOUT) break;
+        hora_status_t aborted = boot_comm_aborted(link);
+        if (aborted != HORA_OK) {
+            status = aborted;
+            break;
+        }
+        if (left <= 0) break;
     }
-    return status;
+    pthread_mutex_unlock(&link->lock);
+    if (status != HORA_ERR_TIMEOUT) return status;
+    if (member >= 0)
+        return status_fail(HORA_ERR_TIMEOUT,
+                           "bootstrap: rank %d waited %.0f s for rank %d's %s (rendezvous store key '%s'): did "
+                           "every worker of the job start, and call hora_init?",
+                           c->members[c->rank], link->timeout_s, c->members[member], what, key);
+    return status_fail(HORA_ERR_TIMEOUT,
+                       "bootstrap: rank %d waited %.0f s for the %s gathered by rank %d (rendezvous store key '%s')",
+                       c->members[c->rank], link->timeout_s, what, c->members[0], key);
 }
 
 /* The gather every store collective is made of: every member's bytes, with
@@ -389,11 +418,15 @@ hora_status_t boot_comm_barrier_until(boot_comm_t *c, const char *what, hora_sta
     const double deadline = boot_now_s() + c->link->timeout_s;
     for (;;) {
         pthread_mutex_lock(&c->link->lock);
-        status = boot_store_wait_count(c->link->store, key, c->size, check ? 0.02 : c->link->timeout_s);
+        status = boot_store_wait_count(c->link->store, key, c->size, check ? 0.02 : BOOT_COMM_SLICE_S);
+        if (status == HORA_ERR_TIMEOUT) {
+            hora_status_t aborted = boot_comm_aborted(c->link);
+            if (aborted != HORA_OK) status = aborted;
+        }
         pthread_mutex_unlock(&c->link->lock);
         if (status != HORA_ERR_TIMEOUT) return status;
         if (check) HORA_CHECK(check(arg));
-        if (!check || boot_now_s() > deadline)
+        if (!check && boot_now_s() > deadline)
             return status_fail(HORA_ERR_TIMEOUT, "bootstrap: rank %d waited %.0f s in the %s barrier of %d ranks",
                                c->members[c->rank], c->link->timeout_s, what, c->size);
     }

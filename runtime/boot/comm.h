@@ -9,7 +9,8 @@
  * operations in the same order, as with MPI; seq numbers them.
  *
  * A boot_comm_t is used by one thread at a time. Every store wait ends
- * within the link's timeout, naming the rank and the value it waited for. */
+ * within the link's timeout, naming the rank and the value it waited for,
+ * or as soon as the link's abort key is set (HORA_ERR_PEER_LOST). */
 #ifndef HORA_BOOT_COMM_H
 #define HORA_BOOT_COMM_H
 
@@ -25,6 +26,11 @@ typedef struct {
     boot_store_t *store;
     pthread_mutex_t lock; /* one request at a time: the init thread, hora_elastic_* */
     double timeout_s;     /* longest wait for a peer's value */
+    /* A key whose appearance ends every wait at once with HORA_ERR_PEER_LOST
+     * and "<abort_what><its value>": the launcher's word that the world being
+     * formed lost a member ("" none). */
+    char abort_key[96];
+    char abort_what[64];
 } boot_link_t;
 
 typedef enum { BOOT_COMM_NONE, BOOT_COMM_MPI, BOOT_COMM_STORE } boot_comm_kind_t;

@@ -150,6 +150,26 @@ def mode_lost_worker(t, hora_run, mpirun, out):
     print(f"lost-worker: kill -> both survivors on the 2-rank world: {max(times):.3f} s")
 
 
+def mode_lost_forming(t, hora_run, mpirun, out):
+    """1 host x 3: rank 1 killed at step 150, and worker 0.2 dies as the
+    2-rank world forms: rank 0, waiting for its values in the bootstrap, gets
+    HORA_ERR_PEER_LOST at once (not at the join timeout) and goes on alone."""
+    steps = 300
+    h = Host(hora_run, ["--nproc-per-node", "3", "--join-timeout", "30"] + ELASTIC + [t, "steps", str(steps), "1", "150"],
+             out, "h0", {"ELASTIC_DIE_FORMING": "0.2"})
+    check(h.finish(60) == 0, f"hora-run failed:\n{h.text()}")
+    text = h.text()
+    # Which death the line names depends on whether hora-run saw the second
+    # before it formed generation 1 (then 1 never formed) or after.
+    check(re.search(r"world 3 -> 1 at step 150 \(generation [01]: rank [12] \(local rank [12] on host 0, pid \d+\) "
+                    r"was killed by signal 9", text), f"no re-form line 'world 3 -> 1 at step 150':\n{text}")
+    check_done(text, steps, 1, [0])
+    kill = float(re.search(r"SIGKILL as the next generation forms at (\d+\.\d+)", text).group(1))
+    times = resume_times(text, kill)
+    check(len(times) == 1 and times[0] < 10, f"resume times {times} (the join timeout is 30 s):\n{text}")
+    print(f"lost-forming: second death -> rank 0 alone on the new world: {times[0]:.3f} s")
+
+
 def mode_lost_host(t, hora_run, mpirun, out):
     steps = 800
     hosts, _ = start_hosts(hora_run, out, 2, 2, [t, "steps", str(steps)], "1:2", ELASTIC, {"ELASTIC_STEP_MS": "2"})
@@ -248,7 +268,7 @@ def mode_worker_absent(t, hora_run, mpirun, out):
 MODES = {"world-mpi": mode_world_mpi, "world-store": mode_world_store, "world-store-2hosts": mode_world_store_2hosts,
          "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer,
          "netns-lost-host": mode_netns_lost_host, "rdzv-unreachable": mode_rdzv_unreachable,
-         "worker-absent": mode_worker_absent}
+         "worker-absent": mode_worker_absent, "lost-forming": mode_lost_forming}
 
 
 def main():

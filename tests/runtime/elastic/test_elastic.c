@@ -16,7 +16,9 @@
  *                                  the step from the lowest rank by a
  *                                  broadcast. Each re-form prints
  *                                  "world A -> B at step k (reason)".
- *                                  ELASTIC_STEP_MS pauses every step.
+ *                                  ELASTIC_STEP_MS pauses every step;
+ *                                  ELASTIC_DIE_FORMING=<worker id> dies
+ *                                  as the second world forms.
  *
  * Inputs derive from (step, rank, index), so every sum is known exactly. */
 #define _GNU_SOURCE
@@ -166,7 +168,19 @@ static int mode_steps(int64_t steps, int victim, int64_t kill_at)
      * outside lands mid-run. */
     const long step_ms = getenv("ELASTIC_STEP_MS") ? atol(getenv("ELASTIC_STEP_MS")) : 0;
     for (;;) {
+        /* ELASTIC_DIE_FORMING=<worker id>: that worker dies as the next world
+         * forms (its peers are in the bootstrap, waiting for its values). */
+        const char *die = getenv("ELASTIC_DIE_FORMING"), *id = getenv("HORA_WORKER_ID");
+        if (!first_gen && die && id && !strcmp(die, id)) {
+            printf("worker %s: SIGKILL as the next generation forms at %.6f\n", id, now_s());
+            fflush(stdout);
+            raise(SIGKILL);
+        }
         hora_status_t st = hora_init();
+        if (st == HORA_ERR_PEER_LOST) { /* lost a member while it formed: the next one */
+            snprintf(reason, sizeof(reason), "%s", hora_last_error());
+            continue;
+        }
         if (st != HORA_OK) {
             fprintf(stderr, "hora_init: %s\n", hora_last_error());
             return 1;

@@ -82,6 +82,12 @@ def _can_reform():
     return f is not None and _lib.hora_initialized() and f() == 1
 
 
+def _can_reform_after_init():
+    """Whether hora_init joins a next generation after a failed one: under
+    hora-run --elastic (HORA_ELASTIC=1), libhora's elastic functions there."""
+    return os.environ.get("HORA_ELASTIC") == "1" and _elastic_function("hora_elastic") is not None
+
+
 def _hosts_waiting():
     """hora_elastic_check: the hosts waiting to be taken in, the same number
     on every rank (a collective in an elastic world; under mpirun 0, with
@@ -158,7 +164,16 @@ def _reset(why):
     _ops._end(_lib.hora_elastic_reform if _can_reform() else _lib.hora_shutdown)
     if _lib.hora_initialized():  # a re-form that failed (a peer lost meanwhile) left it running
         _ops._end(_lib.hora_shutdown)
-    _ops.init()
+    while True:
+        try:
+            _ops.init()
+            break
+        except HorovodInternalError as e:
+            # A member lost while the next world formed (hora_init's
+            # HORA_ERR_PEER_LOST): the generation after it. hora-run's
+            # --max-restarts bounds how often.
+            if _h.status_string(_h.ERR_PEER_LOST) not in str(e) or not _can_reform_after_init():
+                raise
     if _ops.rank() == 0:
         generation = _elastic_function("hora_generation")
         print("hora.torch.elastic: world %d -> %d%s (%s)" %
