@@ -26,8 +26,10 @@ struct api_set {
 
 struct hora_rt {
     int initialized;
-    int mpi_owned;  /* hora called MPI_Init_thread (finalised at exit) */
-    MPI_Comm world; /* hora's private duplicate of MPI_COMM_WORLD */
+    int mpi_owned;          /* hora called MPI_Init_thread (finalised at exit) */
+    int store;              /* the store bootstrap (api_elastic.c): no MPI in this process */
+    MPI_Comm world;         /* hora's private duplicate of MPI_COMM_WORLD; MPI_COMM_NULL with the store */
+    boot_comm_t boot_world; /* the bootstrap's world: over world, or over the rendezvous store */
     struct config cfg;
     struct topo topo;
     struct mem_pool pool;
@@ -71,6 +73,19 @@ int api_set_place(int set, int world_rank);
 hora_status_t api_sets_create_static(const char *spec);
 void api_sets_stop_all(void);
 void api_sets_abort_all(double wait_s);
+/* api_elastic.c: the store bootstrap. Is it the one cfg picks; this
+ * worker's world (the first generation's from hora-run's environment, a
+ * later one's from its assignment) and host; the grace transports give the
+ * launcher's verdict on a lost peer; the watcher of "gen<G>/failed"; a
+ * shutdown's outcome (a loss ends the generation); may hora_init run again
+ * after an abort (a loss in an elastic world)? */
+int api_boot_is_store(const struct config *cfg);
+hora_status_t api_boot_open(boot_comm_t *world, int *host_color);
+double api_boot_grace_s(void);
+hora_status_t api_boot_watch_start(struct coll_ctx *coll);
+void api_boot_watch_stop(void);
+void api_boot_note_shutdown(hora_status_t status);
+int api_boot_can_reinit(void);
 /* api_preempt.c: HORA_PREEMPT_FILE's check at hora_init (a directory, or a
  * file whose directory does not exist, is HORA_ERR_CONFIG naming it). */
 hora_status_t api_preempt_check_config(const struct config *cfg);

@@ -344,6 +344,11 @@ hora_status_t hora_alltoall_async(const char *name, const void *send, size_t cou
     int size, set_rank;
     hora_opts_t o;
     HORA_CHECK(api_async_check("hora_alltoall_async", name, dtype));
+    if (hora_rt.store)
+        return status_fail(HORA_ERR_UNSUPPORTED,
+                           "hora_alltoall_async('%s'): alltoall runs over MPI, which a job started by hora-run does "
+                           "not have (start it with mpirun)",
+                           name ? name : "");
     HORA_CHECK(api_opts_read("hora_alltoall_async", name, opts, 0, &o));
     HORA_CHECK(api_set_coord(o.process_set, "hora_alltoall_async", name, &coord, &size, &set_rank));
     if (!req) return status_fail(HORA_ERR_INVALID_ARG, "hora_alltoall_async('%s'): req is NULL", name);

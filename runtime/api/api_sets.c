@@ -90,6 +90,10 @@ hora_status_t hora_process_set_create(const int *ranks, int count, int *set)
 {
     const int world = hora_rt.topo.size;
     HORA_CHECK(api_check_initialized("hora_process_set_create"));
+    /* Every rank refuses alike: the bootstrap is the same everywhere. */
+    if (hora_rt.store)
+        return status_fail(HORA_ERR_UNSUPPORTED, "hora_process_set_create: process sets run over MPI, which a job "
+                                                 "started by hora-run does not have (start it with mpirun)");
     if (!set || (!ranks && count) || count < 0)
         return status_fail(HORA_ERR_INVALID_ARG, "hora_process_set_create: bad arguments");
     /* Checked locally first, then agreed: every rank must pass the same

@@ -1,6 +1,7 @@
 /* hora.c - runtime lifetime: hora_init / hora_shutdown build the layers
- * bottom up (settings, MPI, topology, /dev/shm space, pool, collectives with
- * their transports, coordinator) and tear them down top down; hora_abort,
+ * bottom up (settings, the bootstrap: MPI or hora-run's rendezvous store
+ * (api_elastic.c), topology, /dev/shm space, pool, collectives with their
+ * transports, coordinator) and tear them down top down; hora_abort,
  * the error exit that does not wait for the peers; topology queries,
  * hora_mem_alloc and the settings printout. */
 #define _GNU_SOURCE
@@ -68,17 +69,39 @@ static hora_status_t hora_check_shm_space(void)
              mem_format_bytes(MEM_POOL_CTRL_BYTES, ctrl, sizeof(ctrl)),
              mem_format_bytes(cfg->fusion_threshold, fusion, sizeof(fusion)),
              mem_format_bytes(cfg->shm_pool_bytes, pool, sizeof(pool)));
-    return mem_pool_check_space(&hora_rt.topo, hora_rt.world, need, why);
+    return mem_pool_check_space(&hora_rt.topo, &hora_rt.boot_world, need, why);
+}
+
+/* The world through MPI: this process's rank and the bootstrap's world. */
+static hora_status_t hora_start_world_mpi(int *host_color)
+{
+    HORA_CHECK(hora_start_mpi());
+    int err = MPI_Comm_dup(MPI_COMM_WORLD, &hora_rt.world);
+    if (err != MPI_SUCCESS) {
+        hora_rt.world = MPI_COMM_NULL;
+        return status_mpi(err, "MPI_Comm_dup(MPI_COMM_WORLD)");
+    }
+    MPI_Comm_set_errhandler(hora_rt.world, MPI_ERRORS_RETURN);
+    boot_comm_from_mpi(&hora_rt.boot_world, hora_rt.world);
+    *host_color = -1; /* hosts: MPI's shared-memory split */
+    return HORA_OK;
+}
+
+static void hora_free_world(void)
+{
+    boot_comm_free(&hora_rt.boot_world);
+    if (hora_rt.world != MPI_COMM_NULL) MPI_Comm_free(&hora_rt.world);
 }
 
 hora_status_t hora_init(void)
 {
     hora_status_t status;
-    int err;
+    int host_color = -1;
 
     status_clear();
     if (hora_rt.initialized) return status_set(HORA_ERR_ALREADY_INITIALIZED, "hora_init: already initialized");
-    if (hora_rt.aborted)
+    /* An elastic world that lost a member re-forms in the same process. */
+    if (hora_rt.aborted && !api_boot_can_reinit())
         return status_set(HORA_ERR_SHUTDOWN,
                           "hora_init: the runtime ended in an abort in this process (hora_abort, or a peer's); exit "
                           "instead");
@@ -94,35 +117,38 @@ hora_status_t hora_init(void)
     if (status < 0) return status;
     HORA_CHECK(api_preempt_check_config(&hora_rt.cfg));
     log_set_level(hora_rt.cfg.log_level);
-    HORA_CHECK(hora_start_mpi());
+    hora_rt.store = api_boot_is_store(&hora_rt.cfg);
+    if (hora_rt.store && hora_rt.cfg.process_sets[0])
+        return status_fail(HORA_ERR_CONFIG, "HORA_PROCESS_SETS: process sets run over MPI, which a job started by "
+                                            "hora-run does not have (start it with mpirun)");
+    status = hora_rt.store ? api_boot_open(&hora_rt.boot_world, &host_color) : hora_start_world_mpi(&host_color);
+    if (status < 0) goto err_free_world;
+    log_set_rank(hora_rt.boot_world.rank);
 
-    err = MPI_Comm_dup(MPI_COMM_WORLD, &hora_rt.world);
-    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Comm_dup(MPI_COMM_WORLD)");
-    MPI_Comm_set_errhandler(hora_rt.world, MPI_ERRORS_RETURN);
-    int rank;
-    MPI_Comm_rank(hora_rt.world, &rank);
-    log_set_rank(rank);
-
-    status = topo_init(&hora_rt.topo, hora_rt.world, hora_rt.cfg.fake_nodes);
+    status = topo_init(&hora_rt.topo, &hora_rt.boot_world, host_color, hora_rt.cfg.fake_nodes);
     if (status < 0) goto err_free_world;
     status = hora_check_shm_space();
     if (status < 0) goto err_free_topo;
     status = mem_pool_init(&hora_rt.pool, &hora_rt.topo, hora_rt.cfg.shm_pool_bytes, !hora_rt.cfg.disable_shm);
     if (status < 0) goto err_free_topo;
     /* Device support: every rank with a GPU, or none (mem_dev.h). */
-    status = mem_dev_init(&hora_rt.dev, &hora_rt.topo, hora_rt.world, hora_rt.cfg.cuda_pool_bytes, hora_rt.cfg.cuda,
-                          hora_rt.cfg.cuda_device);
+    status = mem_dev_init(&hora_rt.dev, &hora_rt.topo, &hora_rt.boot_world, hora_rt.cfg.cuda_pool_bytes,
+                          hora_rt.cfg.cuda, hora_rt.cfg.cuda_device);
     if (status < 0) goto err_free_pool;
-    status = coll_init(&hora_rt.coll, &hora_rt.cfg, hora_rt.world, &hora_rt.topo, &hora_rt.pool, &hora_rt.dev);
+    status = coll_init(&hora_rt.coll, &hora_rt.cfg, &hora_rt.boot_world, &hora_rt.topo, &hora_rt.pool, &hora_rt.dev);
     if (status < 0) goto err_free_dev;
-    /* Nobody may run a collective before every rank's control block is ready. */
-    err = MPI_Barrier(hora_rt.world);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Barrier(init)");
-        goto err_close;
+    if (hora_rt.store) {
+        hora_rt.coll.env.lost_grace_s = api_boot_grace_s();
+        status = api_boot_watch_start(&hora_rt.coll);
+        if (status < 0) goto err_close;
     }
+    /* Nobody may run a collective before every rank's control block is ready. */
+    status = boot_comm_barrier(&hora_rt.boot_world, "init");
+    if (status < 0) goto err_close;
     snprintf(hora_rt.timeline, sizeof(hora_rt.timeline), "%s", hora_rt.cfg.timeline);
     const struct coord_env coord_env = {.world = hora_rt.world,
+                                        .rank = hora_rt.topo.rank,
+                                        .size = hora_rt.topo.size,
                                         .cfg = &hora_rt.cfg,
                                         .coll = &hora_rt.coll,
                                         .pool = &hora_rt.pool,
@@ -142,12 +168,14 @@ hora_status_t hora_init(void)
             return status_set(status, "hora_init: %s", msg);
         }
     }
-    log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s", hora_rt.topo.rank,
-             hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count, hora_rt.topo.local_rank,
-             hora_rt.topo.local_size, hora_transport_name());
+    log_info("initialized: rank %d of %d, node %d of %d, local rank %d of %d, transport %s, bootstrap %s%s",
+             hora_rt.topo.rank, hora_rt.topo.size, hora_rt.topo.node_rank, hora_rt.topo.node_count,
+             hora_rt.topo.local_rank, hora_rt.topo.local_size, hora_transport_name(), hora_bootstrap(),
+             hora_elastic() ? " (elastic)" : "");
     return HORA_OK;
 
 err_close:
+    api_boot_watch_stop();
     coll_close(&hora_rt.coll);
 err_free_dev:
     mem_dev_free(&hora_rt.dev);
@@ -156,31 +184,21 @@ err_free_pool:
 err_free_topo:
     topo_free(&hora_rt.topo);
 err_free_world:
-    MPI_Comm_free(&hora_rt.world);
+    hora_free_world();
     return status;
 }
 
-/* The shutdown barrier: peers may still read our pool until every rank is
- * here. Polled, so that a rank that aborted (or a host peer that died) ends
- * the wait instead of leaving this rank in it for good; HORA_OK when every
- * rank came. */
-static hora_status_t hora_shutdown_barrier(void)
+/* The shutdown barrier's check while it waits: peers may still read our
+ * pool until every rank is here, but a rank that aborted (or a host peer
+ * that died) ends the wait instead of leaving this rank in it for good. */
+static hora_status_t hora_shutdown_check(void *arg)
 {
-    MPI_Request req;
-    int done = 0, dead = -1;
-    int err = MPI_Ibarrier(hora_rt.world, &req);
-    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Ibarrier(shutdown)");
-    for (long polls = 0;; polls++) {
-        err = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Ibarrier(shutdown)");
-        if (done) return HORA_OK;
-        if (polls < 64) continue;
-        HORA_CHECK(coll_check_abort(&hora_rt.coll));
-        if (!coll_host_peers_alive(&hora_rt.coll, &dead))
-            return status_set(HORA_ERR_TRANSPORT, "hora_shutdown: rank %d died before it shut down", dead);
-        struct timespec nap = {0, 1000 * 1000};
-        nanosleep(&nap, NULL);
-    }
+    int dead = -1;
+    (void)arg;
+    HORA_CHECK(coll_check_abort(&hora_rt.coll));
+    if (!coll_host_peers_alive(&hora_rt.coll, &dead))
+        return status_set(HORA_ERR_TRANSPORT, "hora_shutdown: rank %d died before it shut down", dead);
+    return HORA_OK;
 }
 
 hora_status_t hora_shutdown(void)
@@ -200,17 +218,26 @@ hora_status_t hora_shutdown(void)
     hora_rt.coord = NULL;
     /* After an abort (here or on a peer) nobody is coming: no barrier. */
     status = coll_check_abort(&hora_rt.coll);
-    if (status == HORA_OK) status = hora_shutdown_barrier();
+    if (status == HORA_OK) status = boot_comm_barrier_until(&hora_rt.boot_world, "shutdown", hora_shutdown_check, NULL);
     if (status < 0) {
-        /* A rank that called hora_abort has said why already (once, there). */
-        if (!hora_rt.aborted) log_warn("hora_shutdown without the peers: %s", hora_last_error());
+        /* A rank that called hora_abort has said why already (once, there);
+         * a lost member of an elastic world is the caller's to report. */
+        if (!hora_rt.aborted && status != HORA_ERR_PEER_LOST)
+            log_warn("hora_shutdown without the peers: %s", hora_last_error());
         hora_rt.aborted = 1; /* MPI_Finalize would wait for them */
+    }
+    if (hora_rt.store) {
+        api_boot_watch_stop();
+        api_boot_note_shutdown(status);
     }
     coll_close(&hora_rt.coll);
     mem_dev_free(&hora_rt.dev);
     mem_pool_free(&hora_rt.pool);
     topo_free(&hora_rt.topo);
-    if (status == HORA_OK) MPI_Comm_free(&hora_rt.world);
+    if (status == HORA_OK)
+        hora_free_world();
+    else
+        boot_comm_free(&hora_rt.boot_world); /* the MPI communicator stays: freeing it may wait for the dead */
     hora_rt.initialized = 0;
     return status;
 }

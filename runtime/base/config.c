@@ -23,6 +23,7 @@ static const char *const config_algorithms[] = {"auto", "ring", "oneshot", NULL}
 static const char *const config_auto_off_on[] = {"auto", "0", "1", NULL};
 static const char *const config_reproducible[] = {"0", "1", "exact", NULL};
 static const char *const config_cuda_devices[] = {"current", "local", NULL};
+static const char *const config_bootstraps[] = {"auto", "mpi", "store", NULL};
 
 #define CONFIG_FIELD(f) offsetof(struct config, f)
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -37,6 +38,9 @@ const struct config_entry config_table[] = {
      "ring pipeline chunk: moving chunk k+1 overlaps reducing chunk k; sized to stay in cache"},
     {"HORA_DISABLE_SHM", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_shm),
      "never use the shared-memory transport"},
+    {"HORA_BOOTSTRAP", CONFIG_TYPE_ENUM, "auto", 0, 0, config_bootstraps, CONFIG_FIELD(bootstrap),
+     "how hora_init finds the other ranks: mpi (MPI_COMM_WORLD), store (the rendezvous store hora-run names in "
+     "HORA_RDZV, no MPI at all), auto (store when HORA_RDZV is set and no MPI launcher started the process)"},
     {"HORA_DISABLE_UCX", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_ucx),
      "never use the UCX transport (tagged messages over UCP; any peer, any host)"},
     {"HORA_DISABLE_MPI", CONFIG_TYPE_BOOL, "0", 0, 1, NULL, CONFIG_FIELD(disable_mpi),
@@ -163,6 +167,13 @@ const struct config_tool_variable config_tool_variables[] = {
     {"HORA_JOB_ID", "set by hora-run (tools/hora_run) for its workers: the job id"},
     {"HORA_GENERATION", "set by hora-run (tools/hora_run) for its workers: the generation of the job's world (0, then "
                         "1 after a restart, ...)"},
+    {"HORA_ELASTIC", "set by hora-run --elastic (tools/hora_run) for its workers: 1, this world can re-form"},
+    {"HORA_WORKER_ID", "set by hora-run --elastic (tools/hora_run) for its workers: H.S, host H's worker in slot S, "
+                       "the key of its place in each later generation (gen<G>/assign/H.S)"},
+    {"HORA_JOIN_TIMEOUT_S", "set by hora-run --elastic (tools/hora_run) for its workers: its --join-timeout, how "
+                            "long a worker waits for its place in the next generation"},
+    {"HORA_ELASTIC_GRACE_S", "set by hora-run --elastic (tools/hora_run) for its workers: --heartbeat-timeout + 2, "
+                             "how long a transport that saw a peer die waits for hora-run's verdict"},
     {NULL, NULL},
 };
 

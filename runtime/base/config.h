@@ -19,6 +19,7 @@ struct config {
     bool disable_mpi;        /* HORA_DISABLE_MPI */
     bool disable_cudaipc;    /* HORA_DISABLE_CUDAIPC */
     int cuda;                /* HORA_CUDA: 0 auto, 1 off, 2 on */
+    int bootstrap;           /* HORA_BOOTSTRAP: 0 auto, 1 mpi, 2 store */
     int cuda_device;         /* HORA_CUDA_DEVICE: 0 the current device, 1 host-local rank % devices */
     size_t cuda_pool_bytes;  /* HORA_CUDA_POOL_BYTES: each rank's device pool */
     size_t cuda_stage_bytes; /* HORA_CUDA_STAGE_BYTES: chunk of device data staged through host memory */

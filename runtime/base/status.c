@@ -34,6 +34,7 @@ const char *status_name(hora_status_t status)
     case HORA_ERR_ALREADY_INITIALIZED: return "HORA_ERR_ALREADY_INITIALIZED";
     case HORA_ERR_CORRUPT: return "HORA_ERR_CORRUPT";
     case HORA_ERR_INTERNAL: return "HORA_ERR_INTERNAL";
+    case HORA_ERR_PEER_LOST: return "HORA_ERR_PEER_LOST";
     }
     return "HORA_ERR_UNKNOWN";
 }

@@ -582,8 +582,9 @@ static hora_status_t coll_allreduce_adasum(struct coll_ctx *ctx, int purpose, ho
     struct tp *tp = &ctx->transports[channel][TP_KIND_MPI];
     if (!tp->ops)
         return status_fail(HORA_ERR_UNSUPPORTED,
-                           "hora_allreduce: op adasum exchanges through the mpi transport, which HORA_DISABLE_MPI=1 "
-                           "turned off");
+                           "hora_allreduce: op adasum exchanges through the mpi transport, which %s",
+                           ctx->env.world == MPI_COMM_NULL ? "a job started by hora-run (no MPI) does not have"
+                                                           : "HORA_DISABLE_MPI=1 turned off");
 
     const int f64 = dtype == HORA_DTYPE_F64, wide = dtype == HORA_DTYPE_F16 || dtype == HORA_DTYPE_BF16;
     const size_t wes = f64 ? sizeof(double) : sizeof(float);

@@ -79,7 +79,7 @@ struct coll_ctx {
 
 /* Collective over world: connects every channel (coll_connect.c). On
  * failure nothing stays connected. */
-hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
+hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, boot_comm_t *world, const struct topo *topo,
                         struct mem_pool *pool, struct mem_dev *dev);
 /* Collective (after a barrier: peers may be reading this rank's pool). */
 void coll_close(struct coll_ctx *ctx);
@@ -92,6 +92,9 @@ void coll_close(struct coll_ctx *ctx);
 void coll_abort(struct coll_ctx *ctx, hora_status_t status, const char *reason);
 void coll_notice_shutdown(struct coll_ctx *ctx);
 hora_status_t coll_check_abort(struct coll_ctx *ctx);
+/* The launcher says this world lost a member (elastic, api_elastic.c):
+ * every wait fails from now on with HORA_ERR_PEER_LOST and reason. */
+void coll_notice_lost(struct coll_ctx *ctx, const char *reason);
 /* false (and *dead_rank) when a host peer's process is gone. */
 bool coll_host_peers_alive(const struct coll_ctx *ctx, int *dead_rank);
 

@@ -3,14 +3,12 @@
  *
  * For every channel (purpose x scope) and memory kind, the first transport in
  * registry order that moves that memory kind and reaches both ring
- * neighbours of every rank wins; ranks agree by one MPI_Allreduce(MIN) per
- * candidate, so all rings of a scope use the same kind. A transport is
- * connected once per channel and shared by the memory kinds it serves.
- * Cross-node channels never take a host-local transport (TP_CAP_HOST_LOCAL),
- * even between virtual nodes of one host: that traffic is what they exist
- * for. A memory kind no transport moves leaves its slot NULL: device memory
- * then crosses through host memory (coll.c), and host memory always has a
- * transport (mpi reaches everyone). */
+ * neighbours of every rank wins; ranks agree by one bootstrap all-reduce
+ * (MIN; boot/comm.h: MPI or the rendezvous store) per candidate, so all rings of a scope use the same kind. A transport
+ * is connected once per channel and shared by the memory kinds it serves. Cross-node channels never take a host-local
+ * transport (TP_CAP_HOST_LOCAL), even between virtual nodes of one host: that traffic is what they exist for. A memory
+ * kind no transport moves leaves its slot NULL: device memory then crosses through host memory (coll.c), and host
+ * memory always has a transport (mpi reaches everyone; under the store bootstrap, where there is no MPI, ucx does). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +62,7 @@ static hora_status_t coll_connect_channel(struct coll_ctx *ctx, int channel, con
             /* Capabilities are the same on every rank: skipping here is agreed. */
             if (!(ops->memory_kinds & (1u << memory)) || (cross && (ops->caps & TP_CAP_HOST_LOCAL))) continue;
             int ok = ops->can_connect(&ctx->env, left) && ops->can_connect(&ctx->env, right), all = 0;
-            int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->env.world);
-            if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(transport choice)");
+            HORA_CHECK(boot_comm_allreduce_int(ctx->env.boot, &ok, &all, 1, BOOT_OP_MIN, "transport choice"));
             if (!all) continue;
             struct tp *tp = &ctx->transports[channel][kind];
             if (!tp->ops) {
@@ -94,8 +91,7 @@ static hora_status_t coll_connect_adasum(struct coll_ctx *ctx, int channel)
     struct tp *tp = &ctx->transports[channel][TP_KIND_MPI];
     int ok = tp_mpi_ops.can_connect(&ctx->env, 0), all = 0;
     if (tp->ops || ctx->env.topo->size == 1) return HORA_OK;
-    int err = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, ctx->env.world);
-    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(adasum transport)");
+    HORA_CHECK(boot_comm_allreduce_int(ctx->env.boot, &ok, &all, 1, BOOT_OP_MIN, "adasum transport"));
     if (!all) return HORA_OK;
     tp->env = &ctx->env;
     tp->channel = channel;
@@ -107,13 +103,14 @@ static hora_status_t coll_connect_adasum(struct coll_ctx *ctx, int channel)
 static hora_status_t coll_connect_all(struct coll_ctx *ctx, const struct config *cfg)
 {
     const struct topo *t = ctx->env.topo;
-    int *world = malloc(sizeof(int) * (size_t)t->size), max_local = 0, err;
+    int *world = malloc(sizeof(int) * (size_t)t->size), max_local = 0;
     if (!world) return status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting transports");
     for (int r = 0; r < t->size; r++) world[r] = r;
-    err = MPI_Allreduce(&t->local_size, &max_local, 1, MPI_INT, MPI_MAX, ctx->env.world);
-    if (err != MPI_SUCCESS) {
+    hora_status_t local =
+        boot_comm_allreduce_int(ctx->env.boot, &t->local_size, &max_local, 1, BOOT_OP_MAX, "local sizes");
+    if (local != HORA_OK) {
         free(world);
-        return status_mpi(err, "MPI_Allreduce(local sizes)");
+        return local;
     }
     /* Node and cross rings exist only where a hierarchy does. */
     const int node_rings = max_local > 1 && t->node_count > 1, cross_rings = node_rings && t->homogeneous;
@@ -164,14 +161,15 @@ static void coll_close_transports(struct coll_ctx *ctx)
     }
 }
 
-hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm world, const struct topo *topo,
+hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, boot_comm_t *world, const struct topo *topo,
                         struct mem_pool *pool, struct mem_dev *dev)
 {
     memset(ctx, 0, sizeof(*ctx));
     ctx->chunk_bytes = cfg->chunk_bytes;
     ctx->algorithm = cfg->algorithm;
     ctx->reproducible = cfg->reproducible;
-    ctx->env.world = world;
+    ctx->env.boot = world;
+    ctx->env.world = boot_comm_mpi(world);
     ctx->env.topo = topo;
     ctx->env.pool = pool;
     ctx->env.timeout_s = cfg->timeout_s;
@@ -181,7 +179,7 @@ hora_status_t coll_init(struct coll_ctx *ctx, const struct config *cfg, MPI_Comm
     ctx->latency_bytes = cfg->latency_bytes;
     ctx->env.disable[TP_KIND_SHM] = cfg->disable_shm;
     ctx->env.disable[TP_KIND_UCX] = cfg->disable_ucx;
-    ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi;
+    ctx->env.disable[TP_KIND_MPI] = cfg->disable_mpi || ctx->env.world == MPI_COMM_NULL; /* no MPI: store bootstrap */
     ctx->env.disable[TP_KIND_CUDAIPC] = cfg->disable_cudaipc;
     ctx->env.dev = dev;
     ctx->stage_bytes = cfg->cuda_stage_bytes;
@@ -267,6 +265,7 @@ void coll_abort(struct coll_ctx *ctx, hora_status_t status, const char *reason)
 }
 
 void coll_notice_shutdown(struct coll_ctx *ctx) { tp_notice_shutdown(&ctx->env); }
+void coll_notice_lost(struct coll_ctx *ctx, const char *reason) { tp_notice_lost(&ctx->env, reason); }
 
 hora_status_t coll_check_abort(struct coll_ctx *ctx) { return tp_notice_check(&ctx->env, NULL, 0); }
 

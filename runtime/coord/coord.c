@@ -66,8 +66,14 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
     c->coll = env->coll;
     c->pool = env->pool;
     c->dev = env->dev;
-    MPI_Comm_rank(env->world, &c->rank);
-    MPI_Comm_size(env->world, &c->size);
+    c->comm = MPI_COMM_NULL;
+    if (env->world != MPI_COMM_NULL) {
+        MPI_Comm_rank(env->world, &c->rank);
+        MPI_Comm_size(env->world, &c->size);
+    } else {
+        c->rank = env->rank; /* store bootstrap: no MPI */
+        c->size = env->size;
+    }
     c->set_id = env->set_id;
     if (env->members) {
         c->members = malloc(sizeof(int) * (size_t)c->size);
@@ -124,13 +130,14 @@ hora_status_t coord_start(const struct coord_env *env, struct coord **out)
         status = straggler_init(&c->straggler, cfg, c->rank, c->size, c->words + cache_words);
         if (status < 0) goto err_free;
     }
-    err = MPI_Comm_dup(env->world, &c->comm);
-    if (err != MPI_SUCCESS) {
+    if (env->world != MPI_COMM_NULL && (err = MPI_Comm_dup(env->world, &c->comm)) != MPI_SUCCESS) {
+        c->comm = MPI_COMM_NULL;
         status = status_mpi(err, "MPI_Comm_dup(coordinator)");
         goto err_free;
     }
     for (int r = 0; star && r < (c->size > 2 ? c->size : 2); r++) c->agree_reqs[r] = MPI_REQUEST_NULL;
-    if (!c->members) {
+    /* Stall stacks travel over MPI: none under the store bootstrap. */
+    if (!c->members && env->world != MPI_COMM_NULL) {
         /* A rank asked for its stack answers within a few inspection periods. */
         status = stack_channel_open(&c->stacks, cfg, env->world, 1.0 + 4e-6 * (double)coord_inspect_period_us(c));
         if (status < 0) goto err_free_comm;
@@ -168,7 +175,7 @@ err_free_timeline:
     timeline_close(c->tl);
 err_free_comm:
     stack_channel_close(c->stacks);
-    MPI_Comm_free(&c->comm);
+    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
 err_free:
     coord_free_tables(c);
     return status;
@@ -295,7 +302,8 @@ void coord_stop(struct coord *c)
     timeline_close(c->tl); /* the thread has ended: no lock needed */
     autotune_free(c->at);
     stack_channel_close(c->stacks);
-    if (!c->agree_in_flight) MPI_Comm_free(&c->comm); /* else an abandoned request still uses it */
+    /* Not while an abandoned request still uses it. */
+    if (!c->agree_in_flight && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     for (int m = 0; m < HORA_MEMORY_COUNT; m++) {
         void *bufs[3] = {c->fusion_buf[m], c->zeros[m], c->gap_zeros[m]};
         for (int i = 0; i < 3; i++) {

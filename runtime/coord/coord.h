@@ -26,7 +26,9 @@ struct timeline;
 
 /* What a coordinator runs on; everything outlives it. */
 struct coord_env {
-    MPI_Comm world;           /* duplicated for the coordinator's own traffic */
+    MPI_Comm world;           /* duplicated for the coordinator's own traffic; MPI_COMM_NULL under the store
+                               * bootstrap (no MPI: no process sets, no alltoall, no stall stacks) */
+    int rank, size;           /* the world's, where world is MPI_COMM_NULL */
     const struct config *cfg; /* HORA_CYCLE_TIME_MS, fusion, cache, stall, timeline, autotune */
     struct coll_ctx *coll;    /* the data path (its COLL_PURPOSE_COORD channels) */
     struct mem_pool *pool;    /* fusion buffer and zeros live here */

@@ -62,8 +62,9 @@ typedef enum {
     HORA_ERR_SHUTDOWN = -11,       /* the runtime shut down before the request finished */
     HORA_ERR_TIMEOUT = -12,        /* a peer did not answer within HORA_TIMEOUT_S */
     HORA_ERR_ALREADY_INITIALIZED = -13,
-    HORA_ERR_CORRUPT = -14,  /* data failed a check (CRC, magic, length, truncation, malformed message) */
-    HORA_ERR_INTERNAL = -15, /* a library below hora (oneDNN, cuDNN, CUDA, ...) failed; the message names the call */
+    HORA_ERR_CORRUPT = -14,   /* data failed a check (CRC, magic, length, truncation, malformed message) */
+    HORA_ERR_INTERNAL = -15,  /* a library below hora (oneDNN, cuDNN, CUDA, ...) failed; the message names the call */
+    HORA_ERR_PEER_LOST = -16, /* a member of this world was lost (hora-run): re-form (hora_elastic_reform's notes) */
 } hora_status_t;
 
 /* Element types. Values are stable (they travel between ranks). */
@@ -138,8 +139,10 @@ HORA_API int hora_op_parse(const char *name);
 HORA_API const char *hora_last_error(void);
 
 /*
- * hora_init - start the runtime on every rank (collective over MPI_COMM_WORLD).
- * Initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not; reads and
+ * hora_init - start the runtime on every rank (collective over MPI_COMM_WORLD,
+ * or over the workers of a generation under hora-run: hora_bootstrap).
+ * Initialises MPI (MPI_THREAD_MULTIPLE) if the caller has not (never under
+ * hora-run, where the rendezvous store replaces MPI); reads and
  * validates every HORA_* variable (a bad value -> HORA_ERR_CONFIG naming it),
  * finds the topology, maps the peers' shared-memory pools and connects the
  * transports. hora_init after hora_shutdown works; MPI itself stays up until
@@ -208,6 +211,43 @@ HORA_API int hora_initialized(void);
  * HORA_ERR_NOT_INITIALIZED outside hora_init .. hora_shutdown.
  */
 HORA_API hora_status_t hora_abort(hora_status_t status, const char *message);
+
+/*
+ * Bootstraps and elastic worlds (runtime/README.md "Bootstraps and elastic
+ * worlds"). Under mpirun a world has one generation and fixed members. Under
+ * hora-run (HORA_RDZV set, no MPI launcher; HORA_BOOTSTRAP) hora_init takes
+ * its world from hora-run's rendezvous store, without MPI: then process
+ * sets, alltoall and op Adasum are HORA_ERR_UNSUPPORTED, and the stall
+ * inspector names missing ranks without their stacks.
+ *
+ * With hora-run --elastic the world re-forms without restarting processes:
+ *  - a lost member (a worker or host that dies): every survivor's pending and
+ *    later collectives and requests fail with HORA_ERR_PEER_LOST and
+ *    "generation G: <what hora-run saw>", within about hora-run's heartbeat
+ *    timeout; nothing half-reduced succeeds. Each survivor calls
+ *    hora_shutdown (its status may be ignored), then hora_init, which joins
+ *    generation G+1 with the new rank and size hora-run assigned (it waits
+ *    up to HORA_JOIN_TIMEOUT_S for it);
+ *  - a host that arrives waits until hora_elastic_check, called by every
+ *    rank at a boundary of the program's choosing (after a commit of its
+ *    state), says hosts wait; every rank then calls hora_elastic_reform and
+ *    hora_init, and the newcomers' first hora_init joins the same generation.
+ *    The newcomers have no state: the program sends it (a broadcast).
+ *
+ * hora_bootstrap: "mpi", "store"; "none" outside hora_init .. hora_shutdown.
+ * hora_generation: 0 under mpi, the store's generation under hora-run; -1
+ * outside. hora_elastic: 1 when the world can re-form.
+ * hora_elastic_check: collective; *hosts_waiting (the same on every rank)
+ * the hosts waiting to be taken in; 0 when not elastic. One 4-byte
+ * all-reduce (and a store request on rank 0).
+ * hora_elastic_reform: collective; ends this generation as hora_shutdown
+ * does and asks hora-run for the next one (then call hora_init).
+ * HORA_ERR_UNSUPPORTED where hora_elastic() is 0. */
+HORA_API const char *hora_bootstrap(void);
+HORA_API int hora_generation(void);
+HORA_API int hora_elastic(void);
+HORA_API hora_status_t hora_elastic_check(int *hosts_waiting);
+HORA_API hora_status_t hora_elastic_reform(void);
 
 /* Topology. Undefined (-1) before hora_init. */
 HORA_API int hora_rank(void);       /* rank in MPI_COMM_WORLD */

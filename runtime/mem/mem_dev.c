@@ -93,10 +93,10 @@ static hora_status_t mem_dev_open_peers(struct mem_dev *d, const struct topo *to
                  cudaGetErrorString(e));
         cudaGetLastError();
     }
-    int err = MPI_Allgather(&mine, (int)sizeof(mine), MPI_BYTE, all, (int)sizeof(mine), MPI_BYTE, topo->host_comm);
-    if (err != MPI_SUCCESS) {
+    hora_status_t gathered = boot_comm_allgather(topo->host_comm, &mine, sizeof(mine), all, "device pool handles");
+    if (gathered != HORA_OK) {
         free(all);
-        return status_mpi(err, "MPI_Allgather(device pool handles)");
+        return gathered;
     }
     for (int p = 0; p < d->peer_count; p++) {
         if (p == d->self || !all[p].ok) continue;
@@ -164,26 +164,24 @@ static void mem_dev_flags_free(struct mem_dev *d)
     free(d->flag_free);
 }
 
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, boot_comm_t *world, size_t bytes, int mode,
                            int local_device)
 {
     hora_status_t status = HORA_OK;
-    int device = -1, have, all = 0, err;
+    int device = -1, have, all = 0;
     memset(d, 0, sizeof(*d));
     d->device = -1;
     have = mem_dev_probe(mode, local_device ? topo->host_rank : -1, &device, d->why_none, sizeof(d->why_none));
     /* Agreed: all ranks have a device, and some rank requires one. */
     int required = mode == 2, required_by = required ? topo->rank : topo->size;
     int agree[2] = {have, -required}, agreed[2] = {0, 0};
-    if ((err = MPI_Allreduce(agree, agreed, 2, MPI_INT, MPI_MIN, world)) != MPI_SUCCESS)
-        return status_mpi(err, "MPI_Allreduce(device support)");
+    HORA_CHECK(boot_comm_allreduce_int(world, agree, agreed, 2, BOOT_OP_MIN, "device support"));
     all = agreed[0];
     if (!all) {
         /* The first rank without a device, and the first that requires one,
          * for everybody's message. */
         int mine[2] = {have ? topo->size : topo->rank, required_by}, first[2] = {0, 0};
-        if ((err = MPI_Allreduce(mine, first, 2, MPI_INT, MPI_MIN, world)) != MPI_SUCCESS)
-            return status_mpi(err, "MPI_Allreduce(device support)");
+        HORA_CHECK(boot_comm_allreduce_int(world, mine, first, 2, BOOT_OP_MIN, "device support"));
         if (have) snprintf(d->why_none, sizeof(d->why_none), "rank %d has no usable CUDA device", first[0]);
         if (required) return status_fail(HORA_ERR_UNSUPPORTED, "HORA_CUDA=1 but %s", d->why_none);
         if (agreed[1] < 0) /* another rank requires it: everyone fails */
@@ -214,14 +212,10 @@ hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm 
     }
     if (ok) ok = mem_extents_init(&d->blocks, 0, d->bytes) == HORA_OK;
     /* Every rank fails when one does: the pools are used together. */
-    int ok_all = 0, mine = ok ? topo->size : topo->rank, first = 0;
-    if ((err = MPI_Allreduce(&ok, &ok_all, 1, MPI_INT, MPI_MIN, world)) == MPI_SUCCESS)
-        err = MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, world);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Allreduce(device pools)");
-        goto err_free;
-    }
-    if (!ok_all) {
+    int mine = ok ? topo->size : topo->rank, first = 0;
+    status = boot_comm_allreduce_int(world, &mine, &first, 1, BOOT_OP_MIN, "device pools");
+    if (status != HORA_OK) goto err_free;
+    if (first < topo->size) {
         status = ok ? status_fail(HORA_ERR_NO_MEMORY, "rank %d could not create its device pool", first)
                     : status_fail(HORA_ERR_NO_MEMORY, "%s", reason);
         goto err_free;
@@ -411,7 +405,7 @@ hora_status_t mem_dev_malloc(const struct mem_dev *d, size_t bytes, const char *
 
 void mem_dev_free_buffer(void *ptr) { (void)ptr; }
 
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, boot_comm_t *world, size_t bytes, int mode,
                            int local_device)
 {
     (void)bytes, (void)local_device;
@@ -421,8 +415,7 @@ hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm 
              mode == 1 ? "HORA_CUDA=0" : "this build of hora has no CUDA (meson -Dcuda=enabled needs nvcc)");
     /* Every rank fails when one requires device support. */
     int required = mode == 2, required_by = required ? topo->rank : topo->size, first = 0;
-    int err = MPI_Allreduce(&required_by, &first, 1, MPI_INT, MPI_MIN, world);
-    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(device support)");
+    HORA_CHECK(boot_comm_allreduce_int(world, &required_by, &first, 1, BOOT_OP_MIN, "device support"));
     if (required) return status_fail(HORA_ERR_UNSUPPORTED, "HORA_CUDA=1 but %s", d->why_none);
     if (first < topo->size)
         return status_fail(HORA_ERR_UNSUPPORTED, "rank %d requires device support (HORA_CUDA=1) but %s", first,

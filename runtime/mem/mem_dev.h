@@ -56,7 +56,7 @@ struct mem_dev {
  * one current on it. HORA_OK with d->device >= 0 (support on) or -1 (off: why_none says why);
  * an error on every rank when a rank's pool could not be made, or when mode
  * 2 and some rank has no device. */
-hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, MPI_Comm world, size_t bytes, int mode,
+hora_status_t mem_dev_init(struct mem_dev *d, const struct topo *topo, boot_comm_t *world, size_t bytes, int mode,
                            int local_device);
 /* Local; after the shutdown barrier (peers may be reading this pool). */
 void mem_dev_free(struct mem_dev *d);

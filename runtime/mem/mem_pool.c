@@ -54,17 +54,19 @@ static void mem_shm_space(size_t *free_bytes, size_t *total_bytes)
 static const char *const mem_shm_advice =
     "enlarge /dev/shm (mount -o remount,size=<bytes> /dev/shm; in a container docker run --shm-size=<bytes>)";
 
-hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size_t per_rank_bytes, const char *why)
+hora_status_t mem_pool_check_space(const struct topo *topo, boot_comm_t *world, size_t per_rank_bytes, const char *why)
 {
     size_t free_bytes, total_bytes;
     mem_shm_space(&free_bytes, &total_bytes);
     const size_t need = per_rank_bytes * (size_t)topo->host_size;
-    /* Unknown (no statvfs): let the allocations report it. */
+    /* Unknown (no statvfs): let the allocations report it. The first rank
+     * whose host lacks the space (size: none) is named. */
     struct {
         int ok, rank;
     } mine = {total_bytes == 0 || need <= free_bytes, topo->rank}, all;
-    int err = MPI_Allreduce(&mine, &all, 1, MPI_2INT, MPI_MINLOC, world);
-    if (err != MPI_SUCCESS) return status_mpi(err, "MPI_Allreduce(/dev/shm space)");
+    int first = mine.ok ? topo->size : topo->rank;
+    HORA_CHECK(boot_comm_allreduce_int(world, &first, &all.rank, 1, BOOT_OP_MIN, "/dev/shm space"));
+    all.ok = all.rank == topo->size;
     if (all.ok) return HORA_OK;
     char host[256] = "?", f[32], t[32], n[32], each[32];
     gethostname(host, sizeof(host) - 1);
@@ -125,18 +127,14 @@ static hora_status_t mem_pool_map_peers(struct mem_pool *pool, const struct topo
         uint64_t bytes;
     } mine, *all;
     hora_status_t status = HORA_OK;
-    int err;
 
     all = calloc((size_t)pool->peer_count, sizeof(*all));
     if (!all) return status_fail(HORA_ERR_NO_MEMORY, "out of memory mapping peers");
     memset(&mine, 0, sizeof(mine));
     snprintf(mine.name, sizeof(mine.name), "%s", name);
     mine.bytes = pool->bytes;
-    err = MPI_Allgather(&mine, sizeof(mine), MPI_BYTE, all, sizeof(mine), MPI_BYTE, topo->host_comm);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Allgather(pool names)");
-        goto out;
-    }
+    status = boot_comm_allgather(topo->host_comm, &mine, sizeof(mine), all, "pool names");
+    if (status != HORA_OK) goto out;
     for (int p = 0; p < pool->peer_count && status == HORA_OK; p++) {
         if (p == pool->self) continue;
         int fd = shm_open(all[p].name, O_RDWR, 0);
@@ -156,9 +154,9 @@ static hora_status_t mem_pool_map_peers(struct mem_pool *pool, const struct topo
     }
 out:
     /* Everyone must have opened every name (or failed) before any is unlinked. */
-    err = MPI_Barrier(topo->host_comm);
+    hora_status_t barrier = boot_comm_barrier(topo->host_comm, "pool");
     shm_unlink(name);
-    if (err != MPI_SUCCESS && status == HORA_OK) status = status_mpi(err, "MPI_Barrier(pool)");
+    if (barrier != HORA_OK && status == HORA_OK) status = barrier;
     free(all);
     return status;
 }

@@ -42,7 +42,7 @@ struct mem_pool {
  * HORA_ERR_NO_MEMORY on every rank: the ranks of a host that is short say
  * how much is free and what to change (why: what the bytes are for, naming
  * the settings), the others which host and rank to look at. */
-hora_status_t mem_pool_check_space(const struct topo *topo, MPI_Comm world, size_t per_rank_bytes, const char *why);
+hora_status_t mem_pool_check_space(const struct topo *topo, boot_comm_t *world, size_t per_rank_bytes, const char *why);
 
 /* Collective over topo->host_comm when share is true. */
 hora_status_t mem_pool_init(struct mem_pool *pool, const struct topo *topo, size_t bytes, bool share);

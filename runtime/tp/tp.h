@@ -91,7 +91,7 @@ struct tp_mem_op {
 #define TP_NOTICE_REASON_BYTES 384
 struct tp_notice {
     _Atomic int known;    /* 1 once rank/status/reason below are set (release) */
-    int rank;             /* who aborted */
+    int rank;             /* who aborted; -1: the launcher said the world lost a member (tp_notice_lost) */
     hora_status_t status; /* what it passed to hora_abort */
     char reason[TP_NOTICE_REASON_BYTES];
     pthread_mutex_t lock; /* setting the fields above; the MPI receive */
@@ -109,11 +109,14 @@ struct tp_notice {
 /* Everything a transport may read about the job, filled by the layer above
  * before the first connect and alive until the last close. */
 struct tp_env {
-    MPI_Comm world; /* world ranks are peers */
+    MPI_Comm world;    /* world ranks are peers; MPI_COMM_NULL under the store bootstrap (no MPI) */
+    boot_comm_t *boot; /* the bootstrap's world (boot/comm.h): exchanges at connect time */
     const struct topo *topo;
     struct mem_pool *pool; /* this rank's pool, mapped by its host peers */
     struct mem_dev *dev;   /* this rank's device and device pool (dev->device < 0: none) */
     double timeout_s;      /* HORA_TIMEOUT_S */
+    double lost_grace_s;   /* elastic worlds: how long a transport that lost a peer waits for the launcher's
+                            * verdict (tp_notice_lost) before failing on its own; 0: it does not wait */
     long spin_count;       /* resolved HORA_SPIN_COUNT */
     double yield_s;        /* resolved HORA_YIELD_US: after the spins, poll with sched_yield this long, then sleep */
     bool
@@ -250,6 +253,15 @@ void tp_notice_close(struct tp_env *env);
 void tp_notice_abort(struct tp_env *env, hora_status_t status, const char *reason, double wait_s);
 void tp_notice_shutdown(struct tp_env *env);
 hora_status_t tp_notice_check(struct tp_env *env, const int *members, int n);
+/* The launcher (hora-run --elastic, through the store) says the world lost
+ * a member: every wait of every transport of this process fails from now on
+ * with HORA_ERR_PEER_LOST and reason; host peers asleep look again. */
+void tp_notice_lost(struct tp_env *env, const char *reason);
+/* A transport lost a peer (status: HORA_ERR_TRANSPORT or HORA_ERR_TIMEOUT):
+ * in an elastic world, wait up to env->lost_grace_s for the launcher's
+ * verdict and return it (HORA_ERR_PEER_LOST); else, or without one in time,
+ * status unchanged. */
+hora_status_t tp_notice_await_verdict(struct tp_env *env, hora_status_t status);
 /* The cheap part alone: HORA_OK unless an abort is known to this process. */
 hora_status_t tp_notice_known(const struct tp_env *env);
 bool tp_notice_aborted(const struct tp_env *env);

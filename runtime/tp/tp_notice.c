@@ -92,9 +92,10 @@ static void tp_notice_set(struct tp_env *env, int rank, hora_status_t status, co
     pthread_mutex_unlock(&env->notice.lock);
 }
 
-/* The known abort as this thread's error. */
+/* The known abort (or loss) as this thread's error. */
 static hora_status_t tp_notice_fail(const struct tp_notice *n)
 {
+    if (n->rank < 0) return status_set(n->status, "%s", n->reason);
     return status_set(n->status, "rank %d aborted: %s", n->rank, n->reason);
 }
 
@@ -120,6 +121,7 @@ hora_status_t tp_notice_init(struct tp_env *env)
      * tell a dead process from a slow one. */
     struct tp_shm_notice *mine = tp_notice_record(env, t->rank);
     mine->pid = (int32_t)getpid();
+    if (env->world == MPI_COMM_NULL) return HORA_OK; /* store bootstrap: no MPI; hora-run tells of deaths */
 
     err = MPI_Comm_dup(env->world, &n->comm);
     if (err != MPI_SUCCESS) {
@@ -219,6 +221,25 @@ void tp_notice_abort(struct tp_env *env, hora_status_t status, const char *reaso
         free(reqs);
     else
         n->sends = reqs;
+}
+
+void tp_notice_lost(struct tp_env *env, const char *reason)
+{
+    tp_notice_set(env, -1, HORA_ERR_PEER_LOST, reason);
+    tp_notice_wake_host(env);
+}
+
+hora_status_t tp_notice_await_verdict(struct tp_env *env, hora_status_t status)
+{
+    if (env->lost_grace_s <= 0 || (status != HORA_ERR_TRANSPORT && status != HORA_ERR_TIMEOUT)) return status;
+    char first[STATUS_MESSAGE_BYTES];
+    snprintf(first, sizeof(first), "%s", status_message());
+    for (const double until = tp_shm_now() + env->lost_grace_s; tp_shm_now() < until;) {
+        if (atomic_load_explicit(&env->notice.known, memory_order_acquire)) return tp_notice_fail(&env->notice);
+        struct timespec nap = {0, 5 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    return status_set(status, "%s (and no word from the launcher within %.1f s)", first, env->lost_grace_s);
 }
 
 void tp_notice_shutdown(struct tp_env *env)

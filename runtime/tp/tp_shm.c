@@ -474,7 +474,7 @@ static hora_status_t tp_shm_wait_word(struct tp *tp, int peer, _Atomic uint64_t 
                                         tp_shm_name(tp), tp->env->topo->rank, now - start, peer,
                                         s->op.what ? s->op.what : "an operation", (unsigned long long)s->op.op_seq),
                              peer);
-        if (status < 0) HORA_CHECK(tp_shm_give_up(tp, status));
+        if (status < 0) HORA_CHECK(tp_shm_give_up(tp, tp_notice_await_verdict(tp->env, status)));
     }
 }
 

@@ -160,8 +160,9 @@ static hora_status_t tp_ucx_peer_lost(struct tp_ucx *s, const struct tp_ucx_peer
         struct timespec nap = {0, 5 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
-    return status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d lost rank %d (%s): %s", s->rank, p->rank, p->host,
-                       ucs_status_string((ucs_status_t)atomic_load(&p->failure)));
+    hora_status_t lost = status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d lost rank %d (%s): %s", s->rank,
+                                     p->rank, p->host, ucs_status_string((ucs_status_t)atomic_load(&p->failure)));
+    return tp_notice_await_verdict(s->env, lost);
 }
 
 /* ---------------------------------------------------------------- connect */
@@ -209,32 +210,29 @@ static hora_status_t tp_ucx_open(struct tp_ucx *s, ucp_address_t **address, size
 
 static void tp_ucx_close(struct tp *tp);
 
-/* Exchange cards and addresses; on HORA_OK every peer is described. Out of
- * memory on one rank alone would leave the others in a collective, as with
- * any MPI call; every rank allocates the same sizes, so it is everyone's. */
-static hora_status_t tp_ucx_exchange(struct tp_ucx *s, MPI_Comm world, const struct tp_ucx_card *card,
+/* Exchange cards and addresses (the bootstrap's collectives: MPI or the
+ * rendezvous store); on HORA_OK every peer is described. Out of memory on
+ * one rank alone would leave the others in a collective; every rank
+ * allocates the same sizes, so it is everyone's. */
+static hora_status_t tp_ucx_exchange(struct tp_ucx *s, boot_comm_t *world, const struct tp_ucx_card *card,
                                      const ucp_address_t *address)
 {
     const size_t n = s->size > 0 ? (size_t)s->size : 1;
     struct tp_ucx_card *cards = calloc(n, sizeof(*cards));
-    int *counts = calloc(n, sizeof(*counts)), *displs = calloc(n, sizeof(*displs));
+    size_t *counts = calloc(n, sizeof(*counts));
     hora_status_t status = HORA_OK;
-    int err, missing = -1;
-    size_t total = 0;
+    int missing = -1;
+    void *addresses = NULL;
 
-    if (!cards || !counts || !displs) {
+    if (!cards || !counts) {
         status = status_fail(HORA_ERR_NO_MEMORY, "out of memory connecting the ucx transport");
         goto out;
     }
-    err = MPI_Allgather(card, sizeof(*card), MPI_BYTE, cards, sizeof(*card), MPI_BYTE, world);
-    if (err != MPI_SUCCESS) {
-        status = status_mpi(err, "MPI_Allgather(ucx worker address sizes)");
-        goto out;
-    }
+    status = boot_comm_allgather(world, card, sizeof(*card), cards, "ucx worker address sizes");
+    if (status != HORA_OK) goto out;
     for (int r = 0; r < s->size; r++) {
         cards[r].host[TP_UCX_HOST_BYTES - 1] = '\0';
         if (cards[r].address_bytes < 0 && missing < 0) missing = r;
-        total += cards[r].address_bytes > 0 ? (size_t)cards[r].address_bytes : 0;
     }
     if (missing >= 0) {
         /* Our own failure was logged where it happened. */
@@ -244,31 +242,33 @@ static hora_status_t tp_ucx_exchange(struct tp_ucx *s, MPI_Comm world, const str
                                    cards[missing].host);
         goto out;
     }
-    if (total > INT_MAX) {
-        status = status_fail(HORA_ERR_TRANSPORT, "ucx transport: %zu bytes of worker addresses exceed 2 GiB", total);
-        goto out;
-    }
-    s->addresses = malloc(total ? total : 1);
+    status =
+        boot_comm_allgatherv(world, address, (size_t)card->address_bytes, &addresses, counts, "ucx worker addresses");
+    if (status != HORA_OK) goto out;
     s->peers = calloc(n, sizeof(*s->peers));
-    if (!s->addresses || !s->peers) {
-        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory for %zu bytes of ucx worker addresses", total);
+    if (!s->peers) {
+        status = status_fail(HORA_ERR_NO_MEMORY, "out of memory for the ucx peers");
         goto out;
     }
-    for (int r = 0, at = 0; r < s->size; r++) {
-        counts[r] = cards[r].address_bytes;
-        displs[r] = at;
-        at += counts[r];
+    s->addresses = addresses;
+    addresses = NULL;
+    size_t at = 0;
+    for (int r = 0; r < s->size; r++) {
+        if (counts[r] != (size_t)cards[r].address_bytes) {
+            status = status_fail(HORA_ERR_CORRUPT, "ucx transport: rank %d's address has %zu bytes, its card says %d",
+                                 r, counts[r], cards[r].address_bytes);
+            goto out;
+        }
         s->peers[r].rank = r;
-        s->peers[r].address_offset = (size_t)displs[r];
+        s->peers[r].address_offset = at;
+        at += counts[r];
         atomic_init(&s->peers[r].failure, UCS_OK);
         memcpy(s->peers[r].host, cards[r].host, TP_UCX_HOST_BYTES);
     }
-    err = MPI_Allgatherv(address, card->address_bytes, MPI_BYTE, s->addresses, counts, displs, MPI_BYTE, world);
-    if (err != MPI_SUCCESS) status = status_mpi(err, "MPI_Allgatherv(ucx worker addresses)");
 out:
+    free(addresses);
     free(cards);
     free(counts);
-    free(displs);
     return status;
 }
 
@@ -296,7 +296,7 @@ static hora_status_t tp_ucx_connect(struct tp *tp)
     /* A rank that cannot open UCX still takes part in the exchange (size -1),
      * so that all ranks fail together. */
     if (tp_ucx_open(s, &address, &address_bytes) == HORA_OK) card.address_bytes = (int32_t)address_bytes;
-    status = tp_ucx_exchange(s, env->world, &card, address);
+    status = tp_ucx_exchange(s, env->boot, &card, address);
     if (address) ucp_worker_release_address(s->worker, address);
     if (status < 0) {
         tp_ucx_close(tp);
@@ -424,11 +424,12 @@ static hora_status_t tp_ucx_wait(struct tp *tp, int peer, struct tp_req *req)
         double waited = tp_ucx_now() - start;
         if (waited > s->timeout_s) {
             tp_ucx_cancel_pending(s);
-            return status_blame(status_fail(HORA_ERR_TIMEOUT,
-                                            "ucx transport: rank %d heard nothing from rank %d "
-                                            "(%s) for %.1f s (HORA_TIMEOUT_S)",
-                                            s->rank, p->rank, p->host, s->timeout_s),
-                                p->rank);
+            hora_status_t silent = status_blame(status_fail(HORA_ERR_TIMEOUT,
+                                                            "ucx transport: rank %d heard nothing from rank %d "
+                                                            "(%s) for %.1f s (HORA_TIMEOUT_S)",
+                                                            s->rank, p->rank, p->host, s->timeout_s),
+                                                p->rank);
+            return tp_notice_await_verdict(tp->env, silent);
         }
         if (events || i <= s->spin_count) continue;
         if (waited < TP_UCX_YIELD_S) {

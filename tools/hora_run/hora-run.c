@@ -1,7 +1,8 @@
 /* hora-run - start a job's workers on this host without MPI (README.md).
  *
  *   hora-run --nproc-per-node K [--nnodes MIN:MAX] [--rdzv HOST:PORT]
- *            [--job-id ID] [--max-restarts R] [--join-timeout S] CMD ARGS...
+ *            [--job-id ID] [--max-restarts R] [--join-timeout S] [--elastic]
+ *            CMD ARGS...
  *
  * One hora-run per host. The first (or the one whose --rdzv address it can
  * bind) runs the rendezvous store (runtime/boot) on a thread; every hora-run
@@ -9,9 +10,11 @@
  * in the environment (workers.c) and supervises: a worker that fails, a peer
  * host whose heartbeat stops, or a signal ends the generation on every host;
  * the workers are stopped and, while restarts remain, the hosts still there
- * form the next generation. Exit: 0 when every worker of the job exited 0,
- * 1 the job failed, 2 bad options, 3 the rendezvous failed, 128 + N stopped
- * by signal N. */
+ * form the next generation. With --elastic the workers that still run are
+ * kept across generations: they read their place in the next one from the
+ * store ("gen<G>/assign/<worker id>", assignments_publish). Exit: 0 when
+ * every worker of the job exited 0, 1 the job failed, 2 bad options, 3 the
+ * rendezvous failed, 128 + N stopped by signal N. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -47,6 +50,7 @@ typedef struct {
     int max_restarts;
     double join_timeout_s, settle_s, heartbeat_timeout_s, stop_grace_s;
     int prefix_output;
+    int elastic; /* --elastic: keep the live workers across generations */
     char **argv; /* the worker command */
 } run_opts_t;
 
@@ -81,6 +85,15 @@ static const char usage_text[] =
     "  --stop-grace S         SIGTERM to SIGKILL when stopping workers (default 5)\n"
     "  --prefix-output        each line a worker writes, prefixed \"[rank R] \" (default:\n"
     "                         the workers write to hora-run's stdout and stderr directly)\n"
+    "  --elastic              when a generation fails, keep the workers that still run:\n"
+    "                         reap the dead ones (not restarted), form the next generation\n"
+    "                         with the live ones and the hosts waiting to join, and publish\n"
+    "                         each worker's new place in the store (gen<G>/assign/<worker\n"
+    "                         id>) for libhora's hora_init; workers also get HORA_ELASTIC=1,\n"
+    "                         HORA_WORKER_ID=H.S, HORA_JOIN_TIMEOUT_S, HORA_ELASTIC_GRACE_S.\n"
+    "                         A host left without live workers exits 1. Each re-formed\n"
+    "                         generation counts as a restart: give --max-restarts large.\n"
+    "                         Give every host of the job --elastic.\n"
     "  -h, --help             this text\n"
     "\n"
     "exit status: 0 every worker exited 0; 1 the job failed (a worker, a lost host,\n"
@@ -144,7 +157,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
                       .settle_s = 2,
                       .heartbeat_timeout_s = 3,
                       .stop_grace_s = 5};
-    enum { O_NPROC = 1000, O_NNODES, O_RDZV, O_JOB, O_RESTARTS, O_JOIN, O_SETTLE, O_HB, O_GRACE, O_PREFIX };
+    enum { O_NPROC = 1000, O_NNODES, O_RDZV, O_JOB, O_RESTARTS, O_JOIN, O_SETTLE, O_HB, O_GRACE, O_PREFIX, O_ELASTIC };
     static const struct option longs[] = {{"nproc-per-node", required_argument, 0, O_NPROC},
                                           {"nnodes", required_argument, 0, O_NNODES},
                                           {"rdzv", required_argument, 0, O_RDZV},
@@ -155,6 +168,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
                                           {"heartbeat-timeout", required_argument, 0, O_HB},
                                           {"stop-grace", required_argument, 0, O_GRACE},
                                           {"prefix-output", no_argument, 0, O_PREFIX},
+                                          {"elastic", no_argument, 0, O_ELASTIC},
                                           {"help", no_argument, 0, 'h'},
                                           {0, 0, 0, 0}};
     opterr = 0;
@@ -166,6 +180,7 @@ static int parse_options(int argc, char **argv, run_opts_t *o)
         switch (c) {
         case 'h': fputs(usage_text, stdout); return -1;
         case O_PREFIX: o->prefix_output = 1; break;
+        case O_ELASTIC: o->elastic = 1; break;
         case O_NPROC:
             if ((o->nproc = (int)parse_int(arg, 1, 4096)) < 0)
                 return usage_error("--nproc-per-node '%s': a whole number from 1 to 4096 is needed", arg);
@@ -399,7 +414,8 @@ static gen_outcome_t supervise(boot_store_t *store, const run_opts_t *o, const r
         }
         int running = workers_poll(ws, me, local_failure, sizeof(local_failure));
         if (local_failure[0]) {
-            status = post_failure(store, w, 0, local_failure, failure, failure_bytes);
+            /* --elastic: a host whose last worker failed leaves with it. */
+            status = post_failure(store, w, o->elastic && running == 0, local_failure, failure, failure_bytes);
             if (status != HORA_OK) goto store_lost;
             outcome = GEN_FAILED;
             break;
@@ -472,6 +488,25 @@ static void leave(boot_store_t *store, const rdzv_world_t *w, int owns_store)
     boot_store_wait_count(store, key, w->node_count - lost, 5.0);
 }
 
+/* --elastic: "gen<G>/assign/<H>.<S>" = "rank=R size=N local_rank=L
+ * local_size=K node_rank=n node_count=c" for each of this host's workers
+ * in generation G (host H, slot S), as workers_start or workers_renumber
+ * numbered them. A worker kept from generation G - 1 waits for its key in
+ * hora_init; one just started has the same in its environment. */
+static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws)
+{
+    for (int slot = 0; slot < ws->count; slot++) {
+        const worker_t *wk = &ws->w[slot];
+        if (wk->pid <= 0) continue;
+        char key[96], text[160];
+        snprintf(key, sizeof(key), "gen%d/assign/%d.%d", w->generation, host_id, slot);
+        int len = snprintf(text, sizeof(text), "rank=%d size=%d local_rank=%d local_size=%d node_rank=%d node_count=%d",
+                           wk->rank, w->world_size, wk->local_rank, ws->running, w->node_rank, w->node_count);
+        HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
+    }
+    return HORA_OK;
+}
+
 int main(int argc, char **argv)
 {
     run_opts_t o;
@@ -498,16 +533,32 @@ int main(int argc, char **argv)
                       .nproc = o.nproc,
                       .join_timeout_s = o.join_timeout_s,
                       .settle_s = o.settle_s,
+                      .order_key = -1,
                       .stop = &stop_signal};
-    int g, restarts = 0;
+    int g, restarts = 0, host_id = 0;
+    workers_t ws = {0};
+    int started = 0; /* ws holds workers (--elastic: kept across generations) */
     rc = EXIT_JOB_FAILED;
     if (rdzv_first_generation(store, &g) != HORA_OK) {
         fprintf(stderr, "hora-run: %s\n", status_message());
         rc = EXIT_RDZV;
         goto out;
     }
+    if (o.elastic) {
+        /* This host's number in the job, for its workers' ids (H.S). */
+        int64_t hosts;
+        if (boot_store_add(store, "hosts", 1, &hosts) != HORA_OK) {
+            fprintf(stderr, "hora-run: %s\n", status_message());
+            goto out;
+        }
+        host_id = (int)hosts - 1;
+        ro.order_key = host_id; /* the hosts already there keep the low ranks */
+        fprintf(stderr, "hora-run: --elastic: this is host %d of the job (worker ids %d.0-%d.%d)\n", host_id, host_id,
+                host_id, o.nproc - 1);
+    }
     for (;;) {
         rdzv_world_t w;
+        ro.nproc = started ? ws.running : o.nproc; /* --elastic: the live workers */
         hora_status_t status = rdzv_join(store, &ro, g, &w);
         if (status != HORA_OK) {
             if (stop_signal) {
@@ -520,30 +571,65 @@ int main(int argc, char **argv)
             break;
         }
         fprintf(stderr, "hora-run: generation %d: host %d of %d, ranks %d-%d of %d\n", w.generation, w.node_rank,
-                w.node_count, w.rank_base, w.rank_base + o.nproc - 1, w.world_size);
+                w.node_count, w.rank_base, w.rank_base + ro.nproc - 1, w.world_size);
         workers_env_t env = {.rank_base = w.rank_base,
                              .world_size = w.world_size,
-                             .local_size = o.nproc,
+                             .local_size = ro.nproc,
                              .node_rank = w.node_rank,
                              .node_count = w.node_count,
                              .generation = w.generation,
                              .rdzv_host = o.rdzv_host,
                              .rdzv_port = o.rdzv_port,
                              .job_id = o.job_id,
-                             .prefix_output = o.prefix_output};
-        workers_t ws;
+                             .prefix_output = o.prefix_output,
+                             .elastic = o.elastic,
+                             .host_id = host_id,
+                             .join_timeout_s = o.join_timeout_s,
+                             .elastic_grace_s = o.heartbeat_timeout_s + 2};
         char failure[1024] = "";
         gen_outcome_t outcome;
-        if (workers_start(&ws, &env, o.argv) != HORA_OK) {
+        hora_status_t start_status = HORA_OK;
+        if (started) {
+            workers_renumber(&ws, w.rank_base);
+        } else {
+            start_status = workers_start(&ws, &env, o.argv);
+            started = 1; /* ws to free, also when the start failed */
+        }
+        if (start_status != HORA_OK) {
             char text[STATUS_MESSAGE_BYTES + 32];
             snprintf(text, sizeof(text), "host %d: %s", w.node_rank, status_message());
             outcome =
                 post_failure(store, &w, 0, text, failure, sizeof(failure)) == HORA_OK ? GEN_FAILED : GEN_STORE_LOST;
+        } else if (o.elastic && assignments_publish(store, &w, host_id, &ws) != HORA_OK) {
+            snprintf(failure, sizeof(failure), "%s", status_message());
+            outcome = GEN_STORE_LOST;
         } else {
             outcome = supervise(store, &o, &w, &ws, failure, sizeof(failure));
         }
+        if (o.elastic && outcome == GEN_FAILED && restarts < o.max_restarts) {
+            /* Keep the workers that run, reap those that ended (the failure
+             * names the first); they form the next generation. */
+            int live = workers_poll(&ws, w.node_rank, NULL, 0);
+            if (live == 0) {
+                fprintf(stderr,
+                        "hora-run: generation %d failed: %s; host %d: every worker exited or failed, this host "
+                        "leaves the job\n",
+                        w.generation, failure, host_id);
+                leave(store, &w, owns_store);
+                rc = EXIT_JOB_FAILED;
+                break;
+            }
+            restarts++;
+            fprintf(stderr,
+                    "hora-run: generation %d failed: %s; re-forming with the %d live worker%s of this host (restart "
+                    "%d of %d)\n",
+                    w.generation, failure, live, live == 1 ? "" : "s", restarts, o.max_restarts);
+            g = w.generation + 1;
+            continue;
+        }
         workers_stop(&ws, o.stop_grace_s);
         workers_free(&ws);
+        started = 0;
         if (outcome == GEN_DONE) {
             fprintf(stderr, "hora-run: every worker of generation %d exited 0\n", w.generation);
             leave(store, &w, owns_store);
@@ -574,6 +660,12 @@ int main(int argc, char **argv)
         g = w.generation + 1;
     }
 out:
+    if (started) {
+        /* --elastic: the rendezvous of the next generation failed (or a
+         * signal came) with workers still running. */
+        workers_stop(&ws, o.stop_grace_s);
+        workers_free(&ws);
+    }
     boot_store_close(store);
     store_stop(&own);
     return rc;

@@ -1,19 +1,26 @@
 /* rdzv.c - the rendezvous of hosts (rdzv.h).
  *
  * A generation G is formed through keys "gen<G>/...": "join" counts the
- * hosts in (boot_store_count: the count is the host's node index + 1, the
+ * hosts in (boot_store_count: the count is the host's join index + 1, the
  * mark "join#N" what the others wait on), "nproc/<i>" is host i's K,
- * "close" elects the host that closes the round (the first to add 1), which
- * writes "closed" = N, the number of hosts in the generation (the join
- * count then, at most MAX), and "current" = G. "expect", when a failed
- * generation G - 1 wrote it, is how many hosts to wait for instead of MAX
- * (hora-run.c's post_failure). Hosts whose index is N or
- * more are late: they go on to G + 1, which forms only once G is "over"
- * (set to "failed" with the first failure, "done" when every worker
+ * "order/<i>" its place in the node order: its join index, or (hora-run
+ * --elastic) its number in the job, so that the hosts that were there
+ * before keep the low node ranks, and their places when more than MAX
+ * came: a newcomer comes after them. "close" elects the host that closes
+ * the round (the first to add 1), which writes "joined" = J, the join
+ * count then, "closed" = N, the number of hosts in the generation (J, at
+ * most MAX), "max_nodes" = MAX (how many hosts waiting to join the next
+ * generation can be taken in: MAX - N) and "current" = G. Of the J, the first N in node order form
+ * the generation; the others, and the hosts that count in after the round
+ * closed, are late. "expect", when a failed generation G - 1 wrote it, is
+ * how many hosts to wait for instead of MAX (hora-run.c's post_failure).
+ * Late hosts go on to G + 1, which forms only once G is "over" (set to
+ * "failed" with the first failure, "done" when every worker
  * exited 0): they wait for that within their join timeout. */
 #include "rdzv.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +93,12 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     char nkey[192];
     rdzv_key(nkey, sizeof(nkey), g, mark);
     HORA_CHECK(set_int(store, nkey, o->nproc));
-    if (me >= o->max_nodes) return HORA_IN_PROGRESS;
+    snprintf(mark, sizeof(mark), "order/%d", me);
+    rdzv_key(nkey, sizeof(nkey), g, mark);
+    HORA_CHECK(set_int(store, nkey, o->order_key >= 0 ? o->order_key : me));
+    /* Past MAX in the join order: late (in the elastic order a host that
+     * came later may still be left out in its favour). */
+    if (o->order_key < 0 && me >= o->max_nodes) return HORA_IN_PROGRESS;
     void *v = NULL;
     double left;
     hora_status_t status;
@@ -130,14 +142,18 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     }
     HORA_CHECK(status);
     /* Then up to the settle time for MAX hosts, or for those a failed
-     * generation said to expect (a round of MIN:MIN closes now). */
+     * generation said to expect (a round of MIN:MIN closes now). In the
+     * elastic order that may be more than MAX: every host expected must be
+     * in before the round closes, so that the ones that were there are
+     * chosen before the newcomers. */
     int target = o->max_nodes, found;
     char ekey[128];
     rdzv_key(ekey, sizeof(ekey), g, "expect");
     HORA_CHECK(boot_store_try_get(store, ekey, &found, &v, NULL));
     if (found) {
         int expect = atoi(v);
-        target = expect < o->min_nodes ? o->min_nodes : expect > o->max_nodes ? o->max_nodes : expect;
+        int most = o->order_key >= 0 ? INT_MAX : o->max_nodes;
+        target = expect < o->min_nodes ? o->min_nodes : expect > most ? most : expect;
     }
     free(v);
     if (target > o->min_nodes) {
@@ -148,31 +164,57 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
         if (status != HORA_ERR_TIMEOUT) HORA_CHECK(status);
     }
     /* The first to get here closes the round. */
-    char ckey[128], closed[128];
+    char ckey[128], closed[128], joined[128], max_key[128];
     rdzv_key(ckey, sizeof(ckey), g, "close");
     rdzv_key(closed, sizeof(closed), g, "closed");
-    int64_t first;
+    rdzv_key(joined, sizeof(joined), g, "joined");
+    rdzv_key(max_key, sizeof(max_key), g, "max_nodes");
+    int64_t first, j;
     HORA_CHECK(boot_store_add(store, ckey, 1, &first));
     if (first == 1) {
-        HORA_CHECK(boot_store_add(store, key, 0, &n));
-        if (n > o->max_nodes) n = o->max_nodes;
-        HORA_CHECK(set_int(store, closed, n));
+        HORA_CHECK(boot_store_add(store, key, 0, &j));
+        HORA_CHECK(set_int(store, joined, j));
+        HORA_CHECK(set_int(store, closed, j > o->max_nodes ? o->max_nodes : j));
+        HORA_CHECK(set_int(store, max_key, o->max_nodes));
         HORA_CHECK(set_int(store, "current", g));
     }
+    HORA_CHECK(get_int(store, joined, BOOT_STORE_REPLY_S, o->stop, &j));
     HORA_CHECK(get_int(store, closed, BOOT_STORE_REPLY_S, o->stop, &n));
-    if (me >= n) return HORA_IN_PROGRESS;
-    /* Every host's K, in node order: this host's ranks are the prefix sum. */
-    int base = 0, size = 0;
-    for (int i = 0; i < (int)n; i++) {
-        int64_t k = 0;
+    if (me >= j) return HORA_IN_PROGRESS;
+    /* The J hosts in when the round closed, in node order (order, then join
+     * index): the first N are the generation; a host's node rank is how
+     * many come before it, its first rank the sum of their K. */
+    int64_t my_order = o->order_key >= 0 ? o->order_key : me;
+    int64_t *k = calloc((size_t)j, sizeof(int64_t)), *order = calloc((size_t)j, sizeof(int64_t));
+    if (!k || !order) {
+        free(k);
+        free(order);
+        return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
+    }
+    hora_status_t status_keys = HORA_OK;
+    int node_rank = 0;
+    for (int i = 0; i < (int)j && status_keys == HORA_OK; i++) {
         snprintf(mark, sizeof(mark), "nproc/%d", i);
         rdzv_key(nkey, sizeof(nkey), g, mark);
-        HORA_CHECK(get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &k));
-        if (i < me) base += (int)k;
-        size += (int)k;
+        status_keys = get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &k[i]);
+        snprintf(mark, sizeof(mark), "order/%d", i);
+        rdzv_key(nkey, sizeof(nkey), g, mark);
+        if (status_keys == HORA_OK) status_keys = get_int(store, nkey, BOOT_STORE_REPLY_S, o->stop, &order[i]);
+        if (order[i] < my_order || (order[i] == my_order && i < me)) node_rank++;
     }
-    *world =
-        (rdzv_world_t){.generation = g, .node_rank = me, .node_count = (int)n, .rank_base = base, .world_size = size};
+    int base = 0, size = 0;
+    for (int i = 0; i < (int)j && status_keys == HORA_OK; i++) {
+        int place = 0; /* host i's place in the node order */
+        for (int x = 0; x < (int)j; x++) place += order[x] < order[i] || (order[x] == order[i] && x < i);
+        if (place < n) size += (int)k[i];
+        if (place < node_rank) base += (int)k[i];
+    }
+    free(k);
+    free(order);
+    HORA_CHECK(status_keys);
+    if (node_rank >= n) return HORA_IN_PROGRESS;
+    *world = (rdzv_world_t){
+        .generation = g, .node_rank = node_rank, .node_count = (int)n, .rank_base = base, .world_size = size};
     return HORA_OK;
 }
 
@@ -182,7 +224,9 @@ hora_status_t rdzv_join(boot_store_t *store, const rdzv_opts_t *opts, int genera
     for (int g = generation;; g++) {
         hora_status_t status = rdzv_join_one(store, opts, g, deadline, world);
         if (status != HORA_IN_PROGRESS) return status;
-        fprintf(stderr, "hora-run: generation %d closed before this host joined it; waiting for generation %d\n", g,
-                g + 1);
+        fprintf(stderr,
+                "hora-run: generation %d formed without this host (it closed before this host joined, or had its "
+                "--nnodes MAX hosts); waiting for generation %d\n",
+                g, g + 1);
     }
 }

@@ -10,6 +10,7 @@
 typedef struct {
     int min_nodes, max_nodes;
     int nproc;                   /* this host's K */
+    int order_key;               /* its place in the node order (lowest first); -1: the join order */
     double join_timeout_s;       /* for MIN hosts to come */
     double settle_s;             /* after MIN, how long more hosts may come before the round closes */
     volatile sig_atomic_t *stop; /* set by a signal: give up waiting */
@@ -33,7 +34,8 @@ hora_status_t rdzv_first_generation(boot_store_t *store, int *generation);
  * after a round closed): count in, wait for MIN hosts (join timeout), then
  * up to the settle time for MAX; the first host to close the round fixes
  * its size N; hosts past N are late and join the next generation. Every
- * host stores its K; global ranks are the prefix sums in node order.
+ * host stores its K and its place in the node order (opts->order_key);
+ * global ranks are the prefix sums in node order.
  * HORA_ERR_TIMEOUT "generation G: H of MIN hosts joined within S s" when
  * MIN is not reached; HORA_ERR_SHUTDOWN when *opts->stop was set. */
 hora_status_t rdzv_join(boot_store_t *store, const rdzv_opts_t *opts, int generation, rdzv_world_t *world);

@@ -22,12 +22,15 @@
 
 extern char **environ;
 
-/* The variables hora-run sets; any of them inherited is replaced. */
+/* The variables hora-run sets; any of them inherited is replaced. Those
+ * from ELASTIC_FIRST on are set only with --elastic. */
 static const char *const owned_vars[] = {
-    "HORA_RANK",       "HORA_SIZE",  "HORA_LOCAL_RANK",  "HORA_LOCAL_SIZE", "HORA_NODE_RANK",
-    "HORA_NODE_COUNT", "HORA_RDZV",  "HORA_JOB_ID",      "HORA_GENERATION", "RANK",
-    "WORLD_SIZE",      "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",     "MASTER_PORT",
+    "HORA_RANK",       "HORA_SIZE",      "HORA_LOCAL_RANK",     "HORA_LOCAL_SIZE",      "HORA_NODE_RANK",
+    "HORA_NODE_COUNT", "HORA_RDZV",      "HORA_JOB_ID",         "HORA_GENERATION",      "RANK",
+    "WORLD_SIZE",      "LOCAL_RANK",     "LOCAL_WORLD_SIZE",    "MASTER_ADDR",          "MASTER_PORT",
+    "HORA_ELASTIC",    "HORA_WORKER_ID", "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC_GRACE_S",
 };
+#define ELASTIC_FIRST 15
 #define OWNED_COUNT (sizeof(owned_vars) / sizeof(owned_vars[0]))
 
 static int owned(const char *entry)
@@ -51,8 +54,11 @@ static char **worker_environ(const workers_env_t *env, int local)
     for (size_t i = 0; i < inherited; i++)
         if (!owned(environ[i])) out[n++] = environ[i];
     int rank = env->rank_base + local;
-    char rdzv[300];
+    char rdzv[300], worker_id[32], join_timeout[32], grace[32];
     snprintf(rdzv, sizeof(rdzv), "%s:%d", env->rdzv_host, env->rdzv_port);
+    snprintf(worker_id, sizeof(worker_id), "%d.%d", env->host_id, local);
+    snprintf(join_timeout, sizeof(join_timeout), "%g", env->join_timeout_s);
+    snprintf(grace, sizeof(grace), "%g", env->elastic_grace_s);
     /* In owned_vars' order: a text, or a number where text is NULL. */
     const struct {
         const char *text;
@@ -73,9 +79,13 @@ static char **worker_environ(const workers_env_t *env, int local)
         {NULL, env->local_size},
         {env->rdzv_host, 0},
         {NULL, env->rdzv_port},
+        {"1", 0},
+        {worker_id, 0},
+        {join_timeout, 0},
+        {grace, 0},
     };
     size_t first_owned = n;
-    for (size_t i = 0; i < OWNED_COUNT; i++) {
+    for (size_t i = 0; i < (env->elastic ? OWNED_COUNT : ELASTIC_FIRST); i++) {
         size_t bytes = strlen(owned_vars[i]) + (values[i].text ? strlen(values[i].text) : 24) + 2;
         char *e = malloc(bytes);
         if (!e) {
@@ -106,6 +116,7 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
     if (!ws->w) return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
     if (env->prefix_output && !(ws->streams = calloc(2 * (size_t)env->local_size, sizeof(output_stream_t)))) {
         free(ws->w);
+        ws->w = NULL; /* the caller's workers_free frees it */
         return status_set(HORA_ERR_NO_MEMORY, "hora-run: out of memory");
     }
     pid_t parent = getpid();
@@ -158,16 +169,17 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
             return status_set(HORA_ERR_SYSTEM, "hora-run: fork of local worker %d: %s", local, strerror(fork_errno));
         }
         setpgid(pid, pid); /* also here: no race with a stop right after */
-        ws->w[local] = (worker_t){.pid = pid, .rank = env->rank_base + local};
+        ws->w[local] = (worker_t){.pid = pid, .rank = env->rank_base + local, .local_rank = local};
         ws->count++;
         ws->running++;
     }
     return HORA_OK;
 }
 
-static void describe(const worker_t *w, int local, int node_rank, char *out, size_t bytes)
+static void describe(const worker_t *w, int node_rank, char *out, size_t bytes)
 {
-    int n = snprintf(out, bytes, "rank %d (local rank %d on host %d, pid %d) ", w->rank, local, node_rank, (int)w->pid);
+    int n = snprintf(out, bytes, "rank %d (local rank %d on host %d, pid %d) ", w->rank, w->local_rank, node_rank,
+                     (int)w->pid);
     if (n < 0 || (size_t)n >= bytes) return;
     if (WIFEXITED(w->status))
         snprintf(out + n, bytes - (size_t)n, "exited with status %d", WEXITSTATUS(w->status));
@@ -188,10 +200,24 @@ int workers_poll(workers_t *ws, int node_rank, char *failure, size_t failure_byt
         w->status = st;
         ws->running--;
         if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0) && failure_bytes && !failure[0])
-            describe(w, i, node_rank, failure, failure_bytes);
+            describe(w, node_rank, failure, failure_bytes);
         w->pid = -w->pid; /* reaped: the number kept for its process group */
     }
     return ws->running;
+}
+
+int workers_renumber(workers_t *ws, int rank_base)
+{
+    int live = 0;
+    for (int i = 0; i < ws->count; i++) {
+        worker_t *w = &ws->w[i];
+        if (w->pid <= 0) continue;
+        w->rank = rank_base + live;
+        w->local_rank = live++;
+        /* Its stdout and stderr: workers_start made them in slot order. */
+        for (int k = 0; ws->streams && k < 2; k++) ws->streams[2 * i + k].rank = w->rank;
+    }
+    return live;
 }
 
 void workers_pump(workers_t *ws, double timeout_s)

@@ -19,12 +19,21 @@ typedef struct {
     int rdzv_port;
     const char *job_id;
     int prefix_output; /* --prefix-output: the workers' output through pipes (output.h) */
+    /* --elastic: HORA_ELASTIC=1, HORA_WORKER_ID=<host_id>.<slot>,
+     * HORA_JOIN_TIMEOUT_S, HORA_ELASTIC_GRACE_S (none of them without). */
+    int elastic;
+    int host_id;
+    double join_timeout_s, elastic_grace_s;
 } workers_env_t;
 
+/* A worker's slot is its index in workers_t.w, fixed for its life; its
+ * rank and local rank are those of the current generation (--elastic: they
+ * change when the world re-forms, workers_renumber). */
 typedef struct {
-    pid_t pid;  /* 0 once reaped */
+    pid_t pid;  /* 0 before start; -pid once reaped */
     int status; /* waitpid's, once reaped */
     int rank;
+    int local_rank;
 } worker_t;
 
 typedef struct {
@@ -44,6 +53,11 @@ hora_status_t workers_start(workers_t *ws, const workers_env_t *env, char *const
  * (non-zero exit or a signal) is described into failure (empty otherwise),
  * with its rank, local rank, host and pid. Returns how many still run. */
 int workers_poll(workers_t *ws, int node_rank, char *failure, size_t failure_bytes);
+/* --elastic, after a generation failed and the next one formed: the
+ * workers still running, in slot order, take ranks rank_base, rank_base +
+ * 1, ... and local ranks 0, 1, ... (their --prefix-output too). Returns how
+ * many run. */
+int workers_renumber(workers_t *ws, int rank_base);
 /* Forward the workers' output (--prefix-output) for up to timeout_s, or
  * sleep that long. */
 void workers_pump(workers_t *ws, double timeout_s);

@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 """hora_run.py - hora-run (tools/hora_run) with real processes: ranks and
 environment, two hosts on one machine, rendezvous failures, restarts, a lost
-host, a signal, bad options (README.md).
+host, a signal, bad options, --elastic (README.md).
 
     hora_run.py MODE HORA_RUN
     hora_run.py mpirun HORA_RUN netns ...   (tests/env/netns-run's driver form)
+    hora_run.py elastic-worker PLAN         (a worker of the elastic modes)
 
 Workers are `sh -c` scripts that write their environment to a file named by
 generation and rank in a fresh folder, which the test then reads; each
 mode asserts exit statuses, messages and, where a bound is promised, the
-time it took. Exit 0 when every check held, 1 otherwise (each failure
-printed).
+time it took. The elastic modes' workers are this file (elastic_worker): they
+speak the store's protocol (runtime/boot/README.md) themselves, as libhora's
+store bootstrap does, to read their place in the next generation and to post
+a generation's failure. Exit 0 when every check held, 1 otherwise (each
+failure printed).
 """
 import os
 import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -506,6 +511,8 @@ def mode_signal(hora_run, out):
 def mode_options(hora_run, out):
     r = subprocess.run([hora_run, "--help"], capture_output=True, text=True, timeout=10)
     check(r.returncode == 0 and "--nproc-per-node" in r.stdout and "--max-restarts" in r.stdout, "--help")
+    check(all(w in r.stdout for w in ["--elastic", "HORA_WORKER_ID", "gen<G>/assign/<worker", "--max-restarts large"]),
+          "--help describes --elastic")
     bad = [([], "--nproc-per-node is required"),
            (["--nproc-per-node", "0", "true"], "--nproc-per-node '0'"),
            (["--nproc-per-node", "2"], "no command to run"),
@@ -520,11 +527,330 @@ def mode_options(hora_run, out):
               f"(got {r.returncode}: {r.stderr.strip()})")
 
 
+# --elastic: workers that outlive a generation. They are this file run as
+# `hora_run.py elastic-worker PLAN`, with a client of the store's protocol.
+
+OP_HELLO, OP_SET, OP_GET, OP_ADD = 1, 2, 3, 4
+OP_OK, OP_NOT_FOUND, OP_ERROR = 0x80, 0x81, 0x82
+
+
+class Store:
+    """A client of the rendezvous store (runtime/boot/README.md: one frame
+    each way per request; integers big-endian)."""
+
+    def __init__(self, address, job_id):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self._call(OP_HELLO, b"", job_id.encode(), 1)
+
+    def _read(self, count):
+        data = b""
+        while len(data) < count:
+            chunk = self.sock.recv(count - len(data))
+            if not chunk:
+                raise ConnectionError("the store closed the connection")
+            data += chunk
+        return data
+
+    def _call(self, op, key, value=b"", arg=0):
+        body = struct.pack(">BHIq", op, len(key), len(value), arg) + key + value
+        self.sock.sendall(struct.pack(">I", len(body)) + body)
+        body = self._read(struct.unpack(">I", self._read(4))[0])
+        op, klen, vlen, arg = struct.unpack(">BHIq", body[:15])
+        value = body[15 + klen:15 + klen + vlen]
+        if op == OP_ERROR:
+            raise RuntimeError("store: " + value.decode())
+        return op, arg, value
+
+    def get(self, key, wait_s):
+        """The value of key (text), waiting up to wait_s on the server; None when it did not come."""
+        op, _, value = self._call(OP_GET, key.encode(), arg=int(wait_s * 1000))
+        return value.decode() if op == OP_OK else None
+
+    def set(self, key, value):
+        self._call(OP_SET, key.encode(), value.encode())
+
+    def add(self, key, delta):
+        return self._call(OP_ADD, key.encode(), arg=delta)[1]
+
+
+def post_hosts_updated(store, generation, node_count):
+    """End generation G on purpose, as libhora's hora_elastic_reform does
+    (the keys of hora-run's post_failure)."""
+    if store.add(f"gen{generation}/fail", 1) != 1:
+        return
+    waiting = store.add(f"gen{generation + 1}/join", 0)
+    store.set(f"gen{generation + 1}/expect", str(node_count + waiting))
+    store.set(f"gen{generation}/over", "failed")
+    store.set(f"gen{generation}/failed", f"hosts updated: {waiting} host(s) waiting to join")
+
+
+PLACE_FIELDS = ["rank", "size", "local_rank", "local_size", "node_rank", "node_count"]
+
+
+def elastic_worker(plan):
+    """One worker: write what it knows of each generation it is in to
+    $OUT/ew.<worker id>.<generation>, act on PLAN there, and wait for its
+    place in the next generation (gen<G+1>/assign/<worker id>).
+
+    PLAN lose-rank-1: in generation 0, rank 1 exits 1 (the others wait);
+         in any later generation everyone exits 0.
+    PLAN lose-single: in generation 0, the worker of a host of one worker
+         exits 1; the others go on to generation 1 and exit 0 there.
+    PLAN wait: wait for generation 1, then exit 0.
+    PLAN newcomer: in generation 0, rank 0 waits until a host counted itself
+         into generation 1's join and then posts the failure of generation 0
+         as hora_elastic_reform would; everyone goes on to generation 1 and
+         exits 0 there."""
+    e = os.environ
+    wid, generation = e["HORA_WORKER_ID"], int(e["HORA_GENERATION"])
+    store = Store(e["HORA_RDZV"], e["HORA_JOB_ID"])
+    place = {f: e["HORA_" + f.upper()] for f in PLACE_FIELDS}
+    source = "env"
+    while True:
+        record = {"PID": os.getpid(), "PPID": os.getppid(), "SOURCE": source, "GENERATION": generation}
+        record.update({f.upper(): place[f] for f in PLACE_FIELDS})
+        for name in ["HORA_ELASTIC", "HORA_WORKER_ID", "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC_GRACE_S"]:
+            record[name] = e.get(name, "")
+        record["ASSIGN"] = store.get(f"gen{generation}/assign/{wid}", 0) or ""
+        if generation > 0:
+            record["FAILED"] = store.get(f"gen{generation - 1}/failed", 0) or ""
+        path = os.path.join(e["OUT"], f"ew.{wid}.{generation}")
+        with open(path + ".tmp", "w") as f:
+            f.write("".join(f"{k}={v}\n" for k, v in record.items()))
+        os.rename(path + ".tmp", path)
+        if generation > 0:
+            return 0
+        if (plan == "lose-rank-1" and place["rank"] == "1") or (plan == "lose-single" and place["local_size"] == "1"):
+            time.sleep(0.3)
+            return 1
+        if plan == "newcomer" and place["rank"] == "0":
+            end = time.monotonic() + 20
+            while store.add(f"gen{generation + 1}/join", 0) == 0 and time.monotonic() < end:
+                time.sleep(0.05)
+            post_hosts_updated(store, generation, int(place["node_count"]))
+        text = store.get(f"gen{generation + 1}/assign/{wid}", 20)
+        if text is None:
+            print(f"worker {wid}: no assignment for generation {generation + 1} within 20 s", file=sys.stderr)
+            return 3
+        place = dict(field.split("=", 1) for field in text.split())
+        generation += 1
+        source = "assign"
+
+
+def read_elastic(out_dir):
+    """{(worker id, generation): record} of every elastic worker."""
+    records = {}
+    for name in os.listdir(out_dir):
+        m = re.fullmatch(r"ew\.(\d+\.\d+)\.(\d+)", name)
+        if m:
+            with open(os.path.join(out_dir, name)) as f:
+                records[(m.group(1), int(m.group(2)))] = dict(line.rstrip("\n").split("=", 1) for line in f)
+    return records
+
+
+def assign_text(rank, size, local_rank, local_size, node_rank, node_count):
+    return (f"rank={rank} size={size} local_rank={local_rank} local_size={local_size} node_rank={node_rank} "
+            f"node_count={node_count}")
+
+
+def check_place(rec, what, *place):
+    """A worker's record: its place as the fields it read, exactly, and the assignment key the same."""
+    want = assign_text(*place)
+    got = assign_text(*[rec.get(f.upper()) for f in PLACE_FIELDS])
+    check(got == want, f"{what}: {got} (want {want})")
+    check(rec.get("ASSIGN") == want, f"{what}: gen{rec.get('GENERATION')}/assign/<id> is '{rec.get('ASSIGN')}'")
+
+
+def elastic_host(hora_run, out, args, plan):
+    return Host(hora_run, args + ["--elastic", sys.executable, os.path.abspath(__file__), "elastic-worker", plan], out)
+
+
+def wait_records(out, generation, count, timeout):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if sum(1 for (_, g) in read_elastic(out) if g == generation) >= count:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def mode_elastic_one_host(hora_run, out):
+    # 3 workers, rank 1 exits 1 in generation 0: ranks 0 and 2 stay the same
+    # processes and take ranks 0 and 1 of 2 in generation 1.
+    h = elastic_host(hora_run, out, ["--nproc-per-node", "3", "--max-restarts", "5", "--join-timeout", "7",
+                                     "--heartbeat-timeout", "2"], "lose-rank-1")
+    rc = h.wait(30)
+    h.show("host")
+    check(rc == 0, f"exit 0 (got {rc})")
+    recs = read_elastic(out)
+    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("0.1", 0), ("0.2", 0), ("0.2", 1)],
+          f"workers 0.0, 0.1, 0.2 in generation 0, 0.0 and 0.2 in generation 1: {sorted(recs)}")
+    for slot in range(3):
+        r = recs.get((f"0.{slot}", 0), {})
+        check_place(r, f"worker 0.{slot}, generation 0", slot, 3, slot, 3, 0, 1)
+        check(r.get("SOURCE") == "env" and r.get("HORA_ELASTIC") == "1" and r.get("HORA_WORKER_ID") == f"0.{slot}",
+              f"worker 0.{slot}: HORA_ELASTIC=1, HORA_WORKER_ID=0.{slot}")
+        check(r.get("HORA_JOIN_TIMEOUT_S") == "7" and r.get("HORA_ELASTIC_GRACE_S") == "4",
+              f"worker 0.{slot}: HORA_JOIN_TIMEOUT_S=7, HORA_ELASTIC_GRACE_S=4 (heartbeat timeout + 2): "
+              f"{r.get('HORA_JOIN_TIMEOUT_S')}, {r.get('HORA_ELASTIC_GRACE_S')}")
+    for slot, rank in [(0, 0), (2, 1)]:
+        r0, r1 = recs.get((f"0.{slot}", 0), {}), recs.get((f"0.{slot}", 1), {})
+        check(r1.get("SOURCE") == "assign", f"worker 0.{slot} read generation 1 from the store")
+        check_place(r1, f"worker 0.{slot}, generation 1", rank, 2, rank, 2, 0, 1)
+        check(r0.get("PID") and r0.get("PID") == r1.get("PID"), f"worker 0.{slot}: the same process ({r0.get('PID')}, "
+              f"{r1.get('PID')})")
+        check(re.fullmatch(r"rank 1 \(local rank 1 on host 0, pid \d+\) exited with status 1", r1.get("FAILED", "")),
+              f"worker 0.{slot} reads generation 0's failure: {r1.get('FAILED')}")
+    check(re.search(r"generation 0 failed: rank 1 \(local rank 1 on host 0, pid \d+\) exited with status 1; "
+                    r"re-forming with the 2 live workers of this host \(restart 1 of 5\)", h.stderr()) is not None,
+          "the failure and the re-forming are named")
+    check("generation 1: host 0 of 1, ranks 0-1 of 2" in h.stderr(), "generation 1: ranks 0-1 of 2")
+    check(h.elapsed < 10, f"done in {h.elapsed:.2f} s")
+
+
+def mode_elastic_lost_host(hora_run, out):
+    # Two hosts x 2 workers; host b (hora-run and workers) SIGKILLed: host a's
+    # workers, the same processes, take ranks 0-1 of 2 after the heartbeat timeout.
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "5", "--heartbeat-timeout", "1",
+              "--settle-time", "5", "--join-timeout", "10", "--rdzv", f"127.0.0.1:{free_port()}"]
+    a = elastic_host(hora_run, out, common, "wait")
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = elastic_host(hora_run, out, common, "wait")
+    check(wait_records(out, 0, 4, 15), "4 workers in generation 0")
+    recs = read_elastic(out)
+    mine = lambda host: sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(host.proc.pid))
+    a_ids, b_ids = mine(a), mine(b)
+    check(len(a_ids) == 2 and len(b_ids) == 2, f"2 workers each: a {a_ids}, b {b_ids}")
+    for wid in a_ids + b_ids:
+        r = recs[(wid, 0)]
+        node = int(r["NODE_RANK"])
+        check_place(r, f"worker {wid}, generation 0", 2 * node + int(wid[-1]), 4, int(wid[-1]), 2, node, 2)
+    b_pids = [int(recs[(wid, 0)]["PID"]) for wid in b_ids]
+    t_kill = time.monotonic()
+    os.killpg(b.proc.pid, signal.SIGKILL)
+    for pid in b_pids:
+        os.kill(pid, signal.SIGKILL)
+    b.wait(10)
+    ra = a.wait(20)
+    a.show("a")
+    b.show("b (killed)")
+    check(ra == 0, f"host a finishes, exit 0 (got {ra})")
+    recs = read_elastic(out)
+    check(sorted(wid for (wid, g) in recs if g == 1) == a_ids, "generation 1: host a's workers only")
+    for local, wid in enumerate(a_ids):
+        r0, r1 = recs.get((wid, 0), {}), recs.get((wid, 1), {})
+        check_place(r1, f"worker {wid}, generation 1", local, 2, local, 2, 0, 1)
+        check(r0.get("PID") == r1.get("PID"), f"worker {wid}: the same process")
+        check(re.fullmatch(r"host [01] lost: no heartbeat for .*", r1.get("FAILED", "")),
+              f"worker {wid} reads the failure: {r1.get('FAILED')}")
+    t_gen1 = a.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
+    check(t_gen1 is not None, "host a forms generation 1 alone")
+    if t_gen1 is not None:
+        # Detected within the heartbeat timeout + 1 s (+ 1.5 s for a loaded
+        # machine); generation 1 expects 1 host and closes at once.
+        dt = t_gen1 - (t_kill - a.t0)
+        print(f"SIGKILL of host b to generation 1 formed on host a: {dt:.2f} s (--heartbeat-timeout 1)")
+        check(dt <= 1 + 1 + 1.5, f"re-formed {dt:.2f} s after the kill")
+
+
+def mode_elastic_newcomer(hora_run, out):
+    # Host a runs generation 0 alone; host b arrives and waits; a's rank 0
+    # sees it in gen1/join and ends generation 0 (hora_elastic_reform's
+    # keys): b's workers start in generation 1 and a's read places of 4.
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "0.3",
+              "--join-timeout", "10", "--heartbeat-timeout", "2"]
+    rdzv = f"127.0.0.1:{free_port()}"
+    a = elastic_host(hora_run, out, common + ["--rdzv", rdzv], "newcomer")
+    check(wait_records(out, 0, 2, 15), "generation 0 started with host a alone")
+    b = elastic_host(hora_run, out, common + ["--rdzv", rdzv], "newcomer")
+    ra, rb = a.wait(20), b.wait(20)
+    a.show("a")
+    b.show("b")
+    check(ra == 0 and rb == 0, f"both exit 0 (got {ra}, {rb})")
+    check(b.when(r"generation 0 runs without this host; waiting for generation 1", 1) is not None,
+          "host b waited for generation 1")
+    recs = read_elastic(out)
+    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("0.1", 0), ("0.1", 1), ("1.0", 1), ("1.1", 1)],
+          f"a's workers (host 0) in generations 0 and 1, b's (host 1) in generation 1: {sorted(recs)}")
+    for slot in range(2):
+        r0, r1, rb1 = recs.get((f"0.{slot}", 0), {}), recs.get((f"0.{slot}", 1), {}), recs.get((f"1.{slot}", 1), {})
+        check_place(r0, f"worker 0.{slot}, generation 0", slot, 2, slot, 2, 0, 1)
+        # Host a came first: node 0 in generation 1 too, the newcomer after it.
+        check_place(r1, f"worker 0.{slot}, generation 1 (read from the store)", slot, 4, slot, 2, 0, 2)
+        check(r1.get("SOURCE") == "assign" and r0.get("PID") == r1.get("PID"), f"worker 0.{slot}: the same process")
+        check(r1.get("FAILED") == "hosts updated: 1 host(s) waiting to join", f"the failure: {r1.get('FAILED')}")
+        check_place(rb1, f"newcomer 1.{slot}, generation 1 (its environment)", 2 + slot, 4, slot, 2, 1, 2)
+        check(rb1.get("SOURCE") == "env", f"newcomer 1.{slot} started with HORA_GENERATION=1")
+    check(re.search(r"generation 0 failed: hosts updated: 1 host\(s\) waiting to join; re-forming with the 2 live "
+                    r"workers", a.stderr()) is not None, "host a names the re-forming")
+
+
+def mode_elastic_full(hora_run, out):
+    # --nnodes 1:2 with two hosts running; a third arrives and counts itself
+    # into generation 1 first. Generation 1 takes the two hosts that were
+    # there (the lower numbers in the job), not the newcomer, which is late;
+    # when generation 1 ends well, it exits 3.
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5",
+              "--join-timeout", "10", "--heartbeat-timeout", "2", "--rdzv", rdzv]
+    a = elastic_host(hora_run, out, common, "newcomer")
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = elastic_host(hora_run, out, common, "newcomer")
+    check(wait_records(out, 0, 4, 15), "generation 0: hosts a and b")
+    c = elastic_host(hora_run, out, common, "newcomer")
+    ra, rb, rc = a.wait(20), b.wait(20), c.wait(20)
+    for h, name in [(a, "a"), (b, "b"), (c, "c")]:
+        h.show(name)
+    check(ra == 0 and rb == 0, f"hosts a and b exit 0 (got {ra}, {rb})")
+    check(rc == 3 and "generation 1 finished the job before this host joined" in c.stderr(),
+          f"host c, late for generation 1, says the job is over: exit 3 (got {rc})")
+    check("this is host 2 of the job" in c.stderr(), "host c is host 2 of the job")
+    recs = read_elastic(out)
+    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("0.1", 0), ("0.1", 1), ("1.0", 0), ("1.0", 1), ("1.1", 0),
+                           ("1.1", 1)], f"hosts 0 and 1 in generations 0 and 1, host 2 nowhere: {sorted(recs)}")
+    for host in range(2):
+        for slot in range(2):
+            r0, r1 = recs.get((f"{host}.{slot}", 0), {}), recs.get((f"{host}.{slot}", 1), {})
+            check_place(r1, f"worker {host}.{slot}, generation 1", 2 * host + slot, 4, slot, 2, host, 2)
+            check(r0.get("PID") == r1.get("PID"), f"worker {host}.{slot}: the same process")
+
+
+def mode_elastic_host_empty(hora_run, out):
+    # Host b's only worker fails: b has no live worker and leaves (exit 1,
+    # named); host a's two workers re-form as ranks 0-1 of 2 and finish.
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = ["--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5", "--join-timeout", "10",
+              "--heartbeat-timeout", "2", "--rdzv", rdzv]
+    a = elastic_host(hora_run, out, ["--nproc-per-node", "2"] + common, "lose-single")
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = elastic_host(hora_run, out, ["--nproc-per-node", "1"] + common, "lose-single")
+    ra, rb = a.wait(20), b.wait(20)
+    a.show("a")
+    b.show("b")
+    check(ra == 0, f"host a finishes with its two workers, exit 0 (got {ra})")
+    check(rb == 1, f"host b exits 1 (got {rb})")
+    check(re.search(r"generation 0 failed: rank \d \(local rank 0 on host \d, pid \d+\) exited with status 1; "
+                    r"host \d: every worker exited or failed, this host leaves the job", b.stderr()) is not None,
+          "host b says it has no live worker and leaves")
+    recs = read_elastic(out)
+    a_ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(a.proc.pid))
+    check(len(a_ids) == 2 and sorted((w, g) for (w, g) in recs if w in a_ids) == [(a_ids[0], 0), (a_ids[0], 1),
+          (a_ids[1], 0), (a_ids[1], 1)], f"host a's 2 workers in generations 0 and 1: {sorted(recs)}")
+    for local, wid in enumerate(a_ids):
+        check_place(recs.get((wid, 1), {}), f"worker {wid}, generation 1", local, 2, local, 2, 0, 1)
+    t_gen1 = a.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
+    check(t_gen1 is not None and a.elapsed < 5,
+          f"generation 1 expected one host and closed before the settle time (5 s): done in {a.elapsed:.2f} s")
+
+
 def main():
     if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
         # tests/env/netns-run's driver form: mpirun HORA_RUN MODE, then its
         # mpirun arguments (unused: hora-run needs no mpirun).
         sys.argv = [sys.argv[0], sys.argv[3], sys.argv[2]]
+    if len(sys.argv) == 3 and sys.argv[1] == "elastic-worker":
+        return elastic_worker(sys.argv[2])
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
