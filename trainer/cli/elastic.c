@@ -87,8 +87,8 @@ static void say_change(run_t *r, int old_size, const int32_t *seen, uint64_t at_
     const uint64_t redone = at_step > st->step ? at_step - st->step : 0;
     if (r->tty) printf("\n");
     printf("hora-train: world %d -> %d at step %" PRIu64 " (%s); generation %d continues from rank %d's commit of "
-           "that step (%" PRIu64 " step%s since it to train again)\n",
-           old_size, r->size, st->step, why, hora_generation(), r->root, redone, redone == 1 ? "" : "s");
+           "that step (steps trained again: %" PRIu64 ")\n",
+           old_size, r->size, st->step, why, hora_generation(), r->root, redone);
     fflush(stdout);
     main_log_json(r,
                   "{\"type\":\"elastic\",\"generation\":%d,\"from\":%d,\"to\":%d,\"step\":%" PRIu64

@@ -15,7 +15,6 @@
 #include "backend.h"
 #include "base/status.h"
 #include "checkpoint.h"
-#include "elastic_compat.h"
 #include "loader.h"
 #include "loss_scale.h"
 #include "model.h"
