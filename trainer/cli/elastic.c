@@ -52,11 +52,15 @@ int elastic_commit_interval(const run_t *r)
 
 hora_status_t elastic_commit(run_t *r, uint64_t spe, int check)
 {
+    const double t0 = tr_now_s();
     CHECK(tr_trainer_settle(r->trainer)); /* a device step's all-reduces, before its arenas are read */
     const tr_ckpt_run_info_t info = {
         .arch = r->opt.model, .world_size = r->size, .batch = r->opt.batch, .steps_per_epoch = spe};
     CHECK(tr_ckpt_commit(&r->commit, r->model, &r->state, &info));
-    if (check) CHECK(hora_elastic_check(&r->hosts_waiting));
+    if (!check) return HORA_OK;
+    CHECK(hora_elastic_check(&r->hosts_waiting));
+    r->commit_time += tr_now_s() - t0; /* the loop's commits: what --elastic costs a run */
+    r->commits++;
     return HORA_OK;
 }
 

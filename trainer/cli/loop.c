@@ -434,6 +434,11 @@ static void loop_summary(run_t *r, const loop_t *l)
     printf("training: %" PRIu64 " steps (%" PRIu64 " skipped: gradient overflow), %" PRIu64 " images, %.1f img/s "
            "over %d ranks (compute and all-reduce only)\n",
            st->step, st->loss_scale.skipped_steps, st->images, ips, r->size);
+    if (o->elastic && r->commits && r->train_time > 0)
+        printf("elastic: %" PRIu64 " commits (every %d steps), %.3f ms each with the check for hosts; %.2f%% of the "
+               "time in steps\n",
+               r->commits, r->commit_every, 1e3 * r->commit_time / (double)r->commits,
+               100.0 * r->commit_time / r->train_time);
     printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev->top1 / ev->count, 100.0 * ev->top5 / ev->count);
     if (o->profile && l->profile_steps)
         tr_model_profile_print(r->model, 1e3 * l->profile_time / (double)l->profile_steps, stdout);

@@ -57,11 +57,13 @@ typedef struct {
      * hosts_waiting: the last commit found hosts to take in (the loop
      * returns for a re-form); below_min_ranks: the world fell below
      * --min-ranks and the run stopped. train_time: seconds in steps over
-     * every generation (the summary's rate). */
+     * every generation (the summary's rate); commit_time, commits: seconds
+     * in the commits and checks of the loop, and how many (its cost). */
     int commit_every;
     tr_ckpt_data_t commit;
     int reformed, root, hosts_waiting, below_min_ranks;
-    double train_time;
+    double train_time, commit_time;
+    uint64_t commits;
 } run_t;
 
 /* Print an error on stderr (one line) and keep this rank's first one: what
