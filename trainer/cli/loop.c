@@ -294,8 +294,10 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
      * (SIGTERM, HORA_PREEMPT_FILE), and so all stop after the same step. */
     if (r->preempt) CHECK(hora_preempt_agree((int64_t)st->step, &l->stop_step, &l->stop_rank, &l->stop_cause));
     /* --elastic: the state in memory every --commit-every-steps, and there
-     * whether hosts wait to be taken in (the same answer on every rank). */
-    if (o->elastic && st->step % (uint64_t)r->commit_every == 0) RETURN_ON_ERROR(elastic_commit(r, l->spe, 1));
+     * whether hosts wait to be taken in (the same answer on every rank; not
+     * after the last step, where the run ends anyway). */
+    if (o->elastic && st->step % (uint64_t)r->commit_every == 0)
+        RETURN_ON_ERROR(elastic_commit(r, l->spe, st->step < l->total));
     return HORA_OK;
 }
 

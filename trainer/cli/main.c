@@ -376,9 +376,14 @@ static void teardown(run_t *r)
 }
 
 /* Rank 0's JSON-lines log (--log): a resumed run, or a rank that became
- * rank 0 in a re-formed world, continues it. */
+ * rank 0 in a re-formed world, continues it; one that is rank 0 no more
+ * closes it. */
 static void open_log(run_t *r)
 {
+    if (r->rank != 0 && r->log) {
+        fclose(r->log);
+        r->log = NULL;
+    }
     if (r->rank != 0 || !r->opt.log_path || r->log) return;
     r->log = fopen(r->opt.log_path, r->opt.resume || r->reformed ? "a" : "w");
     if (!r->log)
