@@ -33,18 +33,18 @@
 #define API_WATCH_SLICE_S 0.2
 
 static struct {
-    int open;             /* the link is connected */
-    boot_link_t link;     /* the bootstrap's connection (comm.h) */
-    char host[256];       /* HORA_RDZV's host and port, HORA_JOB_ID */
+    int open;         /* the link is connected */
+    boot_link_t link; /* the bootstrap's connection (comm.h) */
+    char host[256];   /* HORA_RDZV's host and port, HORA_JOB_ID */
     int port;
     char job_id[BOOT_STORE_JOB_ID_MAX + 1];
-    int elastic;          /* HORA_ELASTIC=1: hora-run keeps workers across generations */
-    char worker_id[64];   /* HORA_WORKER_ID */
+    int elastic;           /* HORA_ELASTIC=1: hora-run keeps workers across generations */
+    char worker_id[64];    /* HORA_WORKER_ID */
     double join_timeout_s; /* HORA_JOIN_TIMEOUT_S: the longest wait for an assignment or a peer's value */
     double grace_s;        /* HORA_ELASTIC_GRACE_S */
-    int generation;       /* the one joined last; -1 before the first */
-    _Atomic int ended;    /* that generation ended (a loss, or hora_elastic_reform) */
-    int hosts_waiting;    /* hora_elastic_check's last answer */
+    int generation;        /* the one joined last; -1 before the first */
+    _Atomic int ended;     /* that generation ended (a loss, or hora_elastic_reform) */
+    int hosts_waiting;     /* hora_elastic_check's last answer */
     /* The watcher of the running generation. */
     pthread_t watcher;
     int watching;
@@ -110,8 +110,9 @@ static hora_status_t api_boot_connect(void)
     if (*end || port < 1 || port > 65535)
         return status_fail(HORA_ERR_CONFIG, "hora_init: bad port in HORA_RDZV='%s'", rdzv);
     if (!job || !*job || strlen(job) > BOOT_STORE_JOB_ID_MAX)
-        return status_fail(HORA_ERR_CONFIG, "hora_init: the store bootstrap needs HORA_JOB_ID (1-%d bytes; hora-run "
-                                            "sets it)",
+        return status_fail(HORA_ERR_CONFIG,
+                           "hora_init: the store bootstrap needs HORA_JOB_ID (1-%d bytes; hora-run "
+                           "sets it)",
                            BOOT_STORE_JOB_ID_MAX);
     memcpy(api_boot.host, rdzv, (size_t)(colon - rdzv));
     api_boot.host[colon - rdzv] = '\0';
@@ -150,11 +151,11 @@ static hora_status_t api_boot_assignment(int g, int *rank, int *size, int *node)
                            api_boot.worker_id, g, api_boot.join_timeout_s);
     HORA_CHECK(status);
     int local_rank, local_size, node_count;
-    int n = sscanf(v, "rank=%d size=%d local_rank=%d local_size=%d node_rank=%d node_count=%d", rank, size,
-                   &local_rank, &local_size, node, &node_count);
+    int n = sscanf(v, "rank=%d size=%d local_rank=%d local_size=%d node_rank=%d node_count=%d", rank, size, &local_rank,
+                   &local_size, node, &node_count);
     if (n != 6 || *size < 1 || *rank < 0 || *rank >= *size || *node < 0 || *node >= node_count)
-        status = status_fail(HORA_ERR_CORRUPT, "hora_init: hora-run's assignment '%s' = '%s' is malformed", key,
-                             (char *)v);
+        status =
+            status_fail(HORA_ERR_CORRUPT, "hora_init: hora-run's assignment '%s' = '%s' is malformed", key, (char *)v);
     free(v);
     return status;
 }

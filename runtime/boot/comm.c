@@ -170,8 +170,8 @@ static hora_status_t boot_comm_parts(const boot_comm_t *c, const uint8_t *all, s
     }
     if (at == all_bytes) return HORA_OK;
 bad:
-    return status_fail(HORA_ERR_CORRUPT, "bootstrap: the gathered %s (%zu bytes) do not hold %d parts", what,
-                       all_bytes, c->size);
+    return status_fail(HORA_ERR_CORRUPT, "bootstrap: the gathered %s (%zu bytes) do not hold %d parts", what, all_bytes,
+                       c->size);
 }
 
 /* Gather, then split into parts (arrays of c->size, the caller frees *all). */
@@ -351,7 +351,10 @@ hora_status_t boot_comm_bcast(boot_comm_t *c, void *buf, size_t bytes, int root,
     return status;
 }
 
-hora_status_t boot_comm_barrier(boot_comm_t *c, const char *what) { return boot_comm_barrier_until(c, what, NULL, NULL); }
+hora_status_t boot_comm_barrier(boot_comm_t *c, const char *what)
+{
+    return boot_comm_barrier_until(c, what, NULL, NULL);
+}
 
 hora_status_t boot_comm_barrier_until(boot_comm_t *c, const char *what, hora_status_t (*check)(void *arg), void *arg)
 {

@@ -33,12 +33,12 @@ typedef enum { BOOT_OP_MIN, BOOT_OP_MAX, BOOT_OP_SUM } boot_op_t;
 typedef struct {
     boot_comm_kind_t kind;
     int rank, size;
-    MPI_Comm mpi;       /* BOOT_COMM_MPI: owned (freed by boot_comm_free) unless borrowed */
-    int borrowed;       /* BOOT_COMM_MPI: mpi belongs to the caller */
-    boot_link_t *link;  /* BOOT_COMM_STORE */
-    int *members;       /* BOOT_COMM_STORE: world rank of each member, [size] */
-    char prefix[192];   /* BOOT_COMM_STORE: key prefix, unique per communicator */
-    unsigned long seq;  /* BOOT_COMM_STORE: operations so far */
+    MPI_Comm mpi;      /* BOOT_COMM_MPI: owned (freed by boot_comm_free) unless borrowed */
+    int borrowed;      /* BOOT_COMM_MPI: mpi belongs to the caller */
+    boot_link_t *link; /* BOOT_COMM_STORE */
+    int *members;      /* BOOT_COMM_STORE: world rank of each member, [size] */
+    char prefix[192];  /* BOOT_COMM_STORE: key prefix, unique per communicator */
+    unsigned long seq; /* BOOT_COMM_STORE: operations so far */
 } boot_comm_t;
 
 /* Wrap an MPI communicator (not freed by boot_comm_free). */

@@ -4,7 +4,9 @@
  *
  *   test_elastic world mpi|store   exact collectives (direct, negotiated,
  *                                  broadcast) on the world the bootstrap
- *                                  gave; what each bootstrap refuses
+ *                                  gave; what each bootstrap refuses. The
+ *                                  worker ELASTIC_ABSENT_RANK never calls
+ *                                  hora_init
  *   test_elastic steps N [VICTIM K] N steps of exact all-reduces under
  *                                  hora-run --elastic; rank VICTIM of the
  *                                  first generation SIGKILLs itself at step
@@ -14,6 +16,7 @@
  *                                  the step from the lowest rank by a
  *                                  broadcast. Each re-form prints
  *                                  "world A -> B at step k (reason)".
+ *                                  ELASTIC_STEP_MS pauses every step.
  *
  * Inputs derive from (step, rank, index), so every sum is known exactly. */
 #define _GNU_SOURCE
@@ -29,20 +32,22 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
+#define CHECK(cond, ...)                                                               \
+    do {                                                                               \
+        if (!(cond)) {                                                                 \
             fprintf(stderr, "rank %d: FAIL %s:%d: ", hora_rank(), __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            failures++;                                                       \
-        }                                                                     \
+            fprintf(stderr, __VA_ARGS__);                                              \
+            fprintf(stderr, "\n");                                                     \
+            failures++;                                                                \
+        }                                                                              \
     } while (0)
 
+/* Wall-clock seconds: the victim and the survivors compare them (one
+ * machine, or network namespaces of one machine). */
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -70,13 +75,20 @@ static hora_status_t step_collectives(int64_t s, size_t count, float *a, float *
     size_t bad = count;
     for (size_t i = 0; i < count && bad == count; i++)
         if (a[i] != sum(s, n, i) || b[i] != sum(s + 1, n, i)) bad = i;
-    CHECK(bad == count, "step %" PRId64 ": element %zu is %g / %g, expected %g / %g (size %d)", s, bad, a[bad],
-          b[bad], sum(s, n, bad), sum(s + 1, n, bad), n);
+    CHECK(bad == count, "step %" PRId64 ": element %zu is %g / %g, expected %g / %g (size %d)", s, bad, a[bad], b[bad],
+          sum(s, n, bad), sum(s + 1, n, bad), n);
     return HORA_OK;
 }
 
 static int mode_world(const char *want)
 {
+    /* ELASTIC_ABSENT_RANK: that worker never comes (the others' bootstrap
+     * must end within the join timeout, naming it). */
+    const char *absent = getenv("ELASTIC_ABSENT_RANK"), *me = getenv("HORA_RANK");
+    if (absent && me && !strcmp(absent, me)) {
+        sleep(30);
+        return 0;
+    }
     hora_status_t st = hora_init();
     if (st != HORA_OK) {
         fprintf(stderr, "hora_init: %s\n", hora_last_error());
@@ -88,8 +100,8 @@ static int mode_world(const char *want)
     if (store) {
         const char *g = getenv("HORA_GENERATION"), *er = getenv("HORA_RANK"), *es = getenv("HORA_SIZE");
         CHECK(g && hora_generation() == atoi(g), "generation %d, HORA_GENERATION %s", hora_generation(), g ? g : "-");
-        CHECK(er && es && r == atoi(er) && n == atoi(es), "rank %d of %d, hora-run said %s of %s", r, n,
-              er ? er : "-", es ? es : "-");
+        CHECK(er && es && r == atoi(er) && n == atoi(es), "rank %d of %d, hora-run said %s of %s", r, n, er ? er : "-",
+              es ? es : "-");
         int set;
         const int ranks[1] = {0};
         CHECK(hora_process_set_create(ranks, 1, &set) == HORA_ERR_UNSUPPORTED, "a process set was not refused");
@@ -97,8 +109,8 @@ static int mode_world(const char *want)
         size_t splits[64];
         float x[64] = {0};
         for (int i = 0; i < n && i < 64; i++) splits[i] = 1;
-        CHECK(n > 64 || hora_alltoall_async("a2a", x, (size_t)n, HORA_DTYPE_F32, splits, NULL, &req) ==
-                            HORA_ERR_UNSUPPORTED,
+        CHECK(n > 64 ||
+                  hora_alltoall_async("a2a", x, (size_t)n, HORA_DTYPE_F32, splits, NULL, &req) == HORA_ERR_UNSUPPORTED,
               "alltoall was not refused");
     } else {
         CHECK(hora_generation() == 0 && !hora_elastic(), "generation %d elastic %d under mpi", hora_generation(),
@@ -150,6 +162,9 @@ static int mode_steps(int64_t steps, int victim, int64_t kill_at)
     int first_gen = 1, n_before = 0, reforms = 0;
     char reason[600] = "started";
     double lost_at = 0;
+    /* ELASTIC_STEP_MS: a pause per step, so that a kill or a newcomer from
+     * outside lands mid-run. */
+    const long step_ms = getenv("ELASTIC_STEP_MS") ? atol(getenv("ELASTIC_STEP_MS")) : 0;
     for (;;) {
         hora_status_t st = hora_init();
         if (st != HORA_OK) {
@@ -163,9 +178,9 @@ static int mode_steps(int64_t steps, int victim, int64_t kill_at)
             continue;
         }
         if (!first_gen) {
-            if (r == 0)
-                printf("world %d -> %d at step %" PRId64 " (%s)%s\n", n_before, n, step, reason, "");
-            if (lost_at > 0) printf("rank %d: resumed %.3f s after the loss was seen\n", r, now_s() - lost_at);
+            if (r == 0) printf("world %d -> %d at step %" PRId64 " (%s)%s\n", n_before, n, step, reason, "");
+            if (lost_at > 0)
+                printf("rank %d: resumed at %.6f, %.3f s after it saw the loss\n", r, now_s(), now_s() - lost_at);
             fflush(stdout);
             reforms++;
         }
@@ -174,9 +189,15 @@ static int mode_steps(int64_t steps, int victim, int64_t kill_at)
         lost_at = 0;
         for (; step < steps; step++) {
             if (victim >= 0 && hora_generation() == 0 && r == victim && step == kill_at) {
+                printf("rank %d: SIGKILL at step %" PRId64 " at %.6f\n", r, step, now_s());
                 fflush(stdout);
                 raise(SIGKILL);
             }
+            if (step_ms > 0) {
+                struct timespec pause = {step_ms / 1000, (step_ms % 1000) * 1000000L};
+                nanosleep(&pause, NULL);
+            }
+            if (r == 0 && step % 100 == 0) printf("rank 0: step %" PRId64 "\n", step);
             st = step_collectives(step, count, a, b);
             if (st == HORA_OK) {
                 int waiting = 0;
