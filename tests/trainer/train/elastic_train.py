@@ -240,7 +240,9 @@ def min_ranks(work, data):
     failures = []
     d = os.path.join(work, "elastic")
     args = BASE + ["--data", data, "--keep-global-batch", "--steps", "40", "--min-ranks", "2", "--checkpoint-dir", d]
-    job = Job(hora_run_cmd(2, args), env_with({"PID_DIR": work}))
+#-- join - timeout : a host whose workers all ended keeps the store for hosts that may still come(hora - run
+#waits that long for them) : here none will.
+    job = Job(hora_run_cmd(2, args, ["--join-timeout", "5"]), env_with({"PID_DIR": work}))
     if not job.until(rf"^epoch \d+/\d+ step {SEEN} ", time.monotonic() + 120):
         job.p.kill()
         return ["rank 0 never printed step %d" % SEEN]
