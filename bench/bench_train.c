@@ -231,7 +231,7 @@ int main(int argc, char **argv)
         tr_run_state_t state = tr_run_state_begin(1);
         tr_loss_scale_begin(&sc.loss_scale, &state.loss_scale);
         tr_trainer_t *t;
-        ok = tr_trainer_init(model, &sc, &state, &t) == HORA_OK && tr_trainer_broadcast_state(t, 0) == HORA_OK &&
+        ok = tr_trainer_init(model, &sc, &state, &t) == HORA_OK && tr_trainer_broadcast_state(t, 0, 0) == HORA_OK &&
              measure(t, &xt, y, batch, warmup, steps, &ips[overlap], &cpu_step[overlap]) == 0;
         tr_trainer_free(t);
     }

@@ -168,6 +168,8 @@ int tr_threads_default(tr_threads_info_t *info)
     return in.threads;
 }
 
+void tr_threads_forget(void) { cached = 0; }
+
 int tr_threads_compute_default(int data_threads, tr_threads_info_t *info)
 {
     tr_threads_info_t in;

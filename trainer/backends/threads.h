@@ -55,6 +55,11 @@ typedef struct {
  * details. */
 int tr_threads_default(tr_threads_info_t *info);
 
+/* Forget what tr_threads_default cached: the world changed (an elastic
+ * re-form), and its next call gathers the new world's masks. Every rank of
+ * the new world calls both, so the gather stays collective. */
+void tr_threads_forget(void);
+
 /* An explicit --threads: when requested is above some rank's default
  * (tr_threads_default must have run), rank 0 prints one warning on stderr
  * naming that rank, the cause (its mask, or the ranks sharing it) and the

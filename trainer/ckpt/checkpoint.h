@@ -107,6 +107,32 @@ hora_status_t tr_ckpt_apply(const tr_ckpt_data_t *data, tr_model_t *model);
  * statistics (inference: tools). batch: activations for that many samples. */
 hora_status_t tr_ckpt_build_model(const tr_ckpt_data_t *data, tr_backend_t *backend, int batch, tr_model_t **model);
 
+/* ---- the in-memory commit (hora-train --elastic) ---- */
+
+/* What a checkpoint file holds, kept in host memory instead: the run
+ * state, the world it was taken in (info: world size, per-rank batch,
+ * steps per epoch) and the params, momentum and BN statistics arenas,
+ * in a tr_ckpt_data_t without texts or path (tr_ckpt_data_free frees it).
+ * The first commit allocates; later ones copy into the same buffers, so a
+ * commit costs what a checkpoint's stall does (the arenas' download). */
+hora_status_t tr_ckpt_commit(tr_ckpt_data_t *commit, const tr_model_t *model, const tr_run_state_t *state,
+                             const tr_ckpt_run_info_t *info);
+/* Back to a commit: tr_ckpt_apply(commit, model) puts its tensors into a
+ * model of the same architecture (a rebuilt one too), and commit->state is
+ * the run state to continue from. */
+
+/* Collective (an elastic world just re-formed): *root is the lowest rank
+ * holding the newest commit (the highest step; a commit has params), the
+ * same on every rank, or -1 when no rank holds one (every rank is new).
+ * One all-reduce. */
+hora_status_t tr_ckpt_commit_owner(const tr_ckpt_data_t *commit, int *root);
+/* Collective: root's commit's run state and world (world size, per-rank
+ * batch, steps per epoch; info->arch is left as it is) into every rank's
+ * *state and *info. The tensors go later, from the model root rolled back
+ * (tr_trainer_broadcast_state). */
+hora_status_t tr_ckpt_commit_share(const tr_ckpt_data_t *commit, int root, tr_run_state_t *state,
+                                   tr_ckpt_run_info_t *info);
+
 /* ---- the writer (rank 0) ---- */
 
 typedef struct tr_ckpt_writer tr_ckpt_writer_t;

@@ -1,8 +1,9 @@
 /*
  * ckpt_writer.c - the checkpoint directory (checkpoint.h): its file names,
  * the list a resume tries in order, and rank 0's writer thread with the
- * atomic write sequence, pruning and the crash hook of the tests. What goes
- * into a file (the texts, loading, checking) is checkpoint.c's.
+ * atomic write sequence, pruning and the crash hook of the tests; and the
+ * in-memory commit (--elastic), the same snapshot kept instead of written.
+ * What goes into a file (the texts, loading, checking) is checkpoint.c's.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -464,6 +465,50 @@ hora_status_t tr_ckpt_writer_save(tr_ckpt_writer_t *w, const tr_model_t *m, cons
     w->stall_s = tr_now_s() - t0;
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
+    return HORA_OK;
+}
+
+hora_status_t tr_ckpt_commit(tr_ckpt_data_t *c, const tr_model_t *m, const tr_run_state_t *state,
+                             const tr_ckpt_run_info_t *info)
+{
+    size_t momentum_count = c->params_count;
+    hora_status_t status = snapshot_arena(m, TR_ARENA_PARAMS, &c->params, &c->params_count);
+    if (status == HORA_OK) status = snapshot_arena(m, TR_ARENA_MOMENTUM, &c->momentum, &momentum_count);
+    if (status == HORA_OK) status = snapshot_arena(m, TR_ARENA_STATS, &c->stats, &c->stats_count);
+    if (status != HORA_OK) {
+        tr_ckpt_data_free(c); /* a partial commit is none */
+        return status_set(status, "commit at step %" PRIu64 ": copying the arenas failed: %s", state->step,
+                          hora_status_string(status));
+    }
+    c->state = *state;
+    c->info = *info;
+    return HORA_OK;
+}
+
+hora_status_t tr_ckpt_commit_owner(const tr_ckpt_data_t *c, int *root)
+{
+    /* The highest step wins, then the lowest rank: (step + 1) above the
+     * rank's complement in one MAX; 0 from a rank without a commit. */
+    const int rank_bits = 24;
+    const int64_t rank_mask = ((int64_t)1 << rank_bits) - 1;
+    int64_t key = c->params ? ((int64_t)(c->state.step + 1) << rank_bits) | (rank_mask - hora_rank()) : 0;
+    hora_status_t status = hora_allreduce(&key, &key, 1, HORA_DTYPE_I64, HORA_OP_MAX);
+    if (status != HORA_OK) return status;
+    *root = key ? (int)(rank_mask - (key & rank_mask)) : -1;
+    return HORA_OK;
+}
+
+hora_status_t tr_ckpt_commit_share(const tr_ckpt_data_t *c, int root, tr_run_state_t *state, tr_ckpt_run_info_t *info)
+{
+    int64_t world[3] = {c->info.world_size, c->info.batch, (int64_t)c->info.steps_per_epoch};
+    tr_run_state_t s = c->state;
+    hora_status_t status = hora_broadcast(&s, sizeof(s), HORA_DTYPE_U8, root);
+    if (status == HORA_OK) status = hora_broadcast(world, 3, HORA_DTYPE_I64, root);
+    if (status != HORA_OK) return status;
+    *state = s;
+    info->world_size = (int)world[0];
+    info->batch = (int)world[1];
+    info->steps_per_epoch = (uint64_t)world[2];
     return HORA_OK;
 }
 

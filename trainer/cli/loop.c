@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elastic.h"
 #include "input.h"
 #include "loop.h"
 #include "main_ckpt.h"
@@ -90,7 +91,6 @@ typedef struct {
     uint64_t total;     /* the step this run stops at (--epochs, --steps) */
     int print_every;
     tr_lr_schedule_t sched;
-    double train_time; /* seconds in steps (compute and all-reduce only) */
     /* --profile: from the third step of this run (the first two make the
      * plans and primitives). */
     double profile_time;
@@ -274,7 +274,7 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
         l->profile_steps++;
     }
     l->run_steps++;
-    l->train_time += tr_now_s() - ts;
+    r->train_time += tr_now_s() - ts; /* over every generation of an elastic run */
     st->step++;
     st->step_in_epoch++;
     st->images += (uint64_t)samples * (uint64_t)r->size;
@@ -293,6 +293,11 @@ static hora_status_t loop_step(run_t *r, loop_t *l)
     /* --preempt: every rank learns here whether any rank asked for a stop
      * (SIGTERM, HORA_PREEMPT_FILE), and so all stop after the same step. */
     if (r->preempt) CHECK(hora_preempt_agree((int64_t)st->step, &l->stop_step, &l->stop_rank, &l->stop_cause));
+    /* --elastic: the state in memory every --commit-every-steps, and there
+     * whether hosts wait to be taken in (the same answer on every rank; not
+     * after the last step, where the run ends anyway). */
+    if (o->elastic && st->step % (uint64_t)r->commit_every == 0)
+        RETURN_ON_ERROR(elastic_commit(r, l->spe, st->step < l->total));
     return HORA_OK;
 }
 
@@ -342,6 +347,32 @@ static hora_status_t loop_preempted(run_t *r, const loop_t *l)
     }
     printf("hora-train: preempted at step %" PRIu64 "; resume with --resume auto\n", st->step);
     fflush(stdout);
+    return HORA_OK;
+}
+
+/* --elastic: a world re-formed with fewer than --min-ranks ranks stops at
+ * the step it continues from: rank 0 checkpoints it (its position already
+ * re-sharded for this world, which a resume converts again) and every rank
+ * waits for the write, says how to go on, and the process exits 1. */
+static hora_status_t loop_below_min_ranks(run_t *r, const loop_t *l)
+{
+    const tr_run_state_t *st = &r->state;
+    double stall, write;
+    uint64_t bytes;
+    uint64_t spe_epoch = r->train_loader ? tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset) : l->spe;
+    RETURN_ON_ERROR(loop_checkpoint_wait(r, spe_epoch, l->spe, &stall, &write, &bytes));
+    int32_t written = 1; /* every rank past rank 0's write before any exits */
+    if (r->size > 1) CHECK(hora_allreduce(&written, &written, 1, HORA_DTYPE_I32, HORA_OP_MIN));
+    if (r->ckpt)
+        printf("hora-train: checkpoint: step %" PRIu64 " in %s, %.1f MB written in %.3f s\n", st->step,
+               r->opt.checkpoint_dir, (double)bytes / 1e6, write);
+    printf("hora-train: rank %d: the world re-formed with %d rank%s, below --min-ranks %d: stopped at step %" PRIu64
+           "; resume with --resume auto on at least %d ranks\n",
+           r->rank, r->size, r->size == 1 ? "" : "s", r->opt.min_ranks, st->step, r->opt.min_ranks);
+    fflush(stdout);
+    main_log_json(r, "{\"type\":\"below_min_ranks\",\"step\":%" PRIu64 ",\"ranks\":%d,\"min_ranks\":%d}", st->step,
+                  r->size, r->opt.min_ranks);
+    r->below_min_ranks = 1;
     return HORA_OK;
 }
 
@@ -401,10 +432,15 @@ static void loop_summary(run_t *r, const loop_t *l)
     const tr_run_state_t *st = &r->state;
     const eval_result_t *ev = &l->ev;
     if (r->rank != 0) return;
-    double ips = l->train_time > 0 ? (double)st->images / l->train_time : 0.0;
+    double ips = r->train_time > 0 ? (double)st->images / r->train_time : 0.0;
     printf("training: %" PRIu64 " steps (%" PRIu64 " skipped: gradient overflow), %" PRIu64 " images, %.1f img/s "
            "over %d ranks (compute and all-reduce only)\n",
            st->step, st->loss_scale.skipped_steps, st->images, ips, r->size);
+    if (o->elastic && r->commits && r->train_time > 0)
+        printf("elastic: %" PRIu64 " commits (every %d steps), %.3f ms each with the check for hosts; %.2f%% of the "
+               "time in steps\n",
+               r->commits, r->commit_every, 1e3 * r->commit_time / (double)r->commits,
+               100.0 * r->commit_time / r->train_time);
     printf("final test top-1 %.2f%% top-5 %.2f%%\n", 100.0 * ev->top1 / ev->count, 100.0 * ev->top5 / ev->count);
     if (o->profile && l->profile_steps)
         tr_model_profile_print(r->model, 1e3 * l->profile_time / (double)l->profile_steps, stdout);
@@ -431,9 +467,18 @@ hora_status_t loop_run(run_t *r)
                o->epochs, l.spe, o->batch * r->size, l.sched.peak_lr, l.sched.warmup_steps,
                tr_lr_decay_names[o->lr_decay], r->size > 1 ? tr_overlap_names[o->overlap] : "off (one rank)");
 
+    if (o->elastic) {
+        /* A re-formed world below --min-ranks stops; any other starts with
+         * a commit of where it stands, in its own world. */
+        r->commit_every = elastic_commit_interval(r);
+        if (r->reformed && r->size < o->min_ranks) return loop_below_min_ranks(r, &l);
+        RETURN_ON_ERROR(elastic_commit(r, l.spe, 0));
+    }
+
     /* The clock of elapsed_s (time to accuracy) starts at the first step,
-     * after data loading and model building, as the PyTorch peer's does. */
-    r->t0 = tr_now_s();
+     * after data loading and model building, as the PyTorch peer's does
+     * (in an elastic run, at this process's first). */
+    if (!r->reformed || !r->train_time) r->t0 = tr_now_s();
     l.t_since = tr_now_s();
     for (; st->epoch < (uint64_t)o->epochs && st->step < l.total;
          st->epoch++, st->step_in_epoch = 0, st->epoch_sample_offset = 0) {
@@ -442,9 +487,10 @@ hora_status_t loop_run(run_t *r)
             l.spe_epoch = tr_loader_epoch_steps(r->train_loader, st->epoch_sample_offset);
             CHECK(tr_loader_start_epoch_at(r->train_loader, st->epoch, st->step_in_epoch, st->epoch_sample_offset));
         }
-        while (st->step_in_epoch < l.spe_epoch && st->step < l.total && l.stop_step < 0)
+        while (st->step_in_epoch < l.spe_epoch && st->step < l.total && l.stop_step < 0 && !r->hosts_waiting)
             RETURN_ON_ERROR(loop_step(r, &l));
         if (l.stop_step >= 0) return loop_preempted(r, &l); /* the epoch stays in progress */
+        if (r->hosts_waiting) return HORA_OK;               /* main re-forms the world (--elastic) */
         RETURN_ON_ERROR(loop_epoch_end(r, &l));
         if (st->step_in_epoch < l.spe_epoch)
             break; /* stopped by --steps inside the epoch: the state stays where it is */

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "elastic.h"
 #include "input.h"
 #include "loop.h"
 #include "main_ckpt.h"
@@ -155,10 +156,12 @@ static hora_status_t setup_spec(run_t *r, tr_model_spec_t *spec)
     return HORA_OK;
 }
 
-/* --backend, with --threads resolved: one left out of this build is named. */
+/* --backend, with --threads resolved: one left out of this build is named.
+ * A re-formed world keeps the backend it has. */
 static hora_status_t setup_backend(run_t *r)
 {
     tr_options_t *o = &r->opt;
+    if (r->backend) return HORA_OK;
     const struct tr_backend_ops *ops = tr_backend_find(o->backend);
     if (!ops) {
         if (tr_backend_known(o->backend)) {
@@ -188,8 +191,10 @@ static hora_status_t setup_model(run_t *r, const tr_model_spec_t *spec)
     float mean[3], std[3];
     input_stats(spec->in_channels, mean, std);
     tr_model_set_input_norm(r->model, mean, std);
-    hora_status_t refused = main_resume_apply(r); /* reported there */
-    if (refused != HORA_OK) return refused;
+    if (!r->reformed) {
+        hora_status_t refused = main_resume_apply(r); /* reported there */
+        if (refused != HORA_OK) return refused;
+    }
     tr_step_config_t sc = {.overlap = (tr_overlap_t)o->overlap,
                            .label_smoothing = (float)o->label_smoothing,
                            .optim = o->optim,
@@ -197,15 +202,24 @@ static hora_status_t setup_model(run_t *r, const tr_model_spec_t *spec)
                            .reproducible = o->reproducible};
     if (!r->resumed) tr_loss_scale_begin(&r->scaler, &r->state.loss_scale);
     CHECK(tr_trainer_init(r->model, &sc, &r->state, &r->trainer));
-    CHECK(tr_trainer_broadcast_state(r->trainer, r->resumed));
+    /* A re-formed world takes the tensors from the commit's owner
+     * (elastic_sync) instead. */
+    if (!r->reformed) CHECK(tr_trainer_broadcast_state(r->trainer, r->resumed, 0));
     return HORA_OK;
 }
 
-/* Rank 0, with --checkpoint-dir: the writer, its buffers reserved now. */
+/* Rank 0, with --checkpoint-dir: the writer, its buffers reserved now. In
+ * a re-formed world rank 0 may be another process: it opens one, and a
+ * former rank 0 closes its own. */
 static hora_status_t setup_checkpoints(run_t *r)
 {
     const tr_options_t *o = &r->opt;
-    if (r->rank != 0 || !o->checkpoint_dir) return HORA_OK;
+    if (r->rank != 0 && r->ckpt) {
+        if (tr_ckpt_writer_close(r->ckpt) != HORA_OK)
+            main_report("hora-train: rank %d: checkpoint failed: %s", r->rank, status_message());
+        r->ckpt = NULL;
+    }
+    if (r->rank != 0 || !o->checkpoint_dir || r->ckpt) return HORA_OK;
     hora_status_t status = tr_ckpt_writer_open(o->checkpoint_dir, o->keep_checkpoints, &r->ckpt);
     if (status != HORA_OK) {
         main_report("hora-train: %s", status_message());
@@ -329,13 +343,11 @@ static hora_status_t preempt_setup(run_t *r)
     return status;
 }
 
-static void teardown(run_t *r)
+/* What setup built over the backend: the trainer, the model (its gradient
+ * arena is in hora's pool: before hora_shutdown), the loaders, the
+ * synthetic batch. */
+static void setup_free(run_t *r)
 {
-    if (r->ckpt) {
-        if (tr_ckpt_writer_close(r->ckpt) != HORA_OK)
-            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
-    }
-    tr_ckpt_data_free(&r->resume);
     tr_trainer_free(r->trainer);
     tr_model_free(r->model);
     /* The batches are the backend's host memory: they go first. */
@@ -343,8 +355,40 @@ static void teardown(run_t *r)
     tr_loader_close(r->val_loader);
     if (r->synthetic_x.data) input_batch_free(r->backend, r->synthetic_x.data);
     free(r->synthetic_y);
+    r->trainer = NULL;
+    r->model = NULL;
+    r->train_loader = r->val_loader = NULL;
+    r->synthetic_x.data = NULL;
+    r->synthetic_y = NULL;
+}
+
+static void teardown(run_t *r)
+{
+    if (r->ckpt) {
+        if (tr_ckpt_writer_close(r->ckpt) != HORA_OK)
+            main_report("hora-train: rank 0: checkpoint failed: %s", status_message());
+    }
+    tr_ckpt_data_free(&r->resume);
+    tr_ckpt_data_free(&r->commit);
+    setup_free(r);
     if (r->backend) r->backend->ops->free(r->backend);
     if (r->log) fclose(r->log);
+}
+
+/* Rank 0's JSON-lines log (--log): a resumed run, or a rank that became
+ * rank 0 in a re-formed world, continues it; one that is rank 0 no more
+ * closes it. */
+static void open_log(run_t *r)
+{
+    if (r->rank != 0 && r->log) {
+        fclose(r->log);
+        r->log = NULL;
+    }
+    if (r->rank != 0 || !r->opt.log_path || r->log) return;
+    r->log = fopen(r->opt.log_path, r->opt.resume || r->reformed ? "a" : "w");
+    if (!r->log)
+        fprintf(stderr, "hora-train: cannot write %s: %s (continuing without a log)\n", r->opt.log_path,
+                strerror(errno));
 }
 
 int main(int argc, char **argv)
@@ -363,17 +407,24 @@ int main(int argc, char **argv)
     r->size = hora_size();
     r->tty = r->rank == 0 &&
              (r->opt.progress == TR_PROGRESS_BAR || (r->opt.progress == TR_PROGRESS_AUTO && progress_on_terminal()));
-    if (r->rank == 0 && r->opt.log_path) {
-        /* A resumed run continues its log. */
-        r->log = fopen(r->opt.log_path, r->opt.resume ? "a" : "w");
-        if (!r->log)
-            fprintf(stderr, "hora-train: cannot write %s: %s (continuing without a log)\n", r->opt.log_path,
-                    strerror(errno));
-    }
+    open_log(r);
     status = preempt_setup(r);
-    if (status == HORA_OK) status = main_resume_read(r);
+    if (status == HORA_OK) status = elastic_start(r); /* a newcomer learns the run state here */
+    if (status == HORA_OK && !r->reformed) status = main_resume_read(r);
     if (status == HORA_OK) status = setup(r);
+    if (status == HORA_OK && r->reformed) status = elastic_sync(r);
     if (status == HORA_OK) status = loop_run(r);
+    /* --elastic: a lost member, or hosts waiting at a commit, end this
+     * generation; every process left joins the next and training goes on
+     * from the newest commit (elastic.c). */
+    while (r->opt.elastic && (status == HORA_ERR_PEER_LOST || (status == HORA_OK && r->hosts_waiting))) {
+        setup_free(r);
+        status = elastic_reform(r, status);
+        open_log(r);
+        if (status == HORA_OK) status = setup(r);
+        if (status == HORA_OK) status = elastic_sync(r);
+        if (status == HORA_OK) status = loop_run(r);
+    }
     /* An error ends the job: the peers learn it from the runtime's abort
      * (their pending work fails with this rank's message) instead of waiting
      * for gradients that will not come; hora_shutdown then returns at once. */
@@ -385,5 +436,5 @@ int main(int argc, char **argv)
     teardown(r);
     hora_status_t st2 = hora_shutdown();
     if (status == HORA_OK) status = st2;
-    return status == HORA_OK ? 0 : 1;
+    return status == HORA_OK && !r->below_min_ranks ? 0 : 1;
 }

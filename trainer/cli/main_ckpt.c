@@ -105,7 +105,8 @@ hora_status_t main_resume_read(run_t *r)
         .world_size = (int)layout[0], .batch = (int)layout[1], .steps_per_epoch = (uint64_t)layout[2]};
     if (o->keep_global_batch) {
         int64_t global = layout[0] * layout[1];
-        if (global % r->size) {
+        const int batch = tr_run_world_batch(r->saved.world_size, r->saved.batch, r->size, o->batch, 1);
+        if (!batch) {
             /* Every rank knows: rank 0 prints it, the others keep it. */
             msg_printf(msg, sizeof(msg),
                        "hora-train: cannot resume with --keep-global-batch: the checkpoint has "
@@ -119,7 +120,7 @@ hora_status_t main_resume_read(run_t *r)
                 main_report_keep(msg);
             return HORA_ERR_INVALID_ARG;
         }
-        r->opt.batch = (int)(global / r->size);
+        r->opt.batch = batch;
     }
     return HORA_OK;
 }
@@ -235,37 +236,36 @@ hora_status_t main_save_checkpoint(run_t *r, uint64_t spe_epoch, uint64_t spe)
     return HORA_OK;
 }
 
-/* A resume on another world size or batch: the epoch continues after the
- * samples the checkpoint's run trained on (re-sharded over this run's
- * ranks), and the step count and schedule position are converted to this
- * run's step size. Says what changed. */
+/* A resume on another world size or batch, or an elastic re-form: the
+ * epoch continues after the samples the saved (or committed) run trained
+ * on (re-sharded over this run's ranks), and the step count and schedule
+ * position are converted to this run's step size (tr_run_reshard). Says
+ * what changed. */
 void main_reshard(run_t *r, uint64_t spe, double peak_lr)
 {
     tr_run_state_t *st = &r->state;
     const int w0 = r->saved.world_size, b0 = r->saved.batch;
     if (!r->resumed || (w0 == r->size && b0 == r->opt.batch)) return;
     const uint64_t g0 = (uint64_t)w0 * (uint64_t)b0, g1 = (uint64_t)r->size * (uint64_t)r->opt.batch;
-    uint64_t consumed = st->epoch_sample_offset + st->step_in_epoch * g0;
+    uint64_t samples = 0;
     if (r->train_loader) {
         tr_loader_info_t info;
         tr_loader_info(r->train_loader, &info);
-        if (consumed > info.samples) consumed = info.samples;
-        st->epoch_sample_offset = consumed;
-        st->step_in_epoch = 0;
-    } else {
-        /* Synthetic data has no order: keep the position in the epoch. */
-        st->epoch_sample_offset = 0;
-        st->step_in_epoch = consumed / g1 < spe ? consumed / g1 : spe;
+        samples = info.samples;
     }
-    st->step = st->epoch * spe + (consumed + g1 / 2) / g1;
+    const uint64_t consumed = tr_run_reshard(st, g0, g1, r->train_loader != NULL, samples, spe);
     if (r->rank == 0) {
-        printf("hora-train: resumed on %d ranks x batch %d (global %" PRIu64 ") from a checkpoint of %d x %d (global "
+        const char *rule = r->opt.batch != b0 ? "--keep-global-batch kept the global batch"
+                           : r->opt.keep_global_batch
+                               ? "per-rank batch kept, lr scaled with the global batch (--keep-global-batch: "
+                                 "these ranks do not divide the global batch)"
+                               : "per-rank batch kept, lr scaled with the global batch";
+        printf("hora-train: %s on %d ranks x batch %d (global %" PRIu64 ") from %s of %d x %d (global "
                "%" PRIu64 "): %s; peak lr %.4g -> %.4g; epoch %" PRIu64 " continues after its first %" PRIu64
                " samples, at step %" PRIu64 "\n",
-               r->size, r->opt.batch, g1, w0, b0, g0,
-               r->opt.keep_global_batch ? "--keep-global-batch kept the global batch"
-                                        : "per-rank batch kept, lr scaled with the global batch",
-               r->opt.lr * (double)g0 / 256.0, peak_lr, st->epoch + 1, consumed, st->step);
+               r->reformed ? "re-formed" : "resumed", r->size, r->opt.batch, g1,
+               r->reformed ? "the commit" : "a checkpoint", w0, b0, g0, rule, r->opt.lr * (double)g0 / 256.0, peak_lr,
+               st->epoch + 1, consumed, st->step);
         fflush(stdout);
     }
 }

@@ -145,6 +145,18 @@ static const opt_t opt_table[] = {
      "'preempted at step K; resume with --resume auto' (needs --checkpoint-dir); off: SIGTERM kills as usual; "
      "auto: on with --checkpoint-dir, off without"},
 
+    {"--elastic", NULL, OPT_SET, F(elastic), "0", 0, 0, NULL, 1, 0, 0, "Elastic",
+     "keep training when a rank is lost or hosts arrive (under hora-run --elastic only): commit the training "
+     "state in memory every --commit-every-steps steps; on a lost rank the survivors re-form, roll back to the "
+     "last commit, re-shard the data and apply --keep-global-batch or the lr rule, as a resume does; arriving "
+     "hosts are taken in at a commit and get the state by broadcast"},
+    {"--min-ranks", "M", OPT_INT, F(min_ranks), "1", 1, 1 << 20, NULL, 0, 0, 0, NULL,
+     "--elastic: a world re-formed with fewer than M ranks stops: rank 0 writes a checkpoint into "
+     "--checkpoint-dir (needed when M > 1) and every rank exits 1 saying how to resume"},
+    {"--commit-every-steps", "N", OPT_INT, F(commit_every_steps), "auto", 1, 1 << 30, NULL, 0, 1, 0, NULL,
+     "--elastic: commit in memory every N steps; a lost rank costs at most N steps (auto: 1 for models under "
+     "5 M parameters, else 10)"},
+
     {"--backend", "NAME", OPT_STRING, F(backend), "cpu", 0, 0, NULL, 0, 0, 0, "Runtime",
      "compute backend (the ones built in are listed below)"},
     {"--threads", "N", OPT_INT, F(threads), "auto", 1, 4096, NULL, 0, 1, 0, NULL,
@@ -402,6 +414,18 @@ int tr_options_parse(int argc, char **argv, tr_options_t *o)
     if (o->preempt == TR_PREEMPT_ON && !o->checkpoint_dir) {
         fprintf(stderr, "hora-train: --preempt on writes its checkpoint into --checkpoint-dir: give one (or "
                         "leave --preempt at auto, which is off without it)\n");
+        return -1;
+    }
+    if (!o->elastic && (o->min_ranks > 1 || o->commit_every_steps)) {
+        fprintf(stderr, "hora-train: %s is for --elastic runs: give --elastic (under hora-run --elastic)\n",
+                o->min_ranks > 1 ? "--min-ranks" : "--commit-every-steps");
+        return -1;
+    }
+    if (o->min_ranks > 1 && !o->checkpoint_dir) {
+        fprintf(stderr,
+                "hora-train: --min-ranks %d writes a checkpoint into --checkpoint-dir when the world "
+                "falls below it: give one\n",
+                o->min_ranks);
         return -1;
     }
     if (o->resume && strcmp(o->resume, "auto") == 0 && !o->checkpoint_dir) {

@@ -67,6 +67,10 @@ typedef struct {
     const char *resume; /* NULL, "auto" or a file */
     int keep_global_batch;
     int preempt; /* tr_preempt_t */
+    /* Elastic (hora-run --elastic) */
+    int elastic;
+    int min_ranks;          /* below it after a re-form: checkpoint and stop */
+    int commit_every_steps; /* 0: auto (1 under 5 M parameters, else 10) */
     /* Runtime */
     const char *backend;
     int threads;

@@ -30,6 +30,18 @@ void main_report_keep(const char *line)
 
 const char *main_first_error(void) { return first_error; }
 
+static char lost_reason[1024];
+
+void main_note_lost(const char *message)
+{
+    /* The launcher's verdict starts at "generation G: "; a caller may have
+     * put its own words before it (the trainer's "allreduce of X failed: "). */
+    const char *verdict = strstr(message, "generation ");
+    snprintf(lost_reason, sizeof(lost_reason), "%s", verdict ? verdict : message);
+}
+
+const char *main_lost_reason(void) { return lost_reason; }
+
 void main_log_json(run_t *r, const char *fmt, ...)
 {
     if (!r->log) return;

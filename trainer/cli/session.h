@@ -50,6 +50,20 @@ typedef struct {
     /* --preempt: 1 when the ranks agree at every step boundary whether to
      * stop (SIGTERM watched, HORA_PREEMPT_FILE looked for). */
     int preempt;
+    /* --elastic (elastic.c): the last commit in memory (params NULL: none
+     * yet, a newcomer's), every how many steps; reformed: this process has
+     * joined a later generation, so setup leaves the tensors to
+     * elastic_sync; root: the rank whose commit everyone continues from;
+     * hosts_waiting: the last commit found hosts to take in (the loop
+     * returns for a re-form); below_min_ranks: the world fell below
+     * --min-ranks and the run stopped. train_time: seconds in steps over
+     * every generation (the summary's rate); commit_time, commits: seconds
+     * in the commits and checks of the loop, and how many (its cost). */
+    int commit_every;
+    tr_ckpt_data_t commit;
+    int reformed, root, hosts_waiting, below_min_ranks;
+    double train_time, commit_time;
+    uint64_t commits;
 } run_t;
 
 /* Print an error on stderr (one line) and keep this rank's first one: what
@@ -66,6 +80,12 @@ const char *main_first_error(void);
 /* The longest message a refused resume sends from rank 0 to every rank. */
 #define TR_RESUME_MSG_BYTES 1024
 
+/* A collective ended with HORA_ERR_PEER_LOST (an elastic world lost a
+ * member): keep its message (the reason the launcher gave), print nothing;
+ * main_lost_reason() gives it back for the re-form's line. */
+void main_note_lost(const char *message);
+const char *main_lost_reason(void);
+
 /* A JSON-lines record into --log (rank 0; nothing without a log). */
 void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -79,6 +99,10 @@ void main_log_json(run_t *r, const char *fmt, ...) __attribute__((format(printf,
         hora_status_t status_ = (call);                                                                          \
         if (status_ != HORA_OK) {                                                                                \
             const char *message_ = strncmp(#call, "hora_", 5) == 0 ? hora_last_error() : status_message();       \
+            if (status_ == HORA_ERR_PEER_LOST) { /* not an error: the world re-forms (--elastic) */              \
+                main_note_lost(message_);                                                                        \
+                return status_;                                                                                  \
+            }                                                                                                    \
             main_report("hora-train: rank %d: %s failed: %s%s%s%s", r->rank, #call, hora_status_string(status_), \
                         message_[0] ? " (" : "", message_, message_[0] ? ")" : "");                              \
             return status_;                                                                                      \

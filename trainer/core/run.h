@@ -63,4 +63,23 @@ static inline tr_run_state_t tr_run_state_begin(uint64_t seed)
     return s;
 }
 
+/* A change of world (a resume on another number of ranks or batch, an
+ * elastic re-form; run.c). The per-rank batch on w1 ranks after a world of
+ * w0 ranks x batch b0: with keep_global the global batch w0 x b0 divided by
+ * w1 (0 when w1 does not divide it: the caller refuses, or keeps batch1),
+ * else batch1 (--batch). The learning rate follows from the global batch
+ * (optim.h: lr x global batch / 256), so keep_global keeps it too. */
+int tr_run_world_batch(int w0, int b0, int w1, int batch1, int keep_global);
+
+/* The position of st converted from global batch g0 to g1 (samples per
+ * step, all ranks): the epoch in progress continues after the samples
+ * already trained on. ordered (a loader's data, samples in the split): the
+ * samples trained on become epoch_sample_offset (at most samples) and
+ * step_in_epoch 0; synthetic data (ordered 0) keeps the position as a step
+ * count within the epoch (at most spe). step: the epoch's start in steps of
+ * the new size (spe per epoch) plus the samples trained on, rounded to the
+ * nearest step, so the schedule keeps its place in epochs. Returns the
+ * samples of the epoch trained on. */
+uint64_t tr_run_reshard(tr_run_state_t *st, uint64_t g0, uint64_t g1, int ordered, uint64_t samples, uint64_t spe);
+
 #endif

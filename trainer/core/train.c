@@ -119,7 +119,7 @@ void tr_trainer_free(tr_trainer_t *t)
     free(t);
 }
 
-hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum, int root)
 {
     if (!t->distributed) return HORA_OK;
     const tr_tensor_t *p = tr_model_arena(t->model, TR_ARENA_PARAMS), *s = tr_model_arena(t->model, TR_ARENA_STATS);
@@ -128,9 +128,9 @@ hora_status_t tr_trainer_broadcast_state(tr_trainer_t *t, int momentum)
      * The backend's queued writes come first. */
     tr_backend_t *backend = tr_model_backend(t->model);
     hora_status_t status = backend->ops->synchronize(backend);
-    if (status == HORA_OK) status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, 0);
-    if (status == HORA_OK) status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, 0);
-    if (status == HORA_OK && momentum) status = hora_broadcast(m->data, tr_tensor_count(m), HORA_DTYPE_F32, 0);
+    if (status == HORA_OK) status = hora_broadcast(p->data, tr_tensor_count(p), HORA_DTYPE_F32, root);
+    if (status == HORA_OK) status = hora_broadcast(s->data, tr_tensor_count(s), HORA_DTYPE_F32, root);
+    if (status == HORA_OK && momentum) status = hora_broadcast(m->data, tr_tensor_count(m), HORA_DTYPE_F32, root);
     if (status == HORA_OK) status = tr_model_sync_compute(t->model);
     return status;
 }

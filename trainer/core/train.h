@@ -62,10 +62,12 @@ hora_status_t tr_trainer_init(tr_model_t *model, const tr_step_config_t *config,
                               tr_trainer_t **out);
 void tr_trainer_free(tr_trainer_t *trainer);
 
-/* Rank 0's parameters and BN statistics to every rank (and the
+/* Rank root's parameters and BN statistics to every rank (and the
  * low-precision copy remade from them); with momentum set, its optimizer
- * momentum too (a resumed run: a fresh one starts at zero everywhere). */
-hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer, int momentum);
+ * momentum too (a resumed run: a fresh one starts at zero everywhere).
+ * root: 0 at start and on resume; an elastic re-form's the lowest rank
+ * holding the newest commit. */
+hora_status_t tr_trainer_broadcast_state(tr_trainer_t *trainer, int momentum, int root);
 
 /* Forward + backward on x (a host batch of any size, as tr_model_forward
  * takes it; every rank passes the same size) and its labels (host), the averaged gradients

@@ -86,7 +86,7 @@ static int run(const char *model_name, tr_overlap_t overlap, int rank, int size)
     if (tr_trainer_init(dist, &sc, &state, &trainer) != HORA_OK) return -1;
     /* Rank 0's initial state everywhere (the seed is the same anyway; this
      * checks the broadcast keeps it). */
-    if (tr_trainer_broadcast_state(trainer, 0) != HORA_OK) return -1;
+    if (tr_trainer_broadcast_state(trainer, 0, 0) != HORA_OK) return -1;
     size_t np;
     float *ref_params = arena(ref, TR_ARENA_PARAMS, &np);
     memcpy(ref_params, arena(dist, TR_ARENA_PARAMS, NULL), np * sizeof(float));

@@ -348,7 +348,7 @@ static int setup_init(setup_t *s, tr_dtype_t compute, tr_dtype_t grad, tr_overla
     memset(s, 0, sizeof(*s));
     int bad = setup_build(s, compute, grad, overlap, ls, with_hook) != 0;
     if (hora_allreduce(&bad, &bad, 1, HORA_DTYPE_I32, HORA_OP_MAX) != HORA_OK || bad ||
-        tr_trainer_broadcast_state(s->trainer, 0) != HORA_OK) {
+        tr_trainer_broadcast_state(s->trainer, 0, 0) != HORA_OK) {
         setup_free(s);
         return -1;
     }
