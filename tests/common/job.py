@@ -1,11 +1,23 @@
 """job.py - run one test job (an mpirun, usually) in a session of its own,
 killed whole (every rank, the launcher's daemons) past its time limit: for
 the Python drivers of fault tests (tests/common/fault_job.py,
-tests/runtime/device/run_gpu.py)."""
+tests/runtime/device/run_gpu.py); and a free port for the hora-run drivers
+(tests/tools/hora_run/hora_run.py, tests/runtime/elastic/elastic.py)."""
 import os
 import signal
+import socket
 import subprocess
 import time
+
+
+def free_port():
+    """A TCP port of 127.0.0.1 that nothing listens on now (a rendezvous
+    store's, for the hora-run drivers)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
 
 
 def run_session(cmd, env, limit):

@@ -14,11 +14,13 @@ survivors took from the kill to their first step on the new world.
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
+from job import free_port  # noqa: E402  (tests/common/job.py)
 
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
@@ -31,14 +33,6 @@ def fail(msg):
 def check(cond, msg):
     if not cond:
         fail(msg)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def env(**extra):
@@ -170,6 +164,21 @@ def mode_lost_forming(t, hora_run, mpirun, out):
     print(f"lost-forming: second death -> rank 0 alone on the new world: {times[0]:.3f} s")
 
 
+def survived_host_loss(h0, h1, kill, steps, label):
+    """Host 1 (2 ranks of 4) was killed at `kill`: host 0's two ranks re-form
+    once, naming host 1, finish every step exactly, and say when they resumed."""
+    m = h0.wait_for(r"world 4 -> 2 at step (\d+) \((.*)\)", 30)
+    check("generation 0: host 1 lost" in m.group(2), f"the re-form does not say host 1 was lost: {m.group(0)}")
+    check(h0.finish(120) == 0, f"host 0's hora-run failed:\n{h0.text()}")
+    h1.finish(30)
+    text = h0.text()
+    check_done(text, steps, 2, [0, 1])
+    times = resume_times(text, kill)
+    check(len(times) == 2, f"resume times {times}:\n{text}")
+    print(f"{label}: kill of host 1 -> host 0's 2 ranks on the new world: {max(times):.3f} s "
+          f"(re-formed at step {m.group(1)} of {steps})")
+
+
 def mode_lost_host(t, hora_run, mpirun, out):
     steps = 800
     hosts, _ = start_hosts(hora_run, out, 2, 2, [t, "steps", str(steps)], "1:2", ELASTIC, {"ELASTIC_STEP_MS": "2"})
@@ -177,16 +186,7 @@ def mode_lost_host(t, hora_run, mpirun, out):
     hosts[0].wait_for(r"rank 0: step 200", 60)  # steps are running on 4 ranks
     kill = time.time()
     os.kill(hosts[1].p.pid, signal.SIGKILL)  # hora-run; its workers die with it (PR_SET_PDEATHSIG)
-    m = hosts[0].wait_for(r"world 4 -> 2 at step (\d+) \((.*)\)", 30)
-    check("generation 0: host 1 lost" in m.group(2), f"the re-form does not say host 1 was lost: {m.group(0)}")
-    check(hosts[0].finish(120) == 0, f"host 0's hora-run failed:\n{hosts[0].text()}")
-    hosts[1].finish(30)
-    text = hosts[0].text()
-    check_done(text, steps, 2, [0, 1])
-    times = resume_times(text, kill)
-    check(len(times) == 2, f"resume times {times}:\n{text}")
-    print(f"lost-host: kill of host 1 -> host 0's 2 ranks on the new world: {max(times):.3f} s "
-          f"(re-formed at step {m.group(1)} of {steps})")
+    survived_host_loss(hosts[0], hosts[1], kill, steps, "lost-host")
 
 
 def mode_newcomer(t, hora_run, mpirun, out):
@@ -221,16 +221,7 @@ def mode_netns_lost_host(t, hora_run, mpirun, out):
     h0.wait_for(r"rank 0: step 200", 60)
     kill = time.time()
     os.kill(h1.p.pid, signal.SIGKILL)  # hora-run ('ip netns exec' execs it); its workers die with it
-    m = h0.wait_for(r"world 4 -> 2 at step (\d+) \((.*)\)", 30)
-    check("generation 0: host 1 lost" in m.group(2), f"the re-form does not say host 1 was lost: {m.group(0)}")
-    check(h0.finish(120) == 0, f"host 0's hora-run failed:\n{h0.text()}")
-    h1.finish(30)
-    text = h0.text()
-    check_done(text, steps, 2, [0, 1])
-    times = resume_times(text, kill)
-    check(len(times) == 2, f"resume times {times}:\n{text}")
-    print(f"netns lost-host: kill of host 1 -> host 0's 2 ranks on the new world: {max(times):.3f} s "
-          f"(re-formed at step {m.group(1)} of {steps})")
+    survived_host_loss(h0, h1, kill, steps, "netns lost-host")
 
 
 def mode_rdzv_unreachable(t, hora_run, mpirun, out):
