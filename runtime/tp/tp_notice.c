@@ -67,7 +67,9 @@ static void tp_notice_set_locked(struct tp_env *env, int rank, hora_status_t sta
     n->status = status < 0 ? status : HORA_ERR_SHUTDOWN;
     snprintf(n->reason, sizeof(n->reason), "%s", reason && *reason ? reason : "(no reason given)");
     atomic_store_explicit(&n->known, 1, memory_order_release);
-    atomic_store_explicit(&tp_notice_record(env, env->topo->rank)->seen, rank + 1, memory_order_seq_cst);
+    /* Any value but 0 says seen; a loss the launcher announced (rank -1) too. */
+    atomic_store_explicit(&tp_notice_record(env, env->topo->rank)->seen, rank >= 0 ? rank + 1 : env->topo->size + 1,
+                          memory_order_seq_cst);
 }
 
 /* Has every host peer seen an abort (or aborted itself, or gone)? */
