@@ -27,6 +27,7 @@ time.time(), so the driver can line them up with the moment it killed a worker):
 
     init T RANK SIZE          after hvd.init and after every re-form (reset callback)
     step T N RANK SIZE        step N (counted from 1: the step count after it) completed
+    commit T N S RANK SIZE    state.commit() after step N took S seconds (--elastic)
     done T RANK SIZE          the loop ended
 """
 import argparse
@@ -99,7 +100,9 @@ def main():
                 state.step += 1
                 note("step", state.step)
                 if state.step % a.commit_every == 0:
+                    t = time.time()
                     state.commit()
+                    note("commit", state.step, f"{time.time() - t:.6f}")
 
         state = hvd.elastic.TorchState(model, opt, step=0)
         state.register_reset_callbacks([on_reset])
