@@ -170,8 +170,8 @@ const struct config_tool_variable config_tool_variables[] = {
     {"HORA_ELASTIC", "set by hora-run --elastic (tools/hora_run) for its workers: 1, this world can re-form"},
     {"HORA_WORKER_ID", "set by hora-run --elastic (tools/hora_run) for its workers: H.S, host H's worker in slot S, "
                        "the key of its place in each later generation (gen<G>/assign/H.S)"},
-    {"HORA_JOIN_TIMEOUT_S", "set by hora-run --elastic (tools/hora_run) for its workers: its --join-timeout, how "
-                            "long a worker waits for its place in the next generation"},
+    {"HORA_JOIN_TIMEOUT_S", "set by hora-run (tools/hora_run) for its workers: its --join-timeout, how long a "
+                            "worker waits for a peer's values or (--elastic) its place in the next generation"},
     {"HORA_ELASTIC_GRACE_S", "set by hora-run --elastic (tools/hora_run) for its workers: --heartbeat-timeout + 2, "
                              "how long a transport that saw a peer die waits for hora-run's verdict"},
     {NULL, NULL},

@@ -160,9 +160,13 @@ static hora_status_t tp_ucx_peer_lost(struct tp_ucx *s, const struct tp_ucx_peer
         struct timespec nap = {0, 5 * 1000 * 1000};
         nanosleep(&nap, NULL);
     }
-    hora_status_t lost = status_fail(HORA_ERR_TRANSPORT, "ucx transport: rank %d lost rank %d (%s): %s", s->rank,
-                                     p->rank, p->host, ucs_status_string((ucs_status_t)atomic_load(&p->failure)));
-    return tp_notice_await_verdict(s->env, lost);
+    char what[256];
+    snprintf(what, sizeof(what), "ucx transport: rank %d lost rank %d (%s): %s", s->rank, p->rank, p->host,
+             ucs_status_string((ucs_status_t)atomic_load(&p->failure)));
+    /* In an elastic world the launcher's verdict is what gets reported: no
+     * error line for the loss it is about to announce. */
+    if (s->env->lost_grace_s > 0) return tp_notice_await_verdict(s->env, status_set(HORA_ERR_TRANSPORT, "%s", what));
+    return status_fail(HORA_ERR_TRANSPORT, "%s", what);
 }
 
 /* ---------------------------------------------------------------- connect */

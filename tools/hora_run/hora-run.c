@@ -64,8 +64,9 @@ static const char usage_text[] =
     "Starts K workers of CMD on this host, ranked across every host of the job that\n"
     "runs hora-run with the same rendezvous store and job id, and supervises them.\n"
     "Each worker gets HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK, HORA_LOCAL_SIZE,\n"
-    "HORA_NODE_RANK, HORA_NODE_COUNT, HORA_RDZV, HORA_JOB_ID, HORA_GENERATION, and\n"
-    "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.\n"
+    "HORA_NODE_RANK, HORA_NODE_COUNT, HORA_RDZV, HORA_JOB_ID, HORA_GENERATION,\n"
+    "HORA_JOIN_TIMEOUT_S, and RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+    "MASTER_ADDR, MASTER_PORT.\n"
     "\n"
     "options:\n"
     "  --nproc-per-node K     workers on this host (1-4096; required)\n"
@@ -77,7 +78,7 @@ static const char usage_text[] =
     "  --job-id ID            the job's id; the store refuses hosts of another job\n"
     "                         (default 'hora')\n"
     "  --max-restarts R       times the job's workers are restarted after a failure or\n"
-    "                         a lost host (default 0)\n"
+    "                         a lost host, or with --elastic re-formed (default 0)\n"
     "  --join-timeout S       seconds to reach the store and for MIN hosts to join\n"
     "                         (default 60)\n"
     "  --settle-time S        seconds more hosts may join once MIN did (default 2)\n"
@@ -90,9 +91,11 @@ static const char usage_text[] =
     "                         with the live ones and the hosts waiting to join, and publish\n"
     "                         each worker's new place in the store (gen<G>/assign/<worker\n"
     "                         id>) for libhora's hora_init; workers also get HORA_ELASTIC=1,\n"
-    "                         HORA_WORKER_ID=H.S, HORA_JOIN_TIMEOUT_S, HORA_ELASTIC_GRACE_S.\n"
-    "                         A host left without live workers exits 1. Each re-formed\n"
-    "                         generation counts as a restart: give --max-restarts large.\n"
+    "                         HORA_WORKER_ID=H.S, HORA_ELASTIC_GRACE_S.\n"
+    "                         A host left without live workers exits 1 (the one that runs\n"
+    "                         the store keeps it for the others until the job ends, then\n"
+    "                         exits 1). Each re-formed generation counts as a restart: give\n"
+    "                         --max-restarts large.\n"
     "                         Give every host of the job --elastic.\n"
     "  -h, --help             this text\n"
     "\n"
@@ -299,7 +302,8 @@ typedef enum { GEN_DONE, GEN_FAILED, GEN_SIGNAL, GEN_STORE_LOST } gen_outcome_t;
  * generation how many hosts to expect ("expect"): this one's N less the
  * hosts that leave with this failure, plus those already waiting there, so
  * that the re-formed round closes as soon as they are all in instead of at
- * the settle time. */
+ * the settle time, and (--elastic) how many of its hosts come back
+ * ("expect_back"): the round waits for those whatever newcomers came. */
 static hora_status_t post_failure(boot_store_t *store, const rdzv_world_t *w, int leaving, const char *message,
                                   char *failure, size_t bytes)
 {
@@ -315,6 +319,9 @@ static hora_status_t post_failure(boot_store_t *store, const rdzv_world_t *w, in
         HORA_CHECK(boot_store_add(store, key, 0, &waiting));
         int len = snprintf(text, sizeof(text), "%" PRId64, w->node_count - leaving + waiting);
         rdzv_key(key, sizeof(key), g + 1, "expect");
+        HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
+        len = snprintf(text, sizeof(text), "%d", w->node_count - leaving);
+        rdzv_key(key, sizeof(key), g + 1, "expect_back"); /* --elastic (rdzv.c) */
         HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
         rdzv_key(key, sizeof(key), g, "over");
         HORA_CHECK(boot_store_set(store, key, "failed", 6));
@@ -488,20 +495,87 @@ static void leave(boot_store_t *store, const rdzv_world_t *w, int owns_store)
     boot_store_wait_count(store, key, w->node_count - lost, 5.0);
 }
 
-/* --elastic: "gen<G>/assign/<H>.<S>" = "rank=R size=N local_rank=L
- * local_size=K node_rank=n node_count=c" for each of this host's workers
- * in generation G (host H, slot S), as workers_start or workers_renumber
- * numbered them. A worker kept from generation G - 1 waits for its key in
- * hora_init; one just started has the same in its environment. */
-static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws)
+/* --elastic: this host has no worker left but runs the store, which the
+ * hosts still in the job need. Keep it for them, from generation g on,
+ * watching each generation as its members do (heartbeats: a generation
+ * whose hosts all died is ended here, no one else would), until one ends
+ * the job ("over" = "done"; then the hosts' exits are awaited, as leave()
+ * does), no generation forms within the join and settle time (no host is
+ * left to form it), or a signal comes. */
+static void store_keep(boot_store_t *store, const run_opts_t *o, int g)
 {
-    for (int slot = 0; slot < ws->count; slot++) {
-        const worker_t *wk = &ws->w[slot];
-        if (wk->pid <= 0) continue;
+    for (;; g++) {
+        char key[64];
+        int64_t n;
+        void *v = NULL;
+        rdzv_key(key, sizeof(key), g, "closed");
+        if (rdzv_get(store, key, o->join_timeout_s + o->settle_s + 1, &stop_signal, &v) != HORA_OK) return;
+        n = strtoll(v, NULL, 10);
+        free(v);
+        rdzv_world_t w = {.generation = g, .node_rank = -1, .node_count = (int)n};
+        peers_t peers = {.seen = calloc((size_t)n, sizeof(int64_t)), .changed_at = calloc((size_t)n, sizeof(double))};
+        if (!peers.seen || !peers.changed_at) {
+            peers_free(&peers);
+            return;
+        }
+        double next_look = boot_now_s();
+        for (int i = 0; i < (int)n; i++) peers.changed_at[i] = next_look, peers.seen[i] = -1;
+        int over = 0; /* 1 failed, 2 done */
+        rdzv_key(key, sizeof(key), g, "over");
+        while (!stop_signal) {
+            v = NULL;
+            hora_status_t status = rdzv_get(store, key, TICK_S, &stop_signal, &v);
+            if (status == HORA_OK) {
+                over = strcmp(v, "done") == 0 ? 2 : 1;
+                free(v);
+                break;
+            }
+            if (status != HORA_ERR_TIMEOUT) break;
+            double t = boot_now_s();
+            if (t < next_look) continue;
+            next_look = t + PEER_LOOK_S;
+            int lost = 0;
+            char failure[512];
+            if (peers_look(store, o, &w, t, &peers, &lost) != HORA_OK) break;
+            if (lost) {
+                char text[256];
+                snprintf(text, sizeof(text), "host %d lost: no heartbeat for %.1f s (--heartbeat-timeout %g)",
+                         peers.lost, t - peers.changed_at[peers.lost], o->heartbeat_timeout_s);
+                if (post_failure(store, &w, 1, text, failure, sizeof(failure)) != HORA_OK) break;
+            }
+        }
+        peers_free(&peers);
+        if (over != 1) {
+            if (over == 2) {
+                int64_t lost = 0;
+                rdzv_key(key, sizeof(key), g, "lost");
+                boot_store_add(store, key, 0, &lost);
+                rdzv_key(key, sizeof(key), g, "exit");
+                boot_store_wait_count(store, key, n - lost, 5.0);
+                fprintf(stderr, "hora-run: generation %d finished the job; the rendezvous store goes away\n", g);
+            }
+            return;
+        }
+    }
+}
+
+/* --elastic: "gen<G>/assign/<H>.<S>" = "rank=R size=N local_rank=L
+ * local_size=K node_rank=n node_count=c" for each of this host's K workers
+ * in generation G (host H, slot S): the running ones as workers_renumber
+ * numbered them (ws), or slots 0..K-1 about to start (ws NULL; the same as
+ * their environment). A worker kept from generation G - 1 waits for its key
+ * in hora_init. */
+static hora_status_t assignments_publish(boot_store_t *store, const rdzv_world_t *w, int host_id, const workers_t *ws,
+                                         int k)
+{
+    for (int slot = 0; slot < (ws ? ws->count : k); slot++) {
+        const worker_t *wk = ws ? &ws->w[slot] : NULL;
+        if (wk && wk->pid <= 0) continue;
         char key[96], text[160];
         snprintf(key, sizeof(key), "gen%d/assign/%d.%d", w->generation, host_id, slot);
         int len = snprintf(text, sizeof(text), "rank=%d size=%d local_rank=%d local_size=%d node_rank=%d node_count=%d",
-                           wk->rank, w->world_size, wk->local_rank, ws->running, w->node_rank, w->node_count);
+                           wk ? wk->rank : w->rank_base + slot, w->world_size, wk ? wk->local_rank : slot, k,
+                           w->node_rank, w->node_count);
         HORA_CHECK(boot_store_set(store, key, text, (size_t)len));
     }
     return HORA_OK;
@@ -559,6 +633,7 @@ int main(int argc, char **argv)
     for (;;) {
         rdzv_world_t w;
         ro.nproc = started ? ws.running : o.nproc; /* --elastic: the live workers */
+        ro.returning = started;
         hora_status_t status = rdzv_join(store, &ro, g, &w);
         if (status != HORA_OK) {
             if (stop_signal) {
@@ -588,23 +663,25 @@ int main(int argc, char **argv)
                              .elastic_grace_s = o.heartbeat_timeout_s + 2};
         char failure[1024] = "";
         gen_outcome_t outcome;
-        hora_status_t start_status = HORA_OK;
-        if (started) {
-            workers_renumber(&ws, w.rank_base);
-        } else {
-            start_status = workers_start(&ws, &env, o.argv);
-            started = 1; /* ws to free, also when the start failed */
-        }
-        if (start_status != HORA_OK) {
-            char text[STATUS_MESSAGE_BYTES + 32];
-            snprintf(text, sizeof(text), "host %d: %s", w.node_rank, status_message());
-            outcome =
-                post_failure(store, &w, 0, text, failure, sizeof(failure)) == HORA_OK ? GEN_FAILED : GEN_STORE_LOST;
-        } else if (o.elastic && assignments_publish(store, &w, host_id, &ws) != HORA_OK) {
+        if (started) workers_renumber(&ws, w.rank_base);
+        /* --elastic: the places, before a worker that starts may look. */
+        if (o.elastic && assignments_publish(store, &w, host_id, started ? &ws : NULL, ro.nproc) != HORA_OK) {
             snprintf(failure, sizeof(failure), "%s", status_message());
             outcome = GEN_STORE_LOST;
         } else {
-            outcome = supervise(store, &o, &w, &ws, failure, sizeof(failure));
+            hora_status_t start_status = HORA_OK;
+            if (!started) {
+                start_status = workers_start(&ws, &env, o.argv);
+                started = 1; /* ws to free, also when the start failed */
+            }
+            if (start_status != HORA_OK) {
+                char text[STATUS_MESSAGE_BYTES + 32];
+                snprintf(text, sizeof(text), "host %d: %s", w.node_rank, status_message());
+                outcome =
+                    post_failure(store, &w, 0, text, failure, sizeof(failure)) == HORA_OK ? GEN_FAILED : GEN_STORE_LOST;
+            } else {
+                outcome = supervise(store, &o, &w, &ws, failure, sizeof(failure));
+            }
         }
         if (o.elastic && outcome == GEN_FAILED && restarts < o.max_restarts) {
             /* Keep the workers that run, reap those that ended (the failure
@@ -613,9 +690,11 @@ int main(int argc, char **argv)
             if (live == 0) {
                 fprintf(stderr,
                         "hora-run: generation %d failed: %s; host %d: every worker exited or failed, this host "
-                        "leaves the job\n",
-                        w.generation, failure, host_id);
-                leave(store, &w, owns_store);
+                        "leaves the job%s\n",
+                        w.generation, failure, host_id,
+                        owns_store ? " (it keeps the rendezvous store for the others until the job ends)" : "");
+                leave(store, &w, 0);
+                if (owns_store) store_keep(store, &o, w.generation + 1);
                 rc = EXIT_JOB_FAILED;
                 break;
             }

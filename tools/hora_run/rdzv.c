@@ -9,14 +9,18 @@
  * came: a newcomer comes after them. "close" elects the host that closes
  * the round (the first to add 1), which writes "joined" = J, the join
  * count then, "closed" = N, the number of hosts in the generation (J, at
- * most MAX), "max_nodes" = MAX (how many hosts waiting to join the next
- * generation can be taken in: MAX - N) and "current" = G. Of the J, the first N in node order form
- * the generation; the others, and the hosts that count in after the round
- * closed, are late. "expect", when a failed generation G - 1 wrote it, is
- * how many hosts to wait for instead of MAX (hora-run.c's post_failure).
- * Late hosts go on to G + 1, which forms only once G is "over" (set to
- * "failed" with the first failure, "done" when every worker
- * exited 0): they wait for that within their join timeout. */
+ * most MAX), "max_nodes" = MAX and "current" = G. Of the J, the first N in
+ * node order form the generation; the others, and the hosts that count in
+ * after the round closed, are late. "expect", when a failed generation
+ * G - 1 wrote it, is how many hosts to wait for instead of MAX (hora-run.c's
+ * post_failure); with --elastic the round also waits for "back", the count
+ * of the hosts that come back from G - 1 with their workers, to reach
+ * "expect_back" (post_failure) or G - 1's N, and a host that is not in a
+ * running generation with N = MAX waits for its end before it counts itself
+ * into the next one (rdzv_full). Late hosts go on to G + 1, which forms
+ * only once G is "over" (set to "failed" with the first failure, "done"
+ * when every worker exited 0): they wait for that within their join
+ * timeout. */
 #include "rdzv.h"
 
 #include <inttypes.h>
@@ -79,13 +83,91 @@ hora_status_t rdzv_first_generation(boot_store_t *store, int *generation)
     return HORA_OK;
 }
 
+/* Wait, within the deadline, until generation g - 1 is over (it forms g):
+ * a host that came late waits here while g - 1 runs without it.
+ * HORA_ERR_SHUTDOWN when g - 1 finished the job. */
+static hora_status_t rdzv_wait_over(boot_store_t *store, const rdzv_opts_t *o, int g, double deadline, int full)
+{
+    char over[128];
+    void *v = NULL;
+    int found;
+    rdzv_key(over, sizeof(over), g - 1, "over");
+    HORA_CHECK(boot_store_try_get(store, over, &found, &v, NULL));
+    free(v);
+    v = NULL;
+    if (!found)
+        fprintf(stderr, "hora-run: generation %d runs without this host%s; waiting for generation %d\n", g - 1,
+                full ? " and has its --nnodes MAX hosts (this host counts itself in once it ends)" : "", g);
+    double left = deadline - boot_now_s();
+    hora_status_t status = rdzv_get(store, over, left > 0 ? left : 0, o->stop, &v);
+    if (status == HORA_ERR_TIMEOUT)
+        return status_set(HORA_ERR_TIMEOUT,
+                          "hora-run: generation %d still runs without this host, which waited %g s for the "
+                          "next one (--join-timeout)",
+                          g - 1, o->join_timeout_s);
+    HORA_CHECK(status);
+    int done = strcmp(v, "done") == 0;
+    free(v);
+    if (done)
+        return status_set(HORA_ERR_SHUTDOWN, "hora-run: generation %d finished the job before this host joined", g - 1);
+    return HORA_OK;
+}
+
+/* --elastic: *full 1 when generation g runs (not over) with the MAX hosts
+ * its closer allowed. A host that is not in it then waits for its end
+ * before it counts itself into g + 1's join: the workers read that count
+ * as hosts waiting (hora_elastic_check) and would end g for a host that
+ * cannot be taken in, again at every check. */
+static hora_status_t rdzv_full(boot_store_t *store, int g, int *full)
+{
+    static const char *const names[] = {"closed", "max_nodes", "over"};
+    int found[3];
+    int64_t value[2] = {0, 0};
+    for (int i = 0; i < 3; i++) {
+        char key[128];
+        void *v = NULL;
+        rdzv_key(key, sizeof(key), g, names[i]);
+        HORA_CHECK(boot_store_try_get(store, key, &found[i], &v, NULL));
+        if (found[i] && i < 2) value[i] = strtoll(v, NULL, 10);
+        free(v);
+    }
+    *full = found[0] && found[1] && !found[2] && value[0] >= value[1];
+    return HORA_OK;
+}
+
+/* --elastic: how many hosts of generation g - 1 come back to g with their
+ * workers: "expect_back" when hora-run posted g - 1's failure (its hosts
+ * less the one lost or left), else (the workers ended g - 1 on purpose)
+ * every host of g - 1. */
+static hora_status_t rdzv_back_expected(boot_store_t *store, int g, int64_t *back)
+{
+    char key[128];
+    int found;
+    void *v = NULL;
+    rdzv_key(key, sizeof(key), g, "expect_back");
+    HORA_CHECK(boot_store_try_get(store, key, &found, &v, NULL));
+    if (!found) {
+        rdzv_key(key, sizeof(key), g - 1, "closed");
+        HORA_CHECK(boot_store_try_get(store, key, &found, &v, NULL));
+    }
+    *back = found ? strtoll(v, NULL, 10) : 0;
+    free(v);
+    return HORA_OK;
+}
+
 /* One generation: HORA_OK and world filled, or HORA_IN_PROGRESS when this
- * host is late for it. */
-static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, int g, double deadline,
+ * host is late for it. returning: this host comes back from g - 1
+ * (--elastic, with its live workers). */
+static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, int g, int returning, double deadline,
                                    rdzv_world_t *world)
 {
     char key[128], mark[160];
     int64_t index1, n;
+    if (o->order_key >= 0 && g > 0) {
+        int full;
+        HORA_CHECK(rdzv_full(store, g - 1, &full));
+        if (full) HORA_CHECK(rdzv_wait_over(store, o, g, deadline, 1));
+    }
     rdzv_key(key, sizeof(key), g, "join");
     HORA_CHECK(boot_store_count(store, key, &index1));
     int me = (int)index1 - 1;
@@ -96,38 +178,18 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
     snprintf(mark, sizeof(mark), "order/%d", me);
     rdzv_key(nkey, sizeof(nkey), g, mark);
     HORA_CHECK(set_int(store, nkey, o->order_key >= 0 ? o->order_key : me));
+    if (returning) {
+        rdzv_key(nkey, sizeof(nkey), g, "back");
+        HORA_CHECK(boot_store_count(store, nkey, NULL));
+    }
     /* Past MAX in the join order: late (in the elastic order a host that
      * came later may still be left out in its favour). */
     if (o->order_key < 0 && me >= o->max_nodes) return HORA_IN_PROGRESS;
     void *v = NULL;
     double left;
     hora_status_t status;
-    if (g > 0) {
-        /* Generation G forms only once G - 1 is over: a host that came
-         * late waits here while G - 1 runs without it. */
-        char over[128];
-        rdzv_key(over, sizeof(over), g - 1, "over");
-        int found;
-        HORA_CHECK(boot_store_try_get(store, over, &found, &v, NULL));
-        free(v);
-        v = NULL;
-        if (!found)
-            fprintf(stderr, "hora-run: generation %d runs without this host; waiting for generation %d\n", g - 1, g);
-        left = deadline - boot_now_s();
-        status = rdzv_get(store, over, left > 0 ? left : 0, o->stop, &v);
-        if (status == HORA_ERR_TIMEOUT)
-            return status_set(HORA_ERR_TIMEOUT,
-                              "hora-run: generation %d still runs without this host, which waited %g s for the "
-                              "next one (--join-timeout)",
-                              g - 1, o->join_timeout_s);
-        HORA_CHECK(status);
-        int done = strcmp(v, "done") == 0;
-        free(v);
-        v = NULL;
-        if (done)
-            return status_set(HORA_ERR_SHUTDOWN, "hora-run: generation %d finished the job before this host joined",
-                              g - 1);
-    }
+    /* Generation g forms only once g - 1 is over. */
+    if (g > 0) HORA_CHECK(rdzv_wait_over(store, o, g, deadline, 0));
     /* MIN hosts, within the join timeout. */
     snprintf(mark, sizeof(mark), "%s#%d", key, o->min_nodes);
     left = deadline - boot_now_s();
@@ -156,10 +218,27 @@ static hora_status_t rdzv_join_one(boot_store_t *store, const rdzv_opts_t *o, in
         target = expect < o->min_nodes ? o->min_nodes : expect > most ? most : expect;
     }
     free(v);
+    double settle_end = boot_now_s() + o->settle_s;
     if (target > o->min_nodes) {
         snprintf(mark, sizeof(mark), "%s#%d", key, target);
         v = NULL;
         status = rdzv_get(store, mark, o->settle_s, o->stop, &v);
+        free(v);
+        if (status != HORA_ERR_TIMEOUT) HORA_CHECK(status);
+    }
+    /* --elastic: and for every host that comes back from g - 1 (at least
+     * a second): a newcomer that counted in after g - 1 ended must not
+     * take the place "expect" kept for one of them, whose workers wait for
+     * their places in g. */
+    int64_t back = 0;
+    if (o->order_key >= 0 && g > 0) HORA_CHECK(rdzv_back_expected(store, g, &back));
+    if (back > 0) {
+        char bkey[128];
+        rdzv_key(bkey, sizeof(bkey), g, "back");
+        snprintf(mark, sizeof(mark), "%s#%" PRId64, bkey, back);
+        left = (o->settle_s < 1 ? settle_end - o->settle_s + 1 : settle_end) - boot_now_s();
+        v = NULL;
+        status = rdzv_get(store, mark, left > 0 ? left : 0, o->stop, &v);
         free(v);
         if (status != HORA_ERR_TIMEOUT) HORA_CHECK(status);
     }
@@ -222,7 +301,7 @@ hora_status_t rdzv_join(boot_store_t *store, const rdzv_opts_t *opts, int genera
 {
     double deadline = boot_now_s() + opts->join_timeout_s;
     for (int g = generation;; g++) {
-        hora_status_t status = rdzv_join_one(store, opts, g, deadline, world);
+        hora_status_t status = rdzv_join_one(store, opts, g, opts->returning && g == generation, deadline, world);
         if (status != HORA_IN_PROGRESS) return status;
         fprintf(stderr,
                 "hora-run: generation %d formed without this host (it closed before this host joined, or had its "

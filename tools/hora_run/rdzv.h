@@ -11,6 +11,7 @@ typedef struct {
     int min_nodes, max_nodes;
     int nproc;                   /* this host's K */
     int order_key;               /* its place in the node order (lowest first); -1: the join order */
+    int returning;               /* --elastic: this host comes back from the previous generation with workers */
     double join_timeout_s;       /* for MIN hosts to come */
     double settle_s;             /* after MIN, how long more hosts may come before the round closes */
     volatile sig_atomic_t *stop; /* set by a signal: give up waiting */

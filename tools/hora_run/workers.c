@@ -23,14 +23,15 @@
 extern char **environ;
 
 /* The variables hora-run sets; any of them inherited is replaced. Those
- * from ELASTIC_FIRST on are set only with --elastic. */
+ * from ELASTIC_FIRST on are set only with --elastic. HORA_JOIN_TIMEOUT_S
+ * always: libhora's store bootstrap waits that long for a peer's values. */
 static const char *const owned_vars[] = {
-    "HORA_RANK",       "HORA_SIZE",      "HORA_LOCAL_RANK",     "HORA_LOCAL_SIZE",      "HORA_NODE_RANK",
-    "HORA_NODE_COUNT", "HORA_RDZV",      "HORA_JOB_ID",         "HORA_GENERATION",      "RANK",
-    "WORLD_SIZE",      "LOCAL_RANK",     "LOCAL_WORLD_SIZE",    "MASTER_ADDR",          "MASTER_PORT",
-    "HORA_ELASTIC",    "HORA_WORKER_ID", "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC_GRACE_S",
+    "HORA_RANK",           "HORA_SIZE",    "HORA_LOCAL_RANK",  "HORA_LOCAL_SIZE",      "HORA_NODE_RANK",
+    "HORA_NODE_COUNT",     "HORA_RDZV",    "HORA_JOB_ID",      "HORA_GENERATION",      "RANK",
+    "WORLD_SIZE",          "LOCAL_RANK",   "LOCAL_WORLD_SIZE", "MASTER_ADDR",          "MASTER_PORT",
+    "HORA_JOIN_TIMEOUT_S", "HORA_ELASTIC", "HORA_WORKER_ID",   "HORA_ELASTIC_GRACE_S",
 };
-#define ELASTIC_FIRST 15
+#define ELASTIC_FIRST 16
 #define OWNED_COUNT (sizeof(owned_vars) / sizeof(owned_vars[0]))
 
 static int owned(const char *entry)
@@ -79,9 +80,9 @@ static char **worker_environ(const workers_env_t *env, int local)
         {NULL, env->local_size},
         {env->rdzv_host, 0},
         {NULL, env->rdzv_port},
+        {join_timeout, 0},
         {"1", 0},
         {worker_id, 0},
-        {join_timeout, 0},
         {grace, 0},
     };
     size_t first_owned = n;

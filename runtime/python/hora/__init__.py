@@ -77,6 +77,7 @@ ERR_TIMEOUT = -12
 ERR_ALREADY_INITIALIZED = -13
 ERR_CORRUPT = -14
 ERR_INTERNAL = -15
+ERR_PEER_LOST = -16  # elastic: a member of this world was lost; re-form (hora.torch: HorovodInternalError)
 
 # hora_compression_t, hora_memory_t, hora_reproducible_t
 COMPRESSION_NONE, COMPRESSION_FP16, COMPRESSION_BF16 = 0, 1, 2
@@ -222,6 +223,13 @@ _declare_optional("hora_preempt_watch", _st, [_c.c_int])
 _declare_optional("hora_preempt_request", _st, [])
 _declare_optional("hora_preempt_agree", _st, [_c.c_int64, _c.POINTER(_c.c_int64), _c.POINTER(_c.c_int),
                                               _c.POINTER(_c.c_int)])
+# Elastic worlds (hora.torch.elastic): absent from a libhora older than them,
+# which can then form no world but the first (elastic.py says so when asked).
+_declare_optional("hora_bootstrap", _c.c_char_p, [])
+_declare_optional("hora_generation", _c.c_int, [])
+_declare_optional("hora_elastic", _c.c_int, [])
+_declare_optional("hora_elastic_check", _st, [_c.POINTER(_c.c_int)])
+_declare_optional("hora_elastic_reform", _st, [])
 
 dtypes = {n: v for n in _DTYPE_NAMES for v in [lib.hora_dtype_parse(n.encode())] if v >= 0}
 # hora_op_t, from the library too.

@@ -51,10 +51,11 @@ def env(**extra):
 class Host:
     """One hora-run (a 'host'), its output in a file."""
 
-    def __init__(self, hora_run, args, out_dir, name, extra_env=None):
+    def __init__(self, hora_run, args, out_dir, name, extra_env=None, netns=None):
         self.log = os.path.join(out_dir, name + ".log")
         self.fh = open(self.log, "w")
-        self.p = subprocess.Popen([hora_run] + args, stdout=self.fh, stderr=subprocess.STDOUT,
+        where = ["ip", "netns", "exec", netns] if netns else []
+        self.p = subprocess.Popen(where + [hora_run] + args, stdout=self.fh, stderr=subprocess.STDOUT,
                                   env=env(**(extra_env or {})), start_new_session=True)
 
     def text(self):
@@ -138,7 +139,9 @@ def mode_lost_worker(t, hora_run, mpirun, out):
     h = Host(hora_run, ["--nproc-per-node", "3"] + ELASTIC + [t, "steps", str(steps), "1", "150"], out, "h0")
     check(h.finish(120) == 0, f"hora-run failed:\n{h.text()}")
     text = h.text()
-    check(re.search(r"world 3 -> 2 at step 150 \(generation 0: rank 1 \(local rank 1 on host 0, pid \d+\) was "
+    # The reason is the failed call's message, which carries hora-run's verdict
+    # (a negotiated request's names the request first).
+    check(re.search(r"world 3 -> 2 at step 150 \(.*generation 0: rank 1 \(local rank 1 on host 0, pid \d+\) was "
                     r"killed by signal 9", text), f"no re-form line 'world 3 -> 2 at step 150':\n{text}")
     check_done(text, steps, 2, [0, 1])
     kill = float(re.search(r"SIGKILL at step 150 at (\d+\.\d+)", text).group(1))
@@ -183,11 +186,79 @@ def mode_newcomer(t, hora_run, mpirun, out):
     print(f"newcomer: taken in at step {m.group(1)}; 4 ranks finished {steps} steps")
 
 
+def mode_netns_lost_host(t, hora_run, mpirun, out):
+    """lost-host across two network namespaces of tools/netns-cluster (run by
+    tests/env/netns-run, HORA_NETNS_PREFIX set): UCX over the veth link, the
+    store on host 0's address; host 1's hora-run SIGKILLed with its workers."""
+    prefix = os.environ.get("HORA_NETNS_PREFIX", "hora")
+    steps, port = 800, free_port()
+    args = ["--nproc-per-node", "2", "--nnodes", "1:2", "--rdzv", f"10.213.0.1:{port}", "--join-timeout", "20"] + ELASTIC
+    cmd = [t, "steps", str(steps)]
+    h0 = Host(hora_run, args + cmd, out, "h0", {"ELASTIC_STEP_MS": "2"}, f"{prefix}-h0")
+    h0.wait_for(r"rendezvous store for job", 20)
+    h1 = Host(hora_run, args + cmd, out, "h1", {"ELASTIC_STEP_MS": "2"}, f"{prefix}-h1")
+    h0.wait_for(r"generation 0: host 0 of 2", 60)
+    h0.wait_for(r"rank 0: step 200", 60)
+    kill = time.time()
+    os.kill(h1.p.pid, signal.SIGKILL)  # hora-run ('ip netns exec' execs it); its workers die with it
+    m = h0.wait_for(r"world 4 -> 2 at step (\d+) \((.*)\)", 30)
+    check("generation 0: host 1 lost" in m.group(2), f"the re-form does not say host 1 was lost: {m.group(0)}")
+    check(h0.finish(120) == 0, f"host 0's hora-run failed:\n{h0.text()}")
+    h1.finish(30)
+    text = h0.text()
+    check_done(text, steps, 2, [0, 1])
+    times = resume_times(text, kill)
+    check(len(times) == 2, f"resume times {times}:\n{text}")
+    print(f"netns lost-host: kill of host 1 -> host 0's 2 ranks on the new world: {max(times):.3f} s "
+          f"(re-formed at step {m.group(1)} of {steps})")
+
+
+def mode_rdzv_unreachable(t, hora_run, mpirun, out):
+    """A worker whose store is not there: hora_init fails within the join
+    timeout with the address (no hora-run: its environment by hand)."""
+    port = free_port()
+    e = env(HORA_RDZV=f"127.0.0.1:{port}", HORA_JOB_ID="j", HORA_RANK="0", HORA_SIZE="2", HORA_NODE_RANK="0",
+            HORA_GENERATION="0", HORA_JOIN_TIMEOUT_S="2")
+    start = time.time()
+    r = subprocess.run([t, "world", "store"], env=e, capture_output=True, text=True, timeout=60)
+    took = time.time() - start
+    text = r.stdout + r.stderr
+    check(r.returncode != 0, f"hora_init succeeded without a store:\n{text}")
+    check(f"cannot reach the rendezvous store at 127.0.0.1:{port} within 2 s" in text, text)
+    check(took < 6, f"took {took:.1f} s, the join timeout is 2 s")
+    print(f"rdzv-unreachable: failed after {took:.2f} s: {text.strip().splitlines()[-1]}")
+
+
+def mode_worker_absent(t, hora_run, mpirun, out):
+    """A worker that never calls hora_init: the others' bootstrap ends within
+    the join timeout naming it, and hora-run ends the job."""
+    start = time.time()
+    h = Host(hora_run, ["--nproc-per-node", "3", "--stop-grace", "1", "--join-timeout", "2", t, "world", "store"], out,
+             "h0", {"ELASTIC_ABSENT_RANK": "2"})
+    rc = h.finish(60)
+    took = time.time() - start
+    text = h.text()
+    check(rc == 1, f"hora-run exit {rc}, expected 1:\n{text}")
+    check(re.search(r"bootstrap: rank [01] waited 2 s for (rank 2's|the .* gathered by rank 0)", text),
+          f"no message naming the absent rank:\n{text}")
+    check(took < 10, f"took {took:.1f} s, the join timeout is 2 s")
+    print(f"worker-absent: job ended after {took:.2f} s")
+
+
 MODES = {"world-mpi": mode_world_mpi, "world-store": mode_world_store, "world-store-2hosts": mode_world_store_2hosts,
-         "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer}
+         "lost-worker": mode_lost_worker, "lost-host": mode_lost_host, "newcomer": mode_newcomer,
+         "netns-lost-host": mode_netns_lost_host, "rdzv-unreachable": mode_rdzv_unreachable,
+         "worker-absent": mode_worker_absent}
 
 
 def main():
+    if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
+        # tests/env/netns-run's driver form: mpirun TEST_ELASTIC MODE, then its
+        # mpirun arguments (unused: hora-run needs no mpirun). hora-run is in
+        # the same build tree.
+        t = os.path.abspath(sys.argv[2])
+        build = t[: -len("tests/runtime/elastic/test_elastic")]
+        sys.argv = [sys.argv[0], sys.argv[3], t, os.path.join(build, "tools/hora_run/hora-run"), "mpirun"]
     if len(sys.argv) != 5 or sys.argv[1] not in MODES:
         print(__doc__)
         return 2

@@ -4,7 +4,9 @@
  *
  *   test_elastic world mpi|store   exact collectives (direct, negotiated,
  *                                  broadcast) on the world the bootstrap
- *                                  gave; what each bootstrap refuses
+ *                                  gave; what each bootstrap refuses. The
+ *                                  worker ELASTIC_ABSENT_RANK never calls
+ *                                  hora_init
  *   test_elastic steps N [VICTIM K] N steps of exact all-reduces under
  *                                  hora-run --elastic; rank VICTIM of the
  *                                  first generation SIGKILLs itself at step
@@ -80,6 +82,13 @@ static hora_status_t step_collectives(int64_t s, size_t count, float *a, float *
 
 static int mode_world(const char *want)
 {
+    /* ELASTIC_ABSENT_RANK: that worker never comes (the others' bootstrap
+     * must end within the join timeout, naming it). */
+    const char *absent = getenv("ELASTIC_ABSENT_RANK"), *me = getenv("HORA_RANK");
+    if (absent && me && !strcmp(absent, me)) {
+        sleep(30);
+        return 0;
+    }
     hora_status_t st = hora_init();
     if (st != HORA_OK) {
         fprintf(stderr, "hora_init: %s\n", hora_last_error());

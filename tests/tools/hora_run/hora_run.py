@@ -185,7 +185,12 @@ def mode_one_host(hora_run, out):
     check(rc == 0, f"exit 0 (got {rc})")
     rdzv = store_address(h)
     check(rdzv is not None and rdzv.startswith("127.0.0.1:"), f"the store on 127.0.0.1, port printed: {rdzv}")
-    check_world(read_envs(out, 0), 3, 1, [3], "one", rdzv, 0)
+    envs = read_envs(out, 0)
+    check_world(envs, 3, 1, [3], "one", rdzv, 0)
+    for r, e in sorted(envs.items()):
+        check(e.get("HORA_JOIN_TIMEOUT_S") == "60", f"rank {r}: HORA_JOIN_TIMEOUT_S 60 (--join-timeout's default)")
+        check(not any(k in e for k in ["HORA_ELASTIC", "HORA_WORKER_ID", "HORA_ELASTIC_GRACE_S"]),
+              f"rank {r}: no --elastic variable without --elastic")
 
 
 def two_hosts(hora_run, out, k0, k1):
@@ -601,7 +606,12 @@ def elastic_worker(plan):
     PLAN newcomer: in generation 0, rank 0 waits until a host counted itself
          into generation 1's join and then posts the failure of generation 0
          as hora_elastic_reform would; everyone goes on to generation 1 and
-         exits 0 there."""
+         exits 0 there.
+    PLAN crowd: the same, once two hosts counted themselves in.
+    PLAN room: in generation 0, the worker of a host of one worker waits
+         for the file $OUT/go and exits 1. In a later generation, everyone
+         exits 0 once the world has 4 ranks; before, rank 0 waits for a host
+         in the next generation's join and ends this one (as newcomer)."""
     e = os.environ
     wid, generation = e["HORA_WORKER_ID"], int(e["HORA_GENERATION"])
     store = Store(e["HORA_RDZV"], e["HORA_JOB_ID"])
@@ -619,14 +629,23 @@ def elastic_worker(plan):
         with open(path + ".tmp", "w") as f:
             f.write("".join(f"{k}={v}\n" for k, v in record.items()))
         os.rename(path + ".tmp", path)
+        waiting = 0  # end this generation once this many hosts wait for the next one
         if generation > 0:
-            return 0
-        if (plan == "lose-rank-1" and place["rank"] == "1") or (plan == "lose-single" and place["local_size"] == "1"):
+            if plan != "room" or place["size"] == "4":
+                return 0
+            waiting = 1
+        elif (plan == "lose-rank-1" and place["rank"] == "1") or (plan == "lose-single" and place["local_size"] == "1"):
             time.sleep(0.3)
             return 1
-        if plan == "newcomer" and place["rank"] == "0":
+        elif plan == "room" and place["local_size"] == "1":
+            while not os.path.exists(os.path.join(e["OUT"], "go")):
+                time.sleep(0.05)
+            return 1
+        elif plan in ("newcomer", "crowd"):
+            waiting = 1 if plan == "newcomer" else 2
+        if waiting and place["rank"] == "0":
             end = time.monotonic() + 20
-            while store.add(f"gen{generation + 1}/join", 0) == 0 and time.monotonic() < end:
+            while store.add(f"gen{generation + 1}/join", 0) < waiting and time.monotonic() < end:
                 time.sleep(0.05)
             post_hosts_updated(store, generation, int(place["node_count"]))
         text = store.get(f"gen{generation + 1}/assign/{wid}", 20)
@@ -673,6 +692,14 @@ def wait_records(out, generation, count, timeout):
             return True
         time.sleep(0.05)
     return False
+
+
+def wait_all(hosts, timeout):
+    """Each host's exit status, in order, once all ended; their stderr shown."""
+    codes = [h.wait(timeout) for h in hosts.values()]
+    for name, h in hosts.items():
+        h.show(name)
+    return codes
 
 
 def mode_elastic_one_host(hora_run, out):
@@ -729,8 +756,11 @@ def mode_elastic_lost_host(hora_run, out):
     b_pids = [int(recs[(wid, 0)]["PID"]) for wid in b_ids]
     t_kill = time.monotonic()
     os.killpg(b.proc.pid, signal.SIGKILL)
-    for pid in b_pids:
-        os.kill(pid, signal.SIGKILL)
+    for pid in b_pids:  # the host's workers with it (each leads a group of its own)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # already gone with hora-run (PR_SET_PDEATHSIG)
     b.wait(10)
     ra = a.wait(20)
     a.show("a")
@@ -787,61 +817,119 @@ def mode_elastic_newcomer(hora_run, out):
 
 
 def mode_elastic_full(hora_run, out):
-    # --nnodes 1:2 with two hosts running; a third arrives and counts itself
-    # into generation 1 first. Generation 1 takes the two hosts that were
-    # there (the lower numbers in the job), not the newcomer, which is late;
-    # when generation 1 ends well, it exits 3.
+    # --nnodes 1:2, host a alone in generation 0; hosts c and d arrive and
+    # count themselves into generation 1 (there is room for one). a's rank 0
+    # ends generation 0 once both wait: generation 1 takes a (the same
+    # process) and the newcomer that came first; the other is left out,
+    # does not count itself in while generation 1 runs full, and exits 3
+    # when generation 1 finishes the job.
     rdzv = f"127.0.0.1:{free_port()}"
-    common = ["--nproc-per-node", "2", "--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5",
+    common = ["--nproc-per-node", "1", "--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "0.3",
               "--join-timeout", "10", "--heartbeat-timeout", "2", "--rdzv", rdzv]
-    a = elastic_host(hora_run, out, common, "newcomer")
-    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = elastic_host(hora_run, out, common, "newcomer")
-    check(wait_records(out, 0, 4, 15), "generation 0: hosts a and b")
-    c = elastic_host(hora_run, out, common, "newcomer")
-    ra, rb, rc = a.wait(20), b.wait(20), c.wait(20)
-    for h, name in [(a, "a"), (b, "b"), (c, "c")]:
-        h.show(name)
-    check(ra == 0 and rb == 0, f"hosts a and b exit 0 (got {ra}, {rb})")
-    check(rc == 3 and "generation 1 finished the job before this host joined" in c.stderr(),
-          f"host c, late for generation 1, says the job is over: exit 3 (got {rc})")
-    check("this is host 2 of the job" in c.stderr(), "host c is host 2 of the job")
+    a = elastic_host(hora_run, out, common, "crowd")
+    check(wait_records(out, 0, 1, 15), "generation 0: host a alone")
+    c = elastic_host(hora_run, out, common, "crowd")
+    check(c.when("waiting for generation 1", 10) is not None, "host c waits for generation 1")
+    d = elastic_host(hora_run, out, common, "crowd")
+    ra, rc, rd = wait_all({"a": a, "c": c, "d": d}, 20)
+    check(ra == 0 and rc == 0, f"hosts a and c exit 0 (got {ra}, {rc})")
+    check(rd == 3 and "generation 1 finished the job before this host joined" in d.stderr(),
+          f"host d, left out of generation 1, says the job is over: exit 3 (got {rd})")
+    check(re.search(r"generation 1 runs without this host and has its --nnodes MAX hosts", d.stderr()) is not None,
+          "host d waited for generation 1 without counting itself in")
+    check("this is host 0 of the job" in a.stderr() and "this is host 1 of the job" in c.stderr() and
+          "this is host 2 of the job" in d.stderr(), "hosts a, c, d are hosts 0, 1, 2 of the job")
     recs = read_elastic(out)
-    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("0.1", 0), ("0.1", 1), ("1.0", 0), ("1.0", 1), ("1.1", 0),
-                           ("1.1", 1)], f"hosts 0 and 1 in generations 0 and 1, host 2 nowhere: {sorted(recs)}")
-    for host in range(2):
-        for slot in range(2):
-            r0, r1 = recs.get((f"{host}.{slot}", 0), {}), recs.get((f"{host}.{slot}", 1), {})
-            check_place(r1, f"worker {host}.{slot}, generation 1", 2 * host + slot, 4, slot, 2, host, 2)
-            check(r0.get("PID") == r1.get("PID"), f"worker {host}.{slot}: the same process")
+    check(sorted(recs) == [("0.0", 0), ("0.0", 1), ("1.0", 1)], f"host 0 in generations 0 and 1, host 1 in "
+          f"generation 1, host 2 nowhere: {sorted(recs)}")
+    check_place(recs.get(("0.0", 1), {}), "worker 0.0, generation 1", 0, 2, 0, 1, 0, 2)
+    check(recs.get(("0.0", 0), {}).get("PID") == recs.get(("0.0", 1), {}).get("PID"), "worker 0.0: the same process")
+    check_place(recs.get(("1.0", 1), {}), "worker 1.0, generation 1", 1, 2, 0, 1, 1, 2)
+    check(recs.get(("0.0", 1), {}).get("FAILED") == "hosts updated: 2 host(s) waiting to join",
+          f"the failure: {recs.get(('0.0', 1), {}).get('FAILED')}")
 
 
-def mode_elastic_host_empty(hora_run, out):
-    # Host b's only worker fails: b has no live worker and leaves (exit 1,
-    # named); host a's two workers re-form as ranks 0-1 of 2 and finish.
+def mode_elastic_room(hora_run, out):
+    # Hosts a (2 workers) and b (1) fill --nnodes 1:2; host c arrives and
+    # waits without counting itself in (the workers would end the
+    # generation for nothing). b's worker exits 1 and b leaves: a re-forms,
+    # c is taken in (in generation 1, or in 2 after a's rank 0 sees it
+    # waiting), and a's workers, the same processes, end with places 0-1 of 4.
     rdzv = f"127.0.0.1:{free_port()}"
     common = ["--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5", "--join-timeout", "10",
               "--heartbeat-timeout", "2", "--rdzv", rdzv]
-    a = elastic_host(hora_run, out, ["--nproc-per-node", "2"] + common, "lose-single")
+    a = elastic_host(hora_run, out, ["--nproc-per-node", "2"] + common, "room")
     check(a.when("rendezvous store", 10) is not None, "host a runs the store")
-    b = elastic_host(hora_run, out, ["--nproc-per-node", "1"] + common, "lose-single")
+    b = elastic_host(hora_run, out, ["--nproc-per-node", "1"] + common, "room")
+    check(wait_records(out, 0, 3, 15), "generation 0: hosts a and b, 3 workers")
+    c = elastic_host(hora_run, out, ["--nproc-per-node", "2"] + common, "room")
+    check(c.when(r"generation 0 runs without this host and has its --nnodes MAX hosts", 10) is not None,
+          "host c waits for generation 0 to end")
+    store = Store(rdzv, "hora")
+    time.sleep(0.3)
+    check(store.add("gen1/join", 0) == 0, "host c did not count itself into generation 1's join")
+    check(all(h.proc.poll() is None for h in (a, b, c)), "every host still runs")
+    open(os.path.join(out, "go"), "w").close()
+    ra, rb, rc = wait_all({"a": a, "b": b, "c": c}, 20)
+    check(ra == 0 and rc == 0, f"hosts a and c exit 0 (got {ra}, {rc})")
+    check(rb == 1 and "every worker exited or failed, this host leaves the job" in b.stderr(),
+          f"host b leaves, exit 1 (got {rb})")
+    recs = read_elastic(out)
+    last = max(g for (_, g) in recs)
+    check(last in (1, 2), f"the last generation is 1 or 2 ({last})")
+    a_ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(a.proc.pid))
+    c_ids = sorted(wid for (wid, g), r in recs.items() if r["PPID"] == str(c.proc.pid))
+    check(len(a_ids) == 2 and len(c_ids) == 2, f"a's workers {a_ids}, c's {c_ids}")
+    for local, wid in enumerate(a_ids):
+        check_place(recs.get((wid, last), {}), f"worker {wid}, generation {last}", local, 4, local, 2, 0, 2)
+        check(recs.get((wid, 0), {}).get("PID") == recs.get((wid, last), {}).get("PID"), f"worker {wid}: the same "
+              "process")
+    for local, wid in enumerate(c_ids):
+        check_place(recs.get((wid, last), {}), f"newcomer {wid}, generation {last}", 2 + local, 4, local, 2, 1, 2)
+
+
+def elastic_host_empty(hora_run, out, k_store, k_other):
+    # The only worker of one host fails: that host has no live worker and
+    # leaves (exit 1, named); the other host's two workers re-form as ranks
+    # 0-1 of 2 and finish. When the host that leaves runs the store, it
+    # keeps it until the job ends.
+    rdzv = f"127.0.0.1:{free_port()}"
+    common = ["--nnodes", "1:2", "--max-restarts", "5", "--settle-time", "5", "--join-timeout", "10",
+              "--heartbeat-timeout", "2", "--rdzv", rdzv]
+    a = elastic_host(hora_run, out, ["--nproc-per-node", str(k_store)] + common, "lose-single")
+    check(a.when("rendezvous store", 10) is not None, "host a runs the store")
+    b = elastic_host(hora_run, out, ["--nproc-per-node", str(k_other)] + common, "lose-single")
     ra, rb = a.wait(20), b.wait(20)
     a.show("a")
     b.show("b")
-    check(ra == 0, f"host a finishes with its two workers, exit 0 (got {ra})")
-    check(rb == 1, f"host b exits 1 (got {rb})")
+    # The host that stays (two workers), the one that leaves (one).
+    (stay, rs, _), (empty, re_, _) = sorted([(a, ra, k_store), (b, rb, k_other)], key=lambda x: -x[2])
+    check(rs == 0, f"the host with two workers finishes, exit 0 (got {rs})")
+    check(re_ == 1, f"the host with one worker exits 1 (got {re_})")
     check(re.search(r"generation 0 failed: rank \d \(local rank 0 on host \d, pid \d+\) exited with status 1; "
-                    r"host \d: every worker exited or failed, this host leaves the job", b.stderr()) is not None,
-          "host b says it has no live worker and leaves")
+                    r"host \d: every worker exited or failed, this host leaves the job", empty.stderr()) is not None,
+          "it says it has no live worker and leaves")
+    if empty is a:
+        check("keeps the rendezvous store for the others until the job ends" in a.stderr()
+              and "generation 1 finished the job; the rendezvous store goes away" in a.stderr(),
+              "the store's host keeps the store until generation 1 finished the job")
     recs = read_elastic(out)
-    a_ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(a.proc.pid))
-    check(len(a_ids) == 2 and sorted((w, g) for (w, g) in recs if w in a_ids) == [(a_ids[0], 0), (a_ids[0], 1),
-          (a_ids[1], 0), (a_ids[1], 1)], f"host a's 2 workers in generations 0 and 1: {sorted(recs)}")
-    for local, wid in enumerate(a_ids):
+    ids = sorted(wid for (wid, g), r in recs.items() if g == 0 and r["PPID"] == str(stay.proc.pid))
+    check(len(ids) == 2 and sorted((w, g) for (w, g) in recs if w in ids) == [(ids[0], 0), (ids[0], 1),
+          (ids[1], 0), (ids[1], 1)], f"the 2 workers in generations 0 and 1: {sorted(recs)}")
+    for local, wid in enumerate(ids):
         check_place(recs.get((wid, 1), {}), f"worker {wid}, generation 1", local, 2, local, 2, 0, 1)
-    t_gen1 = a.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
-    check(t_gen1 is not None and a.elapsed < 5,
-          f"generation 1 expected one host and closed before the settle time (5 s): done in {a.elapsed:.2f} s")
+    t_gen1 = stay.when(r"generation 1: host 0 of 1, ranks 0-1 of 2", 1)
+    check(t_gen1 is not None and stay.elapsed < 5,
+          f"generation 1 expected one host and closed before the settle time (5 s): done in {stay.elapsed:.2f} s")
+
+
+def mode_elastic_host_empty(hora_run, out):
+    elastic_host_empty(hora_run, out, 2, 1)
+
+
+def mode_elastic_store_host_empty(hora_run, out):
+    elastic_host_empty(hora_run, out, 1, 2)
 
 
 def main():

@@ -14,6 +14,8 @@ DistributedOptimizer(op=Adasum) is Horovod's Adasum optimizer
 in memory the ranks of a host share, whose fused all-reduces need no copy;
 preemption (preempt_watch, check_preempted, request_preempt, Preempted:
 a catchable exception on every rank at the same step, preempt.py).
+hvd.elastic is Horovod's elastic API (run, TorchState, ElasticSampler,
+HostsUpdatedInterrupt) over libhora's elastic worlds (hora-run --elastic).
 """
 from .compression import Compression
 from .mpi_ops import (Average, Sum, Adasum, Min, Max, Product, HorovodInternalError, ProcessSet,
@@ -34,6 +36,7 @@ from .optimizer import DistributedOptimizer
 from .memory import shared_tensors, is_shared
 from .sync_batch_norm import SyncBatchNorm
 from .preempt import Preempted, preempt_watch, request_preempt, check_preempted
+from . import elastic
 
 # torch.compile: each public call is one graph break, not a trace into ctypes (compiled.py).
 from .compiled import outside_graphs as _outside_graphs  # noqa: E402

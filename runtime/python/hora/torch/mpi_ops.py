@@ -246,10 +246,26 @@ def init(comm=None, process_sets=None):
         _registered_atexit = True
 
 
+# Called before the runtime ends (the DistributedOptimizer lets go of its
+# gradients' views into shared blocks, which the end unmaps).
+_before_end = []
+
+
 def shutdown():
     """Stop libhora (collective); pending requests fail with HORA_ERR_SHUTDOWN."""
+    st, deferred_error = _end(_lib.hora_shutdown)
+    if st not in (_h.OK, _h.ERR_NOT_INITIALIZED):
+        raise HorovodInternalError("hora_shutdown failed: %s: %s" % (_h.status_string(st), _h.last_error()))
+    if deferred_error is not None:
+        raise deferred_error
+
+
+def _end(end):
+    """End the runtime with end (hora_shutdown, or elastic.py's
+    hora_elastic_reform) and forget what lived in it: (end's status, or OK
+    when not initialized; a device request's failure to raise, or None)."""
     if not _lib.hora_initialized():
-        return
+        return _h.OK, None
     global _generation
     with _lock:
         pending = list(_handles.values())
@@ -259,8 +275,10 @@ def shutdown():
         _device.reap(HorovodInternalError, wait=True)  # device requests synchronize() returned early
     except HorovodInternalError as e:
         deferred_error = e
+    for f in _before_end:
+        f()
     _generation += 1  # shared_tensors' blocks die with this runtime
-    st = _lib.hora_shutdown()
+    st = end()
     _h.stacks.unregister(_lib)  # before the interpreter ends (atexit runs this)
     for p in pending:
         p.free()
@@ -270,10 +288,7 @@ def shutdown():
     _device.reset()
     with _lock:
         _name_counters.clear()  # nothing is in flight any more: names start again
-    if st not in (_h.OK, _h.ERR_NOT_INITIALIZED):
-        raise HorovodInternalError("hora_shutdown failed: %s: %s" % (_h.status_string(st), _h.last_error()))
-    if deferred_error is not None:
-        raise deferred_error
+    return st, deferred_error
 
 
 def is_initialized():

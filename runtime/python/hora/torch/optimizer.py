@@ -23,7 +23,9 @@ or replaced anyway, the gradient is copied into its view once and param.grad
 points back to it (counted in _hora_copies). The gradients of a CUDA model
 that libhora takes on its device (device.py) get one block of device memory
 per dtype the same way. Sparse gradients, compression other than none,
-staged CUDA tensors and HOROVOD_ELASTIC keep the path above."""
+staged CUDA tensors and elastic jobs (HOROVOD_ELASTIC or HORA_ELASTIC) keep the
+path above. The end of the runtime (shutdown, an elastic reset) releases the
+views, and the next runtime's first step lays the gradients out again."""
 import atexit
 import os
 import warnings
@@ -52,6 +54,25 @@ _laid_out = weakref.WeakSet()
 def _release_views():
     for opt in list(_laid_out):
         opt._hora_release()
+
+
+def _relay_after_end():
+    """Before the runtime ends (shutdown, an elastic reset), which unmaps the
+    blocks: the gradients let go of their views, and the next runtime's first
+    step lays them out again."""
+    for opt in list(_laid_out):
+        opt._hora_release()
+        opt._hora_seq = []
+        _laid_out.discard(opt)
+
+
+_ops._before_end.append(_relay_after_end)
+
+
+def _elastic_env():
+    """Horovod's HOROVOD_ELASTIC, or hora-run --elastic's HORA_ELASTIC: the
+    world may grow from one rank, and its runtime ends at each reset."""
+    return os.environ.get("HOROVOD_ELASTIC") == "1" or os.environ.get("HORA_ELASTIC") == "1"
 
 
 def _split_list(items, n):
@@ -126,12 +147,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # gradients copied into their views since (a debug counter).
         self._hora_views = {}
         self._hora_blocks = []
-        zero_copy = compression is Compression.none and os.environ.get("HOROVOD_ELASTIC") != "1"
+        zero_copy = compression is Compression.none and not _elastic_env()
         self._hora_seq = [] if zero_copy else None
         self._hora_order = [p for group in self.param_groups for p in group["params"] if p.requires_grad]
         self._hora_copies = 0
         # A rank outside process_set neither reduces nor waits (Horovod's).
-        if self.process_set.included() and (_ops.size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1"):
+        if self.process_set.included() and (_ops.size() > 1 or _elastic_env()):
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
