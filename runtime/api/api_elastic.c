@@ -283,8 +283,9 @@ hora_status_t hora_elastic_check(int *hosts_waiting)
     *hosts_waiting = 0;
     if (!hora_elastic()) return HORA_OK;
     /* Rank 0 reads the count of hosts waiting for the next round; one
-     * all-reduce (MAX) gives every rank its answer, or fails on every rank. */
-    int32_t waiting = 0;
+     * all-reduce (MAX) of {count, rank 0 failed} gives every rank its answer,
+     * or fails on every rank. */
+    int32_t v[2] = {0, 0};
     if (hora_rt.topo.rank == 0) {
         char key[64];
         int64_t n = 0;
@@ -292,12 +293,14 @@ hora_status_t hora_elastic_check(int *hosts_waiting)
         pthread_mutex_lock(&api_boot.link.lock);
         hora_status_t status = boot_store_add(api_boot.link.store, key, 0, &n);
         pthread_mutex_unlock(&api_boot.link.lock);
-        /* A store that fails here fails everyone through the all-reduce. */
-        waiting = status == HORA_OK ? (int32_t)(n < INT32_MAX ? n : INT32_MAX) : -1;
+        if (status == HORA_OK)
+            v[0] = (int32_t)(n < INT32_MAX ? n : INT32_MAX);
+        else
+            v[1] = 1;
     }
-    HORA_CHECK(hora_allreduce(&waiting, &waiting, 1, HORA_DTYPE_I32, HORA_OP_MAX));
-    if (waiting < 0)
-        return status_set(HORA_ERR_TRANSPORT, "hora_elastic_check: rank 0 could not read the rendezvous store");
+    HORA_CHECK(hora_allreduce(v, v, 2, HORA_DTYPE_I32, HORA_OP_MAX));
+    if (v[1]) return status_set(HORA_ERR_TRANSPORT, "hora_elastic_check: rank 0 could not read the rendezvous store");
+    const int waiting = v[0];
     *hosts_waiting = api_boot.hosts_waiting = waiting;
     return HORA_OK;
 }

@@ -238,7 +238,7 @@ HORA_API hora_status_t hora_abort(hora_status_t status, const char *message);
  * hora_generation: 0 under mpi, the store's generation under hora-run; -1
  * outside. hora_elastic: 1 when the world can re-form.
  * hora_elastic_check: collective; *hosts_waiting (the same on every rank)
- * the hosts waiting to be taken in; 0 when not elastic. One 4-byte
+ * the hosts waiting to be taken in; 0 when not elastic. One 8-byte
  * all-reduce (and a store request on rank 0).
  * hora_elastic_reform: collective; ends this generation as hora_shutdown
  * does and asks hora-run for the next one (then call hora_init).
