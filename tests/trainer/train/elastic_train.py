@@ -1,42 +1,44 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """hora-train --elastic end to end (trainer/README.md, "Elastic training"):
 real processes under hora-run --elastic on one host, real SIGKILLs.
 
 usage: elastic_train.py MODE HORA_TRAIN HORA_RUN HORA_CKPT
+
   refuse     the flags' refusals (exit 2: --min-ranks or --commit-every-steps
              without --elastic, --min-ranks 2 without --checkpoint-dir), and
              --elastic in a world that cannot re-form: under mpirun -np 2 and
              under hora-run without --elastic, every rank ends non-zero with
              the message naming hora-run --elastic
   lost       hora-run --nproc-per-node 3 --elastic, a commit every 3 steps;
-worker 0.2 SIGKILLed once rank 0 printed step SEEN : hora - run exits 0,
-    rank 0 prints `world 3->2 at step K(rank 2 lost
-                                        : ... killed by signal 9 ...)` with K a commit(a multiple of 3) no more than
-    2 steps before the last step printed,
-    every step after K is printed once, the run ends at its planned step,
-    and its final checkpoint is bitwise the one of a 3 -
-        rank run to K resumed on 2 ranks(mpirun; --keep - global - batch, --reproducible) newcomer
-        2 workers under one hora
-        - run,
-    a second hora - run with 1 worker started once step SEEN is printed : `world 2->3 at step K(hosts joined)`,
-    both hora - runs exit 0,
-    and the final checkpoint is bitwise a 2 - rank run to K resumed on 3 ranks min - ranks 2 workers,
-    --min - ranks 2 : worker 0.1 SIGKILLed;
-the survivor writes the checkpoint of the commit it continues from, says
-             `below-- min - ranks 2`, and hora - run exits 1; that checkpoint
+             worker 0.2 SIGKILLed once rank 0 printed step SEEN: hora-run
+             exits 0, rank 0 prints `world 3 -> 2 at step K (rank 2 lost: ...
+             killed by signal 9 ...)` with K a commit (a multiple of 3) no more
+             than 2 steps before the last step printed, every step after K is
+             printed once, the run ends at its planned step, and its final
+             checkpoint is bitwise the one of a 3-rank run to K resumed on 2
+             ranks (mpirun; --keep-global-batch, --reproducible)
+  newcomer   2 workers under one hora-run, a second hora-run with 1 worker
+             started once step SEEN is printed: `world 2 -> 3 at step K (hosts
+             joined)`, both hora-runs exit 0, and the final checkpoint is
+             bitwise a 2-rank run to K resumed on 3 ranks
+  min-ranks  2 workers, --min-ranks 2: worker 0.1 SIGKILLed; the survivor
+             writes the checkpoint of the commit it continues from, says
+             `below --min-ranks 2`, and hora-run exits 1; that checkpoint
              verifies and --resume auto on 2 ranks continues from it
+
 The time from the kill to the first step of the re-formed world is printed.
 """
-import os, re, signal, socket, subprocess, sys, tempfile, time
+import os, re, signal, subprocess, sys, tempfile, time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
 import fmnist_small  # noqa: E402
+from job import free_port  # noqa: E402
 
 SEEN = 5
 BASE = ["--model", "resnet8", "--batch", "16", "--threads", "1", "--overlap", "off", "--precision", "fp32",
         "--progress", "lines", "--print-every", "1", "--epochs", "3", "--reproducible"]
-#The worker's shell writes its pid under its worker id, then becomes hora-train (exec keeps the pid).
+# The worker's shell writes its pid under its worker id, then becomes hora-train (exec keeps the pid).
 WRAP = 'echo $$ > "$PID_DIR/pid.$HORA_WORKER_ID"; exec "$@"'
 STEP = re.compile(r"^epoch \d+/\d+ step (\d+) ")
 
@@ -46,12 +48,6 @@ def env_with(extra=None):
     e["OMPI_MCA_btl_vader_backing_directory"] = tempfile.gettempdir()
     e.update(extra or {})
     return e
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def hora_run_cmd(nproc, args, extra=()):
@@ -240,8 +236,8 @@ def min_ranks(work, data):
     failures = []
     d = os.path.join(work, "elastic")
     args = BASE + ["--data", data, "--keep-global-batch", "--steps", "40", "--min-ranks", "2", "--checkpoint-dir", d]
-#-- join - timeout : a host whose workers all ended keeps the store for hosts that may still come(hora - run
-#waits that long for them) : here none will.
+    # --join-timeout: a host whose workers all ended keeps the store for hosts that may still come (hora-run
+    # waits that long for them): here none will.
     job = Job(hora_run_cmd(2, args, ["--join-timeout", "5"]), env_with({"PID_DIR": work}))
     if not job.until(rf"^epoch \d+/\d+ step {SEEN} ", time.monotonic() + 120):
         job.p.kill()
