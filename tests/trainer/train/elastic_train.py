@@ -17,6 +17,12 @@ usage: elastic_train.py MODE HORA_TRAIN HORA_RUN HORA_CKPT
              printed once, the run ends at its planned step, and its final
              checkpoint is bitwise the one of a 3-rank run to K resumed on 2
              ranks (mpirun; --keep-global-batch, --reproducible)
+  lost-host  2 hosts x 2 workers (two hora-runs on loopback), a commit every
+             2 steps; host 1's hora-run SIGKILLed (its workers die with it)
+             once rank 0 printed a step drawn from a printed seed: `world 4 ->
+             2 at step K (ranks 2, 3 lost: ... host 1 lost ...)`, the same
+             checks as lost, and the final checkpoint bitwise a 4-rank run to K
+             resumed on 2 ranks (the loss curve goes on from the commit)
   newcomer   2 workers under one hora-run, a second hora-run with 1 worker
              started once step SEEN is printed: `world 2 -> 3 at step K (hosts
              joined)`, both hora-runs exit 0, and the final checkpoint is
@@ -28,7 +34,7 @@ usage: elastic_train.py MODE HORA_TRAIN HORA_RUN HORA_CKPT
 
 The time from the kill to the first step of the re-formed world is printed.
 """
-import os, re, signal, subprocess, sys, tempfile, time
+import os, random, re, signal, subprocess, sys, tempfile, time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common"))
@@ -196,6 +202,69 @@ def lost(work, data):
     return diff_equal("lost", ckpt(ref, steps), ckpt(d, steps))
 
 
+def lost_host(work, data):
+    failures = []
+    steps, every = 30, 2
+    seed = int(time.time() * 1000) % 100000
+    at = random.Random(seed).randint(SEEN, 12)  # the step after which host 1 dies
+    print(f"lost-host: seed {seed}: host 1 SIGKILLed once rank 0 printed step {at}", flush=True)
+    d = os.path.join(work, "elastic")
+    args = BASE + ["--data", data, "--keep-global-batch", "--steps", str(steps), "--commit-every-steps", str(every),
+                   "--checkpoint-dir", d]
+    rdzv = ["--nnodes", "1:2", "--rdzv", f"127.0.0.1:{free_port()}", "--join-timeout", "60", "--heartbeat-timeout",
+            "2"]
+    env = env_with({"PID_DIR": work})
+    hosts = [Job(hora_run_cmd(2, args, rdzv), env)]
+    time.sleep(0.3)  # the first runs the store and is host 0 (ranks 0 and 1)
+    hosts.append(Job(hora_run_cmd(2, args, rdzv), env))
+    if not hosts[0].until(rf"^epoch \d+/\d+ step {at} ", time.monotonic() + 120):
+        for h in hosts:
+            h.p.kill()
+        return ["rank 0 never printed step %d" % at]
+    t_kill = time.monotonic()
+    hosts[1].p.kill()  # its hora-run; its workers die with it (PR_SET_PDEATHSIG)
+    code, text = hosts[0].finish()
+    hosts[1].finish()
+    if code != 0:
+        failures.append(f"host 0's hora-run exited {code}, not 0")
+    m = re.search(r"^hora-train: world 4 -> 2 at step (\d+) \(ranks 2, 3 lost: generation 0: (.*)\); generation 1 "
+                  r"continues from rank 0's commit of that step", text, flags=re.M)
+    if not m:
+        return failures + ["no 'world 4 -> 2 at step K (ranks 2, 3 lost: ...)' line from rank 0"]
+    k = int(m.group(1))
+    if "host 1 lost" not in m.group(2):
+        failures.append(f"the reason does not say host 1 was lost: {m.group(2)!r}")
+    t_line = [t for t, line in hosts[0].lines if m.group(0) in line][0]
+    last_before = max(s for t, s in steps_after(hosts[0], 0) if t < t_line)
+    after = steps_after(hosts[0], t_line)
+    if k % every or not last_before - (every - 1) <= k <= last_before:
+        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every - 1} steps of the last "
+                        f"step printed before the re-form ({last_before})")
+    resumed = [s for t, s in after if s > k]
+    if resumed != list(range(k + 1, steps + 1)):
+        failures.append(f"after the re-form at {k}: steps {resumed}, not {k + 1}..{steps} once each")
+    if not re.search(rf"^training: {steps} steps .* over 2 ranks", text, flags=re.M):
+        failures.append(f"the run did not end at step {steps} on 2 ranks")
+    # The loss curve goes on from the commit (the checkpoint comparison
+    # below proves it bit for bit): the losses around the re-form.
+    loss = {}
+    for t, line in hosts[0].lines:
+        lm = re.match(r"^epoch \d+/\d+ step (\d+) .* loss ([0-9.]+)", line)
+        if lm:
+            loss.setdefault("after" if t > t_line else "before", []).append((int(lm.group(1)), float(lm.group(2))))
+    first = [t for t, s in after if s == k + 1]
+    if first:
+        print(f"lost-host: re-formed at step {k} (last printed before: {last_before}); "
+              f"{first[0] - t_kill:.2f} s from the kill to step {k + 1} printed; loss at steps "
+              f"{loss.get('before', [])[-2:]} before, {loss.get('after', [])[:2]} after", flush=True)
+    if failures:
+        return failures
+    ref = reference(work, "lost-host", 4, k, 2, BASE + ["--data", data], ["--keep-global-batch", "--steps", str(steps)])
+    if not ref:
+        return ["the reference runs failed"]
+    return diff_equal("lost-host", ckpt(ref, steps), ckpt(d, steps))
+
+
 def newcomer(work, data):
     failures = []
     steps = 40
@@ -276,7 +345,7 @@ if __name__ == "__main__":
         sys.exit(1)
     with tempfile.TemporaryDirectory() as work:
         idx = fmnist_small.make_idx(work, 768, 256)
-        modes = {"refuse": refuse, "lost": lost, "newcomer": newcomer, "min-ranks": min_ranks}
+        modes = {"refuse": refuse, "lost": lost, "lost-host": lost_host, "newcomer": newcomer, "min-ranks": min_ranks}
         failures = modes[mode](work, idx)
     for f in failures:
         print("FAIL:", f)
