@@ -13,7 +13,8 @@ usage: elastic_train.py MODE HORA_TRAIN HORA_RUN HORA_CKPT
              worker 0.2 SIGKILLed once rank 0 printed step SEEN: hora-run
              exits 0, rank 0 prints `world 3 -> 2 at step K (rank 2 lost: ...
              killed by signal 9 ...)` with K a commit (a multiple of 3) no more
-             than 2 steps before the last step printed, every step after K is
+             than 3 steps before the last step printed (a step is printed
+             before its all-reduce is collected), every step after K is
              printed once, the run ends at its planned step, and its final
              checkpoint is bitwise the one of a 3-rank run to K resumed on 2
              ranks (mpirun; --keep-global-batch, --reproducible)
@@ -22,7 +23,10 @@ usage: elastic_train.py MODE HORA_TRAIN HORA_RUN HORA_CKPT
              once rank 0 printed a step drawn from a printed seed: `world 4 ->
              2 at step K (ranks 2, 3 lost: ... host 1 lost ...)`, the same
              checks as lost, and the final checkpoint bitwise a 4-rank run to K
-             resumed on 2 ranks (the loss curve goes on from the commit)
+             resumed on 2 ranks (the loss curve goes on from the commit);
+             netns-lost-host: the same across two network namespaces of
+             tools/netns-cluster (tests/env/netns-run's driver form:
+             elastic_train.py mpirun HORA_TRAIN netns-lost-host ...)
   newcomer   2 workers under one hora-run, a second hora-run with 1 worker
              started once step SEEN is printed: `world 2 -> 3 at step K (hosts
              joined)`, both hora-runs exit 0, and the final checkpoint is
@@ -182,8 +186,11 @@ def lost(work, data):
     t_line = [t for t, line in job.lines if m.group(0) in line][0]
     last_before = max(s for t, s in steps_after(job, 0) if t < t_line)
     after = steps_after(job, t_line)
-    if k % every or not last_before - (every - 1) <= k <= last_before:
-        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every - 1} steps of the last "
+    # A step's line comes before its gradients' all-reduce is collected (at
+    # the next step or the commit): the last step printed may be one the
+    # world never finished, so up to `every` steps are trained again.
+    if k % every or not last_before - every <= k <= last_before:
+        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every} steps of the last "
                         f"step printed before the re-form ({last_before})")
     resumed = [s for t, s in after if s > k]
     if resumed[: steps - k] != list(range(k + 1, steps + 1)) or len(resumed) != steps - k:
@@ -202,7 +209,7 @@ def lost(work, data):
     return diff_equal("lost", ckpt(ref, steps), ckpt(d, steps))
 
 
-def lost_host(work, data):
+def lost_host(work, data, netns=None):
     failures = []
     steps, every = 30, 2
     seed = int(time.time() * 1000) % 100000
@@ -211,12 +218,14 @@ def lost_host(work, data):
     d = os.path.join(work, "elastic")
     args = BASE + ["--data", data, "--keep-global-batch", "--steps", str(steps), "--commit-every-steps", str(every),
                    "--checkpoint-dir", d]
-    rdzv = ["--nnodes", "1:2", "--rdzv", f"127.0.0.1:{free_port()}", "--join-timeout", "60", "--heartbeat-timeout",
-            "2"]
+    store = "10.213.0.1" if netns else "127.0.0.1"
+    rdzv = ["--nnodes", "1:2", "--rdzv", f"{store}:{free_port()}", "--join-timeout", "60", "--heartbeat-timeout", "2"]
     env = env_with({"PID_DIR": work})
-    hosts = [Job(hora_run_cmd(2, args, rdzv), env)]
+    # netns: each host in its network namespace of tools/netns-cluster ('ip netns exec' execs hora-run).
+    where = [["ip", "netns", "exec", f"{netns}-h{i}"] if netns else [] for i in range(2)]
+    hosts = [Job(where[0] + hora_run_cmd(2, args, rdzv), env)]
     time.sleep(0.3)  # the first runs the store and is host 0 (ranks 0 and 1)
-    hosts.append(Job(hora_run_cmd(2, args, rdzv), env))
+    hosts.append(Job(where[1] + hora_run_cmd(2, args, rdzv), env))
     if not hosts[0].until(rf"^epoch \d+/\d+ step {at} ", time.monotonic() + 120):
         for h in hosts:
             h.p.kill()
@@ -237,8 +246,11 @@ def lost_host(work, data):
     t_line = [t for t, line in hosts[0].lines if m.group(0) in line][0]
     last_before = max(s for t, s in steps_after(hosts[0], 0) if t < t_line)
     after = steps_after(hosts[0], t_line)
-    if k % every or not last_before - (every - 1) <= k <= last_before:
-        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every - 1} steps of the last "
+    # A step's line comes before its gradients' all-reduce is collected (at
+    # the next step or the commit): the last step printed may be one the
+    # world never finished, so up to `every` steps are trained again.
+    if k % every or not last_before - every <= k <= last_before:
+        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every} steps of the last "
                         f"step printed before the re-form ({last_before})")
     resumed = [s for t, s in after if s > k]
     if resumed != list(range(k + 1, steps + 1)):
@@ -339,13 +351,21 @@ def min_ranks(work, data):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "mpirun":
+        # tests/env/netns-run's driver form: mpirun HORA_TRAIN MODE, then its
+        # mpirun arguments (unused); hora-run and hora-ckpt are in the same
+        # build tree, the namespaces' prefix in HORA_NETNS_PREFIX.
+        train = os.path.abspath(sys.argv[2])
+        build = train[: -len("trainer/hora-train")]
+        sys.argv = [sys.argv[0], sys.argv[3], train, build + "tools/hora_run/hora-run", build + "hora-ckpt"]
     mode, HORA_TRAIN, HORA_RUN, HORA_CKPT = sys.argv[1:5]
     if not fmnist_small.available():
         print(f"FAIL: {fmnist_small.FMNIST} missing (Debian package dataset-fashion-mnist; tools/setup installs it)")
         sys.exit(1)
     with tempfile.TemporaryDirectory() as work:
         idx = fmnist_small.make_idx(work, 768, 256)
-        modes = {"refuse": refuse, "lost": lost, "lost-host": lost_host, "newcomer": newcomer, "min-ranks": min_ranks}
+        modes = {"refuse": refuse, "lost": lost, "lost-host": lost_host, "newcomer": newcomer, "min-ranks": min_ranks,
+                 "netns-lost-host": lambda w, d: lost_host(w, d, os.environ.get("HORA_NETNS_PREFIX", "hora"))}
         failures = modes[mode](work, idx)
     for f in failures:
         print("FAIL:", f)
