@@ -162,6 +162,29 @@ def refuse(work, data):
     return failures
 
 
+def check_resumed(job, text, line, k, every, steps, failures):
+    """After rank 0's re-form line (at step k, the commit it went on from):
+    k is a commit close behind the last step printed before the line, every
+    step after k is printed once up to the planned one, and the run ends
+    there on 2 ranks. Appends to failures; returns (the line's time, the
+    last step printed before it, the steps printed after it)."""
+    t_line = [t for t, printed in job.lines if line in printed][0]
+    last_before = max(s for t, s in steps_after(job, 0) if t < t_line)
+    after = steps_after(job, t_line)
+    # A step's line comes before its gradients' all-reduce is collected (at
+    # the next step or the commit): the last step printed may be one the
+    # world never finished, so up to `every` steps are trained again.
+    if k % every or not last_before - every <= k <= last_before:
+        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every} steps of the last "
+                        f"step printed before the re-form ({last_before})")
+    resumed = [s for t, s in after if s > k]
+    if resumed != list(range(k + 1, steps + 1)):
+        failures.append(f"after the re-form at {k}: steps {resumed}, not {k + 1}..{steps} once each")
+    if not re.search(rf"^training: {steps} steps .* over 2 ranks", text, flags=re.M):
+        failures.append(f"the run did not end at step {steps} on 2 ranks")
+    return t_line, last_before, after
+
+
 def lost(work, data):
     failures = []
     steps, every = 30, 3
@@ -183,20 +206,7 @@ def lost(work, data):
     k = int(m.group(1))
     if "killed by signal 9" not in m.group(2):
         failures.append(f"the reason does not say the worker was killed: {m.group(2)!r}")
-    t_line = [t for t, line in job.lines if m.group(0) in line][0]
-    last_before = max(s for t, s in steps_after(job, 0) if t < t_line)
-    after = steps_after(job, t_line)
-    # A step's line comes before its gradients' all-reduce is collected (at
-    # the next step or the commit): the last step printed may be one the
-    # world never finished, so up to `every` steps are trained again.
-    if k % every or not last_before - every <= k <= last_before:
-        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every} steps of the last "
-                        f"step printed before the re-form ({last_before})")
-    resumed = [s for t, s in after if s > k]
-    if resumed[: steps - k] != list(range(k + 1, steps + 1)) or len(resumed) != steps - k:
-        failures.append(f"after the re-form at {k}: steps {resumed}, not {k + 1}..{steps} once each")
-    if not re.search(rf"^training: {steps} steps .* over 2 ranks", text, flags=re.M):
-        failures.append(f"the run did not end at step {steps} on 2 ranks")
+    t_line, last_before, after = check_resumed(job, text, m.group(0), k, every, steps, failures)
     first = [t for t, s in after if s == k + 1]
     if first:
         print(f"lost: killed once step {SEEN} was printed, the last printed before the re-form {last_before}; "
@@ -243,20 +253,7 @@ def lost_host(work, data, netns=None):
     k = int(m.group(1))
     if "host 1 lost" not in m.group(2):
         failures.append(f"the reason does not say host 1 was lost: {m.group(2)!r}")
-    t_line = [t for t, line in hosts[0].lines if m.group(0) in line][0]
-    last_before = max(s for t, s in steps_after(hosts[0], 0) if t < t_line)
-    after = steps_after(hosts[0], t_line)
-    # A step's line comes before its gradients' all-reduce is collected (at
-    # the next step or the commit): the last step printed may be one the
-    # world never finished, so up to `every` steps are trained again.
-    if k % every or not last_before - every <= k <= last_before:
-        failures.append(f"resumed at step {k}: not a commit (every {every}) within {every} steps of the last "
-                        f"step printed before the re-form ({last_before})")
-    resumed = [s for t, s in after if s > k]
-    if resumed != list(range(k + 1, steps + 1)):
-        failures.append(f"after the re-form at {k}: steps {resumed}, not {k + 1}..{steps} once each")
-    if not re.search(rf"^training: {steps} steps .* over 2 ranks", text, flags=re.M):
-        failures.append(f"the run did not end at step {steps} on 2 ranks")
+    t_line, last_before, after = check_resumed(hosts[0], text, m.group(0), k, every, steps, failures)
     # The loss curve goes on from the commit (the checkpoint comparison
     # below proves it bit for bit): the losses around the re-form.
     loss = {}
