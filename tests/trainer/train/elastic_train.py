@@ -126,6 +126,15 @@ def reference(work, tag, np0, k, np1, args, end_args):
     return d if p.returncode == 0 else None
 
 
+def same_as_reference(work, tag, np0, k, np1, args, end_args, d, steps):
+    """The elastic run's final checkpoint (in d) bitwise that of np0 ranks to
+    step k, then --resume auto on np1 ranks to steps: [] or the failure."""
+    ref = reference(work, tag, np0, k, np1, args, end_args)
+    if not ref:
+        return ["the reference runs failed"]
+    return diff_equal(tag, ckpt(ref, steps), ckpt(d, steps))
+
+
 def diff_equal(tag, a, b):
     d = subprocess.run([HORA_CKPT, "diff", a, b], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     last = d.stdout.strip().splitlines()[-1] if d.stdout.strip() else ""
@@ -162,13 +171,26 @@ def refuse(work, data):
     return failures
 
 
-def check_resumed(job, text, line, k, every, steps, failures):
+def reform_line(text, old_size, lost, reason, failures):
+    """Rank 0's `world OLD -> 2 at step K (LOST lost: generation 0: ...)`
+    line, whose reason must contain reason: K, or None (failures says why)."""
+    m = re.search(rf"^hora-train: world {old_size} -> 2 at step (\d+) \({lost} lost: generation 0: (.*)\); "
+                  r"generation 1 continues from rank 0's commit of that step", text, flags=re.M)
+    if not m:
+        failures.append(f"no 'world {old_size} -> 2 at step K ({lost} lost: ...)' line from rank 0")
+        return None
+    if reason not in m.group(2):
+        failures.append(f"the reason does not say {reason!r}: {m.group(2)!r}")
+    return int(m.group(1))
+
+
+def check_resumed(job, text, k, every, steps, failures):
     """After rank 0's re-form line (at step k, the commit it went on from):
     k is a commit close behind the last step printed before the line, every
     step after k is printed once up to the planned one, and the run ends
     there on 2 ranks. Appends to failures; returns (the line's time, the
     last step printed before it, the steps printed after it)."""
-    t_line = [t for t, printed in job.lines if line in printed][0]
+    t_line = [t for t, printed in job.lines if re.match(rf"hora-train: world \d+ -> 2 at step {k} \(", printed)][0]
     last_before = max(s for t, s in steps_after(job, 0) if t < t_line)
     after = steps_after(job, t_line)
     # A step's line comes before its gradients' all-reduce is collected (at
@@ -199,24 +221,18 @@ def lost(work, data):
     code, text = job.finish()
     if code != 0:
         failures.append(f"hora-run exited {code}, not 0")
-    m = re.search(r"^hora-train: world 3 -> 2 at step (\d+) \(rank 2 lost: generation 0: (.*)\); generation 1 "
-                  r"continues from rank 0's commit of that step", text, flags=re.M)
-    if not m:
-        return failures + ["no 'world 3 -> 2 at step K (rank 2 lost: ...)' line from rank 0"]
-    k = int(m.group(1))
-    if "killed by signal 9" not in m.group(2):
-        failures.append(f"the reason does not say the worker was killed: {m.group(2)!r}")
-    t_line, last_before, after = check_resumed(job, text, m.group(0), k, every, steps, failures)
+    k = reform_line(text, 3, "rank 2", "killed by signal 9", failures)
+    if k is None:
+        return failures
+    t_line, last_before, after = check_resumed(job, text, k, every, steps, failures)
     first = [t for t, s in after if s == k + 1]
     if first:
         print(f"lost: killed once step {SEEN} was printed, the last printed before the re-form {last_before}; "
               f"re-formed at step {k}; {first[0] - t_kill:.2f} s from the kill to step {k + 1} printed", flush=True)
     if failures:
         return failures
-    ref = reference(work, "lost", 3, k, 2, BASE + ["--data", data], ["--keep-global-batch", "--steps", str(steps)])
-    if not ref:
-        return ["the reference runs failed"]
-    return diff_equal("lost", ckpt(ref, steps), ckpt(d, steps))
+    return same_as_reference(work, "lost", 3, k, 2, BASE + ["--data", data],
+                             ["--keep-global-batch", "--steps", str(steps)], d, steps)
 
 
 def lost_host(work, data, netns=None):
@@ -246,14 +262,10 @@ def lost_host(work, data, netns=None):
     hosts[1].finish()
     if code != 0:
         failures.append(f"host 0's hora-run exited {code}, not 0")
-    m = re.search(r"^hora-train: world 4 -> 2 at step (\d+) \(ranks 2, 3 lost: generation 0: (.*)\); generation 1 "
-                  r"continues from rank 0's commit of that step", text, flags=re.M)
-    if not m:
-        return failures + ["no 'world 4 -> 2 at step K (ranks 2, 3 lost: ...)' line from rank 0"]
-    k = int(m.group(1))
-    if "host 1 lost" not in m.group(2):
-        failures.append(f"the reason does not say host 1 was lost: {m.group(2)!r}")
-    t_line, last_before, after = check_resumed(hosts[0], text, m.group(0), k, every, steps, failures)
+    k = reform_line(text, 4, "ranks 2, 3", "host 1 lost", failures)
+    if k is None:
+        return failures
+    t_line, last_before, after = check_resumed(hosts[0], text, k, every, steps, failures)
     # The loss curve goes on from the commit (the checkpoint comparison
     # below proves it bit for bit): the losses around the re-form.
     loss = {}
@@ -268,10 +280,8 @@ def lost_host(work, data, netns=None):
               f"{loss.get('before', [])[-2:]} before, {loss.get('after', [])[:2]} after", flush=True)
     if failures:
         return failures
-    ref = reference(work, "lost-host", 4, k, 2, BASE + ["--data", data], ["--keep-global-batch", "--steps", str(steps)])
-    if not ref:
-        return ["the reference runs failed"]
-    return diff_equal("lost-host", ckpt(ref, steps), ckpt(d, steps))
+    return same_as_reference(work, "lost-host", 4, k, 2, BASE + ["--data", data],
+                             ["--keep-global-batch", "--steps", str(steps)], d, steps)
 
 
 def newcomer(work, data):
@@ -304,10 +314,7 @@ def newcomer(work, data):
           f"steps after: {after[:3]}...", flush=True)
     if failures:
         return failures
-    ref = reference(work, "newcomer", 2, k, 3, BASE + ["--data", data], ["--steps", str(steps)])
-    if not ref:
-        return ["the reference runs failed"]
-    return diff_equal("newcomer", ckpt(ref, steps), ckpt(d, steps))
+    return same_as_reference(work, "newcomer", 2, k, 3, BASE + ["--data", data], ["--steps", str(steps)], d, steps)
 
 
 def min_ranks(work, data):

@@ -219,14 +219,19 @@ class State:
         if waiting > 0:
             raise HostsUpdatedInterrupt(False, "%d host(s) waiting to join" % waiting)
 
+    # What a state keeps is its subclass's to say (ObjectState, TorchState,
+    # or the user's own, as in Horovod): State itself keeps nothing.
     def save(self):
-        raise NotImplementedError()
+        raise NotImplementedError("%s.save: a State subclass saves what it keeps (ObjectState, TorchState)" %
+                                  type(self).__name__)
 
     def restore(self):
-        raise NotImplementedError()
+        raise NotImplementedError("%s.restore: a State subclass restores what it keeps (ObjectState, TorchState)" %
+                                  type(self).__name__)
 
     def sync(self):
-        raise NotImplementedError()
+        raise NotImplementedError("%s.sync: a State subclass syncs what it keeps (ObjectState, TorchState)" %
+                                  type(self).__name__)
 
     def reset(self):
         pass
